@@ -1,0 +1,430 @@
+//! Experiment configs and machine profiles: plain data, parsed from TOML text.
+//!
+//! Parsing is done here (no file I/O: callers pass the text and the name to
+//! report) so that every error names the file, the line and the field.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A configuration error that names where it was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// File name as given by the caller (or `<built-in NAME>`).
+    pub file: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// What is wrong, naming the field.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "{}:{}: {}", self.file, l, self.message),
+            None => write!(f, "{}: {}", self.file, self.message),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl ConfigError {
+    /// An error at `file`, with the line of `key` inside `[section]` looked up
+    /// in `text` when possible.
+    pub fn at_key(file: &str, text: &str, section: &str, key: &str, message: String) -> Self {
+        Self {
+            file: file.to_string(),
+            line: find_key_line(text, section, key),
+            message,
+        }
+    }
+}
+
+/// Finds the 1-based line of `key = ...` inside `[section]` (or of the section
+/// header when the key is empty).
+pub fn find_key_line(text: &str, section: &str, key: &str) -> Option<usize> {
+    let mut in_section = section.is_empty();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.starts_with('[') {
+            let name = line.trim_matches(|c| c == '[' || c == ']').trim();
+            in_section = name == section;
+            if in_section && key.is_empty() {
+                return Some(i + 1);
+            }
+            continue;
+        }
+        if in_section && !key.is_empty() {
+            if let Some((k, _)) = line.split_once('=') {
+                if k.trim().trim_matches('"') == key {
+                    return Some(i + 1);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Parses TOML `text` into `T`, turning serde/toml errors into a
+/// [`ConfigError`] with a line number.
+pub fn parse_toml<T: for<'de> Deserialize<'de>>(file: &str, text: &str) -> Result<T, ConfigError> {
+    toml::from_str(text).map_err(|e| {
+        let line = e
+            .span()
+            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+        ConfigError {
+            file: file.to_string(),
+            line,
+            message: e.message().trim().to_string(),
+        }
+    })
+}
+
+/// Instruction-set family of a machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arch {
+    /// ARMv8-A / ARMv9-A with DVM broadcast invalidation.
+    Arm64,
+}
+
+/// A machine profile: the hardware and the kernel's fixed costs on it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Short name, e.g. `ampere-32`.
+    pub name: String,
+    /// One line saying which real machine this is.
+    pub description: String,
+    /// Instruction-set family.
+    pub arch: Arch,
+    /// CPUs, clusters, sockets.
+    pub topology: Topology,
+    /// TLB geometry and walk costs.
+    pub tlb: TlbParams,
+    /// arm64 invalidation and interconnect costs.
+    pub arm64: Arm64Params,
+    /// Kernel path costs.
+    pub kernel: KernelCosts,
+}
+
+/// Topology of a machine.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Topology {
+    /// Total number of CPUs.
+    pub cpus: u32,
+    /// CPUs per cluster (sharing an L2 / a mesh stop).
+    pub cpus_per_cluster: u32,
+    /// Sockets (NUMA nodes); CPUs are split evenly between them.
+    pub sockets: u32,
+}
+
+/// TLB geometry and page-walk costs of one CPU.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlbParams {
+    /// Leaf entries of the unified (L2) TLB.
+    pub tlb_entries: u32,
+    /// Associativity of the unified TLB.
+    pub tlb_ways: u32,
+    /// Entries of the walk cache (intermediate levels), fully associative.
+    pub walk_cache_entries: u32,
+    /// Cost of a TLB hit seen by a memory access.
+    pub tlb_hit_ns: u64,
+    /// Cost of reading one page-table level during a walk.
+    pub walk_level_ns: u64,
+    /// ASID width in bits (8 or 16).
+    pub asid_bits: u8,
+}
+
+/// arm64 invalidation costs: DVM messages, DVM Sync at the misc node.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Arm64Params {
+    /// FEAT_TLBIRANGE (ARMv8.4 range TLBIs) present.
+    pub tlbirange: bool,
+    /// Issue cost of a local (non-shareable) TLBI on the issuing CPU.
+    pub tlbi_local_ns: u64,
+    /// Issue cost of a shareable TLBI (the CPU does not wait for it).
+    pub tlbi_broadcast_issue_ns: u64,
+    /// Time for a DVM operation to reach and be applied by its targets.
+    pub dvm_op_latency_ns: u64,
+    /// Extra latency when the DVM operation crosses sockets.
+    pub dvm_cross_socket_ns: u64,
+    /// Work each target CPU spends on every DVM operation it receives.
+    pub dvm_op_target_stall_ns: u64,
+    /// Fixed misc-node service time of one DVM Sync.
+    pub dvm_sync_base_ns: u64,
+    /// Misc-node service time per target CPU of one DVM Sync (responses are
+    /// collected one requester at a time).
+    pub dvm_sync_per_target_ns: u64,
+    /// Cost of a DSB that has no broadcast TLBI to wait for.
+    pub dsb_local_ns: u64,
+    /// Cost of ISB.
+    pub isb_ns: u64,
+    /// Cost of writing TTBR0/ASID (context switch of translation regime).
+    pub ttbr_write_ns: u64,
+}
+
+/// Kernel path costs on the machine.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelCosts {
+    /// Syscall entry plus exit, no work.
+    pub syscall_ns: u64,
+    /// VMA lookup/split/merge work of one mprotect call.
+    pub mprotect_vma_ns: u64,
+    /// Work of mmap (VMA allocation and insertion).
+    pub mmap_ns: u64,
+    /// VMA work of munmap.
+    pub munmap_ns: u64,
+    /// Base work of madvise(MADV_DONTNEED).
+    pub madvise_ns: u64,
+    /// Per-PTE work of a page-table update (read, modify, write).
+    pub pte_update_ns: u64,
+    /// Exception entry/exit and handler of a page fault, without allocation.
+    pub page_fault_ns: u64,
+    /// Allocating and zeroing a 4 KiB page.
+    pub page_alloc_ns: u64,
+    /// Base work of fork (task struct, mm copy without page tables).
+    pub fork_ns: u64,
+    /// Per-PTE work of copying page tables at fork.
+    pub fork_per_pte_ns: u64,
+    /// Base work of exec (binary load, new mm).
+    pub exec_ns: u64,
+    /// Base work of exit (files, signals, reaping).
+    pub exit_ns: u64,
+    /// Scheduler work of one context switch, without switch_mm.
+    pub context_switch_ns: u64,
+    /// An uncontended atomic read-modify-write or cpumask update.
+    pub atomic_ns: u64,
+    /// Moving a contended cache line between CPUs (lock hand-off).
+    pub cacheline_transfer_ns: u64,
+    /// Wake-up of another CPU (reschedule IPI delivery).
+    pub resched_ipi_ns: u64,
+    /// Scheduler time slice.
+    pub time_slice_ns: u64,
+}
+
+/// An experiment: which machine, kernel policies, workload and seed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Experiment {
+    /// What the experiment is.
+    pub experiment: ExperimentMeta,
+    /// Overrides of the profile.
+    #[serde(default)]
+    pub machine: MachineOverrides,
+    /// Kernel policies.
+    #[serde(default)]
+    pub kernel: KernelConfig,
+    /// The workload and its parameters.
+    pub workload: WorkloadConfig,
+    /// The checker.
+    #[serde(default)]
+    pub checker: CheckerConfig,
+}
+
+/// Identification of an experiment.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExperimentMeta {
+    /// Short name.
+    pub name: String,
+    /// Free text.
+    #[serde(default)]
+    pub description: String,
+    /// Built-in profile name.
+    pub profile: String,
+    /// Root seed of every random stream.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Stop the run (as an error) past this much simulated time.
+    #[serde(default = "default_limit")]
+    pub max_sim_time_ns: u64,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+fn default_limit() -> u64 {
+    600_000_000_000
+}
+
+/// Profile overrides.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MachineOverrides {
+    /// Total CPUs (the profile's cluster size and socket count are kept).
+    pub cpus: Option<u32>,
+    /// FEAT_TLBIRANGE on or off.
+    pub tlbirange: Option<bool>,
+}
+
+/// Kernel policy selection.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelConfig {
+    /// TLB-flush and switch_mm policy, by name.
+    #[serde(default = "default_tlb_policy")]
+    pub tlb_policy: String,
+    /// ASID allocator, by name.
+    #[serde(default = "default_asid_allocator")]
+    pub asid_allocator: String,
+    /// ASID width override (bits).
+    pub asid_bits: Option<u8>,
+    /// Kernel page-table isolation: ASIDs in even/odd pairs.
+    #[serde(default)]
+    pub kpti: bool,
+}
+
+impl Default for KernelConfig {
+    fn default() -> Self {
+        Self {
+            tlb_policy: default_tlb_policy(),
+            asid_allocator: default_asid_allocator(),
+            asid_bits: None,
+            kpti: false,
+        }
+    }
+}
+
+fn default_tlb_policy() -> String {
+    "arm64-stock".into()
+}
+fn default_asid_allocator() -> String {
+    "arm64-asid-reserved".into()
+}
+
+/// The workload by name plus its own parameters (checked by the workload).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkloadConfig {
+    /// Registered workload name.
+    pub name: String,
+    /// Workload-specific parameters.
+    #[serde(flatten)]
+    pub params: BTreeMap<String, toml::Value>,
+}
+
+/// Checker settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckerConfig {
+    /// Run the invariant checker.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Events of history kept for a violation report.
+    #[serde(default = "default_history")]
+    pub history: usize,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_history() -> usize {
+    24
+}
+
+impl Default for CheckerConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            history: default_history(),
+        }
+    }
+}
+
+/// Built-in profiles: `(name, TOML text)`.
+pub const BUILTIN_PROFILES: &[(&str, &str)] = &[(
+    "ampere-32",
+    include_str!("../../../profiles/ampere-32.toml"),
+)];
+
+/// Loads a built-in profile by name.
+pub fn builtin_profile(name: &str) -> Result<Profile, ConfigError> {
+    let Some((_, text)) = BUILTIN_PROFILES.iter().find(|(n, _)| *n == name) else {
+        let names: Vec<_> = BUILTIN_PROFILES.iter().map(|(n, _)| *n).collect();
+        return Err(ConfigError {
+            file: "<profiles>".into(),
+            line: None,
+            message: format!(
+                "unknown profile \"{name}\" (built-in: {})",
+                names.join(", ")
+            ),
+        });
+    };
+    let p: Profile = parse_toml(&format!("<built-in profile {name}>"), text)?;
+    Ok(p)
+}
+
+impl Profile {
+    /// Applies experiment overrides, validating them.
+    pub fn apply(&mut self, o: &MachineOverrides) {
+        if let Some(c) = o.cpus {
+            self.topology.cpus = c;
+        }
+        if let Some(r) = o.tlbirange {
+            self.arm64.tlbirange = r;
+        }
+    }
+
+    /// Checks internal consistency; the error names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        let t = &self.topology;
+        if t.cpus == 0 || t.cpus > 4096 {
+            return Err(format!("topology.cpus = {} (must be 1..=4096)", t.cpus));
+        }
+        if t.cpus_per_cluster == 0 || t.sockets == 0 {
+            return Err("topology.cpus_per_cluster and topology.sockets must be >= 1".into());
+        }
+        if t.sockets > t.cpus {
+            return Err("topology.sockets exceeds topology.cpus".into());
+        }
+        let tl = &self.tlb;
+        if tl.tlb_ways == 0 || tl.tlb_entries == 0 || tl.tlb_entries % tl.tlb_ways != 0 {
+            return Err("tlb.tlb_entries must be a non-zero multiple of tlb.tlb_ways".into());
+        }
+        if tl.walk_cache_entries == 0 {
+            return Err("tlb.walk_cache_entries must be >= 1".into());
+        }
+        if !(2..=16).contains(&tl.asid_bits) {
+            return Err(format!("tlb.asid_bits = {} (must be 2..=16)", tl.asid_bits));
+        }
+        if self.kernel.time_slice_ns == 0 {
+            return Err("kernel.time_slice_ns must be > 0".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_profiles_parse_and_validate() {
+        for (name, _) in BUILTIN_PROFILES {
+            let p = builtin_profile(name).unwrap();
+            p.validate().unwrap();
+        }
+    }
+
+    #[test]
+    fn unknown_field_error_names_line_and_field() {
+        let text = "[experiment]\nname = \"x\"\nprofile = \"ampere-32\"\n[machine]\ncpu = 3\n[workload]\nname = \"mprotect\"\n";
+        let e = parse_toml::<Experiment>("x.toml", text).unwrap_err();
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(e.to_string().contains("unknown field `cpu`"), "{e}");
+        assert!(e.to_string().starts_with("x.toml:5:"), "{e}");
+    }
+
+    #[test]
+    fn key_lines_are_found_inside_sections() {
+        let text = "[a]\nx = 1\n[b]\nx = 2\n";
+        assert_eq!(find_key_line(text, "b", "x"), Some(4));
+        assert_eq!(find_key_line(text, "b", ""), Some(3));
+        assert_eq!(find_key_line(text, "c", "x"), None);
+    }
+}

@@ -1,0 +1,140 @@
+//! A fixed-size CPU bitmap (Linux's `struct cpumask`).
+
+use serde::Serialize;
+
+/// Bitmap of CPUs, sized at creation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CpuMask {
+    words: Vec<u64>,
+    ncpus: usize,
+}
+
+impl CpuMask {
+    /// An empty mask for `ncpus` CPUs.
+    pub fn new(ncpus: usize) -> Self {
+        Self {
+            words: vec![0; ncpus.div_ceil(64)],
+            ncpus,
+        }
+    }
+
+    /// A mask with every CPU set.
+    pub fn full(ncpus: usize) -> Self {
+        let mut m = Self::new(ncpus);
+        m.set_all();
+        m
+    }
+
+    /// Number of CPUs the mask can hold.
+    pub fn ncpus(&self) -> usize {
+        self.ncpus
+    }
+
+    /// Sets `cpu`.
+    pub fn set(&mut self, cpu: usize) {
+        self.words[cpu / 64] |= 1 << (cpu % 64);
+    }
+
+    /// Clears `cpu`.
+    pub fn clear(&mut self, cpu: usize) {
+        self.words[cpu / 64] &= !(1 << (cpu % 64));
+    }
+
+    /// Is `cpu` set?
+    pub fn test(&self, cpu: usize) -> bool {
+        self.words[cpu / 64] & (1 << (cpu % 64)) != 0
+    }
+
+    /// Sets `cpu`, returning its old value.
+    pub fn test_and_set(&mut self, cpu: usize) -> bool {
+        let old = self.test(cpu);
+        self.set(cpu);
+        old
+    }
+
+    /// Clears `cpu`, returning its old value.
+    pub fn test_and_clear(&mut self, cpu: usize) -> bool {
+        let old = self.test(cpu);
+        self.clear(cpu);
+        old
+    }
+
+    /// Sets every CPU.
+    pub fn set_all(&mut self) {
+        for w in &mut self.words {
+            *w = !0;
+        }
+        let rem = self.ncpus % 64;
+        if rem != 0 {
+            if let Some(last) = self.words.last_mut() {
+                *last = (1u64 << rem) - 1;
+            }
+        }
+    }
+
+    /// Clears every CPU.
+    pub fn clear_all(&mut self) {
+        for w in &mut self.words {
+            *w = 0;
+        }
+    }
+
+    /// Number of CPUs set.
+    pub fn count(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// True if no CPU is set.
+    pub fn is_empty(&self) -> bool {
+        self.words.iter().all(|w| *w == 0)
+    }
+
+    /// True if a CPU other than `cpu` is set.
+    pub fn any_other_than(&self, cpu: usize) -> bool {
+        self.words.iter().enumerate().any(|(i, w)| {
+            let w = if i == cpu / 64 {
+                w & !(1 << (cpu % 64))
+            } else {
+                *w
+            };
+            w != 0
+        })
+    }
+
+    /// The set CPUs in increasing order.
+    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.words.iter().enumerate().flat_map(|(i, &w)| {
+            let mut w = w;
+            std::iter::from_fn(move || {
+                if w == 0 {
+                    return None;
+                }
+                let b = w.trailing_zeros() as usize;
+                w &= w - 1;
+                Some(i * 64 + b)
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bit_operations() {
+        let mut m = CpuMask::new(70);
+        assert!(m.is_empty());
+        m.set(3);
+        m.set(69);
+        assert!(m.test(69) && !m.test(68));
+        assert_eq!(m.iter().collect::<Vec<_>>(), vec![3, 69]);
+        assert!(m.any_other_than(3));
+        m.clear(69);
+        assert!(!m.any_other_than(3));
+        assert!(m.test_and_clear(3));
+        assert!(!m.test_and_set(5));
+        let f = CpuMask::full(70);
+        assert_eq!(f.count(), 70);
+    }
+}

@@ -1,0 +1,404 @@
+//! Per-CPU TLB: a set-associative array of leaf entries with LRU replacement,
+//! and a fully associative walk cache of intermediate (table) entries. Both are
+//! tagged by ASID; every entry also remembers, for the checker only, which
+//! address space and which page-table value it was filled from (hardware does
+//! not use those fields).
+
+use super::mem::{level_shift, Perms, Pfn, TableId, PAGE_SHIFT};
+
+/// Address-space identifier as programmed in TTBR0 (arm64: 8 or 16 bits).
+pub type Asid = u16;
+/// Opaque address-space id of the kernel's `mm` (ground truth for checkers).
+pub type MmId = u32;
+
+/// A cached leaf translation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeafEntry {
+    /// ASID tag.
+    pub asid: Asid,
+    /// Virtual page number.
+    pub vpn: u64,
+    /// Physical frame.
+    pub pfn: Pfn,
+    /// Permissions.
+    pub perms: Perms,
+    /// Version of the PTE it was filled from.
+    pub version: u64,
+    /// Address space whose tables were walked (checker-only).
+    pub mm: MmId,
+}
+
+/// A cached intermediate descriptor: table at `level` for `va_prefix` points
+/// to the next-level table `next`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalkEntry {
+    /// ASID tag.
+    pub asid: Asid,
+    /// Level (0..=2) of the table whose descriptor is cached.
+    pub level: u8,
+    /// `va >> level_shift(level)`.
+    pub va_prefix: u64,
+    /// Next-level table page.
+    pub next: TableId,
+    /// Instance of `next` when cached (checker-only).
+    pub next_instance: u64,
+    /// Address space whose tables were walked (checker-only).
+    pub mm: MmId,
+}
+
+/// The scope of one invalidation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlbiScope {
+    /// `TLBI VAE1`/`VALE1`: one page of one ASID; `last_level` leaves
+    /// walk-cache entries alone.
+    Va {
+        /// ASID.
+        asid: Asid,
+        /// Virtual address.
+        va: u64,
+        /// Leaf only.
+        last_level: bool,
+    },
+    /// `TLBI RVAE1`/`RVALE1` (FEAT_TLBIRANGE): `pages` pages from `va`.
+    Range {
+        /// ASID.
+        asid: Asid,
+        /// First virtual address.
+        va: u64,
+        /// Number of 4 KiB pages.
+        pages: u64,
+        /// Leaf only.
+        last_level: bool,
+    },
+    /// `TLBI ASIDE1`: everything tagged with the ASID.
+    Asid(Asid),
+    /// `TLBI VMALLE1`: everything.
+    All,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Slot<T> {
+    entry: Option<T>,
+    lru: u64,
+}
+
+/// One CPU's TLB and walk cache.
+#[derive(Debug, Clone)]
+pub struct Tlb {
+    sets: usize,
+    ways: usize,
+    leaf: Vec<Slot<LeafEntry>>,
+    walk: Vec<Slot<WalkEntry>>,
+    tick: u64,
+}
+
+impl Tlb {
+    /// A TLB of `entries` leaf entries in `ways` ways, and `walk_entries`
+    /// walk-cache entries.
+    pub fn new(entries: usize, ways: usize, walk_entries: usize) -> Self {
+        Self {
+            sets: entries / ways,
+            ways,
+            leaf: vec![
+                Slot {
+                    entry: None,
+                    lru: 0
+                };
+                entries
+            ],
+            walk: vec![
+                Slot {
+                    entry: None,
+                    lru: 0
+                };
+                walk_entries
+            ],
+            tick: 0,
+        }
+    }
+
+    fn set_of(&self, vpn: u64) -> std::ops::Range<usize> {
+        let s = (vpn % self.sets as u64) as usize;
+        s * self.ways..(s + 1) * self.ways
+    }
+
+    /// Looks up a leaf entry, refreshing its LRU age on a hit.
+    pub fn lookup(&mut self, asid: Asid, vpn: u64) -> Option<LeafEntry> {
+        self.tick += 1;
+        let tick = self.tick;
+        let r = self.set_of(vpn);
+        for s in &mut self.leaf[r] {
+            if let Some(e) = s.entry {
+                if e.asid == asid && e.vpn == vpn {
+                    s.lru = tick;
+                    return Some(e);
+                }
+            }
+        }
+        None
+    }
+
+    /// Inserts a leaf entry, replacing a matching one, else an empty way,
+    /// else the least recently used way.
+    pub fn insert(&mut self, e: LeafEntry) {
+        self.tick += 1;
+        let tick = self.tick;
+        let r = self.set_of(e.vpn);
+        let set = &mut self.leaf[r];
+        let idx = set
+            .iter()
+            .position(|s| matches!(s.entry, Some(x) if x.asid == e.asid && x.vpn == e.vpn))
+            .or_else(|| set.iter().position(|s| s.entry.is_none()))
+            .unwrap_or_else(|| {
+                let mut best = 0;
+                for (i, s) in set.iter().enumerate() {
+                    if s.lru < set[best].lru {
+                        best = i;
+                    }
+                }
+                best
+            });
+        set[idx] = Slot {
+            entry: Some(e),
+            lru: tick,
+        };
+    }
+
+    /// Removes the leaf entry for `(asid, vpn)` (used when an access faults on it).
+    pub fn remove(&mut self, asid: Asid, vpn: u64) {
+        let r = self.set_of(vpn);
+        for s in &mut self.leaf[r] {
+            if matches!(s.entry, Some(x) if x.asid == asid && x.vpn == vpn) {
+                s.entry = None;
+            }
+        }
+    }
+
+    /// The deepest walk-cache entry usable for `va` under `asid`.
+    pub fn walk_lookup(&mut self, asid: Asid, va: u64) -> Option<WalkEntry> {
+        self.tick += 1;
+        let tick = self.tick;
+        let mut best: Option<usize> = None;
+        for (i, s) in self.walk.iter().enumerate() {
+            if let Some(e) = s.entry {
+                if e.asid == asid
+                    && e.va_prefix == va >> level_shift(e.level)
+                    && best.is_none_or(|b| self.walk[b].entry.is_some_and(|x| x.level < e.level))
+                {
+                    best = Some(i);
+                }
+            }
+        }
+        best.map(|i| {
+            self.walk[i].lru = tick;
+            self.walk[i].entry.expect("present")
+        })
+    }
+
+    /// Caches an intermediate descriptor.
+    pub fn walk_insert(&mut self, e: WalkEntry) {
+        self.tick += 1;
+        let tick = self.tick;
+        let idx = self
+            .walk
+            .iter()
+            .position(|s| {
+                matches!(s.entry, Some(x) if x.asid == e.asid && x.level == e.level && x.va_prefix == e.va_prefix)
+            })
+            .or_else(|| self.walk.iter().position(|s| s.entry.is_none()))
+            .unwrap_or_else(|| {
+                let mut best = 0;
+                for (i, s) in self.walk.iter().enumerate() {
+                    if s.lru < self.walk[best].lru {
+                        best = i;
+                    }
+                }
+                best
+            });
+        self.walk[idx] = Slot {
+            entry: Some(e),
+            lru: tick,
+        };
+    }
+
+    /// Applies one invalidation; returns how many entries it removed.
+    pub fn invalidate(&mut self, scope: TlbiScope) -> usize {
+        let mut n = 0;
+        match scope {
+            TlbiScope::Va {
+                asid,
+                va,
+                last_level,
+            } => {
+                let vpn = va >> PAGE_SHIFT;
+                let r = self.set_of(vpn);
+                for s in &mut self.leaf[r] {
+                    if matches!(s.entry, Some(x) if x.asid == asid && x.vpn == vpn) {
+                        s.entry = None;
+                        n += 1;
+                    }
+                }
+                if !last_level {
+                    n += self.invalidate_walk(|e| {
+                        e.asid == asid && e.va_prefix == va >> level_shift(e.level)
+                    });
+                }
+            }
+            TlbiScope::Range {
+                asid,
+                va,
+                pages,
+                last_level,
+            } => {
+                let lo = va >> PAGE_SHIFT;
+                let hi = lo + pages;
+                if pages as usize <= self.sets {
+                    for vpn in lo..hi {
+                        let r = self.set_of(vpn);
+                        for s in &mut self.leaf[r] {
+                            if matches!(s.entry, Some(x) if x.asid == asid && x.vpn == vpn) {
+                                s.entry = None;
+                                n += 1;
+                            }
+                        }
+                    }
+                } else {
+                    for s in &mut self.leaf {
+                        if matches!(s.entry, Some(x) if x.asid == asid && (lo..hi).contains(&x.vpn))
+                        {
+                            s.entry = None;
+                            n += 1;
+                        }
+                    }
+                }
+                if !last_level {
+                    let end = va + (pages << PAGE_SHIFT);
+                    n += self.invalidate_walk(|e| {
+                        // The region the cached descriptor translates overlaps the range.
+                        let sh = level_shift(e.level);
+                        let r_lo = e.va_prefix << sh;
+                        let r_hi = r_lo + (1u64 << sh);
+                        e.asid == asid && r_lo < end && va < r_hi
+                    });
+                }
+            }
+            TlbiScope::Asid(asid) => {
+                for s in &mut self.leaf {
+                    if matches!(s.entry, Some(x) if x.asid == asid) {
+                        s.entry = None;
+                        n += 1;
+                    }
+                }
+                n += self.invalidate_walk(|e| e.asid == asid);
+            }
+            TlbiScope::All => {
+                for s in &mut self.leaf {
+                    if s.entry.take().is_some() {
+                        n += 1;
+                    }
+                }
+                n += self.invalidate_walk(|_| true);
+            }
+        }
+        n
+    }
+
+    fn invalidate_walk(&mut self, pred: impl Fn(&WalkEntry) -> bool) -> usize {
+        let mut n = 0;
+        for s in &mut self.walk {
+            if s.entry.as_ref().is_some_and(&pred) {
+                s.entry = None;
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Every valid leaf entry (for checkers).
+    pub fn leaf_entries(&self) -> impl Iterator<Item = &LeafEntry> {
+        self.leaf.iter().filter_map(|s| s.entry.as_ref())
+    }
+
+    /// Leaf entries that could match `vpn` (its set), for cheap checks.
+    pub fn leaf_entries_for(&self, vpn: u64) -> impl Iterator<Item = &LeafEntry> {
+        self.leaf[self.set_of(vpn)]
+            .iter()
+            .filter_map(|s| s.entry.as_ref())
+    }
+
+    /// Every valid walk-cache entry (for checkers).
+    pub fn walk_entries(&self) -> impl Iterator<Item = &WalkEntry> {
+        self.walk.iter().filter_map(|s| s.entry.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leaf(asid: Asid, vpn: u64) -> LeafEntry {
+        LeafEntry {
+            asid,
+            vpn,
+            pfn: vpn + 100,
+            perms: Perms::RW,
+            version: 1,
+            mm: 0,
+        }
+    }
+
+    #[test]
+    fn capacity_and_lru_replacement() {
+        let mut t = Tlb::new(8, 2, 4);
+        // vpns 0, 4, 8 map to set 0 of 4 sets.
+        t.insert(leaf(1, 0));
+        t.insert(leaf(1, 4));
+        assert!(t.lookup(1, 0).is_some()); // 0 is now most recent
+        t.insert(leaf(1, 8)); // evicts 4
+        assert!(t.lookup(1, 4).is_none());
+        assert!(t.lookup(1, 0).is_some());
+        assert!(t.lookup(2, 0).is_none(), "ASID-tagged");
+    }
+
+    #[test]
+    fn invalidation_scopes() {
+        let mut t = Tlb::new(16, 4, 4);
+        for v in 0..4 {
+            t.insert(leaf(1, v));
+        }
+        t.insert(leaf(2, 0));
+        let w = WalkEntry {
+            asid: 1,
+            level: 2,
+            va_prefix: 0,
+            next: 7,
+            next_instance: 1,
+            mm: 0,
+        };
+        t.walk_insert(w);
+        assert_eq!(
+            t.invalidate(TlbiScope::Va {
+                asid: 1,
+                va: 0,
+                last_level: true
+            }),
+            1
+        );
+        assert!(
+            t.walk_lookup(1, 0x1000).is_some(),
+            "last-level keeps walk entries"
+        );
+        assert_eq!(
+            t.invalidate(TlbiScope::Range {
+                asid: 1,
+                va: 0x1000,
+                pages: 2,
+                last_level: false
+            }),
+            3
+        );
+        assert!(t.walk_lookup(1, 0x1000).is_none());
+        assert_eq!(t.invalidate(TlbiScope::Asid(1)), 1);
+        assert_eq!(t.invalidate(TlbiScope::All), 1);
+    }
+}

@@ -1,0 +1,275 @@
+//! `arm64-asid-reserved`: the arm64 ASID allocator of arch/arm64/mm/context.c
+//! (the design of seed 002): generations in the upper bits of
+//! `mm->context.id`, ASIDs running at rollover stay reserved, every CPU
+//! flushes locally before first using a new generation, no IPIs, and a
+//! lockless fast path on `active_asids` with cmpxchg.
+
+use crate::engine::exec::KFuture;
+use crate::hw::cpumask::CpuMask;
+use crate::hw::tlb::{Asid, MmId, TlbiScope};
+use crate::hw::Ttbr0;
+use crate::kernel::policy::AsidAllocator;
+use crate::kernel::{Ctx, LockId, Op, World};
+use std::cell::{Cell, RefCell};
+
+#[derive(Debug)]
+struct State {
+    /// `asid_generation`: a multiple of `1 << bits`.
+    generation: u64,
+    /// `asid_map`: index (not ASID) used in this generation.
+    map: Vec<bool>,
+    /// `cur_idx`: where the next search starts.
+    cursor: usize,
+    /// `active_asids[cpu]` (0: take the slow path).
+    active: Vec<u64>,
+    /// `reserved_asids[cpu]`.
+    reserved: Vec<u64>,
+    /// `tlb_flush_pending`.
+    flush_pending: CpuMask,
+}
+
+/// The allocator. See the module doc.
+#[derive(Debug)]
+pub struct ReservedAsid {
+    bits: u8,
+    kpti: bool,
+    st: RefCell<Option<State>>,
+    lock: Cell<LockId>,
+}
+
+impl ReservedAsid {
+    /// An allocator for `bits`-bit ASIDs; with `kpti`, ASIDs come in
+    /// even/odd pairs and only even ones are allocated.
+    pub fn new(bits: u8, kpti: bool) -> Self {
+        Self {
+            bits,
+            kpti,
+            st: RefCell::new(None),
+            lock: Cell::new(0),
+        }
+    }
+
+    fn first_version(&self) -> u64 {
+        1 << self.bits
+    }
+    /// Number of map indices (`NUM_USER_ASIDS`, halved under KPTI).
+    fn nr_idx(&self) -> usize {
+        let n = 1usize << self.bits;
+        if self.kpti {
+            n / 2
+        } else {
+            n
+        }
+    }
+    fn idx2asid(&self, idx: usize) -> u64 {
+        if self.kpti {
+            (idx as u64) << 1
+        } else {
+            idx as u64
+        }
+    }
+    fn asid2idx(&self, asid: u64) -> usize {
+        let a = (asid & (self.first_version() - 1)) as usize;
+        if self.kpti {
+            a >> 1
+        } else {
+            a
+        }
+    }
+
+    /// `flush_context()`: lock held, generation already bumped.
+    fn flush_context(&self, st: &mut State) {
+        for b in st.map.iter_mut() {
+            *b = false;
+        }
+        st.map[0] = true; // ASID 0 is reserved
+        for cpu in 0..st.active.len() {
+            let mut a = std::mem::take(&mut st.active[cpu]); // atomic64_xchg(.., 0)
+            if a == 0 {
+                a = st.reserved[cpu];
+            }
+            let idx = self.asid2idx(a);
+            st.map[idx] = true;
+            st.reserved[cpu] = a;
+        }
+        st.flush_pending.set_all();
+    }
+
+    /// `check_update_reserved()`: visits every CPU (no early exit).
+    fn check_update_reserved(st: &mut State, old: u64, new: u64) -> bool {
+        let mut hit = false;
+        for r in st.reserved.iter_mut() {
+            if *r == old {
+                *r = new;
+                hit = true;
+            }
+        }
+        hit
+    }
+
+    /// `new_context()`: lock held. Returns the new id and whether a rollover
+    /// happened.
+    fn new_context(&self, st: &mut State, old: u64) -> (u64, bool) {
+        let asid_mask = self.first_version() - 1;
+        let gen = st.generation;
+        if old != 0 {
+            let new = gen | (old & asid_mask);
+            if Self::check_update_reserved(st, old, new) {
+                return (new, false);
+            }
+            let idx = self.asid2idx(old);
+            if !st.map[idx] {
+                st.map[idx] = true;
+                return (new, false);
+            }
+        }
+        let mut rolled = false;
+        let idx = match (st.cursor..self.nr_idx()).find(|&i| !st.map[i]) {
+            Some(i) => i,
+            None => {
+                st.generation += self.first_version();
+                self.flush_context(st);
+                rolled = true;
+                (1..self.nr_idx())
+                    .find(|&i| !st.map[i])
+                    .expect("more ASIDs than CPUs: a free one exists after rollover")
+            }
+        };
+        st.map[idx] = true;
+        st.cursor = idx;
+        (st.generation | self.idx2asid(idx), rolled)
+    }
+}
+
+impl AsidAllocator for ReservedAsid {
+    fn init(&self, w: &World) {
+        let n = w.ncpus();
+        let mut map = vec![false; self.nr_idx()];
+        map[0] = true;
+        *self.st.borrow_mut() = Some(State {
+            generation: self.first_version(),
+            map,
+            cursor: 1,
+            active: vec![0; n],
+            reserved: vec![0; n],
+            flush_pending: CpuMask::new(n),
+        });
+        self.lock.set(w.new_lock("cpu_asid_lock"));
+    }
+
+    fn asid_of(&self, w: &World, mm: MmId) -> Asid {
+        (w.k.borrow().mms[mm as usize].context_id & (self.first_version() - 1)) as Asid
+    }
+
+    fn check_and_switch_context<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
+        Box::pin(async move {
+            let w = &ctx.w;
+            let cpu = ctx.cpu();
+            let bits = self.bits;
+            let same_gen = |id: u64, gen: u64| (id ^ gen) >> bits == 0;
+            // Fast path: id and active_asids[cpu] read, then cmpxchg.
+            ctx.atomic().await;
+            let id = w.k.borrow().mms[mm as usize].context_id;
+            let (old, gen) = {
+                let st = self.st.borrow();
+                let st = st.as_ref().expect("init");
+                (st.active[cpu], st.generation)
+            };
+            let mut fast = false;
+            if old != 0 && same_gen(id, gen) {
+                ctx.atomic().await; // cmpxchg_relaxed(&active_asids[cpu], old, id)
+                let mut st = self.st.borrow_mut();
+                let st = st.as_mut().expect("init");
+                if st.active[cpu] == old {
+                    st.active[cpu] = id;
+                    fast = true;
+                }
+            }
+            if !fast {
+                ctx.spin_lock(self.lock.get()).await;
+                let mut id = w.k.borrow().mms[mm as usize].context_id;
+                let (flush, new_ctx) = {
+                    let mut st = self.st.borrow_mut();
+                    let st = st.as_mut().expect("init");
+                    let mut new_ctx = false;
+                    if !same_gen(id, st.generation) {
+                        let (new, rolled) = self.new_context(st, id);
+                        if rolled {
+                            w.stats.borrow_mut().asid_rollovers += 1;
+                        }
+                        id = new;
+                        new_ctx = true;
+                    }
+                    (st.flush_pending.test_and_clear(cpu), new_ctx)
+                };
+                if new_ctx {
+                    w.k.borrow_mut().mms[mm as usize].context_id = id;
+                    w.policy.on_new_context(w, mm);
+                }
+                if flush {
+                    // local_flush_tlb_all()
+                    ctx.step(Op::DsbSt).await;
+                    ctx.tlbi(TlbiScope::All, false).await;
+                    ctx.dsb_nsh().await;
+                    ctx.isb().await;
+                }
+                ctx.atomic().await; // atomic64_set(&active_asids[cpu], asid)
+                self.st.borrow_mut().as_mut().expect("init").active[cpu] = id;
+                ctx.spin_unlock(self.lock.get()).await;
+            }
+            // cpu_switch_mm(): reserved TTBR0 first, then the new ASID and
+            // tables, then ISB.
+            ctx.step(Op::SetTtbr0(None)).await;
+            let pgd = w.k.borrow().mms[mm as usize].pgd;
+            let asid = w.user_asid(mm);
+            ctx.step(Op::SetTtbr0(Some(Ttbr0 { mm, pgd, asid }))).await;
+            ctx.isb().await;
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(a: &ReservedAsid, ncpus: usize) -> State {
+        let mut map = vec![false; a.nr_idx()];
+        map[0] = true;
+        State {
+            generation: a.first_version(),
+            map,
+            cursor: 1,
+            active: vec![0; ncpus],
+            reserved: vec![0; ncpus],
+            flush_pending: CpuMask::new(ncpus),
+        }
+    }
+
+    #[test]
+    fn rollover_keeps_running_asids_and_flushes_everywhere() {
+        let a = ReservedAsid::new(2, false); // ASIDs 1..=3
+        let mut st = state(&a, 2);
+        let ids: Vec<u64> = (0..3).map(|_| a.new_context(&mut st, 0).0).collect();
+        assert_eq!(ids.iter().map(|i| i & 3).collect::<Vec<_>>(), vec![1, 2, 3]);
+        st.active[0] = ids[1]; // CPU0 runs the mm with ASID 2
+        let (new, rolled) = a.new_context(&mut st, 0);
+        assert!(rolled);
+        assert_eq!(new >> 2, 2, "second generation");
+        assert_ne!(new & 3, 2, "ASID 2 is reserved for the running mm");
+        assert!(st.flush_pending.test(0) && st.flush_pending.test(1));
+        // The running mm keeps its number in the new generation.
+        let (kept, _) = a.new_context(&mut st, ids[1]);
+        assert_eq!(kept, (2 << 2) | 2);
+    }
+
+    #[test]
+    fn kpti_hands_out_even_asids() {
+        let a = ReservedAsid::new(4, true);
+        let mut st = state(&a, 1);
+        for _ in 0..7 {
+            let (id, _) = a.new_context(&mut st, 0);
+            assert_eq!(id & 1, 0);
+            assert_ne!(id & 15, 0);
+        }
+    }
+}

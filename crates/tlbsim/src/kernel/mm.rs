@@ -1,0 +1,498 @@
+//! Memory-management system calls and page faults: mmap, munmap, mprotect,
+//! madvise(MADV_DONTNEED), demand paging with copy-on-write, fork's
+//! `dup_mmap`, and teardown (`exit_mmap`), with the mmu_gather batching
+//! (include/asm-generic/tlb.h, mm/mmu_gather.c) that turns them into flushes.
+
+use super::pgtable::{detach_empty_tables, get_pte, present_ptes, set_pte};
+use super::{sched, Ctx, Vma};
+use crate::hw::mem::{Perms, Pfn, TableId, PAGE_SIZE, ZERO_PFN};
+use crate::hw::tlb::MmId;
+use crate::hw::Fault;
+use crate::observe::Event;
+
+/// Kernel call bracket: statistics, observer events and the return-to-user
+/// preemption point.
+pub async fn syscall_enter(ctx: &Ctx, name: &'static str) {
+    let cpu = ctx.cpu();
+    ctx.w.stats.borrow_mut().cpu[cpu].syscalls += 1;
+    ctx.emit(Event::CallEnter {
+        cpu,
+        task: ctx.task,
+        call: name,
+    });
+    ctx.work(ctx.w.profile.kernel.syscall_ns / 2).await;
+}
+
+/// Returns from a kernel call to user space.
+pub async fn syscall_exit(ctx: &Ctx, name: &'static str) {
+    ctx.work(ctx.w.profile.kernel.syscall_ns - ctx.w.profile.kernel.syscall_ns / 2)
+        .await;
+    ctx.emit(Event::CallExit {
+        cpu: ctx.cpu(),
+        task: ctx.task,
+        call: name,
+    });
+    sched::maybe_preempt(ctx).await;
+}
+
+/// Calls the policy's `flush_tlb_range`, timing it.
+pub async fn flush_tlb_range(
+    ctx: &Ctx,
+    mm: MmId,
+    start: u64,
+    end: u64,
+    stride: u64,
+    last_level: bool,
+) {
+    let t0 = ctx.now();
+    ctx.w
+        .policy
+        .flush_tlb_range(ctx, mm, start, end, stride, last_level)
+        .await;
+    ctx.w
+        .stats
+        .borrow_mut()
+        .flush_latency_ns
+        .record(ctx.now() - t0);
+}
+
+/// Calls the policy's `flush_tlb_mm`, timing it.
+pub async fn flush_tlb_mm(ctx: &Ctx, mm: MmId) {
+    let t0 = ctx.now();
+    ctx.w.policy.flush_tlb_mm(ctx, mm).await;
+    ctx.w
+        .stats
+        .borrow_mut()
+        .flush_latency_ns
+        .record(ctx.now() - t0);
+}
+
+/// Calls the policy's `flush_tlb_page`, timing it.
+pub async fn flush_tlb_page(ctx: &Ctx, mm: MmId, va: u64) {
+    let t0 = ctx.now();
+    ctx.w.policy.flush_tlb_page(ctx, mm, va).await;
+    ctx.w
+        .stats
+        .borrow_mut()
+        .flush_latency_ns
+        .record(ctx.now() - t0);
+}
+
+/// `struct mmu_gather`.
+#[derive(Debug)]
+pub struct MmuGather {
+    mm: MmId,
+    fullmm: bool,
+    start: u64,
+    end: u64,
+    freed_tables: bool,
+    frames: Vec<Pfn>,
+    tables: Vec<TableId>,
+}
+
+impl MmuGather {
+    /// `tlb_gather_mmu()`: counts this gather in `mm->tlb_flush_pending`.
+    pub async fn begin(ctx: &Ctx, mm: MmId, fullmm: bool) -> Self {
+        ctx.atomic().await; // inc_tlb_flush_pending()
+        ctx.w.k.borrow_mut().mms[mm as usize].tlb_flush_pending += 1;
+        Self {
+            mm,
+            fullmm,
+            start: u64::MAX,
+            end: 0,
+            freed_tables: false,
+            frames: Vec::new(),
+            tables: Vec::new(),
+        }
+    }
+
+    fn add_range(&mut self, start: u64, end: u64) {
+        self.start = self.start.min(start);
+        self.end = self.end.max(end);
+    }
+
+    /// Clears the PTEs of `[start, end)` (`zap_pte_range`), queueing frames.
+    pub async fn zap(&mut self, ctx: &Ctx, start: u64, end: u64) {
+        let ptes = present_ptes(&ctx.w, self.mm, start, end);
+        let per = ctx.w.profile.kernel.pte_update_ns;
+        ctx.work(per * ptes.len() as u64).await;
+        let cpu = ctx.cpu();
+        for (va, p) in ptes {
+            set_pte(&ctx.w, cpu, self.mm, va, None);
+            self.frames.push(p.pfn);
+            self.add_range(va, va + PAGE_SIZE);
+        }
+    }
+
+    /// `free_pgtables()` over `[floor, ceiling)`: detaches empty tables; they
+    /// are freed after the flush.
+    pub async fn free_pgtables(&mut self, ctx: &Ctx, floor: u64, ceiling: u64) {
+        let detached = detach_empty_tables(&ctx.w, self.mm, floor, ceiling);
+        ctx.work(ctx.w.profile.kernel.pte_update_ns * detached.len() as u64)
+            .await;
+        for (t, va) in detached {
+            self.tables.push(t);
+            self.freed_tables = true;
+            self.add_range(va, va + PAGE_SIZE);
+        }
+    }
+
+    /// `tlb_finish_mmu()`: flush (arm64 `tlb_flush`), then free pages and
+    /// page-table pages, then drop the pending count.
+    pub async fn finish(mut self, ctx: &Ctx) {
+        let w = &ctx.w;
+        ctx.atomic().await;
+        let concurrent = w.k.borrow().mms[self.mm as usize].tlb_flush_pending > 1;
+        if concurrent && !self.fullmm {
+            // Another gather may have cleared PTEs we skipped: flush it all.
+            self.start = 0;
+            self.end = crate::kernel::mm::TASK_SIZE;
+        }
+        if self.end > self.start {
+            if self.fullmm {
+                if self.freed_tables {
+                    flush_tlb_mm(ctx, self.mm).await;
+                }
+            } else {
+                flush_tlb_range(
+                    ctx,
+                    self.mm,
+                    self.start,
+                    self.end,
+                    PAGE_SIZE,
+                    !self.freed_tables,
+                )
+                .await;
+            }
+        }
+        let cpu = ctx.cpu();
+        {
+            let mut hw = w.hw.borrow_mut();
+            for f in self.frames.drain(..) {
+                hw.mem.put_frame(f);
+            }
+        }
+        for t in self.tables.drain(..) {
+            let instance = w.hw.borrow().mem.table(t).instance;
+            w.hw.borrow_mut().mem.free_table(t);
+            w.stats.borrow_mut().tables_freed += 1;
+            w.emit(Event::TableFree {
+                cpu,
+                mm: self.mm,
+                table: t,
+                instance,
+            });
+        }
+        ctx.atomic().await; // dec_tlb_flush_pending()
+        w.k.borrow_mut().mms[self.mm as usize].tlb_flush_pending -= 1;
+    }
+}
+
+/// Top of the user address space (48-bit VA).
+pub const TASK_SIZE: u64 = 1 << 48;
+
+fn page_align(x: u64) -> u64 {
+    x.div_ceil(PAGE_SIZE) * PAGE_SIZE
+}
+
+/// `mmap(NULL, len, prot, MAP_PRIVATE | MAP_ANONYMOUS)`: returns the address.
+pub async fn sys_mmap(ctx: &Ctx, len: u64, perms: Perms) -> u64 {
+    syscall_enter(ctx, "mmap").await;
+    ctx.work(ctx.w.profile.kernel.mmap_ns).await;
+    let mm = ctx.mm().expect("user task");
+    let len = page_align(len.max(1));
+    let addr = {
+        let mut k = ctx.w.k.borrow_mut();
+        let m = &mut k.mms[mm as usize];
+        // Leave a guard gap so that mappings do not merge.
+        m.mmap_base -= len + PAGE_SIZE;
+        let start = m.mmap_base;
+        m.vmas.insert(
+            start,
+            Vma {
+                start,
+                end: start + len,
+                perms,
+            },
+        );
+        start
+    };
+    syscall_exit(ctx, "mmap").await;
+    addr
+}
+
+/// Splits VMAs at `addr` so that a VMA boundary falls there.
+fn split_at(vmas: &mut std::collections::BTreeMap<u64, Vma>, addr: u64) {
+    let hit = vmas
+        .range(..addr)
+        .next_back()
+        .filter(|(_, v)| v.end > addr)
+        .map(|(s, v)| (*s, *v));
+    if let Some((s, v)) = hit {
+        vmas.insert(s, Vma { end: addr, ..v });
+        vmas.insert(addr, Vma { start: addr, ..v });
+    }
+}
+
+/// Merges adjacent VMAs with equal protection.
+fn merge(vmas: &mut std::collections::BTreeMap<u64, Vma>) {
+    let list: Vec<Vma> = vmas.values().copied().collect();
+    vmas.clear();
+    let mut cur: Option<Vma> = None;
+    for v in list {
+        cur = match cur {
+            Some(c) if c.end == v.start && c.perms == v.perms => Some(Vma { end: v.end, ..c }),
+            Some(c) => {
+                vmas.insert(c.start, c);
+                Some(v)
+            }
+            None => Some(v),
+        };
+    }
+    if let Some(c) = cur {
+        vmas.insert(c.start, c);
+    }
+}
+
+/// `mprotect(addr, len, prot)`: returns false (EINVAL/ENOMEM) if the range
+/// is not fully mapped. Private writable mappings keep PTEs read-only
+/// (written on the next write fault), as Linux before 6.0 does.
+pub async fn sys_mprotect(ctx: &Ctx, addr: u64, len: u64, perms: Perms) -> bool {
+    syscall_enter(ctx, "mprotect").await;
+    let w = &ctx.w;
+    let mm = ctx.mm().expect("user task");
+    let end = addr + page_align(len);
+    ctx.work(w.profile.kernel.mprotect_vma_ns).await;
+    let ok = {
+        let mut k = w.k.borrow_mut();
+        let vmas = &mut k.mms[mm as usize].vmas;
+        let mut covered = addr;
+        for v in vmas.values() {
+            if v.start <= covered && v.end > covered {
+                covered = v.end;
+            }
+        }
+        if covered < end {
+            false
+        } else {
+            split_at(vmas, addr);
+            split_at(vmas, end);
+            for (_, v) in vmas.range_mut(addr..end) {
+                v.perms = perms;
+            }
+            merge(vmas);
+            true
+        }
+    };
+    if ok {
+        // change_protection(): rewrite every present PTE, flush if any, with
+        // mm->tlb_flush_pending raised around it (inc/dec_tlb_flush_pending).
+        ctx.atomic().await;
+        w.k.borrow_mut().mms[mm as usize].tlb_flush_pending += 1;
+        let ptes = present_ptes(w, mm, addr, end);
+        ctx.work(w.profile.kernel.pte_update_ns * ptes.len() as u64)
+            .await;
+        let cpu = ctx.cpu();
+        let pte_perms = Perms(perms.0 & !(Perms::RW.0 & !Perms::R.0));
+        for (va, p) in &ptes {
+            set_pte(w, cpu, mm, *va, Some((p.pfn, pte_perms)));
+        }
+        if !ptes.is_empty() {
+            flush_tlb_range(ctx, mm, addr, end, PAGE_SIZE, true).await;
+        }
+        ctx.atomic().await;
+        w.k.borrow_mut().mms[mm as usize].tlb_flush_pending -= 1;
+    }
+    syscall_exit(ctx, "mprotect").await;
+    ok
+}
+
+/// Removes `[addr, end)` from the VMA tree.
+fn remove_vmas(ctx: &Ctx, mm: MmId, addr: u64, end: u64) {
+    let mut k = ctx.w.k.borrow_mut();
+    let vmas = &mut k.mms[mm as usize].vmas;
+    split_at(vmas, addr);
+    split_at(vmas, end);
+    let starts: Vec<u64> = vmas.range(addr..end).map(|(s, _)| *s).collect();
+    for s in starts {
+        vmas.remove(&s);
+    }
+}
+
+/// `munmap(addr, len)`: zaps the PTEs, frees empty page tables, flushes.
+pub async fn sys_munmap(ctx: &Ctx, addr: u64, len: u64) {
+    syscall_enter(ctx, "munmap").await;
+    let mm = ctx.mm().expect("user task");
+    let end = addr + page_align(len);
+    ctx.work(ctx.w.profile.kernel.munmap_ns).await;
+    remove_vmas(ctx, mm, addr, end);
+    let mut g = MmuGather::begin(ctx, mm, false).await;
+    g.zap(ctx, addr, end).await;
+    g.free_pgtables(ctx, addr, end).await;
+    g.finish(ctx).await;
+    syscall_exit(ctx, "munmap").await;
+}
+
+/// `madvise(addr, len, MADV_DONTNEED)`: zaps PTEs, keeps VMAs and tables.
+pub async fn sys_madvise_dontneed(ctx: &Ctx, addr: u64, len: u64) {
+    syscall_enter(ctx, "madvise").await;
+    let mm = ctx.mm().expect("user task");
+    ctx.work(ctx.w.profile.kernel.madvise_ns).await;
+    let mut g = MmuGather::begin(ctx, mm, false).await;
+    g.zap(ctx, addr, addr + page_align(len)).await;
+    g.finish(ctx).await;
+    syscall_exit(ctx, "madvise").await;
+}
+
+/// Page-fault handler (`do_page_fault` → `handle_mm_fault`). Returns false
+/// when the access is not permitted (SIGSEGV).
+pub async fn handle_page_fault(ctx: &Ctx, va: u64, write: bool, _f: Fault) -> bool {
+    let w = &ctx.w;
+    let cpu = ctx.cpu();
+    w.stats.borrow_mut().cpu[cpu].page_faults += 1;
+    ctx.emit(Event::CallEnter {
+        cpu,
+        task: ctx.task,
+        call: "fault",
+    });
+    ctx.work(w.profile.kernel.page_fault_ns).await;
+    let Some(mm) = ctx.mm() else { return false };
+    let va = va & !(PAGE_SIZE - 1);
+    let vma = {
+        let k = w.k.borrow();
+        k.mms[mm as usize]
+            .vmas
+            .range(..=va)
+            .next_back()
+            .map(|(_, v)| *v)
+            .filter(|v| v.end > va)
+    };
+    let ok = match vma {
+        Some(v) if v.perms.read() && (!write || v.perms.write()) => {
+            match get_pte(w, mm, va) {
+                None => {
+                    // do_anonymous_page: reads map the zero page read-only.
+                    if write {
+                        ctx.work(w.profile.kernel.page_alloc_ns).await;
+                        let pfn = w.hw.borrow_mut().mem.alloc_frame();
+                        let (_, tables) = set_pte(w, ctx.cpu(), mm, va, Some((pfn, v.perms)));
+                        ctx.work(w.profile.kernel.page_alloc_ns * u64::from(tables))
+                            .await;
+                    } else {
+                        let (_, tables) = set_pte(w, ctx.cpu(), mm, va, Some((ZERO_PFN, Perms::R)));
+                        ctx.work(w.profile.kernel.page_alloc_ns * u64::from(tables))
+                            .await;
+                    }
+                }
+                Some(p) if write && !p.perms.write() => {
+                    let shared = p.pfn == ZERO_PFN || w.hw.borrow().mem.frame_refs(p.pfn) > 1;
+                    if shared {
+                        // wp_page_copy: new frame, ptep_clear_flush, set.
+                        ctx.work(w.profile.kernel.page_alloc_ns).await;
+                        let pfn = w.hw.borrow_mut().mem.alloc_frame();
+                        set_pte(w, ctx.cpu(), mm, va, None);
+                        flush_tlb_page(ctx, mm, va).await;
+                        set_pte(w, ctx.cpu(), mm, va, Some((pfn, v.perms)));
+                        w.hw.borrow_mut().mem.put_frame(p.pfn);
+                    } else {
+                        // wp_page_reuse: make writable and dirty; arm64 then
+                        // flushes the stale read-only entry (flush_tlb_page in
+                        // ptep_set_access_flags' caller, v5.x).
+                        ctx.work(w.profile.kernel.pte_update_ns).await;
+                        set_pte(w, ctx.cpu(), mm, va, Some((p.pfn, v.perms)));
+                        flush_tlb_page(ctx, mm, va).await;
+                    }
+                }
+                Some(_) => {} // spurious: the retry walks the current PTE
+            }
+            true
+        }
+        _ => false,
+    };
+    ctx.emit(Event::CallExit {
+        cpu: ctx.cpu(),
+        task: ctx.task,
+        call: "fault",
+    });
+    ok
+}
+
+/// `dup_mmap()`: copies VMAs and PTEs into a new address space,
+/// write-protecting private writable pages in both (copy-on-write), then
+/// `flush_tlb_mm(oldmm)`.
+pub async fn dup_mmap(ctx: &Ctx, old: MmId) -> MmId {
+    let w = &ctx.w;
+    let new = w.new_mm();
+    let vmas = w.k.borrow().mms[old as usize].vmas.clone();
+    let base = w.k.borrow().mms[old as usize].mmap_base;
+    {
+        let mut k = w.k.borrow_mut();
+        k.mms[new as usize].vmas = vmas.clone();
+        k.mms[new as usize].mmap_base = base;
+    }
+    let ptes = present_ptes(w, old, 0, TASK_SIZE);
+    ctx.work(w.profile.kernel.fork_per_pte_ns * ptes.len() as u64)
+        .await;
+    let cpu = ctx.cpu();
+    let mut changed = false;
+    for (va, p) in ptes {
+        let ro = Perms(p.perms.0 & !2);
+        if p.perms.write() {
+            set_pte(w, cpu, old, va, Some((p.pfn, ro)));
+            changed = true;
+        }
+        w.hw.borrow_mut().mem.get_frame(p.pfn);
+        set_pte(w, cpu, new, va, Some((p.pfn, ro)));
+    }
+    if changed {
+        flush_tlb_mm(ctx, old).await;
+    }
+    new
+}
+
+/// `mmput()`: drops a user; the last one tears the address space down
+/// (`exit_mmap`: zap everything, free the tables, flush the ASID).
+pub async fn mmput(ctx: &Ctx, mm: MmId) {
+    let w = &ctx.w;
+    ctx.atomic().await;
+    let last = {
+        let mut k = w.k.borrow_mut();
+        let m = &mut k.mms[mm as usize];
+        m.users -= 1;
+        m.users == 0
+    };
+    if !last {
+        return;
+    }
+    let mut g = MmuGather::begin(ctx, mm, true).await;
+    g.zap(ctx, 0, TASK_SIZE).await;
+    w.k.borrow_mut().mms[mm as usize].vmas.clear();
+    g.free_pgtables(ctx, 0, TASK_SIZE).await;
+    g.finish(ctx).await;
+    mmdrop(ctx, mm).await;
+}
+
+/// `mmdrop()`: drops a reference to the structure; the last frees the PGD.
+pub async fn mmdrop(ctx: &Ctx, mm: MmId) {
+    let w = &ctx.w;
+    ctx.atomic().await;
+    let last = {
+        let mut k = w.k.borrow_mut();
+        let m = &mut k.mms[mm as usize];
+        m.count -= 1;
+        m.count == 0
+    };
+    if last {
+        let pgd = w.k.borrow().mms[mm as usize].pgd;
+        let instance = w.hw.borrow().mem.table(pgd).instance;
+        w.hw.borrow_mut().mem.free_table(pgd);
+        w.k.borrow_mut().mms[mm as usize].live = false;
+        w.emit(Event::TableFree {
+            cpu: ctx.cpu(),
+            mm,
+            table: pgd,
+            instance,
+        });
+        w.emit(Event::MmFree { mm });
+    }
+}

@@ -1,0 +1,534 @@
+//! The modelled kernel: tasks, address spaces, scheduling, memory syscalls,
+//! and the architecture policies chosen by name.
+//!
+//! Kernel routines are `async fn`s taking a [`Ctx`]; every hardware step and
+//! every access to shared kernel state that other CPUs race with is an await
+//! on [`Ctx::step`]. Code between awaits is atomic.
+
+pub mod arm64;
+pub mod mm;
+pub mod pgtable;
+pub mod policy;
+pub mod sched;
+
+use crate::config::{KernelConfig, Profile};
+use crate::engine::exec::{KFuture, Mailbox};
+use crate::engine::Ns;
+use crate::hw::cpumask::CpuMask;
+use crate::hw::mem::{Perms, TableId};
+use crate::hw::tlb::{Asid, MmId, TlbiScope};
+use crate::hw::{CpuId, Fault, Hw, Ttbr0};
+use crate::observe::{Event, Observer};
+use crate::stats::Stats;
+use policy::{AsidAllocator, TlbPolicy};
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
+
+/// Index of a task.
+pub type TaskId = usize;
+/// Index of a modelled spinlock.
+pub type LockId = usize;
+
+/// One step a task asks the driver to perform.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Busy work for `ns` (user code when `user`).
+    Work {
+        /// Duration.
+        ns: u64,
+        /// User-mode work (preemptible).
+        user: bool,
+    },
+    /// A user load or store.
+    Access {
+        /// Virtual address.
+        va: u64,
+        /// Store.
+        write: bool,
+    },
+    /// A TLBI instruction.
+    Tlbi {
+        /// What it invalidates.
+        scope: TlbiScope,
+        /// Inner-shareable form (`...IS`).
+        broadcast: bool,
+    },
+    /// `DSB ISHST` / `DSB NSHST`: orders page-table stores before TLBIs.
+    DsbSt,
+    /// `DSB ISH`: waits for this CPU's broadcast TLBIs, via a DVM Sync.
+    DsbIsh,
+    /// `DSB NSH`: waits for this CPU's local TLBIs.
+    DsbNsh,
+    /// `ISB`.
+    Isb,
+    /// Writes TTBR0 (and the ASID) of this CPU.
+    SetTtbr0(Option<Ttbr0>),
+    /// One atomic read-modify-write of a shared kernel variable.
+    Atomic,
+    /// Acquires a spinlock (waits while it is held).
+    Lock(LockId),
+    /// Releases a spinlock.
+    Unlock(LockId),
+    /// Context switch from the posting task to `next` on this CPU.
+    SwitchTo(TaskId),
+    /// The idle task waits for a reschedule.
+    Idle,
+    /// Sends a reschedule IPI to a CPU.
+    ReschedIpi(CpuId),
+}
+
+/// The result of a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpResult {
+    /// Nothing to report.
+    Unit,
+    /// Outcome of an access.
+    Access(Result<(), Fault>),
+}
+
+/// A task's mailbox.
+pub type TaskMailbox = Mailbox<Op, OpResult>;
+
+/// A virtual memory area.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Vma {
+    /// First byte.
+    pub start: u64,
+    /// One past the last byte.
+    pub end: u64,
+    /// Protection.
+    pub perms: Perms,
+}
+
+/// An address space (`struct mm_struct`).
+#[derive(Debug, Clone)]
+pub struct Mm {
+    /// Id (never reused).
+    pub id: MmId,
+    /// Top-level table page.
+    pub pgd: TableId,
+    /// VMAs by start address.
+    pub vmas: BTreeMap<u64, Vma>,
+    /// `mm_users`: tasks using the address space.
+    pub users: u32,
+    /// `mm_count`: references to the structure (users count as one, lazy
+    /// borrowers one each).
+    pub count: u32,
+    /// `mm->context.id`: ASID generation and number (allocator-defined).
+    pub context_id: u64,
+    /// `mm_cpumask` (meaning is policy-defined).
+    pub cpumask: CpuMask,
+    /// Concurrent mmu_gathers on this mm (`mm->tlb_flush_pending`).
+    pub tlb_flush_pending: u32,
+    /// Next address handed out by mmap (grows down).
+    pub mmap_base: u64,
+    /// Not yet freed.
+    pub live: bool,
+}
+
+/// Scheduling state of a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskState {
+    /// On a CPU.
+    Running,
+    /// On a run queue.
+    Runnable,
+    /// Sleeping until woken.
+    Blocked,
+    /// Exited, waiting for its parent.
+    Zombie,
+    /// Reaped.
+    Dead,
+}
+
+/// A task (`struct task_struct`).
+#[derive(Debug)]
+pub struct Task {
+    /// Id.
+    pub id: TaskId,
+    /// Name (comm).
+    pub name: String,
+    /// Own address space; `None` for kernel threads.
+    pub mm: Option<MmId>,
+    /// Address space whose tables the CPU uses while this task runs.
+    pub active_mm: Option<MmId>,
+    /// State.
+    pub state: TaskState,
+    /// CPU it runs on or last ran on.
+    pub cpu: CpuId,
+    /// The per-CPU idle task.
+    pub idle: bool,
+    /// Parent.
+    pub parent: Option<TaskId>,
+    /// Children not yet reaped.
+    pub children: u32,
+    /// Exited children waiting for `wait`.
+    pub zombies: VecDeque<TaskId>,
+    /// CPUs it may run on (`None`: all).
+    pub affinity: Option<CpuMask>,
+    /// When its current slice started.
+    pub slice_start_ns: Ns,
+    /// Still executing on a CPU (until its switch-out completes).
+    pub on_cpu: bool,
+    /// On a run queue.
+    pub queued: bool,
+    /// Its mailbox.
+    pub mb: Rc<TaskMailbox>,
+}
+
+/// Per-CPU scheduler state.
+#[derive(Debug, Clone)]
+pub struct PerCpu {
+    /// Running task.
+    pub current: TaskId,
+    /// Idle task.
+    pub idle: TaskId,
+    /// Run queue (FIFO, round robin).
+    pub rq: VecDeque<TaskId>,
+    /// Reschedule requested.
+    pub need_resched: bool,
+    /// mm to drop in `finish_task_switch` (lazy reference of the prev task).
+    pub mm_to_drop: Option<MmId>,
+    /// The task that switched out last (`prev` of `finish_task_switch`).
+    pub last: Option<TaskId>,
+}
+
+/// A modelled spinlock.
+#[derive(Debug, Clone, Default)]
+pub struct Lock {
+    /// Name.
+    pub name: &'static str,
+    /// Holding CPU.
+    pub holder: Option<CpuId>,
+    /// Waiting tasks in arrival order (ticket lock) with their arrival time.
+    pub waiters: VecDeque<(TaskId, Ns)>,
+}
+
+/// All kernel state.
+#[derive(Debug, Default)]
+pub struct KState {
+    /// Tasks by id.
+    pub tasks: Vec<Task>,
+    /// Address spaces by id.
+    pub mms: Vec<Mm>,
+    /// Per-CPU scheduler state.
+    pub cpus: Vec<PerCpu>,
+    /// Spinlocks.
+    pub locks: Vec<Lock>,
+}
+
+/// A task's program.
+pub type TaskFuture = KFuture<'static, ()>;
+/// A deferred program: given its context, yields the task's future.
+pub type Program = Box<dyn FnOnce(Ctx) -> TaskFuture>;
+
+/// The whole modelled system: hardware, kernel, policies, observers.
+pub struct World {
+    /// The machine profile (after overrides).
+    pub profile: Profile,
+    /// Kernel configuration.
+    pub kcfg: KernelConfig,
+    /// Hardware.
+    pub hw: RefCell<Hw>,
+    /// Kernel.
+    pub k: RefCell<KState>,
+    /// Statistics.
+    pub stats: RefCell<Stats>,
+    /// The observer (checker), if any.
+    pub observer: RefCell<Option<Box<dyn Observer>>>,
+    /// TLB-flush policy.
+    pub policy: Box<dyn TlbPolicy>,
+    /// ASID allocator.
+    pub asid: Box<dyn AsidAllocator>,
+    /// Current simulated time (set by the driver).
+    pub now: Cell<Ns>,
+    /// Task futures by task id (taken out while polled).
+    pub futures: RefCell<Vec<Option<TaskFuture>>>,
+    /// Programs of tasks not started yet.
+    pub programs: RefCell<Vec<Option<Program>>>,
+    pte_version: Cell<u64>,
+}
+
+impl std::fmt::Debug for World {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("World").field("now", &self.now).finish()
+    }
+}
+
+impl World {
+    /// Builds a world with no tasks but one idle task per CPU.
+    pub fn new(
+        profile: Profile,
+        kcfg: KernelConfig,
+        policy: Box<dyn TlbPolicy>,
+        asid: Box<dyn AsidAllocator>,
+    ) -> Rc<World> {
+        let hw = Hw::new(&profile);
+        let n = hw.ncpus();
+        let w = Rc::new(World {
+            profile,
+            kcfg,
+            hw: RefCell::new(hw),
+            k: RefCell::new(KState::default()),
+            stats: RefCell::new(Stats::new(n)),
+            observer: RefCell::new(None),
+            policy,
+            asid,
+            now: Cell::new(0),
+            futures: RefCell::new(Vec::new()),
+            programs: RefCell::new(Vec::new()),
+            pte_version: Cell::new(0),
+        });
+        for cpu in 0..n {
+            let t = w.new_task(
+                format!("swapper/{cpu}"),
+                None,
+                cpu,
+                None,
+                Box::new(sched::idle_main),
+            );
+            let mut k = w.k.borrow_mut();
+            k.tasks[t].idle = true;
+            k.tasks[t].state = TaskState::Running;
+            k.cpus.push(PerCpu {
+                current: t,
+                idle: t,
+                rq: VecDeque::new(),
+                need_resched: false,
+                mm_to_drop: None,
+                last: None,
+            });
+            k.tasks[t].on_cpu = true;
+        }
+        w.asid.init(&w);
+        w
+    }
+
+    /// Number of CPUs.
+    pub fn ncpus(&self) -> usize {
+        self.profile.topology.cpus as usize
+    }
+
+    /// Registers a new task (not yet runnable) with `program`.
+    pub fn new_task(
+        &self,
+        name: String,
+        mm: Option<MmId>,
+        cpu: CpuId,
+        parent: Option<TaskId>,
+        program: Program,
+    ) -> TaskId {
+        let mut k = self.k.borrow_mut();
+        let id = k.tasks.len();
+        k.tasks.push(Task {
+            id,
+            name,
+            mm,
+            active_mm: mm,
+            state: TaskState::Blocked,
+            cpu,
+            idle: false,
+            parent,
+            children: 0,
+            zombies: VecDeque::new(),
+            affinity: None,
+            slice_start_ns: 0,
+            on_cpu: false,
+            queued: false,
+            mb: Rc::default(),
+        });
+        self.futures.borrow_mut().push(None);
+        self.programs.borrow_mut().push(Some(program));
+        id
+    }
+
+    /// Creates an empty address space with a fresh top-level table.
+    pub fn new_mm(&self) -> MmId {
+        let pgd = self.hw.borrow_mut().mem.alloc_table(0);
+        let mut k = self.k.borrow_mut();
+        let id = k.mms.len() as MmId;
+        k.mms.push(Mm {
+            id,
+            pgd,
+            vmas: BTreeMap::new(),
+            users: 1,
+            count: 1,
+            context_id: 0,
+            cpumask: CpuMask::new(self.ncpus()),
+            tlb_flush_pending: 0,
+            mmap_base: 0x7f00_0000_0000,
+            live: true,
+        });
+        id
+    }
+
+    /// Creates a spinlock.
+    pub fn new_lock(&self, name: &'static str) -> LockId {
+        let mut k = self.k.borrow_mut();
+        k.locks.push(Lock {
+            name,
+            ..Default::default()
+        });
+        k.locks.len() - 1
+    }
+
+    /// Next PTE version (unique, increasing).
+    pub fn next_pte_version(&self) -> u64 {
+        let v = self.pte_version.get() + 1;
+        self.pte_version.set(v);
+        v
+    }
+
+    /// Sends `ev` to the observer.
+    pub fn emit(&self, ev: Event) {
+        if let Some(o) = self.observer.borrow_mut().as_mut() {
+            o.event(self.now.get(), &ev, &self.hw.borrow());
+        }
+    }
+
+    /// The first violation the observer found, if any.
+    pub fn failure(&self) -> Option<String> {
+        self.observer.borrow().as_ref().and_then(|o| o.failure())
+    }
+
+    /// The ASID programmed for user accesses of `mm` (KPTI: the odd twin).
+    pub fn user_asid(&self, mm: MmId) -> Asid {
+        let a = self.asid.asid_of(self, mm);
+        if self.kcfg.kpti {
+            a | 1
+        } else {
+            a
+        }
+    }
+}
+
+/// A task's handle on the world: what kernel code runs with.
+#[derive(Clone)]
+pub struct Ctx {
+    /// The world.
+    pub w: Rc<World>,
+    /// The task this code runs as.
+    pub task: TaskId,
+    mb: Rc<TaskMailbox>,
+}
+
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Ctx(task {})", self.task)
+    }
+}
+
+impl Ctx {
+    /// The context of `task`.
+    pub fn new(w: &Rc<World>, task: TaskId) -> Self {
+        let mb = Rc::clone(&w.k.borrow().tasks[task].mb);
+        Self {
+            w: Rc::clone(w),
+            task,
+            mb,
+        }
+    }
+
+    /// The CPU this task is on (`smp_processor_id()`).
+    pub fn cpu(&self) -> CpuId {
+        self.w.k.borrow().tasks[self.task].cpu
+    }
+
+    /// Current simulated time.
+    pub fn now(&self) -> Ns {
+        self.w.now.get()
+    }
+
+    /// Posts `op` and waits for the driver to complete it.
+    pub async fn step(&self, op: Op) -> OpResult {
+        self.mb.step(op).await
+    }
+
+    /// Kernel work for `ns`.
+    pub async fn work(&self, ns: u64) {
+        if ns > 0 {
+            self.step(Op::Work { ns, user: false }).await;
+        }
+    }
+
+    /// An atomic RMW on shared kernel state (the caller applies the effect
+    /// right after the await: that is the linearisation point).
+    pub async fn atomic(&self) {
+        self.step(Op::Atomic).await;
+    }
+
+    /// Issues a TLBI.
+    pub async fn tlbi(&self, scope: TlbiScope, broadcast: bool) {
+        self.step(Op::Tlbi { scope, broadcast }).await;
+    }
+
+    /// `DSB ISHST`.
+    pub async fn dsb_ishst(&self) {
+        self.step(Op::DsbSt).await;
+    }
+
+    /// `DSB ISH`.
+    pub async fn dsb_ish(&self) {
+        self.step(Op::DsbIsh).await;
+    }
+
+    /// `DSB NSH`.
+    pub async fn dsb_nsh(&self) {
+        self.step(Op::DsbNsh).await;
+    }
+
+    /// `ISB`.
+    pub async fn isb(&self) {
+        self.step(Op::Isb).await;
+    }
+
+    /// Spinlock acquire.
+    pub async fn spin_lock(&self, l: LockId) {
+        self.step(Op::Lock(l)).await;
+    }
+
+    /// Spinlock release.
+    pub async fn spin_unlock(&self, l: LockId) {
+        self.step(Op::Unlock(l)).await;
+    }
+
+    /// A user access; page faults are handled (and retried) here. Returns
+    /// false if the access is not allowed at all (would be SIGSEGV).
+    pub async fn user_access(&self, va: u64, write: bool) -> bool {
+        for _ in 0..4 {
+            match self.step(Op::Access { va, write }).await {
+                OpResult::Access(Ok(())) => return true,
+                OpResult::Access(Err(f)) => {
+                    if !mm::handle_page_fault(self, va, write, f).await {
+                        return false;
+                    }
+                }
+                OpResult::Unit => unreachable!("access returns an access result"),
+            }
+        }
+        false
+    }
+
+    /// User-mode computation for `ns`, preemptible at time-slice boundaries.
+    pub async fn user_work(&self, ns: u64) {
+        let slice = self.w.profile.kernel.time_slice_ns;
+        let mut left = ns;
+        while left > 0 {
+            let d = left.min(slice);
+            self.step(Op::Work { ns: d, user: true }).await;
+            left -= d;
+            sched::maybe_preempt(self).await;
+        }
+    }
+
+    /// Emits an observer event.
+    pub fn emit(&self, ev: Event) {
+        self.w.emit(ev);
+    }
+
+    /// The address space this task runs on (`current->mm`).
+    pub fn mm(&self) -> Option<MmId> {
+        self.w.k.borrow().tasks[self.task].mm
+    }
+}

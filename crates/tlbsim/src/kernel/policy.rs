@@ -1,0 +1,123 @@
+//! The seams where architecture policies plug in, and the registries that
+//! choose them by name. Adding a policy = one file + one line here.
+
+use super::{Ctx, World};
+use crate::engine::exec::KFuture;
+use crate::hw::tlb::{Asid, MmId};
+
+/// arm64 `switch_mm` and TLB-flush primitives (arch/arm64/include/asm/
+/// tlbflush.h and mmu_context.h). Every method runs on the calling CPU.
+pub trait TlbPolicy {
+    /// `switch_mm(prev, next)`: make `next` the CPU's user address space.
+    /// `prev` is the previous `active_mm` (may equal `next`).
+    fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()>;
+    /// `enter_lazy_tlb(mm)`: a kernel thread starts borrowing `mm`.
+    fn enter_lazy_tlb<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
+        let _ = (ctx, mm);
+        Box::pin(async {})
+    }
+    /// `flush_tlb_mm(mm)`: invalidate every translation of `mm`.
+    fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()>;
+    /// `__flush_tlb_range(vma, start, end, stride, last_level)`: `stride` is
+    /// the size in bytes of the level cleared; `last_level` is false when
+    /// page-table pages were freed (walk caches must be invalidated too).
+    fn flush_tlb_range<'a>(
+        &'a self,
+        ctx: &'a Ctx,
+        mm: MmId,
+        start: u64,
+        end: u64,
+        stride: u64,
+        last_level: bool,
+    ) -> KFuture<'a, ()>;
+    /// `flush_tlb_page(vma, va)`.
+    fn flush_tlb_page<'a>(&'a self, ctx: &'a Ctx, mm: MmId, va: u64) -> KFuture<'a, ()> {
+        self.flush_tlb_range(
+            ctx,
+            mm,
+            va,
+            va + crate::hw::mem::PAGE_SIZE,
+            crate::hw::mem::PAGE_SIZE,
+            true,
+        )
+    }
+    /// Hook called by the ASID allocator when `mm` receives a new ASID
+    /// (seed 000 v2 clears mm_cpumask there).
+    fn on_new_context(&self, w: &World, mm: MmId) {
+        let _ = (w, mm);
+    }
+}
+
+/// ASID allocation (arch/arm64/mm/context.c).
+pub trait AsidAllocator {
+    /// One-time setup once CPUs exist.
+    fn init(&self, w: &World);
+    /// `check_and_switch_context(mm)`: give `mm` a valid ASID on this CPU and
+    /// load TTBR0 (irqs off).
+    fn check_and_switch_context<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()>;
+    /// The (kernel) ASID currently assigned to `mm`.
+    fn asid_of(&self, w: &World, mm: MmId) -> Asid;
+}
+
+type TlbCtor = fn() -> Box<dyn TlbPolicy>;
+type AsidCtor = fn(&crate::config::KernelConfig, u8) -> Box<dyn AsidAllocator>;
+
+/// Registered TLB-flush policies: name, one-line description, constructor.
+pub const TLB_POLICIES: &[(&str, &str, TlbCtor)] = &[
+    (
+        "arm64-stock",
+        "Linux arm64 flush primitives: always broadcast (TLBI ...IS; DSB ISH)",
+        || Box::new(super::arm64::stock::Stock),
+    ),
+    (
+        "mutant-range-no-broadcast",
+        "MUTANT: flush_tlb_range issues local TLBIs only",
+        || Box::new(crate::check::mutants::RangeNoBroadcast),
+    ),
+    (
+        "mutant-free-before-sync",
+        "MUTANT: table-freeing flushes return before their DSB ISH",
+        || Box::new(crate::check::mutants::FreeBeforeSync),
+    ),
+];
+
+/// Registered ASID allocators.
+pub const ASID_ALLOCATORS: &[(&str, &str, AsidCtor)] = &[(
+    "arm64-asid-reserved",
+    "Linux arm64 allocator: generations, reserved ASIDs, lockless fast path, no IPIs",
+    |k, bits| Box::new(super::arm64::asid::ReservedAsid::new(bits, k.kpti)),
+)];
+
+/// Looks up a TLB policy by name; the error lists the known names.
+pub fn tlb_policy(name: &str) -> Result<Box<dyn TlbPolicy>, String> {
+    TLB_POLICIES
+        .iter()
+        .find(|(n, _, _)| *n == name)
+        .map(|(_, _, f)| f())
+        .ok_or_else(|| {
+            let names: Vec<_> = TLB_POLICIES.iter().map(|(n, _, _)| *n).collect();
+            format!(
+                "unknown tlb_policy \"{name}\" (known: {})",
+                names.join(", ")
+            )
+        })
+}
+
+/// Looks up an ASID allocator by name.
+pub fn asid_allocator(
+    name: &str,
+    k: &crate::config::KernelConfig,
+    bits: u8,
+) -> Result<Box<dyn AsidAllocator>, String> {
+    ASID_ALLOCATORS
+        .iter()
+        .find(|(n, _, _)| *n == name)
+        .map(|(_, _, f)| f(k, bits))
+        .ok_or_else(|| {
+            let names: Vec<_> = ASID_ALLOCATORS.iter().map(|(n, _, _)| *n).collect();
+            format!(
+                "unknown asid_allocator \"{name}\" (known: {})",
+                names.join(", ")
+            )
+        })
+}

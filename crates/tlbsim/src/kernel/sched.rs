@@ -1,0 +1,348 @@
+//! Scheduling: per-CPU FIFO run queues with time slices, wake-ups with
+//! reschedule IPIs, the idle task, lazy TLB for tasks without an mm, and the
+//! process lifecycle (fork, exec, exit, wait) (kernel/sched/core.c,
+//! kernel/fork.c, kernel/exit.c, fs/exec.c).
+
+use super::mm::{dup_mmap, mmdrop, mmput, syscall_enter, syscall_exit};
+use super::{Ctx, Op, Program, TaskFuture, TaskId, TaskState, World};
+use crate::hw::CpuId;
+use std::rc::Rc;
+
+/// The idle task's program: schedule when there is work, else wait for a
+/// reschedule IPI.
+pub fn idle_main(ctx: Ctx) -> TaskFuture {
+    Box::pin(async move {
+        loop {
+            let cpu = ctx.cpu();
+            let work = {
+                let k = ctx.w.k.borrow();
+                !k.cpus[cpu].rq.is_empty()
+            };
+            if work {
+                schedule(&ctx).await;
+            } else {
+                ctx.step(Op::Idle).await;
+            }
+        }
+    })
+}
+
+/// Wraps a new task's program: `schedule_tail()` first, `do_exit(0)` if the
+/// program returns.
+pub fn start_program(ctx: Ctx, program: Program) -> TaskFuture {
+    let inner = program(ctx.clone());
+    Box::pin(async move {
+        finish_task_switch(&ctx).await;
+        inner.await;
+        do_exit(&ctx).await;
+    })
+}
+
+/// Preemption point on return to user space.
+pub async fn maybe_preempt(ctx: &Ctx) {
+    let cpu = ctx.cpu();
+    let now = ctx.now();
+    let want = {
+        let k = ctx.w.k.borrow();
+        let pc = &k.cpus[cpu];
+        let t = &k.tasks[ctx.task];
+        pc.need_resched
+            || (!pc.rq.is_empty()
+                && now.saturating_sub(t.slice_start_ns) >= ctx.w.profile.kernel.time_slice_ns)
+    };
+    if want {
+        schedule(ctx).await;
+    }
+}
+
+/// `__schedule()`: picks the next task of this CPU's run queue (or idle) and
+/// switches to it. The caller has already set its state if it is to sleep.
+pub async fn schedule(ctx: &Ctx) {
+    let w = &ctx.w;
+    let cpu = ctx.cpu();
+    let prev = ctx.task;
+    let next = {
+        let mut k = w.k.borrow_mut();
+        k.cpus[cpu].need_resched = false;
+        let prev_running = k.tasks[prev].state == TaskState::Running;
+        let prev_idle = k.tasks[prev].idle;
+        match k.cpus[cpu].rq.pop_front() {
+            Some(n) => {
+                k.tasks[n].queued = false;
+                if prev_running && !prev_idle {
+                    k.tasks[prev].state = TaskState::Runnable;
+                }
+                n
+            }
+            None if prev_running => return,
+            None => k.cpus[cpu].idle,
+        }
+    };
+    if next == prev {
+        return;
+    }
+    ctx.work(w.profile.kernel.context_switch_ns).await;
+    context_switch(ctx, cpu, prev, next).await;
+    finish_task_switch(ctx).await;
+}
+
+/// `context_switch()`: the mm part, then the register switch.
+async fn context_switch(ctx: &Ctx, cpu: CpuId, prev: TaskId, next: TaskId) {
+    let w = &ctx.w;
+    let (prev_mm, prev_active, next_mm) = {
+        let k = w.k.borrow();
+        (k.tasks[prev].mm, k.tasks[prev].active_mm, k.tasks[next].mm)
+    };
+    match next_mm {
+        None => {
+            // Kernel thread (or idle): borrow prev's mm lazily.
+            w.k.borrow_mut().tasks[next].active_mm = prev_active;
+            if let Some(m) = prev_active {
+                w.k.borrow_mut().mms[m as usize].count += 1; // mmgrab()
+                w.policy.enter_lazy_tlb(ctx, m).await;
+            }
+        }
+        Some(m) => {
+            w.policy.switch_mm(ctx, prev_active, m).await;
+        }
+    }
+    {
+        let mut k = w.k.borrow_mut();
+        if prev_mm.is_none() {
+            // prev was lazy: its reference is dropped by finish_task_switch.
+            k.cpus[cpu].mm_to_drop = k.tasks[prev].active_mm.take();
+        }
+        k.cpus[cpu].last = Some(prev);
+        k.cpus[cpu].current = next;
+        let t = &mut k.tasks[next];
+        t.cpu = cpu;
+        t.state = TaskState::Running;
+        t.on_cpu = true;
+        t.slice_start_ns = w.now.get();
+    }
+    w.stats.borrow_mut().cpu[cpu].context_switches += 1;
+    ctx.step(Op::SwitchTo(next)).await;
+}
+
+/// `finish_task_switch()`: runs in the task that was switched in. Drops the
+/// lazy mm reference of the task that left and re-queues it if it was
+/// preempted or woken while switching out.
+pub async fn finish_task_switch(ctx: &Ctx) {
+    let w = &ctx.w;
+    let cpu = ctx.cpu();
+    let (last, drop_mm) = {
+        let mut k = w.k.borrow_mut();
+        let last = k.cpus[cpu].last.take();
+        let drop_mm = k.cpus[cpu].mm_to_drop.take();
+        if let Some(l) = last {
+            k.tasks[l].on_cpu = false;
+        }
+        (last, drop_mm)
+    };
+    if let Some(l) = last {
+        let requeue = {
+            let k = w.k.borrow();
+            k.tasks[l].state == TaskState::Runnable && !k.tasks[l].queued && !k.tasks[l].idle
+        };
+        if requeue {
+            enqueue(ctx, l, false).await;
+        }
+    }
+    if let Some(m) = drop_mm {
+        mmdrop(ctx, m).await;
+    }
+}
+
+/// Chooses a CPU for a waking or new task: its previous CPU if idle, else the
+/// first idle CPU it may use, else the allowed CPU with the shortest queue.
+fn select_task_rq(w: &World, t: TaskId, fork: bool) -> CpuId {
+    let k = w.k.borrow();
+    let task = &k.tasks[t];
+    let allowed = |c: CpuId| task.affinity.as_ref().is_none_or(|m| m.test(c));
+    let idle = |c: CpuId| {
+        let pc = &k.cpus[c];
+        pc.current == pc.idle && pc.rq.is_empty()
+    };
+    let n = k.cpus.len();
+    if !fork && allowed(task.cpu) && idle(task.cpu) {
+        return task.cpu;
+    }
+    if let Some(c) = (0..n).find(|&c| allowed(c) && idle(c)) {
+        return c;
+    }
+    let load = |c: CpuId| k.cpus[c].rq.len() + usize::from(k.cpus[c].current != k.cpus[c].idle);
+    (0..n)
+        .filter(|&c| allowed(c))
+        .min_by_key(|&c| (load(c), c != task.cpu, c))
+        .unwrap_or(task.cpu)
+}
+
+/// Puts a runnable task on a run queue and kicks that CPU if it idles.
+async fn enqueue(ctx: &Ctx, t: TaskId, fork: bool) {
+    let w = &ctx.w;
+    let target = select_task_rq(w, t, fork);
+    let this_cpu = ctx.cpu();
+    let kick = {
+        let mut k = w.k.borrow_mut();
+        k.tasks[t].queued = true;
+        k.tasks[t].cpu = target;
+        k.cpus[target].rq.push_back(t);
+        let idle = k.cpus[target].current == k.cpus[target].idle;
+        if target == this_cpu {
+            k.cpus[target].need_resched |= idle;
+            false
+        } else {
+            idle
+        }
+    };
+    if kick {
+        ctx.step(Op::ReschedIpi(target)).await;
+    }
+}
+
+/// `try_to_wake_up()`.
+pub async fn wake_up(ctx: &Ctx, t: TaskId) {
+    let defer = {
+        let mut k = ctx.w.k.borrow_mut();
+        if k.tasks[t].state != TaskState::Blocked {
+            return;
+        }
+        k.tasks[t].state = TaskState::Runnable;
+        k.tasks[t].on_cpu
+    };
+    if !defer {
+        enqueue(ctx, t, false).await;
+    }
+}
+
+/// `fork()`/`clone()` of a process: copies the address space and starts
+/// `program` in the child. Returns the child's id.
+pub async fn sys_fork(ctx: &Ctx, name: &str, program: Program) -> TaskId {
+    syscall_enter(ctx, "fork").await;
+    let w = &ctx.w;
+    ctx.work(w.profile.kernel.fork_ns).await;
+    let mm = match ctx.mm() {
+        Some(m) => Some(dup_mmap(ctx, m).await),
+        None => None,
+    };
+    let child = w.new_task(name.to_string(), mm, ctx.cpu(), Some(ctx.task), program);
+    {
+        let mut k = w.k.borrow_mut();
+        k.tasks[ctx.task].children += 1;
+        k.tasks[child].state = TaskState::Runnable;
+        k.tasks[child].affinity = k.tasks[ctx.task].affinity.clone();
+    }
+    enqueue(ctx, child, true).await; // wake_up_new_task()
+    syscall_exit(ctx, "fork").await;
+    child
+}
+
+/// Starts a kernel thread on `cpu` (no mm: it borrows one lazily).
+pub fn spawn_kthread(w: &Rc<World>, name: &str, cpu: CpuId, program: Program) -> TaskId {
+    let t = w.new_task(name.to_string(), None, cpu, None, program);
+    let mut k = w.k.borrow_mut();
+    k.tasks[t].state = TaskState::Runnable;
+    k.tasks[t].queued = true;
+    let mut m = crate::hw::cpumask::CpuMask::new(w.ncpus());
+    m.set(cpu);
+    k.tasks[t].affinity = Some(m);
+    k.cpus[cpu].rq.push_back(t);
+    k.cpus[cpu].need_resched = true;
+    t
+}
+
+/// Starts the first user process (like init) on `cpu` with a new mm.
+pub fn spawn_user(w: &Rc<World>, name: &str, cpu: CpuId, program: Program) -> TaskId {
+    let mm = w.new_mm();
+    let t = w.new_task(name.to_string(), Some(mm), cpu, None, program);
+    let mut k = w.k.borrow_mut();
+    k.tasks[t].state = TaskState::Runnable;
+    k.tasks[t].queued = true;
+    k.cpus[cpu].rq.push_back(t);
+    k.cpus[cpu].need_resched = true;
+    t
+}
+
+/// `execve()`: replaces the address space with a fresh one.
+pub async fn sys_exec(ctx: &Ctx) {
+    syscall_enter(ctx, "execve").await;
+    let w = &ctx.w;
+    ctx.work(w.profile.kernel.exec_ns).await;
+    let new = w.new_mm();
+    let old = {
+        let mut k = w.k.borrow_mut();
+        let t = &mut k.tasks[ctx.task];
+        let old = t.mm;
+        t.mm = Some(new);
+        t.active_mm = Some(new);
+        old
+    };
+    // exec_mmap() → activate_mm()
+    w.policy.switch_mm(ctx, old, new).await;
+    if let Some(o) = old {
+        mmput(ctx, o).await;
+    }
+    syscall_exit(ctx, "execve").await;
+}
+
+/// `do_exit()`: releases the mm (the task stays lazily on it until it
+/// switches out), becomes a zombie, wakes the parent, and never returns.
+pub async fn do_exit(ctx: &Ctx) {
+    let w = &ctx.w;
+    syscall_enter(ctx, "exit").await;
+    ctx.work(w.profile.kernel.exit_ns).await;
+    let mm = w.k.borrow_mut().tasks[ctx.task].mm.take();
+    if let Some(m) = mm {
+        w.k.borrow_mut().mms[m as usize].count += 1; // mmgrab(): stay lazy on it
+        mmput(ctx, m).await;
+    }
+    let parent = {
+        let mut k = w.k.borrow_mut();
+        k.tasks[ctx.task].state = TaskState::Zombie;
+        let p = k.tasks[ctx.task].parent;
+        if let Some(p) = p {
+            k.tasks[p].zombies.push_back(ctx.task);
+        }
+        p
+    };
+    ctx.emit(crate::observe::Event::CallExit {
+        cpu: ctx.cpu(),
+        task: ctx.task,
+        call: "exit",
+    });
+    if let Some(p) = parent {
+        wake_up(ctx, p).await;
+    }
+    schedule(ctx).await;
+    unreachable!("a zombie is never scheduled again");
+}
+
+/// `wait()`: reaps one exited child; `None` when there are no children.
+pub async fn sys_wait(ctx: &Ctx) -> Option<TaskId> {
+    syscall_enter(ctx, "wait4").await;
+    let w = &ctx.w;
+    let r = loop {
+        let (reaped, none_left) = {
+            let mut k = w.k.borrow_mut();
+            let me = ctx.task;
+            match k.tasks[me].zombies.pop_front() {
+                Some(z) => {
+                    k.tasks[z].state = TaskState::Dead;
+                    k.tasks[me].children -= 1;
+                    (Some(z), false)
+                }
+                None if k.tasks[me].children == 0 => (None, true),
+                None => {
+                    k.tasks[me].state = TaskState::Blocked;
+                    (None, false)
+                }
+            }
+        };
+        if reaped.is_some() || none_left {
+            break reaped;
+        }
+        schedule(ctx).await;
+    };
+    syscall_exit(ctx, "wait4").await;
+    r
+}

@@ -1,0 +1,20 @@
+//! tlbsim: a laboratory for TLB maintenance on many-core machines.
+//!
+//! The library is the model (no I/O): a deterministic machine ([`hw`]), a
+//! kernel whose architecture policies are chosen by name ([`kernel`]),
+//! workloads ([`workload`]), a checker that observes the event stream
+//! ([`check`]), and the timing driver ([`driver`]). [`sim::run`] ties them
+//! together for one experiment.
+
+#![warn(missing_docs)]
+
+pub mod check;
+pub mod config;
+pub mod driver;
+pub mod engine;
+pub mod hw;
+pub mod kernel;
+pub mod observe;
+pub mod sim;
+pub mod stats;
+pub mod workload;

@@ -1,0 +1,108 @@
+//! The event stream the model emits for observers (the checker). Observers
+//! see events and may read the machine; they never change it.
+
+use crate::engine::Ns;
+use crate::hw::mem::{Pte, TableId};
+use crate::hw::tlb::{Asid, LeafEntry, MmId, TlbiScope, WalkEntry};
+use crate::hw::{CpuId, Hw};
+
+/// One observable event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A kernel call (syscall or fault) started on `cpu` for `mm`.
+    CallEnter {
+        /// CPU.
+        cpu: CpuId,
+        /// Task.
+        task: usize,
+        /// Name of the call.
+        call: &'static str,
+    },
+    /// The kernel call on `cpu` returned to user space.
+    CallExit {
+        /// CPU.
+        cpu: CpuId,
+        /// Task.
+        task: usize,
+        /// Name of the call.
+        call: &'static str,
+    },
+    /// A PTE of `mm` at `va` was written (`new == None`: cleared).
+    PteWrite {
+        /// CPU writing.
+        cpu: CpuId,
+        /// Address space.
+        mm: MmId,
+        /// Virtual address (page aligned).
+        va: u64,
+        /// Old value.
+        old: Option<Pte>,
+        /// New value.
+        new: Option<Pte>,
+    },
+    /// A page-table page was freed (returned to the allocator).
+    TableFree {
+        /// CPU freeing it.
+        cpu: CpuId,
+        /// Owner.
+        mm: MmId,
+        /// Table page.
+        table: TableId,
+        /// Its instance before the free.
+        instance: u64,
+    },
+    /// An access used a cached leaf translation.
+    LeafUse {
+        /// CPU.
+        cpu: CpuId,
+        /// Address space the CPU runs (TTBR0's).
+        running: MmId,
+        /// The entry.
+        entry: LeafEntry,
+    },
+    /// A walk went through a cached intermediate entry.
+    WalkUse {
+        /// CPU.
+        cpu: CpuId,
+        /// Address space the CPU runs.
+        running: MmId,
+        /// The entry.
+        entry: WalkEntry,
+    },
+    /// TTBR0 was loaded with `mm` under `asid` on `cpu`.
+    AsidLoad {
+        /// CPU.
+        cpu: CpuId,
+        /// Address space.
+        mm: MmId,
+        /// ASID.
+        asid: Asid,
+    },
+    /// A TLBI was issued.
+    Tlbi {
+        /// CPU.
+        cpu: CpuId,
+        /// Scope.
+        scope: TlbiScope,
+        /// Inner-shareable (broadcast).
+        broadcast: bool,
+    },
+    /// A DSB ISH completed on `cpu`.
+    DsbDone {
+        /// CPU.
+        cpu: CpuId,
+    },
+    /// An address space was torn down for good (mm_count reached 0).
+    MmFree {
+        /// Address space.
+        mm: MmId,
+    },
+}
+
+/// Something that watches a run.
+pub trait Observer {
+    /// Called for every event, after the model applied it.
+    fn event(&mut self, now_ns: Ns, ev: &Event, hw: &Hw);
+    /// A violation found so far, if any: the run stops at the first.
+    fn failure(&self) -> Option<String>;
+}

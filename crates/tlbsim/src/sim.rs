@@ -1,0 +1,170 @@
+//! One simulation run: builds the world from an experiment, runs the timing
+//! driver with the checker attached, and returns every statistic.
+
+use crate::check::Checker;
+use crate::config::{builtin_profile, Experiment, KernelConfig, Profile, WorkloadConfig};
+use crate::driver::{RunError, TimingDriver};
+use crate::engine::rng::Streams;
+use crate::kernel::policy::{asid_allocator, tlb_policy};
+use crate::kernel::{TaskState, World};
+use crate::stats::{CpuStats, Summary};
+use crate::workload;
+use serde::Serialize;
+
+/// Version of the tool, written into every result.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Options that override the experiment file.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Root seed.
+    pub seed: Option<u64>,
+    /// CPU count.
+    pub cpus: Option<u32>,
+}
+
+/// The checker's verdict.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CheckerReport {
+    /// The checker ran.
+    pub enabled: bool,
+    /// `"pass"`, `"violation"` or `"off"`.
+    pub verdict: String,
+    /// Events the checker examined.
+    pub events_checked: u64,
+}
+
+/// Statistics of a run, ready to print or serialise.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct StatsReport {
+    /// Sum over CPUs.
+    pub total: CpuStats,
+    /// Per CPU.
+    pub per_cpu: Vec<CpuStats>,
+    /// DVM Sync wait at the misc node before service (ns).
+    pub dvm_sync_queue_wait_ns: Summary,
+    /// flush_tlb_* call latency (ns).
+    pub flush_latency_ns: Summary,
+    /// ASID rollovers.
+    pub asid_rollovers: u64,
+    /// Page-table pages freed.
+    pub tables_freed: u64,
+    /// Driver events processed.
+    pub events: u64,
+}
+
+/// Everything a run produces (host time is added by the caller).
+#[derive(Debug, Clone, Serialize)]
+pub struct RunOutput {
+    /// Experiment name.
+    pub experiment: String,
+    /// Tool version.
+    pub version: String,
+    /// Root seed used.
+    pub seed: u64,
+    /// Resolved profile.
+    pub profile: Profile,
+    /// Kernel configuration.
+    pub kernel: KernelConfig,
+    /// Workload configuration.
+    pub workload: WorkloadConfig,
+    /// Simulated time until the workload's root task exited (ns).
+    pub elapsed_ns: u64,
+    /// Statistics.
+    pub stats: StatsReport,
+    /// Checker verdict.
+    pub checker: CheckerReport,
+}
+
+/// A failed run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SimError {
+    /// The configuration is invalid (message names the field).
+    Config(String),
+    /// The run stopped.
+    Run(RunError),
+}
+
+impl std::fmt::Display for SimError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SimError::Config(m) => write!(f, "{m}"),
+            SimError::Run(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for SimError {}
+
+/// Resolves the profile of `exp` with overrides applied and validated.
+pub fn resolve_profile(exp: &Experiment, opts: &RunOptions) -> Result<Profile, SimError> {
+    let mut p =
+        builtin_profile(&exp.experiment.profile).map_err(|e| SimError::Config(e.to_string()))?;
+    p.apply(&exp.machine);
+    if let Some(c) = opts.cpus {
+        p.topology.cpus = c;
+    }
+    if let Some(b) = exp.kernel.asid_bits {
+        p.tlb.asid_bits = b;
+    }
+    p.validate().map_err(SimError::Config)?;
+    Ok(p)
+}
+
+/// Runs `exp`.
+pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
+    let profile = resolve_profile(exp, opts)?;
+    let seed = opts.seed.unwrap_or(exp.experiment.seed);
+    let kcfg = exp.kernel.clone();
+    let policy =
+        tlb_policy(&kcfg.tlb_policy).map_err(|e| SimError::Config(format!("[kernel] {e}")))?;
+    let alloc = asid_allocator(&kcfg.asid_allocator, &kcfg, profile.tlb.asid_bits)
+        .map_err(|e| SimError::Config(format!("[kernel] {e}")))?;
+    if kcfg.kpti && profile.tlb.asid_bits < 3 {
+        return Err(SimError::Config(
+            "[kernel] kpti needs asid_bits >= 3".into(),
+        ));
+    }
+    let wl = workload::build(&exp.workload.name, &exp.workload.params)
+        .map_err(|e| SimError::Config(format!("[workload] {e}")))?;
+    let w = World::new(profile.clone(), kcfg.clone(), policy, alloc);
+    if exp.checker.enabled {
+        *w.observer.borrow_mut() = Some(Box::new(Checker::new(w.ncpus(), exp.checker.history)));
+    }
+    let streams = Streams::new(seed);
+    let root = wl.setup(&w, &streams);
+    let mut d = TimingDriver::new(w.clone(), exp.experiment.max_sim_time_ns);
+    let elapsed = d
+        .run_until(|w| {
+            matches!(
+                w.k.borrow().tasks[root].state,
+                TaskState::Zombie | TaskState::Dead
+            )
+        })
+        .map_err(SimError::Run)?;
+    let st = w.stats.borrow();
+    let events_checked = w.observer.borrow().as_ref().map(|_| st.events).unwrap_or(0);
+    Ok(RunOutput {
+        experiment: exp.experiment.name.clone(),
+        version: VERSION.to_string(),
+        seed,
+        profile,
+        kernel: kcfg,
+        workload: exp.workload.clone(),
+        elapsed_ns: elapsed,
+        stats: StatsReport {
+            total: st.total(),
+            per_cpu: st.cpu.clone(),
+            dvm_sync_queue_wait_ns: st.dvm_sync_queue_wait_ns.summary(),
+            flush_latency_ns: st.flush_latency_ns.summary(),
+            asid_rollovers: st.asid_rollovers,
+            tables_freed: st.tables_freed,
+            events: st.events,
+        },
+        checker: CheckerReport {
+            enabled: exp.checker.enabled,
+            verdict: if exp.checker.enabled { "pass" } else { "off" }.into(),
+            events_checked,
+        },
+    })
+}

@@ -1,0 +1,158 @@
+//! Named counters and histograms that the model fills. Printing is the CLI's
+//! business.
+
+use serde::Serialize;
+
+/// Per-CPU event counts.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct CpuStats {
+    /// Local (non-shareable) TLBI instructions.
+    pub tlbi_local: u64,
+    /// Broadcast (inner-shareable) TLBI instructions.
+    pub tlbi_broadcast: u64,
+    /// DSB ISH barriers.
+    pub dsb_ish: u64,
+    /// DVM Syncs sent to the misc node.
+    pub dvm_syncs: u64,
+    /// DVM operations received from other CPUs.
+    pub dvm_ops_received: u64,
+    /// User accesses that hit the TLB.
+    pub tlb_hits: u64,
+    /// User accesses that missed the TLB.
+    pub tlb_misses: u64,
+    /// Page walks.
+    pub page_walks: u64,
+    /// Table levels read by walks.
+    pub walk_levels: u64,
+    /// Walks shortened by the walk cache.
+    pub walk_cache_hits: u64,
+    /// Context switches.
+    pub context_switches: u64,
+    /// System calls.
+    pub syscalls: u64,
+    /// Page faults taken.
+    pub page_faults: u64,
+    /// Reschedule IPIs sent.
+    pub ipis_sent: u64,
+    /// Time not spent in the idle task (ns).
+    pub busy_ns: u64,
+}
+
+impl CpuStats {
+    /// Adds `o` into `self`.
+    pub fn add(&mut self, o: &CpuStats) {
+        self.tlbi_local += o.tlbi_local;
+        self.tlbi_broadcast += o.tlbi_broadcast;
+        self.dsb_ish += o.dsb_ish;
+        self.dvm_syncs += o.dvm_syncs;
+        self.dvm_ops_received += o.dvm_ops_received;
+        self.tlb_hits += o.tlb_hits;
+        self.tlb_misses += o.tlb_misses;
+        self.page_walks += o.page_walks;
+        self.walk_levels += o.walk_levels;
+        self.walk_cache_hits += o.walk_cache_hits;
+        self.context_switches += o.context_switches;
+        self.syscalls += o.syscalls;
+        self.page_faults += o.page_faults;
+        self.ipis_sent += o.ipis_sent;
+        self.busy_ns += o.busy_ns;
+    }
+}
+
+/// Samples of a quantity; summarised exactly at the end of a run.
+#[derive(Debug, Clone, Default)]
+pub struct Samples(Vec<u64>);
+
+/// Summary of [`Samples`].
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Summary {
+    /// Number of samples.
+    pub count: u64,
+    /// Smallest sample.
+    pub min: u64,
+    /// Median (lower middle).
+    pub median: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// Largest sample.
+    pub max: u64,
+    /// Mean.
+    pub mean: f64,
+}
+
+impl Samples {
+    /// Records one sample.
+    pub fn record(&mut self, v: u64) {
+        self.0.push(v);
+    }
+
+    /// Summarises the samples.
+    pub fn summary(&self) -> Summary {
+        if self.0.is_empty() {
+            return Summary::default();
+        }
+        let mut v = self.0.clone();
+        v.sort_unstable();
+        let n = v.len();
+        Summary {
+            count: n as u64,
+            min: v[0],
+            median: v[(n - 1) / 2],
+            p99: v[((n - 1) * 99) / 100],
+            max: v[n - 1],
+            mean: v.iter().map(|x| *x as f64).sum::<f64>() / n as f64,
+        }
+    }
+}
+
+/// Everything the model counts during a run.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    /// Per-CPU counters.
+    pub cpu: Vec<CpuStats>,
+    /// Time a DVM Sync waited at the misc node before service (ns).
+    pub dvm_sync_queue_wait_ns: Samples,
+    /// Latency of each flush_tlb_* call, entry to return (ns).
+    pub flush_latency_ns: Samples,
+    /// ASID rollovers.
+    pub asid_rollovers: u64,
+    /// Page-table pages freed.
+    pub tables_freed: u64,
+    /// Events processed by the driver.
+    pub events: u64,
+}
+
+impl Stats {
+    /// Zeroed stats for `ncpus` CPUs.
+    pub fn new(ncpus: usize) -> Self {
+        Self {
+            cpu: vec![CpuStats::default(); ncpus],
+            ..Default::default()
+        }
+    }
+
+    /// Sum over CPUs.
+    pub fn total(&self) -> CpuStats {
+        let mut t = CpuStats::default();
+        for c in &self.cpu {
+            t.add(c);
+        }
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_is_exact() {
+        let mut s = Samples::default();
+        for v in [5, 1, 9, 3] {
+            s.record(v);
+        }
+        let m = s.summary();
+        assert_eq!((m.count, m.min, m.median, m.max), (4, 1, 3, 9));
+        assert_eq!(m.mean, 4.5);
+    }
+}

@@ -1,0 +1,45 @@
+//! Workloads: programs run as tasks, chosen by name in the experiment config.
+
+pub mod mprotect;
+
+use crate::engine::rng::Streams;
+use crate::kernel::{TaskId, World};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// A workload: creates its tasks; the run ends when the root task exits.
+pub trait Workload {
+    /// Creates the tasks; returns the root task.
+    fn setup(&self, w: &Rc<World>, streams: &Streams) -> TaskId;
+}
+
+/// Workload parameters as given in the config.
+pub type Params = BTreeMap<String, toml::Value>;
+
+type Ctor = fn(&Params) -> Result<Box<dyn Workload>, String>;
+
+/// Registered workloads: name, description, constructor.
+pub const WORKLOADS: &[(&str, &str, Ctor)] = &[(
+    "mprotect",
+    "seed 000: one process per CPU looping over mprotect RO/RW on a small private mapping",
+    |p| Ok(Box::new(mprotect::Mprotect::from_params(p)?)),
+)];
+
+/// Builds a workload by name. Errors name the offending field.
+pub fn build(name: &str, params: &Params) -> Result<Box<dyn Workload>, String> {
+    let Some((_, _, f)) = WORKLOADS.iter().find(|(n, _, _)| *n == name) else {
+        let names: Vec<_> = WORKLOADS.iter().map(|(n, _, _)| *n).collect();
+        return Err(format!(
+            "unknown workload \"{name}\" (known: {})",
+            names.join(", ")
+        ));
+    };
+    f(params)
+}
+
+/// Deserialises workload parameters into `T` (which should deny unknown
+/// fields), so that typos are reported with the field name.
+pub fn parse_params<T: for<'de> serde::Deserialize<'de>>(p: &Params) -> Result<T, String> {
+    let table: toml::Table = p.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    T::deserialize(toml::Value::Table(table)).map_err(|e| e.message().trim().to_string())
+}

@@ -1,0 +1,125 @@
+//! Seed 000's `for-each-cpu.sh ./mprotect-threaded 10000`: a shell forks one
+//! copy of the program per CPU and waits for all of them. The program's
+//! source was never published; we assume (docs/model.md) this loop body:
+//!
+//! ```text
+//! p = mmap(pages * 4 KiB, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS)
+//! write every page                       # populate
+//! repeat N times:
+//!     mprotect(p, len, PROT_READ);       read every page
+//!     mprotect(p, len, PROT_READ|PROT_WRITE); write every page
+//! ```
+//!
+//! On a 5.x arm64 kernel each iteration flushes three times per page: both
+//! mprotect calls (`change_protection` flushes whenever it rewrote a PTE)
+//! and the write fault that makes the page writable again (private
+//! mappings keep PTEs read-only after mprotect before Linux 6.0).
+
+use super::{parse_params, Params, Workload};
+use crate::engine::rng::Streams;
+use crate::hw::mem::{Perms, PAGE_SIZE};
+use crate::kernel::mm::{sys_mmap, sys_mprotect, sys_munmap};
+use crate::kernel::sched::{spawn_user, sys_exec, sys_fork, sys_wait};
+use crate::kernel::{Ctx, TaskId, World};
+use serde::Deserialize;
+use std::rc::Rc;
+
+/// Parameters of the mprotect workload.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mprotect {
+    /// Loop iterations per process.
+    #[serde(default = "default_iterations")]
+    pub iterations: u64,
+    /// Processes; 0 means one per CPU (`nproc`).
+    #[serde(default)]
+    pub processes: u32,
+    /// Pages in the mapping.
+    #[serde(default = "one")]
+    pub pages: u64,
+    /// User-mode work per iteration besides the accesses (ns).
+    #[serde(default)]
+    pub user_ns_per_iteration: u64,
+}
+
+fn default_iterations() -> u64 {
+    10_000
+}
+fn one() -> u64 {
+    1
+}
+
+impl Mprotect {
+    /// From config parameters.
+    pub fn from_params(p: &Params) -> Result<Self, String> {
+        let m: Mprotect = parse_params(p)?;
+        if m.pages == 0 {
+            return Err("pages must be >= 1".into());
+        }
+        Ok(m)
+    }
+}
+
+/// The per-process loop.
+pub async fn mprotect_loop(ctx: &Ctx, iterations: u64, pages: u64, user_ns: u64) {
+    let len = pages * PAGE_SIZE;
+    let p = sys_mmap(ctx, len, Perms::RW).await;
+    for i in 0..pages {
+        ctx.user_access(p + i * PAGE_SIZE, true).await;
+    }
+    for _ in 0..iterations {
+        sys_mprotect(ctx, p, len, Perms::R).await;
+        for i in 0..pages {
+            ctx.user_access(p + i * PAGE_SIZE, false).await;
+        }
+        sys_mprotect(ctx, p, len, Perms::RW).await;
+        for i in 0..pages {
+            ctx.user_access(p + i * PAGE_SIZE, true).await;
+        }
+        if user_ns > 0 {
+            ctx.user_work(user_ns).await;
+        }
+    }
+    sys_munmap(ctx, p, len).await;
+}
+
+impl Workload for Mprotect {
+    fn setup(&self, w: &Rc<World>, _streams: &Streams) -> TaskId {
+        let n = if self.processes == 0 {
+            w.ncpus() as u32
+        } else {
+            self.processes
+        };
+        let me = self.clone();
+        spawn_user(
+            w,
+            "for-each-cpu.sh",
+            0,
+            Box::new(move |ctx: Ctx| {
+                Box::pin(async move {
+                    for _ in 0..n {
+                        let m = me.clone();
+                        sys_fork(
+                            &ctx,
+                            "mprotect-threaded",
+                            Box::new(move |c: Ctx| {
+                                Box::pin(async move {
+                                    sys_exec(&c).await;
+                                    mprotect_loop(
+                                        &c,
+                                        m.iterations,
+                                        m.pages,
+                                        m.user_ns_per_iteration,
+                                    )
+                                    .await;
+                                })
+                            }),
+                        )
+                        .await;
+                    }
+                    while sys_wait(&ctx).await.is_some() {}
+                })
+            }),
+        )
+    }
+}
