@@ -15,6 +15,7 @@ pub mod engine;
 pub mod hw;
 pub mod kernel;
 pub mod observe;
+pub mod reproduce;
 pub mod sim;
 pub mod stats;
 pub mod workload;

@@ -105,4 +105,6 @@ pub trait Observer {
     fn event(&mut self, now_ns: Ns, ev: &Event, hw: &Hw);
     /// A violation found so far, if any: the run stops at the first.
     fn failure(&self) -> Option<String>;
+    /// Events examined so far.
+    fn events_seen(&self) -> u64;
 }

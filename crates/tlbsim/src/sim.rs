@@ -81,6 +81,15 @@ pub struct RunOutput {
 pub enum SimError {
     /// The configuration is invalid (message names the field).
     Config(String),
+    /// A field of the experiment file is invalid.
+    Field {
+        /// TOML section (`kernel`, `workload`, ...).
+        section: String,
+        /// Key within the section.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
     /// The run stopped.
     Run(RunError),
 }
@@ -89,6 +98,11 @@ impl std::fmt::Display for SimError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SimError::Config(m) => write!(f, "{m}"),
+            SimError::Field {
+                section,
+                key,
+                message,
+            } => write!(f, "[{section}] {key}: {message}"),
             SimError::Run(e) => write!(f, "{e}"),
         }
     }
@@ -116,17 +130,26 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
     let profile = resolve_profile(exp, opts)?;
     let seed = opts.seed.unwrap_or(exp.experiment.seed);
     let kcfg = exp.kernel.clone();
-    let policy =
-        tlb_policy(&kcfg.tlb_policy).map_err(|e| SimError::Config(format!("[kernel] {e}")))?;
+    let field = |section: &str, key: &str, message: String| SimError::Field {
+        section: section.into(),
+        key: key.into(),
+        message,
+    };
+    let policy = tlb_policy(&kcfg.tlb_policy).map_err(|e| field("kernel", "tlb_policy", e))?;
     let alloc = asid_allocator(&kcfg.asid_allocator, &kcfg, profile.tlb.asid_bits)
-        .map_err(|e| SimError::Config(format!("[kernel] {e}")))?;
+        .map_err(|e| field("kernel", "asid_allocator", e))?;
     if kcfg.kpti && profile.tlb.asid_bits < 3 {
-        return Err(SimError::Config(
-            "[kernel] kpti needs asid_bits >= 3".into(),
-        ));
+        return Err(field("kernel", "kpti", "kpti needs asid_bits >= 3".into()));
     }
-    let wl = workload::build(&exp.workload.name, &exp.workload.params)
-        .map_err(|e| SimError::Config(format!("[workload] {e}")))?;
+    let wl = workload::build(&exp.workload.name, &exp.workload.params).map_err(|e| {
+        // serde names the offending field in backquotes.
+        let key = e
+            .split('`')
+            .nth(1)
+            .filter(|k| exp.workload.params.contains_key(*k))
+            .unwrap_or("name");
+        field("workload", key, e.clone())
+    })?;
     let w = World::new(profile.clone(), kcfg.clone(), policy, alloc);
     if exp.checker.enabled {
         *w.observer.borrow_mut() = Some(Box::new(Checker::new(w.ncpus(), exp.checker.history)));

@@ -31,9 +31,9 @@ pub struct Checker {
     pending: Vec<Vec<(MmId, u64)>>,
     /// Current PTE values (shadow, from PteWrite events).
     current: HashMap<(MmId, u64), Option<Pte>>,
-    /// Entries of (mm, vpn) with a version below this must be compatible
-    /// with the current PTE.
-    min_ok: HashMap<(MmId, u64), u64>,
+    /// The last committed change of (mm, vpn): entries older than its
+    /// version must be compatible with its value.
+    committed: HashMap<(MmId, u64), (u64, Option<Pte>)>,
     /// One past the largest PTE version seen.
     version_bound: u64,
     failure: Option<String>,
@@ -49,7 +49,7 @@ impl Checker {
             history_len,
             pending: vec![Vec::new(); ncpus],
             current: HashMap::new(),
-            min_ok: HashMap::new(),
+            committed: HashMap::new(),
             version_bound: 1,
             failure: None,
             events_seen: 0,
@@ -67,9 +67,14 @@ impl Checker {
         self.failure = Some(r);
     }
 
+    /// Is `e` older than the last committed change of its PTE and
+    /// incompatible with the committed value? (Entries that agree with an
+    /// in-progress change, or with the committed value, are legitimate.)
     fn stale(&self, mm: MmId, vpn: u64, version: u64, e: &crate::hw::tlb::LeafEntry) -> bool {
-        let min = self.min_ok.get(&(mm, vpn)).copied().unwrap_or(0);
-        version < min && !compatible(e, self.current.get(&(mm, vpn)).copied().flatten())
+        match self.committed.get(&(mm, vpn)) {
+            Some(&(v, pte)) => version < v && !compatible(e, pte),
+            None => false,
+        }
     }
 
     fn check_loaded_cpu(&mut self, now: Ns, hw: &Hw, cpu: CpuId, mm: MmId, vpn: u64, why: &str) {
@@ -125,7 +130,9 @@ impl Observer for Checker {
             Event::CallExit { cpu, call, .. } => {
                 let changes = std::mem::take(&mut self.pending[cpu]);
                 for &(mm, vpn) in &changes {
-                    self.min_ok.insert((mm, vpn), self.version_bound);
+                    let cur = self.current.get(&(mm, vpn)).copied().flatten();
+                    let v = cur.map_or(self.version_bound, |p| p.version);
+                    self.committed.insert((mm, vpn), (v, cur));
                 }
                 for &(mm, vpn) in &changes {
                     for c in 0..hw.ncpus() {
@@ -270,5 +277,9 @@ impl Observer for Checker {
 
     fn failure(&self) -> Option<String> {
         self.failure.clone()
+    }
+
+    fn events_seen(&self) -> u64 {
+        self.events_seen
     }
 }

@@ -112,8 +112,9 @@ fn collect(
     }
 }
 
-/// `free_pgtables()`: detaches the table pages that translate only addresses
-/// in `[floor, ceiling)` that no VMA of `mm` covers and that hold no entry.
+/// `free_pgtables()`: detaches the table pages that overlap `[floor,
+/// ceiling)`, hold no entry, and translate no address any VMA of `mm`
+/// covers (Linux's floor/ceiling are the neighbouring VMAs).
 /// Returns them (to be freed after the TLB flush) with the lowest address
 /// each translated.
 pub fn detach_empty_tables(w: &World, mm: MmId, floor: u64, ceiling: u64) -> Vec<(TableId, u64)> {
@@ -157,7 +158,7 @@ fn detach(
             continue;
         }
         detach(mem, child, level + 1, lo, floor, ceiling, covered, out);
-        if lo >= floor && hi <= ceiling && !covered(lo, hi) && mem.table(child).entries.is_empty() {
+        if !covered(lo, hi) && mem.table(child).entries.is_empty() {
             mem.table_mut(table).entries.remove(&idx);
             out.push((child, lo));
         }

@@ -237,6 +237,46 @@ pub async fn sys_fork(ctx: &Ctx, name: &str, program: Program) -> TaskId {
     child
 }
 
+/// `clone(CLONE_VM | ...)`: starts a thread sharing this task's mm,
+/// optionally pinned to one CPU. Threads are reaped with `sys_wait` by the
+/// task that created them (a simplification of CLONE_THREAD).
+pub async fn sys_clone_thread(
+    ctx: &Ctx,
+    name: &str,
+    pin: Option<CpuId>,
+    program: Program,
+) -> TaskId {
+    syscall_enter(ctx, "clone").await;
+    let w = &ctx.w;
+    ctx.work(w.profile.kernel.fork_ns / 4).await;
+    let mm = ctx.mm().expect("user task");
+    ctx.atomic().await;
+    w.k.borrow_mut().mms[mm as usize].users += 1;
+    let child = w.new_task(
+        name.to_string(),
+        Some(mm),
+        ctx.cpu(),
+        Some(ctx.task),
+        program,
+    );
+    {
+        let mut k = w.k.borrow_mut();
+        k.tasks[ctx.task].children += 1;
+        k.tasks[child].state = TaskState::Runnable;
+        k.tasks[child].affinity = match pin {
+            Some(c) => {
+                let mut m = crate::hw::cpumask::CpuMask::new(w.ncpus());
+                m.set(c);
+                Some(m)
+            }
+            None => k.tasks[ctx.task].affinity.clone(),
+        };
+    }
+    enqueue(ctx, child, true).await;
+    syscall_exit(ctx, "clone").await;
+    child
+}
+
 /// Starts a kernel thread on `cpu` (no mm: it borrows one lazily).
 pub fn spawn_kthread(w: &Rc<World>, name: &str, cpu: CpuId, program: Program) -> TaskId {
     let t = w.new_task(name.to_string(), None, cpu, None, program);

@@ -1,6 +1,7 @@
 //! Workloads: programs run as tasks, chosen by name in the experiment config.
 
 pub mod mprotect;
+pub mod threads;
 
 use crate::engine::rng::Streams;
 use crate::kernel::{TaskId, World};
@@ -19,11 +20,18 @@ pub type Params = BTreeMap<String, toml::Value>;
 type Ctor = fn(&Params) -> Result<Box<dyn Workload>, String>;
 
 /// Registered workloads: name, description, constructor.
-pub const WORKLOADS: &[(&str, &str, Ctor)] = &[(
-    "mprotect",
-    "seed 000: one process per CPU looping over mprotect RO/RW on a small private mapping",
-    |p| Ok(Box::new(mprotect::Mprotect::from_params(p)?)),
-)];
+pub const WORKLOADS: &[(&str, &str, Ctor)] = &[
+    (
+        "mprotect",
+        "seed 000: one process per CPU looping over mprotect RO/RW on a small private mapping",
+        |p| Ok(Box::new(mprotect::Mprotect::from_params(p)?)),
+    ),
+    (
+        "threads",
+        "checker stress: thread 0 mprotects or munmaps while pinned threads on other CPUs read",
+        |p| Ok(Box::new(threads::Threads::from_params(p)?)),
+    ),
+];
 
 /// Builds a workload by name. Errors name the offending field.
 pub fn build(name: &str, params: &Params) -> Result<Box<dyn Workload>, String> {

@@ -54,7 +54,7 @@ impl Mprotect {
     pub fn from_params(p: &Params) -> Result<Self, String> {
         let m: Mprotect = parse_params(p)?;
         if m.pages == 0 {
-            return Err("pages must be >= 1".into());
+            return Err("`pages` must be >= 1".into());
         }
         Ok(m)
     }

@@ -1,0 +1,130 @@
+//! Printers: the perf-stat-like table and the JSON document.
+
+use serde_json::{json, Value};
+use std::fmt::Write;
+use tlbsim::sim::RunOutput;
+
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The table printed by `tlbsim run`.
+pub fn table(o: &RunOutput, host_s: f64, per_cpu: bool) -> String {
+    let mut s = String::new();
+    let t = &o.stats.total;
+    let st = &o.stats;
+    let n = o.stats.per_cpu.len() as u64;
+    let _ = writeln!(
+        s,
+        "\n Performance counter stats for '{}' ({}, {} CPUs, {} + {}, seed {}):\n",
+        o.experiment, o.profile.name, n, o.kernel.tlb_policy, o.kernel.asid_allocator, o.seed
+    );
+    let row = |s: &mut String, v: u64, name: &str, note: String| {
+        let _ = writeln!(s, "{:>18}      {:<22} {}", thousands(v), name, note);
+    };
+    let per = |v: u64| format!("# {:>10.1} per CPU", v as f64 / n as f64);
+    row(&mut s, t.tlbi_local, "tlbi.local", per(t.tlbi_local));
+    row(
+        &mut s,
+        t.tlbi_broadcast,
+        "tlbi.broadcast",
+        per(t.tlbi_broadcast),
+    );
+    row(&mut s, t.dsb_ish, "dsb.ish", per(t.dsb_ish));
+    row(&mut s, t.dvm_syncs, "dvm.syncs", per(t.dvm_syncs));
+    row(
+        &mut s,
+        t.dvm_ops_received,
+        "dvm.ops_received",
+        per(t.dvm_ops_received),
+    );
+    row(&mut s, t.tlb_misses, "tlb.misses", per(t.tlb_misses));
+    row(
+        &mut s,
+        t.page_walks,
+        "page_walks",
+        format!("# {} walk-cache hits", thousands(t.walk_cache_hits)),
+    );
+    row(
+        &mut s,
+        t.context_switches,
+        "context_switches",
+        per(t.context_switches),
+    );
+    row(&mut s, t.syscalls, "syscalls", per(t.syscalls));
+    row(&mut s, t.page_faults, "page_faults", per(t.page_faults));
+    row(&mut s, t.ipis_sent, "ipis.resched", per(t.ipis_sent));
+    row(&mut s, st.asid_rollovers, "asid.rollovers", String::new());
+    let q = &st.dvm_sync_queue_wait_ns;
+    let _ = writeln!(
+        s,
+        "{:>18}      {:<22} # min {} / median {} / max {} ns",
+        thousands(q.count),
+        "dvm.sync_queue_wait",
+        thousands(q.min),
+        thousands(q.median),
+        thousands(q.max)
+    );
+    let f = &st.flush_latency_ns;
+    let _ = writeln!(
+        s,
+        "{:>18}      {:<22} # min {} / median {} / max {} ns",
+        thousands(f.count),
+        "flush.latency",
+        thousands(f.min),
+        thousands(f.median),
+        thousands(f.max)
+    );
+    if per_cpu || n <= 64 {
+        let _ = writeln!(
+            s,
+            "\n  cpu   tlbi.local  tlbi.bcast     dsb.ish   dvm.syncs  tlb.misses  ctx.sw  syscalls"
+        );
+        for (i, c) in st.per_cpu.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "{:>5} {:>12} {:>11} {:>11} {:>11} {:>11} {:>7} {:>9}",
+                i,
+                c.tlbi_local,
+                c.tlbi_broadcast,
+                c.dsb_ish,
+                c.dvm_syncs,
+                c.tlb_misses,
+                c.context_switches,
+                c.syscalls
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\n{:>18.6} seconds simulated time elapsed\n{:>18}      checker: {} ({} events checked)\n{:>18.3} seconds host time, {:.2} M events/s\n",
+        o.elapsed_ns as f64 / 1e9,
+        "",
+        o.checker.verdict,
+        thousands(o.checker.events_checked),
+        host_s,
+        st.events as f64 / host_s.max(1e-9) / 1e6
+    );
+    s
+}
+
+/// The JSON document written by `tlbsim run --json`: the run (deterministic)
+/// plus a separate `host` object (not deterministic).
+pub fn json(o: &RunOutput, host_s: f64) -> Value {
+    json!({
+        "run": o,
+        "elapsed_s": o.elapsed_ns as f64 / 1e9,
+        "host": {
+            "seconds": host_s,
+            "events_per_second": o.stats.events as f64 / host_s.max(1e-9),
+        }
+    })
+}

@@ -1,0 +1,132 @@
+//! Multi-threaded stress of one address space, for the checker: thread 0
+//! changes mappings while the other threads (each pinned to its own CPU)
+//! keep reading and writing them (alternately; denied writes are ignored), so stale translations on other CPUs matter.
+//!
+//! - `op = "mprotect"`: thread 0 loops `mprotect(RO)`, read, `mprotect(RW)`,
+//!   write on one page; the others read it.
+//! - `op = "munmap"`: thread 0 loops `mmap`, write, publish, `munmap` (which
+//!   frees the page-table page); the others read the published page.
+
+use super::{parse_params, Params, Workload};
+use crate::engine::rng::Streams;
+use crate::hw::mem::{Perms, PAGE_SIZE};
+use crate::kernel::mm::{sys_mmap, sys_mprotect, sys_munmap};
+use crate::kernel::sched::{spawn_user, sys_clone_thread, sys_wait};
+use crate::kernel::{Ctx, TaskId, World};
+use serde::Deserialize;
+use std::cell::Cell;
+use std::rc::Rc;
+
+/// Parameters.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Threads {
+    /// Threads including the one changing mappings (each pinned to CPU i).
+    #[serde(default = "two")]
+    pub threads: u32,
+    /// Iterations of thread 0.
+    #[serde(default = "hundred")]
+    pub iterations: u64,
+    /// `"mprotect"` or `"munmap"`.
+    #[serde(default = "default_op")]
+    pub op: String,
+    /// User work between a reader's accesses (ns).
+    #[serde(default = "reader_ns")]
+    pub reader_gap_ns: u64,
+}
+
+fn two() -> u32 {
+    2
+}
+fn hundred() -> u64 {
+    100
+}
+fn default_op() -> String {
+    "mprotect".into()
+}
+fn reader_ns() -> u64 {
+    300
+}
+
+impl Threads {
+    /// From config parameters.
+    pub fn from_params(p: &Params) -> Result<Self, String> {
+        let t: Threads = parse_params(p)?;
+        if t.threads == 0 {
+            return Err("`threads` must be >= 1".into());
+        }
+        if t.op != "mprotect" && t.op != "munmap" {
+            return Err(format!(
+                "`op` must be \"mprotect\" or \"munmap\", not \"{}\"",
+                t.op
+            ));
+        }
+        Ok(t)
+    }
+}
+
+impl Workload for Threads {
+    fn setup(&self, w: &Rc<World>, _streams: &Streams) -> TaskId {
+        let me = self.clone();
+        let n = w.ncpus() as u32;
+        spawn_user(
+            w,
+            "threads",
+            0,
+            Box::new(move |ctx: Ctx| {
+                Box::pin(async move {
+                    let done = Rc::new(Cell::new(false));
+                    let page = Rc::new(Cell::new(0u64));
+                    if me.op == "mprotect" {
+                        let p = sys_mmap(&ctx, PAGE_SIZE, Perms::RW).await;
+                        ctx.user_access(p, true).await;
+                        page.set(p);
+                    }
+                    for i in 1..me.threads {
+                        let (done, page) = (Rc::clone(&done), Rc::clone(&page));
+                        let gap = me.reader_gap_ns;
+                        sys_clone_thread(
+                            &ctx,
+                            "reader",
+                            Some((i % n) as usize),
+                            Box::new(move |c: Ctx| {
+                                Box::pin(async move {
+                                    let mut write = false;
+                                    while !done.get() {
+                                        let p = page.get();
+                                        if p != 0 {
+                                            // Denied writes (page read-only) are ignored.
+                                            c.user_access(p, write).await;
+                                        }
+                                        write = !write;
+                                        c.user_work(gap).await;
+                                    }
+                                })
+                            }),
+                        )
+                        .await;
+                    }
+                    for _ in 0..me.iterations {
+                        if me.op == "mprotect" {
+                            let p = page.get();
+                            sys_mprotect(&ctx, p, PAGE_SIZE, Perms::R).await;
+                            ctx.user_access(p, false).await;
+                            sys_mprotect(&ctx, p, PAGE_SIZE, Perms::RW).await;
+                            ctx.user_access(p, true).await;
+                            ctx.user_work(me.reader_gap_ns).await;
+                        } else {
+                            let p = sys_mmap(&ctx, PAGE_SIZE, Perms::RW).await;
+                            ctx.user_access(p, true).await;
+                            page.set(p);
+                            ctx.user_work(me.reader_gap_ns * 3).await;
+                            page.set(0);
+                            sys_munmap(&ctx, p, PAGE_SIZE).await;
+                        }
+                    }
+                    done.set(true);
+                    while sys_wait(&ctx).await.is_some() {}
+                })
+            }),
+        )
+    }
+}
