@@ -383,7 +383,7 @@ impl Profile {
             return Err("topology.sockets exceeds topology.cpus".into());
         }
         let tl = &self.tlb;
-        if tl.tlb_ways == 0 || tl.tlb_entries == 0 || tl.tlb_entries % tl.tlb_ways != 0 {
+        if tl.tlb_ways == 0 || tl.tlb_entries == 0 || !tl.tlb_entries.is_multiple_of(tl.tlb_ways) {
             return Err("tlb.tlb_entries must be a non-zero multiple of tlb.tlb_ways".into());
         }
         if tl.walk_cache_entries == 0 {
