@@ -176,10 +176,14 @@ fn cmd_run(
                 "error: {}",
                 describe(&e, &path.display().to_string(), &text)
             );
-            if matches!(e, SimError::Run(tlbsim::driver::RunError::Violation(_))) {
-                eprintln!("replay: {replay}");
+            match e {
+                SimError::Run(tlbsim::driver::RunError::Violation(_)) => {
+                    eprintln!("replay: {replay}");
+                    ExitCode::FAILURE
+                }
+                SimError::Run(_) => ExitCode::FAILURE,
+                SimError::Config(_) | SimError::Field { .. } => ExitCode::from(2),
             }
-            ExitCode::FAILURE
         }
     }
 }

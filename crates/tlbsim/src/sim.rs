@@ -112,8 +112,11 @@ impl std::error::Error for SimError {}
 
 /// Resolves the profile of `exp` with overrides applied and validated.
 pub fn resolve_profile(exp: &Experiment, opts: &RunOptions) -> Result<Profile, SimError> {
-    let mut p =
-        builtin_profile(&exp.experiment.profile).map_err(|e| SimError::Config(e.to_string()))?;
+    let mut p = builtin_profile(&exp.experiment.profile).map_err(|e| SimError::Field {
+        section: "experiment".into(),
+        key: "profile".into(),
+        message: e.message,
+    })?;
     p.apply(&exp.machine);
     if let Some(c) = opts.cpus {
         p.topology.cpus = c;
@@ -121,7 +124,8 @@ pub fn resolve_profile(exp: &Experiment, opts: &RunOptions) -> Result<Profile, S
     if let Some(b) = exp.kernel.asid_bits {
         p.tlb.asid_bits = b;
     }
-    p.validate().map_err(SimError::Config)?;
+    p.validate()
+        .map_err(|m| SimError::Config(format!("profile {}: {m}", p.name)))?;
     Ok(p)
 }
 
