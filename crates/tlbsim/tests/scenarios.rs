@@ -111,3 +111,16 @@ fn workload_parameter_errors_name_the_field() {
         matches!(run(&e, &RunOptions::default()), Err(SimError::Field { key, .. }) if key == "tlb_policy")
     );
 }
+
+/// The full seed-000 stock run (about 6 s in release). Run with
+/// `cargo test --release -- --ignored`, or `tlbsim reproduce`.
+#[test]
+#[ignore]
+fn seed000_stock_lands_within_2x_of_published() {
+    let text = include_str!("../../../experiments/seed000-mprotect.toml");
+    let e: Experiment = parse_toml("experiments/seed000-mprotect.toml", text).unwrap();
+    let o = run_ok(&e);
+    let s = o.elapsed_ns as f64 / 1e9;
+    assert!((2.1696 / 2.0..=2.1696 * 2.0).contains(&s), "{s} s");
+    assert_eq!(o.checker.verdict, "pass");
+}
