@@ -124,3 +124,20 @@ fn seed000_stock_lands_within_2x_of_published() {
     assert!((2.1696 / 2.0..=2.1696 * 2.0).contains(&s), "{s} s");
     assert_eq!(o.checker.verdict, "pass");
 }
+
+#[test]
+fn asid_rollovers_under_process_churn_pass_the_checker() {
+    for kpti in [false, true] {
+        let text = format!(
+            "[experiment]\nname = \"t\"\nprofile = \"ampere-32\"\n[machine]\ncpus = 2\n[kernel]\nasid_bits = 3\nkpti = {kpti}\n[workload]\nname = \"mprotect\"\niterations = 20\nprocesses = 12\n"
+        );
+        let e: Experiment = parse_toml("test.toml", &text).unwrap();
+        let o = run_ok(&e);
+        assert!(
+            o.stats.asid_rollovers > 0,
+            "kpti={kpti}: the scenario must roll over"
+        );
+        assert_eq!(o.checker.verdict, "pass");
+        assert!(o.stats.total.context_switches > 12);
+    }
+}
