@@ -33,6 +33,8 @@ const THREADS_MUNMAP: &str = "name = \"threads\"\nthreads = 2\niterations = 50\n
 
 #[test]
 fn stock_passes_the_checker_on_threaded_scenarios() {
+    // THREADS_MADVISE is not here yet: faults racing madvise need the
+    // mmap_lock/page-table lock, which the model does not have (issue 2 note).
     for wl in [THREADS_MPROTECT, THREADS_MUNMAP] {
         let o = run_ok(&experiment("arm64-stock", 4, wl));
         assert_eq!(o.checker.verdict, "pass");

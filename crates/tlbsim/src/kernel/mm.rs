@@ -372,16 +372,21 @@ pub async fn handle_page_fault(ctx: &Ctx, va: u64, write: bool, _f: Fault) -> bo
             match get_pte(w, mm, va) {
                 None => {
                     // do_anonymous_page: reads map the zero page read-only.
-                    if write {
+                    let pfn = if write {
                         ctx.work(w.profile.kernel.page_alloc_ns).await;
-                        let pfn = w.hw.borrow_mut().mem.alloc_frame();
-                        let (_, tables) = set_pte(w, ctx.cpu(), mm, va, Some((pfn, v.perms)));
-                        ctx.work(w.profile.kernel.page_alloc_ns * u64::from(tables))
-                            .await;
+                        w.hw.borrow_mut().mem.alloc_frame()
                     } else {
-                        let (_, tables) = set_pte(w, ctx.cpu(), mm, va, Some((ZERO_PFN, Perms::R)));
+                        ZERO_PFN
+                    };
+                    // Under the PT lock: another CPU may have faulted the page
+                    // in meanwhile (`if (!pte_none(*vmf->pte))` → back off).
+                    if get_pte(w, mm, va).is_none() {
+                        let perms = if write { v.perms } else { Perms::R };
+                        let (_, tables) = set_pte(w, ctx.cpu(), mm, va, Some((pfn, perms)));
                         ctx.work(w.profile.kernel.page_alloc_ns * u64::from(tables))
                             .await;
+                    } else if pfn != ZERO_PFN {
+                        w.hw.borrow_mut().mem.put_frame(pfn);
                     }
                 }
                 Some(p) if write && !p.perms.write() => {
@@ -390,17 +395,23 @@ pub async fn handle_page_fault(ctx: &Ctx, va: u64, write: bool, _f: Fault) -> bo
                         // wp_page_copy: new frame, ptep_clear_flush, set.
                         ctx.work(w.profile.kernel.page_alloc_ns).await;
                         let pfn = w.hw.borrow_mut().mem.alloc_frame();
-                        set_pte(w, ctx.cpu(), mm, va, None);
-                        flush_tlb_page(ctx, mm, va).await;
-                        set_pte(w, ctx.cpu(), mm, va, Some((pfn, v.perms)));
-                        w.hw.borrow_mut().mem.put_frame(p.pfn);
+                        if get_pte(w, mm, va) == Some(p) {
+                            set_pte(w, ctx.cpu(), mm, va, None);
+                            flush_tlb_page(ctx, mm, va).await;
+                            set_pte(w, ctx.cpu(), mm, va, Some((pfn, v.perms)));
+                            w.hw.borrow_mut().mem.put_frame(p.pfn);
+                        } else {
+                            w.hw.borrow_mut().mem.put_frame(pfn); // pte_same() failed
+                        }
                     } else {
                         // wp_page_reuse: make writable and dirty; arm64 then
                         // flushes the stale read-only entry (flush_tlb_page in
                         // ptep_set_access_flags' caller, v5.x).
                         ctx.work(w.profile.kernel.pte_update_ns).await;
-                        set_pte(w, ctx.cpu(), mm, va, Some((p.pfn, v.perms)));
-                        flush_tlb_page(ctx, mm, va).await;
+                        if get_pte(w, mm, va) == Some(p) {
+                            set_pte(w, ctx.cpu(), mm, va, Some((p.pfn, v.perms)));
+                            flush_tlb_page(ctx, mm, va).await;
+                        }
                     }
                 }
                 Some(_) => {} // spurious: the retry walks the current PTE

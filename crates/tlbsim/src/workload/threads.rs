@@ -6,11 +6,13 @@
 //!   write on one page; the others read it.
 //! - `op = "munmap"`: thread 0 loops `mmap`, write, publish, `munmap` (which
 //!   frees the page-table page); the others read the published page.
+//! - `op = "madvise"`: thread 0 loops write, `madvise(MADV_DONTNEED)` on
+//!   one page (the frame is freed, the next touch faults in a new one).
 
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::mem::{Perms, PAGE_SIZE};
-use crate::kernel::mm::{sys_mmap, sys_mprotect, sys_munmap};
+use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
 use crate::kernel::sched::{spawn_user, sys_clone_thread, sys_wait};
 use crate::kernel::{Ctx, TaskId, World};
 use serde::Deserialize;
@@ -55,9 +57,9 @@ impl Threads {
         if t.threads == 0 {
             return Err("`threads` must be >= 1".into());
         }
-        if t.op != "mprotect" && t.op != "munmap" {
+        if !["mprotect", "munmap", "madvise"].contains(&t.op.as_str()) {
             return Err(format!(
-                "`op` must be \"mprotect\" or \"munmap\", not \"{}\"",
+                "`op` must be mprotect, munmap or madvise, not \"{}\"",
                 t.op
             ));
         }
@@ -77,7 +79,7 @@ impl Workload for Threads {
                 Box::pin(async move {
                     let done = Rc::new(Cell::new(false));
                     let page = Rc::new(Cell::new(0u64));
-                    if me.op == "mprotect" {
+                    if me.op != "munmap" {
                         let p = sys_mmap(&ctx, PAGE_SIZE, Perms::RW).await;
                         ctx.user_access(p, true).await;
                         page.set(p);
@@ -114,6 +116,11 @@ impl Workload for Threads {
                             sys_mprotect(&ctx, p, PAGE_SIZE, Perms::RW).await;
                             ctx.user_access(p, true).await;
                             ctx.user_work(me.reader_gap_ns).await;
+                        } else if me.op == "madvise" {
+                            let p = page.get();
+                            ctx.user_access(p, true).await;
+                            ctx.user_work(me.reader_gap_ns * 3).await;
+                            sys_madvise_dontneed(&ctx, p, PAGE_SIZE).await;
                         } else {
                             let p = sys_mmap(&ctx, PAGE_SIZE, Perms::RW).await;
                             ctx.user_access(p, true).await;
