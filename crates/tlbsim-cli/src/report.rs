@@ -31,58 +31,46 @@ pub fn table(o: &RunOutput, host_s: f64, per_cpu: bool) -> String {
         let _ = writeln!(s, "{:>18}      {:<22} {}", thousands(v), name, note);
     };
     let per = |v: u64| format!("# {:>10.1} per CPU", v as f64 / n as f64);
-    row(&mut s, t.tlbi_local, "tlbi.local", per(t.tlbi_local));
-    row(
-        &mut s,
-        t.tlbi_broadcast,
-        "tlbi.broadcast",
-        per(t.tlbi_broadcast),
-    );
-    row(&mut s, t.dsb_ish, "dsb.ish", per(t.dsb_ish));
-    row(&mut s, t.dvm_syncs, "dvm.syncs", per(t.dvm_syncs));
-    row(
-        &mut s,
-        t.dvm_ops_received,
-        "dvm.ops_received",
-        per(t.dvm_ops_received),
-    );
-    row(&mut s, t.tlb_misses, "tlb.misses", per(t.tlb_misses));
+    let per_cpu_rows = [
+        (t.tlbi_local, "tlbi.local"),
+        (t.tlbi_broadcast, "tlbi.broadcast"),
+        (t.dsb_ish, "dsb.ish"),
+        (t.dvm_syncs, "dvm.syncs"),
+        (t.dvm_ops_received, "dvm.ops_received"),
+        (t.tlb_misses, "tlb.misses"),
+    ];
+    for (v, name) in per_cpu_rows {
+        row(&mut s, v, name, per(v));
+    }
     row(
         &mut s,
         t.page_walks,
         "page_walks",
         format!("# {} walk-cache hits", thousands(t.walk_cache_hits)),
     );
-    row(
-        &mut s,
-        t.context_switches,
-        "context_switches",
-        per(t.context_switches),
-    );
-    row(&mut s, t.syscalls, "syscalls", per(t.syscalls));
-    row(&mut s, t.page_faults, "page_faults", per(t.page_faults));
-    row(&mut s, t.ipis_sent, "ipis.resched", per(t.ipis_sent));
+    for (v, name) in [
+        (t.context_switches, "context_switches"),
+        (t.syscalls, "syscalls"),
+        (t.page_faults, "page_faults"),
+        (t.ipis_sent, "ipis.resched"),
+    ] {
+        row(&mut s, v, name, per(v));
+    }
     row(&mut s, st.asid_rollovers, "asid.rollovers", String::new());
-    let q = &st.dvm_sync_queue_wait_ns;
-    let _ = writeln!(
-        s,
-        "{:>18}      {:<22} # min {} / median {} / max {} ns",
-        thousands(q.count),
-        "dvm.sync_queue_wait",
-        thousands(q.min),
-        thousands(q.median),
-        thousands(q.max)
-    );
-    let f = &st.flush_latency_ns;
-    let _ = writeln!(
-        s,
-        "{:>18}      {:<22} # min {} / median {} / max {} ns",
-        thousands(f.count),
-        "flush.latency",
-        thousands(f.min),
-        thousands(f.median),
-        thousands(f.max)
-    );
+    for (name, q) in [
+        ("dvm.sync_queue_wait", &st.dvm_sync_queue_wait_ns),
+        ("flush.latency", &st.flush_latency_ns),
+    ] {
+        let _ = writeln!(
+            s,
+            "{:>18}      {:<22} # min {} / median {} / max {} ns",
+            thousands(q.count),
+            name,
+            thousands(q.min),
+            thousands(q.median),
+            thousands(q.max)
+        );
+    }
     if per_cpu || n <= 64 {
         let _ = writeln!(
             s,
