@@ -71,6 +71,19 @@ pub fn table(o: &RunOutput, host_s: f64, per_cpu: bool) -> String {
             thousands(q.max)
         );
     }
+    for (name, l) in &st.locks {
+        let q = &l.contended_wait_ns;
+        let _ = writeln!(
+            s,
+            "{:>18}      {:<22} # {} contended, wait min {} / median {} / max {} ns",
+            thousands(l.acquisitions),
+            format!("lock.{name}"),
+            thousands(q.count),
+            thousands(q.min),
+            thousands(q.median),
+            thousands(q.max)
+        );
+    }
     if per_cpu || n <= 64 {
         let _ = writeln!(
             s,

@@ -306,29 +306,33 @@ impl TimingDriver {
                 self.after(cpu, p.arm64.ttbr_write_ns, OpResult::Unit);
             }
             Op::Atomic => self.after(cpu, p.kernel.atomic_ns, OpResult::Unit),
-            Op::Lock(l) => {
-                let mut k = w.k.borrow_mut();
-                let lock = &mut k.locks[l];
-                if lock.holder.is_none() {
-                    lock.holder = Some(cpu);
-                    drop(k);
+            Op::Lock(l) | Op::LockShared(l) => {
+                let shared = matches!(op, Op::LockShared(_));
+                let (got, name) = {
+                    let mut k = w.k.borrow_mut();
+                    let lock = &mut k.locks[l];
+                    (lock.acquire(task, shared, self.now()), lock.name)
+                };
+                w.stats.borrow_mut().lock(name).acquisitions += 1;
+                if got {
                     self.after(cpu, p.kernel.atomic_ns, OpResult::Unit);
                 } else {
-                    lock.waiters.push_back((task, self.now()));
                     self.wait[cpu] = Wait::Lock(l);
                 }
             }
-            Op::Unlock(l) => {
-                let next = {
+            Op::Unlock(l) | Op::UnlockShared(l) => {
+                let shared = matches!(op, Op::UnlockShared(_));
+                let (granted, name) = {
                     let mut k = w.k.borrow_mut();
                     let lock = &mut k.locks[l];
-                    lock.holder = None;
-                    lock.waiters.pop_front()
+                    (lock.release(shared), lock.name)
                 };
-                if let Some((t, _since)) = next {
-                    let wcpu = w.k.borrow().tasks[t].cpu;
-                    w.k.borrow_mut().locks[l].holder = Some(wcpu);
-                    self.after(wcpu, p.kernel.cacheline_transfer_ns, OpResult::Unit);
+                for g in granted {
+                    let wcpu = w.k.borrow().tasks[g.task].cpu;
+                    let handoff = p.kernel.cacheline_transfer_ns;
+                    let waited = self.now() + handoff - g.since_ns;
+                    w.stats.borrow_mut().lock(name).contended_wait_ns.record(waited);
+                    self.after(wcpu, handoff, OpResult::Unit);
                 }
                 self.after(cpu, p.kernel.atomic_ns, OpResult::Unit);
             }

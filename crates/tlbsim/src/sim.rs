@@ -51,6 +51,17 @@ pub struct StatsReport {
     pub tables_freed: u64,
     /// Driver events processed.
     pub events: u64,
+    /// Per lock class: acquisitions and contended waits (ns).
+    pub locks: std::collections::BTreeMap<String, LockReport>,
+}
+
+/// Statistics of one lock class.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LockReport {
+    /// Acquisitions.
+    pub acquisitions: u64,
+    /// Waits of the acquisitions that found it taken (ns).
+    pub contended_wait_ns: Summary,
 }
 
 /// Everything a run produces (host time is added by the caller).
@@ -187,6 +198,19 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
             asid_rollovers: st.asid_rollovers,
             tables_freed: st.tables_freed,
             events: st.events,
+            locks: st
+                .locks
+                .iter()
+                .map(|(n, l)| {
+                    (
+                        n.to_string(),
+                        LockReport {
+                            acquisitions: l.acquisitions,
+                            contended_wait_ns: l.contended_wait_ns.summary(),
+                        },
+                    )
+                })
+                .collect(),
         },
         checker: CheckerReport {
             enabled: exp.checker.enabled,

@@ -105,6 +105,16 @@ impl Samples {
     }
 }
 
+/// Acquisitions and contended waits of one class of locks.
+#[derive(Debug, Clone, Default)]
+pub struct LockStats {
+    /// Acquisitions (shared or exclusive).
+    pub acquisitions: u64,
+    /// Wait of each acquisition that found the lock taken, until it was
+    /// handed over (ns).
+    pub contended_wait_ns: Samples,
+}
+
 /// Everything the model counts during a run.
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
@@ -120,6 +130,8 @@ pub struct Stats {
     pub tables_freed: u64,
     /// Events processed by the driver.
     pub events: u64,
+    /// Lock statistics by lock class name.
+    pub locks: std::collections::BTreeMap<&'static str, LockStats>,
 }
 
 impl Stats {
@@ -129,6 +141,11 @@ impl Stats {
             cpu: vec![CpuStats::default(); ncpus],
             ..Default::default()
         }
+    }
+
+    /// The statistics of the lock class `name`.
+    pub fn lock(&mut self, name: &'static str) -> &mut LockStats {
+        self.locks.entry(name).or_default()
     }
 
     /// Sum over CPUs.

@@ -29,13 +29,12 @@ fn violation(e: &Experiment) -> String {
 
 const THREADS_MPROTECT: &str =
     "name = \"threads\"\nthreads = 2\niterations = 50\nop = \"mprotect\"";
+const THREADS_MADVISE: &str = "name = \"threads\"\nthreads = 3\niterations = 50\nop = \"madvise\"";
 const THREADS_MUNMAP: &str = "name = \"threads\"\nthreads = 2\niterations = 50\nop = \"munmap\"";
 
 #[test]
 fn stock_passes_the_checker_on_threaded_scenarios() {
-    // THREADS_MADVISE is not here yet: faults racing madvise need the
-    // mmap_lock/page-table lock, which the model does not have (issue 2 note).
-    for wl in [THREADS_MPROTECT, THREADS_MUNMAP] {
+    for wl in [THREADS_MPROTECT, THREADS_MUNMAP, THREADS_MADVISE] {
         let o = run_ok(&experiment("arm64-stock", 4, wl));
         assert_eq!(o.checker.verdict, "pass");
         assert!(o.checker.events_checked > 1000);
@@ -57,6 +56,12 @@ fn checker_catches_a_flush_range_that_skips_the_broadcast() {
     ));
     assert!(r.contains("invariant: no stale"), "{r}");
     assert!(r.contains("last events:"), "{r}");
+}
+
+#[test]
+fn checker_catches_a_missing_broadcast_after_madvise_dontneed() {
+    let r = violation(&experiment("mutant-range-no-broadcast", 4, THREADS_MADVISE));
+    assert!(r.contains("invariant: no stale"), "{r}");
 }
 
 #[test]

@@ -113,15 +113,17 @@ impl MmuGather {
 
     /// Clears the PTEs of `[start, end)` (`zap_pte_range`), queueing frames.
     pub async fn zap(&mut self, ctx: &Ctx, start: u64, end: u64) {
+        ctx.ptl_lock(self.mm).await;
         let ptes = present_ptes(&ctx.w, self.mm, start, end);
         let per = ctx.w.profile.kernel.pte_update_ns;
-        ctx.work(per * ptes.len() as u64).await;
         let cpu = ctx.cpu();
-        for (va, p) in ptes {
+        for &(va, p) in &ptes {
             set_pte(&ctx.w, cpu, self.mm, va, None);
             self.frames.push(p.pfn);
             self.add_range(va, va + PAGE_SIZE);
         }
+        ctx.work(per * ptes.len() as u64).await;
+        ctx.ptl_unlock(self.mm).await;
     }
 
     /// `free_pgtables()` over `[floor, ceiling)`: detaches empty tables; they
@@ -198,8 +200,9 @@ fn page_align(x: u64) -> u64 {
 /// `mmap(NULL, len, prot, MAP_PRIVATE | MAP_ANONYMOUS)`: returns the address.
 pub async fn sys_mmap(ctx: &Ctx, len: u64, perms: Perms) -> u64 {
     syscall_enter(ctx, "mmap").await;
-    ctx.work(ctx.w.profile.kernel.mmap_ns).await;
     let mm = ctx.mm().expect("user task");
+    ctx.mmap_write_lock(mm).await;
+    ctx.work(ctx.w.profile.kernel.mmap_ns).await;
     let len = page_align(len.max(1));
     let addr = {
         let mut k = ctx.w.k.borrow_mut();
@@ -217,6 +220,7 @@ pub async fn sys_mmap(ctx: &Ctx, len: u64, perms: Perms) -> u64 {
         );
         start
     };
+    ctx.mmap_write_unlock(mm).await;
     syscall_exit(ctx, "mmap").await;
     addr
 }
@@ -262,6 +266,7 @@ pub async fn sys_mprotect(ctx: &Ctx, addr: u64, len: u64, perms: Perms) -> bool 
     let w = &ctx.w;
     let mm = ctx.mm().expect("user task");
     let end = addr + page_align(len);
+    ctx.mmap_write_lock(mm).await;
     ctx.work(w.profile.kernel.mprotect_vma_ns).await;
     let ok = {
         let mut k = w.k.borrow_mut();
@@ -289,20 +294,23 @@ pub async fn sys_mprotect(ctx: &Ctx, addr: u64, len: u64, perms: Perms) -> bool 
         // mm->tlb_flush_pending raised around it (inc/dec_tlb_flush_pending).
         ctx.atomic().await;
         w.k.borrow_mut().mms[mm as usize].tlb_flush_pending += 1;
+        ctx.ptl_lock(mm).await;
         let ptes = present_ptes(w, mm, addr, end);
-        ctx.work(w.profile.kernel.pte_update_ns * ptes.len() as u64)
-            .await;
         let cpu = ctx.cpu();
         let pte_perms = Perms(perms.0 & !(Perms::RW.0 & !Perms::R.0));
         for (va, p) in &ptes {
             set_pte(w, cpu, mm, *va, Some((p.pfn, pte_perms)));
         }
+        ctx.work(w.profile.kernel.pte_update_ns * ptes.len() as u64)
+            .await;
+        ctx.ptl_unlock(mm).await;
         if !ptes.is_empty() {
             flush_tlb_range(ctx, mm, addr, end, PAGE_SIZE, true).await;
         }
         ctx.atomic().await;
         w.k.borrow_mut().mms[mm as usize].tlb_flush_pending -= 1;
     }
+    ctx.mmap_write_unlock(mm).await;
     syscall_exit(ctx, "mprotect").await;
     ok
 }
@@ -324,12 +332,14 @@ pub async fn sys_munmap(ctx: &Ctx, addr: u64, len: u64) {
     syscall_enter(ctx, "munmap").await;
     let mm = ctx.mm().expect("user task");
     let end = addr + page_align(len);
+    ctx.mmap_write_lock(mm).await;
     ctx.work(ctx.w.profile.kernel.munmap_ns).await;
     remove_vmas(ctx, mm, addr, end);
     let mut g = MmuGather::begin(ctx, mm, false).await;
     g.zap(ctx, addr, end).await;
     g.free_pgtables(ctx, addr, end).await;
     g.finish(ctx).await;
+    ctx.mmap_write_unlock(mm).await;
     syscall_exit(ctx, "munmap").await;
 }
 
@@ -337,10 +347,12 @@ pub async fn sys_munmap(ctx: &Ctx, addr: u64, len: u64) {
 pub async fn sys_madvise_dontneed(ctx: &Ctx, addr: u64, len: u64) {
     syscall_enter(ctx, "madvise").await;
     let mm = ctx.mm().expect("user task");
+    ctx.mmap_read_lock(mm).await;
     ctx.work(ctx.w.profile.kernel.madvise_ns).await;
     let mut g = MmuGather::begin(ctx, mm, false).await;
     g.zap(ctx, addr, addr + page_align(len)).await;
     g.finish(ctx).await;
+    ctx.mmap_read_unlock(mm).await;
     syscall_exit(ctx, "madvise").await;
 }
 
@@ -356,8 +368,26 @@ pub async fn handle_page_fault(ctx: &Ctx, va: u64, write: bool, _f: Fault) -> bo
         call: "fault",
     });
     ctx.work(w.profile.kernel.page_fault_ns).await;
-    let Some(mm) = ctx.mm() else { return false };
-    let va = va & !(PAGE_SIZE - 1);
+    let ok = match ctx.mm() {
+        Some(mm) => {
+            ctx.mmap_read_lock(mm).await;
+            let ok = handle_mm_fault(ctx, mm, va & !(PAGE_SIZE - 1), write).await;
+            ctx.mmap_read_unlock(mm).await;
+            ok
+        }
+        None => false,
+    };
+    ctx.emit(Event::CallExit {
+        cpu: ctx.cpu(),
+        task: ctx.task,
+        call: "fault",
+    });
+    ok
+}
+
+/// `handle_mm_fault()` with the mmap_lock held for reading.
+async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -> bool {
+    let w = &ctx.w;
     let vma = {
         let k = w.k.borrow();
         k.mms[mm as usize]
@@ -367,7 +397,7 @@ pub async fn handle_page_fault(ctx: &Ctx, va: u64, write: bool, _f: Fault) -> bo
             .map(|(_, v)| *v)
             .filter(|v| v.end > va)
     };
-    let ok = match vma {
+    match vma {
         Some(v) if v.perms.read() && (!write || v.perms.write()) => {
             match get_pte(w, mm, va) {
                 None => {
@@ -380,6 +410,7 @@ pub async fn handle_page_fault(ctx: &Ctx, va: u64, write: bool, _f: Fault) -> bo
                     };
                     // Under the PT lock: another CPU may have faulted the page
                     // in meanwhile (`if (!pte_none(*vmf->pte))` → back off).
+                    ctx.ptl_lock(mm).await;
                     if get_pte(w, mm, va).is_none() {
                         let perms = if write { v.perms } else { Perms::R };
                         let (_, tables) = set_pte(w, ctx.cpu(), mm, va, Some((pfn, perms)));
@@ -388,6 +419,7 @@ pub async fn handle_page_fault(ctx: &Ctx, va: u64, write: bool, _f: Fault) -> bo
                     } else if pfn != ZERO_PFN {
                         w.hw.borrow_mut().mem.put_frame(pfn);
                     }
+                    ctx.ptl_unlock(mm).await;
                 }
                 Some(p) if write && !p.perms.write() => {
                     let shared = p.pfn == ZERO_PFN || w.hw.borrow().mem.frame_refs(p.pfn) > 1;
@@ -395,6 +427,7 @@ pub async fn handle_page_fault(ctx: &Ctx, va: u64, write: bool, _f: Fault) -> bo
                         // wp_page_copy: new frame, ptep_clear_flush, set.
                         ctx.work(w.profile.kernel.page_alloc_ns).await;
                         let pfn = w.hw.borrow_mut().mem.alloc_frame();
+                        ctx.ptl_lock(mm).await;
                         if get_pte(w, mm, va) == Some(p) {
                             set_pte(w, ctx.cpu(), mm, va, None);
                             flush_tlb_page(ctx, mm, va).await;
@@ -403,15 +436,18 @@ pub async fn handle_page_fault(ctx: &Ctx, va: u64, write: bool, _f: Fault) -> bo
                         } else {
                             w.hw.borrow_mut().mem.put_frame(pfn); // pte_same() failed
                         }
+                        ctx.ptl_unlock(mm).await;
                     } else {
                         // wp_page_reuse: make writable and dirty; arm64 then
                         // flushes the stale read-only entry (flush_tlb_page in
                         // ptep_set_access_flags' caller, v5.x).
+                        ctx.ptl_lock(mm).await;
                         ctx.work(w.profile.kernel.pte_update_ns).await;
                         if get_pte(w, mm, va) == Some(p) {
                             set_pte(w, ctx.cpu(), mm, va, Some((p.pfn, v.perms)));
                             flush_tlb_page(ctx, mm, va).await;
                         }
+                        ctx.ptl_unlock(mm).await;
                     }
                 }
                 Some(_) => {} // spurious: the retry walks the current PTE
@@ -419,13 +455,7 @@ pub async fn handle_page_fault(ctx: &Ctx, va: u64, write: bool, _f: Fault) -> bo
             true
         }
         _ => false,
-    };
-    ctx.emit(Event::CallExit {
-        cpu: ctx.cpu(),
-        task: ctx.task,
-        call: "fault",
-    });
-    ok
+    }
 }
 
 /// `dup_mmap()`: copies VMAs and PTEs into a new address space,
@@ -441,12 +471,12 @@ pub async fn dup_mmap(ctx: &Ctx, old: MmId) -> MmId {
         k.mms[new as usize].vmas = vmas.clone();
         k.mms[new as usize].mmap_base = base;
     }
+    ctx.mmap_write_lock(old).await;
+    ctx.ptl_lock(old).await;
     let ptes = present_ptes(w, old, 0, TASK_SIZE);
-    ctx.work(w.profile.kernel.fork_per_pte_ns * ptes.len() as u64)
-        .await;
     let cpu = ctx.cpu();
     let mut changed = false;
-    for (va, p) in ptes {
+    for &(va, p) in &ptes {
         let ro = Perms(p.perms.0 & !2);
         if p.perms.write() {
             set_pte(w, cpu, old, va, Some((p.pfn, ro)));
@@ -455,9 +485,13 @@ pub async fn dup_mmap(ctx: &Ctx, old: MmId) -> MmId {
         w.hw.borrow_mut().mem.get_frame(p.pfn);
         set_pte(w, cpu, new, va, Some((p.pfn, ro)));
     }
+    ctx.work(w.profile.kernel.fork_per_pte_ns * ptes.len() as u64)
+        .await;
+    ctx.ptl_unlock(old).await;
     if changed {
         flush_tlb_mm(ctx, old).await;
     }
+    ctx.mmap_write_unlock(old).await;
     new
 }
 

@@ -66,10 +66,14 @@ pub enum Op {
     SetTtbr0(Option<Ttbr0>),
     /// One atomic read-modify-write of a shared kernel variable.
     Atomic,
-    /// Acquires a spinlock (waits while it is held).
+    /// Acquires a lock exclusively (waits while it is held).
     Lock(LockId),
-    /// Releases a spinlock.
+    /// Acquires a lock shared (reader side of a reader-writer lock).
+    LockShared(LockId),
+    /// Releases an exclusive hold.
     Unlock(LockId),
+    /// Releases a shared hold.
+    UnlockShared(LockId),
     /// Context switch from the posting task to `next` on this CPU.
     SwitchTo(TaskId),
     /// The idle task waits for a reschedule.
@@ -125,6 +129,11 @@ pub struct Mm {
     pub mmap_base: u64,
     /// Not yet freed.
     pub live: bool,
+    /// `mmap_lock` (reader-writer).
+    pub mmap_lock: LockId,
+    /// The page-table lock (one per mm: Linux's split per-table locks are
+    /// not modelled).
+    pub ptl: LockId,
 }
 
 /// Scheduling state of a task.
@@ -194,15 +203,78 @@ pub struct PerCpu {
     pub last: Option<TaskId>,
 }
 
-/// A modelled spinlock.
+/// A waiter on a [`Lock`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockWaiter {
+    /// Waiting task.
+    pub task: TaskId,
+    /// Wants a shared hold.
+    pub shared: bool,
+    /// When it started waiting.
+    pub since_ns: Ns,
+}
+
+/// A modelled lock: a spinlock, or a reader-writer lock when taken shared
+/// (mmap_lock). Waiters are served in arrival order (ticket/queued locks);
+/// a shared request waits behind any queued writer (no writer starvation).
+/// Waiting CPUs spin: the model does not sleep on locks (docs/model.md).
 #[derive(Debug, Clone, Default)]
 pub struct Lock {
-    /// Name.
+    /// Name (for statistics).
     pub name: &'static str,
-    /// Holding CPU.
-    pub holder: Option<CpuId>,
-    /// Waiting tasks in arrival order (ticket lock) with their arrival time.
-    pub waiters: VecDeque<(TaskId, Ns)>,
+    /// Exclusive holder.
+    pub holder: Option<TaskId>,
+    /// Shared holders.
+    pub readers: u32,
+    /// Waiters in arrival order.
+    pub waiters: VecDeque<LockWaiter>,
+}
+
+impl Lock {
+    /// Tries to take the lock for `task`; on failure the task is queued.
+    pub fn acquire(&mut self, task: TaskId, shared: bool, now: Ns) -> bool {
+        let free = self.holder.is_none() && self.waiters.is_empty();
+        if shared && free {
+            self.readers += 1;
+            return true;
+        }
+        if !shared && free && self.readers == 0 {
+            self.holder = Some(task);
+            return true;
+        }
+        self.waiters.push_back(LockWaiter {
+            task,
+            shared,
+            since_ns: now,
+        });
+        false
+    }
+
+    /// Releases one hold and hands the lock to the waiters now entitled to
+    /// it, in order; returns them.
+    pub fn release(&mut self, shared: bool) -> Vec<LockWaiter> {
+        if shared {
+            assert!(self.readers > 0, "shared unlock of {} not held", self.name);
+            self.readers -= 1;
+        } else {
+            assert!(self.holder.is_some(), "unlock of {} not held", self.name);
+            self.holder = None;
+        }
+        let mut granted = Vec::new();
+        while let Some(&w) = self.waiters.front() {
+            if self.holder.is_some() || (!w.shared && self.readers > 0) {
+                break;
+            }
+            self.waiters.pop_front();
+            if w.shared {
+                self.readers += 1;
+            } else {
+                self.holder = Some(w.task);
+            }
+            granted.push(w);
+        }
+        granted
+    }
 }
 
 /// All kernel state.
@@ -346,6 +418,8 @@ impl World {
     /// Creates an empty address space with a fresh top-level table.
     pub fn new_mm(&self) -> MmId {
         let pgd = self.hw.borrow_mut().mem.alloc_table(0);
+        let mmap_lock = self.new_lock("mmap_lock");
+        let ptl = self.new_lock("page_table_lock");
         let mut k = self.k.borrow_mut();
         let id = k.mms.len() as MmId;
         k.mms.push(Mm {
@@ -359,6 +433,8 @@ impl World {
             tlb_flush_pending: 0,
             mmap_base: 0x7f00_0000_0000,
             live: true,
+            mmap_lock,
+            ptl,
         });
         id
     }
@@ -490,6 +566,42 @@ impl Ctx {
 
     /// Spinlock release.
     pub async fn spin_unlock(&self, l: LockId) {
+        self.step(Op::Unlock(l)).await;
+    }
+
+    /// `mmap_read_lock(mm)`.
+    pub async fn mmap_read_lock(&self, mm: MmId) {
+        let l = self.w.k.borrow().mms[mm as usize].mmap_lock;
+        self.step(Op::LockShared(l)).await;
+    }
+
+    /// `mmap_read_unlock(mm)`.
+    pub async fn mmap_read_unlock(&self, mm: MmId) {
+        let l = self.w.k.borrow().mms[mm as usize].mmap_lock;
+        self.step(Op::UnlockShared(l)).await;
+    }
+
+    /// `mmap_write_lock(mm)`.
+    pub async fn mmap_write_lock(&self, mm: MmId) {
+        let l = self.w.k.borrow().mms[mm as usize].mmap_lock;
+        self.step(Op::Lock(l)).await;
+    }
+
+    /// `mmap_write_unlock(mm)`.
+    pub async fn mmap_write_unlock(&self, mm: MmId) {
+        let l = self.w.k.borrow().mms[mm as usize].mmap_lock;
+        self.step(Op::Unlock(l)).await;
+    }
+
+    /// Takes the page-table lock of `mm` (`pte_offset_map_lock`).
+    pub async fn ptl_lock(&self, mm: MmId) {
+        let l = self.w.k.borrow().mms[mm as usize].ptl;
+        self.step(Op::Lock(l)).await;
+    }
+
+    /// Releases the page-table lock of `mm`.
+    pub async fn ptl_unlock(&self, mm: MmId) {
+        let l = self.w.k.borrow().mms[mm as usize].ptl;
         self.step(Op::Unlock(l)).await;
     }
 
