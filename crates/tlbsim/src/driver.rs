@@ -331,7 +331,11 @@ impl TimingDriver {
                     let wcpu = w.k.borrow().tasks[g.task].cpu;
                     let handoff = p.kernel.cacheline_transfer_ns;
                     let waited = self.now() + handoff - g.since_ns;
-                    w.stats.borrow_mut().lock(name).contended_wait_ns.record(waited);
+                    w.stats
+                        .borrow_mut()
+                        .lock(name)
+                        .contended_wait_ns
+                        .record(waited);
                     self.after(wcpu, handoff, OpResult::Unit);
                 }
                 self.after(cpu, p.kernel.atomic_ns, OpResult::Unit);
@@ -406,22 +410,17 @@ impl TimingDriver {
 
     fn dvm_apply(&mut self, id: usize) {
         let stall = self.w.profile.arm64.dvm_op_target_stall_ns;
-        let (issuer, targets): (CpuId, Vec<CpuId>) = {
-            let hw = self.w.hw.borrow();
-            let f = hw.inflight[id].as_ref().expect("live");
-            (f.issuer, f.pending.iter().collect())
-        };
-        {
+        let issuer = {
             let mut hw = self.w.hw.borrow_mut();
             let mut st = self.w.stats.borrow_mut();
-            for &t in &targets {
+            let issuer = hw.inflight[id].as_ref().expect("live").issuer;
+            hw.dvm_apply_all(id, |c, t| {
                 if t != issuer {
                     st.cpu[t].dvm_ops_received += 1;
-                    hw.cpus[t].stolen_ns += stall;
+                    c.stolen_ns += stall;
                 }
-            }
-            hw.dvm_apply_all(id);
-        }
+            })
+        };
         if self.w.hw.borrow().cpus[issuer].inflight == 0 && self.wait[issuer] == Wait::DsbInflight {
             self.dsb_sync(issuer);
         }

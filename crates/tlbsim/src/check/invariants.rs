@@ -77,7 +77,15 @@ impl Checker {
         }
     }
 
-    fn check_loaded_cpu(&mut self, now: Ns, hw: &Hw, cpu: CpuId, mm: MmId, vpn: u64, why: &str) {
+    fn check_loaded_cpu(
+        &mut self,
+        now: Ns,
+        hw: &Hw,
+        cpu: CpuId,
+        mm: MmId,
+        vpn: u64,
+        why: (&str, CpuId),
+    ) {
         let Some(t) = hw.cpus[cpu].ttbr0 else { return };
         if t.mm != mm {
             return;
@@ -94,9 +102,11 @@ impl Checker {
                 now,
                 "no stale hold",
                 format!(
-                    "cpu{cpu} has mm {mm} loaded (ASID {}) and still holds a stale translation of va {:#x} after {why}: {e:?}, current PTE {:?}",
+                    "cpu{cpu} has mm {mm} loaded (ASID {}) and still holds a stale translation of va {:#x} after {} on cpu{} returned: {e:?}, current PTE {:?}",
                     t.asid,
                     vpn << PAGE_SHIFT,
+                    why.0,
+                    why.1,
                     self.current.get(&(mm, vpn)).copied().flatten()
                 ),
             );
@@ -136,14 +146,7 @@ impl Observer for Checker {
                 }
                 for &(mm, vpn) in &changes {
                     for c in 0..hw.ncpus() {
-                        self.check_loaded_cpu(
-                            now,
-                            hw,
-                            c,
-                            mm,
-                            vpn,
-                            &format!("{call} on cpu{cpu} returned"),
-                        );
+                        self.check_loaded_cpu(now, hw, c, mm, vpn, (call, cpu));
                     }
                 }
             }

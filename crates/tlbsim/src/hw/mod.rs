@@ -260,15 +260,22 @@ impl Hw {
         done
     }
 
-    /// Applies in-flight operation `id` at every remaining target.
-    pub fn dvm_apply_all(&mut self, id: usize) -> CpuId {
-        let f = self.inflight[id].as_ref().expect("live in-flight op");
-        let issuer = f.issuer;
-        let targets: Vec<CpuId> = f.pending.iter().collect();
-        for t in targets {
-            self.dvm_apply(id, t);
+    /// Applies in-flight operation `id` at every remaining target, calling
+    /// `on_target(cpu_state, cpu)` for each. Returns the issuer.
+    pub fn dvm_apply_all(
+        &mut self,
+        id: usize,
+        mut on_target: impl FnMut(&mut CpuHw, CpuId),
+    ) -> CpuId {
+        let f = self.inflight[id].take().expect("live in-flight op");
+        for t in f.pending.iter() {
+            let c = &mut self.cpus[t];
+            c.tlb.invalidate(f.scope);
+            on_target(c, t);
         }
-        issuer
+        self.free_inflight.push(id);
+        self.cpus[f.issuer].inflight -= 1;
+        f.issuer
     }
 
     /// A local (non-shareable) TLBI on `cpu`.

@@ -90,6 +90,16 @@ pub struct Tlb {
     leaf: Vec<Slot<LeafEntry>>,
     walk: Vec<Slot<WalkEntry>>,
     tick: u64,
+    /// Bit `asid % 64` is set if an entry with that ASID may be present
+    /// (conservative; cleared by a full flush). Lets invalidations skip TLBs
+    /// that cannot hold the ASID: a simulator shortcut, not hardware.
+    asid_filter: u64,
+    /// `sets - 1` when the set count is a power of two.
+    set_mask: Option<u64>,
+}
+
+fn asid_bit(asid: Asid) -> u64 {
+    1 << (asid % 64)
 }
 
 impl Tlb {
@@ -114,11 +124,18 @@ impl Tlb {
                 walk_entries
             ],
             tick: 0,
+            asid_filter: 0,
+            set_mask: (entries / ways)
+                .is_power_of_two()
+                .then(|| (entries / ways) as u64 - 1),
         }
     }
 
     fn set_of(&self, vpn: u64) -> std::ops::Range<usize> {
-        let s = (vpn % self.sets as u64) as usize;
+        let s = match self.set_mask {
+            Some(m) => (vpn & m) as usize,
+            None => (vpn % self.sets as u64) as usize,
+        };
         s * self.ways..(s + 1) * self.ways
     }
 
@@ -141,6 +158,7 @@ impl Tlb {
     /// Inserts a leaf entry, replacing a matching one, else an empty way,
     /// else the least recently used way.
     pub fn insert(&mut self, e: LeafEntry) {
+        self.asid_filter |= asid_bit(e.asid);
         self.tick += 1;
         let tick = self.tick;
         let r = self.set_of(e.vpn);
@@ -197,6 +215,7 @@ impl Tlb {
 
     /// Caches an intermediate descriptor.
     pub fn walk_insert(&mut self, e: WalkEntry) {
+        self.asid_filter |= asid_bit(e.asid);
         self.tick += 1;
         let tick = self.tick;
         let idx = self
@@ -224,6 +243,15 @@ impl Tlb {
     /// Applies one invalidation; returns how many entries it removed.
     pub fn invalidate(&mut self, scope: TlbiScope) -> usize {
         let mut n = 0;
+        match scope {
+            TlbiScope::Va { asid, .. } | TlbiScope::Range { asid, .. } | TlbiScope::Asid(asid)
+                if self.asid_filter & asid_bit(asid) == 0 =>
+            {
+                return 0;
+            }
+            TlbiScope::All => self.asid_filter = 0,
+            _ => {}
+        }
         match scope {
             TlbiScope::Va {
                 asid,
