@@ -21,6 +21,9 @@ fn world(cpus: u32) -> Rc<World> {
     w
 }
 
+/// What the kernel thread saw: its active_mm, TTBR0's mm, that mm's mm_count.
+type Seen = (Option<u32>, Option<u32>, u32);
+
 #[test]
 fn a_kernel_thread_borrows_the_previous_mm_lazily() {
     let w = world(2);
@@ -40,7 +43,7 @@ fn a_kernel_thread_borrows_the_previous_mm_lazily() {
     );
     let user_mm = w.k.borrow().tasks[user].mm.unwrap();
     // A kernel thread on CPU0 runs when the user's slice ends.
-    let seen: Rc<Cell<Option<(Option<u32>, Option<u32>, u32)>>> = Rc::default();
+    let seen: Rc<Cell<Option<Seen>>> = Rc::default();
     let seen2 = Rc::clone(&seen);
     let kt = spawn_kthread(
         &w,
