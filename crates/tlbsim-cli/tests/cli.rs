@@ -1,0 +1,120 @@
+//! End-to-end tests of the `tlbsim` command.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn tlbsim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tlbsim"))
+        .args(args)
+        .output()
+        .expect("tlbsim runs")
+}
+
+fn scratch(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tlbsim-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+const SMALL: &str = "[experiment]\nname = \"small\"\nprofile = \"ampere-32\"\n[machine]\ncpus = 8\n[workload]\nname = \"mprotect\"\niterations = 20\n";
+
+fn run_json(exp: &PathBuf, out: &str) -> serde_json::Value {
+    let json = exp.with_file_name(out);
+    let o = tlbsim(&[
+        "run",
+        exp.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("dvm.sync_queue_wait") && stdout.contains("checker: pass"),
+        "{stdout}"
+    );
+    serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
+}
+
+#[test]
+fn run_writes_deterministic_json_with_every_statistic() {
+    let exp = scratch("small.toml", SMALL);
+    let mut a = run_json(&exp, "a.json");
+    let mut b = run_json(&exp, "b.json");
+    let total = &a["run"]["stats"]["total"];
+    for key in [
+        "tlbi_local",
+        "tlbi_broadcast",
+        "dsb_ish",
+        "dvm_syncs",
+        "tlb_misses",
+        "page_walks",
+        "context_switches",
+        "syscalls",
+    ] {
+        assert!(total[key].is_u64(), "missing {key}");
+    }
+    assert!(a["run"]["stats"]["dvm_sync_queue_wait_ns"]["median"].is_u64());
+    assert_eq!(a["run"]["stats"]["per_cpu"].as_array().unwrap().len(), 8);
+    assert_eq!(a["run"]["checker"]["verdict"], "pass");
+    assert!(a["host"]["events_per_second"].is_f64());
+    a.as_object_mut().unwrap().remove("host");
+    b.as_object_mut().unwrap().remove("host");
+    assert_eq!(a, b);
+}
+
+#[test]
+fn config_errors_name_file_line_and_field_and_exit_2() {
+    let exp = scratch("bad.toml", &SMALL.replace("iterations", "iteratons"));
+    let o = tlbsim(&["run", exp.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("bad.toml:8: [workload] iteratons"), "{err}");
+    let exp = scratch("bad2.toml", &SMALL.replace("cpus = 8", "cpu = 8"));
+    let o = tlbsim(&["run", exp.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("bad2.toml:5:"));
+}
+
+#[test]
+fn a_violation_prints_the_replay_command() {
+    let text = "[experiment]\nname = \"m\"\nprofile = \"ampere-32\"\n[machine]\ncpus = 4\n[kernel]\ntlb_policy = \"mutant-range-no-broadcast\"\n[workload]\nname = \"threads\"\n";
+    let exp = scratch("mutant.toml", text);
+    let o = tlbsim(&["run", exp.to_str().unwrap(), "--seed", "5"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("invariant: no stale"), "{err}");
+    assert!(
+        err.contains(&format!("replay: tlbsim run {} --seed 5", exp.display())),
+        "{err}"
+    );
+}
+
+#[test]
+fn profiles_and_policies_are_listed() {
+    let o = tlbsim(&["profiles"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("ampere-32"));
+    let o = tlbsim(&["policies"]);
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        s.contains("arm64-stock") && s.contains("arm64-asid-reserved") && s.contains("mprotect")
+    );
+}
+
+#[test]
+fn reproduce_writes_rows_scripts_can_check() {
+    let out = scratch("rows.json", "");
+    let o = tlbsim(&["reproduce", "--json", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert!(!rows.is_empty());
+    for r in rows {
+        for k in ["experiment", "metric", "unit"] {
+            assert!(r[k].is_string(), "{k}");
+        }
+        assert!(r["published"].is_f64() && r["simulated"].is_f64());
+    }
+}
