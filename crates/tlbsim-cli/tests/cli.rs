@@ -1,6 +1,6 @@
 //! End-to-end tests of the `tlbsim` command.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn tlbsim(args: &[&str]) -> Output {
@@ -20,7 +20,7 @@ fn scratch(name: &str, text: &str) -> PathBuf {
 
 const SMALL: &str = "[experiment]\nname = \"small\"\nprofile = \"ampere-32\"\n[machine]\ncpus = 8\n[workload]\nname = \"mprotect\"\niterations = 20\n";
 
-fn run_json(exp: &PathBuf, out: &str) -> serde_json::Value {
+fn run_json(exp: &Path, out: &str) -> serde_json::Value {
     let json = exp.with_file_name(out);
     let o = tlbsim(&[
         "run",
