@@ -72,10 +72,12 @@ fn checker_catches_tables_freed_before_the_flush_completed() {
 
 #[test]
 fn same_seed_gives_identical_results() {
-    let e = experiment("arm64-stock", 8, "name = \"mprotect\"\niterations = 30");
-    let a = format!("{:?}", run_ok(&e));
-    let b = format!("{:?}", run_ok(&e));
-    assert_eq!(a, b);
+    for wl in ["name = \"mprotect\"\niterations = 30", THREADS_MADVISE] {
+        let e = experiment("arm64-stock", 8, wl);
+        let a = format!("{:?}", run_ok(&e));
+        let b = format!("{:?}", run_ok(&e));
+        assert_eq!(a, b);
+    }
 }
 
 #[test]
@@ -147,4 +149,28 @@ fn asid_rollovers_under_process_churn_pass_the_checker() {
         assert_eq!(o.checker.verdict, "pass");
         assert!(o.stats.total.context_switches > 12);
     }
+}
+
+#[test]
+fn the_seed_picks_the_interleaving_and_stock_passes_every_one() {
+    let mut events = std::collections::BTreeSet::new();
+    for wl in [THREADS_MPROTECT, THREADS_MUNMAP, THREADS_MADVISE] {
+        let e = experiment("arm64-stock", 4, wl);
+        for seed in 1..=6 {
+            let o = run(
+                &e,
+                &RunOptions {
+                    seed: Some(seed),
+                    cpus: None,
+                },
+            )
+            .unwrap_or_else(|err| panic!("seed {seed}: {err}"));
+            assert_eq!(o.checker.verdict, "pass");
+            events.insert((wl, o.stats.events));
+        }
+    }
+    assert!(
+        events.len() > 3 * 3,
+        "different seeds must give different runs: {events:?}"
+    );
 }

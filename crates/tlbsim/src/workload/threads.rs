@@ -15,6 +15,7 @@ use crate::hw::mem::{Perms, PAGE_SIZE};
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
 use crate::kernel::sched::{spawn_user, sys_clone_thread, sys_wait};
 use crate::kernel::{Ctx, TaskId, World};
+use rand::Rng as _;
 use serde::Deserialize;
 use std::cell::Cell;
 use std::rc::Rc;
@@ -32,7 +33,9 @@ pub struct Threads {
     /// `"mprotect"` or `"munmap"`.
     #[serde(default = "default_op")]
     pub op: String,
-    /// User work between a reader's accesses (ns).
+    /// Mean user work between a reader's accesses (ns); each gap is drawn
+    /// uniformly from 0.5x..1.5x of it from the seeded stream
+    /// `threads/readerN`.
     #[serde(default = "reader_ns")]
     pub reader_gap_ns: u64,
 }
@@ -68,9 +71,10 @@ impl Threads {
 }
 
 impl Workload for Threads {
-    fn setup(&self, w: &Rc<World>, _streams: &Streams) -> TaskId {
+    fn setup(&self, w: &Rc<World>, streams: &Streams) -> TaskId {
         let me = self.clone();
         let n = w.ncpus() as u32;
+        let streams = *streams;
         spawn_user(
             w,
             "threads",
@@ -87,6 +91,7 @@ impl Workload for Threads {
                     for i in 1..me.threads {
                         let (done, page) = (Rc::clone(&done), Rc::clone(&page));
                         let gap = me.reader_gap_ns;
+                        let mut rng = streams.stream(&format!("threads/reader{i}"));
                         sys_clone_thread(
                             &ctx,
                             "reader",
@@ -101,7 +106,8 @@ impl Workload for Threads {
                                             c.user_access(p, write).await;
                                         }
                                         write = !write;
-                                        c.user_work(gap).await;
+                                        // Jittered gap (0.5x..1.5x): the seed picks the interleaving.
+                                        c.user_work(gap / 2 + rng.gen_range(0..=gap)).await;
                                     }
                                 })
                             }),
