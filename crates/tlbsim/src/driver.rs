@@ -414,10 +414,14 @@ impl TimingDriver {
             let mut hw = self.w.hw.borrow_mut();
             let mut st = self.w.stats.borrow_mut();
             let issuer = hw.inflight[id].as_ref().expect("live").issuer;
+            let wait = &self.wait;
             hw.dvm_apply_all(id, |c, t| {
                 if t != issuer {
                     st.cpu[t].dvm_ops_received += 1;
-                    c.stolen_ns += stall;
+                    // An idle CPU absorbs the work (docs/model.md).
+                    if wait[t] != Wait::Idle {
+                        c.stolen_ns += stall;
+                    }
                 }
             })
         };

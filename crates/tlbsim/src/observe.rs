@@ -40,6 +40,26 @@ pub enum Event {
         /// New value.
         new: Option<Pte>,
     },
+    /// The call in progress on `cpu` guarantees, when it returns, that no
+    /// translation of `[start, end)` older than the call remains unless it
+    /// agrees with the PTE then (munmap, madvise, mprotect).
+    CallRange {
+        /// CPU.
+        cpu: CpuId,
+        /// Address space.
+        mm: MmId,
+        /// First byte.
+        start: u64,
+        /// One past the last byte.
+        end: u64,
+    },
+    /// A data frame was freed (its last mapping went away).
+    FrameFree {
+        /// CPU freeing it.
+        cpu: CpuId,
+        /// Frame.
+        pfn: crate::hw::mem::Pfn,
+    },
     /// A page-table page was freed (returned to the allocator).
     TableFree {
         /// CPU freeing it.

@@ -156,6 +156,22 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
     if kcfg.kpti && profile.tlb.asid_bits < 3 {
         return Err(field("kernel", "kpti", "kpti needs asid_bits >= 3".into()));
     }
+    // More usable ASIDs than CPUs, or rollover cannot find a free one
+    // (arch/arm64/mm/context.c relies on NUM_USER_ASIDS > NR_CPUS).
+    let usable = ((1u64 << profile.tlb.asid_bits) >> u32::from(kcfg.kpti)) - 1;
+    if usable <= u64::from(profile.topology.cpus) {
+        return Err(field(
+            "kernel",
+            "asid_bits",
+            format!(
+                "{} usable ASIDs with asid_bits = {}{} is not more than the {} CPUs",
+                usable,
+                profile.tlb.asid_bits,
+                if kcfg.kpti { " and kpti" } else { "" },
+                profile.topology.cpus
+            ),
+        ));
+    }
     let wl = workload::build(&exp.workload.name, &exp.workload.params).map_err(|e| {
         // serde names the offending field in backquotes.
         let key = e
@@ -181,7 +197,12 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
         })
         .map_err(SimError::Run)?;
     let st = w.stats.borrow();
-    let events_checked = w.observer.borrow().as_ref().map(|_| st.events).unwrap_or(0);
+    let events_checked = w
+        .observer
+        .borrow()
+        .as_ref()
+        .map(|o| o.events_seen())
+        .unwrap_or(0);
     Ok(RunOutput {
         experiment: exp.experiment.name.clone(),
         version: VERSION.to_string(),

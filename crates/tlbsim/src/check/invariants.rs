@@ -1,16 +1,23 @@
 //! Invariants held by observing events (never by reaching into policies):
 //!
 //! - **no stale use / hold**: once the kernel call that changed a PTE has
-//!   returned, no CPU uses a translation older than that change, nor holds
-//!   one while it has the address space loaded (a loaded ASID can be used by
-//!   speculative walks at any time). A stale entry that grants nothing the
-//!   current PTE does not (e.g. read-only where the PTE became writable) is
-//!   allowed: it costs a spurious fault, not a wrong access.
+//!   returned, no CPU uses a translation of the value it replaced (or older),
+//!   nor holds one while it has the address space loaded (a loaded ASID can
+//!   be used by speculative walks at any time). Calls with a range contract
+//!   (munmap, madvise, mprotect: `CallRange`) also retire every translation
+//!   of their range older than the call, whoever changed the PTE (this is
+//!   what `mm_tlb_flush_nested` protects). A stale entry that grants nothing
+//!   the committed PTE does not (e.g. read-only where the PTE became
+//!   writable) is allowed: it costs a spurious fault, not a wrong access.
+//! - **no use after free**: when a data frame is freed, no CPU with the
+//!   address space loaded still maps it.
 //! - **no stale walk**: no walk goes through a cached intermediate entry to a
 //!   page-table page that was freed or reused, and no CPU with the ASID
 //!   loaded still caches such an entry when the page is freed.
 //! - **ASID isolation**: a CPU never uses, or loads an ASID while holding,
-//!   entries of another address space under that ASID.
+//!   entries of another address space under that ASID, and no two CPUs run
+//!   different address spaces under one ASID at once. No CPU keeps TTBR0 on
+//!   a freed top-level table.
 //!
 //! Completion (a DSB completes only its own CPU's TLBIs) is a property of the
 //! hardware model; the mutant tests show its consequences are caught.
@@ -20,7 +27,17 @@ use crate::hw::mem::{Pte, PAGE_SHIFT};
 use crate::hw::tlb::MmId;
 use crate::hw::{compatible, CpuId, Hw};
 use crate::observe::{Event, Observer};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+/// PTE changes of the call in progress on one CPU.
+#[derive(Debug, Default, Clone)]
+struct Pending {
+    /// Per (mm, vpn): the newest version this call replaced, and the value
+    /// it last wrote.
+    writes: BTreeMap<(MmId, u64), (Option<u64>, Option<Pte>)>,
+    /// The range contract: mm, first and end vpn, version bound at entry.
+    range: Option<(MmId, u64, u64, u64)>,
+}
 
 /// The invariant checker.
 #[derive(Debug)]
@@ -28,11 +45,11 @@ pub struct Checker {
     history: VecDeque<(Ns, Event)>,
     history_len: usize,
     /// PTE changes made by the kernel call in progress on each CPU.
-    pending: Vec<Vec<(MmId, u64)>>,
+    pending: Vec<Pending>,
     /// Current PTE values (shadow, from PteWrite events).
-    current: HashMap<(MmId, u64), Option<Pte>>,
-    /// The last committed change of (mm, vpn): entries older than its
-    /// version must be compatible with its value.
+    current: BTreeMap<(MmId, u64), Option<Pte>>,
+    /// Per (mm, vpn): entries with a version up to the first field are
+    /// retired and must be compatible with the committed value.
     committed: HashMap<(MmId, u64), (u64, Option<Pte>)>,
     /// One past the largest PTE version seen.
     version_bound: u64,
@@ -47,8 +64,8 @@ impl Checker {
         Self {
             history: VecDeque::with_capacity(history_len + 1),
             history_len,
-            pending: vec![Vec::new(); ncpus],
-            current: HashMap::new(),
+            pending: vec![Pending::default(); ncpus],
+            current: BTreeMap::new(),
             committed: HashMap::new(),
             version_bound: 1,
             failure: None,
@@ -67,13 +84,21 @@ impl Checker {
         self.failure = Some(r);
     }
 
-    /// Is `e` older than the last committed change of its PTE and
-    /// incompatible with the committed value? (Entries that agree with an
-    /// in-progress change, or with the committed value, are legitimate.)
+    /// Is `e` retired by a completed call and incompatible with the value
+    /// that call committed? (Entries that agree with an in-progress change,
+    /// or with the committed value, are legitimate.)
     fn stale(&self, mm: MmId, vpn: u64, version: u64, e: &crate::hw::tlb::LeafEntry) -> bool {
         match self.committed.get(&(mm, vpn)) {
-            Some(&(v, pte)) => version < v && !compatible(e, pte),
+            Some(&(retired, pte)) => version <= retired && !compatible(e, pte),
             None => false,
+        }
+    }
+
+    /// Retires the versions of (mm, vpn) up to `retired`, committing `value`.
+    fn commit(&mut self, key: (MmId, u64), retired: u64, value: Option<Pte>) {
+        let e = self.committed.entry(key).or_insert((0, value));
+        if retired >= e.0 {
+            *e = (retired, value);
         }
     }
 
@@ -128,23 +153,78 @@ impl Observer for Checker {
         }
         match *ev {
             Event::PteWrite {
-                cpu, mm, va, new, ..
+                cpu,
+                mm,
+                va,
+                old,
+                new,
             } => {
                 let vpn = va >> PAGE_SHIFT;
                 self.current.insert((mm, vpn), new);
                 if let Some(p) = new {
                     self.version_bound = self.version_bound.max(p.version + 1);
                 }
-                self.pending[cpu].push((mm, vpn));
+                let w = self.pending[cpu]
+                    .writes
+                    .entry((mm, vpn))
+                    .or_insert((None, None));
+                w.0 = w.0.max(old.map(|p| p.version));
+                w.1 = new;
+            }
+            Event::CallRange {
+                cpu,
+                mm,
+                start,
+                end,
+            } => {
+                self.pending[cpu].range = Some((
+                    mm,
+                    start >> PAGE_SHIFT,
+                    end.div_ceil(1 << PAGE_SHIFT),
+                    self.version_bound,
+                ));
+            }
+            Event::FrameFree { cpu, pfn } => {
+                for c in 0..hw.ncpus() {
+                    let Some(t) = hw.cpus[c].ttbr0 else { continue };
+                    let held = hw.cpus[c]
+                        .tlb
+                        .leaf_entries()
+                        .find(|e| e.asid == t.asid && e.pfn == pfn)
+                        .copied();
+                    if let Some(e) = held {
+                        self.fail(
+                            now,
+                            "no use after free",
+                            format!("cpu{cpu} freed frame {pfn} while cpu{c} (ASID {} loaded) still maps it: {e:?}", t.asid),
+                        );
+                        break;
+                    }
+                }
             }
             Event::CallExit { cpu, call, .. } => {
-                let changes = std::mem::take(&mut self.pending[cpu]);
-                for &(mm, vpn) in &changes {
-                    let cur = self.current.get(&(mm, vpn)).copied().flatten();
-                    let v = cur.map_or(self.version_bound, |p| p.version);
-                    self.committed.insert((mm, vpn), (v, cur));
+                let p = std::mem::take(&mut self.pending[cpu]);
+                let mut keys: Vec<(MmId, u64)> = Vec::new();
+                for (&key, &(old, new)) in &p.writes {
+                    if let Some(v) = old {
+                        self.commit(key, v, new);
+                        keys.push(key);
+                    }
                 }
-                for &(mm, vpn) in &changes {
+                if let Some((mm, lo, hi, bound)) = p.range {
+                    let in_range: Vec<((MmId, u64), Option<Pte>)> = self
+                        .current
+                        .range((mm, lo)..(mm, hi))
+                        .map(|(k, v)| (*k, *v))
+                        .collect();
+                    for (key, value) in in_range {
+                        self.commit(key, bound.saturating_sub(1), value);
+                        keys.push(key);
+                    }
+                }
+                keys.sort_unstable();
+                keys.dedup();
+                for (mm, vpn) in keys {
                     for c in 0..hw.ncpus() {
                         self.check_loaded_cpu(now, hw, c, mm, vpn, (call, cpu));
                     }
@@ -205,6 +285,18 @@ impl Observer for Checker {
                 }
             }
             Event::AsidLoad { cpu, mm, asid } => {
+                let clash = hw.cpus.iter().enumerate().find_map(|(c, h)| match h.ttbr0 {
+                    Some(t) if c != cpu && t.asid == asid && t.mm != mm => Some((c, t.mm)),
+                    _ => None,
+                });
+                if let Some((c, other)) = clash {
+                    self.fail(
+                        now,
+                        "ASID isolation",
+                        format!("cpu{cpu} loads ASID {asid} for mm {mm} while cpu{c} runs mm {other} under the same ASID"),
+                    );
+                    return;
+                }
                 let tlb = &hw.cpus[cpu].tlb;
                 let other = tlb
                     .leaf_entries()
@@ -249,6 +341,16 @@ impl Observer for Checker {
                 table,
                 instance,
             } => {
+                if let Some(c) =
+                    (0..hw.ncpus()).find(|&c| hw.cpus[c].ttbr0.is_some_and(|t| t.pgd == table))
+                {
+                    self.fail(
+                        now,
+                        "no stale walk",
+                        format!("cpu{cpu} freed top-level table {table} of mm {mm} while cpu{c}'s TTBR0 still points at it"),
+                    );
+                    return;
+                }
                 for c in 0..hw.ncpus() {
                     let Some(t) = hw.cpus[c].ttbr0 else { continue };
                     let held = hw.cpus[c]
@@ -284,5 +386,136 @@ impl Observer for Checker {
 
     fn events_seen(&self) -> u64 {
         self.events_seen
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::builtin_profile;
+    use crate::hw::mem::Perms;
+    use crate::hw::tlb::LeafEntry;
+    use crate::hw::Ttbr0;
+
+    const VA: u64 = 0x4000_0000;
+
+    fn pte(pfn: u64, version: u64) -> Option<Pte> {
+        Some(Pte {
+            pfn,
+            perms: Perms::RW,
+            version,
+        })
+    }
+
+    /// Three CPUs; cpu1 runs mm 0 and caches the translation of VA from PTE
+    /// version 1 (frame 5), which cpu0's fault installed.
+    fn setup() -> (Checker, Hw) {
+        let mut p = builtin_profile("ampere-32").unwrap();
+        p.topology.cpus = 3;
+        let mut hw = Hw::new(&p);
+        hw.cpus[1].ttbr0 = Some(Ttbr0 {
+            mm: 0,
+            pgd: 0,
+            asid: 1,
+        });
+        hw.cpus[1].tlb.insert(LeafEntry {
+            asid: 1,
+            vpn: VA >> PAGE_SHIFT,
+            pfn: 5,
+            perms: Perms::RW,
+            version: 1,
+            mm: 0,
+        });
+        let mut c = Checker::new(3, 8);
+        let write = |cpu, old, new| Event::PteWrite {
+            cpu,
+            mm: 0,
+            va: VA,
+            old,
+            new,
+        };
+        c.event(1, &write(0, None, pte(5, 1)), &hw);
+        c.event(
+            2,
+            &Event::CallExit {
+                cpu: 0,
+                task: 0,
+                call: "fault",
+            },
+            &hw,
+        );
+        // cpu0's madvise clears the PTE; its flush has not completed.
+        c.event(
+            3,
+            &Event::CallEnter {
+                cpu: 0,
+                task: 0,
+                call: "madvise",
+            },
+            &hw,
+        );
+        c.event(4, &write(0, pte(5, 1), None), &hw);
+        // cpu2 faults the page in again (frame 6).
+        c.event(5, &write(2, None, pte(6, 2)), &hw);
+        (c, hw)
+    }
+
+    #[test]
+    fn a_fault_that_filled_an_empty_pte_retires_nothing() {
+        let (mut c, hw) = setup();
+        c.event(
+            6,
+            &Event::CallExit {
+                cpu: 2,
+                task: 1,
+                call: "fault",
+            },
+            &hw,
+        );
+        assert_eq!(c.failure(), None, "madvise on cpu0 has not returned yet");
+    }
+
+    #[test]
+    fn a_range_call_retires_what_another_call_changed() {
+        // cpu2 instead runs madvise on the same page: it finds the PTE
+        // already none, and must still not return while cpu1 holds the old
+        // translation (what mm_tlb_flush_nested() guarantees).
+        let (mut c, hw) = setup();
+        c.event(
+            6,
+            &Event::CallRange {
+                cpu: 2,
+                mm: 0,
+                start: VA,
+                end: VA + 4096,
+            },
+            &hw,
+        );
+        c.event(
+            7,
+            &Event::CallExit {
+                cpu: 2,
+                task: 1,
+                call: "madvise",
+            },
+            &hw,
+        );
+        let f = c.failure().expect("stale hold caught");
+        assert!(f.contains("invariant: no stale hold"), "{f}");
+    }
+
+    #[test]
+    fn the_call_that_replaced_the_pte_retires_it() {
+        let (mut c, hw) = setup();
+        c.event(
+            6,
+            &Event::CallExit {
+                cpu: 0,
+                task: 0,
+                call: "madvise",
+            },
+            &hw,
+        );
+        assert!(c.failure().is_some_and(|f| f.contains("no stale hold")));
     }
 }

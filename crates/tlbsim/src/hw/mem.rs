@@ -177,17 +177,20 @@ impl PhysMem {
         self.frame_refs.get(pfn as usize).copied().unwrap_or(0)
     }
 
-    /// Drops a reference; the frame is freed with the last one.
-    pub fn put_frame(&mut self, pfn: Pfn) {
+    /// Drops a reference; the frame is freed with the last one (returns
+    /// true then).
+    pub fn put_frame(&mut self, pfn: Pfn) -> bool {
         if pfn == ZERO_PFN {
-            return;
+            return false;
         }
         let r = &mut self.frame_refs[pfn as usize];
         *r -= 1;
         if *r == 0 {
             self.live_frames -= 1;
             self.free_pfns.push(pfn);
+            return true;
         }
+        false
     }
 }
 

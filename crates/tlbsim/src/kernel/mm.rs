@@ -145,8 +145,11 @@ impl MmuGather {
         let w = &ctx.w;
         ctx.atomic().await;
         let concurrent = w.k.borrow().mms[self.mm as usize].tlb_flush_pending > 1;
-        if concurrent && !self.fullmm {
-            // Another gather may have cleared PTEs we skipped: flush it all.
+        if concurrent {
+            // mm_tlb_flush_nested(): another gather may have cleared PTEs we
+            // found none; like tlb_finish_mmu(), flush the whole mm.
+            self.fullmm = true;
+            self.freed_tables = true;
             self.start = 0;
             self.end = crate::kernel::mm::TASK_SIZE;
         }
@@ -168,12 +171,7 @@ impl MmuGather {
             }
         }
         let cpu = ctx.cpu();
-        {
-            let mut hw = w.hw.borrow_mut();
-            for f in self.frames.drain(..) {
-                hw.mem.put_frame(f);
-            }
-        }
+        // tlb_flush_mmu_free(): page-table pages, then pages.
         for t in self.tables.drain(..) {
             let instance = w.hw.borrow().mem.table(t).instance;
             w.hw.borrow_mut().mem.free_table(t);
@@ -185,9 +183,22 @@ impl MmuGather {
                 instance,
             });
         }
+        for f in std::mem::take(&mut self.frames) {
+            w.put_frame(cpu, f);
+        }
         ctx.atomic().await; // dec_tlb_flush_pending()
         w.k.borrow_mut().mms[self.mm as usize].tlb_flush_pending -= 1;
     }
+}
+
+/// Declares the range contract of the call in progress (`Event::CallRange`).
+fn call_range(ctx: &Ctx, mm: MmId, start: u64, end: u64) {
+    ctx.emit(Event::CallRange {
+        cpu: ctx.cpu(),
+        mm,
+        start,
+        end,
+    });
 }
 
 /// Top of the user address space (48-bit VA).
@@ -266,6 +277,7 @@ pub async fn sys_mprotect(ctx: &Ctx, addr: u64, len: u64, perms: Perms) -> bool 
     let w = &ctx.w;
     let mm = ctx.mm().expect("user task");
     let end = addr + page_align(len);
+    call_range(ctx, mm, addr, end);
     ctx.mmap_write_lock(mm).await;
     ctx.work(w.profile.kernel.mprotect_vma_ns).await;
     let ok = {
@@ -332,6 +344,7 @@ pub async fn sys_munmap(ctx: &Ctx, addr: u64, len: u64) {
     syscall_enter(ctx, "munmap").await;
     let mm = ctx.mm().expect("user task");
     let end = addr + page_align(len);
+    call_range(ctx, mm, addr, end);
     ctx.mmap_write_lock(mm).await;
     ctx.work(ctx.w.profile.kernel.munmap_ns).await;
     remove_vmas(ctx, mm, addr, end);
@@ -347,6 +360,7 @@ pub async fn sys_munmap(ctx: &Ctx, addr: u64, len: u64) {
 pub async fn sys_madvise_dontneed(ctx: &Ctx, addr: u64, len: u64) {
     syscall_enter(ctx, "madvise").await;
     let mm = ctx.mm().expect("user task");
+    call_range(ctx, mm, addr, addr + page_align(len));
     ctx.mmap_read_lock(mm).await;
     ctx.work(ctx.w.profile.kernel.madvise_ns).await;
     let mut g = MmuGather::begin(ctx, mm, false).await;
@@ -417,7 +431,7 @@ async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -> bool {
                         ctx.work(w.profile.kernel.page_alloc_ns * u64::from(tables))
                             .await;
                     } else if pfn != ZERO_PFN {
-                        w.hw.borrow_mut().mem.put_frame(pfn);
+                        w.put_frame(ctx.cpu(), pfn);
                     }
                     ctx.ptl_unlock(mm).await;
                 }
@@ -432,9 +446,9 @@ async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -> bool {
                             set_pte(w, ctx.cpu(), mm, va, None);
                             flush_tlb_page(ctx, mm, va).await;
                             set_pte(w, ctx.cpu(), mm, va, Some((pfn, v.perms)));
-                            w.hw.borrow_mut().mem.put_frame(p.pfn);
+                            w.put_frame(ctx.cpu(), p.pfn);
                         } else {
-                            w.hw.borrow_mut().mem.put_frame(pfn); // pte_same() failed
+                            w.put_frame(ctx.cpu(), pfn); // pte_same() failed
                         }
                         ctx.ptl_unlock(mm).await;
                     } else {
@@ -464,14 +478,14 @@ async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -> bool {
 pub async fn dup_mmap(ctx: &Ctx, old: MmId) -> MmId {
     let w = &ctx.w;
     let new = w.new_mm();
-    let vmas = w.k.borrow().mms[old as usize].vmas.clone();
-    let base = w.k.borrow().mms[old as usize].mmap_base;
+    ctx.mmap_write_lock(old).await;
     {
         let mut k = w.k.borrow_mut();
-        k.mms[new as usize].vmas = vmas.clone();
+        let vmas = k.mms[old as usize].vmas.clone();
+        let base = k.mms[old as usize].mmap_base;
+        k.mms[new as usize].vmas = vmas;
         k.mms[new as usize].mmap_base = base;
     }
-    ctx.mmap_write_lock(old).await;
     ctx.ptl_lock(old).await;
     let ptes = present_ptes(w, old, 0, TASK_SIZE);
     let cpu = ctx.cpu();

@@ -201,6 +201,9 @@ pub struct PerCpu {
     pub mm_to_drop: Option<MmId>,
     /// The task that switched out last (`prev` of `finish_task_switch`).
     pub last: Option<TaskId>,
+    /// A task picked by `schedule()` whose switch is under way (the CPU is
+    /// no longer idle for wake-up placement, as `rq->curr` in Linux).
+    pub picked: Option<TaskId>,
 }
 
 /// A waiter on a [`Lock`].
@@ -370,6 +373,7 @@ impl World {
                 need_resched: false,
                 mm_to_drop: None,
                 last: None,
+                picked: None,
             });
             k.tasks[t].on_cpu = true;
         }
@@ -454,6 +458,14 @@ impl World {
         let v = self.pte_version.get() + 1;
         self.pte_version.set(v);
         v
+    }
+
+    /// Drops a reference on a data frame, reporting the free to observers.
+    pub fn put_frame(&self, cpu: CpuId, pfn: crate::hw::mem::Pfn) {
+        let freed = self.hw.borrow_mut().mem.put_frame(pfn);
+        if freed {
+            self.emit(Event::FrameFree { cpu, pfn });
+        }
     }
 
     /// Sends `ev` to the observer.

@@ -81,6 +81,7 @@ pub async fn schedule(ctx: &Ctx) {
     if next == prev {
         return;
     }
+    w.k.borrow_mut().cpus[cpu].picked = Some(next);
     ctx.work(w.profile.kernel.context_switch_ns).await;
     context_switch(ctx, cpu, prev, next).await;
     finish_task_switch(ctx).await;
@@ -114,6 +115,7 @@ async fn context_switch(ctx: &Ctx, cpu: CpuId, prev: TaskId, next: TaskId) {
         }
         k.cpus[cpu].last = Some(prev);
         k.cpus[cpu].current = next;
+        k.cpus[cpu].picked = None;
         let t = &mut k.tasks[next];
         t.cpu = cpu;
         t.state = TaskState::Running;
@@ -161,7 +163,7 @@ fn select_task_rq(w: &World, t: TaskId, fork: bool) -> CpuId {
     let allowed = |c: CpuId| task.affinity.as_ref().is_none_or(|m| m.test(c));
     let idle = |c: CpuId| {
         let pc = &k.cpus[c];
-        pc.current == pc.idle && pc.rq.is_empty()
+        pc.current == pc.idle && pc.rq.is_empty() && pc.picked.is_none()
     };
     let n = k.cpus.len();
     if !fork && allowed(task.cpu) && idle(task.cpu) {
