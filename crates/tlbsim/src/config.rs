@@ -145,16 +145,21 @@ pub struct TlbParams {
 pub struct Arm64Params {
     /// FEAT_TLBIRANGE (ARMv8.4 range TLBIs) present.
     pub tlbirange: bool,
-    /// Issue cost of a local (non-shareable) TLBI on the issuing CPU.
+    /// Issue cost of a local (non-shareable) TLBI by VA or range.
     pub tlbi_local_ns: u64,
+    /// Cost of a local `TLBI ASIDE1`/`VMALLE1` (a scan of the whole TLB).
+    pub tlbi_local_all_ns: u64,
     /// Issue cost of a shareable TLBI (the CPU does not wait for it).
     pub tlbi_broadcast_issue_ns: u64,
     /// Time for a DVM operation to reach and be applied by its targets.
     pub dvm_op_latency_ns: u64,
     /// Extra latency when the DVM operation crosses sockets.
     pub dvm_cross_socket_ns: u64,
-    /// Work each target CPU spends on every DVM operation it receives.
+    /// Work each target CPU spends on a DVM operation by VA or range.
     pub dvm_op_target_stall_ns: u64,
+    /// Work each target CPU spends on a DVM `ASIDE1IS`/`VMALLE1IS` (a scan
+    /// of the whole TLB).
+    pub dvm_op_target_stall_all_ns: u64,
     /// Fixed misc-node service time of one DVM Sync.
     pub dvm_sync_base_ns: u64,
     /// Misc-node service time per target CPU of one DVM Sync (responses are

@@ -12,6 +12,14 @@ use crate::observe::Event;
 use std::collections::VecDeque;
 use std::rc::Rc;
 
+/// Does the invalidation scan the whole TLB (`ASIDE1`, `VMALLE1`)?
+fn whole_tlb(scope: crate::hw::tlb::TlbiScope) -> bool {
+    matches!(
+        scope,
+        crate::hw::tlb::TlbiScope::Asid(_) | crate::hw::tlb::TlbiScope::All
+    )
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ev {
     /// The CPU's current step finishes.
@@ -276,7 +284,12 @@ impl TimingDriver {
                 } else {
                     w.stats.borrow_mut().cpu[cpu].tlbi_local += 1;
                     w.hw.borrow_mut().tlbi_local(cpu, scope);
-                    self.after(cpu, p.arm64.tlbi_local_ns, OpResult::Unit);
+                    let cost = if whole_tlb(scope) {
+                        p.arm64.tlbi_local_all_ns
+                    } else {
+                        p.arm64.tlbi_local_ns
+                    };
+                    self.after(cpu, cost, OpResult::Unit);
                 }
                 w.emit(Event::Tlbi {
                     cpu,
@@ -409,11 +422,17 @@ impl TimingDriver {
     }
 
     fn dvm_apply(&mut self, id: usize) {
-        let stall = self.w.profile.arm64.dvm_op_target_stall_ns;
         let issuer = {
             let mut hw = self.w.hw.borrow_mut();
             let mut st = self.w.stats.borrow_mut();
-            let issuer = hw.inflight[id].as_ref().expect("live").issuer;
+            let f = hw.inflight[id].as_ref().expect("live");
+            let issuer = f.issuer;
+            let a = &self.w.profile.arm64;
+            let stall = if whole_tlb(f.scope) {
+                a.dvm_op_target_stall_all_ns
+            } else {
+                a.dvm_op_target_stall_ns
+            };
             let wait = &self.wait;
             hw.dvm_apply_all(id, |c, t| {
                 if t != issuer {
