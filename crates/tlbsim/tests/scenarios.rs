@@ -180,3 +180,28 @@ fn the_seed_picks_the_interleaving_and_stock_passes_every_one() {
         "different seeds must give different runs: {events:?}"
     );
 }
+
+/// Broadcast TLBIs of one process running `iterations` mprotect loops over
+/// `pages` pages, with or without FEAT_TLBIRANGE.
+fn tlbis(pages: u64, tlbirange: bool, iterations: u64) -> u64 {
+    let text = format!(
+        "[experiment]\nname = \"t\"\nprofile = \"ampere-32\"\n[machine]\ncpus = 2\ntlbirange = {tlbirange}\n[workload]\nname = \"mprotect\"\nprocesses = 1\npages = {pages}\niterations = {iterations}\n"
+    );
+    let e: Experiment = parse_toml("test.toml", &text).unwrap();
+    run_ok(&e).stats.total.tlbi_broadcast
+}
+
+#[test]
+fn range_ops_and_the_whole_asid_threshold() {
+    // Each extra iteration adds two mprotect flushes and one flush_tlb_page
+    // per page (the write faults).
+    let per_iter = |pages, range| tlbis(pages, range, 3) - tlbis(pages, range, 2);
+    // Without range ops: one TLBI per page per mprotect.
+    assert_eq!(per_iter(64, false), 2 * 64 + 64);
+    // With range ops: 64 pages are one RVALE1IS ((31 + 1) * 2 pages).
+    assert_eq!(per_iter(64, true), 2 + 64);
+    // 512 pages reach MAX_TLBI_OPS: one ASIDE1IS per mprotect instead.
+    assert_eq!(per_iter(512, false), 2 + 512);
+    // 511 pages stay per page.
+    assert_eq!(per_iter(511, false), 2 * 511 + 511);
+}
