@@ -53,12 +53,16 @@ pub enum Event {
         /// One past the last byte.
         end: u64,
     },
-    /// A data frame was freed (its last mapping went away).
+    /// A data frame was freed; its last mapping was `mm` at `va`.
     FrameFree {
         /// CPU freeing it.
         cpu: CpuId,
         /// Frame.
         pfn: crate::hw::mem::Pfn,
+        /// Address space of the last mapping.
+        mm: MmId,
+        /// Virtual address of the last mapping.
+        va: u64,
     },
     /// A page-table page was freed (returned to the allocator).
     TableFree {

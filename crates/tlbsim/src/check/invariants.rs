@@ -24,10 +24,11 @@
 
 use crate::engine::Ns;
 use crate::hw::mem::{Pte, PAGE_SHIFT};
+use crate::hw::tlb::Asid;
 use crate::hw::tlb::MmId;
 use crate::hw::{compatible, CpuId, Hw};
 use crate::observe::{Event, Observer};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 /// PTE changes of the call in progress on one CPU.
 #[derive(Debug, Default, Clone)]
@@ -51,6 +52,12 @@ pub struct Checker {
     /// Per (mm, vpn): entries with a version up to the first field are
     /// retired and must be compatible with the committed value.
     committed: HashMap<(MmId, u64), (u64, Option<Pte>)>,
+    /// What each CPU last loaded into TTBR0 (from AsidLoad events).
+    cpu_loaded: Vec<Option<(MmId, Asid)>>,
+    /// CPUs that last loaded each mm (an index; hardware state is re-read).
+    by_mm: HashMap<MmId, BTreeSet<CpuId>>,
+    /// CPUs that last loaded each ASID.
+    by_asid: HashMap<Asid, BTreeSet<CpuId>>,
     /// One past the largest PTE version seen.
     version_bound: u64,
     failure: Option<String>,
@@ -66,6 +73,9 @@ impl Checker {
             history_len,
             pending: vec![Pending::default(); ncpus],
             current: BTreeMap::new(),
+            cpu_loaded: vec![None; ncpus],
+            by_mm: HashMap::new(),
+            by_asid: HashMap::new(),
             committed: HashMap::new(),
             version_bound: 1,
             failure: None,
@@ -184,19 +194,30 @@ impl Observer for Checker {
                     self.version_bound,
                 ));
             }
-            Event::FrameFree { cpu, pfn } => {
-                for c in 0..hw.ncpus() {
-                    let Some(t) = hw.cpus[c].ttbr0 else { continue };
+            Event::FrameFree { cpu, pfn, mm, va } => {
+                let vpn = va >> PAGE_SHIFT;
+                let cpus: Vec<CpuId> = self
+                    .by_mm
+                    .get(&mm)
+                    .map(|s| s.iter().copied().collect())
+                    .unwrap_or_default();
+                for c in cpus {
+                    let Some(t) = hw.cpus[c].ttbr0.filter(|t| t.mm == mm) else {
+                        continue;
+                    };
                     let held = hw.cpus[c]
                         .tlb
-                        .leaf_entries()
-                        .find(|e| e.asid == t.asid && e.pfn == pfn)
+                        .leaf_entries_for(vpn)
+                        .find(|e| e.asid == t.asid && e.vpn == vpn && e.pfn == pfn)
                         .copied();
                     if let Some(e) = held {
                         self.fail(
                             now,
                             "no use after free",
-                            format!("cpu{cpu} freed frame {pfn} while cpu{c} (ASID {} loaded) still maps it: {e:?}", t.asid),
+                            format!(
+                                "cpu{cpu} freed frame {pfn} (mm {mm} va {va:#x}) while cpu{c} (ASID {} loaded) still maps it: {e:?}",
+                                t.asid
+                            ),
                         );
                         break;
                     }
@@ -225,7 +246,12 @@ impl Observer for Checker {
                 keys.sort_unstable();
                 keys.dedup();
                 for (mm, vpn) in keys {
-                    for c in 0..hw.ncpus() {
+                    let cpus: Vec<CpuId> = self
+                        .by_mm
+                        .get(&mm)
+                        .map(|s| s.iter().copied().collect())
+                        .unwrap_or_default();
+                    for c in cpus {
                         self.check_loaded_cpu(now, hw, c, mm, vpn, (call, cpu));
                     }
                 }
@@ -285,10 +311,22 @@ impl Observer for Checker {
                 }
             }
             Event::AsidLoad { cpu, mm, asid } => {
-                let clash = hw.cpus.iter().enumerate().find_map(|(c, h)| match h.ttbr0 {
-                    Some(t) if c != cpu && t.asid == asid && t.mm != mm => Some((c, t.mm)),
-                    _ => None,
-                });
+                if let Some((old_mm, old_asid)) = self.cpu_loaded[cpu].replace((mm, asid)) {
+                    if let Some(s) = self.by_mm.get_mut(&old_mm) {
+                        s.remove(&cpu);
+                    }
+                    if let Some(s) = self.by_asid.get_mut(&old_asid) {
+                        s.remove(&cpu);
+                    }
+                }
+                self.by_mm.entry(mm).or_default().insert(cpu);
+                self.by_asid.entry(asid).or_default().insert(cpu);
+                let clash = self.by_asid[&asid]
+                    .iter()
+                    .find_map(|&c| match hw.cpus[c].ttbr0 {
+                        Some(t) if c != cpu && t.asid == asid && t.mm != mm => Some((c, t.mm)),
+                        _ => None,
+                    });
                 if let Some((c, other)) = clash {
                     self.fail(
                         now,
@@ -427,6 +465,15 @@ mod tests {
             mm: 0,
         });
         let mut c = Checker::new(3, 8);
+        c.event(
+            0,
+            &Event::AsidLoad {
+                cpu: 1,
+                mm: 0,
+                asid: 1,
+            },
+            &hw,
+        );
         let write = |cpu, old, new| Event::PteWrite {
             cpu,
             mm: 0,

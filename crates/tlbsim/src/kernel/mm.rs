@@ -86,7 +86,8 @@ pub struct MmuGather {
     start: u64,
     end: u64,
     freed_tables: bool,
-    frames: Vec<Pfn>,
+    /// Frames to release after the flush, with the VA they were mapped at.
+    frames: Vec<(Pfn, u64)>,
     tables: Vec<TableId>,
 }
 
@@ -119,7 +120,7 @@ impl MmuGather {
         let cpu = ctx.cpu();
         for &(va, p) in &ptes {
             set_pte(&ctx.w, cpu, self.mm, va, None);
-            self.frames.push(p.pfn);
+            self.frames.push((p.pfn, va));
             self.add_range(va, va + PAGE_SIZE);
         }
         ctx.work(per * ptes.len() as u64).await;
@@ -183,8 +184,8 @@ impl MmuGather {
                 instance,
             });
         }
-        for f in std::mem::take(&mut self.frames) {
-            w.put_frame(cpu, f);
+        for (f, va) in std::mem::take(&mut self.frames) {
+            w.put_frame(cpu, f, self.mm, va);
         }
         ctx.atomic().await; // dec_tlb_flush_pending()
         w.k.borrow_mut().mms[self.mm as usize].tlb_flush_pending -= 1;
@@ -431,7 +432,7 @@ async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -> bool {
                         ctx.work(w.profile.kernel.page_alloc_ns * u64::from(tables))
                             .await;
                     } else if pfn != ZERO_PFN {
-                        w.put_frame(ctx.cpu(), pfn);
+                        w.put_frame(ctx.cpu(), pfn, mm, va);
                     }
                     ctx.ptl_unlock(mm).await;
                 }
@@ -446,9 +447,9 @@ async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -> bool {
                             set_pte(w, ctx.cpu(), mm, va, None);
                             flush_tlb_page(ctx, mm, va).await;
                             set_pte(w, ctx.cpu(), mm, va, Some((pfn, v.perms)));
-                            w.put_frame(ctx.cpu(), p.pfn);
+                            w.put_frame(ctx.cpu(), p.pfn, mm, va);
                         } else {
-                            w.put_frame(ctx.cpu(), pfn); // pte_same() failed
+                            w.put_frame(ctx.cpu(), pfn, mm, va); // pte_same() failed
                         }
                         ctx.ptl_unlock(mm).await;
                     } else {

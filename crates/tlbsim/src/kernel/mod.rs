@@ -460,11 +460,12 @@ impl World {
         v
     }
 
-    /// Drops a reference on a data frame, reporting the free to observers.
-    pub fn put_frame(&self, cpu: CpuId, pfn: crate::hw::mem::Pfn) {
+    /// Drops the reference that `mm` held at `va` on a data frame, reporting
+    /// the free to observers.
+    pub fn put_frame(&self, cpu: CpuId, pfn: crate::hw::mem::Pfn, mm: MmId, va: u64) {
         let freed = self.hw.borrow_mut().mem.put_frame(pfn);
         if freed {
-            self.emit(Event::FrameFree { cpu, pfn });
+            self.emit(Event::FrameFree { cpu, pfn, mm, va });
         }
     }
 
