@@ -104,6 +104,14 @@ impl Checker {
         }
     }
 
+    /// CPUs whose last TTBR0 load was `mm` (callers re-read the hardware).
+    fn cpus_running(&self, mm: MmId) -> Vec<CpuId> {
+        self.by_mm
+            .get(&mm)
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
     /// Retires the versions of (mm, vpn) up to `retired`, committing `value`.
     fn commit(&mut self, key: (MmId, u64), retired: u64, value: Option<Pte>) {
         let e = self.committed.entry(key).or_insert((0, value));
@@ -196,11 +204,7 @@ impl Observer for Checker {
             }
             Event::FrameFree { cpu, pfn, mm, va } => {
                 let vpn = va >> PAGE_SHIFT;
-                let cpus: Vec<CpuId> = self
-                    .by_mm
-                    .get(&mm)
-                    .map(|s| s.iter().copied().collect())
-                    .unwrap_or_default();
+                let cpus = self.cpus_running(mm);
                 for c in cpus {
                     let Some(t) = hw.cpus[c].ttbr0.filter(|t| t.mm == mm) else {
                         continue;
@@ -246,11 +250,7 @@ impl Observer for Checker {
                 keys.sort_unstable();
                 keys.dedup();
                 for (mm, vpn) in keys {
-                    let cpus: Vec<CpuId> = self
-                        .by_mm
-                        .get(&mm)
-                        .map(|s| s.iter().copied().collect())
-                        .unwrap_or_default();
+                    let cpus = self.cpus_running(mm);
                     for c in cpus {
                         self.check_loaded_cpu(now, hw, c, mm, vpn, (call, cpu));
                     }
