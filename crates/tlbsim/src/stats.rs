@@ -36,6 +36,15 @@ pub struct CpuStats {
     pub ipis_sent: u64,
     /// Time not spent in the idle task (ns).
     pub busy_ns: u64,
+    /// User-mm flushes sent to every CPU (policy decision).
+    pub flushes_broadcast: u64,
+    /// User-mm flushes done on this CPU only (policy decision).
+    pub flushes_local: u64,
+    /// User-mm flushes skipped: no CPU could hold the translations.
+    pub flushes_skipped: u64,
+    /// Local whole-ASID flushes on switch-in because this CPU was marked
+    /// stale (seed 000).
+    pub stale_switch_flushes: u64,
 }
 
 impl CpuStats {
@@ -56,6 +65,10 @@ impl CpuStats {
         self.page_faults += o.page_faults;
         self.ipis_sent += o.ipis_sent;
         self.busy_ns += o.busy_ns;
+        self.flushes_broadcast += o.flushes_broadcast;
+        self.flushes_local += o.flushes_local;
+        self.flushes_skipped += o.flushes_skipped;
+        self.stale_switch_flushes += o.stale_switch_flushes;
     }
 }
 

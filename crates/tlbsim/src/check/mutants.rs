@@ -5,7 +5,7 @@ use crate::engine::exec::KFuture;
 use crate::hw::mem::PAGE_SHIFT;
 use crate::hw::tlb::MmId;
 use crate::kernel::arm64::stock::{
-    flush_asid, flush_range_ops, round_range, use_full_flush, Stock,
+    flush_mm_as, flush_range_ops, flush_range_as, round_range, use_full_flush, FlushScope, Stock,
 };
 use crate::kernel::policy::TlbPolicy;
 use crate::kernel::Ctx;
@@ -32,22 +32,11 @@ impl TlbPolicy for RangeNoBroadcast {
         last_level: bool,
     ) -> KFuture<'a, ()> {
         Box::pin(async move {
-            let (start, end) = round_range(start, end, stride);
-            if use_full_flush(ctx, start, end, stride) {
-                return flush_asid(ctx, mm, false).await;
+            let range = round_range(start, end, stride);
+            if use_full_flush(ctx, range.0, range.1, stride) {
+                return flush_mm_as(ctx, mm, FlushScope::Local).await;
             }
-            ctx.dsb_ishst().await;
-            flush_range_ops(
-                ctx,
-                mm,
-                start,
-                (end - start) >> PAGE_SHIFT,
-                stride,
-                last_level,
-                false,
-            )
-            .await;
-            ctx.dsb_nsh().await;
+            flush_range_as(ctx, mm, range, stride, last_level, FlushScope::Local).await;
         })
     }
 }

@@ -11,8 +11,19 @@ pub trait TlbPolicy {
     /// `switch_mm(prev, next)`: make `next` the CPU's user address space.
     /// `prev` is the previous `active_mm` (may equal `next`).
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()>;
-    /// `enter_lazy_tlb(mm)`: a kernel thread starts borrowing `mm`.
-    fn enter_lazy_tlb<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
+    /// `enter_lazy_tlb(mm, tsk)`: the CPU keeps `mm` as its `active_mm`
+    /// while running a task without an mm. `to_idle` is true when that task
+    /// is the CPU's idle task (`is_idle_task(tsk)`); false for kernel threads
+    /// and for a task in `exit_mm()`.
+    fn enter_lazy_tlb<'a>(&'a self, ctx: &'a Ctx, mm: MmId, to_idle: bool) -> KFuture<'a, ()> {
+        let _ = (ctx, mm, to_idle);
+        Box::pin(async {})
+    }
+    /// Runs inside `check_and_switch_context(mm)` once `mm` holds a valid
+    /// ASID on this CPU and before TTBR0 is loaded with it (the
+    /// `switch_mm_fastpath:` label of arch/arm64/mm/context.c). Seed 000
+    /// flushes a stale ASID locally here.
+    fn before_ttbr0_load<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
         let _ = (ctx, mm);
         Box::pin(async {})
     }
@@ -41,8 +52,9 @@ pub trait TlbPolicy {
             true,
         )
     }
-    /// Hook called by the ASID allocator when `mm` receives a new ASID
-    /// (seed 000 v2 clears mm_cpumask there).
+    /// Hook called by the ASID allocator, under its lock, when `mm`
+    /// receives a fresh ASID number (not when it keeps its number into a
+    /// new generation). Seed 000 clears mm_cpumask there.
     fn on_new_context(&self, w: &World, mm: MmId) {
         let _ = (w, mm);
     }
@@ -70,9 +82,29 @@ pub const TLB_POLICIES: &[(&str, &str, TlbCtor)] = &[
         || Box::new(super::arm64::stock::Stock),
     ),
     (
+        "arm64-skip-broadcast-v2",
+        "seed 000 v2: local TLBI when at most this CPU runs the mm (nr_active_mm), stale CPUs in mm_cpumask",
+        || Box::new(super::arm64::skip_v2::SkipV2::default()),
+    ),
+    (
+        "arm64-skip-broadcast-v1",
+        "seed 000 v1: local TLBI when current->mm == mm and mm_users <= 1, stale CPUs in mm_cpumask",
+        || Box::new(super::arm64::skip_v1::SkipV1),
+    ),
+    (
+        "arm64-cpumask-tracking",
+        "reviewers' alternative: mm_cpumask = CPUs that used the ASID; broadcast only if another CPU is in it",
+        || Box::new(super::arm64::cpumask_tracking::CpumaskTracking),
+    ),
+    (
         "mutant-range-no-broadcast",
         "MUTANT: flush_tlb_range issues local TLBIs only",
         || Box::new(crate::check::mutants::RangeNoBroadcast),
+    ),
+    (
+        "mutant-v2-likely-recheck",
+        "MUTANT: seed 000 v2 as posted, whose nr_active_mm re-check `likely(atomic_read(..)) <= 1` is always true",
+        || Box::new(super::arm64::skip_v2::SkipV2::new(false)),
     ),
     (
         "mutant-free-before-sync",

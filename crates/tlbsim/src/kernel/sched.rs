@@ -90,9 +90,14 @@ pub async fn schedule(ctx: &Ctx) {
 /// `context_switch()`: the mm part, then the register switch.
 async fn context_switch(ctx: &Ctx, cpu: CpuId, prev: TaskId, next: TaskId) {
     let w = &ctx.w;
-    let (prev_mm, prev_active, next_mm) = {
+    let (prev_mm, prev_active, next_mm, next_idle) = {
         let k = w.k.borrow();
-        (k.tasks[prev].mm, k.tasks[prev].active_mm, k.tasks[next].mm)
+        (
+            k.tasks[prev].mm,
+            k.tasks[prev].active_mm,
+            k.tasks[next].mm,
+            k.tasks[next].idle,
+        )
     };
     match next_mm {
         None => {
@@ -100,7 +105,7 @@ async fn context_switch(ctx: &Ctx, cpu: CpuId, prev: TaskId, next: TaskId) {
             w.k.borrow_mut().tasks[next].active_mm = prev_active;
             if let Some(m) = prev_active {
                 w.k.borrow_mut().mms[m as usize].count += 1; // mmgrab()
-                w.policy.enter_lazy_tlb(ctx, m).await;
+                w.policy.enter_lazy_tlb(ctx, m, next_idle).await;
             }
         }
         Some(m) => {
@@ -336,6 +341,7 @@ pub async fn do_exit(ctx: &Ctx) {
     let mm = w.k.borrow_mut().tasks[ctx.task].mm.take();
     if let Some(m) = mm {
         w.k.borrow_mut().mms[m as usize].count += 1; // mmgrab(): stay lazy on it
+        w.policy.enter_lazy_tlb(ctx, m, false).await;
         mmput(ctx, m).await;
     }
     let parent = {

@@ -197,13 +197,15 @@ impl AsidAllocator for ReservedAsid {
                         if rolled {
                             w.stats.borrow_mut().asid_rollovers += 1;
                         }
+                        // A fresh number (the `set_asid:` path) unless the
+                        // mm kept its old one into the new generation.
+                        new_ctx = id == 0 || (new ^ id) & (self.first_version() - 1) != 0;
                         id = new;
-                        new_ctx = true;
                     }
                     (st.flush_pending.test_and_clear(cpu), new_ctx)
                 };
+                w.k.borrow_mut().mms[mm as usize].context_id = id;
                 if new_ctx {
-                    w.k.borrow_mut().mms[mm as usize].context_id = id;
                     w.policy.on_new_context(w, mm);
                 }
                 if flush {
@@ -217,6 +219,8 @@ impl AsidAllocator for ReservedAsid {
                 self.st.borrow_mut().as_mut().expect("init").active[cpu] = id;
                 ctx.spin_unlock(self.lock.get()).await;
             }
+            // switch_mm_fastpath:
+            w.policy.before_ttbr0_load(ctx, mm).await;
             // cpu_switch_mm(): reserved TTBR0 first, then the new ASID and
             // tables, then ISB.
             ctx.step(Op::SetTtbr0(None)).await;

@@ -2,3 +2,6 @@
 
 pub mod asid;
 pub mod stock;
+pub mod cpumask_tracking;
+pub mod skip_v1;
+pub mod skip_v2;

@@ -92,14 +92,67 @@ pub fn round_range(start: u64, end: u64, stride: u64) -> (u64, u64) {
     (start & !(stride - 1), end.div_ceil(stride) * stride)
 }
 
-/// `flush_tlb_mm` with the IS or the local form.
-pub async fn flush_asid(ctx: &Ctx, mm: MmId, broadcast: bool) {
+/// Where a policy sends one user-mm flush (seed 000's `tlb_flush_types`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushScope {
+    /// `TLB_FLUSH_NO`: no CPU can hold the translations; issue nothing.
+    Skip,
+    /// `TLB_FLUSH_LOCAL`: non-shareable TLBIs completed by `DSB NSH`.
+    Local,
+    /// `TLB_FLUSH_BROADCAST`: inner-shareable TLBIs completed by `DSB ISH`.
+    Broadcast,
+}
+
+/// Counts a policy's flush decision in the CPU's stats.
+pub fn count_flush(ctx: &Ctx, scope: FlushScope) {
+    let mut st = ctx.w.stats.borrow_mut();
+    let c = &mut st.cpu[ctx.cpu()];
+    match scope {
+        FlushScope::Skip => c.flushes_skipped += 1,
+        FlushScope::Local => c.flushes_local += 1,
+        FlushScope::Broadcast => c.flushes_broadcast += 1,
+    }
+}
+
+/// `flush_tlb_mm` body for a decided scope: `DSB ST; TLBI ASIDE1[IS]` (and
+/// the KPTI twin); `DSB ISH` or `DSB NSH`.
+pub async fn flush_mm_as(ctx: &Ctx, mm: MmId, scope: FlushScope) {
+    count_flush(ctx, scope);
+    if scope == FlushScope::Skip {
+        return;
+    }
+    let broadcast = scope == FlushScope::Broadcast;
     let w = &ctx.w;
     let asid = w.asid.asid_of(w, mm);
     ctx.dsb_ishst().await;
     for a in twins(asid, w.kcfg.kpti) {
         ctx.tlbi(TlbiScope::Asid(a), broadcast).await;
     }
+    if broadcast {
+        ctx.dsb_ish().await;
+    } else {
+        ctx.dsb_nsh().await;
+    }
+}
+
+/// `__flush_tlb_range` body for a decided scope, on a range already rounded
+/// to `stride` and small enough for per-stride (or range) TLBIs.
+pub async fn flush_range_as(
+    ctx: &Ctx,
+    mm: MmId,
+    (start, end): (u64, u64),
+    stride: u64,
+    last_level: bool,
+    scope: FlushScope,
+) {
+    count_flush(ctx, scope);
+    if scope == FlushScope::Skip {
+        return;
+    }
+    let broadcast = scope == FlushScope::Broadcast;
+    ctx.dsb_ishst().await;
+    let pages = (end - start) >> PAGE_SHIFT;
+    flush_range_ops(ctx, mm, start, pages, stride, last_level, broadcast).await;
     if broadcast {
         ctx.dsb_ish().await;
     } else {
@@ -117,7 +170,7 @@ impl TlbPolicy for Stock {
     }
 
     fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
-        Box::pin(flush_asid(ctx, mm, true))
+        Box::pin(flush_mm_as(ctx, mm, FlushScope::Broadcast))
     }
 
     fn flush_tlb_range<'a>(
@@ -130,22 +183,11 @@ impl TlbPolicy for Stock {
         last_level: bool,
     ) -> KFuture<'a, ()> {
         Box::pin(async move {
-            let (start, end) = round_range(start, end, stride);
-            if use_full_flush(ctx, start, end, stride) {
-                return flush_asid(ctx, mm, true).await;
+            let range = round_range(start, end, stride);
+            if use_full_flush(ctx, range.0, range.1, stride) {
+                return flush_mm_as(ctx, mm, FlushScope::Broadcast).await;
             }
-            ctx.dsb_ishst().await;
-            flush_range_ops(
-                ctx,
-                mm,
-                start,
-                (end - start) >> PAGE_SHIFT,
-                stride,
-                last_level,
-                true,
-            )
-            .await;
-            ctx.dsb_ish().await;
+            flush_range_as(ctx, mm, range, stride, last_level, FlushScope::Broadcast).await;
         })
     }
 }

@@ -1,0 +1,81 @@
+//! `arm64-cpumask-tracking`: the alternative the seed-000 reviewers asked
+//! for, in the style of x86's `mm_cpumask`: a CPU sets its bit in the mm's
+//! `mm_cpumask` before it first loads the mm's ASID, and bits are only
+//! cleared when the mm receives a fresh ASID (the one point where every
+//! earlier translation of the mm is known to be unusable). A flush is
+//! broadcast if any other CPU's bit is set, local if only this CPU's is, and
+//! skipped if the mask is empty.
+//!
+//! Ordering: the switch-in sets its bit (an atomic RMW, full barrier) before
+//! loading TTBR0; the flusher has written the PTE before it reads the mask.
+//! Either the flusher sees the bit, or the new CPU's walks see the new PTE.
+
+use super::stock::{flush_mm_as, flush_range_as, round_range, use_full_flush, FlushScope, Stock};
+use crate::engine::exec::KFuture;
+use crate::hw::tlb::MmId;
+use crate::kernel::policy::TlbPolicy;
+use crate::kernel::Ctx;
+
+/// The tracking policy.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CpumaskTracking;
+
+impl CpumaskTracking {
+    async fn check(&self, ctx: &Ctx, mm: MmId) -> FlushScope {
+        let cpu = ctx.cpu();
+        ctx.atomic().await; // smp_mb(); read mm_cpumask
+        let k = ctx.w.k.borrow();
+        let m = &k.mms[mm as usize].cpumask;
+        if m.any_other_than(cpu) {
+            FlushScope::Broadcast
+        } else if m.test(cpu) {
+            FlushScope::Local
+        } else {
+            FlushScope::Skip
+        }
+    }
+}
+
+impl TlbPolicy for CpumaskTracking {
+    fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
+        Stock.switch_mm(ctx, prev, next)
+    }
+
+    fn before_ttbr0_load<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
+        Box::pin(async move {
+            let cpu = ctx.cpu();
+            ctx.atomic().await; // cpumask_set_cpu() + smp_mb()
+            ctx.w.k.borrow_mut().mms[mm as usize].cpumask.set(cpu);
+        })
+    }
+
+    fn on_new_context(&self, w: &crate::kernel::World, mm: MmId) {
+        w.k.borrow_mut().mms[mm as usize].cpumask.clear_all();
+    }
+
+    fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
+        Box::pin(async move {
+            let scope = self.check(ctx, mm).await;
+            flush_mm_as(ctx, mm, scope).await;
+        })
+    }
+
+    fn flush_tlb_range<'a>(
+        &'a self,
+        ctx: &'a Ctx,
+        mm: MmId,
+        start: u64,
+        end: u64,
+        stride: u64,
+        last_level: bool,
+    ) -> KFuture<'a, ()> {
+        Box::pin(async move {
+            let range = round_range(start, end, stride);
+            if use_full_flush(ctx, range.0, range.1, stride) {
+                return self.flush_tlb_mm(ctx, mm).await;
+            }
+            let scope = self.check(ctx, mm).await;
+            flush_range_as(ctx, mm, range, stride, last_level, scope).await;
+        })
+    }
+}

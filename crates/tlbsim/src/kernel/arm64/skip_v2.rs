@@ -1,0 +1,210 @@
+//! `arm64-skip-broadcast-v2`: seed 000 as posted in v2 (Andrea Arcangeli,
+//! "arm64: tlb: skip tlbi broadcast", linux-arm-kernel, Feb 2020; never
+//! merged). See shared/reference/linux-tlb-algorithms.md §6.
+//!
+//! - `nr_active_mm` counts the CPUs running the mm; an idle CPU leaves the
+//!   count (and loads the reserved TTBR0) when it enters lazy mode, a kernel
+//!   thread does not.
+//! - `mm_cpumask` bit set = this CPU's TLB may hold stale entries for the
+//!   mm's ASID. It is cleared when the mm gets a fresh ASID.
+//! - A flush of an mm that at most this CPU runs is local (`TLBI ...E1`,
+//!   `DSB NSH`) and marks every other CPU stale; with nobody running it the
+//!   flush is skipped. A CPU flushes the ASID locally when it switches to the
+//!   mm with its own bit set.
+//! - The count is re-read after the mask is written (`smp_mb()` between):
+//!   with the switch-in's increment, test and flush this is a Dekker pair.
+//!   (The posted code wrote the re-check as `likely(atomic_read(..)) <= 1`,
+//!   which is always true; `mutant-v2-likely-recheck` models that slip.)
+
+use super::stock::{
+    flush_mm_as, flush_range_as, round_range, twins, use_full_flush, FlushScope,
+};
+use crate::engine::exec::KFuture;
+use crate::hw::tlb::{MmId, TlbiScope};
+use crate::kernel::policy::TlbPolicy;
+use crate::kernel::{Ctx, Op};
+use std::cell::RefCell;
+
+/// The v2 policy; `recheck` false models the posted `likely()` slip.
+#[derive(Debug)]
+pub struct SkipV2 {
+    /// `mm->context.nr_active_mm`, indexed by mm id.
+    nr_active: RefCell<Vec<i64>>,
+    /// Per-CPU `cpu_not_lazy_tlb` (false at boot: CPUs start in idle).
+    not_lazy: RefCell<Vec<bool>>,
+    /// Re-read `nr_active_mm` after writing the mask (the design).
+    recheck: bool,
+}
+
+impl Default for SkipV2 {
+    fn default() -> Self {
+        Self::new(true)
+    }
+}
+
+impl SkipV2 {
+    /// `recheck = true` is the design; false is the posted code's slip.
+    pub fn new(recheck: bool) -> Self {
+        Self {
+            nr_active: RefCell::new(Vec::new()),
+            not_lazy: RefCell::new(Vec::new()),
+            recheck,
+        }
+    }
+
+    fn nr(&self, mm: MmId) -> i64 {
+        self.nr_active.borrow().get(mm as usize).copied().unwrap_or(0)
+    }
+
+    fn add(&self, mm: MmId, d: i64) {
+        let mut v = self.nr_active.borrow_mut();
+        if v.len() <= mm as usize {
+            v.resize(mm as usize + 1, 0);
+        }
+        v[mm as usize] += d;
+        debug_assert!(v[mm as usize] >= 0, "nr_active_mm < 0 for mm {mm}");
+    }
+
+    fn is_not_lazy(&self, ctx: &Ctx) -> bool {
+        self.not_lazy.borrow().get(ctx.cpu()).copied().unwrap_or(false)
+    }
+
+    fn set_not_lazy(&self, ctx: &Ctx, v: bool) {
+        let mut l = self.not_lazy.borrow_mut();
+        if l.len() <= ctx.cpu() {
+            l.resize(ctx.w.ncpus(), false);
+        }
+        l[ctx.cpu()] = v;
+    }
+
+    /// `tlb_flush_check(mm, cpu)`.
+    async fn check(&self, ctx: &Ctx, mm: MmId) -> FlushScope {
+        let w = &ctx.w;
+        let cpu = ctx.cpu();
+        ctx.atomic().await; // atomic_read(nr_active_mm)
+        if self.nr(mm) > 1 {
+            return FlushScope::Broadcast;
+        }
+        let is_local = {
+            let k = w.k.borrow();
+            k.tasks[ctx.task].active_mm == Some(mm)
+        } && self.is_not_lazy(ctx);
+        // Scan the stale mask; mark every CPU stale unless all others are.
+        ctx.atomic().await;
+        let local_is_clear = {
+            let mut k = w.k.borrow_mut();
+            let m = &mut k.mms[mm as usize].cpumask;
+            let others_all_set = (0..m.ncpus()).all(|c| c == cpu || m.test(c));
+            let own_clear = !m.test(cpu);
+            if others_all_set {
+                is_local && own_clear
+            } else {
+                m.set_all();
+                false
+            }
+        };
+        ctx.atomic().await; // smp_mb(); atomic_read(nr_active_mm)
+        let n = self.nr(mm);
+        if !self.recheck || n <= 1 {
+            if is_local {
+                if !local_is_clear {
+                    w.k.borrow_mut().mms[mm as usize].cpumask.clear(cpu);
+                }
+                return FlushScope::Local;
+            }
+            if n == 0 {
+                return FlushScope::Skip;
+            }
+        }
+        FlushScope::Broadcast
+    }
+}
+
+/// The switch-in half shared by v1 and v2 (`switch_mm_fastpath:` in the
+/// patched context.c): `smp_mb()`; if this CPU's stale bit is set, clear it
+/// and flush the ASID locally (`local_flush_tlb_asid`).
+pub async fn flush_if_stale(ctx: &Ctx, mm: MmId) {
+    let w = &ctx.w;
+    let cpu = ctx.cpu();
+    ctx.atomic().await; // smp_mb(); cpumask_test_cpu()
+    let stale = w.k.borrow().mms[mm as usize].cpumask.test(cpu);
+    if !stale {
+        return;
+    }
+    ctx.atomic().await; // cpumask_clear_cpu()
+    w.k.borrow_mut().mms[mm as usize].cpumask.clear(cpu);
+    w.stats.borrow_mut().cpu[cpu].stale_switch_flushes += 1;
+    let asid = w.asid.asid_of(w, mm);
+    ctx.step(Op::DsbSt).await; // dsb(nshst)
+    for a in twins(asid, w.kcfg.kpti) {
+        ctx.tlbi(TlbiScope::Asid(a), false).await;
+    }
+    ctx.dsb_nsh().await;
+}
+
+impl TlbPolicy for SkipV2 {
+    fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
+        Box::pin(async move {
+            if !self.is_not_lazy(ctx) {
+                self.set_not_lazy(ctx, true);
+                ctx.atomic().await; // atomic_inc(&next->nr_active_mm)
+                self.add(next, 1);
+                ctx.w.asid.check_and_switch_context(ctx, next).await;
+            } else if prev != Some(next) {
+                ctx.atomic().await;
+                self.add(next, 1);
+                ctx.w.asid.check_and_switch_context(ctx, next).await;
+                if let Some(p) = prev {
+                    ctx.atomic().await; // atomic_dec(&prev->nr_active_mm)
+                    self.add(p, -1);
+                }
+            }
+        })
+    }
+
+    fn enter_lazy_tlb<'a>(&'a self, ctx: &'a Ctx, mm: MmId, to_idle: bool) -> KFuture<'a, ()> {
+        Box::pin(async move {
+            if self.is_not_lazy(ctx) && to_idle {
+                self.set_not_lazy(ctx, false);
+                ctx.step(Op::SetTtbr0(None)).await; // cpu_set_reserved_ttbr0()
+                ctx.isb().await;
+                ctx.atomic().await; // atomic_dec(&mm->nr_active_mm)
+                self.add(mm, -1);
+            }
+        })
+    }
+
+    fn before_ttbr0_load<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
+        Box::pin(flush_if_stale(ctx, mm))
+    }
+
+    fn on_new_context(&self, w: &crate::kernel::World, mm: MmId) {
+        w.k.borrow_mut().mms[mm as usize].cpumask.clear_all();
+    }
+
+    fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
+        Box::pin(async move {
+            let scope = self.check(ctx, mm).await;
+            flush_mm_as(ctx, mm, scope).await;
+        })
+    }
+
+    fn flush_tlb_range<'a>(
+        &'a self,
+        ctx: &'a Ctx,
+        mm: MmId,
+        start: u64,
+        end: u64,
+        stride: u64,
+        last_level: bool,
+    ) -> KFuture<'a, ()> {
+        Box::pin(async move {
+            let range = round_range(start, end, stride);
+            if use_full_flush(ctx, range.0, range.1, stride) {
+                return self.flush_tlb_mm(ctx, mm).await;
+            }
+            let scope = self.check(ctx, mm).await;
+            flush_range_as(ctx, mm, range, stride, last_level, scope).await;
+        })
+    }
+}
