@@ -323,6 +323,11 @@ pub struct CheckerConfig {
     /// Events of history kept for a violation report.
     #[serde(default = "default_history")]
     pub history: usize,
+    /// Inject speculative table walks: a CPU with user tables installed
+    /// (also lazily, under a kernel thread) re-walks its last user VA before
+    /// each step of work. Off by default: it changes TLB contents.
+    #[serde(default)]
+    pub speculative_walks: bool,
 }
 
 fn yes() -> bool {
@@ -336,6 +341,7 @@ impl Default for CheckerConfig {
     fn default() -> Self {
         Self {
             enabled: true,
+            speculative_walks: false,
             history: default_history(),
         }
     }

@@ -79,6 +79,10 @@ pub struct TimingDriver {
     mn_busy: bool,
     trace: Vec<AccessTrace>,
     limit_ns: Ns,
+    /// Inject speculative walks (see [`TimingDriver::set_speculative_walks`]).
+    speculative: bool,
+    /// Per CPU: the mm and VA of its last user access.
+    last_va: Vec<Option<(crate::hw::tlb::MmId, u64)>>,
 }
 
 impl std::fmt::Debug for TimingDriver {
@@ -94,6 +98,8 @@ impl TimingDriver {
     pub fn new(w: Rc<World>, limit_ns: Ns) -> Self {
         let n = w.ncpus();
         Self {
+            speculative: false,
+            last_va: vec![None; n],
             w,
             q: EventQueue::default(),
             wait: vec![Wait::Free; n],
@@ -204,6 +210,38 @@ impl TimingDriver {
         }
     }
 
+    /// With `on`, every kernel or user `Work` step of a CPU whose TTBR0
+    /// holds an mm is preceded by a speculative walk of the last VA that CPU
+    /// accessed in that mm (a lazy CPU running a kernel thread keeps walking
+    /// the user tables it still has installed). Timing is unchanged.
+    pub fn set_speculative_walks(&mut self, on: bool) {
+        self.speculative = on;
+    }
+
+    fn speculate(&mut self, cpu: CpuId) {
+        let w = Rc::clone(&self.w);
+        let Some(t) = w.hw.borrow().cpus[cpu].ttbr0 else {
+            return;
+        };
+        let Some((mm, va)) = self.last_va[cpu] else {
+            return;
+        };
+        if mm != t.mm {
+            return;
+        }
+        self.trace.clear();
+        w.hw.borrow_mut().speculate(cpu, va, &mut self.trace);
+        for tr in std::mem::take(&mut self.trace) {
+            if let AccessTrace::UsedWalk(entry) = tr {
+                w.emit(Event::WalkUse {
+                    cpu,
+                    running: t.mm,
+                    entry,
+                });
+            }
+        }
+    }
+
     fn after(&mut self, cpu: CpuId, ns: Ns, r: OpResult) {
         self.wait[cpu] = Wait::Step;
         self.result[cpu] = Some(r);
@@ -222,11 +260,17 @@ impl TimingDriver {
         let p = &w.profile;
         match op {
             Op::Work { ns, user: _ } => {
+                if self.speculative {
+                    self.speculate(cpu);
+                }
                 let s = self.take_stolen(cpu);
                 w.stats.borrow_mut().cpu[cpu].busy_ns += ns;
                 self.after(cpu, ns + s, OpResult::Unit);
             }
             Op::Access { va, write } => {
+                if self.speculative {
+                    self.last_va[cpu] = w.hw.borrow().cpus[cpu].ttbr0.map(|t| (t.mm, va));
+                }
                 self.trace.clear();
                 let (r, info) = w.hw.borrow_mut().access(cpu, va, write, &mut self.trace);
                 {

@@ -85,6 +85,8 @@ pub struct RunOutput {
     pub stats: StatsReport,
     /// Checker verdict.
     pub checker: CheckerReport,
+    /// Results the workload reported (e.g. `victim_slowdown_pct`).
+    pub metrics: std::collections::BTreeMap<String, f64>,
 }
 
 /// A failed run.
@@ -188,6 +190,7 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
     let streams = Streams::new(seed);
     let root = wl.setup(&w, &streams);
     let mut d = TimingDriver::new(w.clone(), exp.experiment.max_sim_time_ns);
+    d.set_speculative_walks(exp.checker.enabled && exp.checker.speculative_walks);
     let elapsed = d
         .run_until(|w| {
             matches!(
@@ -211,6 +214,7 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
         kernel: kcfg,
         workload: exp.workload.clone(),
         elapsed_ns: elapsed,
+        metrics: st.metrics.clone(),
         stats: StatsReport {
             total: st.total(),
             per_cpu: st.cpu.clone(),

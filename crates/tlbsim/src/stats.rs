@@ -145,6 +145,9 @@ pub struct Stats {
     pub events: u64,
     /// Lock statistics by lock class name.
     pub locks: std::collections::BTreeMap<&'static str, LockStats>,
+    /// Results a workload reports itself (name → value; the name carries
+    /// the unit, e.g. `victim_slowdown_pct`).
+    pub metrics: std::collections::BTreeMap<String, f64>,
 }
 
 impl Stats {

@@ -205,6 +205,57 @@ impl Hw {
         }
     }
 
+    /// A speculative table walk of `va` by `cpu` through its current TTBR0:
+    /// the hardware may do this at any time the tables are installed (it
+    /// fills the TLB and walk cache; no permission check, no fault). Used
+    /// walk-cache entries go to `trace`, as for an access.
+    pub fn speculate(&mut self, cpu: CpuId, va: u64, trace: &mut Vec<AccessTrace>) {
+        let Some(ttbr) = self.cpus[cpu].ttbr0 else {
+            return;
+        };
+        let vpn = va >> PAGE_SHIFT;
+        if self.cpus[cpu].tlb.lookup(ttbr.asid, vpn).is_some() {
+            return;
+        }
+        let (mut level, mut table) = match self.cpus[cpu].tlb.walk_lookup(ttbr.asid, va) {
+            Some(w) => {
+                trace.push(AccessTrace::UsedWalk(w));
+                (w.level + 1, w.next)
+            }
+            None => (0, ttbr.pgd),
+        };
+        loop {
+            let idx = level_index(va, level);
+            match self.mem.table(table).entries.get(&idx).copied() {
+                Some(Desc::Table(next)) if level < LEVELS - 1 => {
+                    let inst = self.mem.table(next).instance;
+                    self.cpus[cpu].tlb.walk_insert(WalkEntry {
+                        asid: ttbr.asid,
+                        level,
+                        va_prefix: va >> level_shift(level),
+                        next,
+                        next_instance: inst,
+                        mm: ttbr.mm,
+                    });
+                    level += 1;
+                    table = next;
+                }
+                Some(Desc::Page(pte)) if level == LEVELS - 1 => {
+                    self.cpus[cpu].tlb.insert(LeafEntry {
+                        asid: ttbr.asid,
+                        vpn,
+                        pfn: pte.pfn,
+                        perms: pte.perms,
+                        version: pte.version,
+                        mm: ttbr.mm,
+                    });
+                    return;
+                }
+                _ => return,
+            }
+        }
+    }
+
     /// The PTE currently mapping `va` under `pgd`, if any (a software walk
     /// that touches no TLB).
     pub fn read_pte(&self, pgd: TableId, va: u64) -> Option<Pte> {

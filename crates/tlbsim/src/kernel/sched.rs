@@ -394,3 +394,31 @@ pub async fn sys_wait(ctx: &Ctx) -> Option<TaskId> {
     syscall_exit(ctx, "wait4").await;
     r
 }
+
+/// `sched_setaffinity(0, mask)`: restricts the caller to `mask` (`None`:
+/// every CPU). If the current CPU is no longer allowed the task migrates at
+/// once: it gives up the CPU and is enqueued on an allowed one.
+pub async fn sys_sched_setaffinity(ctx: &Ctx, mask: Option<crate::hw::cpumask::CpuMask>) {
+    syscall_enter(ctx, "sched_setaffinity").await;
+    let cpu = ctx.cpu();
+    let migrate = {
+        let mut k = ctx.w.k.borrow_mut();
+        let t = &mut k.tasks[ctx.task];
+        let allowed = mask.as_ref().is_none_or(|m| m.test(cpu));
+        t.affinity = mask;
+        if !allowed {
+            t.state = TaskState::Runnable; // requeued by finish_task_switch
+        }
+        !allowed
+    };
+    if migrate {
+        schedule(ctx).await;
+    }
+    syscall_exit(ctx, "sched_setaffinity").await;
+}
+
+/// Blocks the caller until another task calls [`wake_up`] on it.
+pub async fn block_until_woken(ctx: &Ctx) {
+    ctx.w.k.borrow_mut().tasks[ctx.task].state = TaskState::Blocked;
+    schedule(ctx).await;
+}

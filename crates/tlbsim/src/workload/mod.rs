@@ -2,6 +2,7 @@
 
 pub mod mprotect;
 pub mod threads;
+pub mod victim;
 
 use crate::engine::rng::Streams;
 use crate::kernel::{TaskId, World};
@@ -25,6 +26,11 @@ pub const WORKLOADS: &[(&str, &str, Ctor)] = &[
         "mprotect",
         "seed 000: one process per CPU looping over mprotect RO/RW on a small private mapping",
         |p| Ok(Box::new(mprotect::Mprotect::from_params(p)?)),
+    ),
+    (
+        "victim",
+        "seed 000: a compute-bound victim on the last CPU, alone and beside mprotect loops; reports victim_slowdown_pct",
+        |p| Ok(Box::new(victim::Victim::from_params(p)?)),
     ),
     (
         "threads",

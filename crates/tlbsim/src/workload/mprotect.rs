@@ -19,7 +19,7 @@ use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::mem::{Perms, PAGE_SIZE};
 use crate::kernel::mm::{sys_mmap, sys_mprotect, sys_munmap};
-use crate::kernel::sched::{spawn_user, sys_exec, sys_fork, sys_wait};
+use crate::kernel::sched::{spawn_user, sys_clone_thread, sys_exec, sys_fork, sys_wait};
 use crate::kernel::{Ctx, TaskId, World};
 use serde::Deserialize;
 use std::rc::Rc;
@@ -40,6 +40,14 @@ pub struct Mprotect {
     /// User-mode work per iteration besides the accesses (ns).
     #[serde(default)]
     pub user_ns_per_iteration: u64,
+    /// Threads per process, each running the loop on its own mapping at the
+    /// same time (1 = the seed's single-threaded program).
+    #[serde(default = "one_u32")]
+    pub threads: u32,
+}
+
+fn one_u32() -> u32 {
+    1
 }
 
 fn default_iterations() -> u64 {
@@ -55,6 +63,9 @@ impl Mprotect {
         let m: Mprotect = parse_params(p)?;
         if m.pages == 0 {
             return Err("`pages` must be >= 1".into());
+        }
+        if m.threads == 0 {
+            return Err("`threads` must be >= 1".into());
         }
         Ok(m)
     }
@@ -105,6 +116,26 @@ impl Workload for Mprotect {
                             Box::new(move |c: Ctx| {
                                 Box::pin(async move {
                                     sys_exec(&c).await;
+                                    for _ in 1..m.threads {
+                                        let m = m.clone();
+                                        sys_clone_thread(
+                                            &c,
+                                            "mprotect-thread",
+                                            None,
+                                            Box::new(move |t: Ctx| {
+                                                Box::pin(async move {
+                                                    mprotect_loop(
+                                                        &t,
+                                                        m.iterations,
+                                                        m.pages,
+                                                        m.user_ns_per_iteration,
+                                                    )
+                                                    .await;
+                                                })
+                                            }),
+                                        )
+                                        .await;
+                                    }
                                     mprotect_loop(
                                         &c,
                                         m.iterations,
@@ -112,6 +143,7 @@ impl Workload for Mprotect {
                                         m.user_ns_per_iteration,
                                     )
                                     .await;
+                                    while sys_wait(&c).await.is_some() {}
                                 })
                             }),
                         )

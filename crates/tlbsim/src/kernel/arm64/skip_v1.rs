@@ -1,14 +1,17 @@
-//! `arm64-skip-broadcast-v1`: seed 000's first posting. The flush is local
-//! when the caller is the mm's only user (`current->mm == mm &&
-//! atomic_read(&mm->mm_users) <= 1`); every other CPU is then marked stale
-//! in `mm_cpumask` and flushes the ASID locally when it next switches to the
-//! mm. v1 has no active-CPU count and no per-CPU lazy state: `switch_mm` is
-//! the stock one (it does nothing when `prev == next`), and lazy CPUs keep
-//! the user TTBR0. Reconstructed from the v2 posting and the reference's
-//! description of v1 (docs/model.md).
+//! `arm64-skip-broadcast-v1`: seed 000's first posting ("[RFC] arm64: tlb:
+//! skip tlbi broadcast for single threaded TLB flushes", 3 Feb 2020, code as
+//! quoted in the thread's replies). The flush is local when the caller is
+//! the mm's only user (`current->mm == mm && mm_users <= 1`, re-checked
+//! after the mask is written); every other CPU is then marked stale in
+//! `mm_cpumask` and flushes the ASID locally when it next switches to the
+//! mm — in `check_and_switch_context`, or in `switch_mm` itself when
+//! `prev == next` (a CPU coming back from a kernel thread or idle). v1 has
+//! no active-CPU count and no lazy state: a lazy CPU keeps the user TTBR0,
+//! which is Catalin Marinas's objection (speculative walks by a CPU running
+//! a kernel thread on the old tables).
 
 use super::skip_v2::flush_if_stale;
-use super::stock::{flush_mm_as, flush_range_as, round_range, use_full_flush, FlushScope, Stock};
+use super::stock::{flush_mm_as, flush_range_as, round_range, use_full_flush, FlushScope};
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;
 use crate::kernel::policy::TlbPolicy;
@@ -30,18 +33,32 @@ impl SkipV1 {
         if !single {
             return FlushScope::Broadcast;
         }
-        ctx.atomic().await; // mark every other CPU stale
-        let mut k = w.k.borrow_mut();
-        let m = &mut k.mms[mm as usize].cpumask;
-        m.set_all();
-        m.clear(cpu);
-        FlushScope::Local
+        ctx.atomic().await; // cpumask_setall(); cpumask_clear_cpu(cpu)
+        {
+            let mut k = w.k.borrow_mut();
+            let m = &mut k.mms[mm as usize].cpumask;
+            m.set_all();
+            m.clear(cpu);
+        }
+        ctx.atomic().await; // smp_mb(); atomic_read(&mm->mm_users)
+        if w.k.borrow().mms[mm as usize].users <= 1 {
+            FlushScope::Local
+        } else {
+            FlushScope::Broadcast
+        }
     }
 }
 
 impl TlbPolicy for SkipV1 {
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
-        Stock.switch_mm(ctx, prev, next)
+        Box::pin(async move {
+            if prev != Some(next) {
+                ctx.w.asid.check_and_switch_context(ctx, next).await;
+            } else {
+                // cpumask_test_and_clear_cpu() → local_flush_tlb_asid()
+                flush_if_stale(ctx, next).await;
+            }
+        })
     }
 
     fn before_ttbr0_load<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
