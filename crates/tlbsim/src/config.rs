@@ -348,10 +348,16 @@ impl Default for CheckerConfig {
 }
 
 /// Built-in profiles: `(name, TOML text)`.
-pub const BUILTIN_PROFILES: &[(&str, &str)] = &[(
-    "ampere-32",
-    include_str!("../../../profiles/ampere-32.toml"),
-)];
+pub const BUILTIN_PROFILES: &[(&str, &str)] = &[
+    (
+        "ampere-32",
+        include_str!("../../../profiles/ampere-32.toml"),
+    ),
+    (
+        "ampere-2s",
+        include_str!("../../../profiles/ampere-2s.toml"),
+    ),
+];
 
 /// Loads a built-in profile by name.
 pub fn builtin_profile(name: &str) -> Result<Profile, ConfigError> {

@@ -460,7 +460,15 @@ impl TimingDriver {
             .borrow_mut()
             .dvm_sync_queue_wait_ns
             .record(waited);
-        let service = p.dvm_sync_base_ns + p.dvm_sync_per_target_ns * self.w.ncpus() as u64;
+        // With several sockets the Sync also makes a round trip to the other
+        // socket's misc node (docs/model.md).
+        let cross = if self.w.profile.topology.sockets > 1 {
+            2 * p.dvm_cross_socket_ns
+        } else {
+            0
+        };
+        let service =
+            p.dvm_sync_base_ns + p.dvm_sync_per_target_ns * self.w.ncpus() as u64 + cross;
         let at = self.now() + service;
         self.q.push(at, Ev::SyncDone(cpu));
     }
