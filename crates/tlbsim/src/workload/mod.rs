@@ -1,5 +1,6 @@
 //! Workloads: programs run as tasks, chosen by name in the experiment config.
 
+pub mod lifecycle;
 pub mod mprotect;
 pub mod threads;
 pub mod victim;
@@ -26,6 +27,16 @@ pub const WORKLOADS: &[(&str, &str, Ctor)] = &[
         "mprotect",
         "seed 000: one process per CPU looping over mprotect RO/RW on a small private mapping",
         |p| Ok(Box::new(mprotect::Mprotect::from_params(p)?)),
+    ),
+    (
+        "sort-compute",
+        "seed 000: 256 subshells each running 32 sequential short-lived sort processes",
+        |p| Ok(Box::new(lifecycle::sort_from_params(p)?)),
+    ),
+    (
+        "tcmalloc",
+        "seed 000: one tcmalloc large-heap-fragmentation test per CPU (user work, madvise over untouched heap)",
+        |p| Ok(Box::new(lifecycle::tcmalloc_from_params(p)?)),
     ),
     (
         "victim",

@@ -1,0 +1,308 @@
+//! Seed 000's process-heavy workloads, built from one process anatomy
+//! measured on the development host (strace, perf; notes in docs/model.md,
+//! "sort-compute and tcmalloc"): a bash shell forks, both sides take
+//! copy-on-write faults, the child execs, the dynamic loader maps libraries,
+//! takes faults (some copy-on-write on private data), applies RELRO with
+//! mprotect and unmaps its cache; the program runs; it exits.
+//!
+//! - `sort-compute`: `shells` subshells, each running `runs` sequential
+//!   `sort </usr/bin/sort >/dev/null` (one process per run).
+//! - `tcmalloc`: `for-each-cpu.sh` starting one copy of gperftools'
+//!   `large_heap_fragmentation_unittest` per CPU: `iterations` loop passes,
+//!   each `user_ns_per_iteration` of user work plus, on average,
+//!   `madvise_per_iteration` MADV_DONTNEED calls over a large never-touched
+//!   range (which zap no PTE and so flush nothing).
+
+use super::{parse_params, Params, Workload};
+use crate::engine::rng::Streams;
+use crate::hw::mem::{Perms, PAGE_SIZE};
+use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
+use crate::kernel::sched::{spawn_user, sys_exec, sys_fork, sys_wait};
+use crate::kernel::{Ctx, TaskId, World};
+use rand::Rng as _;
+use serde::Deserialize;
+use std::rc::Rc;
+
+/// The measured shape of one process start (host: bash 5.2, glibc 2.36).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Anatomy {
+    /// Pages of the shell touched before the first fork (its working set).
+    #[serde(default = "d_shell_pages")]
+    pub shell_pages: u64,
+    /// Copy-on-write faults the parent shell takes after each fork.
+    #[serde(default = "d_cow")]
+    pub parent_cow_faults: u64,
+    /// Copy-on-write faults the child shell takes before exec.
+    #[serde(default = "d_cow")]
+    pub child_cow_faults: u64,
+    /// Pages the new program faults in (read) at start.
+    #[serde(default = "d_faults")]
+    pub start_faults: u64,
+    /// Of those, pages then written (private file data: copy-on-write).
+    #[serde(default = "d_start_cow")]
+    pub start_cow_faults: u64,
+    /// mmap calls of the loader and program.
+    #[serde(default = "d_mmaps")]
+    pub start_mmaps: u64,
+    /// RELRO mprotect calls (each over touched pages: one flush each).
+    #[serde(default = "d_mprotects")]
+    pub start_mprotects: u64,
+}
+
+fn d_shell_pages() -> u64 {
+    200
+}
+fn d_cow() -> u64 {
+    12
+}
+fn d_faults() -> u64 {
+    60
+}
+fn d_start_cow() -> u64 {
+    8
+}
+fn d_mmaps() -> u64 {
+    20
+}
+fn d_mprotects() -> u64 {
+    3
+}
+
+impl Default for Anatomy {
+    fn default() -> Self {
+        parse_params(&Params::new()).expect("defaults parse")
+    }
+}
+
+/// Runs in the child after fork: COW faults, exec, loader start-up.
+async fn child_start(ctx: &Ctx, a: &Anatomy, shell_base: u64) {
+    for i in 0..a.child_cow_faults {
+        ctx.user_access(shell_base + i * PAGE_SIZE, true).await;
+    }
+    sys_exec(ctx).await;
+    // The loader: mappings, faults, copy-on-write of private data, RELRO.
+    let mut maps = Vec::new();
+    for _ in 0..a.start_mmaps {
+        maps.push(sys_mmap(ctx, 4 * PAGE_SIZE, Perms::RW).await);
+    }
+    let main = sys_mmap(ctx, a.start_faults.max(1) * PAGE_SIZE, Perms::RW).await;
+    for i in 0..a.start_faults {
+        ctx.user_access(main + i * PAGE_SIZE, false).await;
+    }
+    for i in 0..a.start_cow_faults.min(a.start_faults) {
+        ctx.user_access(main + i * PAGE_SIZE, true).await;
+    }
+    for i in 0..a.start_mprotects.min(a.start_faults) {
+        sys_mprotect(ctx, main + i * PAGE_SIZE, PAGE_SIZE, Perms::R).await;
+    }
+    // ld.so unmaps its cache (one touched page).
+    if let Some(&m) = maps.first() {
+        ctx.user_access(m, false).await;
+        sys_munmap(ctx, m, 4 * PAGE_SIZE).await;
+    }
+}
+
+/// The shell's side of one fork: COW faults on its working set.
+async fn parent_after_fork(ctx: &Ctx, a: &Anatomy, shell_base: u64) {
+    for i in 0..a.parent_cow_faults {
+        ctx.user_access(shell_base + (i % a.shell_pages.max(1)) * PAGE_SIZE, true)
+            .await;
+    }
+}
+
+/// The shell's working set.
+async fn shell_setup(ctx: &Ctx, a: &Anatomy) -> u64 {
+    let base = sys_mmap(ctx, a.shell_pages.max(1) * PAGE_SIZE, Perms::RW).await;
+    for i in 0..a.shell_pages {
+        ctx.user_access(base + i * PAGE_SIZE, true).await;
+    }
+    base
+}
+
+/// `sort-compute` parameters.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SortCompute {
+    /// Background subshells.
+    #[serde(default = "d_shells")]
+    pub shells: u32,
+    /// Sequential sorts per subshell.
+    #[serde(default = "d_runs")]
+    pub runs: u32,
+    /// User work of one sort process (ns).
+    #[serde(default = "d_sort_ns")]
+    pub sort_user_ns: u64,
+    /// Pages of sort's input buffer written (the 118 KB input).
+    #[serde(default = "d_sort_pages")]
+    pub sort_buffer_pages: u64,
+    /// Process anatomy.
+    #[serde(flatten)]
+    pub anatomy: Anatomy,
+}
+
+fn d_shells() -> u32 {
+    256
+}
+fn d_runs() -> u32 {
+    32
+}
+fn d_sort_ns() -> u64 {
+    600_000
+}
+fn d_sort_pages() -> u64 {
+    30
+}
+
+impl Workload for SortCompute {
+    fn setup(&self, w: &Rc<World>, _streams: &Streams) -> TaskId {
+        let me = self.clone();
+        spawn_user(
+            w,
+            "sort-compute",
+            0,
+            Box::new(move |ctx: Ctx| {
+                Box::pin(async move {
+                    let base = shell_setup(&ctx, &me.anatomy).await;
+                    for _ in 0..me.shells {
+                        let m = me.clone();
+                        sys_fork(
+                            &ctx,
+                            "subshell",
+                            Box::new(move |c: Ctx| {
+                                Box::pin(async move {
+                                    for _ in 0..m.runs {
+                                        let m2 = m.clone();
+                                        sys_fork(
+                                            &c,
+                                            "sort",
+                                            Box::new(move |s: Ctx| {
+                                                Box::pin(async move {
+                                                    child_start(&s, &m2.anatomy, base).await;
+                                                    let len = m2.sort_buffer_pages.max(1) * PAGE_SIZE;
+                                                    let buf = sys_mmap(&s, len, Perms::RW).await;
+                                                    for i in 0..m2.sort_buffer_pages {
+                                                        s.user_access(buf + i * PAGE_SIZE, true).await;
+                                                    }
+                                                    s.user_work(m2.sort_user_ns).await;
+                                                    sys_munmap(&s, buf, len).await;
+                                                })
+                                            }),
+                                        )
+                                        .await;
+                                        parent_after_fork(&c, &m.anatomy, base).await;
+                                        while sys_wait(&c).await.is_some() {}
+                                    }
+                                })
+                            }),
+                        )
+                        .await;
+                        parent_after_fork(&ctx, &me.anatomy, base).await;
+                    }
+                    while sys_wait(&ctx).await.is_some() {}
+                })
+            }),
+        )
+    }
+}
+
+/// `tcmalloc` parameters.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tcmalloc {
+    /// Processes; 0 means one per CPU.
+    #[serde(default)]
+    pub processes: u32,
+    /// Loop iterations per process (3 passes x 20,972 in the test).
+    #[serde(default = "d_iters")]
+    pub iterations: u64,
+    /// User work per iteration (ns).
+    #[serde(default = "d_tc_ns")]
+    pub user_ns_per_iteration: u64,
+    /// Mean MADV_DONTNEED calls per iteration over the untouched heap.
+    #[serde(default = "d_madv")]
+    pub madvise_per_iteration: f64,
+    /// Heap size in pages (never touched by the loop).
+    #[serde(default = "d_heap")]
+    pub heap_pages: u64,
+    /// Process anatomy.
+    #[serde(flatten)]
+    pub anatomy: Anatomy,
+}
+
+fn d_iters() -> u64 {
+    62_916
+}
+fn d_tc_ns() -> u64 {
+    11_500
+}
+fn d_madv() -> f64 {
+    0.57
+}
+fn d_heap() -> u64 {
+    141_056 // 551 MiB
+}
+
+impl Workload for Tcmalloc {
+    fn setup(&self, w: &Rc<World>, streams: &Streams) -> TaskId {
+        let me = self.clone();
+        let n = if me.processes == 0 {
+            w.ncpus() as u32
+        } else {
+            me.processes
+        };
+        let streams = *streams;
+        spawn_user(
+            w,
+            "for-each-cpu.sh",
+            0,
+            Box::new(move |ctx: Ctx| {
+                Box::pin(async move {
+                    let base = shell_setup(&ctx, &me.anatomy).await;
+                    for i in 0..n {
+                        let m = me.clone();
+                        let mut rng = streams.stream(&format!("tcmalloc/{i}"));
+                        sys_fork(
+                            &ctx,
+                            "tcmalloc_large_heap_fragmentation_unittest",
+                            Box::new(move |c: Ctx| {
+                                Box::pin(async move {
+                                    child_start(&c, &m.anatomy, base).await;
+                                    let len = m.heap_pages.max(1) * PAGE_SIZE;
+                                    let heap = sys_mmap(&c, len, Perms::RW).await;
+                                    for _ in 0..m.iterations {
+                                        c.user_work(m.user_ns_per_iteration).await;
+                                        if rng.gen_bool(m.madvise_per_iteration.clamp(0.0, 1.0)) {
+                                            sys_madvise_dontneed(&c, heap, len).await;
+                                        }
+                                    }
+                                })
+                            }),
+                        )
+                        .await;
+                        parent_after_fork(&ctx, &me.anatomy, base).await;
+                    }
+                    while sys_wait(&ctx).await.is_some() {}
+                })
+            }),
+        )
+    }
+}
+
+/// Validates `sort-compute` parameters.
+pub fn sort_from_params(p: &Params) -> Result<SortCompute, String> {
+    let s: SortCompute = parse_params(p)?;
+    if s.shells == 0 || s.runs == 0 {
+        return Err("`shells` and `runs` must be >= 1".into());
+    }
+    Ok(s)
+}
+
+/// Validates `tcmalloc` parameters.
+pub fn tcmalloc_from_params(p: &Params) -> Result<Tcmalloc, String> {
+    let t: Tcmalloc = parse_params(p)?;
+    if !(0.0..=1.0).contains(&t.madvise_per_iteration) {
+        return Err("`madvise_per_iteration` must be within 0..=1".into());
+    }
+    Ok(t)
+}
