@@ -29,12 +29,35 @@ enum Cmd {
         /// Number of CPUs (overrides the profile).
         #[arg(long)]
         cpus: Option<u32>,
+        /// TLB policy (overrides [kernel] tlb_policy).
+        #[arg(long)]
+        policy: Option<String>,
+        /// Built-in machine profile (overrides [experiment] profile).
+        #[arg(long)]
+        profile: Option<String>,
         /// Write the full result as JSON to this file.
         #[arg(long)]
         json: Option<PathBuf>,
         /// Print per-CPU rows even on large machines.
         #[arg(long)]
         per_cpu: bool,
+    },
+    /// Run an experiment over CPU counts, policies and profiles; write a CSV.
+    Sweep {
+        /// Experiment file (TOML).
+        experiment: PathBuf,
+        /// CPU counts, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "2,4,8,16,32,64,128,256")]
+        cpus: Vec<u32>,
+        /// TLB policies, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "arm64-stock,arm64-skip-broadcast-v2,arm64-cpumask-tracking")]
+        policies: Vec<String>,
+        /// Built-in profiles, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "ampere-32,ampere-2s")]
+        profiles: Vec<String>,
+        /// Output CSV file (written whole or not at all).
+        #[arg(long)]
+        csv: PathBuf,
     },
     /// List the built-in machine profiles.
     Profiles,
@@ -55,9 +78,25 @@ fn main() -> ExitCode {
             experiment,
             seed,
             cpus,
+            policy,
+            profile,
             json,
             per_cpu,
-        } => cmd_run(&experiment, seed, cpus, json.as_deref(), per_cpu),
+        } => cmd_run(
+            &experiment,
+            seed,
+            cpus,
+            Overrides { policy, profile },
+            json.as_deref(),
+            per_cpu,
+        ),
+        Cmd::Sweep {
+            experiment,
+            cpus,
+            policies,
+            profiles,
+            csv,
+        } => cmd_sweep(&experiment, &cpus, &policies, &profiles, &csv),
         Cmd::Profiles => {
             for (name, _) in BUILTIN_PROFILES {
                 match tlbsim::config::builtin_profile(name) {
@@ -134,14 +173,83 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
     })
 }
 
+/// Command-line overrides of an experiment file.
+struct Overrides {
+    policy: Option<String>,
+    profile: Option<String>,
+}
+
+fn cmd_sweep(
+    path: &Path,
+    cpus: &[u32],
+    policies: &[String],
+    profiles: &[String],
+    csv: &Path,
+) -> ExitCode {
+    let (exp0, text) = match load(path) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut out = String::from(
+        "profile,sockets,cpus,policy,elapsed_s,flushes_broadcast,flushes_local,flushes_skipped,dvm_syncs,dvm_ops_received,sync_queue_wait_mean_ns,flush_latency_median_ns,flush_latency_mean_ns,checker\n",
+    );
+    for prof in profiles {
+        for &n in cpus {
+            for pol in policies {
+                let mut exp = exp0.clone();
+                exp.experiment.profile = prof.clone();
+                exp.kernel.tlb_policy = pol.clone();
+                let t0 = Instant::now();
+                let o = match run(&exp, &RunOptions { seed: None, cpus: Some(n) }) {
+                    Ok(o) => o,
+                    Err(e) => {
+                        eprintln!(
+                            "error: {prof} {n} CPUs {pol}: {}",
+                            describe(&e, &path.display().to_string(), &text)
+                        );
+                        return ExitCode::FAILURE;
+                    }
+                };
+                let t = &o.stats.total;
+                let line = format!(
+                    "{prof},{},{n},{pol},{:.6},{},{},{},{},{},{:.1},{},{:.1},{}\n",
+                    o.profile.topology.sockets,
+                    o.elapsed_ns as f64 / 1e9,
+                    t.flushes_broadcast,
+                    t.flushes_local,
+                    t.flushes_skipped,
+                    t.dvm_syncs,
+                    t.dvm_ops_received,
+                    o.stats.dvm_sync_queue_wait_ns.mean,
+                    o.stats.flush_latency_ns.median,
+                    o.stats.flush_latency_ns.mean,
+                    o.checker.verdict
+                );
+                eprint!("{line}");
+                eprintln!("    ({:.1} s host)", t0.elapsed().as_secs_f64());
+                out.push_str(&line);
+            }
+        }
+    }
+    if let Err(e) = write_atomic(csv, out.as_bytes()) {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
 fn cmd_run(
     path: &Path,
     seed: Option<u64>,
     cpus: Option<u32>,
+    ov: Overrides,
     json: Option<&Path>,
     per_cpu: bool,
 ) -> ExitCode {
-    let (exp, text) = match load(path) {
+    let (mut exp, text) = match load(path) {
         Ok(x) => x,
         Err(e) => {
             eprintln!("error: {e}");
@@ -153,6 +261,14 @@ fn cmd_run(
     let mut replay = format!("tlbsim run {} --seed {seed_used}", path.display());
     if let Some(c) = cpus {
         replay.push_str(&format!(" --cpus {c}"));
+    }
+    if let Some(p) = ov.policy {
+        replay.push_str(&format!(" --policy {p}"));
+        exp.kernel.tlb_policy = p;
+    }
+    if let Some(p) = ov.profile {
+        replay.push_str(&format!(" --profile {p}"));
+        exp.experiment.profile = p;
     }
     println!("# {replay}");
     let t0 = Instant::now();
@@ -188,52 +304,57 @@ fn cmd_run(
     }
 }
 
+fn reproduce_run(file: &str, toml: &str, policy: Option<&str>) -> Result<(RunOutput, f64), String> {
+    let mut exp: Experiment = parse_toml(file, toml).map_err(|e| e.to_string())?;
+    if let Some(p) = policy {
+        exp.kernel.tlb_policy = p.to_string();
+    }
+    let t0 = Instant::now();
+    let o = run(&exp, &RunOptions::default()).map_err(|e| describe(&e, file, toml))?;
+    Ok((o, t0.elapsed().as_secs_f64()))
+}
+
 fn cmd_reproduce(json: Option<&Path>) -> ExitCode {
     let mut rows = Vec::new();
     println!(
-        "{:<22} {:<18} {:>5} {:>12} {:>12} {:>8}  {:>9}",
+        "{:<22} {:<34} {:>5} {:>10} {:>10} {:>8}  {:>7}",
         "experiment", "metric", "unit", "published", "simulated", "error", "host s"
     );
+    let mut row = |exp: &str, metric: String, unit: &str, published: f64, sim: f64, host: f64, checker: &str, source: &str| {
+        let err_pct = (sim - published) / published * 100.0;
+        println!(
+            "{exp:<22} {metric:<34} {unit:>5} {published:>10.4} {sim:>10.4} {err_pct:>+7.1}%  {host:>7.2}   checker: {checker}"
+        );
+        rows.push(serde_json::json!({
+            "experiment": exp, "metric": metric, "unit": unit,
+            "published": published, "simulated": sim, "error_pct": err_pct,
+            "source": source, "checker": checker,
+        }));
+    };
     for r in tlbsim::reproduce::REPRODUCTIONS {
         let file = format!("<built-in experiments/{}.toml>", r.experiment);
-        let exp: Experiment = match parse_toml(&file, r.toml) {
-            Ok(e) => e,
+        let (o, host) = match reproduce_run(&file, r.toml, None) {
+            Ok(x) => x,
             Err(e) => {
                 eprintln!("error: {e}");
                 return ExitCode::FAILURE;
             }
         };
-        let t0 = Instant::now();
-        let o: RunOutput = match run(&exp, &RunOptions::default()) {
-            Ok(o) => o,
-            Err(e) => {
-                eprintln!("error: {}", describe(&e, &file, r.toml));
-                return ExitCode::FAILURE;
-            }
-        };
-        let sim = (r.extract)(&o);
-        let err_pct = (sim - r.published) / r.published * 100.0;
-        println!(
-            "{:<22} {:<18} {:>5} {:>12.4} {:>12.4} {:>+7.1}%  {:>9.2}   checker: {}",
-            r.experiment,
-            r.metric,
-            r.unit,
-            r.published,
-            sim,
-            err_pct,
-            t0.elapsed().as_secs_f64(),
-            o.checker.verdict
-        );
-        rows.push(serde_json::json!({
-            "experiment": r.experiment,
-            "metric": r.metric,
-            "unit": r.unit,
-            "published": r.published,
-            "simulated": sim,
-            "error_pct": err_pct,
-            "source": r.source,
-            "checker": o.checker.verdict,
-        }));
+        let stock = (r.extract)(&o);
+        let base = o.kernel.tlb_policy.clone();
+        row(r.experiment, format!("{}, {base}", r.metric), r.unit, r.published, stock, host, &o.checker.verdict, r.source);
+        if let Some(p) = r.patched {
+            let (po, phost) = match reproduce_run(&file, r.toml, Some(p.policy)) {
+                Ok(x) => x,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let patched = (r.extract)(&po);
+            row(r.experiment, format!("{}, {}", r.metric, p.policy), r.unit, p.published, patched, phost, &po.checker.verdict, r.source);
+            row(r.experiment, "speedup (stock / patched)".into(), "x", r.published / p.published, stock / patched, 0.0, "-", r.source);
+        }
     }
     if let Some(j) = json {
         let bytes = serde_json::to_vec_pretty(&rows).expect("serialisable");

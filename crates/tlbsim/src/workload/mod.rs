@@ -1,5 +1,6 @@
 //! Workloads: programs run as tasks, chosen by name in the experiment config.
 
+pub mod churn;
 pub mod lifecycle;
 pub mod mprotect;
 pub mod threads;
@@ -27,6 +28,11 @@ pub const WORKLOADS: &[(&str, &str, Ctor)] = &[
         "mprotect",
         "seed 000: one process per CPU looping over mprotect RO/RW on a small private mapping",
         |p| Ok(Box::new(mprotect::Mprotect::from_params(p)?)),
+    ),
+    (
+        "churn",
+        "checker stress: threads come and go, migrations, lazy CPUs running kworkers, munmap freeing tables",
+        |p| Ok(Box::new(churn::Churn::from_params(p)?)),
     ),
     (
         "sort-compute",

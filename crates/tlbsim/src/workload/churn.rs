@@ -1,0 +1,222 @@
+//! Checker stress for TLB-flush policies (seed 000's safety question): what
+//! makes TLB maintenance hard, mixed at random from the seeded stream
+//! `churn/*`.
+//!
+//! - A kernel worker per CPU (`kworker`), woken at random by user tasks, so
+//!   idle CPUs run kernel threads while lazily keeping a user mm.
+//! - Process `P`: each round its main thread clones `threads` threads (they
+//!   come and go) and, while they run, mprotects, madvises and munmaps +
+//!   re-mmaps parts of its heap (munmap frees page-table pages). The threads
+//!   read and write random heap pages, migrate with `sched_setaffinity`, and
+//!   wake kworkers.
+//! - Process `Q` (single-threaded): writes a page, migrates to a random CPU,
+//!   mprotects the page read-only and back, writes again, and wakes the
+//!   kworker of the CPU it left — the case single-user fast paths optimise.
+
+use super::{parse_params, Params, Workload};
+use crate::engine::rng::{Rng, Streams};
+use crate::hw::cpumask::CpuMask;
+use crate::hw::mem::{Perms, PAGE_SIZE};
+use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
+use crate::kernel::sched::{
+    block_until_woken, spawn_kthread, spawn_user, sys_clone_thread, sys_fork,
+    sys_sched_setaffinity, sys_wait, wake_up,
+};
+use crate::kernel::{Ctx, TaskId, World};
+use rand::Rng as _;
+use serde::Deserialize;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+/// Parameters.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Churn {
+    /// Rounds of P's main thread.
+    #[serde(default = "d_rounds")]
+    pub rounds: u32,
+    /// Threads P clones per round.
+    #[serde(default = "d_threads")]
+    pub threads: u32,
+    /// Operations per thread.
+    #[serde(default = "d_ops")]
+    pub ops: u32,
+    /// Heap pages of P (the first half stays mapped, the second half is
+    /// unmapped and re-mapped; it spans its own page-table page).
+    #[serde(default = "d_pages")]
+    pub pages: u64,
+    /// Iterations of Q.
+    #[serde(default = "d_q")]
+    pub q_iterations: u32,
+}
+
+fn d_rounds() -> u32 {
+    20
+}
+fn d_threads() -> u32 {
+    3
+}
+fn d_ops() -> u32 {
+    30
+}
+fn d_pages() -> u64 {
+    16
+}
+fn d_q() -> u32 {
+    200
+}
+
+impl Churn {
+    /// From config parameters.
+    pub fn from_params(p: &Params) -> Result<Self, String> {
+        let c: Churn = parse_params(p)?;
+        if c.pages < 2 {
+            return Err("`pages` must be >= 2".into());
+        }
+        Ok(c)
+    }
+}
+
+type Kworkers = Rc<RefCell<Vec<TaskId>>>;
+
+fn one_cpu(n: usize, c: usize) -> Option<CpuMask> {
+    let mut m = CpuMask::new(n);
+    m.set(c);
+    Some(m)
+}
+
+async fn wake_random(ctx: &Ctx, kw: &Kworkers, rng: &mut Rng) {
+    let n = kw.borrow().len();
+    if n > 0 {
+        let t = kw.borrow()[rng.gen_range(0..n)];
+        wake_up(ctx, t).await;
+    }
+}
+
+/// 2 MiB: the unmapped half lives under its own PTE table.
+const TABLE_SPAN: u64 = 512 * PAGE_SIZE;
+
+impl Workload for Churn {
+    fn setup(&self, w: &Rc<World>, streams: &Streams) -> TaskId {
+        let n = w.ncpus();
+        let kw: Kworkers = Rc::new(RefCell::new(Vec::new()));
+        for c in 0..n {
+            let t = spawn_kthread(
+                w,
+                "kworker",
+                c,
+                Box::new(move |ctx: Ctx| {
+                    Box::pin(async move {
+                        loop {
+                            block_until_woken(&ctx).await;
+                            ctx.work(2_000).await;
+                        }
+                    })
+                }),
+            );
+            kw.borrow_mut().push(t);
+        }
+        let me = self.clone();
+        let streams = *streams;
+        spawn_user(
+            w,
+            "churn",
+            0,
+            Box::new(move |ctx: Ctx| {
+                Box::pin(async move {
+                    // Q: the single-threaded migrating process.
+                    let (kq, qi) = (Rc::clone(&kw), me.q_iterations);
+                    let mut rq = streams.stream("churn/q");
+                    sys_fork(
+                        &ctx,
+                        "Q",
+                        Box::new(move |c: Ctx| {
+                            Box::pin(async move {
+                                let n = c.w.ncpus();
+                                let p = sys_mmap(&c, PAGE_SIZE, Perms::RW).await;
+                                for _ in 0..qi {
+                                    c.user_access(p, true).await;
+                                    let to = rq.gen_range(0..n);
+                                    sys_sched_setaffinity(&c, one_cpu(n, to)).await;
+                                    sys_mprotect(&c, p, PAGE_SIZE, Perms::R).await;
+                                    c.user_access(p, false).await;
+                                    sys_mprotect(&c, p, PAGE_SIZE, Perms::RW).await;
+                                    c.user_access(p, true).await;
+                                    wake_random(&c, &kq, &mut rq).await;
+                                    c.user_work(rq.gen_range(200..3_000)).await;
+                                }
+                            })
+                        }),
+                    )
+                    .await;
+                    // P's main thread.
+                    let mut rng = streams.stream("churn/main");
+                    let half = me.pages / 2;
+                    let heap = sys_mmap(&ctx, half * PAGE_SIZE, Perms::RW).await;
+                    for i in 0..half {
+                        ctx.user_access(heap + i * PAGE_SIZE, true).await;
+                    }
+                    let second = Rc::new(Cell::new(0u64));
+                    for round in 0..me.rounds {
+                        // Second half in its own table: map and touch.
+                        let b = sys_mmap(&ctx, TABLE_SPAN, Perms::RW).await;
+                        for i in 0..half {
+                            ctx.user_access(b + i * PAGE_SIZE, true).await;
+                        }
+                        second.set(b);
+                        for t in 0..me.threads {
+                            let mut r = streams.stream(&format!("churn/r{round}/t{t}"));
+                            let (kw, second, ops) = (Rc::clone(&kw), Rc::clone(&second), me.ops);
+                            sys_clone_thread(
+                                &ctx,
+                                "P-thread",
+                                None,
+                                Box::new(move |c: Ctx| {
+                                    Box::pin(async move {
+                                        let n = c.w.ncpus();
+                                        for _ in 0..ops {
+                                            match r.gen_range(0..10) {
+                                                0 => {
+                                                    let to = r.gen_range(0..n);
+                                                    sys_sched_setaffinity(&c, one_cpu(n, to)).await;
+                                                }
+                                                1 => wake_random(&c, &kw, &mut r).await,
+                                                k => {
+                                                    let base = if k < 6 || second.get() == 0 {
+                                                        heap
+                                                    } else {
+                                                        second.get()
+                                                    };
+                                                    let va = base + r.gen_range(0..half) * PAGE_SIZE;
+                                                    c.user_access(va, r.gen_bool(0.5)).await;
+                                                }
+                                            }
+                                            c.user_work(r.gen_range(100..2_000)).await;
+                                        }
+                                    })
+                                }),
+                            )
+                            .await;
+                            // Racing with the new thread: change mappings.
+                            let i = rng.gen_range(0..half);
+                            sys_mprotect(&ctx, heap + i * PAGE_SIZE, PAGE_SIZE, Perms::R).await;
+                            ctx.user_work(rng.gen_range(100..1_000)).await;
+                            sys_mprotect(&ctx, heap + i * PAGE_SIZE, PAGE_SIZE, Perms::RW).await;
+                        }
+                        let i = rng.gen_range(0..half);
+                        sys_madvise_dontneed(&ctx, heap + i * PAGE_SIZE, PAGE_SIZE).await;
+                        ctx.user_work(rng.gen_range(1_000..10_000)).await;
+                        second.set(0);
+                        sys_munmap(&ctx, b, TABLE_SPAN).await;
+                        wake_random(&ctx, &kw, &mut rng).await;
+                        // Reap this round's threads (Q is reaped at the end).
+                        for _ in 0..me.threads {
+                            sys_wait(&ctx).await;
+                        }
+                    }
+                    while sys_wait(&ctx).await.is_some() {}
+                })
+            }),
+        )
+    }
+}
