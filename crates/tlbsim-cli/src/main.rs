@@ -50,7 +50,11 @@ enum Cmd {
         #[arg(long, value_delimiter = ',', default_value = "2,4,8,16,32,64,128,256")]
         cpus: Vec<u32>,
         /// TLB policies, comma-separated.
-        #[arg(long, value_delimiter = ',', default_value = "arm64-stock,arm64-skip-broadcast-v2,arm64-cpumask-tracking")]
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "arm64-stock,arm64-skip-broadcast-v2,arm64-cpumask-tracking"
+        )]
         policies: Vec<String>,
         /// Built-in profiles, comma-separated.
         #[arg(long, value_delimiter = ',', default_value = "ampere-32,ampere-2s")]
@@ -203,7 +207,13 @@ fn cmd_sweep(
                 exp.experiment.profile = prof.clone();
                 exp.kernel.tlb_policy = pol.clone();
                 let t0 = Instant::now();
-                let o = match run(&exp, &RunOptions { seed: None, cpus: Some(n) }) {
+                let o = match run(
+                    &exp,
+                    &RunOptions {
+                        seed: None,
+                        cpus: Some(n),
+                    },
+                ) {
                     Ok(o) => o,
                     Err(e) => {
                         eprintln!(
@@ -320,7 +330,14 @@ fn cmd_reproduce(json: Option<&Path>) -> ExitCode {
         "{:<22} {:<34} {:>5} {:>10} {:>10} {:>8}  {:>7}",
         "experiment", "metric", "unit", "published", "simulated", "error", "host s"
     );
-    let mut row = |exp: &str, metric: String, unit: &str, published: f64, sim: f64, host: f64, checker: &str, source: &str| {
+    let mut row = |exp: &str,
+                   metric: String,
+                   unit: &str,
+                   published: f64,
+                   sim: f64,
+                   host: f64,
+                   checker: &str,
+                   source: &str| {
         let err_pct = (sim - published) / published * 100.0;
         println!(
             "{exp:<22} {metric:<34} {unit:>5} {published:>10.4} {sim:>10.4} {err_pct:>+7.1}%  {host:>7.2}   checker: {checker}"
@@ -342,7 +359,16 @@ fn cmd_reproduce(json: Option<&Path>) -> ExitCode {
         };
         let stock = (r.extract)(&o);
         let base = o.kernel.tlb_policy.clone();
-        row(r.experiment, format!("{}, {base}", r.metric), r.unit, r.published, stock, host, &o.checker.verdict, r.source);
+        row(
+            r.experiment,
+            format!("{}, {base}", r.metric),
+            r.unit,
+            r.published,
+            stock,
+            host,
+            &o.checker.verdict,
+            r.source,
+        );
         if let Some(p) = r.patched {
             let (po, phost) = match reproduce_run(&file, r.toml, Some(p.policy)) {
                 Ok(x) => x,
@@ -352,8 +378,26 @@ fn cmd_reproduce(json: Option<&Path>) -> ExitCode {
                 }
             };
             let patched = (r.extract)(&po);
-            row(r.experiment, format!("{}, {}", r.metric, p.policy), r.unit, p.published, patched, phost, &po.checker.verdict, r.source);
-            row(r.experiment, "speedup (stock / patched)".into(), "x", r.published / p.published, stock / patched, 0.0, "-", r.source);
+            row(
+                r.experiment,
+                format!("{}, {}", r.metric, p.policy),
+                r.unit,
+                p.published,
+                patched,
+                phost,
+                &po.checker.verdict,
+                r.source,
+            );
+            row(
+                r.experiment,
+                "speedup (stock / patched)".into(),
+                "x",
+                r.published / p.published,
+                stock / patched,
+                0.0,
+                "-",
+                r.source,
+            );
         }
     }
     if let Some(j) = json {

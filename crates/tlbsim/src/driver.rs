@@ -467,8 +467,7 @@ impl TimingDriver {
         } else {
             0
         };
-        let service =
-            p.dvm_sync_base_ns + p.dvm_sync_per_target_ns * self.w.ncpus() as u64 + cross;
+        let service = p.dvm_sync_base_ns + p.dvm_sync_per_target_ns * self.w.ncpus() as u64 + cross;
         let at = self.now() + service;
         self.q.push(at, Ev::SyncDone(cpu));
     }

@@ -38,7 +38,6 @@ fn elapsed_s(o: &RunOutput) -> f64 {
     o.elapsed_ns as f64 / 1e9
 }
 
-
 /// Every reproduction, in table order.
 pub const REPRODUCTIONS: &[Reproduction] = &[
     Reproduction {
@@ -47,7 +46,8 @@ pub const REPRODUCTIONS: &[Reproduction] = &[
         metric: "elapsed",
         unit: "s",
         published: 2.1696,
-        source: "seed 000 v2 cover letter (perf stat -r 10, for-each-cpu.sh ./mprotect-threaded 10000)",
+        source:
+            "seed 000 v2 cover letter (perf stat -r 10, for-each-cpu.sh ./mprotect-threaded 10000)",
         extract: elapsed_s,
         patched: Some(Patched {
             policy: "arm64-skip-broadcast-v2",
@@ -60,7 +60,8 @@ pub const REPRODUCTIONS: &[Reproduction] = &[
         metric: "elapsed",
         unit: "s",
         published: 0.99018,
-        source: "seed 000 v2 cover letter (for-each-cpu.sh tcmalloc_large_heap_fragmentation_unittest)",
+        source:
+            "seed 000 v2 cover letter (for-each-cpu.sh tcmalloc_large_heap_fragmentation_unittest)",
         extract: elapsed_s,
         patched: Some(Patched {
             policy: "arm64-skip-broadcast-v2",

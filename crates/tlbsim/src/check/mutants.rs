@@ -5,7 +5,7 @@ use crate::engine::exec::KFuture;
 use crate::hw::mem::PAGE_SHIFT;
 use crate::hw::tlb::MmId;
 use crate::kernel::arm64::stock::{
-    flush_mm_as, flush_range_ops, flush_range_as, round_range, use_full_flush, FlushScope, Stock,
+    flush_mm_as, flush_range_as, flush_range_ops, round_range, use_full_flush, FlushScope, Stock,
 };
 use crate::kernel::policy::TlbPolicy;
 use crate::kernel::Ctx;

@@ -187,7 +187,8 @@ impl Workload for Churn {
                                                     } else {
                                                         second.get()
                                                     };
-                                                    let va = base + r.gen_range(0..half) * PAGE_SIZE;
+                                                    let va =
+                                                        base + r.gen_range(0..half) * PAGE_SIZE;
                                                     c.user_access(va, r.gen_bool(0.5)).await;
                                                 }
                                             }

@@ -179,10 +179,12 @@ impl Workload for SortCompute {
                                             Box::new(move |s: Ctx| {
                                                 Box::pin(async move {
                                                     child_start(&s, &m2.anatomy, base).await;
-                                                    let len = m2.sort_buffer_pages.max(1) * PAGE_SIZE;
+                                                    let len =
+                                                        m2.sort_buffer_pages.max(1) * PAGE_SIZE;
                                                     let buf = sys_mmap(&s, len, Perms::RW).await;
                                                     for i in 0..m2.sort_buffer_pages {
-                                                        s.user_access(buf + i * PAGE_SIZE, true).await;
+                                                        s.user_access(buf + i * PAGE_SIZE, true)
+                                                            .await;
                                                     }
                                                     s.user_work(m2.sort_user_ns).await;
                                                     sys_munmap(&s, buf, len).await;

@@ -88,7 +88,10 @@ async fn fork_victim(ctx: &Ctx, v: &Victim, metric: &'static str, stop: Rc<Cell<
                     left -= d;
                 }
                 let dt = c.now() - t0;
-                c.w.stats.borrow_mut().metrics.insert(metric.into(), dt as f64);
+                c.w.stats
+                    .borrow_mut()
+                    .metrics
+                    .insert(metric.into(), dt as f64);
                 stop.set(true);
             })
         }),

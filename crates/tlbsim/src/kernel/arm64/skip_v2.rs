@@ -16,9 +16,7 @@
 //!   (The posted code wrote the re-check as `likely(atomic_read(..)) <= 1`,
 //!   which is always true; `mutant-v2-likely-recheck` models that slip.)
 
-use super::stock::{
-    flush_mm_as, flush_range_as, round_range, twins, use_full_flush, FlushScope,
-};
+use super::stock::{flush_mm_as, flush_range_as, round_range, twins, use_full_flush, FlushScope};
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::{MmId, TlbiScope};
 use crate::kernel::policy::TlbPolicy;
@@ -53,7 +51,11 @@ impl SkipV2 {
     }
 
     fn nr(&self, mm: MmId) -> i64 {
-        self.nr_active.borrow().get(mm as usize).copied().unwrap_or(0)
+        self.nr_active
+            .borrow()
+            .get(mm as usize)
+            .copied()
+            .unwrap_or(0)
     }
 
     fn add(&self, mm: MmId, d: i64) {
@@ -66,7 +68,11 @@ impl SkipV2 {
     }
 
     fn is_not_lazy(&self, ctx: &Ctx) -> bool {
-        self.not_lazy.borrow().get(ctx.cpu()).copied().unwrap_or(false)
+        self.not_lazy
+            .borrow()
+            .get(ctx.cpu())
+            .copied()
+            .unwrap_or(false)
     }
 
     fn set_not_lazy(&self, ctx: &Ctx, v: bool) {

@@ -1,0 +1,112 @@
+//! Seed 000 policies: what they buy and whether the checker accepts them.
+
+use tlbsim::config::{parse_toml, Experiment};
+use tlbsim::driver::RunError;
+use tlbsim::sim::{run, RunOptions, RunOutput, SimError};
+
+fn experiment(policy: &str, cpus: u32, workload: &str, extra: &str) -> Experiment {
+    let text = format!(
+        "[experiment]\nname = \"t\"\nprofile = \"ampere-32\"\n[machine]\ncpus = {cpus}\n[kernel]\ntlb_policy = \"{policy}\"\n[workload]\n{workload}\n{extra}"
+    );
+    parse_toml("test.toml", &text).expect("valid test config")
+}
+
+fn run_seed(e: &Experiment, seed: u64) -> Result<RunOutput, SimError> {
+    run(
+        e,
+        &RunOptions {
+            seed: Some(seed),
+            cpus: None,
+        },
+    )
+}
+
+const SEED000_POLICIES: [&str; 4] = [
+    "arm64-stock",
+    "arm64-skip-broadcast-v2",
+    "arm64-skip-broadcast-v1",
+    "arm64-cpumask-tracking",
+];
+
+#[test]
+fn single_threaded_loops_flush_locally_with_every_seed000_policy() {
+    let wl = "name = \"mprotect\"\niterations = 200";
+    let stock = run_seed(&experiment("arm64-stock", 8, wl, ""), 1).unwrap();
+    for p in &SEED000_POLICIES[1..] {
+        let o = run_seed(&experiment(p, 8, wl, ""), 1).unwrap();
+        assert_eq!(o.checker.verdict, "pass", "{p}");
+        let t = &o.stats.total;
+        assert!(
+            t.flushes_local >= 8 * 200 * 3,
+            "{p}: every loop flush is local ({})",
+            t.flushes_local
+        );
+        assert!(
+            t.flushes_broadcast * 100 < t.flushes_local,
+            "{p}: {} broadcasts",
+            t.flushes_broadcast
+        );
+        assert!(o.elapsed_ns < stock.elapsed_ns, "{p} is faster than stock");
+    }
+}
+
+#[test]
+fn two_threaded_mprotect_gains_nothing_from_v1_or_v2() {
+    let wl = "name = \"mprotect\"\niterations = 200\nprocesses = 4\nthreads = 2";
+    let stock = run_seed(&experiment("arm64-stock", 8, wl, ""), 1).unwrap();
+    for p in ["arm64-skip-broadcast-v1", "arm64-skip-broadcast-v2"] {
+        let o = run_seed(&experiment(p, 8, wl, ""), 1).unwrap();
+        assert_eq!(o.checker.verdict, "pass", "{p}");
+        let t = &o.stats.total;
+        assert!(
+            t.flushes_broadcast >= 8 * 200 * 3,
+            "{p}: both threads run, so every loop flush broadcasts ({})",
+            t.flushes_broadcast
+        );
+        let ratio = stock.elapsed_ns as f64 / o.elapsed_ns as f64;
+        assert!((0.97..1.03).contains(&ratio), "{p}: speedup {ratio}");
+    }
+}
+
+const CHURN: &str = "name = \"churn\"\nrounds = 10";
+const SPECULATE: &str = "[checker]\nspeculative_walks = true\n";
+
+#[test]
+fn churn_stress_passes_stock_v2_and_tracking() {
+    for p in [
+        "arm64-stock",
+        "arm64-skip-broadcast-v2",
+        "arm64-cpumask-tracking",
+    ] {
+        for seed in 1..=6 {
+            let o = run_seed(&experiment(p, 4, CHURN, SPECULATE), seed)
+                .unwrap_or_else(|e| panic!("{p} seed {seed}: {e}"));
+            assert_eq!(o.checker.verdict, "pass");
+            assert!(o.checker.events_checked > 5_000, "{p} explored too little");
+            assert!(o.stats.tables_freed > 0, "munmap frees page tables");
+        }
+    }
+}
+
+#[test]
+fn churn_stress_catches_v1_leaving_stale_entries_on_lazy_cpus() {
+    let e = experiment("arm64-skip-broadcast-v1", 4, CHURN, SPECULATE);
+    match run_seed(&e, 1) {
+        Err(SimError::Run(RunError::Violation(r))) => {
+            assert!(r.contains("no stale hold"), "{r}");
+        }
+        Ok(_) => panic!("v1's lazy-CPU hole was not found"),
+        Err(other) => panic!("unexpected error: {other}"),
+    }
+}
+
+#[test]
+fn victim_reports_its_slowdown() {
+    let wl = "name = \"victim\"\nvictim_work_ns = 2000000";
+    let stock = run_seed(&experiment("arm64-stock", 8, wl, ""), 1).unwrap();
+    let v2 = run_seed(&experiment("arm64-skip-broadcast-v2", 8, wl, ""), 1).unwrap();
+    let s = stock.metrics["victim_slowdown_pct"];
+    let p = v2.metrics["victim_slowdown_pct"];
+    assert!(s > 0.1, "broadcasts stall the victim: {s}");
+    assert!(p.abs() < 0.01, "local flushes do not: {p}");
+}
