@@ -13,7 +13,8 @@ use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::mem::{Perms, PAGE_SIZE};
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
-use crate::kernel::sched::{spawn_user, sys_clone_thread, sys_wait};
+use crate::hw::cpumask::CpuMask;
+use crate::kernel::sched::{spawn_user, sys_clone_thread, sys_sched_setaffinity, sys_wait};
 use crate::kernel::{Ctx, TaskId, World};
 use rand::Rng as _;
 use serde::Deserialize;
@@ -38,6 +39,11 @@ pub struct Threads {
     /// `threads/readerN`.
     #[serde(default = "reader_ns")]
     pub reader_gap_ns: u64,
+    /// Readers hop between two CPUs (their own and the next free one)
+    /// after every access, so they keep leaving and re-entering the mm:
+    /// the switch-in races with thread 0's flushes.
+    #[serde(default)]
+    pub reader_hop: bool,
 }
 
 fn two() -> u32 {
@@ -91,6 +97,7 @@ impl Workload for Threads {
                     for i in 1..me.threads {
                         let (done, page) = (Rc::clone(&done), Rc::clone(&page));
                         let gap = me.reader_gap_ns;
+                        let (hop, me_threads) = (me.reader_hop, me.threads);
                         let mut rng = streams.stream(&format!("threads/reader{i}"));
                         sys_clone_thread(
                             &ctx,
@@ -99,6 +106,10 @@ impl Workload for Threads {
                             Box::new(move |c: Ctx| {
                                 Box::pin(async move {
                                     let mut write = false;
+                                    let ncpu = c.w.ncpus();
+                                    let home = (i % n) as usize;
+                                    let away = ((i + me_threads) % n) as usize;
+                                    let mut at_home = true;
                                     while !done.get() {
                                         let p = page.get();
                                         if p != 0 {
@@ -106,6 +117,12 @@ impl Workload for Threads {
                                             c.user_access(p, write).await;
                                         }
                                         write = !write;
+                                        if hop {
+                                            at_home = !at_home;
+                                            let mut m = CpuMask::new(ncpu);
+                                            m.set(if at_home { home } else { away });
+                                            sys_sched_setaffinity(&c, Some(m)).await;
+                                        }
                                         // Jittered gap (0.5x..1.5x): the seed picks the interleaving.
                                         c.user_work(gap / 2 + rng.gen_range(0..=gap)).await;
                                     }
