@@ -72,6 +72,9 @@ enum Cmd {
         /// Also write the rows as a JSON array to this file.
         #[arg(long)]
         json: Option<PathBuf>,
+        /// Only experiments whose name contains this text.
+        #[arg(long)]
+        only: Option<String>,
     },
 }
 
@@ -131,7 +134,7 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Cmd::Reproduce { json } => cmd_reproduce(json.as_deref()),
+        Cmd::Reproduce { json, only } => cmd_reproduce(json.as_deref(), only.as_deref()),
     }
 }
 
@@ -324,12 +327,8 @@ fn reproduce_run(file: &str, toml: &str, policy: Option<&str>) -> Result<(RunOut
     Ok((o, t0.elapsed().as_secs_f64()))
 }
 
-fn cmd_reproduce(json: Option<&Path>) -> ExitCode {
+fn cmd_reproduce(json: Option<&Path>, only: Option<&str>) -> ExitCode {
     let mut rows = Vec::new();
-    println!(
-        "{:<22} {:<34} {:>5} {:>10} {:>10} {:>8}  {:>7}",
-        "experiment", "metric", "unit", "published", "simulated", "error", "host s"
-    );
     let mut row = |exp: &str,
                    metric: String,
                    unit: &str,
@@ -348,7 +347,27 @@ fn cmd_reproduce(json: Option<&Path>) -> ExitCode {
             "source": source, "checker": checker,
         }));
     };
-    for r in tlbsim::reproduce::REPRODUCTIONS {
+    let selected: Vec<_> = tlbsim::reproduce::REPRODUCTIONS
+        .iter()
+        .filter(|r| only.is_none_or(|o| r.experiment.contains(o)))
+        .collect();
+    if selected.is_empty() {
+        let names: Vec<_> = tlbsim::reproduce::REPRODUCTIONS
+            .iter()
+            .map(|r| r.experiment)
+            .collect();
+        eprintln!(
+            "error: --only {:?} matches no experiment (known: {})",
+            only.unwrap_or_default(),
+            names.join(", ")
+        );
+        return ExitCode::from(2);
+    }
+    println!(
+        "{:<22} {:<34} {:>5} {:>10} {:>10} {:>8}  {:>7}",
+        "experiment", "metric", "unit", "published", "simulated", "error", "host s"
+    );
+    for r in selected {
         let file = format!("<built-in experiments/{}.toml>", r.experiment);
         let (o, host) = match reproduce_run(&file, r.toml, None) {
             Ok(x) => x,

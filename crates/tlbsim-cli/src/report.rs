@@ -48,6 +48,27 @@ pub fn table(o: &RunOutput, host_s: f64, per_cpu: bool) -> String {
         "page_walks",
         format!("# {} walk-cache hits", thousands(t.walk_cache_hits)),
     );
+    let flushes = t.flushes_broadcast + t.flushes_local + t.flushes_skipped;
+    let share = |v: u64| {
+        if flushes == 0 {
+            String::new()
+        } else {
+            format!("# {:>9.1} % of flushes", v as f64 * 100.0 / flushes as f64)
+        }
+    };
+    for (v, name) in [
+        (t.flushes_broadcast, "flush.broadcast"),
+        (t.flushes_local, "flush.local"),
+        (t.flushes_skipped, "flush.skipped"),
+    ] {
+        row(&mut s, v, name, share(v));
+    }
+    row(
+        &mut s,
+        t.stale_switch_flushes,
+        "flush.stale_on_switch",
+        per(t.stale_switch_flushes),
+    );
     for (v, name) in [
         (t.context_switches, "context_switches"),
         (t.syscalls, "syscalls"),

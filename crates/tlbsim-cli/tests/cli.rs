@@ -105,12 +105,23 @@ fn profiles_and_policies_are_listed() {
 #[test]
 fn reproduce_writes_rows_scripts_can_check() {
     let out = scratch("rows.json", "");
-    let o = tlbsim(&["reproduce", "--json", out.to_str().unwrap()]);
+    let o = tlbsim(&[
+        "reproduce",
+        "--only",
+        "seed000-mprotect",
+        "--json",
+        out.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let rows: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let rows = rows.as_array().unwrap();
-    assert!(!rows.is_empty());
+    assert_eq!(rows.len(), 3, "stock, patched and speedup rows");
+    // Issue 3's acceptance: the mprotect speedup within +-20 % of 15.6x.
+    let speedup = &rows[2];
+    assert_eq!(speedup["unit"], "x");
+    let e = speedup["error_pct"].as_f64().unwrap();
+    assert!(e.abs() <= 20.0, "speedup error {e} %");
     for r in rows {
         for k in ["experiment", "metric", "unit"] {
             assert!(r[k].is_string(), "{k}");

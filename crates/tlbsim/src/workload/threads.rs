@@ -11,9 +11,9 @@
 
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
+use crate::hw::cpumask::CpuMask;
 use crate::hw::mem::{Perms, PAGE_SIZE};
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
-use crate::hw::cpumask::CpuMask;
 use crate::kernel::sched::{spawn_user, sys_clone_thread, sys_sched_setaffinity, sys_wait};
 use crate::kernel::{Ctx, TaskId, World};
 use rand::Rng as _;
