@@ -5,7 +5,7 @@ use crate::engine::exec::KFuture;
 use crate::hw::mem::PAGE_SHIFT;
 use crate::hw::tlb::MmId;
 use crate::kernel::arm64::stock::{
-    flush_mm_as, flush_range_as, flush_range_ops, round_range, use_full_flush, FlushScope, Stock,
+    decided_flush_range, flush_range_ops, round_range, use_full_flush, FlushScope, Stock,
 };
 use crate::kernel::policy::TlbPolicy;
 use crate::kernel::Ctx;
@@ -31,13 +31,8 @@ impl TlbPolicy for RangeNoBroadcast {
         stride: u64,
         last_level: bool,
     ) -> KFuture<'a, ()> {
-        Box::pin(async move {
-            let range = round_range(start, end, stride);
-            if use_full_flush(ctx, range.0, range.1, stride) {
-                return flush_mm_as(ctx, mm, FlushScope::Local).await;
-            }
-            flush_range_as(ctx, mm, range, stride, last_level, FlushScope::Local).await;
-        })
+        let local = Box::pin(async { FlushScope::Local });
+        decided_flush_range(ctx, mm, (start, end), stride, last_level, local)
     }
 }
 

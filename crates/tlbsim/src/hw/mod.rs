@@ -159,8 +159,29 @@ impl Hw {
             }
             return (Ok(()), info);
         }
-        // Walk: start from the deepest walk-cache entry, else from the PGD.
-        let (mut level, mut table) = match c.tlb.walk_lookup(ttbr.asid, va) {
+        let Some(pte) = self.walk(cpu, ttbr, va, trace, &mut info) else {
+            return (Err(Fault::Translation), info);
+        };
+        if (write && !pte.perms.write()) || !pte.perms.read() {
+            return (Err(Fault::Permission), info);
+        }
+        self.fill_leaf(cpu, ttbr, vpn, pte);
+        (Ok(()), info)
+    }
+
+    /// The table walk of `va` through `ttbr`: starts from the deepest
+    /// walk-cache entry (recorded in `trace`), else from the PGD, caches
+    /// every table descriptor it reads, and returns the leaf PTE if `va` is
+    /// mapped. `info` counts the levels read.
+    fn walk(
+        &mut self,
+        cpu: CpuId,
+        ttbr: Ttbr0,
+        va: u64,
+        trace: &mut Vec<AccessTrace>,
+        info: &mut AccessInfo,
+    ) -> Option<Pte> {
+        let (mut level, mut table) = match self.cpus[cpu].tlb.walk_lookup(ttbr.asid, va) {
             Some(w) => {
                 info.walk_cache_hit = true;
                 trace.push(AccessTrace::UsedWalk(w));
@@ -170,61 +191,6 @@ impl Hw {
         };
         loop {
             info.levels_walked += 1;
-            let idx = level_index(va, level);
-            let desc = self.mem.table(table).entries.get(&idx).copied();
-            match desc {
-                Some(Desc::Table(next)) if level < LEVELS - 1 => {
-                    let inst = self.mem.table(next).instance;
-                    self.cpus[cpu].tlb.walk_insert(WalkEntry {
-                        asid: ttbr.asid,
-                        level,
-                        va_prefix: va >> level_shift(level),
-                        next,
-                        next_instance: inst,
-                        mm: ttbr.mm,
-                    });
-                    level += 1;
-                    table = next;
-                }
-                Some(Desc::Page(pte)) if level == LEVELS - 1 => {
-                    if (write && !pte.perms.write()) || !pte.perms.read() {
-                        return (Err(Fault::Permission), info);
-                    }
-                    self.cpus[cpu].tlb.insert(LeafEntry {
-                        asid: ttbr.asid,
-                        vpn,
-                        pfn: pte.pfn,
-                        perms: pte.perms,
-                        version: pte.version,
-                        mm: ttbr.mm,
-                    });
-                    return (Ok(()), info);
-                }
-                _ => return (Err(Fault::Translation), info),
-            }
-        }
-    }
-
-    /// A speculative table walk of `va` by `cpu` through its current TTBR0:
-    /// the hardware may do this at any time the tables are installed (it
-    /// fills the TLB and walk cache; no permission check, no fault). Used
-    /// walk-cache entries go to `trace`, as for an access.
-    pub fn speculate(&mut self, cpu: CpuId, va: u64, trace: &mut Vec<AccessTrace>) {
-        let Some(ttbr) = self.cpus[cpu].ttbr0 else {
-            return;
-        };
-        let vpn = va >> PAGE_SHIFT;
-        if self.cpus[cpu].tlb.lookup(ttbr.asid, vpn).is_some() {
-            return;
-        }
-        let (mut level, mut table) = match self.cpus[cpu].tlb.walk_lookup(ttbr.asid, va) {
-            Some(w) => {
-                trace.push(AccessTrace::UsedWalk(w));
-                (w.level + 1, w.next)
-            }
-            None => (0, ttbr.pgd),
-        };
-        loop {
             let idx = level_index(va, level);
             match self.mem.table(table).entries.get(&idx).copied() {
                 Some(Desc::Table(next)) if level < LEVELS - 1 => {
@@ -240,19 +206,37 @@ impl Hw {
                     level += 1;
                     table = next;
                 }
-                Some(Desc::Page(pte)) if level == LEVELS - 1 => {
-                    self.cpus[cpu].tlb.insert(LeafEntry {
-                        asid: ttbr.asid,
-                        vpn,
-                        pfn: pte.pfn,
-                        perms: pte.perms,
-                        version: pte.version,
-                        mm: ttbr.mm,
-                    });
-                    return;
-                }
-                _ => return,
+                Some(Desc::Page(pte)) if level == LEVELS - 1 => return Some(pte),
+                _ => return None,
             }
+        }
+    }
+
+    fn fill_leaf(&mut self, cpu: CpuId, ttbr: Ttbr0, vpn: u64, pte: Pte) {
+        self.cpus[cpu].tlb.insert(LeafEntry {
+            asid: ttbr.asid,
+            vpn,
+            pfn: pte.pfn,
+            perms: pte.perms,
+            version: pte.version,
+            mm: ttbr.mm,
+        });
+    }
+
+    /// A speculative table walk of `va` by `cpu` through its current TTBR0:
+    /// the hardware may do this at any time the tables are installed (it
+    /// fills the TLB and walk cache; no permission check, no fault). Used
+    /// walk-cache entries go to `trace`, as for an access.
+    pub fn speculate(&mut self, cpu: CpuId, va: u64, trace: &mut Vec<AccessTrace>) {
+        let Some(ttbr) = self.cpus[cpu].ttbr0 else {
+            return;
+        };
+        let vpn = va >> PAGE_SHIFT;
+        if self.cpus[cpu].tlb.lookup(ttbr.asid, vpn).is_some() {
+            return;
+        }
+        if let Some(pte) = self.walk(cpu, ttbr, va, trace, &mut AccessInfo::default()) {
+            self.fill_leaf(cpu, ttbr, vpn, pte);
         }
     }
 

@@ -10,7 +10,7 @@
 //! loading TTBR0; the flusher has written the PTE before it reads the mask.
 //! Either the flusher sees the bit, or the new CPU's walks see the new PTE.
 
-use super::stock::{flush_mm_as, flush_range_as, round_range, use_full_flush, FlushScope, Stock};
+use super::stock::{decided_flush_mm, decided_flush_range, FlushScope, Stock};
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;
 use crate::kernel::policy::TlbPolicy;
@@ -54,10 +54,7 @@ impl TlbPolicy for CpumaskTracking {
     }
 
     fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
-        Box::pin(async move {
-            let scope = self.check(ctx, mm).await;
-            flush_mm_as(ctx, mm, scope).await;
-        })
+        decided_flush_mm(ctx, mm, Box::pin(self.check(ctx, mm)))
     }
 
     fn flush_tlb_range<'a>(
@@ -69,13 +66,7 @@ impl TlbPolicy for CpumaskTracking {
         stride: u64,
         last_level: bool,
     ) -> KFuture<'a, ()> {
-        Box::pin(async move {
-            let range = round_range(start, end, stride);
-            if use_full_flush(ctx, range.0, range.1, stride) {
-                return self.flush_tlb_mm(ctx, mm).await;
-            }
-            let scope = self.check(ctx, mm).await;
-            flush_range_as(ctx, mm, range, stride, last_level, scope).await;
-        })
+        let decide = Box::pin(self.check(ctx, mm));
+        decided_flush_range(ctx, mm, (start, end), stride, last_level, decide)
     }
 }

@@ -11,7 +11,7 @@
 //! a kernel thread on the old tables).
 
 use super::skip_v2::flush_if_stale;
-use super::stock::{flush_mm_as, flush_range_as, round_range, use_full_flush, FlushScope};
+use super::stock::{decided_flush_mm, decided_flush_range, FlushScope};
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;
 use crate::kernel::policy::TlbPolicy;
@@ -70,10 +70,7 @@ impl TlbPolicy for SkipV1 {
     }
 
     fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
-        Box::pin(async move {
-            let scope = self.check(ctx, mm).await;
-            flush_mm_as(ctx, mm, scope).await;
-        })
+        decided_flush_mm(ctx, mm, Box::pin(self.check(ctx, mm)))
     }
 
     fn flush_tlb_range<'a>(
@@ -85,13 +82,7 @@ impl TlbPolicy for SkipV1 {
         stride: u64,
         last_level: bool,
     ) -> KFuture<'a, ()> {
-        Box::pin(async move {
-            let range = round_range(start, end, stride);
-            if use_full_flush(ctx, range.0, range.1, stride) {
-                return self.flush_tlb_mm(ctx, mm).await;
-            }
-            let scope = self.check(ctx, mm).await;
-            flush_range_as(ctx, mm, range, stride, last_level, scope).await;
-        })
+        let decide = Box::pin(self.check(ctx, mm));
+        decided_flush_range(ctx, mm, (start, end), stride, last_level, decide)
     }
 }

@@ -16,7 +16,7 @@
 //!   (The posted code wrote the re-check as `likely(atomic_read(..)) <= 1`,
 //!   which is always true; `mutant-v2-likely-recheck` models that slip.)
 
-use super::stock::{flush_mm_as, flush_range_as, round_range, twins, use_full_flush, FlushScope};
+use super::stock::{decided_flush_mm, decided_flush_range, twins, FlushScope};
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::{MmId, TlbiScope};
 use crate::kernel::policy::TlbPolicy;
@@ -189,10 +189,7 @@ impl TlbPolicy for SkipV2 {
     }
 
     fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
-        Box::pin(async move {
-            let scope = self.check(ctx, mm).await;
-            flush_mm_as(ctx, mm, scope).await;
-        })
+        decided_flush_mm(ctx, mm, Box::pin(self.check(ctx, mm)))
     }
 
     fn flush_tlb_range<'a>(
@@ -204,13 +201,7 @@ impl TlbPolicy for SkipV2 {
         stride: u64,
         last_level: bool,
     ) -> KFuture<'a, ()> {
-        Box::pin(async move {
-            let range = round_range(start, end, stride);
-            if use_full_flush(ctx, range.0, range.1, stride) {
-                return self.flush_tlb_mm(ctx, mm).await;
-            }
-            let scope = self.check(ctx, mm).await;
-            flush_range_as(ctx, mm, range, stride, last_level, scope).await;
-        })
+        let decide = Box::pin(self.check(ctx, mm));
+        decided_flush_range(ctx, mm, (start, end), stride, last_level, decide)
     }
 }

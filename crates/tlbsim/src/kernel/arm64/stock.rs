@@ -160,6 +160,41 @@ pub async fn flush_range_as(
     }
 }
 
+/// `flush_tlb_mm` of a policy that decides the scope of each flush:
+/// awaits `decide`, then flushes the ASID with that scope.
+pub fn decided_flush_mm<'a>(
+    ctx: &'a Ctx,
+    mm: MmId,
+    decide: KFuture<'a, FlushScope>,
+) -> KFuture<'a, ()> {
+    Box::pin(async move {
+        let scope = decide.await;
+        flush_mm_as(ctx, mm, scope).await;
+    })
+}
+
+/// `__flush_tlb_range` of a policy that decides the scope of each flush:
+/// rounds the range, awaits `decide`, then flushes the range (or, above the
+/// per-op limits, the whole ASID) with that scope.
+pub fn decided_flush_range<'a>(
+    ctx: &'a Ctx,
+    mm: MmId,
+    (start, end): (u64, u64),
+    stride: u64,
+    last_level: bool,
+    decide: KFuture<'a, FlushScope>,
+) -> KFuture<'a, ()> {
+    Box::pin(async move {
+        let range = round_range(start, end, stride);
+        let scope = decide.await;
+        if use_full_flush(ctx, range.0, range.1, stride) {
+            flush_mm_as(ctx, mm, scope).await;
+        } else {
+            flush_range_as(ctx, mm, range, stride, last_level, scope).await;
+        }
+    })
+}
+
 impl TlbPolicy for Stock {
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
         Box::pin(async move {
@@ -182,12 +217,7 @@ impl TlbPolicy for Stock {
         stride: u64,
         last_level: bool,
     ) -> KFuture<'a, ()> {
-        Box::pin(async move {
-            let range = round_range(start, end, stride);
-            if use_full_flush(ctx, range.0, range.1, stride) {
-                return flush_mm_as(ctx, mm, FlushScope::Broadcast).await;
-            }
-            flush_range_as(ctx, mm, range, stride, last_level, FlushScope::Broadcast).await;
-        })
+        let always = Box::pin(async { FlushScope::Broadcast });
+        decided_flush_range(ctx, mm, (start, end), stride, last_level, always)
     }
 }
