@@ -19,9 +19,6 @@ impl TlbPolicy for RangeNoBroadcast {
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
         Stock.switch_mm(ctx, prev, next)
     }
-    fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
-        Stock.flush_tlb_mm(ctx, mm)
-    }
     fn flush_tlb_range<'a>(
         &'a self,
         ctx: &'a Ctx,

@@ -1,6 +1,7 @@
 //! The seams where architecture policies plug in, and the registries that
 //! choose them by name. Adding a policy = one file + one line here.
 
+use super::arm64::stock::{decided_flush_mm, decided_flush_range, FlushScope};
 use super::{Ctx, World};
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::{Asid, MmId};
@@ -27,8 +28,17 @@ pub trait TlbPolicy {
         let _ = (ctx, mm);
         Box::pin(async {})
     }
+    /// Where this CPU's next flush of `mm` goes (seed 000's
+    /// `tlb_flush_check`). Used by the provided `flush_tlb_mm` and
+    /// `flush_tlb_range`; the default always broadcasts (stock arm64).
+    fn flush_scope<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, FlushScope> {
+        let _ = (ctx, mm);
+        Box::pin(async { FlushScope::Broadcast })
+    }
     /// `flush_tlb_mm(mm)`: invalidate every translation of `mm`.
-    fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()>;
+    fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
+        decided_flush_mm(ctx, mm, self.flush_scope(ctx, mm))
+    }
     /// `__flush_tlb_range(vma, start, end, stride, last_level)`: `stride` is
     /// the size in bytes of the level cleared; `last_level` is false when
     /// page-table pages were freed (walk caches must be invalidated too).
@@ -40,7 +50,10 @@ pub trait TlbPolicy {
         end: u64,
         stride: u64,
         last_level: bool,
-    ) -> KFuture<'a, ()>;
+    ) -> KFuture<'a, ()> {
+        let scope = self.flush_scope(ctx, mm);
+        decided_flush_range(ctx, mm, (start, end), stride, last_level, scope)
+    }
     /// `flush_tlb_page(vma, va)`.
     fn flush_tlb_page<'a>(&'a self, ctx: &'a Ctx, mm: MmId, va: u64) -> KFuture<'a, ()> {
         self.flush_tlb_range(

@@ -11,7 +11,7 @@
 //! a kernel thread on the old tables).
 
 use super::skip_v2::flush_if_stale;
-use super::stock::{decided_flush_mm, decided_flush_range, FlushScope};
+use super::stock::FlushScope;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;
 use crate::kernel::policy::TlbPolicy;
@@ -69,20 +69,7 @@ impl TlbPolicy for SkipV1 {
         w.k.borrow_mut().mms[mm as usize].cpumask.clear_all();
     }
 
-    fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
-        decided_flush_mm(ctx, mm, Box::pin(self.check(ctx, mm)))
-    }
-
-    fn flush_tlb_range<'a>(
-        &'a self,
-        ctx: &'a Ctx,
-        mm: MmId,
-        start: u64,
-        end: u64,
-        stride: u64,
-        last_level: bool,
-    ) -> KFuture<'a, ()> {
-        let decide = Box::pin(self.check(ctx, mm));
-        decided_flush_range(ctx, mm, (start, end), stride, last_level, decide)
+    fn flush_scope<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, FlushScope> {
+        Box::pin(self.check(ctx, mm))
     }
 }

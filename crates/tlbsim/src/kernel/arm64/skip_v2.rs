@@ -16,7 +16,7 @@
 //!   (The posted code wrote the re-check as `likely(atomic_read(..)) <= 1`,
 //!   which is always true; `mutant-v2-likely-recheck` models that slip.)
 
-use super::stock::{decided_flush_mm, decided_flush_range, twins, FlushScope};
+use super::stock::{twins, FlushScope};
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::{MmId, TlbiScope};
 use crate::kernel::policy::TlbPolicy;
@@ -188,20 +188,7 @@ impl TlbPolicy for SkipV2 {
         w.k.borrow_mut().mms[mm as usize].cpumask.clear_all();
     }
 
-    fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
-        decided_flush_mm(ctx, mm, Box::pin(self.check(ctx, mm)))
-    }
-
-    fn flush_tlb_range<'a>(
-        &'a self,
-        ctx: &'a Ctx,
-        mm: MmId,
-        start: u64,
-        end: u64,
-        stride: u64,
-        last_level: bool,
-    ) -> KFuture<'a, ()> {
-        let decide = Box::pin(self.check(ctx, mm));
-        decided_flush_range(ctx, mm, (start, end), stride, last_level, decide)
+    fn flush_scope<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, FlushScope> {
+        Box::pin(self.check(ctx, mm))
     }
 }

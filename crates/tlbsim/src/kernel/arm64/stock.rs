@@ -203,21 +203,4 @@ impl TlbPolicy for Stock {
             }
         })
     }
-
-    fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
-        Box::pin(flush_mm_as(ctx, mm, FlushScope::Broadcast))
-    }
-
-    fn flush_tlb_range<'a>(
-        &'a self,
-        ctx: &'a Ctx,
-        mm: MmId,
-        start: u64,
-        end: u64,
-        stride: u64,
-        last_level: bool,
-    ) -> KFuture<'a, ()> {
-        let always = Box::pin(async { FlushScope::Broadcast });
-        decided_flush_range(ctx, mm, (start, end), stride, last_level, always)
-    }
 }
