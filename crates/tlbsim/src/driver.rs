@@ -219,25 +219,12 @@ impl TimingDriver {
     }
 
     fn speculate(&mut self, cpu: CpuId) {
-        let w = Rc::clone(&self.w);
-        let Some(t) = w.hw.borrow().cpus[cpu].ttbr0 else {
+        let Some(t) = self.w.hw.borrow().cpus[cpu].ttbr0 else {
             return;
         };
-        let Some((mm, va)) = self.last_va[cpu] else {
-            return;
-        };
-        if mm != t.mm {
-            return;
-        }
-        self.trace.clear();
-        w.hw.borrow_mut().speculate(cpu, va, &mut self.trace);
-        for tr in std::mem::take(&mut self.trace) {
-            if let AccessTrace::UsedWalk(entry) = tr {
-                w.emit(Event::WalkUse {
-                    cpu,
-                    running: t.mm,
-                    entry,
-                });
+        if let Some((mm, va)) = self.last_va[cpu] {
+            if mm == t.mm {
+                crate::effects::speculate(&self.w, cpu, va, &mut self.trace);
             }
         }
     }
@@ -271,38 +258,7 @@ impl TimingDriver {
                 if self.speculative {
                     self.last_va[cpu] = w.hw.borrow().cpus[cpu].ttbr0.map(|t| (t.mm, va));
                 }
-                self.trace.clear();
-                let (r, info) = w.hw.borrow_mut().access(cpu, va, write, &mut self.trace);
-                {
-                    let mut st = w.stats.borrow_mut();
-                    let c = &mut st.cpu[cpu];
-                    if info.tlb_hit {
-                        c.tlb_hits += 1;
-                    } else {
-                        c.tlb_misses += 1;
-                        c.page_walks += 1;
-                        c.walk_levels += u64::from(info.levels_walked);
-                        c.walk_cache_hits += u64::from(info.walk_cache_hit);
-                    }
-                }
-                let running = w.hw.borrow().cpus[cpu].ttbr0.map(|t| t.mm);
-                if let Some(running) = running {
-                    for tr in std::mem::take(&mut self.trace) {
-                        let ev = match tr {
-                            AccessTrace::UsedLeaf(entry) => Event::LeafUse {
-                                cpu,
-                                running,
-                                entry,
-                            },
-                            AccessTrace::UsedWalk(entry) => Event::WalkUse {
-                                cpu,
-                                running,
-                                entry,
-                            },
-                        };
-                        w.emit(ev);
-                    }
-                }
+                let (r, info) = crate::effects::access(&w, cpu, va, write, &mut self.trace);
                 let cost = if info.tlb_hit {
                     p.tlb.tlb_hit_ns
                 } else {
@@ -312,34 +268,26 @@ impl TimingDriver {
                 self.after(cpu, cost + s, OpResult::Access(r));
             }
             Op::Tlbi { scope, broadcast } => {
-                if broadcast {
-                    w.stats.borrow_mut().cpu[cpu].tlbi_broadcast += 1;
-                    let n = w.ncpus();
-                    let targets = crate::hw::cpumask::CpuMask::full(n);
-                    let id = w.hw.borrow_mut().tlbi_broadcast(cpu, scope, targets);
-                    let cross = if p.topology.sockets > 1 {
-                        p.arm64.dvm_cross_socket_ns
-                    } else {
-                        0
-                    };
-                    let at = self.now() + p.arm64.dvm_op_latency_ns + cross;
-                    self.q.push(at, Ev::DvmApply(id));
-                    self.after(cpu, p.arm64.tlbi_broadcast_issue_ns, OpResult::Unit);
-                } else {
-                    w.stats.borrow_mut().cpu[cpu].tlbi_local += 1;
-                    w.hw.borrow_mut().tlbi_local(cpu, scope);
-                    let cost = if whole_tlb(scope) {
-                        p.arm64.tlbi_local_all_ns
-                    } else {
-                        p.arm64.tlbi_local_ns
-                    };
-                    self.after(cpu, cost, OpResult::Unit);
+                match crate::effects::tlbi(&w, cpu, scope, broadcast) {
+                    Some(id) => {
+                        let cross = if p.topology.sockets > 1 {
+                            p.arm64.dvm_cross_socket_ns
+                        } else {
+                            0
+                        };
+                        let at = self.now() + p.arm64.dvm_op_latency_ns + cross;
+                        self.q.push(at, Ev::DvmApply(id));
+                        self.after(cpu, p.arm64.tlbi_broadcast_issue_ns, OpResult::Unit);
+                    }
+                    None => {
+                        let cost = if whole_tlb(scope) {
+                            p.arm64.tlbi_local_all_ns
+                        } else {
+                            p.arm64.tlbi_local_ns
+                        };
+                        self.after(cpu, cost, OpResult::Unit);
+                    }
                 }
-                w.emit(Event::Tlbi {
-                    cpu,
-                    scope,
-                    broadcast,
-                });
             }
             Op::DsbSt | Op::DsbNsh => self.after(cpu, p.arm64.dsb_local_ns, OpResult::Unit),
             Op::Isb => self.after(cpu, p.arm64.isb_ns, OpResult::Unit),
@@ -352,14 +300,7 @@ impl TimingDriver {
                 }
             }
             Op::SetTtbr0(t) => {
-                w.hw.borrow_mut().set_ttbr0(cpu, t);
-                if let Some(t) = t {
-                    w.emit(Event::AsidLoad {
-                        cpu,
-                        mm: t.mm,
-                        asid: t.asid,
-                    });
-                }
+                crate::effects::set_ttbr0(&w, cpu, t);
                 self.after(cpu, p.arm64.ttbr_write_ns, OpResult::Unit);
             }
             Op::Atomic => self.after(cpu, p.kernel.atomic_ns, OpResult::Unit),

@@ -11,6 +11,7 @@
 pub mod check;
 pub mod config;
 pub mod driver;
+pub mod effects;
 pub mod engine;
 pub mod hw;
 pub mod kernel;
