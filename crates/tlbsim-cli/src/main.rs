@@ -63,6 +63,42 @@ enum Cmd {
         #[arg(long)]
         csv: PathBuf,
     },
+    /// Explore schedules of an experiment under the checker (the explorer:
+    /// which CPU steps next, when TLBIs arrive, speculative fills).
+    Check {
+        /// Experiment file (TOML).
+        experiment: PathBuf,
+        /// random, pct or exhaustive.
+        #[arg(long, default_value = "random")]
+        strategy: String,
+        /// Most schedules to run.
+        #[arg(long, default_value_t = 1000)]
+        schedules: u64,
+        /// Seed of the schedule choices.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// PCT bug depth.
+        #[arg(long, default_value_t = 3)]
+        depth: u32,
+        /// Exhaustive search: most preemptions per schedule.
+        #[arg(long, default_value_t = 2)]
+        preemptions: u32,
+        /// Actions per schedule before it is cut off.
+        #[arg(long, default_value_t = 200_000)]
+        max_actions: usize,
+        /// Speculative fills per schedule.
+        #[arg(long, default_value_t = 2)]
+        speculation: u32,
+        /// Number of CPUs (overrides the profile).
+        #[arg(long)]
+        cpus: Option<u32>,
+        /// TLB policy (overrides [kernel] tlb_policy).
+        #[arg(long)]
+        policy: Option<String>,
+        /// Re-run one schedule, as printed by a failing check.
+        #[arg(long)]
+        replay: Option<String>,
+    },
     /// List the built-in machine profiles.
     Profiles,
     /// List the registered policies and workloads.
@@ -97,6 +133,38 @@ fn main() -> ExitCode {
             json.as_deref(),
             per_cpu,
         ),
+        Cmd::Check {
+            experiment,
+            strategy,
+            schedules,
+            seed,
+            depth,
+            preemptions,
+            max_actions,
+            speculation,
+            cpus,
+            policy,
+            replay,
+        } => {
+            let strategy = match strategy.as_str() {
+                "random" => tlbsim::explore::Strategy::Random,
+                "pct" => tlbsim::explore::Strategy::Pct(depth),
+                "exhaustive" => tlbsim::explore::Strategy::Exhaustive(preemptions),
+                other => {
+                    eprintln!("error: --strategy {other:?}: expected random, pct or exhaustive");
+                    return ExitCode::from(2);
+                }
+            };
+            let opts = tlbsim::explore::CheckOptions {
+                strategy,
+                schedules,
+                seed,
+                max_actions,
+                speculation,
+                cpus,
+            };
+            cmd_check(&experiment, &opts, policy, replay.as_deref())
+        }
         Cmd::Sweep {
             experiment,
             cpus,
@@ -184,6 +252,80 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
 struct Overrides {
     policy: Option<String>,
     profile: Option<String>,
+}
+
+fn cmd_check(
+    path: &Path,
+    opts: &tlbsim::explore::CheckOptions,
+    policy: Option<String>,
+    replay: Option<&str>,
+) -> ExitCode {
+    let (mut exp, text) = match load(path) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut base = format!("tlbsim check {}", path.display());
+    if let Some(c) = opts.cpus {
+        base.push_str(&format!(" --cpus {c}"));
+    }
+    if let Some(p) = policy {
+        base.push_str(&format!(" --policy {p}"));
+        exp.kernel.tlb_policy = p;
+    }
+    if let Some(s) = replay {
+        return match tlbsim::explore::check_replay(&exp, opts.cpus, s) {
+            Ok(tlbsim::explore::Outcome::Violation(r)) => {
+                println!("replayed: checker violation:\n{r}");
+                ExitCode::FAILURE
+            }
+            Ok(o) => {
+                println!("replayed: {o:?}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    let t0 = Instant::now();
+    let rep = match tlbsim::explore::check(&exp, opts) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!(
+                "error: {}",
+                describe(&e, &path.display().to_string(), &text)
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let secs = t0.elapsed().as_secs_f64();
+    println!(
+        "{} schedules ({} complete, {} cut at {} actions{}), {} actions, {:.1} s: {:.0} schedules/s, {:.2} M actions/s",
+        rep.schedules,
+        rep.completed,
+        rep.bounded,
+        opts.max_actions,
+        if rep.exhausted { "; search exhausted" } else { "" },
+        rep.actions,
+        secs,
+        rep.schedules as f64 / secs.max(1e-9),
+        rep.actions as f64 / secs.max(1e-9) / 1e6
+    );
+    match rep.failure {
+        None => {
+            println!("checker: pass");
+            ExitCode::SUCCESS
+        }
+        Some(f) => {
+            println!("schedule {} fails:\n{}", f.index, f.report);
+            println!("replay: {base} --replay '{}'", f.schedule);
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn cmd_sweep(

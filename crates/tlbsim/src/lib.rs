@@ -13,6 +13,7 @@ pub mod config;
 pub mod driver;
 pub mod effects;
 pub mod engine;
+pub mod explore;
 pub mod hw;
 pub mod kernel;
 pub mod observe;

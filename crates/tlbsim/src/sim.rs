@@ -6,10 +6,12 @@ use crate::config::{builtin_profile, Experiment, KernelConfig, Profile, Workload
 use crate::driver::{RunError, TimingDriver};
 use crate::engine::rng::Streams;
 use crate::kernel::policy::{asid_allocator, tlb_policy};
+use crate::kernel::TaskId;
 use crate::kernel::{TaskState, World};
 use crate::stats::{CpuStats, Summary};
 use crate::workload;
 use serde::Serialize;
+use std::rc::Rc;
 
 /// Version of the tool, written into every result.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -142,8 +144,40 @@ pub fn resolve_profile(exp: &Experiment, opts: &RunOptions) -> Result<Profile, S
     Ok(p)
 }
 
-/// Runs `exp`.
-pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
+/// A world built from an experiment, its tasks created, ready for a driver.
+pub struct Built {
+    /// The world.
+    pub world: Rc<World>,
+    /// The workload's root task: the run ends when it exits.
+    pub root: TaskId,
+    /// The resolved profile.
+    pub profile: Profile,
+    /// The root seed used.
+    pub seed: u64,
+}
+
+impl std::fmt::Debug for Built {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Built").field("root", &self.root).finish()
+    }
+}
+
+impl Built {
+    /// Has the root task exited?
+    pub fn done(&self) -> impl Fn(&World) -> bool {
+        let root = self.root;
+        move |w: &World| {
+            matches!(
+                w.k.borrow().tasks[root].state,
+                TaskState::Zombie | TaskState::Dead
+            )
+        }
+    }
+}
+
+/// Builds the world of `exp` (policies, checker, workload tasks) after
+/// validating every field.
+pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
     let profile = resolve_profile(exp, opts)?;
     let seed = opts.seed.unwrap_or(exp.experiment.seed);
     let kcfg = exp.kernel.clone();
@@ -189,6 +223,23 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
     }
     let streams = Streams::new(seed);
     let root = wl.setup(&w, &streams);
+    Ok(Built {
+        world: w,
+        root,
+        profile,
+        seed,
+    })
+}
+
+/// Runs `exp`.
+pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
+    let Built {
+        world: w,
+        root,
+        profile,
+        seed,
+    } = build(exp, opts)?;
+    let kcfg = exp.kernel.clone();
     let mut d = TimingDriver::new(w.clone(), exp.experiment.max_sim_time_ns);
     d.set_speculative_walks(exp.checker.enabled && exp.checker.speculative_walks);
     let elapsed = d

@@ -1,0 +1,771 @@
+//! The explorer: the second driver of DESIGN §2. It runs the same kernel
+//! code as the timing driver, but time plays no part: at every point it
+//! chooses which CPU completes its next step, when a broadcast TLBI reaches
+//! each target, and where the hardware fills the TLB speculatively. The
+//! observer (the checker) sees every event, so a schedule that breaks an
+//! invariant is reported with the exact action list that replays it.
+//!
+//! Actions (their printed form in brackets):
+//! - `Step(c)` [`s<c>`]: CPU `c` completes its posted step and runs on to
+//!   its next one. Steps that must wait (a lock, `DSB ISH` with TLBIs in
+//!   flight, the idle loop) block until another action releases them.
+//! - `Deliver(t)` [`d<t>`]: the oldest broadcast TLBI still pending at CPU
+//!   `t` takes effect there.
+//! - `Speculate(c, va)` [`p<c>:<va hex>`]: CPU `c` walks `va` through its
+//!   current TTBR0 and fills its TLB, as an out-of-order core may at any time.
+//!   Candidate VAs are those the workload has accessed in that mm.
+//!
+//! Reduction (documented in docs/model.md): a delivery only matters
+//! relative to what reads the target's TLB, so `Deliver(t)` is offered only
+//! while `t` is about to access memory, and everything still in flight is
+//! delivered when a `DSB ISH` needs it. Speculation is offered only while
+//! the per-schedule budget lasts.
+
+use crate::engine::exec::poll_once;
+use crate::hw::{AccessTrace, CpuId};
+use crate::kernel::{sched, Ctx, LockId, Op, OpResult, TaskState, World};
+use rand::Rng as _;
+use std::collections::BTreeSet;
+use std::fmt;
+use std::rc::Rc;
+
+/// One choice of the explorer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// CPU completes its posted step.
+    Step(CpuId),
+    /// The oldest pending broadcast TLBI reaches this CPU.
+    Deliver(CpuId),
+    /// Speculative walk and fill of a VA by a CPU.
+    Speculate(CpuId, u64),
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::Step(c) => write!(f, "s{c}"),
+            Action::Deliver(t) => write!(f, "d{t}"),
+            Action::Speculate(c, va) => write!(f, "p{c}:{va:x}"),
+        }
+    }
+}
+
+/// Formats a schedule compactly: repeated actions as `s0*12`.
+pub fn format_schedule(s: &[Action]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < s.len() {
+        let mut j = i + 1;
+        while j < s.len() && s[j] == s[i] {
+            j += 1;
+        }
+        if j - i > 1 {
+            out.push(format!("{}*{}", s[i], j - i));
+        } else {
+            out.push(s[i].to_string());
+        }
+        i = j;
+    }
+    out.join(" ")
+}
+
+/// Parses [`format_schedule`]'s output. Errors name the bad token.
+pub fn parse_schedule(text: &str) -> Result<Vec<Action>, String> {
+    let mut out = Vec::new();
+    for tok in text.split_whitespace() {
+        let (a, n) = match tok.split_once('*') {
+            Some((a, n)) => (
+                a,
+                n.parse::<usize>()
+                    .map_err(|_| format!("bad repeat count in \"{tok}\""))?,
+            ),
+            None => (tok, 1),
+        };
+        let bad = || format!("bad action \"{tok}\" (expected s<cpu>, d<cpu> or p<cpu>:<va hex>)");
+        let num = |s: &str| s.parse::<usize>().map_err(|_| bad());
+        let act = if let Some(c) = a.strip_prefix('s') {
+            Action::Step(num(c)?)
+        } else if let Some(c) = a.strip_prefix('d') {
+            Action::Deliver(num(c)?)
+        } else if let Some(rest) = a.strip_prefix('p') {
+            let (c, va) = rest.split_once(':').ok_or_else(bad)?;
+            Action::Speculate(num(c)?, u64::from_str_radix(va, 16).map_err(|_| bad())?)
+        } else {
+            return Err(bad());
+        };
+        out.extend(std::iter::repeat_n(act, n));
+    }
+    Ok(out)
+}
+
+/// What a CPU is doing between actions.
+#[derive(Debug, Clone, PartialEq)]
+enum CpuState {
+    /// Its task posted this step; `Step` completes it.
+    Posted(Op),
+    /// Spinning on a lock until a release grants it.
+    Lock(LockId),
+    /// The idle loop, waiting for work.
+    Idle,
+    /// A blocked step (lock, idle) was released; `Step` resumes the task.
+    Resume,
+}
+
+/// How one schedule ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The workload's root task exited.
+    Done,
+    /// The checker reported a violation.
+    Violation(String),
+    /// No action was possible before the root task exited.
+    Deadlock(String),
+    /// The step bound was reached first.
+    Bounded,
+}
+
+/// Chooses among the enabled actions.
+pub trait Chooser {
+    /// Picks an index into `enabled` (never empty) at choice point `depth`.
+    fn choose(&mut self, depth: usize, enabled: &[Action]) -> usize;
+}
+
+/// The explorer driver for one schedule.
+pub struct Explorer {
+    w: Rc<World>,
+    state: Vec<CpuState>,
+    /// Broadcast TLBIs in flight, oldest first: (inflight id).
+    inflight: Vec<usize>,
+    /// VAs accessed per mm (speculation candidates).
+    touched: BTreeSet<(crate::hw::tlb::MmId, u64)>,
+    speculation_budget: u32,
+    trace: Vec<AccessTrace>,
+    /// The actions taken.
+    pub schedule: Vec<Action>,
+}
+
+impl std::fmt::Debug for Explorer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Explorer")
+            .field("actions", &self.schedule.len())
+            .finish()
+    }
+}
+
+impl Explorer {
+    /// An explorer over `w` (tasks already created) allowing
+    /// `speculation_budget` speculative fills per schedule.
+    pub fn new(w: Rc<World>, speculation_budget: u32) -> Self {
+        let n = w.ncpus();
+        let mut e = Self {
+            w,
+            state: vec![CpuState::Idle; n],
+            inflight: Vec::new(),
+            touched: BTreeSet::new(),
+            speculation_budget,
+            trace: Vec::new(),
+            schedule: Vec::new(),
+        };
+        for cpu in 0..n {
+            e.run_cpu(cpu);
+        }
+        e
+    }
+
+    /// The world being explored.
+    pub fn world(&self) -> &Rc<World> {
+        &self.w
+    }
+
+    /// Runs the schedule the chooser makes until `done`, a violation, a
+    /// deadlock or `max_actions`.
+    pub fn run(
+        &mut self,
+        chooser: &mut dyn Chooser,
+        max_actions: usize,
+        done: impl Fn(&World) -> bool,
+    ) -> Outcome {
+        loop {
+            if let Some(r) = self.w.failure() {
+                return Outcome::Violation(r);
+            }
+            if done(&self.w) {
+                return Outcome::Done;
+            }
+            if self.schedule.len() >= max_actions {
+                return Outcome::Bounded;
+            }
+            let enabled = self.enabled();
+            if enabled.is_empty() {
+                return Outcome::Deadlock(self.describe());
+            }
+            let i = chooser.choose(self.schedule.len(), &enabled);
+            self.apply(enabled[i]);
+        }
+    }
+
+    /// Applies `a`, which must be enabled (replay checks this first).
+    pub fn apply(&mut self, a: Action) {
+        self.w.now.set(self.w.now.get() + 1);
+        self.w.stats.borrow_mut().events += 1;
+        self.schedule.push(a);
+        match a {
+            Action::Step(c) => self.step(c),
+            Action::Deliver(t) => self.deliver_one(t),
+            Action::Speculate(c, va) => {
+                self.speculation_budget -= 1;
+                crate::effects::speculate(&self.w, c, va, &mut self.trace);
+            }
+        }
+    }
+
+    /// The actions possible now, in a fixed order.
+    pub fn enabled(&self) -> Vec<Action> {
+        let mut v = Vec::new();
+        for (c, s) in self.state.iter().enumerate() {
+            if matches!(s, CpuState::Posted(_) | CpuState::Resume) {
+                v.push(Action::Step(c));
+            }
+        }
+        for (c, s) in self.state.iter().enumerate() {
+            if matches!(s, CpuState::Posted(Op::Access { .. })) && self.pending_at(c) {
+                v.push(Action::Deliver(c));
+            }
+        }
+        if self.speculation_budget > 0 {
+            let hw = self.w.hw.borrow();
+            for (c, cpu) in hw.cpus.iter().enumerate() {
+                if let Some(t) = cpu.ttbr0 {
+                    for &(_, va) in self.touched.range((t.mm, 0)..=(t.mm, u64::MAX)) {
+                        v.push(Action::Speculate(c, va));
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    fn pending_at(&self, t: CpuId) -> bool {
+        let hw = self.w.hw.borrow();
+        self.inflight
+            .iter()
+            .any(|&id| hw.inflight[id].as_ref().is_some_and(|f| f.pending.test(t)))
+    }
+
+    fn deliver_one(&mut self, t: CpuId) {
+        let id = {
+            let hw = self.w.hw.borrow();
+            self.inflight
+                .iter()
+                .copied()
+                .find(|&id| hw.inflight[id].as_ref().is_some_and(|f| f.pending.test(t)))
+        };
+        if let Some(id) = id {
+            self.deliver(id, t);
+        }
+    }
+
+    fn deliver(&mut self, id: usize, t: CpuId) {
+        let (done, issuer) = {
+            let mut hw = self.w.hw.borrow_mut();
+            let issuer = hw.inflight[id].as_ref().expect("live").issuer;
+            (hw.dvm_apply(id, t), issuer)
+        };
+        if t != issuer {
+            self.w.stats.borrow_mut().cpu[t].dvm_ops_received += 1;
+        }
+        if done {
+            self.inflight.retain(|&x| x != id);
+            let _ = issuer;
+        }
+    }
+
+    /// Delivers everything `cpu` has in flight (its `DSB ISH` completes).
+    fn drain(&mut self, cpu: CpuId) {
+        let mine: Vec<usize> = {
+            let hw = self.w.hw.borrow();
+            self.inflight
+                .iter()
+                .copied()
+                .filter(|&id| hw.inflight[id].as_ref().is_some_and(|f| f.issuer == cpu))
+                .collect()
+        };
+        for id in mine {
+            for t in 0..self.w.ncpus() {
+                let pending = self.w.hw.borrow().inflight[id]
+                    .as_ref()
+                    .is_some_and(|f| f.pending.test(t));
+                if pending {
+                    self.deliver(id, t);
+                }
+            }
+        }
+    }
+
+    fn describe(&self) -> String {
+        let k = self.w.k.borrow();
+        let mut s = String::new();
+        for (c, pc) in k.cpus.iter().enumerate() {
+            s.push_str(&format!(
+                "cpu{c}: {} ({:?}); ",
+                k.tasks[pc.current].name, self.state[c]
+            ));
+        }
+        s
+    }
+
+    /// Completes CPU `c`'s posted step, then runs it to its next step.
+    fn step(&mut self, cpu: CpuId) {
+        let w = Rc::clone(&self.w);
+        let task = w.k.borrow().cpus[cpu].current;
+        let op = match std::mem::replace(&mut self.state[cpu], CpuState::Idle) {
+            CpuState::Posted(op) => op,
+            CpuState::Resume => {
+                let mb = Rc::clone(&w.k.borrow().tasks[task].mb);
+                mb.complete(OpResult::Unit);
+                self.run_cpu(cpu);
+                return;
+            }
+            other => panic!("step of cpu{cpu} in state {other:?}"),
+        };
+        let result = match op {
+            Op::Work { .. } | Op::Atomic | Op::DsbSt | Op::DsbNsh | Op::Isb => Some(OpResult::Unit),
+            Op::Access { va, write } => {
+                if let Some(t) = w.hw.borrow().cpus[cpu].ttbr0 {
+                    self.touched
+                        .insert((t.mm, va & !(crate::hw::mem::PAGE_SIZE - 1)));
+                }
+                let (r, _) = crate::effects::access(&w, cpu, va, write, &mut self.trace);
+                Some(OpResult::Access(r))
+            }
+            Op::Tlbi { scope, broadcast } => {
+                if let Some(id) = crate::effects::tlbi(&w, cpu, scope, broadcast) {
+                    self.inflight.push(id);
+                }
+                Some(OpResult::Unit)
+            }
+            Op::DsbIsh => {
+                w.stats.borrow_mut().cpu[cpu].dsb_ish += 1;
+                self.drain(cpu);
+                let had = std::mem::take(&mut w.hw.borrow_mut().cpus[cpu].dvm_since_dsb);
+                if had {
+                    w.stats.borrow_mut().cpu[cpu].dvm_syncs += 1;
+                    w.emit(crate::observe::Event::DsbDone { cpu });
+                }
+                Some(OpResult::Unit)
+            }
+            Op::SetTtbr0(t) => {
+                crate::effects::set_ttbr0(&w, cpu, t);
+                Some(OpResult::Unit)
+            }
+            Op::Lock(l) | Op::LockShared(l) => {
+                let shared = matches!(op, Op::LockShared(_));
+                let (got, name) = {
+                    let mut k = w.k.borrow_mut();
+                    let lock = &mut k.locks[l];
+                    (lock.acquire(task, shared, w.now.get()), lock.name)
+                };
+                w.stats.borrow_mut().lock(name).acquisitions += 1;
+                if got {
+                    Some(OpResult::Unit)
+                } else {
+                    self.state[cpu] = CpuState::Lock(l);
+                    None
+                }
+            }
+            Op::Unlock(l) | Op::UnlockShared(l) => {
+                let shared = matches!(op, Op::UnlockShared(_));
+                let granted = w.k.borrow_mut().locks[l].release(shared);
+                for g in granted {
+                    let wcpu = w.k.borrow().tasks[g.task].cpu;
+                    self.state[wcpu] = CpuState::Resume;
+                }
+                Some(OpResult::Unit)
+            }
+            Op::SwitchTo(_) => {
+                let state = w.k.borrow().tasks[task].state;
+                if matches!(state, TaskState::Zombie | TaskState::Dead) {
+                    w.futures.borrow_mut()[task] = None;
+                } else {
+                    let mb = Rc::clone(&w.k.borrow().tasks[task].mb);
+                    mb.complete(OpResult::Unit);
+                }
+                self.run_cpu(cpu);
+                return;
+            }
+            Op::Idle => {
+                let work = {
+                    let k = w.k.borrow();
+                    k.cpus[cpu].need_resched || !k.cpus[cpu].rq.is_empty()
+                };
+                if work {
+                    Some(OpResult::Unit)
+                } else {
+                    self.state[cpu] = CpuState::Idle;
+                    None
+                }
+            }
+            Op::ReschedIpi(target) => {
+                w.stats.borrow_mut().cpu[cpu].ipis_sent += 1;
+                if self.state[target] == CpuState::Idle {
+                    self.state[target] = CpuState::Resume;
+                }
+                Some(OpResult::Unit)
+            }
+        };
+        if let Some(r) = result {
+            let mb = Rc::clone(&w.k.borrow().tasks[task].mb);
+            mb.complete(r);
+            self.run_cpu(cpu);
+        }
+    }
+
+    /// Polls the CPU's current task until it posts a step.
+    fn run_cpu(&mut self, cpu: CpuId) {
+        let w = Rc::clone(&self.w);
+        let task = w.k.borrow().cpus[cpu].current;
+        let fut = w.futures.borrow_mut()[task].take();
+        let mut fut = match fut {
+            Some(f) => f,
+            None => {
+                let program = w.programs.borrow_mut()[task]
+                    .take()
+                    .expect("a task without future has a program");
+                let ctx = Ctx::new(&w, task);
+                if w.k.borrow().tasks[task].idle {
+                    program(ctx)
+                } else {
+                    sched::start_program(ctx, program)
+                }
+            }
+        };
+        let done = poll_once(fut.as_mut()).is_ready();
+        w.futures.borrow_mut()[task] = Some(fut);
+        assert!(!done, "task {task} returned without do_exit");
+        let mb = Rc::clone(&w.k.borrow().tasks[task].mb);
+        let op = mb.take_posted().expect("a pending task posted a step");
+        self.state[cpu] = CpuState::Posted(op);
+    }
+}
+
+/// Uniformly random choices from a seeded stream; speculative fills are
+/// taken with probability `spec_prob` when offered.
+#[derive(Debug)]
+pub struct RandomChooser {
+    rng: crate::engine::rng::Rng,
+    spec_prob: f64,
+}
+
+impl RandomChooser {
+    /// A chooser seeded from `streams` stream `explore/random`.
+    pub fn new(rng: crate::engine::rng::Rng, spec_prob: f64) -> Self {
+        Self { rng, spec_prob }
+    }
+}
+
+impl Chooser for RandomChooser {
+    fn choose(&mut self, _depth: usize, enabled: &[Action]) -> usize {
+        let plain: Vec<usize> = (0..enabled.len())
+            .filter(|&i| !matches!(enabled[i], Action::Speculate(..)))
+            .collect();
+        let spec = enabled.len() - plain.len();
+        if plain.is_empty() || (spec > 0 && self.rng.gen_bool(self.spec_prob)) {
+            let specs: Vec<usize> = (0..enabled.len())
+                .filter(|&i| matches!(enabled[i], Action::Speculate(..)))
+                .collect();
+            return specs[self.rng.gen_range(0..specs.len())];
+        }
+        plain[self.rng.gen_range(0..plain.len())]
+    }
+}
+
+/// PCT (Burckhardt et al., ASPLOS 2010): each CPU gets a random priority;
+/// the highest-priority CPU with a step runs; at `depth - 1` random points
+/// the running CPU drops to the lowest priority. Deliveries and speculation
+/// are taken with probability `other_prob` when offered.
+#[derive(Debug)]
+pub struct PctChooser {
+    rng: crate::engine::rng::Rng,
+    prio: Vec<u64>,
+    change_points: Vec<usize>,
+    other_prob: f64,
+    low: u64,
+}
+
+impl PctChooser {
+    /// `ncpus` CPUs, bug depth `depth`, schedules of about `len` actions.
+    pub fn new(mut rng: crate::engine::rng::Rng, ncpus: usize, depth: u32, len: usize) -> Self {
+        let mut prio: Vec<u64> = (0..ncpus as u64).map(|i| i + depth as u64 + 1).collect();
+        for i in (1..prio.len()).rev() {
+            let j = rng.gen_range(0..=i);
+            prio.swap(i, j);
+        }
+        let change_points = (1..depth).map(|_| rng.gen_range(0..len.max(1))).collect();
+        Self {
+            rng,
+            prio,
+            change_points,
+            other_prob: 0.05,
+            low: depth as u64,
+        }
+    }
+}
+
+impl Chooser for PctChooser {
+    fn choose(&mut self, depth: usize, enabled: &[Action]) -> usize {
+        let steps: Vec<usize> = (0..enabled.len())
+            .filter(|&i| matches!(enabled[i], Action::Step(_)))
+            .collect();
+        if steps.is_empty() || (steps.len() < enabled.len() && self.rng.gen_bool(self.other_prob)) {
+            let others: Vec<usize> = (0..enabled.len())
+                .filter(|&i| !matches!(enabled[i], Action::Step(_)))
+                .collect();
+            return others[self.rng.gen_range(0..others.len())];
+        }
+        let best = *steps
+            .iter()
+            .max_by_key(|&&i| match enabled[i] {
+                Action::Step(c) => self.prio[c],
+                _ => 0,
+            })
+            .expect("non-empty");
+        if self.change_points.contains(&depth) {
+            if let Action::Step(c) = enabled[best] {
+                self.low = self.low.saturating_sub(1);
+                self.prio[c] = self.low;
+            }
+        }
+        best
+    }
+}
+
+/// Exhaustive search with a delay bound (Emmi, Qadeer and Rakamarić,
+/// "Delay-bounded scheduling", POPL 2011), stateless: schedules are
+/// enumerated depth-first by replaying a prefix of choices. The default
+/// scheduler is round-robin over the CPUs that can step (so spin loops
+/// waiting for another CPU terminate); any other choice (another CPU, a
+/// delivery, a speculative fill) costs one delay.
+#[derive(Debug, Default)]
+pub struct DfsChooser {
+    /// Choices to follow (index into the reordered candidates).
+    pub prefix: Vec<usize>,
+    /// Per depth of the last schedule: number of candidates, preemptions
+    /// spent before this depth.
+    pub seen: Vec<(usize, u32)>,
+    last: Option<CpuId>,
+    spent: u32,
+}
+
+impl DfsChooser {
+    fn order(&self, enabled: &[Action]) -> Vec<usize> {
+        let mut idx: Vec<usize> = (0..enabled.len()).collect();
+        // Round-robin: the first CPU after the last one stepped.
+        let after = |a: &Action| match (a, self.last) {
+            (Action::Step(c), Some(l)) => Some((*c <= l, *c)),
+            (Action::Step(c), None) => Some((false, *c)),
+            _ => None,
+        };
+        let default = (0..enabled.len())
+            .filter_map(|i| after(&enabled[i]).map(|k| (k, i)))
+            .min()
+            .map(|(_, i)| i)
+            .unwrap_or(0);
+        idx.retain(|&i| i != default);
+        idx.insert(0, default);
+        idx
+    }
+
+    /// Prepares the next schedule; false when the search is complete.
+    pub fn advance(&mut self, bound: u32) -> bool {
+        while let Some((n, spent)) = self.seen.pop() {
+            let d = self.seen.len();
+            let cur = self.prefix.get(d).copied().unwrap_or(0);
+            self.prefix.resize(d, 0);
+            if cur + 1 < n && spent < bound {
+                self.prefix.push(cur + 1);
+                self.last = None;
+                self.spent = 0;
+                return true;
+            }
+        }
+        false
+    }
+}
+
+impl Chooser for DfsChooser {
+    fn choose(&mut self, depth: usize, enabled: &[Action]) -> usize {
+        let order = self.order(enabled);
+        let k = self.prefix.get(depth).copied().unwrap_or(0);
+        let k = k.min(order.len() - 1);
+        if self.seen.len() == depth {
+            self.seen.push((order.len(), self.spent));
+        }
+        if k > 0 {
+            self.spent += 1;
+        }
+        let i = order[k];
+        if let Action::Step(c) = enabled[i] {
+            self.last = Some(c);
+        }
+        i
+    }
+}
+
+/// Replays `actions` on `e`, then stops. Errors if an action is not
+/// enabled at its point (the schedule belongs to another configuration).
+pub fn replay(
+    e: &mut Explorer,
+    actions: &[Action],
+    done: impl Fn(&World) -> bool,
+) -> Result<Outcome, String> {
+    for (i, a) in actions.iter().enumerate() {
+        if let Some(r) = e.w.failure() {
+            return Ok(Outcome::Violation(r));
+        }
+        if done(&e.w) {
+            return Ok(Outcome::Done);
+        }
+        if !e.enabled().contains(a) {
+            return Err(format!(
+                "schedule diverged at action {i} ({a}): enabled were {}",
+                format_schedule(&e.enabled())
+            ));
+        }
+        e.apply(*a);
+    }
+    if let Some(r) = e.w.failure() {
+        return Ok(Outcome::Violation(r));
+    }
+    Ok(if done(&e.w) {
+        Outcome::Done
+    } else {
+        Outcome::Bounded
+    })
+}
+
+/// How `check` picks schedules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// Uniformly random choices.
+    Random,
+    /// PCT with the given bug depth.
+    Pct(u32),
+    /// Depth-first enumeration of every schedule with at most this many
+    /// preemptions.
+    Exhaustive(u32),
+}
+
+/// Options of [`check`].
+#[derive(Debug, Clone)]
+pub struct CheckOptions {
+    /// Strategy.
+    pub strategy: Strategy,
+    /// Most schedules to run (exhaustive search may finish earlier).
+    pub schedules: u64,
+    /// Seed of the schedule choices (the workload uses the experiment seed).
+    pub seed: u64,
+    /// Actions per schedule before it is cut off.
+    pub max_actions: usize,
+    /// Speculative fills allowed per schedule.
+    pub speculation: u32,
+    /// CPU-count override.
+    pub cpus: Option<u32>,
+}
+
+/// A failing schedule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// Which schedule (0-based).
+    pub index: u64,
+    /// The schedule, in the form `--replay` accepts.
+    pub schedule: String,
+    /// The checker's report (or the deadlock description).
+    pub report: String,
+}
+
+/// What [`check`] explored.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckReport {
+    /// Schedules run.
+    pub schedules: u64,
+    /// Schedules that ran to the workload's end.
+    pub completed: u64,
+    /// Schedules cut off at `max_actions`.
+    pub bounded: u64,
+    /// Actions taken over all schedules.
+    pub actions: u64,
+    /// Exhaustive search enumerated every schedule within its bound.
+    pub exhausted: bool,
+    /// The first failing schedule, if any (the search stops there).
+    pub failure: Option<Failure>,
+}
+
+/// Explores schedules of `exp` under the checker.
+pub fn check(
+    exp: &crate::config::Experiment,
+    opts: &CheckOptions,
+) -> Result<CheckReport, crate::sim::SimError> {
+    let ropts = crate::sim::RunOptions {
+        seed: None,
+        cpus: opts.cpus,
+    };
+    let streams = crate::engine::rng::Streams::new(opts.seed);
+    let mut rep = CheckReport::default();
+    let mut dfs = DfsChooser::default();
+    let mut pct_len = 1000usize;
+    while rep.schedules < opts.schedules {
+        let b = crate::sim::build(exp, &ropts)?;
+        let ncpus = b.world.ncpus();
+        let done = b.done();
+        let mut e = Explorer::new(Rc::clone(&b.world), opts.speculation);
+        let idx = rep.schedules;
+        let outcome = match opts.strategy {
+            Strategy::Random => {
+                let mut c = RandomChooser::new(streams.stream(&format!("explore/{idx}")), 0.02);
+                e.run(&mut c, opts.max_actions, done)
+            }
+            Strategy::Pct(d) => {
+                let rng = streams.stream(&format!("explore/{idx}"));
+                let mut c = PctChooser::new(rng, ncpus, d, pct_len);
+                e.run(&mut c, opts.max_actions, done)
+            }
+            Strategy::Exhaustive(_) => e.run(&mut dfs, opts.max_actions, done),
+        };
+        rep.schedules += 1;
+        rep.actions += e.schedule.len() as u64;
+        pct_len = e.schedule.len().max(1);
+        match outcome {
+            Outcome::Done => rep.completed += 1,
+            Outcome::Bounded => rep.bounded += 1,
+            Outcome::Violation(r) | Outcome::Deadlock(r) => {
+                rep.failure = Some(Failure {
+                    index: idx,
+                    schedule: format_schedule(&e.schedule),
+                    report: r,
+                });
+                return Ok(rep);
+            }
+        }
+        if let Strategy::Exhaustive(bound) = opts.strategy {
+            if !dfs.advance(bound) {
+                rep.exhausted = true;
+                break;
+            }
+        }
+    }
+    Ok(rep)
+}
+
+/// Re-runs one schedule of `exp` (as printed by [`check`]).
+pub fn check_replay(
+    exp: &crate::config::Experiment,
+    cpus: Option<u32>,
+    schedule: &str,
+) -> Result<Outcome, String> {
+    let actions = parse_schedule(schedule)?;
+    let ropts = crate::sim::RunOptions { seed: None, cpus };
+    let b = crate::sim::build(exp, &ropts).map_err(|e| e.to_string())?;
+    let done = b.done();
+    let mut e = Explorer::new(Rc::clone(&b.world), u32::MAX);
+    replay(&mut e, &actions, done)
+}
