@@ -731,6 +731,7 @@ pub fn check(
             }
             Strategy::Exhaustive(_) => e.run(&mut dfs, opts.max_actions, done),
         };
+        b.world.teardown();
         rep.schedules += 1;
         rep.actions += e.schedule.len() as u64;
         pct_len = e.schedule.len().max(1);
@@ -767,5 +768,7 @@ pub fn check_replay(
     let b = crate::sim::build(exp, &ropts).map_err(|e| e.to_string())?;
     let done = b.done();
     let mut e = Explorer::new(Rc::clone(&b.world), u32::MAX);
-    replay(&mut e, &actions, done)
+    let r = replay(&mut e, &actions, done);
+    b.world.teardown();
+    r
 }

@@ -476,6 +476,16 @@ impl World {
         }
     }
 
+    /// Drops every task's future and program. Futures hold `Ctx`s, which
+    /// hold the world: without this a world is never freed (the explorer
+    /// builds one per schedule).
+    pub fn teardown(&self) {
+        let futures = std::mem::take(&mut *self.futures.borrow_mut());
+        let programs = std::mem::take(&mut *self.programs.borrow_mut());
+        drop(futures);
+        drop(programs);
+    }
+
     /// The first violation the observer found, if any.
     pub fn failure(&self) -> Option<String> {
         self.observer.borrow().as_ref().and_then(|o| o.failure())
