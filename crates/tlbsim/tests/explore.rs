@@ -84,3 +84,27 @@ fn random_and_pct_runs_are_reproducible() {
         assert!(a.failure.is_none());
     }
 }
+
+#[test]
+fn pct_finds_the_posted_v2_recheck_race_and_passes_the_design() {
+    let text = include_str!("../../../experiments/seed000-switch-race.toml");
+    let mut e: Experiment = parse_toml("seed000-switch-race.toml", text).unwrap();
+    let o = CheckOptions {
+        strategy: Strategy::Pct(4),
+        schedules: 400,
+        seed: 4,
+        max_actions: 20_000,
+        speculation: 2,
+        cpus: None,
+    };
+    let design = check(&e, &o).unwrap();
+    assert!(design.failure.is_none(), "{:?}", design.failure);
+    e.kernel.tlb_policy = "mutant-v2-likely-recheck".into();
+    let posted = check(&e, &o).unwrap();
+    let f = posted.failure.expect("the likely() slip is found");
+    assert!(f.report.contains("no stale hold"), "{}", f.report);
+    assert!(matches!(
+        check_replay(&e, None, &f.schedule).unwrap(),
+        Outcome::Violation(_)
+    ));
+}
