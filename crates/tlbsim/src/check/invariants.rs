@@ -56,8 +56,6 @@ pub struct Checker {
     cpu_loaded: Vec<Option<(MmId, Asid)>>,
     /// CPUs that last loaded each mm (an index; hardware state is re-read).
     by_mm: HashMap<MmId, BTreeSet<CpuId>>,
-    /// CPUs that last loaded each ASID.
-    by_asid: HashMap<Asid, BTreeSet<CpuId>>,
     /// One past the largest PTE version seen.
     version_bound: u64,
     failure: Option<String>,
@@ -75,7 +73,6 @@ impl Checker {
             current: BTreeMap::new(),
             cpu_loaded: vec![None; ncpus],
             by_mm: HashMap::new(),
-            by_asid: HashMap::new(),
             committed: HashMap::new(),
             version_bound: 1,
             failure: None,
@@ -311,30 +308,18 @@ impl Observer for Checker {
                 }
             }
             Event::AsidLoad { cpu, mm, asid } => {
-                if let Some((old_mm, old_asid)) = self.cpu_loaded[cpu].replace((mm, asid)) {
+                // Two CPUs may briefly hold the same ASID for different mms:
+                // a CPU that has published its next mm's ASID but not yet
+                // loaded it keeps the old one through a rollover that hands
+                // that number out again (the explorer found this window in
+                // the Linux allocator). Only what one CPU's TLB holds or
+                // uses under its loaded ASID can alias.
+                if let Some((old_mm, _)) = self.cpu_loaded[cpu].replace((mm, asid)) {
                     if let Some(s) = self.by_mm.get_mut(&old_mm) {
-                        s.remove(&cpu);
-                    }
-                    if let Some(s) = self.by_asid.get_mut(&old_asid) {
                         s.remove(&cpu);
                     }
                 }
                 self.by_mm.entry(mm).or_default().insert(cpu);
-                self.by_asid.entry(asid).or_default().insert(cpu);
-                let clash = self.by_asid[&asid]
-                    .iter()
-                    .find_map(|&c| match hw.cpus[c].ttbr0 {
-                        Some(t) if c != cpu && t.asid == asid && t.mm != mm => Some((c, t.mm)),
-                        _ => None,
-                    });
-                if let Some((c, other)) = clash {
-                    self.fail(
-                        now,
-                        "ASID isolation",
-                        format!("cpu{cpu} loads ASID {asid} for mm {mm} while cpu{c} runs mm {other} under the same ASID"),
-                    );
-                    return;
-                }
                 let tlb = &hw.cpus[cpu].tlb;
                 let other = tlb
                     .leaf_entries()

@@ -2,6 +2,7 @@
 //! choose them by name. Adding a policy = one file + one line here.
 
 use super::arm64::stock::{decided_flush_mm, decided_flush_range, FlushScope};
+use super::arm64::asid::{AsidMutant, ReservedAsid};
 use super::{Ctx, World};
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::{Asid, MmId};
@@ -127,11 +128,28 @@ pub const TLB_POLICIES: &[(&str, &str, TlbCtor)] = &[
 ];
 
 /// Registered ASID allocators.
-pub const ASID_ALLOCATORS: &[(&str, &str, AsidCtor)] = &[(
-    "arm64-asid-reserved",
-    "Linux arm64 allocator: generations, reserved ASIDs, lockless fast path, no IPIs",
-    |k, bits| Box::new(super::arm64::asid::ReservedAsid::new(bits, k.kpti)),
-)];
+pub const ASID_ALLOCATORS: &[(&str, &str, AsidCtor)] = &[
+    (
+        "arm64-asid-reserved",
+        "Linux arm64 allocator: generations, reserved ASIDs, lockless fast path, no IPIs",
+        |k, bits| Box::new(super::arm64::asid::ReservedAsid::new(bits, k.kpti)),
+    ),
+    (
+        "mutant-asid-no-reserve",
+        "MUTANT: rollover does not reserve the ASIDs running on other CPUs",
+        |k, bits| Box::new(ReservedAsid::mutant(bits, k.kpti, AsidMutant::NoReserve)),
+    ),
+    (
+        "mutant-asid-plain-store",
+        "MUTANT: the fast path publishes the ASID with a plain store, not a cmpxchg",
+        |k, bits| Box::new(ReservedAsid::mutant(bits, k.kpti, AsidMutant::PlainStore)),
+    ),
+    (
+        "mutant-asid-forget-cpu",
+        "MUTANT: rollover leaves the last CPU out of tlb_flush_pending",
+        |k, bits| Box::new(ReservedAsid::mutant(bits, k.kpti, AsidMutant::ForgetCpu)),
+    ),
+];
 
 /// Looks up a TLB policy by name; the error lists the known names.
 pub fn tlb_policy(name: &str) -> Result<Box<dyn TlbPolicy>, String> {

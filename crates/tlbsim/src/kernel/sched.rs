@@ -422,3 +422,14 @@ pub async fn block_until_woken(ctx: &Ctx) {
     ctx.w.k.borrow_mut().tasks[ctx.task].state = TaskState::Blocked;
     schedule(ctx).await;
 }
+
+/// `sched_yield()`: gives the CPU to the next runnable task, if any; the
+/// caller goes back on a run queue.
+pub async fn sys_sched_yield(ctx: &Ctx) {
+    syscall_enter(ctx, "sched_yield").await;
+    let waiting = !ctx.w.k.borrow().cpus[ctx.cpu()].rq.is_empty();
+    if waiting {
+        schedule(ctx).await;
+    }
+    syscall_exit(ctx, "sched_yield").await;
+}

@@ -1,5 +1,6 @@
 //! Workloads: programs run as tasks, chosen by name in the experiment config.
 
+pub mod asid_churn;
 pub mod churn;
 pub mod lifecycle;
 pub mod mprotect;
@@ -28,6 +29,11 @@ pub const WORKLOADS: &[(&str, &str, Ctor)] = &[
         "mprotect",
         "seed 000: one process per CPU looping over mprotect RO/RW on a small private mapping",
         |p| Ok(Box::new(mprotect::Mprotect::from_params(p)?)),
+    ),
+    (
+        "asid-churn",
+        "allocator stress: single-threaded processes writing a page and yielding, more mms than ASIDs",
+        |p| Ok(Box::new(asid_churn::AsidChurn::from_params(p)?)),
     ),
     (
         "churn",

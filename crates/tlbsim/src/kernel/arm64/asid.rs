@@ -28,11 +28,27 @@ struct State {
     flush_pending: CpuMask,
 }
 
+/// Deliberate bugs, for the explorer's tests (each registered as an
+/// allocator named `mutant-asid-*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AsidMutant {
+    /// The real allocator.
+    None,
+    /// `flush_context` does not reserve the ASIDs running at rollover.
+    NoReserve,
+    /// The fast path publishes the ASID with a plain store after its
+    /// checks instead of a compare-and-exchange.
+    PlainStore,
+    /// `flush_context` leaves the last CPU out of `tlb_flush_pending`.
+    ForgetCpu,
+}
+
 /// The allocator. See the module doc.
 #[derive(Debug)]
 pub struct ReservedAsid {
     bits: u8,
     kpti: bool,
+    mutant: AsidMutant,
     st: RefCell<Option<State>>,
     lock: Cell<LockId>,
 }
@@ -41,9 +57,15 @@ impl ReservedAsid {
     /// An allocator for `bits`-bit ASIDs; with `kpti`, ASIDs come in
     /// even/odd pairs and only even ones are allocated.
     pub fn new(bits: u8, kpti: bool) -> Self {
+        Self::mutant(bits, kpti, AsidMutant::None)
+    }
+
+    /// The allocator with a deliberate bug.
+    pub fn mutant(bits: u8, kpti: bool, mutant: AsidMutant) -> Self {
         Self {
             bits,
             kpti,
+            mutant,
             st: RefCell::new(None),
             lock: Cell::new(0),
         }
@@ -85,6 +107,10 @@ impl ReservedAsid {
         st.map[0] = true; // ASID 0 is reserved
         for cpu in 0..st.active.len() {
             let mut a = std::mem::take(&mut st.active[cpu]); // atomic64_xchg(.., 0)
+            if self.mutant == AsidMutant::NoReserve {
+                st.reserved[cpu] = 0;
+                continue;
+            }
             if a == 0 {
                 a = st.reserved[cpu];
             }
@@ -93,6 +119,10 @@ impl ReservedAsid {
             st.reserved[cpu] = a;
         }
         st.flush_pending.set_all();
+        if self.mutant == AsidMutant::ForgetCpu {
+            let last = st.active.len() - 1;
+            st.flush_pending.clear(last);
+        }
     }
 
     /// `check_update_reserved()`: visits every CPU (no early exit).
@@ -180,7 +210,7 @@ impl AsidAllocator for ReservedAsid {
                 ctx.atomic().await; // cmpxchg_relaxed(&active_asids[cpu], old, id)
                 let mut st = self.st.borrow_mut();
                 let st = st.as_mut().expect("init");
-                if st.active[cpu] == old {
+                if st.active[cpu] == old || self.mutant == AsidMutant::PlainStore {
                     st.active[cpu] = id;
                     fast = true;
                 }
