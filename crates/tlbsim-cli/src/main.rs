@@ -95,6 +95,9 @@ enum Cmd {
         /// TLB policy (overrides [kernel] tlb_policy).
         #[arg(long)]
         policy: Option<String>,
+        /// ASID allocator (overrides [kernel] asid_allocator).
+        #[arg(long)]
+        allocator: Option<String>,
         /// Re-run one schedule, as printed by a failing check.
         #[arg(long)]
         replay: Option<String>,
@@ -144,6 +147,7 @@ fn main() -> ExitCode {
             speculation,
             cpus,
             policy,
+            allocator,
             replay,
         } => {
             let strategy = match strategy.as_str() {
@@ -163,7 +167,7 @@ fn main() -> ExitCode {
                 speculation,
                 cpus,
             };
-            cmd_check(&experiment, &opts, policy, replay.as_deref())
+            cmd_check(&experiment, &opts, policy, allocator, replay.as_deref())
         }
         Cmd::Sweep {
             experiment,
@@ -258,6 +262,7 @@ fn cmd_check(
     path: &Path,
     opts: &tlbsim::explore::CheckOptions,
     policy: Option<String>,
+    allocator: Option<String>,
     replay: Option<&str>,
 ) -> ExitCode {
     let (mut exp, text) = match load(path) {
@@ -274,6 +279,10 @@ fn cmd_check(
     if let Some(p) = policy {
         base.push_str(&format!(" --policy {p}"));
         exp.kernel.tlb_policy = p;
+    }
+    if let Some(a) = allocator {
+        base.push_str(&format!(" --allocator {a}"));
+        exp.kernel.asid_allocator = a;
     }
     if let Some(s) = replay {
         return match tlbsim::explore::check_replay(&exp, opts.cpus, s) {
