@@ -209,6 +209,10 @@ pub struct KernelCosts {
     pub cacheline_transfer_ns: u64,
     /// Wake-up of another CPU (reschedule IPI delivery).
     pub resched_ipi_ns: u64,
+    /// Delivery of a function-call IPI to a running CPU.
+    pub ipi_latency_ns: u64,
+    /// Exception entry and exit around an IPI handler.
+    pub ipi_handler_ns: u64,
     /// Scheduler time slice.
     pub time_slice_ns: u64,
 }

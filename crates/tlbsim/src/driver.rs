@@ -30,6 +30,9 @@ enum Ev {
     SyncDone(CpuId),
     /// A reschedule IPI arrives.
     Kick(CpuId),
+    /// A function-call IPI arrives: (target, handler, sender, the call had
+    /// a single target).
+    Ipi(CpuId, usize, CpuId, bool),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +49,17 @@ enum Wait {
     Lock(LockId),
     /// The idle task waits for work.
     Idle,
+    /// `CallFunction` waiting for every handler to return.
+    IpiAck,
+}
+
+/// An IPI handler running on a CPU, and what it interrupted.
+struct IrqRun {
+    fut: crate::kernel::TaskFuture,
+    mb: Rc<crate::kernel::TaskMailbox>,
+    sender: CpuId,
+    /// The interrupted wait (`Free` when taken at the end of a step).
+    saved: Wait,
 }
 
 /// Why a run stopped early.
@@ -83,6 +97,15 @@ pub struct TimingDriver {
     speculative: bool,
     /// Per CPU: the mm and VA of its last user access.
     last_va: Vec<Option<(crate::hw::tlb::MmId, u64)>>,
+    /// Per CPU: function-call IPIs waiting to be taken (handler, sender).
+    irq_queue: Vec<VecDeque<(usize, CpuId)>>,
+    /// Per CPU: the handler running, if any (no nesting).
+    irq: Vec<Option<IrqRun>>,
+    /// Per CPU: a completion of the interrupted task's step that arrived
+    /// while its handler ran.
+    deferred: Vec<Option<OpResult>>,
+    /// Per CPU: handlers still to return to this CPU's `CallFunction`.
+    acks: Vec<usize>,
 }
 
 impl std::fmt::Debug for TimingDriver {
@@ -100,6 +123,10 @@ impl TimingDriver {
         Self {
             speculative: false,
             last_va: vec![None; n],
+            irq_queue: vec![VecDeque::new(); n],
+            irq: (0..n).map(|_| None).collect(),
+            deferred: vec![None; n],
+            acks: vec![0; n],
             w,
             q: EventQueue::default(),
             wait: vec![Wait::Free; n],
@@ -138,7 +165,30 @@ impl TimingDriver {
             match ev {
                 Ev::StepDone(cpu) => {
                     let r = self.result[cpu].take().unwrap_or(OpResult::Unit);
-                    self.complete(cpu, r);
+                    if self.irq[cpu].is_none() && !self.irq_queue[cpu].is_empty() {
+                        // An IPI is taken at the end of the step.
+                        self.deferred[cpu] = Some(r);
+                        self.wait[cpu] = Wait::Free;
+                        self.start_irq(cpu);
+                    } else {
+                        self.complete(cpu, r);
+                    }
+                }
+                Ev::Ipi(cpu, handler, sender, single) => {
+                    {
+                        let mut st = self.w.stats.borrow_mut();
+                        if single {
+                            st.cpu[cpu].ipi_call_single += 1;
+                        } else {
+                            st.cpu[cpu].ipi_call += 1;
+                        }
+                    }
+                    self.irq_queue[cpu].push_back((handler, sender));
+                    if self.irq[cpu].is_none()
+                        && matches!(self.wait[cpu], Wait::Idle | Wait::Lock(_) | Wait::IpiAck)
+                    {
+                        self.start_irq(cpu);
+                    }
                 }
                 Ev::DvmApply(id) => self.dvm_apply(id),
                 Ev::SyncDone(cpu) => {
@@ -149,8 +199,15 @@ impl TimingDriver {
                     self.complete(cpu, OpResult::Unit);
                 }
                 Ev::Kick(cpu) => {
-                    if self.wait[cpu] == Wait::Idle {
-                        self.complete(cpu, OpResult::Unit);
+                    self.w.stats.borrow_mut().cpu[cpu].ipi_resched += 1;
+                    match &self.irq[cpu] {
+                        Some(run) if run.saved == Wait::Idle => {
+                            self.deferred[cpu] = Some(OpResult::Unit);
+                        }
+                        None if self.wait[cpu] == Wait::Idle => {
+                            self.complete(cpu, OpResult::Unit);
+                        }
+                        _ => {}
                     }
                 }
             }
@@ -172,10 +229,88 @@ impl TimingDriver {
     /// Completes the CPU's outstanding step and runs it on.
     fn complete(&mut self, cpu: CpuId, r: OpResult) {
         self.wait[cpu] = Wait::Free;
+        if let Some(run) = &self.irq[cpu] {
+            run.mb.complete(r);
+            self.run_irq(cpu);
+            return;
+        }
         let task = self.w.k.borrow().cpus[cpu].current;
         let mb = std::rc::Rc::clone(&self.w.k.borrow().tasks[task].mb);
         mb.complete(r);
         self.run_cpu(cpu);
+    }
+
+    /// Completes the interrupted task's step, now or, if a handler runs on
+    /// the CPU, when it returns.
+    fn complete_task(&mut self, cpu: CpuId, r: OpResult) {
+        if self.irq[cpu].is_some() {
+            self.deferred[cpu] = Some(r);
+        } else {
+            self.complete(cpu, r);
+        }
+    }
+
+    /// Takes the next queued IPI on `cpu`: the handler runs in the context
+    /// of the current task, after the exception-entry cost.
+    fn start_irq(&mut self, cpu: CpuId) {
+        let Some((handler, sender)) = self.irq_queue[cpu].pop_front() else {
+            return;
+        };
+        let w = Rc::clone(&self.w);
+        let task = w.k.borrow().cpus[cpu].current;
+        let mb: Rc<crate::kernel::TaskMailbox> = Rc::default();
+        let ctx = Ctx::interrupt(&w, task, Rc::clone(&mb));
+        let h = Rc::clone(&w.ipi_handlers.borrow()[handler]);
+        let entry = w.profile.kernel.ipi_handler_ns;
+        let inner = h(ctx.clone());
+        let fut: crate::kernel::TaskFuture = Box::pin(async move {
+            ctx.work(entry).await;
+            inner.await;
+        });
+        let saved = std::mem::replace(&mut self.wait[cpu], Wait::Free);
+        self.irq[cpu] = Some(IrqRun {
+            fut,
+            mb,
+            sender,
+            saved,
+        });
+        self.run_irq(cpu);
+    }
+
+    /// Polls the handler running on `cpu` until it posts a timed step or
+    /// returns.
+    fn run_irq(&mut self, cpu: CpuId) {
+        loop {
+            let run = self.irq[cpu].as_mut().expect("a handler runs");
+            if poll_once(run.fut.as_mut()).is_ready() {
+                let run = self.irq[cpu].take().expect("a handler runs");
+                self.wait[cpu] = run.saved;
+                // Acknowledge: the sender's CallFunction ends with the last.
+                self.acks[run.sender] -= 1;
+                if self.acks[run.sender] == 0 {
+                    self.complete_task(run.sender, OpResult::Unit);
+                }
+                if !self.irq_queue[cpu].is_empty() {
+                    self.start_irq(cpu);
+                } else if let Some(r) = self.deferred[cpu].take() {
+                    self.complete(cpu, r);
+                } else if run.saved == Wait::Idle {
+                    // The idle loop looks for work again.
+                    self.complete(cpu, OpResult::Unit);
+                }
+                return;
+            }
+            let op = run.mb.take_posted().expect("a pending handler posted a step");
+            let task = self.w.k.borrow().cpus[cpu].current;
+            assert!(
+                !matches!(op, Op::SwitchTo(_) | Op::Idle | Op::CallFunction { .. }),
+                "an IPI handler may not schedule or send IPIs"
+            );
+            match self.dispatch(cpu, task, op) {
+                Some(r) => self.irq[cpu].as_ref().expect("a handler runs").mb.complete(r),
+                None => return,
+            }
+        }
     }
 
     /// Polls the CPU's current task until it posts a step that takes time.
@@ -334,7 +469,13 @@ impl TimingDriver {
                         .lock(name)
                         .contended_wait_ns
                         .record(waited);
-                    self.after(wcpu, handoff, OpResult::Unit);
+                    if self.irq[wcpu].is_some() && self.wait[wcpu] != Wait::Lock(l) {
+                        // The spinning task was interrupted: it gets the
+                        // lock when its handler returns.
+                        self.deferred[wcpu] = Some(OpResult::Unit);
+                    } else {
+                        self.after(wcpu, handoff, OpResult::Unit);
+                    }
                 }
                 self.after(cpu, p.kernel.atomic_ns, OpResult::Unit);
             }
@@ -367,6 +508,22 @@ impl TimingDriver {
                 let at = self.now() + p.kernel.resched_ipi_ns;
                 self.q.push(at, Ev::Kick(target));
                 self.after(cpu, p.kernel.atomic_ns, OpResult::Unit);
+            }
+            Op::CallFunction { targets, handler } => {
+                let n = targets.count();
+                if n == 0 {
+                    return Some(OpResult::Unit);
+                }
+                self.acks[cpu] = n;
+                self.wait[cpu] = Wait::IpiAck;
+                let at = self.now() + p.kernel.ipi_latency_ns;
+                for t in targets.iter() {
+                    self.q.push(at, Ev::Ipi(t, handler, cpu, n == 1));
+                }
+                // The sender takes IPIs while it waits.
+                if !self.irq_queue[cpu].is_empty() {
+                    self.start_irq(cpu);
+                }
             }
         }
         None

@@ -140,6 +140,8 @@ pub struct Explorer {
     touched: BTreeSet<(crate::hw::tlb::MmId, u64)>,
     speculation_budget: u32,
     trace: Vec<AccessTrace>,
+    /// Set when the workload needs something the explorer does not model.
+    unsupported: Option<String>,
     /// The actions taken.
     pub schedule: Vec<Action>,
 }
@@ -164,6 +166,7 @@ impl Explorer {
             touched: BTreeSet::new(),
             speculation_budget,
             trace: Vec::new(),
+            unsupported: None,
             schedule: Vec::new(),
         };
         for cpu in 0..n {
@@ -191,6 +194,9 @@ impl Explorer {
             }
             if done(&self.w) {
                 return Outcome::Done;
+            }
+            if let Some(u) = &self.unsupported {
+                return Outcome::Deadlock(u.clone());
             }
             if self.schedule.len() >= max_actions {
                 return Outcome::Bounded;
@@ -404,6 +410,13 @@ impl Explorer {
                     self.state[cpu] = CpuState::Idle;
                     None
                 }
+            }
+            Op::CallFunction { .. } => {
+                self.unsupported = Some(format!(
+                    "cpu{cpu} sends a function-call IPI: the explorer does not model IPIs yet"
+                ));
+                self.state[cpu] = CpuState::Idle;
+                None
             }
             Op::ReschedIpi(target) => {
                 w.stats.borrow_mut().cpu[cpu].ipis_sent += 1;

@@ -34,6 +34,14 @@ pub struct CpuStats {
     pub page_faults: u64,
     /// Reschedule IPIs sent.
     pub ipis_sent: u64,
+    /// Reschedule IPIs received (`/proc/interrupts` "Rescheduling interrupts").
+    pub ipi_resched: u64,
+    /// Function-call IPIs received from a call to several CPUs
+    /// ("Function call interrupts").
+    pub ipi_call: u64,
+    /// Function-call IPIs received from a call to one CPU ("Single function
+    /// call interrupts").
+    pub ipi_call_single: u64,
     /// Time not spent in the idle task (ns).
     pub busy_ns: u64,
     /// User-mm flushes sent to every CPU (policy decision).
@@ -64,6 +72,9 @@ impl CpuStats {
         self.syscalls += o.syscalls;
         self.page_faults += o.page_faults;
         self.ipis_sent += o.ipis_sent;
+        self.ipi_resched += o.ipi_resched;
+        self.ipi_call += o.ipi_call;
+        self.ipi_call_single += o.ipi_call_single;
         self.busy_ns += o.busy_ns;
         self.flushes_broadcast += o.flushes_broadcast;
         self.flushes_local += o.flushes_local;

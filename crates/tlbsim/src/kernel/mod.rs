@@ -80,6 +80,15 @@ pub enum Op {
     Idle,
     /// Sends a reschedule IPI to a CPU.
     ReschedIpi(CpuId),
+    /// `smp_call_function_many(targets, handler, wait = 1)`: interrupts
+    /// every target CPU, runs the registered handler there, and completes
+    /// when all of them have returned (`World::register_ipi_handler`).
+    CallFunction {
+        /// CPUs to interrupt (the caller is not among them).
+        targets: CpuMask,
+        /// Index of the handler.
+        handler: usize,
+    },
 }
 
 /// The result of a step.
@@ -297,6 +306,9 @@ pub struct KState {
 pub type TaskFuture = KFuture<'static, ()>;
 /// A deferred program: given its context, yields the task's future.
 pub type Program = Box<dyn FnOnce(Ctx) -> TaskFuture>;
+/// An IPI handler: runs on the interrupted CPU, in the context of the task
+/// that was running there (`current`), with its own mailbox.
+pub type IpiHandler = Rc<dyn Fn(Ctx) -> TaskFuture>;
 
 /// The whole modelled system: hardware, kernel, policies, observers.
 pub struct World {
@@ -322,6 +334,8 @@ pub struct World {
     pub futures: RefCell<Vec<Option<TaskFuture>>>,
     /// Programs of tasks not started yet.
     pub programs: RefCell<Vec<Option<Program>>>,
+    /// Handlers that `Op::CallFunction` runs on other CPUs.
+    pub ipi_handlers: RefCell<Vec<IpiHandler>>,
     pte_version: Cell<u64>,
 }
 
@@ -353,6 +367,7 @@ impl World {
             now: Cell::new(0),
             futures: RefCell::new(Vec::new()),
             programs: RefCell::new(Vec::new()),
+            ipi_handlers: RefCell::new(Vec::new()),
             pte_version: Cell::new(0),
         });
         for cpu in 0..n {
@@ -476,14 +491,23 @@ impl World {
         }
     }
 
+    /// Registers an IPI handler; returns its index for `Op::CallFunction`.
+    pub fn register_ipi_handler(&self, h: IpiHandler) -> usize {
+        let mut v = self.ipi_handlers.borrow_mut();
+        v.push(h);
+        v.len() - 1
+    }
+
     /// Drops every task's future and program. Futures hold `Ctx`s, which
     /// hold the world: without this a world is never freed (the explorer
     /// builds one per schedule).
     pub fn teardown(&self) {
         let futures = std::mem::take(&mut *self.futures.borrow_mut());
         let programs = std::mem::take(&mut *self.programs.borrow_mut());
+        let handlers = std::mem::take(&mut *self.ipi_handlers.borrow_mut());
         drop(futures);
         drop(programs);
+        drop(handlers);
     }
 
     /// The first violation the observer found, if any.
@@ -522,6 +546,16 @@ impl Ctx {
     /// The context of `task`.
     pub fn new(w: &Rc<World>, task: TaskId) -> Self {
         let mb = Rc::clone(&w.k.borrow().tasks[task].mb);
+        Self {
+            w: Rc::clone(w),
+            task,
+            mb,
+        }
+    }
+
+    /// The context of interrupt code running on `task`'s CPU: `current` is
+    /// `task`, but steps go through `mb`, not the task's mailbox.
+    pub fn interrupt(w: &Rc<World>, task: TaskId, mb: Rc<TaskMailbox>) -> Self {
         Self {
             w: Rc::clone(w),
             task,
