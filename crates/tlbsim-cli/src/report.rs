@@ -94,16 +94,45 @@ pub fn table(o: &RunOutput, host_s: f64, per_cpu: bool) -> String {
     }
     for (name, l) in &st.locks {
         let q = &l.contended_wait_ns;
+        let h = &l.hold_ns;
         let _ = writeln!(
             s,
-            "{:>18}      {:<22} # {} contended, wait min {} / median {} / max {} ns",
+            "{:>18}      {:<22} # {} contended, wait min {} / median {} / max {} ns; hold min {} / median {} / max {} ns",
             thousands(l.acquisitions),
             format!("lock.{name}"),
             thousands(q.count),
             thousands(q.min),
             thousands(q.median),
-            thousands(q.max)
+            thousands(q.max),
+            thousands(h.min),
+            thousands(h.median),
+            thousands(h.max)
         );
+    }
+    if per_cpu || n <= 16 {
+        // Like /proc/interrupts.
+        let mut head = String::from("\n      ");
+        for i in 0..n {
+            head.push_str(&format!("{:>11}", format!("CPU{i}")));
+        }
+        let _ = writeln!(s, "{head}");
+        type Get = fn(&tlbsim::stats::CpuStats) -> u64;
+        let rows: [(&str, Get, &str); 3] = [
+            ("IPI1", |c| c.ipi_resched, "Rescheduling interrupts"),
+            ("IPI2", |c| c.ipi_call, "Function call interrupts"),
+            (
+                "IPI3",
+                |c| c.ipi_call_single,
+                "Single function call interrupts",
+            ),
+        ];
+        for (irq, get, what) in rows {
+            let mut line = format!("{irq:>5}:");
+            for c in &st.per_cpu {
+                line.push_str(&format!("{:>11}", get(c)));
+            }
+            let _ = writeln!(s, "{line}  {what}");
+        }
     }
     if per_cpu || n <= 64 {
         let _ = writeln!(

@@ -106,6 +106,10 @@ pub struct TimingDriver {
     deferred: Vec<Option<OpResult>>,
     /// Per CPU: handlers still to return to this CPU's `CallFunction`.
     acks: Vec<usize>,
+    /// Per CPU: the task's `Work` step under way (its event and end).
+    work_step: Vec<Option<(crate::engine::queue::EventId, Ns)>>,
+    /// Per CPU: work left of a `Work` step an IPI interrupted.
+    interrupted_work: Vec<Option<Ns>>,
 }
 
 impl std::fmt::Debug for TimingDriver {
@@ -127,6 +131,8 @@ impl TimingDriver {
             irq: (0..n).map(|_| None).collect(),
             deferred: vec![None; n],
             acks: vec![0; n],
+            work_step: vec![None; n],
+            interrupted_work: vec![None; n],
             w,
             q: EventQueue::default(),
             wait: vec![Wait::Free; n],
@@ -184,10 +190,21 @@ impl TimingDriver {
                         }
                     }
                     self.irq_queue[cpu].push_back((handler, sender));
-                    if self.irq[cpu].is_none()
-                        && matches!(self.wait[cpu], Wait::Idle | Wait::Lock(_) | Wait::IpiAck)
-                    {
-                        self.start_irq(cpu);
+                    if self.irq[cpu].is_none() {
+                        if let (Wait::Step, Some((id, end))) = (self.wait[cpu], self.work_step[cpu])
+                        {
+                            // Interrupt the work; the rest runs after the handler.
+                            self.q.cancel(id);
+                            self.work_step[cpu] = None;
+                            self.interrupted_work[cpu] = Some(end - self.now());
+                            self.wait[cpu] = Wait::Free;
+                            self.start_irq(cpu);
+                        } else if matches!(
+                            self.wait[cpu],
+                            Wait::Idle | Wait::Lock(_) | Wait::IpiAck
+                        ) {
+                            self.start_irq(cpu);
+                        }
                     }
                 }
                 Ev::DvmApply(id) => self.dvm_apply(id),
@@ -292,6 +309,8 @@ impl TimingDriver {
                 }
                 if !self.irq_queue[cpu].is_empty() {
                     self.start_irq(cpu);
+                } else if let Some(left) = self.interrupted_work[cpu].take() {
+                    self.after_work(cpu, left);
                 } else if let Some(r) = self.deferred[cpu].take() {
                     self.complete(cpu, r);
                 } else if run.saved == Wait::Idle {
@@ -300,14 +319,21 @@ impl TimingDriver {
                 }
                 return;
             }
-            let op = run.mb.take_posted().expect("a pending handler posted a step");
+            let op = run
+                .mb
+                .take_posted()
+                .expect("a pending handler posted a step");
             let task = self.w.k.borrow().cpus[cpu].current;
             assert!(
                 !matches!(op, Op::SwitchTo(_) | Op::Idle | Op::CallFunction { .. }),
                 "an IPI handler may not schedule or send IPIs"
             );
             match self.dispatch(cpu, task, op) {
-                Some(r) => self.irq[cpu].as_ref().expect("a handler runs").mb.complete(r),
+                Some(r) => self.irq[cpu]
+                    .as_ref()
+                    .expect("a handler runs")
+                    .mb
+                    .complete(r),
                 None => return,
             }
         }
@@ -369,6 +395,21 @@ impl TimingDriver {
         self.result[cpu] = Some(r);
         let t = self.now() + ns;
         self.q.push(t, Ev::StepDone(cpu));
+        self.work_step[cpu] = None;
+    }
+
+    /// A `Work` step of a task: an IPI may interrupt it (the rest of the
+    /// work resumes when the handler returns).
+    fn after_work(&mut self, cpu: CpuId, ns: Ns) {
+        self.wait[cpu] = Wait::Step;
+        self.result[cpu] = Some(OpResult::Unit);
+        let t = self.now() + ns;
+        let id = self.q.push(t, Ev::StepDone(cpu));
+        self.work_step[cpu] = if self.irq[cpu].is_none() {
+            Some((id, t))
+        } else {
+            None
+        };
     }
 
     fn take_stolen(&self, cpu: CpuId) -> Ns {
@@ -387,7 +428,7 @@ impl TimingDriver {
                 }
                 let s = self.take_stolen(cpu);
                 w.stats.borrow_mut().cpu[cpu].busy_ns += ns;
-                self.after(cpu, ns + s, OpResult::Unit);
+                self.after_work(cpu, ns + s);
             }
             Op::Access { va, write } => {
                 if self.speculative {
@@ -441,10 +482,15 @@ impl TimingDriver {
             Op::Atomic => self.after(cpu, p.kernel.atomic_ns, OpResult::Unit),
             Op::Lock(l) | Op::LockShared(l) => {
                 let shared = matches!(op, Op::LockShared(_));
+                let now = self.now();
                 let (got, name) = {
                     let mut k = w.k.borrow_mut();
                     let lock = &mut k.locks[l];
-                    (lock.acquire(task, shared, self.now()), lock.name)
+                    let got = lock.acquire(task, shared, now);
+                    if got && !shared {
+                        lock.held_since_ns = now;
+                    }
+                    (got, lock.name)
                 };
                 w.stats.borrow_mut().lock(name).acquisitions += 1;
                 if got {
@@ -455,10 +501,20 @@ impl TimingDriver {
             }
             Op::Unlock(l) | Op::UnlockShared(l) => {
                 let shared = matches!(op, Op::UnlockShared(_));
+                let now = self.now();
+                let handoff = p.kernel.cacheline_transfer_ns;
                 let (granted, name) = {
                     let mut k = w.k.borrow_mut();
                     let lock = &mut k.locks[l];
-                    (lock.release(shared), lock.name)
+                    if !shared {
+                        let held = now - lock.held_since_ns;
+                        w.stats.borrow_mut().lock(lock.name).hold_ns.record(held);
+                    }
+                    let granted = lock.release(shared);
+                    if granted.iter().any(|g| !g.shared) {
+                        lock.held_since_ns = now + handoff;
+                    }
+                    (granted, lock.name)
                 };
                 for g in granted {
                     let wcpu = w.k.borrow().tasks[g.task].cpu;

@@ -64,6 +64,8 @@ pub struct LockReport {
     pub acquisitions: u64,
     /// Waits of the acquisitions that found it taken (ns).
     pub contended_wait_ns: Summary,
+    /// Exclusive hold times (ns).
+    pub hold_ns: Summary,
 }
 
 /// Everything a run produces (host time is added by the caller).
@@ -189,6 +191,16 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
     let policy = tlb_policy(&kcfg.tlb_policy).map_err(|e| field("kernel", "tlb_policy", e))?;
     let alloc = asid_allocator(&kcfg.asid_allocator, &kcfg, profile.tlb.asid_bits)
         .map_err(|e| field("kernel", "asid_allocator", e))?;
+    if kcfg.kpti && !alloc.supports_kpti() {
+        return Err(field(
+            "kernel",
+            "kpti",
+            format!(
+                "asid_allocator \"{}\" does not support kpti",
+                kcfg.asid_allocator
+            ),
+        ));
+    }
     if kcfg.kpti && profile.tlb.asid_bits < 3 {
         return Err(field("kernel", "kpti", "kpti needs asid_bits >= 3".into()));
     }
@@ -283,6 +295,7 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
                         LockReport {
                             acquisitions: l.acquisitions,
                             contended_wait_ns: l.contended_wait_ns.summary(),
+                            hold_ns: l.hold_ns.summary(),
                         },
                     )
                 })

@@ -137,6 +137,8 @@ pub struct LockStats {
     /// Wait of each acquisition that found the lock taken, until it was
     /// handed over (ns).
     pub contended_wait_ns: Samples,
+    /// Time each exclusive hold lasted, acquisition to release (ns).
+    pub hold_ns: Samples,
 }
 
 /// Everything the model counts during a run.

@@ -240,6 +240,8 @@ pub struct Lock {
     pub readers: u32,
     /// Waiters in arrival order.
     pub waiters: VecDeque<LockWaiter>,
+    /// When the exclusive holder got it (for hold times).
+    pub held_since_ns: Ns,
 }
 
 impl Lock {

@@ -83,6 +83,10 @@ pub trait AsidAllocator {
     fn check_and_switch_context<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()>;
     /// The (kernel) ASID currently assigned to `mm`.
     fn asid_of(&self, w: &World, mm: MmId) -> Asid;
+    /// Can it hand out KPTI pairs (even ASIDs with odd user twins)?
+    fn supports_kpti(&self) -> bool {
+        true
+    }
 }
 
 type TlbCtor = fn() -> Box<dyn TlbPolicy>;
@@ -133,6 +137,11 @@ pub const ASID_ALLOCATORS: &[(&str, &str, AsidCtor)] = &[
         "arm64-asid-reserved",
         "Linux arm64 allocator: generations, reserved ASIDs, lockless fast path, no IPIs",
         |k, bits| Box::new(super::arm64::asid::ReservedAsid::new(bits, k.kpti)),
+    ),
+    (
+        "arm-asid-ipi-rollover",
+        "ARM before 2012: global counter under cpu_asid_lock, IPI to every CPU at rollover",
+        |_, bits| Box::new(super::arm64::asid_ipi::IpiRollover::new(bits)),
     ),
     (
         "mutant-asid-no-reserve",

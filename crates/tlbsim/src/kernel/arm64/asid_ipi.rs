@@ -1,0 +1,196 @@
+//! `arm-asid-ipi-rollover`: the ARM ASID allocator that seed 002 replaced
+//! (arch/arm/mm/context.c, Linux 3.5 and before), ported to the model.
+//!
+//! - `cpu_last_asid` is a global counter; a context whose generation is old
+//!   takes `cpu_asid_lock` and is given `++cpu_last_asid`.
+//! - When the low bits wrap, the CPU flushes its own TLB, and broadcasts an
+//!   IPI (`smp_call_function(reset_context, wait = 1)`) while holding the
+//!   lock: every other CPU flushes its TLB and gives the mm it is running
+//!   the ASID `cpu_last_asid + cpu + 1` of the new generation. The first
+//!   `NR_CPUS` numbers of a generation belong to the running mms.
+//! - `set_mm_context` takes the mm's `id_lock` so that two CPUs renewing
+//!   the same mm agree on one ASID.
+//!
+//! Not ported: `mm_cpumask` bookkeeping (the model's TLB maintenance is
+//! broadcast), the VIVT instruction-cache flush. The allocator does not
+//! support KPTI (ARMv7 had none).
+
+use crate::engine::exec::KFuture;
+use crate::hw::cpumask::CpuMask;
+use crate::hw::tlb::{Asid, MmId, TlbiScope};
+use crate::hw::Ttbr0;
+use crate::kernel::policy::AsidAllocator;
+use crate::kernel::{Ctx, LockId, Op, World};
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+#[derive(Debug)]
+struct Inner {
+    bits: u8,
+    /// `cpu_last_asid` (generation in the high bits).
+    last: Cell<u64>,
+    /// `per_cpu(current_mm)`.
+    current_mm: RefCell<Vec<Option<MmId>>>,
+    /// `cpu_asid_lock`.
+    lock: Cell<LockId>,
+    /// Per mm `context.id_lock`, created on first use.
+    id_locks: RefCell<BTreeMap<MmId, LockId>>,
+    /// The `reset_context` IPI handler.
+    handler: Cell<usize>,
+}
+
+impl Inner {
+    fn first_version(&self) -> u64 {
+        1 << self.bits
+    }
+
+    fn stale(&self, id: u64) -> bool {
+        (id ^ self.last.get()) >> self.bits != 0
+    }
+
+    fn id_lock(&self, w: &World, mm: MmId) -> LockId {
+        *self
+            .id_locks
+            .borrow_mut()
+            .entry(mm)
+            .or_insert_with(|| w.new_lock("mm_context_id_lock"))
+    }
+
+    /// `flush_context()`: reserved ASID, then a full local TLB flush.
+    async fn flush_context(&self, ctx: &Ctx) {
+        ctx.step(Op::SetTtbr0(None)).await;
+        ctx.isb().await;
+        ctx.step(Op::DsbSt).await;
+        ctx.tlbi(TlbiScope::All, false).await;
+        ctx.dsb_nsh().await;
+        ctx.isb().await;
+    }
+
+    /// `set_mm_context(mm, asid)`.
+    async fn set_mm_context(&self, ctx: &Ctx, mm: MmId, asid: u64) {
+        let w = &ctx.w;
+        let l = self.id_lock(w, mm);
+        ctx.spin_lock(l).await;
+        let id = w.k.borrow().mms[mm as usize].context_id;
+        if self.stale(id) {
+            w.k.borrow_mut().mms[mm as usize].context_id = asid;
+            w.policy.on_new_context(w, mm);
+        }
+        ctx.spin_unlock(l).await;
+    }
+
+    /// `cpu_switch_mm(mm->pgd, mm)`.
+    async fn cpu_switch_mm(&self, ctx: &Ctx, mm: MmId) {
+        let w = &ctx.w;
+        let pgd = w.k.borrow().mms[mm as usize].pgd;
+        let asid = w.user_asid(mm);
+        ctx.step(Op::SetTtbr0(Some(Ttbr0 { mm, pgd, asid }))).await;
+        ctx.isb().await;
+    }
+
+    /// `reset_context()`: the IPI handler on every other CPU at rollover.
+    async fn reset_context(&self, ctx: &Ctx) {
+        let cpu = ctx.cpu();
+        ctx.atomic().await; // smp_rmb(); read current_mm and cpu_last_asid
+        let Some(mm) = self.current_mm.borrow()[cpu] else {
+            return;
+        };
+        let asid = self.last.get() + cpu as u64 + 1;
+        self.flush_context(ctx).await;
+        self.set_mm_context(ctx, mm, asid).await;
+        self.cpu_switch_mm(ctx, mm).await;
+    }
+
+    /// `__new_context(mm)`.
+    async fn new_context(&self, ctx: &Ctx, mm: MmId) {
+        let w = &ctx.w;
+        let cpu = ctx.cpu();
+        ctx.spin_lock(self.lock.get()).await;
+        // The change may have been broadcast before we got the lock.
+        if !self.stale(w.k.borrow().mms[mm as usize].context_id) {
+            ctx.spin_unlock(self.lock.get()).await;
+            return;
+        }
+        ctx.atomic().await;
+        let mut asid = self.last.get() + 1;
+        self.last.set(asid);
+        if asid & (self.first_version() - 1) == 0 {
+            // All ASIDs of this generation used: a new one, and every CPU
+            // resets its context through an IPI.
+            w.stats.borrow_mut().asid_rollovers += 1;
+            asid = self.last.get() + cpu as u64 + 1;
+            self.flush_context(ctx).await;
+            let mut targets = CpuMask::full(w.ncpus());
+            targets.clear(cpu);
+            ctx.step(Op::CallFunction {
+                targets,
+                handler: self.handler.get(),
+            })
+            .await;
+            self.last.set(self.last.get() + w.ncpus() as u64);
+        }
+        self.set_mm_context(ctx, mm, asid).await;
+        ctx.spin_unlock(self.lock.get()).await;
+    }
+}
+
+/// The allocator. See the module doc.
+#[derive(Debug)]
+pub struct IpiRollover {
+    inner: Rc<Inner>,
+}
+
+impl IpiRollover {
+    /// An allocator for `bits`-bit ASIDs.
+    pub fn new(bits: u8) -> Self {
+        Self {
+            inner: Rc::new(Inner {
+                bits,
+                last: Cell::new(1 << bits),
+                current_mm: RefCell::new(Vec::new()),
+                lock: Cell::new(0),
+                id_locks: RefCell::new(BTreeMap::new()),
+                handler: Cell::new(0),
+            }),
+        }
+    }
+}
+
+impl AsidAllocator for IpiRollover {
+    fn init(&self, w: &World) {
+        *self.inner.current_mm.borrow_mut() = vec![None; w.ncpus()];
+        self.inner.lock.set(w.new_lock("cpu_asid_lock"));
+        let inner = Rc::clone(&self.inner);
+        let h = w.register_ipi_handler(Rc::new(move |ctx: Ctx| {
+            let inner = Rc::clone(&inner);
+            Box::pin(async move { inner.reset_context(&ctx).await })
+        }));
+        self.inner.handler.set(h);
+    }
+
+    fn asid_of(&self, w: &World, mm: MmId) -> Asid {
+        (w.k.borrow().mms[mm as usize].context_id & (self.inner.first_version() - 1)) as Asid
+    }
+
+    fn supports_kpti(&self) -> bool {
+        false
+    }
+
+    fn check_and_switch_context<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
+        Box::pin(async move {
+            let inner = &self.inner;
+            let cpu = ctx.cpu();
+            ctx.atomic().await; // per_cpu(current_mm) = next
+            inner.current_mm.borrow_mut()[cpu] = Some(mm);
+            // check_context(): interrupts are on, so an IPI may renew the
+            // context between this test and the switch.
+            let id = ctx.w.k.borrow().mms[mm as usize].context_id;
+            if inner.stale(id) {
+                inner.new_context(ctx, mm).await;
+            }
+            ctx.w.policy.before_ttbr0_load(ctx, mm).await;
+            inner.cpu_switch_mm(ctx, mm).await;
+        })
+    }
+}
