@@ -187,6 +187,8 @@ pub struct KernelCosts {
     pub munmap_ns: u64,
     /// Base work of madvise(MADV_DONTNEED).
     pub madvise_ns: u64,
+    /// A small pipe write or read, beyond the syscall entry and exit.
+    pub pipe_rw_ns: u64,
     /// Per-PTE work of a page-table update (read, modify, write).
     pub pte_update_ns: u64,
     /// Exception entry/exit and handler of a page fault, without allocation.
@@ -215,6 +217,10 @@ pub struct KernelCosts {
     pub ipi_handler_ns: u64,
     /// Scheduler time slice.
     pub time_slice_ns: u64,
+    /// CFS `sysctl_sched_latency` before CPU-count scaling.
+    pub sched_latency_ns: u64,
+    /// CFS `sysctl_sched_wakeup_granularity` before CPU-count scaling.
+    pub wakeup_granularity_ns: u64,
 }
 
 /// An experiment: which machine, kernel policies, workload and seed.
@@ -360,6 +366,10 @@ pub const BUILTIN_PROFILES: &[(&str, &str)] = &[
     (
         "ampere-2s",
         include_str!("../../../profiles/ampere-2s.toml"),
+    ),
+    (
+        "cortex-a15-2",
+        include_str!("../../../profiles/cortex-a15-2.toml"),
     ),
 ];
 

@@ -8,6 +8,7 @@
 pub mod arm64;
 pub mod mm;
 pub mod pgtable;
+pub mod pipe;
 pub mod policy;
 pub mod sched;
 
@@ -187,6 +188,10 @@ pub struct Task {
     pub affinity: Option<CpuMask>,
     /// When its current slice started.
     pub slice_start_ns: Ns,
+    /// When it last went to sleep.
+    pub sleep_start_ns: Ns,
+    /// CFS virtual runtime (all tasks have the same weight).
+    pub vruntime_ns: Ns,
     /// Still executing on a CPU (until its switch-out completes).
     pub on_cpu: bool,
     /// On a run queue.
@@ -204,6 +209,8 @@ pub struct PerCpu {
     pub idle: TaskId,
     /// Run queue (FIFO, round robin).
     pub rq: VecDeque<TaskId>,
+    /// CFS `min_vruntime` of this CPU's run queue (monotonic).
+    pub min_vruntime_ns: Ns,
     /// Reschedule requested.
     pub need_resched: bool,
     /// mm to drop in `finish_task_switch` (lazy reference of the prev task).
@@ -387,6 +394,7 @@ impl World {
                 current: t,
                 idle: t,
                 rq: VecDeque::new(),
+                min_vruntime_ns: 0,
                 need_resched: false,
                 mm_to_drop: None,
                 last: None,
@@ -427,6 +435,8 @@ impl World {
             zombies: VecDeque::new(),
             affinity: None,
             slice_start_ns: 0,
+            sleep_start_ns: 0,
+            vruntime_ns: 0,
             on_cpu: false,
             queued: false,
             mb: Rc::default(),

@@ -66,7 +66,27 @@ pub async fn schedule(ctx: &Ctx) {
         k.cpus[cpu].need_resched = false;
         let prev_running = k.tasks[prev].state == TaskState::Running;
         let prev_idle = k.tasks[prev].idle;
-        match k.cpus[cpu].rq.pop_front() {
+        let now = w.now.get();
+        if k.tasks[prev].state == TaskState::Blocked {
+            k.tasks[prev].sleep_start_ns = now;
+        }
+        // CFS: the task with the smallest vruntime runs next.
+        let pick = {
+            let pc = &k.cpus[cpu];
+            (0..pc.rq.len()).min_by_key(|&i| (k.tasks[pc.rq[i]].vruntime_ns, i))
+        };
+        let picked = pick.and_then(|i| k.cpus[cpu].rq.remove(i));
+        if picked.is_some() && !prev_idle {
+            let ran = now.saturating_sub(k.tasks[prev].slice_start_ns);
+            k.tasks[prev].vruntime_ns += ran;
+            k.tasks[prev].slice_start_ns = now;
+        }
+        if let Some(n) = picked {
+            let v = k.tasks[n].vruntime_ns;
+            let m = &mut k.cpus[cpu].min_vruntime_ns;
+            *m = (*m).max(v);
+        }
+        match picked {
             Some(n) => {
                 k.tasks[n].queued = false;
                 if prev_running && !prev_idle {
@@ -193,6 +213,11 @@ async fn enqueue(ctx: &Ctx, t: TaskId, fork: bool) {
         let mut k = w.k.borrow_mut();
         k.tasks[t].queued = true;
         k.tasks[t].cpu = target;
+        if fork {
+            // A new task starts at the queue's min_vruntime.
+            let m = k.cpus[target].min_vruntime_ns;
+            k.tasks[t].vruntime_ns = k.tasks[t].vruntime_ns.max(m);
+        }
         k.cpus[target].rq.push_back(t);
         let idle = k.cpus[target].current == k.cpus[target].idle;
         if target == this_cpu {
@@ -218,7 +243,57 @@ pub async fn wake_up(ctx: &Ctx, t: TaskId) {
         k.tasks[t].on_cpu
     };
     if !defer {
-        enqueue(ctx, t, false).await;
+        enqueue_woken(ctx, t).await;
+    }
+}
+
+/// CFS's wake-up placement and preemption (kernel/sched/fair.c, equal
+/// weights): a woken task's vruntime is raised to at least `min_vruntime -
+/// sched_latency / 2` (GENTLE_FAIR_SLEEPERS); it preempts the running task
+/// when that task's vruntime (including its current run) is ahead by more
+/// than `wakeup_granularity`. Both tunables are Linux's defaults scaled by
+/// `1 + ilog2(min(ncpus, 8))`.
+fn place_and_check_preempt(w: &World, t: TaskId, cpu: CpuId) -> bool {
+    let mut k = w.k.borrow_mut();
+    let now = w.now.get();
+    let factor = 1 + (w.ncpus().clamp(1, 8) as u64).ilog2() as u64;
+    let latency = w.profile.kernel.sched_latency_ns * factor;
+    let gran = w.profile.kernel.wakeup_granularity_ns * factor;
+    let floor = k.cpus[cpu].min_vruntime_ns.saturating_sub(latency / 2);
+    let v = k.tasks[t].vruntime_ns.max(floor);
+    k.tasks[t].vruntime_ns = v;
+    let pc = &k.cpus[cpu];
+    if pc.current == pc.idle {
+        return false;
+    }
+    let cur = &k.tasks[pc.current];
+    let cur_v = cur.vruntime_ns + now.saturating_sub(cur.slice_start_ns);
+    cur_v > v + gran
+}
+
+/// Enqueues a woken task; if it preempts, its CPU reschedules (through an
+/// IPI if remote).
+async fn enqueue_woken(ctx: &Ctx, t: TaskId) {
+    let w = &ctx.w;
+    let target = select_task_rq(w, t, false);
+    let this_cpu = ctx.cpu();
+    let preempt = place_and_check_preempt(w, t, target);
+    let kick = {
+        let mut k = w.k.borrow_mut();
+        k.tasks[t].queued = true;
+        k.tasks[t].cpu = target;
+        let idle = k.cpus[target].current == k.cpus[target].idle;
+        k.cpus[target].rq.push_back(t);
+        if target == this_cpu {
+            k.cpus[target].need_resched |= idle || preempt;
+            false
+        } else {
+            k.cpus[target].need_resched |= preempt;
+            idle || preempt
+        }
+    };
+    if kick {
+        ctx.step(Op::ReschedIpi(target)).await;
     }
 }
 

@@ -2,6 +2,7 @@
 
 pub mod asid_churn;
 pub mod churn;
+pub mod hackbench;
 pub mod lifecycle;
 pub mod mprotect;
 pub mod threads;
@@ -39,6 +40,11 @@ pub const WORKLOADS: &[(&str, &str, Ctor)] = &[
         "churn",
         "checker stress: threads come and go, migrations, lazy CPUs running kworkers, munmap freeing tables",
         |p| Ok(Box::new(churn::Churn::from_params(p)?)),
+    ),
+    (
+        "hackbench",
+        "seed 002: hackbench over pipes (groups of senders and receivers), repeated runs",
+        |p| Ok(Box::new(hackbench::Hackbench::from_params(p)?)),
     ),
     (
         "sort-compute",

@@ -1,0 +1,159 @@
+//! hackbench (rt-tests/LTP), process mode over pipes: each of `groups`
+//! groups has `fds` receivers and `fds` senders; every sender writes
+//! `loops` messages to every receiver of its group, every receiver reads
+//! `fds * loops` messages. The main process forks all of them first; they
+//! wait at a start gate (hackbench's ready/wake file descriptors) until the
+//! last is forked, then all run at once. The whole thing repeats `runs`
+//! times (new processes, so new address spaces and ASIDs, each run). The
+//! result is the elapsed time.
+
+use super::{parse_params, Params, Workload};
+use crate::engine::rng::Streams;
+use crate::kernel::pipe::{new_pipe, pipe_read, pipe_write, PipeRef};
+use crate::kernel::sched::{block_until_woken, spawn_user, sys_fork, sys_wait, wake_up};
+use crate::kernel::{Ctx, TaskId, World};
+use serde::Deserialize;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// hackbench's start handshake: children wait until the main process has
+/// forked them all.
+#[derive(Debug, Default)]
+struct Gate {
+    open: bool,
+    waiting: Vec<TaskId>,
+}
+
+type GateRef = Rc<RefCell<Gate>>;
+
+async fn wait_gate(ctx: &Ctx, g: &GateRef) {
+    let open = {
+        let mut gg = g.borrow_mut();
+        if !gg.open {
+            gg.waiting.push(ctx.task);
+        }
+        gg.open
+    };
+    if !open {
+        block_until_woken(ctx).await;
+    }
+}
+
+async fn open_gate(ctx: &Ctx, g: &GateRef) {
+    let waiting = {
+        let mut gg = g.borrow_mut();
+        gg.open = true;
+        std::mem::take(&mut gg.waiting)
+    };
+    for t in waiting {
+        wake_up(ctx, t).await;
+    }
+}
+
+/// Parameters.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hackbench {
+    /// Groups of senders and receivers.
+    #[serde(default = "d_groups")]
+    pub groups: u32,
+    /// Senders (and receivers) per group.
+    #[serde(default = "d_fds")]
+    pub fds: u32,
+    /// Messages each sender sends to each receiver.
+    #[serde(default = "d_loops")]
+    pub loops: u32,
+    /// Sequential hackbench runs.
+    #[serde(default = "d_runs")]
+    pub runs: u32,
+    /// Messages a pipe buffers (64 KiB / 100-byte messages).
+    #[serde(default = "d_capacity")]
+    pub pipe_messages: u32,
+}
+
+fn d_groups() -> u32 {
+    10
+}
+fn d_fds() -> u32 {
+    20
+}
+fn d_loops() -> u32 {
+    100
+}
+fn d_runs() -> u32 {
+    1
+}
+fn d_capacity() -> u32 {
+    655
+}
+
+impl Hackbench {
+    /// From config parameters.
+    pub fn from_params(p: &Params) -> Result<Self, String> {
+        let h: Hackbench = parse_params(p)?;
+        if h.groups == 0 || h.fds == 0 || h.runs == 0 {
+            return Err("`groups`, `fds` and `runs` must be >= 1".into());
+        }
+        Ok(h)
+    }
+}
+
+impl Workload for Hackbench {
+    fn setup(&self, w: &Rc<World>, _streams: &Streams) -> TaskId {
+        let me = self.clone();
+        spawn_user(
+            w,
+            "hackbench",
+            0,
+            Box::new(move |ctx: Ctx| {
+                Box::pin(async move {
+                    for _ in 0..me.runs {
+                        let gate: GateRef = Rc::default();
+                        for _ in 0..me.groups {
+                            let pipes: Rc<Vec<PipeRef>> =
+                                Rc::new((0..me.fds).map(|_| new_pipe(me.pipe_messages)).collect());
+                            for r in 0..me.fds as usize {
+                                let (pipes, n) = (Rc::clone(&pipes), me.fds * me.loops);
+                                let gate = Rc::clone(&gate);
+                                sys_fork(
+                                    &ctx,
+                                    "receiver",
+                                    Box::new(move |c: Ctx| {
+                                        Box::pin(async move {
+                                            wait_gate(&c, &gate).await;
+                                            for _ in 0..n {
+                                                pipe_read(&c, &pipes[r]).await;
+                                            }
+                                        })
+                                    }),
+                                )
+                                .await;
+                            }
+                            for _ in 0..me.fds {
+                                let (pipes, loops) = (Rc::clone(&pipes), me.loops);
+                                let gate = Rc::clone(&gate);
+                                sys_fork(
+                                    &ctx,
+                                    "sender",
+                                    Box::new(move |c: Ctx| {
+                                        Box::pin(async move {
+                                            wait_gate(&c, &gate).await;
+                                            for _ in 0..loops {
+                                                for p in pipes.iter() {
+                                                    pipe_write(&c, p).await;
+                                                }
+                                            }
+                                        })
+                                    }),
+                                )
+                                .await;
+                            }
+                        }
+                        open_gate(&ctx, &gate).await;
+                        while sys_wait(&ctx).await.is_some() {}
+                    }
+                })
+            }),
+        )
+    }
+}
