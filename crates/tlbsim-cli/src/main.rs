@@ -468,45 +468,48 @@ fn cmd_run(
     }
 }
 
-fn reproduce_run(file: &str, toml: &str, policy: Option<&str>) -> Result<(RunOutput, f64), String> {
+fn reproduce_run(
+    file: &str,
+    toml: &str,
+    p: Option<&tlbsim::reproduce::Patched>,
+) -> Result<(RunOutput, f64), String> {
     let mut exp: Experiment = parse_toml(file, toml).map_err(|e| e.to_string())?;
-    if let Some(p) = policy {
-        exp.kernel.tlb_policy = p.to_string();
+    if let Some(p) = p {
+        if let Some(x) = p.policy {
+            exp.kernel.tlb_policy = x.to_string();
+        }
+        if let Some(x) = p.allocator {
+            exp.kernel.asid_allocator = x.to_string();
+        }
     }
     let t0 = Instant::now();
     let o = run(&exp, &RunOptions::default()).map_err(|e| describe(&e, file, toml))?;
     Ok((o, t0.elapsed().as_secs_f64()))
 }
 
+/// One printed and JSON row of `tlbsim reproduce`.
+struct Row<'a> {
+    experiment: &'a str,
+    metric: String,
+    unit: &'a str,
+    published: f64,
+    simulated: f64,
+    host_s: f64,
+    checker: &'a str,
+    source: &'a str,
+}
+
 fn cmd_reproduce(json: Option<&Path>, only: Option<&str>) -> ExitCode {
-    let mut rows = Vec::new();
-    let mut row = |exp: &str,
-                   metric: String,
-                   unit: &str,
-                   published: f64,
-                   sim: f64,
-                   host: f64,
-                   checker: &str,
-                   source: &str| {
-        let err_pct = (sim - published) / published * 100.0;
-        println!(
-            "{exp:<22} {metric:<34} {unit:>5} {published:>10.4} {sim:>10.4} {err_pct:>+7.1}%  {host:>7.2}   checker: {checker}"
-        );
-        rows.push(serde_json::json!({
-            "experiment": exp, "metric": metric, "unit": unit,
-            "published": published, "simulated": sim, "error_pct": err_pct,
-            "source": source, "checker": checker,
-        }));
-    };
     let selected: Vec<_> = tlbsim::reproduce::REPRODUCTIONS
         .iter()
         .filter(|r| only.is_none_or(|o| r.experiment.contains(o)))
         .collect();
     if selected.is_empty() {
-        let names: Vec<_> = tlbsim::reproduce::REPRODUCTIONS
+        let mut names: Vec<_> = tlbsim::reproduce::REPRODUCTIONS
             .iter()
             .map(|r| r.experiment)
             .collect();
+        names.dedup();
         eprintln!(
             "error: --only {:?} matches no experiment (known: {})",
             only.unwrap_or_default(),
@@ -515,60 +518,125 @@ fn cmd_reproduce(json: Option<&Path>, only: Option<&str>) -> ExitCode {
         return ExitCode::from(2);
     }
     println!(
-        "{:<22} {:<34} {:>5} {:>10} {:>10} {:>8}  {:>7}",
+        "{:<22} {:<42} {:>5} {:>10} {:>10} {:>8}  {:>7}",
         "experiment", "metric", "unit", "published", "simulated", "error", "host s"
     );
-    for r in selected {
+    let mut rows = Vec::new();
+    let mut print = |r: Row| {
+        let err_pct = (r.simulated - r.published) / r.published * 100.0;
+        let fmt = |v: f64| {
+            if v.is_nan() {
+                "-".to_string()
+            } else {
+                format!("{v:.4}")
+            }
+        };
+        let err = if err_pct.is_finite() {
+            format!("{err_pct:+.1}%")
+        } else {
+            "-".into()
+        };
+        println!(
+            "{:<22} {:<42} {:>5} {:>10} {:>10} {:>8}  {:>7.2}   checker: {}",
+            r.experiment,
+            r.metric,
+            r.unit,
+            fmt(r.published),
+            fmt(r.simulated),
+            err,
+            r.host_s,
+            r.checker
+        );
+        let num = |v: f64| {
+            if v.is_finite() {
+                serde_json::json!(v)
+            } else {
+                serde_json::Value::Null
+            }
+        };
+        rows.push(serde_json::json!({
+            "experiment": r.experiment, "metric": r.metric, "unit": r.unit,
+            "published": num(r.published), "simulated": num(r.simulated),
+            "error_pct": num(err_pct), "source": r.source, "checker": r.checker,
+        }));
+    };
+    // Runs are shared by the rows of one experiment and kernel.
+    let mut cache: std::collections::BTreeMap<String, (RunOutput, f64)> = Default::default();
+    let mut get = |r: &tlbsim::reproduce::Reproduction,
+                   p: Option<&tlbsim::reproduce::Patched>|
+     -> Result<(RunOutput, f64, bool), String> {
+        let key = format!(
+            "{}|{:?}|{:?}",
+            r.experiment,
+            p.and_then(|p| p.policy),
+            p.and_then(|p| p.allocator)
+        );
+        if let Some((o, _)) = cache.get(&key) {
+            return Ok((o.clone(), 0.0, true));
+        }
         let file = format!("<built-in experiments/{}.toml>", r.experiment);
-        let (o, host) = match reproduce_run(&file, r.toml, None) {
+        let (o, h) = reproduce_run(&file, r.toml, p)?;
+        cache.insert(key, (o.clone(), h));
+        Ok((o, h, false))
+    };
+    for r in selected {
+        let (o, host, _) = match get(r, None) {
             Ok(x) => x,
             Err(e) => {
                 eprintln!("error: {e}");
                 return ExitCode::FAILURE;
             }
         };
-        let stock = (r.extract)(&o);
-        let base = o.kernel.tlb_policy.clone();
-        row(
-            r.experiment,
-            format!("{}, {base}", r.metric),
-            r.unit,
-            r.published,
-            stock,
-            host,
-            &o.checker.verdict,
-            r.source,
-        );
-        if let Some(p) = r.patched {
-            let (po, phost) = match reproduce_run(&file, r.toml, Some(p.policy)) {
-                Ok(x) => x,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            let patched = (r.extract)(&po);
-            row(
-                r.experiment,
-                format!("{}, {}", r.metric, p.policy),
-                r.unit,
-                p.published,
-                patched,
-                phost,
-                &po.checker.verdict,
-                r.source,
-            );
-            row(
-                r.experiment,
-                "speedup (stock / patched)".into(),
-                "x",
-                r.published / p.published,
-                stock / patched,
-                0.0,
-                "-",
-                r.source,
-            );
-        }
+        let before = (r.extract)(&o);
+        let base = match r.patched.and_then(|p| p.allocator) {
+            Some(_) => o.kernel.asid_allocator.clone(),
+            None => o.kernel.tlb_policy.clone(),
+        };
+        print(Row {
+            experiment: r.experiment,
+            metric: format!("{}, {base}", r.metric),
+            unit: r.unit,
+            published: r.published,
+            simulated: before,
+            host_s: host,
+            checker: &o.checker.verdict,
+            source: r.source,
+        });
+        let Some(p) = r.patched else { continue };
+        let (po, phost, _) = match get(r, Some(&p)) {
+            Ok(x) => x,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let after = (r.extract)(&po);
+        let name = p.policy.or(p.allocator).unwrap_or("patched");
+        print(Row {
+            experiment: r.experiment,
+            metric: format!("{}, {name}", r.metric),
+            unit: r.unit,
+            published: p.published,
+            simulated: after,
+            host_s: phost,
+            checker: &po.checker.verdict,
+            source: r.source,
+        });
+        let published_ratio = match p.ratio {
+            tlbsim::reproduce::Ratio::None => continue,
+            tlbsim::reproduce::Ratio::OfPublished => r.published / p.published,
+            tlbsim::reproduce::Ratio::Published(x) => x,
+        };
+        print(Row {
+            experiment: r.experiment,
+            metric: format!("{} ratio (before / after)", r.metric),
+            unit: "x",
+            published: published_ratio,
+            simulated: before / after,
+            host_s: 0.0,
+            checker: "-",
+            source: r.source,
+        });
     }
     if let Some(j) = json {
         let bytes = serde_json::to_vec_pretty(&rows).expect("serialisable");

@@ -25,13 +25,64 @@ pub struct Reproduction {
     pub patched: Option<Patched>,
 }
 
-/// The patched side of a before/after reproduction.
+/// The patched side of a before/after reproduction: the same experiment
+/// file with the kernel component the seed changed swapped.
 #[derive(Debug, Clone, Copy)]
 pub struct Patched {
-    /// TLB policy of the patched kernel.
-    pub policy: &'static str,
-    /// The published value with the patch.
+    /// `kernel.tlb_policy` of the patched kernel, if it changes.
+    pub policy: Option<&'static str>,
+    /// `kernel.asid_allocator` of the patched kernel, if it changes.
+    pub allocator: Option<&'static str>,
+    /// The published value with the patch (NaN: not published).
     pub published: f64,
+    /// The before/after ratio row.
+    pub ratio: Ratio,
+}
+
+/// Whether and how to compare the before/after ratio.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Ratio {
+    /// No ratio row.
+    None,
+    /// Ratio of the two published values.
+    OfPublished,
+    /// Only the ratio was published.
+    Published(f64),
+}
+
+impl Patched {
+    const fn policy(policy: &'static str, published: f64) -> Self {
+        Self {
+            policy: Some(policy),
+            allocator: None,
+            published,
+            ratio: Ratio::OfPublished,
+        }
+    }
+    const fn allocator(allocator: &'static str, published: f64, ratio: Ratio) -> Self {
+        Self {
+            policy: None,
+            allocator: Some(allocator),
+            published,
+            ratio,
+        }
+    }
+}
+
+fn cpu_ipis(o: &RunOutput, cpu: usize) -> f64 {
+    o.stats
+        .per_cpu
+        .get(cpu)
+        .map(|c| (c.ipi_call + c.ipi_call_single) as f64)
+        .unwrap_or(0.0)
+}
+
+fn asid_lock_max_wait_us(o: &RunOutput) -> f64 {
+    o.stats
+        .locks
+        .get("cpu_asid_lock")
+        .map(|l| l.contended_wait_ns.max as f64 / 1e3)
+        .unwrap_or(0.0)
 }
 
 fn elapsed_s(o: &RunOutput) -> f64 {
@@ -49,10 +100,7 @@ pub const REPRODUCTIONS: &[Reproduction] = &[
         source:
             "seed 000 v2 cover letter (perf stat -r 10, for-each-cpu.sh ./mprotect-threaded 10000)",
         extract: elapsed_s,
-        patched: Some(Patched {
-            policy: "arm64-skip-broadcast-v2",
-            published: 0.13941,
-        }),
+        patched: Some(Patched::policy("arm64-skip-broadcast-v2", 0.13941)),
     },
     Reproduction {
         experiment: "seed000-tcmalloc",
@@ -63,10 +111,7 @@ pub const REPRODUCTIONS: &[Reproduction] = &[
         source:
             "seed 000 v2 cover letter (for-each-cpu.sh tcmalloc_large_heap_fragmentation_unittest)",
         extract: elapsed_s,
-        patched: Some(Patched {
-            policy: "arm64-skip-broadcast-v2",
-            published: 0.90510,
-        }),
+        patched: Some(Patched::policy("arm64-skip-broadcast-v2", 0.90510)),
     },
     Reproduction {
         experiment: "seed000-sort-compute",
@@ -76,9 +121,46 @@ pub const REPRODUCTIONS: &[Reproduction] = &[
         published: 1.8094,
         source: "seed 000 v2 cover letter (sort-compute: 256 shells x 32 sort)",
         extract: elapsed_s,
-        patched: Some(Patched {
-            policy: "arm64-skip-broadcast-v2",
-            published: 1.64025,
-        }),
+        patched: Some(Patched::policy("arm64-skip-broadcast-v2", 1.64025)),
+    },
+    Reproduction {
+        experiment: "seed002-hackbench",
+        toml: include_str!("../../../experiments/seed002-hackbench.toml"),
+        metric: "function-call IPIs, CPU0",
+        unit: "count",
+        published: 6619.0,
+        source: "seed 002 cover letter (/proc/interrupts, Single function call interrupts)",
+        extract: |o| cpu_ipis(o, 0),
+        patched: Some(Patched::allocator("arm64-asid-reserved", 1.0, Ratio::None)),
+    },
+    Reproduction {
+        experiment: "seed002-hackbench",
+        toml: include_str!("../../../experiments/seed002-hackbench.toml"),
+        metric: "function-call IPIs, CPU1",
+        unit: "count",
+        published: 1123.0,
+        source: "seed 002 cover letter (/proc/interrupts, Single function call interrupts)",
+        extract: |o| cpu_ipis(o, 1),
+        patched: Some(Patched::allocator("arm64-asid-reserved", 3.0, Ratio::None)),
+    },
+    Reproduction {
+        experiment: "seed002-hackbench",
+        toml: include_str!("../../../experiments/seed002-hackbench.toml"),
+        metric: "cpu_asid_lock worst wait",
+        unit: "us",
+        published: 734.0,
+        source: "seed 002 cover letter (\"waittime varies between 0.5 and 734 us\")",
+        extract: asid_lock_max_wait_us,
+        patched: Some(Patched::allocator("arm64-asid-reserved", 4.6, Ratio::OfPublished)),
+    },
+    Reproduction {
+        experiment: "seed002-hackbench",
+        toml: include_str!("../../../experiments/seed002-hackbench.toml"),
+        metric: "hackbench time",
+        unit: "s",
+        published: f64::NAN,
+        source: "seed 002 cover letter (\"~2% improvement in hackbench scores\"; only the ratio is published)",
+        extract: elapsed_s,
+        patched: Some(Patched::allocator("arm64-asid-reserved", f64::NAN, Ratio::Published(1.02))),
     },
 ];
