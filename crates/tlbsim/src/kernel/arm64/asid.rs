@@ -26,6 +26,10 @@ struct State {
     reserved: Vec<u64>,
     /// `tlb_flush_pending`.
     flush_pending: CpuMask,
+    /// `pinned_asid_map`: indices pinned for IOMMU sharing.
+    pinned_map: Vec<bool>,
+    /// `mm->context.pinned` counts, by mm.
+    pins: std::collections::BTreeMap<MmId, u32>,
 }
 
 /// Deliberate bugs, for the explorer's tests (each registered as an
@@ -101,9 +105,8 @@ impl ReservedAsid {
 
     /// `flush_context()`: lock held, generation already bumped.
     fn flush_context(&self, st: &mut State) {
-        for b in st.map.iter_mut() {
-            *b = false;
-        }
+        // Pinned ASIDs stay allocated across generations.
+        st.map.clone_from(&st.pinned_map);
         st.map[0] = true; // ASID 0 is reserved
         for cpu in 0..st.active.len() {
             let mut a = std::mem::take(&mut st.active[cpu]); // atomic64_xchg(.., 0)
@@ -139,12 +142,22 @@ impl ReservedAsid {
 
     /// `new_context()`: lock held. Returns the new id and whether a rollover
     /// happened.
+    #[cfg(test)]
     fn new_context(&self, st: &mut State, old: u64) -> (u64, bool) {
+        self.new_context_for(st, old, false)
+    }
+
+    /// `new_context()` for an mm that may be pinned.
+    fn new_context_for(&self, st: &mut State, old: u64, pinned: bool) -> (u64, bool) {
         let asid_mask = self.first_version() - 1;
         let gen = st.generation;
         if old != 0 {
             let new = gen | (old & asid_mask);
             if Self::check_update_reserved(st, old, new) {
+                return (new, false);
+            }
+            // A pinned mm keeps its ASID: it is set in pinned_map.
+            if pinned {
                 return (new, false);
             }
             let idx = self.asid2idx(old);
@@ -171,6 +184,65 @@ impl ReservedAsid {
     }
 }
 
+impl ReservedAsid {
+    /// Most ASIDs that may be pinned at once: `NUM_USER_ASIDS - ncpus - 2`
+    /// (one reserved per CPU, ASID 0, and one to allocate from).
+    fn max_pinned(&self, ncpus: usize) -> usize {
+        self.nr_idx().saturating_sub(ncpus + 2)
+    }
+
+    /// `arm64_mm_context_get(mm)`: pins `mm`'s ASID (allocating one if its
+    /// generation is old) so that it survives rollovers, for a device that
+    /// shares the address space. Returns the user ASID, or `None` when too
+    /// many are pinned. Runs with `cpu_asid_lock` held (outside the step
+    /// model: it is called by set-up code, not by a scheduled task).
+    pub fn context_get(&self, w: &World, mm: MmId) -> Option<Asid> {
+        let mut g = self.st.borrow_mut();
+        let st = g.as_mut().expect("init");
+        let bits = self.bits;
+        if let Some(n) = st.pins.get_mut(&mm) {
+            *n += 1;
+        } else {
+            if st.pins.len() >= self.max_pinned(st.active.len()) {
+                return None;
+            }
+            let mut id = w.k.borrow().mms[mm as usize].context_id;
+            if (id ^ st.generation) >> bits != 0 {
+                let (new, rolled) = self.new_context_for(st, id, false);
+                if rolled {
+                    w.stats.borrow_mut().asid_rollovers += 1;
+                }
+                if new & (self.first_version() - 1) != id & (self.first_version() - 1) || id == 0 {
+                    w.policy.on_new_context(w, mm);
+                }
+                id = new;
+                w.k.borrow_mut().mms[mm as usize].context_id = id;
+            }
+            let idx = self.asid2idx(id);
+            st.pinned_map[idx] = true;
+            st.pins.insert(mm, 1);
+        }
+        drop(g);
+        Some(w.user_asid(mm))
+    }
+
+    /// `arm64_mm_context_put(mm)`: drops one pin.
+    pub fn context_put(&self, w: &World, mm: MmId) {
+        let mut g = self.st.borrow_mut();
+        let st = g.as_mut().expect("init");
+        let Some(n) = st.pins.get_mut(&mm) else {
+            return;
+        };
+        *n -= 1;
+        if *n == 0 {
+            st.pins.remove(&mm);
+            let id = w.k.borrow().mms[mm as usize].context_id;
+            let idx = self.asid2idx(id);
+            st.pinned_map[idx] = false;
+        }
+    }
+}
+
 impl AsidAllocator for ReservedAsid {
     fn init(&self, w: &World) {
         let n = w.ncpus();
@@ -183,6 +255,8 @@ impl AsidAllocator for ReservedAsid {
             active: vec![0; n],
             reserved: vec![0; n],
             flush_pending: CpuMask::new(n),
+            pinned_map: vec![false; self.nr_idx()],
+            pins: std::collections::BTreeMap::new(),
         });
         self.lock.set(w.new_lock("cpu_asid_lock"));
     }
@@ -223,7 +297,8 @@ impl AsidAllocator for ReservedAsid {
                     let st = st.as_mut().expect("init");
                     let mut new_ctx = false;
                     if !same_gen(id, st.generation) {
-                        let (new, rolled) = self.new_context(st, id);
+                        let pinned = st.pins.contains_key(&mm);
+                        let (new, rolled) = self.new_context_for(st, id, pinned);
                         if rolled {
                             w.stats.borrow_mut().asid_rollovers += 1;
                         }
@@ -276,7 +351,30 @@ mod tests {
             active: vec![0; ncpus],
             reserved: vec![0; ncpus],
             flush_pending: CpuMask::new(ncpus),
+            pinned_map: vec![false; a.nr_idx()],
+            pins: std::collections::BTreeMap::new(),
         }
+    }
+
+    #[test]
+    fn a_pinned_asid_survives_rollovers_and_is_never_reused() {
+        let a = ReservedAsid::new(3, false); // ASIDs 1..=7
+        let mut st = state(&a, 2);
+        let (pinned, _) = a.new_context(&mut st, 0);
+        let idx = a.asid2idx(pinned);
+        st.pinned_map[idx] = true; // what context_get does
+        st.pins.insert(7, 1);
+        let mut rollovers = 0;
+        for _ in 0..40 {
+            let (new, rolled) = a.new_context(&mut st, 0);
+            rollovers += u32::from(rolled);
+            assert_ne!(new & 7, pinned & 7, "a pinned ASID is never handed out");
+        }
+        assert!(rollovers >= 3, "{rollovers} rollovers");
+        // The pinned mm comes back in a later generation with its number.
+        let (back, _) = a.new_context_for(&mut st, pinned, true);
+        assert_eq!(back & 7, pinned & 7);
+        assert!(back >> 3 > pinned >> 3, "new generation");
     }
 
     #[test]
