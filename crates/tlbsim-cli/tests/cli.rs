@@ -129,3 +129,48 @@ fn reproduce_writes_rows_scripts_can_check() {
         assert!(r["published"].is_f64() && r["simulated"].is_f64());
     }
 }
+
+#[test]
+fn check_prints_a_replay_command_that_reproduces_the_violation() {
+    let exp = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../experiments/seed002-explore.toml"
+    );
+    let o = tlbsim(&[
+        "check",
+        exp,
+        "--allocator",
+        "mutant-asid-forget-cpu",
+        "--schedules",
+        "20",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "a violation exits 1");
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("replay: tlbsim check "))
+        .unwrap_or_else(|| panic!("no replay line in {out}"));
+    let schedule = line
+        .split("--replay '")
+        .nth(1)
+        .and_then(|r| r.strip_suffix('\''))
+        .expect("quoted schedule");
+    assert!(
+        line.contains("--allocator mutant-asid-forget-cpu"),
+        "{line}"
+    );
+    let again = tlbsim(&[
+        "check",
+        exp,
+        "--allocator",
+        "mutant-asid-forget-cpu",
+        "--replay",
+        schedule,
+    ]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stdout).contains("replayed: checker violation"));
+    // A schedule from elsewhere is refused with the action that diverged.
+    let bad = tlbsim(&["check", exp, "--replay", "s5"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("diverged at action 0"));
+}
