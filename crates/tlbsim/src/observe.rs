@@ -9,6 +9,15 @@ use crate::hw::{CpuId, Hw};
 /// One observable event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
+    /// `cpu` switched to a task: its user address space, or `None` for a
+    /// kernel thread or the idle task (which keep TTBR0 lazily). Emitted
+    /// after `switch_mm`, before the task runs.
+    Running {
+        /// CPU.
+        cpu: CpuId,
+        /// The task's mm.
+        mm: Option<MmId>,
+    },
     /// A kernel call (syscall or fault) started on `cpu` for `mm`.
     CallEnter {
         /// CPU.

@@ -91,8 +91,8 @@ fn pct_finds_the_posted_v2_recheck_race_and_passes_the_design() {
     let mut e: Experiment = parse_toml("seed000-switch-race.toml", text).unwrap();
     let o = CheckOptions {
         strategy: Strategy::Pct(4),
-        schedules: 400,
-        seed: 4,
+        schedules: 600,
+        seed: 1,
         max_actions: 20_000,
         speculation: 2,
         cpus: None,

@@ -54,6 +54,8 @@ pub struct Checker {
     committed: HashMap<(MmId, u64), (u64, Option<Pte>)>,
     /// What each CPU last loaded into TTBR0 (from AsidLoad events).
     cpu_loaded: Vec<Option<(MmId, Asid)>>,
+    /// The mm of the task each CPU runs (`None`: kernel thread or idle).
+    running: Vec<Option<MmId>>,
     /// CPUs that last loaded each mm (an index; hardware state is re-read).
     by_mm: HashMap<MmId, BTreeSet<CpuId>>,
     /// One past the largest PTE version seen.
@@ -72,6 +74,7 @@ impl Checker {
             pending: vec![Pending::default(); ncpus],
             current: BTreeMap::new(),
             cpu_loaded: vec![None; ncpus],
+            running: vec![None; ncpus],
             by_mm: HashMap::new(),
             committed: HashMap::new(),
             version_bound: 1,
@@ -101,11 +104,20 @@ impl Checker {
         }
     }
 
-    /// CPUs whose last TTBR0 load was `mm` (callers re-read the hardware).
+    /// CPUs whose last TTBR0 load was `mm` and whose current task runs
+    /// `mm` (callers re-read the hardware). A CPU that keeps the tables
+    /// lazily under a kernel thread or idle is not among them: it is
+    /// checked when a task of `mm` runs there again (`Running`), and its
+    /// (speculative) walks are checked as they happen.
     fn cpus_running(&self, mm: MmId) -> Vec<CpuId> {
         self.by_mm
             .get(&mm)
-            .map(|s| s.iter().copied().collect())
+            .map(|s| {
+                s.iter()
+                    .copied()
+                    .filter(|&c| self.running[c] == Some(mm))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -198,6 +210,27 @@ impl Observer for Checker {
                     end.div_ceil(1 << PAGE_SHIFT),
                     self.version_bound,
                 ));
+            }
+            Event::Running { cpu, mm } => {
+                self.running[cpu] = mm;
+                let (Some(mm), Some(t)) = (mm, hw.cpus[cpu].ttbr0) else {
+                    return;
+                };
+                if t.mm != mm {
+                    return;
+                }
+                let stale = hw.cpus[cpu]
+                    .tlb
+                    .leaf_entries()
+                    .find(|e| e.asid == t.asid && e.mm == mm && self.stale(mm, e.vpn, e.version, e))
+                    .copied();
+                if let Some(e) = stale {
+                    self.fail(
+                        now,
+                        "no stale hold",
+                        format!("cpu{cpu} resumes a task of mm {mm} (ASID {}) while holding a stale translation: {e:?}", t.asid),
+                    );
+                }
             }
             Event::FrameFree { cpu, pfn, mm, va } => {
                 let vpn = va >> PAGE_SHIFT;
@@ -459,6 +492,14 @@ mod tests {
             },
             &hw,
         );
+        c.event(
+            0,
+            &Event::Running {
+                cpu: 1,
+                mm: Some(0),
+            },
+            &hw,
+        );
         let write = |cpu, old, new| Event::PteWrite {
             cpu,
             mm: 0,
@@ -490,6 +531,34 @@ mod tests {
         // cpu2 faults the page in again (frame 6).
         c.event(5, &write(2, None, pte(6, 2)), &hw);
         (c, hw)
+    }
+
+    #[test]
+    fn a_lazy_cpu_may_hold_a_stale_entry_until_a_task_of_the_mm_runs_there() {
+        let (mut c, hw) = setup();
+        // cpu1 switches to a kernel thread, keeping mm 0's tables lazily.
+        c.event(6, &Event::Running { cpu: 1, mm: None }, &hw);
+        c.event(
+            7,
+            &Event::CallExit {
+                cpu: 0,
+                task: 0,
+                call: "madvise",
+            },
+            &hw,
+        );
+        assert!(c.failure().is_none(), "a lazy CPU is not checked at return");
+        // A task of mm 0 runs on cpu1 again without a flush.
+        c.event(
+            8,
+            &Event::Running {
+                cpu: 1,
+                mm: Some(0),
+            },
+            &hw,
+        );
+        let f = c.failure().expect("resuming with a stale entry is caught");
+        assert!(f.contains("no stale hold") && f.contains("resumes"), "{f}");
     }
 
     #[test]

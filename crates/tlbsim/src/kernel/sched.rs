@@ -148,6 +148,7 @@ async fn context_switch(ctx: &Ctx, cpu: CpuId, prev: TaskId, next: TaskId) {
         t.slice_start_ns = w.now.get();
     }
     w.stats.borrow_mut().cpu[cpu].context_switches += 1;
+    w.emit(crate::observe::Event::Running { cpu, mm: next_mm });
     ctx.step(Op::SwitchTo(next)).await;
 }
 

@@ -9,9 +9,11 @@
 //!   re-mmaps parts of its heap (munmap frees page-table pages). The threads
 //!   read and write random heap pages, migrate with `sched_setaffinity`, and
 //!   wake kworkers.
-//! - Process `Q` (single-threaded): writes a page, migrates to a random CPU,
-//!   mprotects the page read-only and back, writes again, and wakes the
-//!   kworker of the CPU it left — the case single-user fast paths optimise.
+//! - Process `Q` (single-threaded): writes a page and a scratch region with
+//!   its own page table, migrates to a random CPU, mprotects the page
+//!   read-only and back, unmaps the scratch region (freeing its table),
+//!   writes again, and wakes a kworker — the case single-user fast paths
+//!   optimise, with the CPU it left still holding its tables lazily.
 
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::{Rng, Streams};
@@ -136,11 +138,14 @@ impl Workload for Churn {
                                 let p = sys_mmap(&c, PAGE_SIZE, Perms::RW).await;
                                 for _ in 0..qi {
                                     c.user_access(p, true).await;
+                                    let scratch = sys_mmap(&c, TABLE_SPAN, Perms::RW).await;
+                                    c.user_access(scratch, true).await;
                                     let to = rq.gen_range(0..n);
                                     sys_sched_setaffinity(&c, one_cpu(n, to)).await;
                                     sys_mprotect(&c, p, PAGE_SIZE, Perms::R).await;
                                     c.user_access(p, false).await;
                                     sys_mprotect(&c, p, PAGE_SIZE, Perms::RW).await;
+                                    sys_munmap(&c, scratch, TABLE_SPAN).await;
                                     c.user_access(p, true).await;
                                     wake_random(&c, &kq, &mut rq).await;
                                     c.user_work(rq.gen_range(200..3_000)).await;
