@@ -342,28 +342,9 @@ impl TimingDriver {
     /// Polls the CPU's current task until it posts a step that takes time.
     fn run_cpu(&mut self, cpu: CpuId) {
         loop {
-            let task = self.w.k.borrow().cpus[cpu].current;
-            let fut = self.w.futures.borrow_mut()[task].take();
-            let mut fut = match fut {
-                Some(f) => f,
-                None => {
-                    let program = self.w.programs.borrow_mut()[task]
-                        .take()
-                        .expect("a task without future has a program");
-                    let ctx = Ctx::new(&self.w, task);
-                    if self.w.k.borrow().tasks[task].idle {
-                        program(ctx)
-                    } else {
-                        sched::start_program(ctx, program)
-                    }
-                }
-            };
-            let done = poll_once(fut.as_mut()).is_ready();
-            self.w.futures.borrow_mut()[task] = Some(fut);
-            assert!(!done, "task {task} returned without do_exit");
-            let mb = Rc::clone(&self.w.k.borrow().tasks[task].mb);
-            let op = mb.take_posted().expect("a pending task posted a step");
+            let (task, op) = sched::advance(&self.w, cpu);
             if let Some(next_poll) = self.dispatch(cpu, task, op) {
+                let mb = Rc::clone(&self.w.k.borrow().tasks[task].mb);
                 mb.complete(next_poll);
                 continue;
             }

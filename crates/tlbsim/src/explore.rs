@@ -21,9 +21,8 @@
 //! delivered when a `DSB ISH` needs it. Speculation is offered only while
 //! the per-schedule budget lasts.
 
-use crate::engine::exec::poll_once;
 use crate::hw::{AccessTrace, CpuId};
-use crate::kernel::{sched, Ctx, LockId, Op, OpResult, TaskState, World};
+use crate::kernel::{sched, LockId, Op, OpResult, TaskState, World};
 use rand::Rng as _;
 use std::collections::BTreeSet;
 use std::fmt;
@@ -435,28 +434,7 @@ impl Explorer {
 
     /// Polls the CPU's current task until it posts a step.
     fn run_cpu(&mut self, cpu: CpuId) {
-        let w = Rc::clone(&self.w);
-        let task = w.k.borrow().cpus[cpu].current;
-        let fut = w.futures.borrow_mut()[task].take();
-        let mut fut = match fut {
-            Some(f) => f,
-            None => {
-                let program = w.programs.borrow_mut()[task]
-                    .take()
-                    .expect("a task without future has a program");
-                let ctx = Ctx::new(&w, task);
-                if w.k.borrow().tasks[task].idle {
-                    program(ctx)
-                } else {
-                    sched::start_program(ctx, program)
-                }
-            }
-        };
-        let done = poll_once(fut.as_mut()).is_ready();
-        w.futures.borrow_mut()[task] = Some(fut);
-        assert!(!done, "task {task} returned without do_exit");
-        let mb = Rc::clone(&w.k.borrow().tasks[task].mb);
-        let op = mb.take_posted().expect("a pending task posted a step");
+        let (_, op) = sched::advance(&self.w, cpu);
         self.state[cpu] = CpuState::Posted(op);
     }
 }

@@ -509,3 +509,31 @@ pub async fn sys_sched_yield(ctx: &Ctx) {
     }
     syscall_exit(ctx, "sched_yield").await;
 }
+
+/// Runs the task current on `cpu` until it posts its next step, starting
+/// its program on first use; returns the task and the step. Both drivers
+/// advance tasks with this.
+pub fn advance(w: &Rc<World>, cpu: CpuId) -> (TaskId, Op) {
+    let task = w.k.borrow().cpus[cpu].current;
+    let fut = w.futures.borrow_mut()[task].take();
+    let mut fut = match fut {
+        Some(f) => f,
+        None => {
+            let program = w.programs.borrow_mut()[task]
+                .take()
+                .expect("a task without future has a program");
+            let ctx = Ctx::new(w, task);
+            if w.k.borrow().tasks[task].idle {
+                program(ctx)
+            } else {
+                start_program(ctx, program)
+            }
+        }
+    };
+    let done = crate::engine::exec::poll_once(fut.as_mut()).is_ready();
+    w.futures.borrow_mut()[task] = Some(fut);
+    assert!(!done, "task {task} returned without do_exit");
+    let mb = Rc::clone(&w.k.borrow().tasks[task].mb);
+    let op = mb.take_posted().expect("a pending task posted a step");
+    (task, op)
+}
