@@ -118,6 +118,20 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
+    // `tlbsim ... | head`: a closed stdout ends the program quietly, like
+    // other Unix tools, instead of with a panic message.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .unwrap_or("");
+        if msg.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default_hook(info);
+    }));
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Run {
