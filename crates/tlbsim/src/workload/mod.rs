@@ -33,7 +33,7 @@ pub const WORKLOADS: &[(&str, &str, Ctor)] = &[
     ),
     (
         "asid-churn",
-        "allocator stress: single-threaded processes writing a page and yielding, more mms than ASIDs",
+        "allocator stress: a threaded mm toggling a page with mprotect, processes exec'ing new mms, more mms than ASIDs",
         |p| Ok(Box::new(asid_churn::AsidChurn::from_params(p)?)),
     ),
     (
