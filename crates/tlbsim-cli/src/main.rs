@@ -225,6 +225,14 @@ fn main() -> ExitCode {
 }
 
 /// Reads and parses an experiment file; errors name file, line and field.
+/// [`load`], printing the error; exit code 2 (bad input) on failure.
+fn load_or_report(path: &Path) -> Result<(Experiment, String), ExitCode> {
+    load(path).map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::from(2)
+    })
+}
+
 fn load(path: &Path) -> Result<(Experiment, String), String> {
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: cannot read: {e}"))?;
@@ -279,12 +287,9 @@ fn cmd_check(
     allocator: Option<String>,
     replay: Option<&str>,
 ) -> ExitCode {
-    let (mut exp, text) = match load(path) {
+    let (mut exp, text) = match load_or_report(path) {
         Ok(x) => x,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let mut base = format!("tlbsim check {}", path.display());
     if let Some(c) = opts.cpus {
@@ -358,12 +363,9 @@ fn cmd_sweep(
     profiles: &[String],
     csv: &Path,
 ) -> ExitCode {
-    let (exp0, text) = match load(path) {
+    let (exp0, text) = match load_or_report(path) {
         Ok(x) => x,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let mut out = String::from(
         "profile,sockets,cpus,policy,elapsed_s,flushes_broadcast,flushes_local,flushes_skipped,dvm_syncs,dvm_ops_received,sync_queue_wait_mean_ns,flush_latency_median_ns,flush_latency_mean_ns,checker\n",
@@ -427,12 +429,9 @@ fn cmd_run(
     json: Option<&Path>,
     per_cpu: bool,
 ) -> ExitCode {
-    let (mut exp, text) = match load(path) {
+    let (mut exp, text) = match load_or_report(path) {
         Ok(x) => x,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let opts = RunOptions { seed, cpus };
     let seed_used = seed.unwrap_or(exp.experiment.seed);
