@@ -87,6 +87,17 @@ pub fn parse_toml<T: for<'de> Deserialize<'de>>(file: &str, text: &str) -> Resul
 pub enum Arch {
     /// ARMv8-A / ARMv9-A with DVM broadcast invalidation.
     Arm64,
+    /// x86-64: IPI shootdowns, INVLPG, CR3/PCID, optionally AMD INVLPGB.
+    X86,
+}
+
+impl fmt::Display for Arch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Arch::Arm64 => "arm64",
+            Arch::X86 => "x86",
+        })
+    }
 }
 
 /// A machine profile: the hardware and the kernel's fixed costs on it.
@@ -103,8 +114,12 @@ pub struct Profile {
     pub topology: Topology,
     /// TLB geometry and walk costs.
     pub tlb: TlbParams,
-    /// arm64 invalidation and interconnect costs.
-    pub arm64: Arm64Params,
+    /// arm64 invalidation and interconnect costs (arm64 profiles only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arm64: Option<Arm64Params>,
+    /// x86 invalidation costs (x86 profiles only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub x86: Option<X86Params>,
     /// Kernel path costs.
     pub kernel: KernelCosts,
 }
@@ -173,6 +188,89 @@ pub struct Arm64Params {
     pub ttbr_write_ns: u64,
 }
 
+/// x86 invalidation costs: INVLPG, CR3 writes, PCIDs, AMD INVLPGB.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct X86Params {
+    /// The CPU has PCIDs (CR4.PCIDE usable) and INVPCID.
+    pub pcid: bool,
+    /// `INVLPG` of one page (local).
+    pub invlpg_ns: u64,
+    /// Flush of every entry of one PCID (`INVPCID` single-context, or a CR3
+    /// write with flush), not counting the refill misses (modelled).
+    pub flush_pcid_ns: u64,
+    /// A CR3 write (with or without the flush of its PCID).
+    pub cr3_write_ns: u64,
+    /// AMD `INVLPGB` (broadcast invalidation) is available.
+    pub invlpgb: bool,
+    /// Issue cost of one `INVLPGB` (the CPU does not wait for it).
+    #[serde(default)]
+    pub invlpgb_issue_ns: u64,
+    /// Time for an `INVLPGB` to reach and be applied by every CPU.
+    #[serde(default)]
+    pub invlpgb_latency_ns: u64,
+    /// Extra latency when it crosses sockets.
+    #[serde(default)]
+    pub invlpgb_cross_socket_ns: u64,
+    /// Work each target CPU spends on one `INVLPGB` (by page).
+    #[serde(default)]
+    pub invlpgb_target_stall_ns: u64,
+    /// Work each target CPU spends on one `INVLPGB` of a whole ASID.
+    #[serde(default)]
+    pub invlpgb_target_stall_all_ns: u64,
+    /// `TLBSYNC` once this CPU's `INVLPGB`s have completed everywhere.
+    #[serde(default)]
+    pub tlbsync_ns: u64,
+    /// Extra `TLBSYNC` time per CPU of the machine (acknowledgements
+    /// gathered one at a time); 0 when they are gathered in parallel.
+    #[serde(default)]
+    pub tlbsync_per_cpu_ns: u64,
+    /// Are `TLBSYNC`s of different CPUs served one at a time (like DVM Sync
+    /// at an arm64 misc node)?
+    #[serde(default)]
+    pub tlbsync_serialized: bool,
+    /// Pages one `INVLPGB` can invalidate (CPUID 0x80000008 EDX[15:0] + 1,
+    /// Linux `invlpgb_count_max`).
+    #[serde(default = "one")]
+    pub invlpgb_max_pages: u64,
+    /// Global ASIDs available to INVLPGB (Linux: `MAX_ASID_AVAILABLE`).
+    #[serde(default)]
+    pub global_asids: u32,
+}
+
+/// Costs of the hardware steps, in the terms the drivers use: local and
+/// broadcast invalidation, its completion, barriers, translation-base
+/// writes. Derived from the profile's architecture section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepCosts {
+    /// A local invalidation of one page (TLBI VA / INVLPG).
+    pub inval_local_ns: u64,
+    /// A local invalidation of a whole ASID/PCID or everything.
+    pub inval_local_all_ns: u64,
+    /// Issue cost of a broadcast invalidation.
+    pub bcast_issue_ns: u64,
+    /// Time for a broadcast invalidation to reach every target.
+    pub bcast_latency_ns: u64,
+    /// Extra latency when it crosses sockets.
+    pub bcast_cross_socket_ns: u64,
+    /// Target work for a broadcast by page.
+    pub bcast_target_stall_ns: u64,
+    /// Target work for a broadcast of a whole ASID.
+    pub bcast_target_stall_all_ns: u64,
+    /// Fixed service time of a completion barrier (DVM Sync / TLBSYNC).
+    pub sync_base_ns: u64,
+    /// Service time per CPU of the machine of a completion barrier.
+    pub sync_per_target_ns: u64,
+    /// Completion barriers are served one at a time, machine-wide.
+    pub sync_serialized: bool,
+    /// A local barrier (DSB that waits for nothing remote).
+    pub barrier_ns: u64,
+    /// ISB.
+    pub isb_ns: u64,
+    /// Write of the translation base (TTBR0 / CR3).
+    pub ttbr_write_ns: u64,
+}
+
 /// Kernel path costs on the machine.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -205,14 +303,30 @@ pub struct KernelCosts {
     pub exit_ns: u64,
     /// Scheduler work of one context switch, without switch_mm.
     pub context_switch_ns: u64,
+    /// Kernel work of moving the calling task off its CPU in
+    /// `sched_setaffinity` beyond the context switches the model runs: the
+    /// stopper thread (`migration/N`), run-queue locking, and idle exit and
+    /// entry on both CPUs.
+    pub migrate_ns: u64,
     /// An uncontended atomic read-modify-write or cpumask update.
     pub atomic_ns: u64,
     /// Moving a contended cache line between CPUs (lock hand-off).
     pub cacheline_transfer_ns: u64,
     /// Wake-up of another CPU (reschedule IPI delivery).
     pub resched_ipi_ns: u64,
-    /// Delivery of a function-call IPI to a running CPU.
+    /// Delivery of a function-call IPI to a running CPU, from the end of
+    /// the write that sent it.
     pub ipi_latency_ns: u64,
+    /// Sender's cost of one IPI send operation (one interrupt-controller
+    /// write: GICv3 `ICC_SGI1R`, x2APIC `ICR`).
+    pub ipi_send_ns: u64,
+    /// CPUs one send operation can target (1: one write per target CPU;
+    /// 16: a GICv3 target list or an x2APIC logical cluster). Targets are
+    /// grouped by `cpu / ipi_cpus_per_send`.
+    pub ipi_cpus_per_send: u32,
+    /// From a handler's return to the waiting sender seeing its
+    /// acknowledgement (the `call_single_data` flag's cache line).
+    pub ipi_ack_ns: u64,
     /// Exception entry and exit around an IPI handler.
     pub ipi_handler_ns: u64,
     /// Scheduler time slice.
@@ -340,6 +454,9 @@ pub struct CheckerConfig {
     pub speculative_walks: bool,
 }
 
+fn one() -> u64 {
+    1
+}
 fn yes() -> bool {
     true
 }
@@ -371,6 +488,11 @@ pub const BUILTIN_PROFILES: &[(&str, &str)] = &[
         "cortex-a15-2",
         include_str!("../../../profiles/cortex-a15-2.toml"),
     ),
+    (
+        "skylake-4c8t",
+        include_str!("../../../profiles/skylake-4c8t.toml"),
+    ),
+    ("epyc-2s", include_str!("../../../profiles/epyc-2s.toml")),
 ];
 
 /// Loads a built-in profile by name.
@@ -397,7 +519,65 @@ impl Profile {
             self.topology.cpus = c;
         }
         if let Some(r) = o.tlbirange {
-            self.arm64.tlbirange = r;
+            if let Some(a) = self.arm64.as_mut() {
+                a.tlbirange = r;
+            }
+        }
+    }
+
+    /// The arm64 section (present on every validated arm64 profile).
+    pub fn arm64(&self) -> &Arm64Params {
+        self.arm64
+            .as_ref()
+            .expect("validated arm64 profile has an [arm64] section")
+    }
+
+    /// The x86 section (present on every validated x86 profile).
+    pub fn x86(&self) -> &X86Params {
+        self.x86
+            .as_ref()
+            .expect("validated x86 profile has an [x86] section")
+    }
+
+    /// The step costs of this machine's architecture.
+    pub fn step_costs(&self) -> StepCosts {
+        match self.arch {
+            Arch::Arm64 => {
+                let a = self.arm64();
+                StepCosts {
+                    inval_local_ns: a.tlbi_local_ns,
+                    inval_local_all_ns: a.tlbi_local_all_ns,
+                    bcast_issue_ns: a.tlbi_broadcast_issue_ns,
+                    bcast_latency_ns: a.dvm_op_latency_ns,
+                    bcast_cross_socket_ns: a.dvm_cross_socket_ns,
+                    bcast_target_stall_ns: a.dvm_op_target_stall_ns,
+                    bcast_target_stall_all_ns: a.dvm_op_target_stall_all_ns,
+                    sync_base_ns: a.dvm_sync_base_ns,
+                    sync_per_target_ns: a.dvm_sync_per_target_ns,
+                    sync_serialized: true,
+                    barrier_ns: a.dsb_local_ns,
+                    isb_ns: a.isb_ns,
+                    ttbr_write_ns: a.ttbr_write_ns,
+                }
+            }
+            Arch::X86 => {
+                let x = self.x86();
+                StepCosts {
+                    inval_local_ns: x.invlpg_ns,
+                    inval_local_all_ns: x.flush_pcid_ns,
+                    bcast_issue_ns: x.invlpgb_issue_ns,
+                    bcast_latency_ns: x.invlpgb_latency_ns,
+                    bcast_cross_socket_ns: x.invlpgb_cross_socket_ns,
+                    bcast_target_stall_ns: x.invlpgb_target_stall_ns,
+                    bcast_target_stall_all_ns: x.invlpgb_target_stall_all_ns,
+                    sync_base_ns: x.tlbsync_ns,
+                    sync_per_target_ns: x.tlbsync_per_cpu_ns,
+                    sync_serialized: x.tlbsync_serialized,
+                    barrier_ns: 0,
+                    isb_ns: 0,
+                    ttbr_write_ns: x.cr3_write_ns,
+                }
+            }
         }
     }
 
@@ -422,6 +602,25 @@ impl Profile {
         }
         if !(2..=16).contains(&tl.asid_bits) {
             return Err(format!("tlb.asid_bits = {} (must be 2..=16)", tl.asid_bits));
+        }
+        match (self.arch, &self.arm64, &self.x86) {
+            (Arch::Arm64, Some(_), None) | (Arch::X86, None, Some(_)) => {}
+            (Arch::Arm64, _, _) => {
+                return Err("arch = \"arm64\" needs an [arm64] section and no [x86] section".into())
+            }
+            (Arch::X86, _, _) => {
+                return Err("arch = \"x86\" needs an [x86] section and no [arm64] section".into())
+            }
+        }
+        if let Some(x) = &self.x86 {
+            if x.invlpgb && (x.invlpgb_latency_ns == 0 || x.global_asids == 0) {
+                return Err(
+                    "x86.invlpgb = true needs x86.invlpgb_latency_ns and x86.global_asids".into(),
+                );
+            }
+        }
+        if self.kernel.ipi_cpus_per_send == 0 {
+            return Err("kernel.ipi_cpus_per_send must be >= 1".into());
         }
         if self.kernel.time_slice_ns == 0 {
             return Err("kernel.time_slice_ns must be > 0".into());

@@ -30,9 +30,11 @@ enum Ev {
     SyncDone(CpuId),
     /// A reschedule IPI arrives.
     Kick(CpuId),
-    /// A function-call IPI arrives: (target, handler, sender, the call had
-    /// a single target).
-    Ipi(CpuId, usize, CpuId, bool),
+    /// A function-call IPI arrives: (target, handler, argument, sender,
+    /// the call had a single target).
+    Ipi(CpuId, usize, usize, CpuId, bool),
+    /// A handler's acknowledgement reaches the waiting sender.
+    Ack(CpuId),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +88,8 @@ impl std::fmt::Display for RunError {
 /// The discrete-event driver.
 pub struct TimingDriver {
     w: Rc<World>,
+    /// Step costs of the profile's architecture.
+    c: crate::config::StepCosts,
     q: EventQueue<Ev>,
     wait: Vec<Wait>,
     result: Vec<Option<OpResult>>,
@@ -97,8 +101,9 @@ pub struct TimingDriver {
     speculative: bool,
     /// Per CPU: the mm and VA of its last user access.
     last_va: Vec<Option<(crate::hw::tlb::MmId, u64)>>,
-    /// Per CPU: function-call IPIs waiting to be taken (handler, sender).
-    irq_queue: Vec<VecDeque<(usize, CpuId)>>,
+    /// Per CPU: function-call IPIs waiting to be taken (handler, argument,
+    /// sender).
+    irq_queue: Vec<VecDeque<(usize, usize, CpuId)>>,
     /// Per CPU: the handler running, if any (no nesting).
     irq: Vec<Option<IrqRun>>,
     /// Per CPU: a completion of the interrupted task's step that arrived
@@ -126,6 +131,7 @@ impl TimingDriver {
         let n = w.ncpus();
         Self {
             speculative: false,
+            c: w.profile.step_costs(),
             last_va: vec![None; n],
             irq_queue: vec![VecDeque::new(); n],
             irq: (0..n).map(|_| None).collect(),
@@ -180,7 +186,13 @@ impl TimingDriver {
                         self.complete(cpu, r);
                     }
                 }
-                Ev::Ipi(cpu, handler, sender, single) => {
+                Ev::Ack(sender) => {
+                    self.acks[sender] -= 1;
+                    if self.acks[sender] == 0 {
+                        self.complete_task(sender, OpResult::Unit);
+                    }
+                }
+                Ev::Ipi(cpu, handler, arg, sender, single) => {
                     {
                         let mut st = self.w.stats.borrow_mut();
                         if single {
@@ -189,7 +201,7 @@ impl TimingDriver {
                             st.cpu[cpu].ipi_call += 1;
                         }
                     }
-                    self.irq_queue[cpu].push_back((handler, sender));
+                    self.irq_queue[cpu].push_back((handler, arg, sender));
                     if self.irq[cpu].is_none() {
                         if let (Wait::Step, Some((id, end))) = (self.wait[cpu], self.work_step[cpu])
                         {
@@ -211,8 +223,10 @@ impl TimingDriver {
                 Ev::SyncDone(cpu) => {
                     self.w.hw.borrow_mut().cpus[cpu].dvm_since_dsb = false;
                     self.w.emit(Event::DsbDone { cpu });
-                    self.mn_busy = false;
-                    self.mn_start();
+                    if self.c.sync_serialized {
+                        self.mn_busy = false;
+                        self.mn_start();
+                    }
                     self.complete(cpu, OpResult::Unit);
                 }
                 Ev::Kick(cpu) => {
@@ -270,7 +284,7 @@ impl TimingDriver {
     /// Takes the next queued IPI on `cpu`: the handler runs in the context
     /// of the current task, after the exception-entry cost.
     fn start_irq(&mut self, cpu: CpuId) {
-        let Some((handler, sender)) = self.irq_queue[cpu].pop_front() else {
+        let Some((handler, arg, sender)) = self.irq_queue[cpu].pop_front() else {
             return;
         };
         let w = Rc::clone(&self.w);
@@ -279,7 +293,7 @@ impl TimingDriver {
         let ctx = Ctx::interrupt(&w, task, Rc::clone(&mb));
         let h = Rc::clone(&w.ipi_handlers.borrow()[handler]);
         let entry = w.profile.kernel.ipi_handler_ns;
-        let inner = h(ctx.clone());
+        let inner = h(ctx.clone(), arg);
         let fut: crate::kernel::TaskFuture = Box::pin(async move {
             ctx.work(entry).await;
             inner.await;
@@ -302,11 +316,10 @@ impl TimingDriver {
             if poll_once(run.fut.as_mut()).is_ready() {
                 let run = self.irq[cpu].take().expect("a handler runs");
                 self.wait[cpu] = run.saved;
-                // Acknowledge: the sender's CallFunction ends with the last.
-                self.acks[run.sender] -= 1;
-                if self.acks[run.sender] == 0 {
-                    self.complete_task(run.sender, OpResult::Unit);
-                }
+                // Acknowledge: the sender's CallFunction ends when it has
+                // seen the last.
+                let at = self.now() + self.w.profile.kernel.ipi_ack_ns;
+                self.q.push(at, Ev::Ack(run.sender));
                 if !self.irq_queue[cpu].is_empty() {
                     self.start_irq(cpu);
                 } else if let Some(left) = self.interrupted_work[cpu].take() {
@@ -425,29 +438,30 @@ impl TimingDriver {
                 self.after(cpu, cost + s, OpResult::Access(r));
             }
             Op::Tlbi { scope, broadcast } => {
+                let c = self.c;
                 match crate::effects::tlbi(&w, cpu, scope, broadcast) {
                     Some(id) => {
                         let cross = if p.topology.sockets > 1 {
-                            p.arm64.dvm_cross_socket_ns
+                            c.bcast_cross_socket_ns
                         } else {
                             0
                         };
-                        let at = self.now() + p.arm64.dvm_op_latency_ns + cross;
+                        let at = self.now() + c.bcast_latency_ns + cross;
                         self.q.push(at, Ev::DvmApply(id));
-                        self.after(cpu, p.arm64.tlbi_broadcast_issue_ns, OpResult::Unit);
+                        self.after(cpu, c.bcast_issue_ns, OpResult::Unit);
                     }
                     None => {
                         let cost = if whole_tlb(scope) {
-                            p.arm64.tlbi_local_all_ns
+                            c.inval_local_all_ns
                         } else {
-                            p.arm64.tlbi_local_ns
+                            c.inval_local_ns
                         };
                         self.after(cpu, cost, OpResult::Unit);
                     }
                 }
             }
-            Op::DsbSt | Op::DsbNsh => self.after(cpu, p.arm64.dsb_local_ns, OpResult::Unit),
-            Op::Isb => self.after(cpu, p.arm64.isb_ns, OpResult::Unit),
+            Op::DsbSt | Op::DsbNsh => self.after(cpu, self.c.barrier_ns, OpResult::Unit),
+            Op::Isb => self.after(cpu, self.c.isb_ns, OpResult::Unit),
             Op::DsbIsh => {
                 w.stats.borrow_mut().cpu[cpu].dsb_ish += 1;
                 if w.hw.borrow().cpus[cpu].inflight > 0 {
@@ -458,7 +472,12 @@ impl TimingDriver {
             }
             Op::SetTtbr0(t) => {
                 crate::effects::set_ttbr0(&w, cpu, t);
-                self.after(cpu, p.arm64.ttbr_write_ns, OpResult::Unit);
+                self.after(cpu, self.c.ttbr_write_ns, OpResult::Unit);
+            }
+            Op::LoadCr3 { cr3, flush } => {
+                crate::effects::load_cr3(&w, cpu, cr3, flush);
+                let cost = self.c.ttbr_write_ns + flush.map_or(0, |_| self.c.inval_local_all_ns);
+                self.after(cpu, cost, OpResult::Unit);
             }
             Op::Atomic => self.after(cpu, p.kernel.atomic_ns, OpResult::Unit),
             Op::Lock(l) | Op::LockShared(l) => {
@@ -546,16 +565,33 @@ impl TimingDriver {
                 self.q.push(at, Ev::Kick(target));
                 self.after(cpu, p.kernel.atomic_ns, OpResult::Unit);
             }
-            Op::CallFunction { targets, handler } => {
+            Op::CallFunction {
+                targets,
+                handler,
+                arg,
+            } => {
                 let n = targets.count();
                 if n == 0 {
                     return Some(OpResult::Unit);
                 }
                 self.acks[cpu] = n;
                 self.wait[cpu] = Wait::IpiAck;
-                let at = self.now() + p.kernel.ipi_latency_ns;
-                for t in targets.iter() {
-                    self.q.push(at, Ev::Ipi(t, handler, cpu, n == 1));
+                // One interrupt-controller write per group of
+                // `ipi_cpus_per_send` CPUs, one after another; each IPI
+                // arrives `ipi_latency_ns` after its write.
+                let k = &p.kernel;
+                let per = k.ipi_cpus_per_send as usize;
+                let mut t = self.now();
+                let mut group = usize::MAX;
+                for target in targets.iter() {
+                    if target / per != group {
+                        group = target / per;
+                        t += k.ipi_send_ns;
+                    }
+                    self.q.push(
+                        t + k.ipi_latency_ns,
+                        Ev::Ipi(target, handler, arg, cpu, n == 1),
+                    );
                 }
                 // The sender takes IPIs while it waits.
                 if !self.irq_queue[cpu].is_empty() {
@@ -567,16 +603,33 @@ impl TimingDriver {
     }
 
     fn dsb_sync(&mut self, cpu: CpuId) {
-        let p = &self.w.profile;
         if self.w.hw.borrow().cpus[cpu].dvm_since_dsb {
             self.w.stats.borrow_mut().cpu[cpu].dvm_syncs += 1;
             self.wait[cpu] = Wait::DsbSync;
-            self.mn_queue.push_back((cpu, self.now()));
-            self.mn_start();
+            if self.c.sync_serialized {
+                self.mn_queue.push_back((cpu, self.now()));
+                self.mn_start();
+            } else {
+                // Completion barriers of different CPUs proceed in parallel
+                // (x86 TLBSYNC unless the profile says otherwise).
+                let at = self.now() + self.sync_service_ns();
+                self.q.push(at, Ev::SyncDone(cpu));
+            }
         } else {
-            let d = p.arm64.dsb_local_ns;
-            self.after(cpu, d, OpResult::Unit);
+            self.after(cpu, self.c.barrier_ns, OpResult::Unit);
         }
+    }
+
+    /// Service time of one completion barrier (DVM Sync / TLBSYNC). With
+    /// several sockets it also makes a round trip to the other socket
+    /// (docs/model.md).
+    fn sync_service_ns(&self) -> Ns {
+        let cross = if self.w.profile.topology.sockets > 1 {
+            2 * self.c.bcast_cross_socket_ns
+        } else {
+            0
+        };
+        self.c.sync_base_ns + self.c.sync_per_target_ns * self.w.ncpus() as u64 + cross
     }
 
     /// The misc node starts serving the next DVM Sync, if idle.
@@ -588,22 +641,13 @@ impl TimingDriver {
             return;
         };
         self.mn_busy = true;
-        let p = &self.w.profile.arm64;
         let waited = self.now() - since;
         self.w
             .stats
             .borrow_mut()
             .dvm_sync_queue_wait_ns
             .record(waited);
-        // With several sockets the Sync also makes a round trip to the other
-        // socket's misc node (docs/model.md).
-        let cross = if self.w.profile.topology.sockets > 1 {
-            2 * p.dvm_cross_socket_ns
-        } else {
-            0
-        };
-        let service = p.dvm_sync_base_ns + p.dvm_sync_per_target_ns * self.w.ncpus() as u64 + cross;
-        let at = self.now() + service;
+        let at = self.now() + self.sync_service_ns();
         self.q.push(at, Ev::SyncDone(cpu));
     }
 
@@ -613,11 +657,10 @@ impl TimingDriver {
             let mut st = self.w.stats.borrow_mut();
             let f = hw.inflight[id].as_ref().expect("live");
             let issuer = f.issuer;
-            let a = &self.w.profile.arm64;
             let stall = if whole_tlb(f.scope) {
-                a.dvm_op_target_stall_all_ns
+                self.c.bcast_target_stall_all_ns
             } else {
-                a.dvm_op_target_stall_ns
+                self.c.bcast_target_stall_ns
             };
             let wait = &self.wait;
             hw.dvm_apply_all(id, |c, t| {

@@ -102,3 +102,19 @@ pub fn set_ttbr0(w: &World, cpu: CpuId, t: Option<Ttbr0>) {
         });
     }
 }
+
+/// An x86 CR3 write on `cpu`: flushes the entries of PCID `flush` (if any),
+/// then installs `cr3`; one instruction, so no access sees the state
+/// between.
+pub fn load_cr3(w: &World, cpu: CpuId, cr3: Option<Ttbr0>, flush: Option<crate::hw::tlb::Asid>) {
+    if let Some(pcid) = flush {
+        w.stats.borrow_mut().cpu[cpu].tlbi_local += 1;
+        w.hw.borrow_mut().tlbi_local(cpu, TlbiScope::Asid(pcid));
+        w.emit(Event::Tlbi {
+            cpu,
+            scope: TlbiScope::Asid(pcid),
+            broadcast: false,
+        });
+    }
+    set_ttbr0(w, cpu, cr3);
+}

@@ -363,6 +363,10 @@ impl Explorer {
                 crate::effects::set_ttbr0(&w, cpu, t);
                 Some(OpResult::Unit)
             }
+            Op::LoadCr3 { cr3, flush } => {
+                crate::effects::load_cr3(&w, cpu, cr3, flush);
+                Some(OpResult::Unit)
+            }
             Op::Lock(l) | Op::LockShared(l) => {
                 let shared = matches!(op, Op::LockShared(_));
                 let (got, name) = {

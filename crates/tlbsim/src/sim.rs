@@ -191,6 +191,59 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
     let policy = tlb_policy(&kcfg.tlb_policy).map_err(|e| field("kernel", "tlb_policy", e))?;
     let alloc = asid_allocator(&kcfg.asid_allocator, &kcfg, profile.tlb.asid_bits)
         .map_err(|e| field("kernel", "asid_allocator", e))?;
+    let arch = policy.arch();
+    if arch != profile.arch {
+        return Err(field(
+            "kernel",
+            "tlb_policy",
+            format!(
+                "tlb_policy \"{}\" is an {arch} policy but profile \"{}\" is an {} machine",
+                kcfg.tlb_policy, profile.name, profile.arch
+            ),
+        ));
+    }
+    let no_alloc = kcfg.asid_allocator == "none";
+    if (arch == crate::config::Arch::X86) != no_alloc {
+        return Err(field(
+            "kernel",
+            "asid_allocator",
+            if no_alloc {
+                format!(
+                    "asid_allocator \"none\" needs an x86 tlb_policy, not \"{}\"",
+                    kcfg.tlb_policy
+                )
+            } else {
+                format!(
+                    "x86 tlb_policy \"{}\" picks PCIDs itself: set asid_allocator = \"none\"",
+                    kcfg.tlb_policy
+                )
+            },
+        ));
+    }
+    if let (Some(x), true) = (&profile.x86, kcfg.tlb_policy == "x86-invlpgb") {
+        if !x.invlpgb {
+            return Err(field(
+                "kernel",
+                "tlb_policy",
+                format!(
+                    "profile \"{}\" has no INVLPGB (x86.invlpgb = false)",
+                    profile.name
+                ),
+            ));
+        }
+    }
+    if let (Some(x), true) = (&profile.x86, kcfg.tlb_policy.starts_with("x86-pcid")) {
+        if !x.pcid {
+            return Err(field(
+                "kernel",
+                "tlb_policy",
+                format!(
+                    "profile \"{}\" has no PCIDs (x86.pcid = false)",
+                    profile.name
+                ),
+            ));
+        }
+    }
     if kcfg.kpti && !alloc.supports_kpti() {
         return Err(field(
             "kernel",
@@ -207,7 +260,7 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
     // More usable ASIDs than CPUs, or rollover cannot find a free one
     // (arch/arm64/mm/context.c relies on NUM_USER_ASIDS > NR_CPUS).
     let usable = ((1u64 << profile.tlb.asid_bits) >> u32::from(kcfg.kpti)) - 1;
-    if usable <= u64::from(profile.topology.cpus) {
+    if !no_alloc && usable <= u64::from(profile.topology.cpus) {
         return Err(field(
             "kernel",
             "asid_bits",

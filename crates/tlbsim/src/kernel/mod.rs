@@ -11,6 +11,7 @@ pub mod pgtable;
 pub mod pipe;
 pub mod policy;
 pub mod sched;
+pub mod x86;
 
 use crate::config::{KernelConfig, Profile};
 use crate::engine::exec::{KFuture, Mailbox};
@@ -65,6 +66,16 @@ pub enum Op {
     Isb,
     /// Writes TTBR0 (and the ASID) of this CPU.
     SetTtbr0(Option<Ttbr0>),
+    /// x86 `MOV CR3`: installs `cr3` (`None`: init_mm, no user mappings)
+    /// and, with `flush = Some(pcid)`, invalidates every entry tagged with
+    /// that PCID in the same instruction (CR3 write without the NOFLUSH bit;
+    /// without PCIDs every entry is tagged 0).
+    LoadCr3 {
+        /// The new translation base.
+        cr3: Option<Ttbr0>,
+        /// The PCID whose entries the write flushes.
+        flush: Option<Asid>,
+    },
     /// One atomic read-modify-write of a shared kernel variable.
     Atomic,
     /// Acquires a lock exclusively (waits while it is held).
@@ -89,6 +100,9 @@ pub enum Op {
         targets: CpuMask,
         /// Index of the handler.
         handler: usize,
+        /// Argument passed to the handler (e.g. the sender's CPU, whose
+        /// per-CPU `flush_tlb_info` the handler reads).
+        arg: usize,
     },
 }
 
@@ -316,8 +330,9 @@ pub type TaskFuture = KFuture<'static, ()>;
 /// A deferred program: given its context, yields the task's future.
 pub type Program = Box<dyn FnOnce(Ctx) -> TaskFuture>;
 /// An IPI handler: runs on the interrupted CPU, in the context of the task
-/// that was running there (`current`), with its own mailbox.
-pub type IpiHandler = Rc<dyn Fn(Ctx) -> TaskFuture>;
+/// that was running there (`current`), with its own mailbox; the second
+/// argument is the `arg` of the `Op::CallFunction` that sent it.
+pub type IpiHandler = Rc<dyn Fn(Ctx, usize) -> TaskFuture>;
 
 /// The whole modelled system: hardware, kernel, policies, observers.
 pub struct World {
@@ -403,6 +418,7 @@ impl World {
             k.tasks[t].on_cpu = true;
         }
         w.asid.init(&w);
+        w.policy.init(&w);
         w
     }
 

@@ -10,6 +10,14 @@ use crate::hw::tlb::{Asid, MmId};
 /// arm64 `switch_mm` and TLB-flush primitives (arch/arm64/include/asm/
 /// tlbflush.h and mmu_context.h). Every method runs on the calling CPU.
 pub trait TlbPolicy {
+    /// The architecture whose kernel this policy is (the profile must match).
+    fn arch(&self) -> crate::config::Arch {
+        crate::config::Arch::Arm64
+    }
+    /// One-time setup once CPUs exist (e.g. registering IPI handlers).
+    fn init(&self, w: &World) {
+        let _ = w;
+    }
     /// `switch_mm(prev, next)`: make `next` the CPU's user address space.
     /// `prev` is the previous `active_mm` (may equal `next`).
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()>;
@@ -89,6 +97,28 @@ pub trait AsidAllocator {
     }
 }
 
+/// The allocator of x86 kernels: there is none (the TLB policy picks a
+/// PCID on every switch). Calling it is a configuration error caught at
+/// build time (`asid_allocator = "none"` only with x86 policies).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoAllocator;
+
+impl AsidAllocator for NoAllocator {
+    fn init(&self, _w: &World) {}
+
+    fn check_and_switch_context<'a>(&'a self, _ctx: &'a Ctx, _mm: MmId) -> KFuture<'a, ()> {
+        Box::pin(async { unreachable!("asid_allocator \"none\" is only built with x86 policies") })
+    }
+
+    fn asid_of(&self, _w: &World, _mm: MmId) -> Asid {
+        0
+    }
+
+    fn supports_kpti(&self) -> bool {
+        false
+    }
+}
+
 type TlbCtor = fn() -> Box<dyn TlbPolicy>;
 type AsidCtor = fn(&crate::config::KernelConfig, u8) -> Box<dyn AsidAllocator>;
 
@@ -115,6 +145,36 @@ pub const TLB_POLICIES: &[(&str, &str, TlbCtor)] = &[
         || Box::new(super::arm64::cpumask_tracking::CpumaskTracking),
     ),
     (
+        "x86-lazy-legacy",
+        "x86 before seed 004 (Linux 4.12): lazy CPUs stay in mm_cpumask, the first flush IPI makes them leave_mm; no PCID",
+        || Box::new(super::x86::legacy::Legacy::default()),
+    ),
+    (
+        "x86-tlb-gen",
+        "seed 004: tlb_gen freshness tracking, lazy CPUs get no flush IPIs unless page tables were freed; no PCID",
+        || Box::new(super::x86::tlb_gen::TlbGen::default()),
+    ),
+    (
+        "x86-pcid",
+        "x86-tlb-gen plus 6 dynamic PCIDs per CPU (Linux 4.14+)",
+        || Box::new(super::x86::pcid::new()),
+    ),
+    (
+        "x86-invlpgb",
+        "x86-pcid plus AMD INVLPGB: global ASIDs for mms active on 4+ CPUs, flushed by INVLPGB + TLBSYNC (Linux 6.15)",
+        || Box::new(super::x86::invlpgb::new()),
+    ),
+    (
+        "mutant-x86-lazy-skip-freed",
+        "MUTANT: x86-tlb-gen that skips lazy CPUs even when page tables were freed (seed 004 before commit b956575bed91)",
+        || {
+            Box::new(super::x86::tlb_gen::TlbGen::new(super::x86::tlb_gen::Options {
+                lazy_skip_freed: true,
+                ..Default::default()
+            }))
+        },
+    ),
+    (
         "mutant-range-no-broadcast",
         "MUTANT: flush_tlb_range issues local TLBIs only",
         || Box::new(crate::check::mutants::RangeNoBroadcast),
@@ -133,6 +193,11 @@ pub const TLB_POLICIES: &[(&str, &str, TlbCtor)] = &[
 
 /// Registered ASID allocators.
 pub const ASID_ALLOCATORS: &[(&str, &str, AsidCtor)] = &[
+    (
+        "none",
+        "no ASID allocator: x86 policies choose PCIDs per CPU themselves",
+        |_, _| Box::new(NoAllocator),
+    ),
     (
         "arm64-asid-reserved",
         "Linux arm64 allocator: generations, reserved ASIDs, lockless fast path, no IPIs",

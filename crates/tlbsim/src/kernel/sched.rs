@@ -488,6 +488,8 @@ pub async fn sys_sched_setaffinity(ctx: &Ctx, mask: Option<crate::hw::cpumask::C
         !allowed
     };
     if migrate {
+        // stop_one_cpu(migration_cpu_stop): modelled as time, not as a task.
+        ctx.work(ctx.w.profile.kernel.migrate_ns).await;
         schedule(ctx).await;
     }
     syscall_exit(ctx, "sched_setaffinity").await;

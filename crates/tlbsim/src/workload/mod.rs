@@ -2,6 +2,7 @@
 
 pub mod asid_churn;
 pub mod churn;
+pub mod flushbench;
 pub mod hackbench;
 pub mod lifecycle;
 pub mod mprotect;
@@ -40,6 +41,16 @@ pub const WORKLOADS: &[(&str, &str, Ctor)] = &[
         "churn",
         "checker stress: threads come and go, migrations, lazy CPUs running kworkers, munmap freeing tables",
         |p| Ok(Box::new(churn::Churn::from_params(p)?)),
+    ),
+    (
+        "madv-migrate",
+        "seed 004: madvise(DONTNEED) a page, touch it, move to the other CPU with sched_setaffinity; reports iteration_us",
+        |p| Ok(Box::new(flushbench::MadvMigrate::from_params(p)?)),
+    ),
+    (
+        "tlb-flush",
+        "will-it-scale tlb_flush1/2/3: pinned tasks write, MADV_DONTNEED and re-read pages, threads or processes; reports loops_per_s",
+        |p| Ok(Box::new(flushbench::TlbFlush::from_params(p)?)),
     ),
     (
         "hackbench",

@@ -126,6 +126,7 @@ impl Inner {
             ctx.step(Op::CallFunction {
                 targets,
                 handler: self.handler.get(),
+                arg: 0,
             })
             .await;
             self.last.set(self.last.get() + w.ncpus() as u64);
@@ -162,7 +163,7 @@ impl AsidAllocator for IpiRollover {
         *self.inner.current_mm.borrow_mut() = vec![None; w.ncpus()];
         self.inner.lock.set(w.new_lock("cpu_asid_lock"));
         let inner = Rc::clone(&self.inner);
-        let h = w.register_ipi_handler(Rc::new(move |ctx: Ctx| {
+        let h = w.register_ipi_handler(Rc::new(move |ctx: Ctx, _arg: usize| {
             let inner = Rc::clone(&inner);
             Box::pin(async move { inner.reset_context(&ctx).await })
         }));

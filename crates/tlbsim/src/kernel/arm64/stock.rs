@@ -32,7 +32,7 @@ pub async fn flush_range_ops(
 ) {
     let w = &ctx.w;
     let asid = w.asid.asid_of(w, mm);
-    let range = w.profile.arm64.tlbirange;
+    let range = w.profile.arm64().tlbirange;
     let kpti = w.kcfg.kpti;
     let mut scale = 0u32;
     while pages > 0 {
@@ -83,7 +83,7 @@ pub fn twins(asid: u16, kpti: bool) -> impl Iterator<Item = u16> {
 /// Should a range flush fall back to a whole-ASID flush?
 pub fn use_full_flush(ctx: &Ctx, start: u64, end: u64, stride: u64) -> bool {
     let pages = (end - start) >> PAGE_SHIFT;
-    (!ctx.w.profile.arm64.tlbirange && end - start >= MAX_TLBI_OPS * stride)
+    (!ctx.w.profile.arm64().tlbirange && end - start >= MAX_TLBI_OPS * stride)
         || pages >= MAX_TLBI_RANGE_PAGES
 }
 

@@ -1,0 +1,113 @@
+//! `x86-invlpgb`: AMD broadcast TLB invalidation (Linux 6.15,
+//! arch/x86/mm/tlb.c). An mm seen active on more than 3 CPUs at once (checked
+//! about once every 32 ticks per task, `consider_global_asid()`) gets a
+//! global ASID, the same on every CPU; its flushes become `INVLPGB`s (up to
+//! `invlpgb_max_pages` pages each) followed by one `TLBSYNC`, instead of
+//! IPIs. While some CPU still runs the mm under a per-CPU ASID (the
+//! transition), the flush also IPIs the cpumask; the IPI moves that CPU to
+//! the global ASID. Global ASIDs are not reused in the model (Linux reuses
+//! them after a flush of every non-global ASID; the pool is far larger than
+//! any modelled workload's mm count).
+
+use super::tlb_gen::{Inner, Options, TlbGen, FIRST_GLOBAL_ASID};
+use super::{FlushInfo, TLB_FLUSH_ALL};
+use crate::hw::mem::PAGE_SHIFT;
+use crate::hw::tlb::{MmId, TlbiScope};
+use crate::kernel::arm64::stock::FlushScope;
+use crate::kernel::Ctx;
+
+/// The `x86-invlpgb` policy (PCIDs for single-CPU mms, as Linux).
+pub fn new() -> TlbGen {
+    TlbGen::new(Options {
+        pcid: true,
+        invlpgb: true,
+        ..Options::default()
+    })
+}
+
+/// `broadcast_tlb_flush(info)` for an mm with a global ASID.
+pub async fn broadcast_flush(g: &Inner, ctx: &Ctx, info: FlushInfo) {
+    let mm = info.mm.expect("user mm");
+    let asid = g.mm(mm).global_asid.expect("global ASID");
+    super::count(ctx, FlushScope::Broadcast);
+    if info.end == TLB_FLUSH_ALL {
+        ctx.tlbi(TlbiScope::Asid(asid), true).await;
+    } else {
+        let max = ctx.w.profile.x86().invlpgb_max_pages.max(1);
+        let shift = info.stride_shift;
+        let mut addr = info.start;
+        while addr < info.end {
+            let nr = ((info.end - addr) >> shift).clamp(1, max);
+            ctx.tlbi(
+                TlbiScope::Range {
+                    asid,
+                    va: addr,
+                    pages: nr << (shift - PAGE_SHIFT),
+                    last_level: !info.freed_tables,
+                },
+                true,
+            )
+            .await;
+            addr += nr << shift;
+        }
+    }
+    finish_asid_transition(g, ctx, info).await;
+    ctx.dsb_ish().await; // TLBSYNC
+}
+
+/// `finish_asid_transition()`: while a CPU of the cpumask still runs the
+/// mm under a per-CPU ASID, flush by IPI (which moves it over).
+async fn finish_asid_transition(g: &Inner, ctx: &Ctx, info: FlushInfo) {
+    let mm = info.mm.expect("user mm");
+    let st = g.mm(mm);
+    if !st.asid_transition {
+        return;
+    }
+    let global = st.global_asid.expect("global ASID");
+    let straggler = {
+        let mask = ctx.w.k.borrow().mms[mm as usize].cpumask.clone();
+        let cpus = g.cpus.borrow();
+        let any = mask
+            .iter()
+            .any(|c| cpus[c].loaded_mm == Some(mm) && cpus[c].loaded_asid != global);
+        any
+    };
+    if straggler {
+        g.flush_multi(ctx, info).await;
+    } else {
+        g.mm_mut(mm, |m| m.asid_transition = false);
+    }
+}
+
+/// `consider_global_asid(mm)`: once every 32 ticks per task, give `mm` a
+/// global ASID if more than 3 CPUs have it loaded.
+pub async fn consider_global_asid(g: &Inner, ctx: &Ctx, mm: MmId) {
+    let tick = ctx.w.profile.kernel.time_slice_ns.max(1);
+    let jiffies = ctx.now() / tick;
+    if (ctx.task as u64 & 0x1f) != (jiffies & 0x1f) || g.mm(mm).global_asid.is_some() {
+        return;
+    }
+    let active = {
+        let mask = ctx.w.k.borrow().mms[mm as usize].cpumask.clone();
+        let cpus = g.cpus.borrow();
+        let n = mask
+            .iter()
+            .filter(|&c| cpus[c].loaded_mm == Some(mm))
+            .count();
+        n
+    };
+    if active <= 3 {
+        return;
+    }
+    ctx.atomic().await; // global_asid_lock
+    let n = g.next_global.get();
+    let avail = ctx.w.profile.x86().global_asids;
+    if n >= FIRST_GLOBAL_ASID + avail || n > u32::from(u16::MAX) {
+        return; // out of global ASIDs: stay on IPIs
+    }
+    g.next_global.set(n + 1);
+    g.mm_mut(mm, |m| {
+        m.global_asid = Some(n as u16);
+        m.asid_transition = true;
+    });
+}

@@ -1,0 +1,209 @@
+//! `x86-lazy-legacy`: x86 TLB maintenance before seed 004 (Linux 4.12,
+//! arch/x86/mm/tlb.c). No PCIDs: every CR3 write flushes the whole
+//! (non-global) TLB. A CPU that runs a kernel thread or idle keeps the last
+//! user mm loaded (`TLBSTATE_LAZY`) and stays in its `mm_cpumask`, so it
+//! keeps receiving that mm's flush IPIs; the first one makes it `leave_mm()`:
+//! leave the cpumask and load `swapper_pg_dir` (a CR3 write). Coming back to
+//! the same mm reloads CR3 only if `leave_mm()` ran meanwhile.
+
+use super::{flush_local, load_cr3, FlushInfo, TLB_FLUSH_ALL};
+use crate::config::Arch;
+use crate::engine::exec::KFuture;
+use crate::hw::mem::{PAGE_SHIFT, PAGE_SIZE};
+use crate::hw::tlb::MmId;
+use crate::kernel::arm64::stock::FlushScope;
+use crate::kernel::policy::TlbPolicy;
+use crate::kernel::{Ctx, Op, World};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+/// `cpu_tlbstate` of one CPU (Linux 4.12).
+#[derive(Debug, Clone, Copy, Default)]
+struct CpuState {
+    /// `cpu_tlbstate.active_mm`: the mm switch_mm last installed.
+    active_mm: Option<MmId>,
+    /// `cpu_tlbstate.state == TLBSTATE_LAZY`.
+    lazy: bool,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    cpus: RefCell<Vec<CpuState>>,
+    /// Per sender CPU: the `flush_tlb_info` its IPIs carry.
+    infos: RefCell<Vec<Option<FlushInfo>>>,
+    handler: Cell<usize>,
+}
+
+/// The policy. See the module doc.
+#[derive(Debug, Default)]
+pub struct Legacy {
+    inner: Rc<Inner>,
+}
+
+impl Inner {
+    /// `leave_mm(cpu)`: stop receiving flush IPIs for the lazy mm and load
+    /// `swapper_pg_dir` (flushing everything).
+    async fn leave_mm(&self, ctx: &Ctx) {
+        let cpu = ctx.cpu();
+        let Some(mm) = self.cpus.borrow()[cpu].active_mm else {
+            return;
+        };
+        if ctx.w.k.borrow().mms[mm as usize].cpumask.test(cpu) {
+            ctx.atomic().await;
+            ctx.w.k.borrow_mut().mms[mm as usize].cpumask.clear(cpu);
+            load_cr3(ctx, None, 0, true).await;
+        }
+    }
+
+    /// `flush_tlb_func()`: the IPI handler.
+    async fn flush_func(&self, ctx: &Ctx, f: FlushInfo) {
+        let cpu = ctx.cpu();
+        let st = self.cpus.borrow()[cpu];
+        if f.mm.is_some() && f.mm != st.active_mm {
+            return;
+        }
+        if !st.lazy {
+            super::count(ctx, FlushScope::Local);
+            flush_local(ctx, 0, &f).await;
+        } else {
+            self.leave_mm(ctx).await;
+        }
+    }
+
+    /// `flush_tlb_mm_range()` (4.12): flush locally if this CPU runs `mm`
+    /// (or leave it if lazy), then IPI every other CPU in `mm_cpumask`.
+    async fn flush_range(&self, ctx: &Ctx, info: FlushInfo) {
+        let cpu = ctx.cpu();
+        let w = &ctx.w;
+        let (cur_mm, active) = {
+            let k = w.k.borrow();
+            let t = &k.tasks[ctx.task];
+            (t.mm, t.active_mm)
+        };
+        let info = info.clamp();
+        if active == info.mm {
+            if cur_mm.is_none() {
+                self.leave_mm(ctx).await;
+            } else {
+                super::count(ctx, FlushScope::Local);
+                flush_local(ctx, 0, &info).await;
+            }
+        }
+        ctx.atomic().await; // smp_mb(), then read mm_cpumask
+        let mut targets = w.k.borrow().mms[info.mm.expect("user mm") as usize]
+            .cpumask
+            .clone();
+        targets.clear(cpu);
+        if targets.is_empty() {
+            return;
+        }
+        super::count(ctx, FlushScope::Broadcast);
+        self.infos.borrow_mut()[cpu] = Some(info);
+        ctx.step(Op::CallFunction {
+            targets,
+            handler: self.handler.get(),
+            arg: cpu,
+        })
+        .await;
+        self.infos.borrow_mut()[cpu] = None;
+    }
+}
+
+impl TlbPolicy for Legacy {
+    fn arch(&self) -> Arch {
+        Arch::X86
+    }
+
+    fn init(&self, w: &World) {
+        let n = w.ncpus();
+        *self.inner.cpus.borrow_mut() = vec![CpuState::default(); n];
+        *self.inner.infos.borrow_mut() = vec![None; n];
+        let inner = Rc::clone(&self.inner);
+        let h = w.register_ipi_handler(Rc::new(move |ctx: Ctx, sender: usize| {
+            let inner = Rc::clone(&inner);
+            Box::pin(async move {
+                let f = inner.infos.borrow()[sender].expect("sender published its flush");
+                inner.flush_func(&ctx, f).await;
+            })
+        }));
+        self.inner.handler.set(h);
+    }
+
+    /// `switch_mm_irqs_off()` (4.12).
+    fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
+        Box::pin(async move {
+            let cpu = ctx.cpu();
+            let w = &ctx.w;
+            let real_prev = self.inner.cpus.borrow()[cpu].active_mm;
+            let _ = prev;
+            {
+                let mut c = self.inner.cpus.borrow_mut();
+                c[cpu].lazy = false;
+                c[cpu].active_mm = Some(next);
+            }
+            if real_prev != Some(next) {
+                ctx.atomic().await;
+                w.k.borrow_mut().mms[next as usize].cpumask.set(cpu);
+                load_cr3(ctx, Some(next), 0, true).await;
+                if let Some(p) = real_prev {
+                    ctx.atomic().await; // stop flush IPIs for the previous mm
+                    w.k.borrow_mut().mms[p as usize].cpumask.clear(cpu);
+                }
+            } else if !w.k.borrow().mms[next as usize].cpumask.test(cpu) {
+                // leave_mm() ran while lazy: reload CR3 so that no freed
+                // page table is used.
+                ctx.atomic().await;
+                w.k.borrow_mut().mms[next as usize].cpumask.set(cpu);
+                load_cr3(ctx, Some(next), 0, true).await;
+            }
+        })
+    }
+
+    fn enter_lazy_tlb<'a>(&'a self, ctx: &'a Ctx, mm: MmId, to_idle: bool) -> KFuture<'a, ()> {
+        let _ = (mm, to_idle);
+        Box::pin(async move {
+            let cpu = ctx.cpu();
+            let mut c = self.inner.cpus.borrow_mut();
+            if c[cpu].active_mm.is_some() {
+                c[cpu].lazy = true;
+            }
+        })
+    }
+
+    fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
+        Box::pin(self.inner.flush_range(
+            ctx,
+            FlushInfo {
+                mm: Some(mm),
+                start: 0,
+                end: TLB_FLUSH_ALL,
+                stride_shift: PAGE_SHIFT,
+                new_tlb_gen: 0,
+                freed_tables: true,
+            },
+        ))
+    }
+
+    fn flush_tlb_range<'a>(
+        &'a self,
+        ctx: &'a Ctx,
+        mm: MmId,
+        start: u64,
+        end: u64,
+        stride: u64,
+        last_level: bool,
+    ) -> KFuture<'a, ()> {
+        let stride = stride.max(PAGE_SIZE);
+        Box::pin(self.inner.flush_range(
+            ctx,
+            FlushInfo {
+                mm: Some(mm),
+                start: start & !(stride - 1),
+                end: end.div_ceil(stride) * stride,
+                stride_shift: stride.trailing_zeros(),
+                new_tlb_gen: 0,
+                freed_tables: !last_level,
+            },
+        ))
+    }
+}

@@ -1,0 +1,106 @@
+//! x86 policies (arch/x86/mm/tlb.c): remote flushes by function-call IPI,
+//! lazy TLB mode, `tlb_gen` freshness tracking, PCIDs, and AMD INVLPGB.
+//!
+//! The hardware operations map onto the model's steps as follows:
+//! `INVLPG` is a local [`TlbiScope::Va`] (it also drops the paging-structure
+//! caches covering the address); a full flush of one PCID (`INVPCID`
+//! single-context, or a CR3 write without NOFLUSH) is a local
+//! [`TlbiScope::Asid`]; a CR3 write is [`Op::LoadCr3`]; `INVLPGB` is a
+//! broadcast TLBI and `TLBSYNC` the completion barrier (`Ctx::dsb_ish`).
+//! A PCID tag in the model's TLB is `asid + 1` with PCIDs (Linux's
+//! `kern_pcid()`), 0 without; global ASIDs (INVLPGB) use their own numbers.
+
+pub mod invlpgb;
+pub mod legacy;
+pub mod pcid;
+pub mod tlb_gen;
+
+use crate::hw::mem::PAGE_SHIFT;
+use crate::hw::tlb::{Asid, MmId, TlbiScope};
+use crate::kernel::{Ctx, Op};
+
+/// `TLB_FLUSH_ALL`: the end of a flush of the whole address space.
+pub const TLB_FLUSH_ALL: u64 = u64::MAX;
+
+/// `tlb_single_page_flush_ceiling`: above this many pages a range flush
+/// becomes a full flush (arch/x86/mm/tlb.c, 33 since Linux 3.16).
+pub const FLUSH_CEILING_PAGES: u64 = 33;
+
+/// `TLB_NR_DYN_ASIDS`: dynamic PCIDs per CPU.
+pub const NR_DYN_ASIDS: usize = 6;
+
+/// `struct flush_tlb_info`: what a flush asks of every CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlushInfo {
+    /// The address space (`None`: every address space, not used here).
+    pub mm: Option<MmId>,
+    /// First byte.
+    pub start: u64,
+    /// One past the last byte, or [`TLB_FLUSH_ALL`].
+    pub end: u64,
+    /// log2 of the stride.
+    pub stride_shift: u32,
+    /// The mm's `tlb_gen` this flush brings CPUs to.
+    pub new_tlb_gen: u64,
+    /// Page-table pages were freed (walk caches must go too).
+    pub freed_tables: bool,
+}
+
+impl FlushInfo {
+    /// Rounds a range flush of more than [`FLUSH_CEILING_PAGES`] pages up to
+    /// a full flush, as `flush_tlb_mm_range()` does.
+    pub fn clamp(mut self) -> Self {
+        if self.end != TLB_FLUSH_ALL
+            && (self.end - self.start) >> self.stride_shift > FLUSH_CEILING_PAGES
+        {
+            self.start = 0;
+            self.end = TLB_FLUSH_ALL;
+        }
+        self
+    }
+}
+
+/// Flushes `info`'s range on this CPU under PCID tag `tag`: one `INVLPG`
+/// per stride, or a flush of the whole PCID for [`TLB_FLUSH_ALL`].
+pub async fn flush_local(ctx: &Ctx, tag: Asid, info: &FlushInfo) {
+    if info.end == TLB_FLUSH_ALL {
+        ctx.tlbi(TlbiScope::Asid(tag), false).await;
+        return;
+    }
+    let stride = 1u64 << info.stride_shift.max(PAGE_SHIFT);
+    let mut va = info.start;
+    while va < info.end {
+        ctx.tlbi(
+            TlbiScope::Va {
+                asid: tag,
+                va,
+                last_level: !info.freed_tables,
+            },
+            false,
+        )
+        .await;
+        va += stride;
+    }
+}
+
+/// A CR3 write installing `mm` (or init_mm for `None`) under `tag`,
+/// flushing that tag's entries when `flush`.
+pub async fn load_cr3(ctx: &Ctx, mm: Option<MmId>, tag: Asid, flush: bool) {
+    let cr3 = mm.map(|m| crate::hw::Ttbr0 {
+        mm: m,
+        pgd: ctx.w.k.borrow().mms[m as usize].pgd,
+        asid: tag,
+    });
+    ctx.step(Op::LoadCr3 {
+        cr3,
+        flush: flush.then_some(tag),
+    })
+    .await;
+}
+
+/// Counts a flush decision (`flush.local` for a flush done on this CPU,
+/// `flush.broadcast` for a flush that had to reach other CPUs, and
+/// `flush.skipped` for one that found the TLB already fresh).
+pub fn count(ctx: &Ctx, what: crate::kernel::arm64::stock::FlushScope) {
+    crate::kernel::arm64::stock::count_flush(ctx, what);
+}

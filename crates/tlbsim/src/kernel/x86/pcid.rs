@@ -1,0 +1,16 @@
+//! `x86-pcid`: `x86-tlb-gen` plus process-context identifiers (Linux 4.14+):
+//! each CPU keeps up to [`NR_DYN_ASIDS`](super::NR_DYN_ASIDS) address
+//! spaces' entries tagged in its TLB at once. `choose_new_asid()` reuses the
+//! slot that already holds the next mm (flushing it only if its `tlb_gen`
+//! is behind) or evicts one round-robin, so a CR3 write between recently
+//! used mms flushes nothing (the NOFLUSH bit).
+
+use super::tlb_gen::{Options, TlbGen};
+
+/// The `x86-pcid` policy.
+pub fn new() -> TlbGen {
+    TlbGen::new(Options {
+        pcid: true,
+        ..Options::default()
+    })
+}

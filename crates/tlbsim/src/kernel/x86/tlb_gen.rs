@@ -1,0 +1,433 @@
+//! `x86-tlb-gen`: seed 004's lazy TLB mode with `tlb_gen` freshness
+//! tracking (Linux 4.13+, arch/x86/mm/tlb.c as of 5.x; reference
+//! ../shared/reference/linux-tlb-algorithms.md §4).
+//!
+//! Every flush bumps the mm's `tlb_gen`; each CPU records, per loaded
+//! context, the generation its TLB is known to be fresh at (`ctxs[]`). A
+//! lazy CPU (kernel thread or idle on a user mm) is not sent flush IPIs for
+//! ordinary flushes: when it switches back to the mm it compares
+//! generations and flushes if it missed one. Flushes that free page-table
+//! pages still IPI lazy CPUs, which then switch to init_mm: their
+//! paging-structure caches could otherwise walk freed tables (the fix of
+//! commit b956575bed91 to seed 004's first version, which skipped them;
+//! that version is the mutant `mutant-x86-lazy-skip-freed`).
+//!
+//! The same file serves `x86-pcid` (six dynamic PCIDs per CPU, see
+//! `pcid.rs`) and `x86-invlpgb` (global ASIDs and broadcast flushes, see
+//! `invlpgb.rs`), whose differences are options of [`TlbGen`].
+
+use super::{flush_local, load_cr3, FlushInfo, NR_DYN_ASIDS, TLB_FLUSH_ALL};
+use crate::config::Arch;
+use crate::engine::exec::KFuture;
+use crate::hw::mem::{PAGE_SHIFT, PAGE_SIZE};
+use crate::hw::tlb::{Asid, MmId};
+use crate::kernel::arm64::stock::FlushScope;
+use crate::kernel::policy::TlbPolicy;
+use crate::kernel::{Ctx, Op, World};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+/// Options distinguishing the policies built on this file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Use [`NR_DYN_ASIDS`] PCIDs per CPU (else one untagged context, and
+    /// every CR3 write flushes).
+    pub pcid: bool,
+    /// Give multi-CPU mms a global ASID and flush them with INVLPGB.
+    pub invlpgb: bool,
+    /// MUTANT: never IPI lazy CPUs, even when page tables were freed.
+    pub lazy_skip_freed: bool,
+}
+
+/// One entry of `cpu_tlbstate.ctxs[]`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TlbContext {
+    /// `ctx_id` of the mm whose entries the PCID holds (mm ids are never
+    /// reused, as `ctx_id`s).
+    pub ctx_id: Option<MmId>,
+    /// Generation the PCID is fresh at.
+    pub tlb_gen: u64,
+}
+
+/// `cpu_tlbstate` of one CPU.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CpuState {
+    /// `loaded_mm` (`None`: init_mm).
+    pub loaded_mm: Option<MmId>,
+    /// `loaded_mm_asid`: a dynamic slot, or a global ASID (INVLPGB).
+    pub loaded_asid: Asid,
+    /// `is_lazy`.
+    pub is_lazy: bool,
+    /// `next_asid`: round-robin victim.
+    pub next_asid: usize,
+    /// `ctxs[]`.
+    pub ctxs: [TlbContext; NR_DYN_ASIDS],
+}
+
+/// Per-mm state (`mm->context`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MmState {
+    /// `tlb_gen`.
+    pub tlb_gen: u64,
+    /// Global ASID (INVLPGB), if assigned.
+    pub global_asid: Option<Asid>,
+    /// CPUs may still run the mm under a dynamic ASID.
+    pub asid_transition: bool,
+}
+
+/// Shared state of the policy.
+#[derive(Debug, Default)]
+pub struct Inner {
+    /// Options.
+    pub opts: Options,
+    /// Per CPU `cpu_tlbstate`.
+    pub cpus: RefCell<Vec<CpuState>>,
+    /// Per mm.
+    pub mms: RefCell<Vec<MmState>>,
+    /// Per sender CPU: the `flush_tlb_info` its IPIs carry.
+    pub infos: RefCell<Vec<Option<FlushInfo>>>,
+    /// IPI handler index.
+    pub handler: Cell<usize>,
+    /// Next global ASID to hand out (INVLPGB).
+    pub next_global: Cell<u32>,
+}
+
+/// The policy. See the module doc.
+#[derive(Debug, Default)]
+pub struct TlbGen {
+    /// Shared with the IPI handler.
+    pub inner: Rc<Inner>,
+}
+
+impl TlbGen {
+    /// A policy with `opts`.
+    pub fn new(opts: Options) -> Self {
+        Self {
+            inner: Rc::new(Inner {
+                opts,
+                ..Default::default()
+            }),
+        }
+    }
+}
+
+/// First global ASID number: above the dynamic PCID tags (1..=6).
+pub const FIRST_GLOBAL_ASID: u32 = NR_DYN_ASIDS as u32 + 2;
+
+impl Inner {
+    /// The per-mm state of `mm`, growing the table as mms appear.
+    pub fn mm(&self, mm: MmId) -> MmState {
+        let v = self.mms.borrow();
+        v.get(mm as usize).copied().unwrap_or_default()
+    }
+
+    /// Updates the per-mm state of `mm`.
+    pub fn mm_mut(&self, mm: MmId, f: impl FnOnce(&mut MmState)) {
+        let mut v = self.mms.borrow_mut();
+        if v.len() <= mm as usize {
+            v.resize(mm as usize + 1, MmState::default());
+        }
+        f(&mut v[mm as usize]);
+    }
+
+    /// The TLB tag of a loaded ASID: `kern_pcid()` (asid + 1) with PCIDs,
+    /// the global ASID itself, or 0 without PCIDs.
+    pub fn tag(&self, asid: Asid) -> Asid {
+        if asid as u32 >= FIRST_GLOBAL_ASID {
+            asid
+        } else if self.opts.pcid {
+            asid + 1
+        } else {
+            0
+        }
+    }
+
+    /// `choose_new_asid(next, next_tlb_gen)`: (asid, need_flush).
+    fn choose_new_asid(&self, cpu: usize, next: MmId, gen: u64) -> (Asid, bool) {
+        if let Some(g) = self.mm(next).global_asid {
+            // Kept fresh everywhere by INVLPGB broadcasts.
+            return (g, false);
+        }
+        if !self.opts.pcid {
+            return (0, true);
+        }
+        let mut cpus = self.cpus.borrow_mut();
+        let c = &mut cpus[cpu];
+        for (a, x) in c.ctxs.iter().enumerate() {
+            if x.ctx_id == Some(next) {
+                return (a as Asid, x.tlb_gen < gen);
+            }
+        }
+        let a = c.next_asid;
+        c.next_asid = (a + 1) % NR_DYN_ASIDS;
+        (a as Asid, true)
+    }
+
+    /// `switch_mm_irqs_off(prev, next)`; `next == None` switches to init_mm.
+    pub async fn switch_to(&self, ctx: &Ctx, next: Option<MmId>) {
+        let cpu = ctx.cpu();
+        let w = &ctx.w;
+        let (real_prev, prev_asid, was_lazy) = {
+            let mut c = self.cpus.borrow_mut();
+            let s = &mut c[cpu];
+            let r = (s.loaded_mm, s.loaded_asid, s.is_lazy);
+            s.is_lazy = false;
+            r
+        };
+        let (asid, need_flush, gen) = if real_prev == next {
+            let Some(n) = next else {
+                return;
+            };
+            let needs_global = self.mm(n).global_asid.is_some_and(|g| g != prev_asid);
+            if !was_lazy && !needs_global {
+                return;
+            }
+            if !w.k.borrow().mms[n as usize].cpumask.test(cpu) {
+                ctx.atomic().await;
+                w.k.borrow_mut().mms[n as usize].cpumask.set(cpu);
+            }
+            ctx.atomic().await; // smp_mb(); then read tlb_gen
+            let gen = self.mm(n).tlb_gen;
+            if needs_global {
+                let (a, f) = self.choose_new_asid(cpu, n, gen);
+                (a, f, gen)
+            } else {
+                let fresh = prev_asid as u32 >= FIRST_GLOBAL_ASID
+                    || self.cpus.borrow()[cpu].ctxs[prev_asid as usize].tlb_gen == gen;
+                if fresh {
+                    return;
+                }
+                (prev_asid, true, gen)
+            }
+        } else {
+            if let Some(p) = real_prev {
+                ctx.atomic().await; // stop remote flushes for the previous mm
+                w.k.borrow_mut().mms[p as usize].cpumask.clear(cpu);
+            }
+            match next {
+                None => {
+                    // init_mm has no user mappings; without PCIDs the CR3
+                    // write flushes everything.
+                    {
+                        let mut c = self.cpus.borrow_mut();
+                        c[cpu].loaded_mm = None;
+                    }
+                    load_cr3(ctx, None, 0, !self.opts.pcid).await;
+                    return;
+                }
+                Some(n) => {
+                    ctx.atomic().await; // start remote flushes, then read tlb_gen
+                    w.k.borrow_mut().mms[n as usize].cpumask.set(cpu);
+                    ctx.atomic().await;
+                    let gen = self.mm(n).tlb_gen;
+                    let (a, f) = self.choose_new_asid(cpu, n, gen);
+                    (a, f, gen)
+                }
+            }
+        };
+        let n = next.expect("a user mm");
+        {
+            let mut c = self.cpus.borrow_mut();
+            let s = &mut c[cpu];
+            if (asid as usize) < NR_DYN_ASIDS {
+                s.ctxs[asid as usize] = TlbContext {
+                    ctx_id: Some(n),
+                    tlb_gen: gen,
+                };
+            }
+            s.loaded_mm = Some(n);
+            s.loaded_asid = asid;
+        }
+        load_cr3(ctx, Some(n), self.tag(asid), need_flush).await;
+    }
+
+    /// `flush_tlb_func()`: runs in the IPI handler and for local flushes.
+    pub async fn flush_func(&self, ctx: &Ctx, f: FlushInfo) {
+        let cpu = ctx.cpu();
+        let st = self.cpus.borrow()[cpu];
+        let Some(loaded) = st.loaded_mm else {
+            return;
+        };
+        if f.mm.is_some() && f.mm != Some(loaded) {
+            return;
+        }
+        if st.is_lazy {
+            // Only flushes that freed page tables reach lazy CPUs: stop
+            // using the tables at all.
+            self.switch_to(ctx, None).await;
+            return;
+        }
+        if self.opts.invlpgb
+            && self
+                .mm(loaded)
+                .global_asid
+                .is_some_and(|g| g != st.loaded_asid)
+        {
+            // Transition to the mm's global ASID.
+            self.switch_to(ctx, Some(loaded)).await;
+            return;
+        }
+        if st.loaded_asid as u32 >= FIRST_GLOBAL_ASID {
+            return; // INVLPGB keeps a global ASID fresh
+        }
+        let slot = st.loaded_asid as usize;
+        ctx.atomic().await; // atomic64_read(&loaded_mm->context.tlb_gen)
+        let mm_gen = self.mm(loaded).tlb_gen;
+        let local_gen = self.cpus.borrow()[cpu].ctxs[slot].tlb_gen;
+        if local_gen == mm_gen {
+            super::count(ctx, FlushScope::Skip);
+            return;
+        }
+        let tag = self.tag(st.loaded_asid);
+        super::count(ctx, FlushScope::Local);
+        if f.end != TLB_FLUSH_ALL && f.new_tlb_gen == local_gen + 1 && f.new_tlb_gen == mm_gen {
+            flush_local(ctx, tag, &f).await;
+        } else {
+            let all = FlushInfo {
+                start: 0,
+                end: TLB_FLUSH_ALL,
+                ..f
+            };
+            flush_local(ctx, tag, &all).await;
+        }
+        self.cpus.borrow_mut()[cpu].ctxs[slot].tlb_gen = mm_gen;
+    }
+
+    /// `flush_tlb_multi(mm_cpumask, info)` plus the local flush: IPIs the
+    /// other CPUs of the cpumask (lazy ones only when tables were freed)
+    /// and waits for them.
+    pub async fn flush_multi(&self, ctx: &Ctx, info: FlushInfo) {
+        let cpu = ctx.cpu();
+        let w = &ctx.w;
+        let mm = info.mm.expect("user mm");
+        let mask = w.k.borrow().mms[mm as usize].cpumask.clone();
+        // on_each_cpu_cond_mask(tlb_is_not_lazy unless tables were freed):
+        // the condition applies to this CPU too.
+        let include_lazy = info.freed_tables && !self.opts.lazy_skip_freed;
+        let here = self.cpus.borrow()[cpu];
+        if mask.test(cpu) && here.loaded_mm == Some(mm) && (include_lazy || !here.is_lazy) {
+            self.flush_func(ctx, info).await;
+        }
+        let mut targets = mask;
+        targets.clear(cpu);
+        {
+            let c = self.cpus.borrow();
+            for t in targets.clone().iter() {
+                if c[t].is_lazy && !include_lazy {
+                    targets.clear(t);
+                }
+            }
+        }
+        if targets.is_empty() {
+            return;
+        }
+        super::count(ctx, FlushScope::Broadcast);
+        self.infos.borrow_mut()[cpu] = Some(info);
+        ctx.step(Op::CallFunction {
+            targets,
+            handler: self.handler.get(),
+            arg: cpu,
+        })
+        .await;
+        self.infos.borrow_mut()[cpu] = None;
+    }
+
+    /// `flush_tlb_mm_range()`.
+    pub async fn flush_range(&self, ctx: &Ctx, info: FlushInfo) {
+        let mm = info.mm.expect("user mm");
+        ctx.atomic().await; // inc_mm_tlb_gen(): a full barrier
+        let mut gen = 0;
+        self.mm_mut(mm, |m| {
+            m.tlb_gen += 1;
+            gen = m.tlb_gen;
+        });
+        let info = FlushInfo {
+            new_tlb_gen: gen,
+            ..info
+        }
+        .clamp();
+        if self.opts.invlpgb && self.mm(mm).global_asid.is_some() {
+            super::invlpgb::broadcast_flush(self, ctx, info).await;
+            return;
+        }
+        self.flush_multi(ctx, info).await;
+        if self.opts.invlpgb {
+            super::invlpgb::consider_global_asid(self, ctx, mm).await;
+        }
+    }
+}
+
+impl TlbPolicy for TlbGen {
+    fn arch(&self) -> Arch {
+        Arch::X86
+    }
+
+    fn init(&self, w: &World) {
+        let n = w.ncpus();
+        *self.inner.cpus.borrow_mut() = vec![CpuState::default(); n];
+        *self.inner.infos.borrow_mut() = vec![None; n];
+        self.inner.next_global.set(FIRST_GLOBAL_ASID);
+        let inner = Rc::clone(&self.inner);
+        let h = w.register_ipi_handler(Rc::new(move |ctx: Ctx, sender: usize| {
+            let inner = Rc::clone(&inner);
+            Box::pin(async move {
+                let f = inner.infos.borrow()[sender].expect("sender published its flush");
+                inner.flush_func(&ctx, f).await;
+            })
+        }));
+        self.inner.handler.set(h);
+    }
+
+    fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
+        let _ = prev; // the CPU's own loaded_mm is authoritative
+        Box::pin(self.inner.switch_to(ctx, Some(next)))
+    }
+
+    fn enter_lazy_tlb<'a>(&'a self, ctx: &'a Ctx, mm: MmId, to_idle: bool) -> KFuture<'a, ()> {
+        let _ = (mm, to_idle);
+        Box::pin(async move {
+            let cpu = ctx.cpu();
+            let mut c = self.inner.cpus.borrow_mut();
+            if c[cpu].loaded_mm.is_some() {
+                c[cpu].is_lazy = true;
+            }
+        })
+    }
+
+    fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
+        Box::pin(self.inner.flush_range(
+            ctx,
+            FlushInfo {
+                mm: Some(mm),
+                start: 0,
+                end: TLB_FLUSH_ALL,
+                stride_shift: PAGE_SHIFT,
+                new_tlb_gen: 0,
+                freed_tables: true,
+            },
+        ))
+    }
+
+    fn flush_tlb_range<'a>(
+        &'a self,
+        ctx: &'a Ctx,
+        mm: MmId,
+        start: u64,
+        end: u64,
+        stride: u64,
+        last_level: bool,
+    ) -> KFuture<'a, ()> {
+        let stride = stride.max(PAGE_SIZE);
+        Box::pin(self.inner.flush_range(
+            ctx,
+            FlushInfo {
+                mm: Some(mm),
+                start: start & !(stride - 1),
+                end: end.div_ceil(stride) * stride,
+                stride_shift: stride.trailing_zeros(),
+                new_tlb_gen: 0,
+                freed_tables: !last_level,
+            },
+        ))
+    }
+}

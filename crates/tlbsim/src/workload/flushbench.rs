@@ -1,0 +1,230 @@
+//! TLB-flush microbenchmarks of seed 004 and will-it-scale.
+//!
+//! - `madv-migrate` (seed 004): `madvise(MADV_DONTNEED)` one page, touch
+//!   it, move to the other CPU with `sched_setaffinity`; reports the mean
+//!   iteration time (`iteration_us`). An unpatched kernel IPIs the CPU the
+//!   task just left (lazy on the mm) at every madvise.
+//! - `tlb-flush` (will-it-scale `tlb_flush1/2/3`, antonblanchard/
+//!   will-it-scale tests/tlb_flushN.c): `tasks` tasks, each pinned to its own
+//!   CPU, each mapping its own region (`tlb_flush2`: 1 MiB anonymous;
+//!   `tlb_flush1/3`: 128 MiB file mappings, modelled as anonymous memory,
+//!   docs/model.md) and, per page, writing it, `madvise(MADV_DONTNEED)`-ing
+//!   it and reading it back; after the region, `munmap`. `mode = "threads"`
+//!   runs the tasks as threads of one process (every madvise must flush the
+//!   other CPUs), `"processes"` as forked processes. Reports `loops_per_s`
+//!   (iterations of every task per simulated second).
+
+use super::{parse_params, Params, Workload};
+use crate::engine::rng::Streams;
+use crate::hw::cpumask::CpuMask;
+use crate::hw::mem::{Perms, PAGE_SIZE};
+use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_munmap};
+use crate::kernel::sched::{
+    spawn_user, sys_clone_thread, sys_exec, sys_fork, sys_sched_setaffinity, sys_wait,
+};
+use crate::kernel::{Ctx, TaskId, World};
+use serde::Deserialize;
+use std::rc::Rc;
+
+/// Parameters of `madv-migrate`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MadvMigrate {
+    /// Iterations.
+    #[serde(default = "d_iters")]
+    pub iterations: u64,
+    /// The two CPUs the task alternates between.
+    #[serde(default = "d_cpus")]
+    pub cpus: [u32; 2],
+}
+
+fn d_iters() -> u64 {
+    10_000
+}
+fn d_cpus() -> [u32; 2] {
+    [0, 1]
+}
+
+impl MadvMigrate {
+    /// From config parameters.
+    pub fn from_params(p: &Params) -> Result<Self, String> {
+        let m: Self = parse_params(p)?;
+        if m.iterations == 0 {
+            return Err("`iterations` must be >= 1".into());
+        }
+        if m.cpus[0] == m.cpus[1] {
+            return Err("`cpus` must name two different CPUs".into());
+        }
+        Ok(m)
+    }
+}
+
+fn only(w: &World, cpu: u32) -> CpuMask {
+    let mut m = CpuMask::new(w.ncpus());
+    m.set(cpu as usize);
+    m
+}
+
+impl Workload for MadvMigrate {
+    fn setup(&self, w: &Rc<World>, _streams: &Streams) -> TaskId {
+        let me = self.clone();
+        let n = w.ncpus() as u32;
+        assert!(me.cpus.iter().all(|&c| c < n), "checked by validate()");
+        spawn_user(
+            w,
+            "madv-migrate",
+            me.cpus[0] as usize,
+            Box::new(move |ctx: Ctx| {
+                Box::pin(async move {
+                    let w = Rc::clone(&ctx.w);
+                    sys_sched_setaffinity(&ctx, Some(only(&w, me.cpus[0]))).await;
+                    let p = sys_mmap(&ctx, PAGE_SIZE, Perms::RW).await;
+                    ctx.user_access(p, true).await;
+                    let t0 = ctx.now();
+                    for i in 0..me.iterations {
+                        sys_madvise_dontneed(&ctx, p, PAGE_SIZE).await;
+                        ctx.user_access(p, true).await;
+                        let next = me.cpus[((i + 1) % 2) as usize];
+                        sys_sched_setaffinity(&ctx, Some(only(&w, next))).await;
+                    }
+                    let us = (ctx.now() - t0) as f64 / 1e3 / me.iterations as f64;
+                    w.stats
+                        .borrow_mut()
+                        .metrics
+                        .insert("iteration_us".into(), us);
+                })
+            }),
+        )
+    }
+}
+
+/// Parameters of `tlb-flush`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlbFlush {
+    /// Which will-it-scale test: 1, 2 or 3.
+    #[serde(default = "d_variant")]
+    pub variant: u32,
+    /// Tasks (0: one per CPU).
+    #[serde(default)]
+    pub tasks: u32,
+    /// `"threads"` or `"processes"`.
+    #[serde(default = "d_mode")]
+    pub mode: String,
+    /// Iterations (pages) per task.
+    #[serde(default = "d_loops")]
+    pub iterations: u64,
+}
+
+fn d_variant() -> u32 {
+    2
+}
+fn d_mode() -> String {
+    "threads".into()
+}
+fn d_loops() -> u64 {
+    2_000
+}
+
+impl TlbFlush {
+    /// From config parameters.
+    pub fn from_params(p: &Params) -> Result<Self, String> {
+        let m: Self = parse_params(p)?;
+        if !(1..=3).contains(&m.variant) {
+            return Err(format!("`variant` = {} (must be 1, 2 or 3)", m.variant));
+        }
+        if m.mode != "threads" && m.mode != "processes" {
+            return Err(format!(
+                "`mode` = \"{}\" (must be \"threads\" or \"processes\")",
+                m.mode
+            ));
+        }
+        if m.iterations == 0 {
+            return Err("`iterations` must be >= 1".into());
+        }
+        Ok(m)
+    }
+
+    /// Bytes of the region each task maps.
+    fn region(&self) -> u64 {
+        if self.variant == 2 {
+            1 << 20
+        } else {
+            128 << 20
+        }
+    }
+}
+
+/// The body of `testcase()`: pinned to `cpu`, `iterations` pages.
+async fn tlb_flush_task(ctx: &Ctx, cpu: u32, iterations: u64, region: u64) {
+    let w = Rc::clone(&ctx.w);
+    sys_sched_setaffinity(ctx, Some(only(&w, cpu))).await;
+    let mut left = iterations;
+    while left > 0 {
+        let p = sys_mmap(ctx, region, Perms::RW).await;
+        let mut off = 0;
+        while off < region && left > 0 {
+            ctx.user_access(p + off, true).await;
+            sys_madvise_dontneed(ctx, p + off, PAGE_SIZE).await;
+            ctx.user_access(p + off, false).await;
+            off += PAGE_SIZE;
+            left -= 1;
+        }
+        sys_munmap(ctx, p, region).await;
+    }
+}
+
+impl Workload for TlbFlush {
+    fn setup(&self, w: &Rc<World>, _streams: &Streams) -> TaskId {
+        let me = self.clone();
+        let n = if me.tasks == 0 {
+            w.ncpus() as u32
+        } else {
+            me.tasks
+        };
+        let ncpus = w.ncpus() as u32;
+        spawn_user(
+            w,
+            "will-it-scale",
+            0,
+            Box::new(move |ctx: Ctx| {
+                Box::pin(async move {
+                    let t0 = ctx.now();
+                    let region = me.region();
+                    for i in 0..n {
+                        let cpu = i % ncpus;
+                        let iters = me.iterations;
+                        let body = Box::new(move |c: Ctx| -> crate::kernel::TaskFuture {
+                            Box::pin(async move {
+                                tlb_flush_task(&c, cpu, iters, region).await;
+                            })
+                        });
+                        if me.mode == "threads" {
+                            sys_clone_thread(&ctx, "tlb_flush_thread", None, body).await;
+                        } else {
+                            sys_fork(
+                                &ctx,
+                                "tlb_flush_process",
+                                Box::new(move |c: Ctx| {
+                                    Box::pin(async move {
+                                        sys_exec(&c).await;
+                                        tlb_flush_task(&c, cpu, iters, region).await;
+                                    })
+                                }),
+                            )
+                            .await;
+                        }
+                    }
+                    while sys_wait(&ctx).await.is_some() {}
+                    let secs = (ctx.now() - t0) as f64 / 1e9;
+                    let loops = (n as u64 * me.iterations) as f64;
+                    ctx.w
+                        .stats
+                        .borrow_mut()
+                        .metrics
+                        .insert("loops_per_s".into(), loops / secs);
+                })
+            }),
+        )
+    }
+}
