@@ -507,7 +507,7 @@ impl TimingDriver {
                     let mut k = w.k.borrow_mut();
                     let lock = &mut k.locks[l];
                     if !shared {
-                        let held = now - lock.held_since_ns;
+                        let held = now.saturating_sub(lock.held_since_ns);
                         w.stats.borrow_mut().lock(lock.name).hold_ns.record(held);
                     }
                     let granted = lock.release(shared);

@@ -113,18 +113,22 @@ impl MmuGather {
     }
 
     /// Clears the PTEs of `[start, end)` (`zap_pte_range`), queueing frames.
+    /// Each PTE table's entries are cleared under its own lock.
     pub async fn zap(&mut self, ctx: &Ctx, start: u64, end: u64) {
-        ctx.ptl_lock(self.mm).await;
-        let ptes = present_ptes(&ctx.w, self.mm, start, end);
         let per = ctx.w.profile.kernel.pte_update_ns;
-        let cpu = ctx.cpu();
-        for &(va, p) in &ptes {
-            set_pte(&ctx.w, cpu, self.mm, va, None);
-            self.frames.push((p.pfn, va));
-            self.add_range(va, va + PAGE_SIZE);
+        for (table_va, _) in pte_tables(&ctx.w, self.mm, start, end) {
+            let (lo, hi) = clip_table(table_va, start, end);
+            ctx.ptl_lock(self.mm, table_va).await;
+            let ptes = present_ptes(&ctx.w, self.mm, lo, hi);
+            let cpu = ctx.cpu();
+            for &(va, p) in &ptes {
+                set_pte(&ctx.w, cpu, self.mm, va, None);
+                self.frames.push((p.pfn, va));
+                self.add_range(va, va + PAGE_SIZE);
+            }
+            ctx.work(per * ptes.len() as u64).await;
+            ctx.ptl_unlock(self.mm, table_va).await;
         }
-        ctx.work(per * ptes.len() as u64).await;
-        ctx.ptl_unlock(self.mm).await;
     }
 
     /// `free_pgtables()` over `[floor, ceiling)`: detaches empty tables; they
@@ -190,6 +194,24 @@ impl MmuGather {
         ctx.atomic().await; // dec_tlb_flush_pending()
         w.k.borrow_mut().mms[self.mm as usize].tlb_flush_pending -= 1;
     }
+}
+
+/// The PTE tables covering `[start, end)` that exist, by the VA of the
+/// first byte they map (with a placeholder second field for callers).
+fn pte_tables(w: &crate::kernel::World, mm: MmId, start: u64, end: u64) -> Vec<(u64, ())> {
+    let shift = crate::kernel::PTE_TABLE_SHIFT;
+    let mut v: Vec<(u64, ())> = present_ptes(w, mm, start, end)
+        .iter()
+        .map(|(va, _)| ((va >> shift) << shift, ()))
+        .collect();
+    v.dedup();
+    v
+}
+
+/// `[start, end)` clipped to the 2 MiB a PTE table at `table_va` maps.
+fn clip_table(table_va: u64, start: u64, end: u64) -> (u64, u64) {
+    let span = 1u64 << crate::kernel::PTE_TABLE_SHIFT;
+    (start.max(table_va), end.min(table_va + span))
 }
 
 /// Declares the range contract of the call in progress (`Event::CallRange`).
@@ -307,17 +329,22 @@ pub async fn sys_mprotect(ctx: &Ctx, addr: u64, len: u64, perms: Perms) -> bool 
         // mm->tlb_flush_pending raised around it (inc/dec_tlb_flush_pending).
         ctx.atomic().await;
         w.k.borrow_mut().mms[mm as usize].tlb_flush_pending += 1;
-        ctx.ptl_lock(mm).await;
-        let ptes = present_ptes(w, mm, addr, end);
-        let cpu = ctx.cpu();
         let pte_perms = Perms(perms.0 & !(Perms::RW.0 & !Perms::R.0));
-        for (va, p) in &ptes {
-            set_pte(w, cpu, mm, *va, Some((p.pfn, pte_perms)));
+        let mut changed = 0;
+        for (table_va, _) in pte_tables(w, mm, addr, end) {
+            let (lo, hi) = clip_table(table_va, addr, end);
+            ctx.ptl_lock(mm, table_va).await;
+            let ptes = present_ptes(w, mm, lo, hi);
+            let cpu = ctx.cpu();
+            for (va, p) in &ptes {
+                set_pte(w, cpu, mm, *va, Some((p.pfn, pte_perms)));
+            }
+            ctx.work(w.profile.kernel.pte_update_ns * ptes.len() as u64)
+                .await;
+            ctx.ptl_unlock(mm, table_va).await;
+            changed += ptes.len();
         }
-        ctx.work(w.profile.kernel.pte_update_ns * ptes.len() as u64)
-            .await;
-        ctx.ptl_unlock(mm).await;
-        if !ptes.is_empty() {
+        if changed > 0 {
             flush_tlb_range(ctx, mm, addr, end, PAGE_SIZE, true).await;
         }
         ctx.atomic().await;
@@ -425,7 +452,7 @@ async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -> bool {
                     };
                     // Under the PT lock: another CPU may have faulted the page
                     // in meanwhile (`if (!pte_none(*vmf->pte))` → back off).
-                    ctx.ptl_lock(mm).await;
+                    ctx.ptl_lock(mm, va).await;
                     if get_pte(w, mm, va).is_none() {
                         let perms = if write { v.perms } else { Perms::R };
                         let (_, tables) = set_pte(w, ctx.cpu(), mm, va, Some((pfn, perms)));
@@ -434,7 +461,7 @@ async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -> bool {
                     } else if pfn != ZERO_PFN {
                         w.put_frame(ctx.cpu(), pfn, mm, va);
                     }
-                    ctx.ptl_unlock(mm).await;
+                    ctx.ptl_unlock(mm, va).await;
                 }
                 Some(p) if write && !p.perms.write() => {
                     let shared = p.pfn == ZERO_PFN || w.hw.borrow().mem.frame_refs(p.pfn) > 1;
@@ -442,7 +469,7 @@ async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -> bool {
                         // wp_page_copy: new frame, ptep_clear_flush, set.
                         ctx.work(w.profile.kernel.page_alloc_ns).await;
                         let pfn = w.hw.borrow_mut().mem.alloc_frame();
-                        ctx.ptl_lock(mm).await;
+                        ctx.ptl_lock(mm, va).await;
                         if get_pte(w, mm, va) == Some(p) {
                             set_pte(w, ctx.cpu(), mm, va, None);
                             flush_tlb_page(ctx, mm, va).await;
@@ -451,18 +478,18 @@ async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -> bool {
                         } else {
                             w.put_frame(ctx.cpu(), pfn, mm, va); // pte_same() failed
                         }
-                        ctx.ptl_unlock(mm).await;
+                        ctx.ptl_unlock(mm, va).await;
                     } else {
                         // wp_page_reuse: make writable and dirty; arm64 then
                         // flushes the stale read-only entry (flush_tlb_page in
                         // ptep_set_access_flags' caller, v5.x).
-                        ctx.ptl_lock(mm).await;
+                        ctx.ptl_lock(mm, va).await;
                         ctx.work(w.profile.kernel.pte_update_ns).await;
                         if get_pte(w, mm, va) == Some(p) {
                             set_pte(w, ctx.cpu(), mm, va, Some((p.pfn, v.perms)));
                             flush_tlb_page(ctx, mm, va).await;
                         }
-                        ctx.ptl_unlock(mm).await;
+                        ctx.ptl_unlock(mm, va).await;
                     }
                 }
                 Some(_) => {} // spurious: the retry walks the current PTE
@@ -487,7 +514,9 @@ pub async fn dup_mmap(ctx: &Ctx, old: MmId) -> MmId {
         k.mms[new as usize].vmas = vmas;
         k.mms[new as usize].mmap_base = base;
     }
-    ctx.ptl_lock(old).await;
+    // copy_pte_range() takes each source table's lock in turn; one lock
+    // over the copy is modelled (the child is not yet visible).
+    ctx.ptl_lock(old, 0).await;
     let ptes = present_ptes(w, old, 0, TASK_SIZE);
     let cpu = ctx.cpu();
     let mut changed = false;
@@ -502,7 +531,7 @@ pub async fn dup_mmap(ctx: &Ctx, old: MmId) -> MmId {
     }
     ctx.work(w.profile.kernel.fork_per_pte_ns * ptes.len() as u64)
         .await;
-    ctx.ptl_unlock(old).await;
+    ctx.ptl_unlock(old, 0).await;
     if changed {
         flush_tlb_mm(ctx, old).await;
     }

@@ -32,6 +32,10 @@ pub type TaskId = usize;
 /// Index of a modelled spinlock.
 pub type LockId = usize;
 
+/// log2 of the span one PTE table maps (2 MiB with 4 KiB pages): the
+/// granule of the split page-table locks.
+pub const PTE_TABLE_SHIFT: u32 = 21;
+
 /// One step a task asks the driver to perform.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
@@ -155,9 +159,11 @@ pub struct Mm {
     pub live: bool,
     /// `mmap_lock` (reader-writer).
     pub mmap_lock: LockId,
-    /// The page-table lock (one per mm: Linux's split per-table locks are
-    /// not modelled).
+    /// `mm->page_table_lock` (upper levels; unused by the modelled paths).
     pub ptl: LockId,
+    /// Split PTE-table locks (`USE_SPLIT_PTE_PTLOCKS`): one per 2 MiB
+    /// region that has a PTE table, by `va >> 21`, created on first use.
+    pub pte_locks: BTreeMap<u64, LockId>,
 }
 
 /// Scheduling state of a task.
@@ -482,6 +488,7 @@ impl World {
             live: true,
             mmap_lock,
             ptl,
+            pte_locks: BTreeMap::new(),
         });
         id
     }
@@ -678,15 +685,28 @@ impl Ctx {
         self.step(Op::Unlock(l)).await;
     }
 
-    /// Takes the page-table lock of `mm` (`pte_offset_map_lock`).
-    pub async fn ptl_lock(&self, mm: MmId) {
-        let l = self.w.k.borrow().mms[mm as usize].ptl;
+    /// The split lock of the PTE table mapping `va` in `mm`.
+    fn pte_lock_id(&self, mm: MmId, va: u64) -> LockId {
+        let key = va >> crate::kernel::PTE_TABLE_SHIFT;
+        if let Some(&l) = self.w.k.borrow().mms[mm as usize].pte_locks.get(&key) {
+            return l;
+        }
+        let l = self.w.new_lock("ptlock");
+        self.w.k.borrow_mut().mms[mm as usize]
+            .pte_locks
+            .insert(key, l);
+        l
+    }
+
+    /// Takes the lock of the PTE table mapping `va` (`pte_offset_map_lock`).
+    pub async fn ptl_lock(&self, mm: MmId, va: u64) {
+        let l = self.pte_lock_id(mm, va);
         self.step(Op::Lock(l)).await;
     }
 
-    /// Releases the page-table lock of `mm`.
-    pub async fn ptl_unlock(&self, mm: MmId) {
-        let l = self.w.k.borrow().mms[mm as usize].ptl;
+    /// Releases the lock of the PTE table mapping `va`.
+    pub async fn ptl_unlock(&self, mm: MmId, va: u64) {
+        let l = self.pte_lock_id(mm, va);
         self.step(Op::Unlock(l)).await;
     }
 
