@@ -407,6 +407,11 @@ pub struct KernelConfig {
     /// Kernel page-table isolation: ASIDs in even/odd pairs.
     #[serde(default)]
     pub kpti: bool,
+    /// Readers of mmap_lock sleep when they must wait (Linux before 5.3 and
+    /// since 5.12; writers still spin); otherwise every waiter spins (5.3-
+    /// 5.11, reader optimistic spinning). See `Ctx::down`.
+    #[serde(default)]
+    pub mmap_lock_readers_sleep: bool,
 }
 
 impl Default for KernelConfig {
@@ -416,6 +421,7 @@ impl Default for KernelConfig {
             asid_allocator: default_asid_allocator(),
             asid_bits: None,
             kpti: false,
+            mmap_lock_readers_sleep: false,
         }
     }
 }

@@ -664,25 +664,114 @@ impl Ctx {
     /// `mmap_read_lock(mm)`.
     pub async fn mmap_read_lock(&self, mm: MmId) {
         let l = self.w.k.borrow().mms[mm as usize].mmap_lock;
-        self.step(Op::LockShared(l)).await;
+        if self.w.kcfg.mmap_lock_readers_sleep {
+            self.down(l, true).await;
+        } else {
+            self.step(Op::LockShared(l)).await;
+        }
     }
 
     /// `mmap_read_unlock(mm)`.
     pub async fn mmap_read_unlock(&self, mm: MmId) {
         let l = self.w.k.borrow().mms[mm as usize].mmap_lock;
-        self.step(Op::UnlockShared(l)).await;
+        if self.w.kcfg.mmap_lock_readers_sleep {
+            self.up(l, true).await;
+        } else {
+            self.step(Op::UnlockShared(l)).await;
+        }
     }
 
     /// `mmap_write_lock(mm)`.
     pub async fn mmap_write_lock(&self, mm: MmId) {
         let l = self.w.k.borrow().mms[mm as usize].mmap_lock;
-        self.step(Op::Lock(l)).await;
+        if self.w.kcfg.mmap_lock_readers_sleep {
+            self.down(l, false).await;
+        } else {
+            self.step(Op::Lock(l)).await;
+        }
     }
 
     /// `mmap_write_unlock(mm)`.
     pub async fn mmap_write_unlock(&self, mm: MmId) {
         let l = self.w.k.borrow().mms[mm as usize].mmap_lock;
-        self.step(Op::Unlock(l)).await;
+        if self.w.kcfg.mmap_lock_readers_sleep {
+            self.up(l, false).await;
+        } else {
+            self.step(Op::Unlock(l)).await;
+        }
+    }
+
+    /// `down_read()`/`down_write()` of mmap_lock as a semaphore whose
+    /// readers sleep (`[kernel] mmap_lock_readers_sleep`: Linux before 5.3
+    /// and since 5.12). The fast path is one atomic; a task that cannot
+    /// have it queues (FIFO, readers behind a queued writer) and waits until
+    /// `up()` hands it over. A reader sleeps, so its CPU may go idle (lazy
+    /// TLB); a writer spins (rwsem optimistic spinning, Linux 3.16+),
+    /// polling every `cacheline_transfer_ns`. Without the option every
+    /// waiter spins in the driver (`Op::Lock`), as reader optimistic
+    /// spinning did in Linux 5.3-5.11.
+    pub async fn down(&self, l: LockId, shared: bool) {
+        self.atomic().await; // the cmpxchg on sem->count
+        let now = self.now();
+        let (got, name) = {
+            let mut k = self.w.k.borrow_mut();
+            let lock = &mut k.locks[l];
+            let got = lock.acquire(self.task, shared, now);
+            if got && !shared {
+                lock.held_since_ns = now;
+            }
+            (got, lock.name)
+        };
+        self.w.stats.borrow_mut().lock(name).acquisitions += 1;
+        if got {
+            return;
+        }
+        let sleep = shared;
+        loop {
+            if sleep {
+                self.w.k.borrow_mut().tasks[self.task].state = TaskState::Blocked;
+                sched::schedule(self).await;
+            } else {
+                self.work(self.w.profile.kernel.cacheline_transfer_ns.max(1))
+                    .await;
+            }
+            let waiting = self.w.k.borrow().locks[l]
+                .waiters
+                .iter()
+                .any(|x| x.task == self.task);
+            if !waiting {
+                return;
+            }
+        }
+    }
+
+    /// `up_read()`/`up_write()`: releases, hands the semaphore to the
+    /// waiters now entitled to it and wakes them.
+    pub async fn up(&self, l: LockId, shared: bool) {
+        self.atomic().await;
+        let now = self.now();
+        let (granted, name) = {
+            let mut k = self.w.k.borrow_mut();
+            let lock = &mut k.locks[l];
+            if !shared {
+                let held = now.saturating_sub(lock.held_since_ns);
+                self.w.stats.borrow_mut().lock(lock.name).hold_ns.record(held);
+            }
+            let granted = lock.release(shared);
+            if granted.iter().any(|g| !g.shared) {
+                lock.held_since_ns = now;
+            }
+            (granted, lock.name)
+        };
+        for g in granted {
+            self.w
+                .stats
+                .borrow_mut()
+                .lock(name)
+                .contended_wait_ns
+                .record(now - g.since_ns);
+            sched::wake_up(self, g.task).await;
+        }
     }
 
     /// The split lock of the PTE table mapping `va` in `mm`.
