@@ -707,7 +707,8 @@ impl Ctx {
     /// have it queues (FIFO, readers behind a queued writer) and waits until
     /// `up()` hands it over. A reader sleeps, so its CPU may go idle (lazy
     /// TLB); a writer spins (rwsem optimistic spinning, Linux 3.16+),
-    /// polling every `cacheline_transfer_ns`. Without the option every
+    /// polling every `cacheline_transfer_ns`, until another task wants its
+    /// CPU. Without the option every
     /// waiter spins in the driver (`Op::Lock`), as reader optimistic
     /// spinning did in Linux 5.3-5.11.
     pub async fn down(&self, l: LockId, shared: bool) {
@@ -726,8 +727,11 @@ impl Ctx {
         if got {
             return;
         }
-        let sleep = shared;
         loop {
+            // A writer stops spinning and sleeps when another task waits
+            // for its CPU (rwsem_spin_on_owner() gives up on need_resched),
+            // e.g. the reader it waits for, granted the lock meanwhile.
+            let sleep = shared || !self.w.k.borrow().cpus[self.cpu()].rq.is_empty();
             if sleep {
                 self.w.k.borrow_mut().tasks[self.task].state = TaskState::Blocked;
                 sched::schedule(self).await;

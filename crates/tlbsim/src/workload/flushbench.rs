@@ -228,3 +228,89 @@ impl Workload for TlbFlush {
         )
     }
 }
+
+/// Parameters of `pthread-mmap`: Vitaly Kuznetsov's pthread_mmap
+/// microbenchmark as run for seed 004 ("8 threads (on four cores), nrounds
+/// = 100, 256M data"). Its source is not public; the model assumes each
+/// thread, per round, maps its share of the data (`data_mib / threads`),
+/// writes every page and unmaps it (docs/model.md).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PthreadMmap {
+    /// Threads.
+    #[serde(default = "d_threads")]
+    pub threads: u32,
+    /// Rounds per thread.
+    #[serde(default = "d_rounds")]
+    pub rounds: u32,
+    /// Data size in MiB, split between the threads.
+    #[serde(default = "d_data")]
+    pub data_mib: u64,
+}
+
+fn d_threads() -> u32 {
+    8
+}
+fn d_rounds() -> u32 {
+    100
+}
+fn d_data() -> u64 {
+    256
+}
+
+impl PthreadMmap {
+    /// From config parameters.
+    pub fn from_params(p: &Params) -> Result<Self, String> {
+        let m: Self = parse_params(p)?;
+        if m.threads == 0 || m.rounds == 0 {
+            return Err("`threads` and `rounds` must be >= 1".into());
+        }
+        if (m.data_mib << 20) / u64::from(m.threads) < PAGE_SIZE {
+            return Err("`data_mib` must give each thread at least one page".into());
+        }
+        Ok(m)
+    }
+}
+
+async fn pthread_mmap_thread(ctx: &Ctx, rounds: u32, bytes: u64) {
+    for _ in 0..rounds {
+        let p = sys_mmap(ctx, bytes, Perms::RW).await;
+        let mut off = 0;
+        while off < bytes {
+            ctx.user_access(p + off, true).await;
+            off += PAGE_SIZE;
+        }
+        sys_munmap(ctx, p, bytes).await;
+    }
+}
+
+impl Workload for PthreadMmap {
+    fn setup(&self, w: &Rc<World>, _streams: &Streams) -> TaskId {
+        let me = self.clone();
+        spawn_user(
+            w,
+            "pthread_mmap",
+            0,
+            Box::new(move |ctx: Ctx| {
+                Box::pin(async move {
+                    let bytes = ((me.data_mib << 20) / u64::from(me.threads)) & !(PAGE_SIZE - 1);
+                    for _ in 0..me.threads {
+                        let rounds = me.rounds;
+                        sys_clone_thread(
+                            &ctx,
+                            "pthread_mmap_thread",
+                            None,
+                            Box::new(move |c: Ctx| {
+                                Box::pin(async move {
+                                    pthread_mmap_thread(&c, rounds, bytes).await;
+                                })
+                            }),
+                        )
+                        .await;
+                    }
+                    while sys_wait(&ctx).await.is_some() {}
+                })
+            }),
+        )
+    }
+}

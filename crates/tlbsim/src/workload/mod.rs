@@ -48,6 +48,11 @@ pub const WORKLOADS: &[(&str, &str, Ctor)] = &[
         |p| Ok(Box::new(flushbench::MadvMigrate::from_params(p)?)),
     ),
     (
+        "pthread-mmap",
+        "seed 004: threads of one process each mmap, write and munmap their share of the data, round after round",
+        |p| Ok(Box::new(flushbench::PthreadMmap::from_params(p)?)),
+    ),
+    (
         "tlb-flush",
         "will-it-scale tlb_flush1/2/3: pinned tasks write, MADV_DONTNEED and re-read pages, threads or processes; reports loops_per_s",
         |p| Ok(Box::new(flushbench::TlbFlush::from_params(p)?)),
