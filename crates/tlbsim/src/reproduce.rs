@@ -85,6 +85,10 @@ fn asid_lock_max_wait_us(o: &RunOutput) -> f64 {
         .unwrap_or(0.0)
 }
 
+fn iteration_us(o: &RunOutput) -> f64 {
+    o.metrics.get("iteration_us").copied().unwrap_or(f64::NAN)
+}
+
 fn elapsed_s(o: &RunOutput) -> f64 {
     o.elapsed_ns as f64 / 1e9
 }
@@ -162,5 +166,25 @@ pub const REPRODUCTIONS: &[Reproduction] = &[
         source: "seed 002 cover letter (\"~2% improvement in hackbench scores\"; only the ratio is published)",
         extract: elapsed_s,
         patched: Some(Patched::allocator("arm64-asid-reserved", f64::NAN, Ratio::Published(1.02))),
+    },
+    Reproduction {
+        experiment: "seed004-madv-migrate",
+        toml: include_str!("../../../experiments/seed004-madv-migrate.toml"),
+        metric: "iteration",
+        unit: "us",
+        published: 21.6,
+        source: "seed 004 (MADV_DONTNEED; touch; sched_setaffinity to the other CPU; KVM guest)",
+        extract: iteration_us,
+        patched: Some(Patched::policy("x86-tlb-gen", 13.4)),
+    },
+    Reproduction {
+        experiment: "seed004-pthread-mmap",
+        toml: include_str!("../../../experiments/seed004-pthread-mmap.toml"),
+        metric: "elapsed",
+        unit: "s",
+        published: 1.9,
+        source: "seed 004 (Vitaly's pthread_mmap, 8 threads on four cores, 100 rounds, 256M; \"or so\")",
+        extract: elapsed_s,
+        patched: Some(Patched::policy("x86-tlb-gen", 1.1)),
     },
 ];
