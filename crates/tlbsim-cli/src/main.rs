@@ -46,9 +46,13 @@ enum Cmd {
     Sweep {
         /// Experiment file (TOML).
         experiment: PathBuf,
-        /// CPU counts, comma-separated.
+        /// CPU counts, comma-separated ("profile": the profile's own count).
         #[arg(long, value_delimiter = ',', default_value = "2,4,8,16,32,64,128,256")]
-        cpus: Vec<u32>,
+        cpus: Vec<String>,
+        /// A workload parameter to sweep too, as NAME=V1,V2,... (values in
+        /// TOML syntax, e.g. tasks=1,2,4); it becomes a CSV column.
+        #[arg(long)]
+        param: Option<String>,
         /// TLB policies, comma-separated.
         #[arg(
             long,
@@ -186,10 +190,35 @@ fn main() -> ExitCode {
         Cmd::Sweep {
             experiment,
             cpus,
+            param,
             policies,
             profiles,
             csv,
-        } => cmd_sweep(&experiment, &cpus, &policies, &profiles, &csv),
+        } => {
+            let cpus: Result<Vec<Option<u32>>, String> =
+                cpus.iter()
+                    .map(|c| match c.as_str() {
+                        "profile" => Ok(None),
+                        n => n.parse::<u32>().map(Some).map_err(|_| {
+                            format!("--cpus: \"{n}\" is not a CPU count or \"profile\"")
+                        }),
+                    })
+                    .collect();
+            let param = match param.as_deref().map(parse_param) {
+                Some(Err(e)) => Err(e),
+                Some(Ok(p)) => Ok(Some(p)),
+                None => Ok(None),
+            };
+            match (cpus, param) {
+                (Ok(c), Ok(p)) => {
+                    cmd_sweep(&experiment, &c, p.as_ref(), &policies, &profiles, &csv)
+                }
+                (Err(e), _) | (_, Err(e)) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Cmd::Profiles => {
             for (name, _) in BUILTIN_PROFILES {
                 match tlbsim::config::builtin_profile(name) {
@@ -356,9 +385,36 @@ fn cmd_check(
     }
 }
 
+/// A swept workload parameter: its name and values.
+type SweptParam = (String, Vec<toml::Value>);
+
+/// Parses `--param NAME=V1,V2,...`; each value is TOML (a bare word that
+/// is not valid TOML is taken as a string).
+fn parse_param(s: &str) -> Result<SweptParam, String> {
+    let (name, vals) = s
+        .split_once('=')
+        .ok_or_else(|| format!("--param: \"{s}\" is not NAME=V1,V2,..."))?;
+    let name = name.trim();
+    if name.is_empty() || vals.trim().is_empty() {
+        return Err(format!("--param: \"{s}\" is not NAME=V1,V2,..."));
+    }
+    let values = vals
+        .split(',')
+        .map(|v| {
+            let v = v.trim();
+            toml::from_str::<toml::Table>(&format!("x = {v}"))
+                .ok()
+                .and_then(|t| t.get("x").cloned())
+                .unwrap_or_else(|| toml::Value::String(v.to_string()))
+        })
+        .collect();
+    Ok((name.to_string(), values))
+}
+
 fn cmd_sweep(
     path: &Path,
-    cpus: &[u32],
+    cpus: &[Option<u32>],
+    param: Option<&SweptParam>,
     policies: &[String],
     profiles: &[String],
     csv: &Path,
@@ -367,35 +423,71 @@ fn cmd_sweep(
         Ok(x) => x,
         Err(code) => return code,
     };
-    let mut out = String::from(
-        "profile,sockets,cpus,policy,elapsed_s,flushes_broadcast,flushes_local,flushes_skipped,dvm_syncs,dvm_ops_received,sync_queue_wait_mean_ns,flush_latency_median_ns,flush_latency_mean_ns,checker\n",
+    let values: Vec<Option<&toml::Value>> = match param {
+        Some((_, v)) => v.iter().map(Some).collect(),
+        None => vec![None],
+    };
+    let mut out = String::from("profile,sockets,cpus,policy,");
+    if let Some((name, _)) = param {
+        out.push_str(name);
+        out.push(',');
+    }
+    out.push_str(
+        "elapsed_s,flushes_broadcast,flushes_local,flushes_skipped,dvm_syncs,dvm_ops_received,sync_queue_wait_mean_ns,flush_latency_median_ns,flush_latency_mean_ns,checker,function_call_ipis,tlbi_broadcast",
     );
+    // The workload's metrics become the last columns (named after the
+    // first run's; every run of a sweep runs the same workload).
+    let mut metric_names: Option<Vec<String>> = None;
     for prof in profiles {
         for &n in cpus {
-            for pol in policies {
-                let mut exp = exp0.clone();
-                exp.experiment.profile = prof.clone();
-                exp.kernel.tlb_policy = pol.clone();
-                let t0 = Instant::now();
-                let o = match run(
-                    &exp,
-                    &RunOptions {
-                        seed: None,
-                        cpus: Some(n),
-                    },
-                ) {
-                    Ok(o) => o,
-                    Err(e) => {
-                        eprintln!(
-                            "error: {prof} {n} CPUs {pol}: {}",
-                            describe(&e, &path.display().to_string(), &text)
-                        );
-                        return ExitCode::FAILURE;
+            for value in &values {
+                for pol in policies {
+                    let mut exp = exp0.clone();
+                    exp.experiment.profile = prof.clone();
+                    exp.kernel.tlb_policy = pol.clone();
+                    let mut pcol = String::new();
+                    if let (Some((name, _)), Some(v)) = (param, value) {
+                        exp.workload.params.insert(name.clone(), (*v).clone());
+                        pcol = format!("{},", v.to_string().trim_matches('"'));
                     }
-                };
-                let t = &o.stats.total;
-                let line = format!(
-                    "{prof},{},{n},{pol},{:.6},{},{},{},{},{},{:.1},{},{:.1},{}\n",
+                    let t0 = Instant::now();
+                    let o = match run(
+                        &exp,
+                        &RunOptions {
+                            seed: None,
+                            cpus: n,
+                        },
+                    ) {
+                        Ok(o) => o,
+                        Err(e) => {
+                            eprintln!(
+                                "error: {prof} {} CPUs {pol} {}: {}",
+                                n.map_or("profile".to_string(), |n| n.to_string()),
+                                pcol.trim_end_matches(','),
+                                describe(&e, &path.display().to_string(), &text)
+                            );
+                            return ExitCode::FAILURE;
+                        }
+                    };
+                    let n = o.profile.topology.cpus;
+                    let t = &o.stats.total;
+                    let names = metric_names.get_or_insert_with(|| {
+                        let v: Vec<String> = o.metrics.keys().cloned().collect();
+                        for m in &v {
+                            out.push_str(&format!(",{m}"));
+                        }
+                        out.push('\n');
+                        v
+                    });
+                    let metrics: String = names
+                        .iter()
+                        .map(|m| match o.metrics.get(m) {
+                            Some(v) => format!(",{v:.3}"),
+                            None => ",".to_string(),
+                        })
+                        .collect();
+                    let line = format!(
+                    "{prof},{},{n},{pol},{pcol}{:.6},{},{},{},{},{},{:.1},{},{:.1},{},{},{}{metrics}\n",
                     o.profile.topology.sockets,
                     o.elapsed_ns as f64 / 1e9,
                     t.flushes_broadcast,
@@ -406,11 +498,14 @@ fn cmd_sweep(
                     o.stats.dvm_sync_queue_wait_ns.mean,
                     o.stats.flush_latency_ns.median,
                     o.stats.flush_latency_ns.mean,
-                    o.checker.verdict
+                    o.checker.verdict,
+                    t.ipi_call + t.ipi_call_single,
+                    t.tlbi_broadcast
                 );
-                eprint!("{line}");
-                eprintln!("    ({:.1} s host)", t0.elapsed().as_secs_f64());
-                out.push_str(&line);
+                    eprint!("{line}");
+                    eprintln!("    ({:.1} s host)", t0.elapsed().as_secs_f64());
+                    out.push_str(&line);
+                }
             }
         }
     }

@@ -759,7 +759,12 @@ impl Ctx {
             let lock = &mut k.locks[l];
             if !shared {
                 let held = now.saturating_sub(lock.held_since_ns);
-                self.w.stats.borrow_mut().lock(lock.name).hold_ns.record(held);
+                self.w
+                    .stats
+                    .borrow_mut()
+                    .lock(lock.name)
+                    .hold_ns
+                    .record(held);
             }
             let granted = lock.release(shared);
             if granted.iter().any(|g| !g.shared) {
