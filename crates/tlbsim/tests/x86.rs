@@ -1,0 +1,179 @@
+//! x86 policies (seed 004 and successors): what each sends where, what the
+//! checker accepts, and the configuration errors that keep arm64 and x86
+//! apart.
+
+use tlbsim::config::{parse_toml, Experiment};
+use tlbsim::driver::RunError;
+use tlbsim::sim::{run, RunOptions, RunOutput, SimError};
+
+const X86_POLICIES: [&str; 3] = ["x86-lazy-legacy", "x86-tlb-gen", "x86-pcid"];
+
+fn experiment(profile: &str, policy: &str, cpus: u32, workload: &str, extra: &str) -> Experiment {
+    let text = format!(
+        "[experiment]\nname = \"t\"\nprofile = \"{profile}\"\n[machine]\ncpus = {cpus}\n[kernel]\ntlb_policy = \"{policy}\"\nasid_allocator = \"none\"\n[workload]\n{workload}\n{extra}"
+    );
+    parse_toml("test.toml", &text).expect("valid test config")
+}
+
+fn run_seed(e: &Experiment, seed: u64) -> Result<RunOutput, SimError> {
+    run(
+        e,
+        &RunOptions {
+            seed: Some(seed),
+            cpus: None,
+        },
+    )
+}
+
+fn ipis(o: &RunOutput) -> u64 {
+    o.stats.total.ipi_call + o.stats.total.ipi_call_single
+}
+
+#[test]
+fn legacy_ipis_the_cpu_the_task_left_and_tlb_gen_does_not() {
+    let wl = "name = \"madv-migrate\"\niterations = 400";
+    let legacy = run_seed(&experiment("skylake-4c8t", "x86-lazy-legacy", 2, wl, ""), 1).unwrap();
+    let tlb_gen = run_seed(&experiment("skylake-4c8t", "x86-tlb-gen", 2, wl, ""), 1).unwrap();
+    assert_eq!(legacy.checker.verdict, "pass");
+    assert_eq!(tlb_gen.checker.verdict, "pass");
+    // Every madvise but the first finds the previous CPU lazy in mm_cpumask.
+    assert!(ipis(&legacy) >= 399, "legacy IPIs: {}", ipis(&legacy));
+    assert!(ipis(&tlb_gen) <= 2, "tlb-gen IPIs: {}", ipis(&tlb_gen));
+    let (l, t) = (
+        legacy.metrics["iteration_us"],
+        tlb_gen.metrics["iteration_us"],
+    );
+    // The saved time is one IPI round trip (send, delivery, handler, ack).
+    let k = &legacy.profile.kernel;
+    let round_trip_us =
+        (k.ipi_send_ns + k.ipi_latency_ns + k.ipi_handler_ns + k.ipi_ack_ns) as f64 / 1e3;
+    assert!(
+        l - t > 0.8 * round_trip_us && l - t < 1.5 * round_trip_us,
+        "legacy {l:.2} us vs tlb-gen {t:.2} us, round trip {round_trip_us:.2} us"
+    );
+}
+
+#[test]
+fn churn_stress_passes_every_x86_policy() {
+    for p in X86_POLICIES {
+        for seed in 1..=4 {
+            let e = experiment(
+                "skylake-4c8t",
+                p,
+                4,
+                "name = \"churn\"",
+                "[checker]\nspeculative_walks = true",
+            );
+            let o = run_seed(&e, seed).unwrap_or_else(|e| panic!("{p} seed {seed}: {e}"));
+            assert_eq!(o.checker.verdict, "pass", "{p} seed {seed}");
+            assert!(o.stats.tables_freed > 0, "{p}: tables were freed");
+        }
+    }
+}
+
+#[test]
+fn skipping_lazy_cpus_when_tables_are_freed_is_caught() {
+    let e = experiment(
+        "skylake-4c8t",
+        "mutant-x86-lazy-skip-freed",
+        4,
+        "name = \"churn\"",
+        "[checker]\nspeculative_walks = true",
+    );
+    for seed in 1..=3 {
+        match run_seed(&e, seed) {
+            Err(SimError::Run(RunError::Violation(r))) => {
+                assert!(r.contains("no stale walk"), "seed {seed}: {r}");
+            }
+            other => panic!("seed {seed}: expected a violation, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn processes_flush_locally_and_threads_need_other_cpus() {
+    let wl = |mode: &str| {
+        format!("name = \"tlb-flush\"\nvariant = 2\nmode = \"{mode}\"\ntasks = 4\niterations = 300")
+    };
+    let procs = run_seed(
+        &experiment("skylake-4c8t", "x86-pcid", 4, &wl("processes"), ""),
+        1,
+    )
+    .unwrap();
+    let threads = run_seed(
+        &experiment("skylake-4c8t", "x86-pcid", 4, &wl("threads"), ""),
+        1,
+    )
+    .unwrap();
+    assert_eq!(procs.checker.verdict, "pass");
+    assert_eq!(threads.checker.verdict, "pass");
+    assert!(ipis(&procs) < 10, "processes: {} IPIs", ipis(&procs));
+    // Each madvise of a thread IPIs the other three CPUs running the mm.
+    assert!(
+        ipis(&threads) > 3 * 4 * 250,
+        "threads: {} IPIs",
+        ipis(&threads)
+    );
+    assert!(procs.metrics["loops_per_s"] > threads.metrics["loops_per_s"]);
+}
+
+#[test]
+fn invlpgb_replaces_ipis_once_the_mm_has_a_global_asid() {
+    let wl = "name = \"tlb-flush\"\nvariant = 2\nmode = \"threads\"\ntasks = 8\niterations = 300\nwarmup_ns = 33000000";
+    let base = run_seed(&experiment("epyc-2s", "x86-pcid", 8, wl, ""), 1).unwrap();
+    let bcast = run_seed(&experiment("epyc-2s", "x86-invlpgb", 8, wl, ""), 1).unwrap();
+    assert_eq!(bcast.checker.verdict, "pass");
+    assert_eq!(base.stats.total.tlbi_broadcast, 0);
+    assert!(bcast.stats.total.tlbi_broadcast > 8 * 300, "INVLPGBs");
+    // The warm-up, before the global ASID, still flushes by IPI.
+    assert!(
+        ipis(&bcast) * 2 < ipis(&base),
+        "IPIs: invlpgb {} vs pcid {}",
+        ipis(&bcast),
+        ipis(&base)
+    );
+}
+
+#[test]
+fn pcid_keeps_recent_address_spaces_across_switches() {
+    // Five processes (fewer than the 6 PCIDs) exchanging messages through
+    // pipes on one CPU: with PCIDs the switches reload CR3 without flushing
+    // (only each mm's first load flushes).
+    let wl = "name = \"hackbench\"\ngroups = 1\nfds = 2\nloops = 3000\nruns = 1";
+    let nopcid = run_seed(&experiment("skylake-4c8t", "x86-tlb-gen", 1, wl, ""), 1).unwrap();
+    let pcid = run_seed(&experiment("skylake-4c8t", "x86-pcid", 1, wl, ""), 1).unwrap();
+    assert_eq!(pcid.checker.verdict, "pass");
+    assert!(
+        pcid.stats.total.tlbi_local * 4 < nopcid.stats.total.tlbi_local,
+        "flushes: pcid {} vs no pcid {}",
+        pcid.stats.total.tlbi_local,
+        nopcid.stats.total.tlbi_local
+    );
+}
+
+#[test]
+fn arch_mismatches_are_config_errors_naming_the_field() {
+    let wl = "name = \"madv-migrate\"\niterations = 10";
+    let e = experiment("ampere-32", "x86-tlb-gen", 4, wl, "");
+    let msg = run_seed(&e, 1).unwrap_err().to_string();
+    assert!(
+        msg.contains("[kernel] tlb_policy") && msg.contains("arm64 machine"),
+        "{msg}"
+    );
+    let e = experiment("skylake-4c8t", "arm64-stock", 4, wl, "");
+    let msg = run_seed(&e, 1).unwrap_err().to_string();
+    assert!(
+        msg.contains("[kernel] tlb_policy") && msg.contains("x86 machine"),
+        "{msg}"
+    );
+    let mut e = experiment("skylake-4c8t", "x86-pcid", 4, wl, "");
+    e.kernel.asid_allocator = "arm64-asid-reserved".into();
+    let msg = run_seed(&e, 1).unwrap_err().to_string();
+    assert!(
+        msg.contains("[kernel] asid_allocator") && msg.contains("\"none\""),
+        "{msg}"
+    );
+    let e = experiment("skylake-4c8t", "x86-invlpgb", 4, wl, "");
+    let msg = run_seed(&e, 1).unwrap_err().to_string();
+    assert!(msg.contains("no INVLPGB"), "{msg}");
+}
