@@ -154,6 +154,35 @@ impl TimingDriver {
         self.w.now.get()
     }
 
+    /// Are interrupts disabled on `cpu` (`Ctx::irq_save`)?
+    fn irqs_off(&self, cpu: CpuId) -> bool {
+        self.w.k.borrow().cpus[cpu].irqs_off > 0
+    }
+
+    /// Starts a queued IPI on `cpu` if it waits interruptibly (idle, on a
+    /// lock, for acknowledgements) with interrupts on and no handler runs.
+    fn take_pending_irq(&mut self, cpu: CpuId) {
+        if self.irq[cpu].is_none()
+            && !self.irq_queue[cpu].is_empty()
+            && !self.irqs_off(cpu)
+            && matches!(self.wait[cpu], Wait::Idle | Wait::Lock(_) | Wait::IpiAck)
+        {
+            self.start_irq(cpu);
+        }
+    }
+
+    /// Interrupts the `Work` step under way on `cpu` to take its next IPI;
+    /// the rest of the work runs after the handler.
+    fn interrupt_work(&mut self, cpu: CpuId) {
+        if let (Wait::Step, Some((id, end))) = (self.wait[cpu], self.work_step[cpu]) {
+            self.q.cancel(id);
+            self.work_step[cpu] = None;
+            self.interrupted_work[cpu] = Some(end - self.now());
+            self.wait[cpu] = Wait::Free;
+            self.start_irq(cpu);
+        }
+    }
+
     /// Runs until `done(world)` holds after an event; returns the time then.
     pub fn run_until(&mut self, done: impl Fn(&World) -> bool) -> Result<Ns, RunError> {
         for cpu in 0..self.w.ncpus() {
@@ -177,7 +206,10 @@ impl TimingDriver {
             match ev {
                 Ev::StepDone(cpu) => {
                     let r = self.result[cpu].take().unwrap_or(OpResult::Unit);
-                    if self.irq[cpu].is_none() && !self.irq_queue[cpu].is_empty() {
+                    if self.irq[cpu].is_none()
+                        && !self.irq_queue[cpu].is_empty()
+                        && !self.irqs_off(cpu)
+                    {
                         // An IPI is taken at the end of the step.
                         self.deferred[cpu] = Some(r);
                         self.wait[cpu] = Wait::Free;
@@ -202,15 +234,9 @@ impl TimingDriver {
                         }
                     }
                     self.irq_queue[cpu].push_back((handler, arg, sender));
-                    if self.irq[cpu].is_none() {
-                        if let (Wait::Step, Some((id, end))) = (self.wait[cpu], self.work_step[cpu])
-                        {
-                            // Interrupt the work; the rest runs after the handler.
-                            self.q.cancel(id);
-                            self.work_step[cpu] = None;
-                            self.interrupted_work[cpu] = Some(end - self.now());
-                            self.wait[cpu] = Wait::Free;
-                            self.start_irq(cpu);
+                    if self.irq[cpu].is_none() && !self.irqs_off(cpu) {
+                        if self.wait[cpu] == Wait::Step && self.work_step[cpu].is_some() {
+                            self.interrupt_work(cpu);
                         } else if matches!(
                             self.wait[cpu],
                             Wait::Idle | Wait::Lock(_) | Wait::IpiAck
@@ -250,8 +276,15 @@ impl TimingDriver {
         let mut s = String::new();
         for (c, pc) in k.cpus.iter().enumerate() {
             s.push_str(&format!(
-                "cpu{c}: {} ({:?}), rq {:?}; ",
-                k.tasks[pc.current].name, self.wait[c], pc.rq
+                "cpu{c}: {} ({:?}{}{}), rq {:?}; ",
+                k.tasks[pc.current].name,
+                self.wait[c],
+                if pc.irqs_off > 0 { ", irqs off" } else { "" },
+                match self.irq_queue[c].len() {
+                    0 => String::new(),
+                    n => format!(", {n} IPIs pending"),
+                },
+                pc.rq
             ));
         }
         s
@@ -423,6 +456,12 @@ impl TimingDriver {
                 let s = self.take_stolen(cpu);
                 w.stats.borrow_mut().cpu[cpu].busy_ns += ns;
                 self.after_work(cpu, ns + s);
+                // An IPI that waited for interrupts to come back on is
+                // taken now.
+                if self.irq[cpu].is_none() && !self.irq_queue[cpu].is_empty() && !self.irqs_off(cpu)
+                {
+                    self.interrupt_work(cpu);
+                }
             }
             Op::Access { va, write } => {
                 if self.speculative {
@@ -497,6 +536,7 @@ impl TimingDriver {
                     self.after(cpu, p.kernel.atomic_ns, OpResult::Unit);
                 } else {
                     self.wait[cpu] = Wait::Lock(l);
+                    self.take_pending_irq(cpu);
                 }
             }
             Op::Unlock(l) | Op::UnlockShared(l) => {
@@ -558,6 +598,7 @@ impl TimingDriver {
                 }
                 w.hw.borrow_mut().cpus[cpu].stolen_ns = 0;
                 self.wait[cpu] = Wait::Idle;
+                self.take_pending_irq(cpu);
             }
             Op::ReschedIpi(target) => {
                 w.stats.borrow_mut().cpu[cpu].ipis_sent += 1;
@@ -594,9 +635,7 @@ impl TimingDriver {
                     );
                 }
                 // The sender takes IPIs while it waits.
-                if !self.irq_queue[cpu].is_empty() {
-                    self.start_irq(cpu);
-                }
+                self.take_pending_irq(cpu);
             }
         }
         None

@@ -240,6 +240,8 @@ pub struct PerCpu {
     /// A task picked by `schedule()` whose switch is under way (the CPU is
     /// no longer idle for wake-up placement, as `rq->curr` in Linux).
     pub picked: Option<TaskId>,
+    /// `local_irq_save()` nesting: IPIs wait while it is non-zero.
+    pub irqs_off: u32,
 }
 
 /// A waiter on a [`Lock`].
@@ -420,6 +422,7 @@ impl World {
                 mm_to_drop: None,
                 last: None,
                 picked: None,
+                irqs_off: 0,
             });
             k.tasks[t].on_cpu = true;
         }
@@ -840,6 +843,24 @@ impl Ctx {
     /// Emits an observer event.
     pub fn emit(&self, ev: Event) {
         self.w.emit(ev);
+    }
+
+    /// `local_irq_save()`: IPIs to this CPU wait until the matching
+    /// [`Ctx::irq_restore`]. Not a step: it only marks the CPU.
+    pub fn irq_save(&self) {
+        let cpu = self.cpu();
+        self.w.k.borrow_mut().cpus[cpu].irqs_off += 1;
+    }
+
+    /// `local_irq_restore()`.
+    pub fn irq_restore(&self) {
+        let cpu = self.cpu();
+        let mut k = self.w.k.borrow_mut();
+        let c = &mut k.cpus[cpu];
+        c.irqs_off = c
+            .irqs_off
+            .checked_sub(1)
+            .expect("irq_restore without irq_save");
     }
 
     /// The address space this task runs on (`current->mm`).

@@ -131,31 +131,11 @@ impl TlbPolicy for Legacy {
 
     /// `switch_mm_irqs_off()` (4.12).
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
+        let _ = prev; // cpu_tlbstate.active_mm is authoritative
         Box::pin(async move {
-            let cpu = ctx.cpu();
-            let w = &ctx.w;
-            let real_prev = self.inner.cpus.borrow()[cpu].active_mm;
-            let _ = prev;
-            {
-                let mut c = self.inner.cpus.borrow_mut();
-                c[cpu].lazy = false;
-                c[cpu].active_mm = Some(next);
-            }
-            if real_prev != Some(next) {
-                ctx.atomic().await;
-                w.k.borrow_mut().mms[next as usize].cpumask.set(cpu);
-                load_cr3(ctx, Some(next), 0, true).await;
-                if let Some(p) = real_prev {
-                    ctx.atomic().await; // stop flush IPIs for the previous mm
-                    w.k.borrow_mut().mms[p as usize].cpumask.clear(cpu);
-                }
-            } else if !w.k.borrow().mms[next as usize].cpumask.test(cpu) {
-                // leave_mm() ran while lazy: reload CR3 so that no freed
-                // page table is used.
-                ctx.atomic().await;
-                w.k.borrow_mut().mms[next as usize].cpumask.set(cpu);
-                load_cr3(ctx, Some(next), 0, true).await;
-            }
+            ctx.irq_save(); // switch_mm_irqs_off()
+            self.switch_irqs_off(ctx, next).await;
+            ctx.irq_restore();
         })
     }
 
@@ -205,5 +185,36 @@ impl TlbPolicy for Legacy {
                 freed_tables: !last_level,
             },
         ))
+    }
+}
+
+impl Legacy {
+    /// The body of `switch_mm_irqs_off()` (4.12).
+    async fn switch_irqs_off(&self, ctx: &Ctx, next: MmId) {
+        {
+            let cpu = ctx.cpu();
+            let w = &ctx.w;
+            let real_prev = self.inner.cpus.borrow()[cpu].active_mm;
+            {
+                let mut c = self.inner.cpus.borrow_mut();
+                c[cpu].lazy = false;
+                c[cpu].active_mm = Some(next);
+            }
+            if real_prev != Some(next) {
+                ctx.atomic().await;
+                w.k.borrow_mut().mms[next as usize].cpumask.set(cpu);
+                load_cr3(ctx, Some(next), 0, true).await;
+                if let Some(p) = real_prev {
+                    ctx.atomic().await; // stop flush IPIs for the previous mm
+                    w.k.borrow_mut().mms[p as usize].cpumask.clear(cpu);
+                }
+            } else if !w.k.borrow().mms[next as usize].cpumask.test(cpu) {
+                // leave_mm() ran while lazy: reload CR3 so that no freed
+                // page table is used.
+                ctx.atomic().await;
+                w.k.borrow_mut().mms[next as usize].cpumask.set(cpu);
+                load_cr3(ctx, Some(next), 0, true).await;
+            }
+        }
     }
 }

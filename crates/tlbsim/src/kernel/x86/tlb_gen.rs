@@ -306,7 +306,9 @@ impl Inner {
         let include_lazy = info.freed_tables && !self.opts.lazy_skip_freed;
         let here = self.cpus.borrow()[cpu];
         if mask.test(cpu) && here.loaded_mm == Some(mm) && (include_lazy || !here.is_lazy) {
+            ctx.irq_save();
             self.flush_func(ctx, info).await;
+            ctx.irq_restore();
         }
         let mut targets = mask;
         targets.clear(cpu);
@@ -380,7 +382,11 @@ impl TlbPolicy for TlbGen {
 
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
         let _ = prev; // the CPU's own loaded_mm is authoritative
-        Box::pin(self.inner.switch_to(ctx, Some(next)))
+        Box::pin(async move {
+            ctx.irq_save(); // switch_mm_irqs_off()
+            self.inner.switch_to(ctx, Some(next)).await;
+            ctx.irq_restore();
+        })
     }
 
     fn enter_lazy_tlb<'a>(&'a self, ctx: &'a Ctx, mm: MmId, to_idle: bool) -> KFuture<'a, ()> {
