@@ -361,13 +361,14 @@ fn cmd_check(
     };
     let secs = t0.elapsed().as_secs_f64();
     println!(
-        "{} schedules ({} complete, {} cut at {} actions{}), {} actions, {:.1} s: {:.0} schedules/s, {:.2} M actions/s",
+        "{} schedules ({} complete, {} cut at {} actions{}), {} actions ({} IPIs taken), {:.1} s: {:.0} schedules/s, {:.2} M actions/s",
         rep.schedules,
         rep.completed,
         rep.bounded,
         opts.max_actions,
         if rep.exhausted { "; search exhausted" } else { "" },
         rep.actions,
+        rep.interrupts,
         secs,
         rep.schedules as f64 / secs.max(1e-9),
         rep.actions as f64 / secs.max(1e-9) / 1e6

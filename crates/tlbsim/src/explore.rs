@@ -14,6 +14,10 @@
 //! - `Speculate(c, va)` [`p<c>:<va hex>`]: CPU `c` walks `va` through its
 //!   current TTBR0 and fills its TLB, as an out-of-order core may at any time.
 //!   Candidate VAs are those the workload has accessed in that mm.
+//! - `Interrupt(c)` [`i<c>`]: CPU `c` takes its oldest pending function-call
+//!   IPI, at a step boundary with interrupts on (`Ctx::irq_save` holds it
+//!   off); the handler's steps are then CPU `c`'s steps until it returns,
+//!   and the sender's `CallFunction` completes when every handler has.
 //!
 //! Reduction (documented in docs/model.md): a delivery only matters
 //! relative to what reads the target's TLB, so `Deliver(t)` is offered only
@@ -37,6 +41,8 @@ pub enum Action {
     Deliver(CpuId),
     /// Speculative walk and fill of a VA by a CPU.
     Speculate(CpuId, u64),
+    /// The CPU takes its oldest pending IPI.
+    Interrupt(CpuId),
 }
 
 impl fmt::Display for Action {
@@ -45,6 +51,7 @@ impl fmt::Display for Action {
             Action::Step(c) => write!(f, "s{c}"),
             Action::Deliver(t) => write!(f, "d{t}"),
             Action::Speculate(c, va) => write!(f, "p{c}:{va:x}"),
+            Action::Interrupt(c) => write!(f, "i{c}"),
         }
     }
 }
@@ -80,12 +87,15 @@ pub fn parse_schedule(text: &str) -> Result<Vec<Action>, String> {
             ),
             None => (tok, 1),
         };
-        let bad = || format!("bad action \"{tok}\" (expected s<cpu>, d<cpu> or p<cpu>:<va hex>)");
+        let bad =
+            || format!("bad action \"{tok}\" (expected s<cpu>, d<cpu>, i<cpu> or p<cpu>:<va hex>)");
         let num = |s: &str| s.parse::<usize>().map_err(|_| bad());
         let act = if let Some(c) = a.strip_prefix('s') {
             Action::Step(num(c)?)
         } else if let Some(c) = a.strip_prefix('d') {
             Action::Deliver(num(c)?)
+        } else if let Some(c) = a.strip_prefix('i') {
+            Action::Interrupt(num(c)?)
         } else if let Some(rest) = a.strip_prefix('p') {
             let (c, va) = rest.split_once(':').ok_or_else(bad)?;
             Action::Speculate(num(c)?, u64::from_str_radix(va, 16).map_err(|_| bad())?)
@@ -108,6 +118,17 @@ enum CpuState {
     Idle,
     /// A blocked step (lock, idle) was released; `Step` resumes the task.
     Resume,
+    /// `CallFunction` waiting for every handler to return.
+    IpiWait,
+}
+
+/// An IPI handler running on a CPU.
+struct IrqRun {
+    fut: crate::kernel::TaskFuture,
+    mb: Rc<crate::kernel::TaskMailbox>,
+    sender: CpuId,
+    /// The interrupted context's state.
+    saved: CpuState,
 }
 
 /// How one schedule ended.
@@ -141,6 +162,12 @@ pub struct Explorer {
     trace: Vec<AccessTrace>,
     /// Set when the workload needs something the explorer does not model.
     unsupported: Option<String>,
+    /// Per CPU: IPIs waiting to be taken (handler, argument, sender).
+    irq_queue: Vec<std::collections::VecDeque<(usize, usize, CpuId)>>,
+    /// Per CPU: the handler running, if any.
+    irq: Vec<Option<IrqRun>>,
+    /// Per CPU: handlers still to return to its `CallFunction`.
+    acks: Vec<usize>,
     /// The actions taken.
     pub schedule: Vec<Action>,
 }
@@ -166,6 +193,9 @@ impl Explorer {
             speculation_budget,
             trace: Vec::new(),
             unsupported: None,
+            irq_queue: vec![std::collections::VecDeque::new(); n],
+            irq: (0..n).map(|_| None).collect(),
+            acks: vec![0; n],
             schedule: Vec::new(),
         };
         for cpu in 0..n {
@@ -221,6 +251,99 @@ impl Explorer {
                 self.speculation_budget -= 1;
                 crate::effects::speculate(&self.w, c, va, &mut self.trace);
             }
+            Action::Interrupt(c) => self.start_irq(c),
+        }
+    }
+
+    /// Can CPU `c` take an IPI now?
+    fn interruptible(&self, c: CpuId) -> bool {
+        self.irq[c].is_none()
+            && !self.irq_queue[c].is_empty()
+            && self.w.k.borrow().cpus[c].irqs_off == 0
+            && matches!(
+                self.state[c],
+                CpuState::Posted(_)
+                    | CpuState::Idle
+                    | CpuState::Lock(_)
+                    | CpuState::IpiWait
+                    | CpuState::Resume
+            )
+    }
+
+    /// Starts CPU `c`'s oldest pending IPI handler in the context of its
+    /// current task.
+    fn start_irq(&mut self, c: CpuId) {
+        let (handler, arg, sender) = self.irq_queue[c].pop_front().expect("a pending IPI");
+        let w = Rc::clone(&self.w);
+        let task = w.k.borrow().cpus[c].current;
+        let mb: Rc<crate::kernel::TaskMailbox> = Rc::default();
+        let ctx = crate::kernel::Ctx::interrupt(&w, task, Rc::clone(&mb));
+        let h = Rc::clone(&w.ipi_handlers.borrow()[handler]);
+        let fut = h(ctx, arg);
+        let saved = std::mem::replace(&mut self.state[c], CpuState::Idle);
+        self.irq[c] = Some(IrqRun {
+            fut,
+            mb,
+            sender,
+            saved,
+        });
+        self.run_irq(c);
+    }
+
+    /// Polls the handler on `c` until it posts a step that is a choice
+    /// point, or returns (then the sender sees its acknowledgement).
+    fn run_irq(&mut self, c: CpuId) {
+        for n in 0.. {
+            let run = self.irq[c].as_mut().expect("a handler runs");
+            if crate::engine::exec::poll_once(run.fut.as_mut()).is_ready() {
+                let run = self.irq[c].take().expect("a handler runs");
+                self.state[c] = run.saved;
+                self.acks[run.sender] -= 1;
+                if self.acks[run.sender] == 0 {
+                    self.wake(run.sender, |s| *s == CpuState::IpiWait);
+                }
+                return;
+            }
+            let op = run
+                .mb
+                .take_posted()
+                .expect("a pending handler posted a step");
+            assert!(
+                !matches!(op, Op::SwitchTo(_) | Op::Idle | Op::CallFunction { .. }),
+                "an IPI handler may not schedule or send IPIs"
+            );
+            if n % 64 != 63 && matches!(op, Op::Work { .. } | Op::Isb | Op::DsbSt | Op::DsbNsh) {
+                run.mb.complete(OpResult::Unit);
+                continue;
+            }
+            self.state[c] = CpuState::Posted(op);
+            return;
+        }
+    }
+
+    /// Makes the context of `c` blocked in a state matching `blocked`
+    /// runnable again: the running handler's, else the interrupted one's.
+    fn wake(&mut self, c: CpuId, blocked: impl Fn(&CpuState) -> bool) {
+        if blocked(&self.state[c]) {
+            self.state[c] = CpuState::Resume;
+        } else if let Some(run) = self.irq[c].as_mut() {
+            if blocked(&run.saved) {
+                run.saved = CpuState::Resume;
+            }
+        }
+    }
+
+    /// Completes the step of the context running on `c` with `r` and runs
+    /// that context on.
+    fn complete(&mut self, c: CpuId, r: OpResult) {
+        if let Some(run) = &self.irq[c] {
+            run.mb.complete(r);
+            self.run_irq(c);
+        } else {
+            let task = self.w.k.borrow().cpus[c].current;
+            let mb = Rc::clone(&self.w.k.borrow().tasks[task].mb);
+            mb.complete(r);
+            self.run_cpu(c);
         }
     }
 
@@ -230,6 +353,11 @@ impl Explorer {
         for (c, s) in self.state.iter().enumerate() {
             if matches!(s, CpuState::Posted(_) | CpuState::Resume) {
                 v.push(Action::Step(c));
+            }
+        }
+        for c in 0..self.state.len() {
+            if self.interruptible(c) {
+                v.push(Action::Interrupt(c));
             }
         }
         for (c, s) in self.state.iter().enumerate() {
@@ -326,9 +454,7 @@ impl Explorer {
         let op = match std::mem::replace(&mut self.state[cpu], CpuState::Idle) {
             CpuState::Posted(op) => op,
             CpuState::Resume => {
-                let mb = Rc::clone(&w.k.borrow().tasks[task].mb);
-                mb.complete(OpResult::Unit);
-                self.run_cpu(cpu);
+                self.complete(cpu, OpResult::Unit);
                 return;
             }
             other => panic!("step of cpu{cpu} in state {other:?}"),
@@ -387,7 +513,7 @@ impl Explorer {
                 let granted = w.k.borrow_mut().locks[l].release(shared);
                 for g in granted {
                     let wcpu = w.k.borrow().tasks[g.task].cpu;
-                    self.state[wcpu] = CpuState::Resume;
+                    self.wake(wcpu, |s| *s == CpuState::Lock(l));
                 }
                 Some(OpResult::Unit)
             }
@@ -414,25 +540,37 @@ impl Explorer {
                     None
                 }
             }
-            Op::CallFunction { .. } => {
-                self.unsupported = Some(format!(
-                    "cpu{cpu} sends a function-call IPI: the explorer does not model IPIs yet"
-                ));
-                self.state[cpu] = CpuState::Idle;
-                None
+            Op::CallFunction {
+                targets,
+                handler,
+                arg,
+            } => {
+                let n = targets.count();
+                if n == 0 {
+                    Some(OpResult::Unit)
+                } else {
+                    self.acks[cpu] = n;
+                    for t in targets.iter() {
+                        let mut st = w.stats.borrow_mut();
+                        if n == 1 {
+                            st.cpu[t].ipi_call_single += 1;
+                        } else {
+                            st.cpu[t].ipi_call += 1;
+                        }
+                        self.irq_queue[t].push_back((handler, arg, cpu));
+                    }
+                    self.state[cpu] = CpuState::IpiWait;
+                    None
+                }
             }
             Op::ReschedIpi(target) => {
                 w.stats.borrow_mut().cpu[cpu].ipis_sent += 1;
-                if self.state[target] == CpuState::Idle {
-                    self.state[target] = CpuState::Resume;
-                }
+                self.wake(target, |s| *s == CpuState::Idle);
                 Some(OpResult::Unit)
             }
         };
         if let Some(r) = result {
-            let mb = Rc::clone(&w.k.borrow().tasks[task].mb);
-            mb.complete(r);
-            self.run_cpu(cpu);
+            self.complete(cpu, r);
         }
     }
 
@@ -522,24 +660,29 @@ impl PctChooser {
 
 impl Chooser for PctChooser {
     fn choose(&mut self, depth: usize, enabled: &[Action]) -> usize {
+        // A CPU's steps and its taking an interrupt run at its priority.
+        let is_step = |a: &Action| matches!(a, Action::Step(_) | Action::Interrupt(_));
         let steps: Vec<usize> = (0..enabled.len())
-            .filter(|&i| matches!(enabled[i], Action::Step(_)))
+            .filter(|&i| is_step(&enabled[i]))
             .collect();
         if steps.is_empty() || (steps.len() < enabled.len() && self.rng.gen_bool(self.other_prob)) {
             let others: Vec<usize> = (0..enabled.len())
-                .filter(|&i| !matches!(enabled[i], Action::Step(_)))
+                .filter(|&i| !is_step(&enabled[i]))
                 .collect();
             return others[self.rng.gen_range(0..others.len())];
         }
         let best = *steps
             .iter()
             .max_by_key(|&&i| match enabled[i] {
-                Action::Step(c) => self.prio[c],
-                _ => 0,
+                Action::Step(c) | Action::Interrupt(c) => (
+                    self.prio[c],
+                    u8::from(matches!(enabled[i], Action::Interrupt(_))),
+                ),
+                _ => (0, 0),
             })
             .expect("non-empty");
         if self.change_points.contains(&depth) {
-            if let Action::Step(c) = enabled[best] {
+            if let Action::Step(c) | Action::Interrupt(c) = enabled[best] {
                 self.low = self.low.saturating_sub(1);
                 self.prio[c] = self.low;
             }
@@ -551,9 +694,10 @@ impl Chooser for PctChooser {
 /// Exhaustive search with a delay bound (Emmi, Qadeer and Rakamarić,
 /// "Delay-bounded scheduling", POPL 2011), stateless: schedules are
 /// enumerated depth-first by replaying a prefix of choices. The default
-/// scheduler is round-robin over the CPUs that can step (so spin loops
-/// waiting for another CPU terminate); any other choice (another CPU, a
-/// delivery, a speculative fill) costs one delay.
+/// scheduler takes a pending interrupt at once, else is round-robin over
+/// the CPUs that can step (so spin loops waiting for another CPU
+/// terminate); any other choice (another CPU, a delivery, a speculative
+/// fill, postponing an interrupt) costs one delay.
 #[derive(Debug, Default)]
 pub struct DfsChooser {
     /// Choices to follow (index into the reordered candidates).
@@ -574,10 +718,16 @@ impl DfsChooser {
             (Action::Step(c), None) => Some((false, *c)),
             _ => None,
         };
+        // Hardware takes an enabled interrupt at once: that is the default;
+        // postponing it costs a delay.
         let default = (0..enabled.len())
-            .filter_map(|i| after(&enabled[i]).map(|k| (k, i)))
-            .min()
-            .map(|(_, i)| i)
+            .find(|&i| matches!(enabled[i], Action::Interrupt(_)))
+            .or_else(|| {
+                (0..enabled.len())
+                    .filter_map(|i| after(&enabled[i]).map(|k| (k, i)))
+                    .min()
+                    .map(|(_, i)| i)
+            })
             .unwrap_or(0);
         idx.retain(|&i| i != default);
         idx.insert(0, default);
@@ -703,6 +853,8 @@ pub struct CheckReport {
     pub bounded: u64,
     /// Actions taken over all schedules.
     pub actions: u64,
+    /// Of those, IPIs taken (`Interrupt` actions).
+    pub interrupts: u64,
     /// Exhaustive search enumerated every schedule within its bound.
     pub exhausted: bool,
     /// The first failing schedule, if any (the search stops there).
@@ -743,6 +895,11 @@ pub fn check(
         b.world.teardown();
         rep.schedules += 1;
         rep.actions += e.schedule.len() as u64;
+        rep.interrupts += e
+            .schedule
+            .iter()
+            .filter(|a| matches!(a, Action::Interrupt(_)))
+            .count() as u64;
         pct_len = e.schedule.len().max(1);
         match outcome {
             Outcome::Done => rep.completed += 1,

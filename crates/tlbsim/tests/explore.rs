@@ -150,3 +150,45 @@ fn the_explorer_finds_every_allocator_mutant_and_reports_replay() {
         }
     }
 }
+
+fn x86_experiment(policy: &str) -> Experiment {
+    let text = format!(
+        "[experiment]\nname = \"t\"\nprofile = \"skylake-4c8t\"\n[machine]\ncpus = 3\n[kernel]\ntlb_policy = \"{policy}\"\nasid_allocator = \"none\"\n[workload]\nname = \"threads\"\nthreads = 2\niterations = 3\nop = \"munmap\"\nreader_hop = true\n"
+    );
+    parse_toml("test.toml", &text).expect("valid test config")
+}
+
+#[test]
+fn the_explorer_takes_ipis_and_passes_the_x86_policies() {
+    for policy in ["x86-lazy-legacy", "x86-tlb-gen", "x86-pcid"] {
+        let r = check(
+            &x86_experiment(policy),
+            &opts(Strategy::Exhaustive(1), 100_000),
+        )
+        .unwrap();
+        assert!(r.failure.is_none(), "{policy}: {:?}", r.failure);
+        assert!(r.exhausted, "{policy}: the bound-1 search finishes");
+        assert!(
+            r.interrupts >= r.schedules,
+            "{policy}: flush IPIs are taken ({} in {} schedules)",
+            r.interrupts,
+            r.schedules
+        );
+    }
+}
+
+#[test]
+fn the_explorer_finds_the_x86_lazy_mutant_and_the_report_replays() {
+    let exp = x86_experiment("mutant-x86-lazy-skip-freed");
+    let r = check(&exp, &opts(Strategy::Random, 1_000)).unwrap();
+    let f = r.failure.expect("the lazy CPU's stale walk is found");
+    assert!(f.report.contains("no stale walk"), "{}", f.report);
+    match check_replay(&exp, None, &f.schedule).unwrap() {
+        Outcome::Violation(v) => assert!(v.contains("no stale walk"), "{v}"),
+        other => panic!("replay: {other:?}"),
+    }
+    assert_eq!(
+        parse_schedule("s0 i1 s1").unwrap(),
+        vec![Action::Step(0), Action::Interrupt(1), Action::Step(1)]
+    );
+}
