@@ -80,13 +80,18 @@ impl Inner {
         ctx.spin_unlock(l).await;
     }
 
-    /// `cpu_switch_mm(mm->pgd, mm)`.
+    /// `cpu_switch_mm(mm->pgd, mm)`, with interrupts off: Linux 3.2-3.5
+    /// calls it under `local_irq_save()` (`finish_arch_post_lock_switch()`,
+    /// commit 7fec1b57b8a9), so no `reset_context` IPI lands between its
+    /// read of `mm->context.id` and the write of the ASID register.
     async fn cpu_switch_mm(&self, ctx: &Ctx, mm: MmId) {
         let w = &ctx.w;
+        ctx.irq_save();
         let pgd = w.k.borrow().mms[mm as usize].pgd;
         let asid = w.user_asid(mm);
         ctx.step(Op::SetTtbr0(Some(Ttbr0 { mm, pgd, asid }))).await;
         ctx.isb().await;
+        ctx.irq_restore();
     }
 
     /// `reset_context()`: the IPI handler on every other CPU at rollover.
