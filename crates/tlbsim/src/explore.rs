@@ -160,8 +160,6 @@ pub struct Explorer {
     touched: BTreeSet<(crate::hw::tlb::MmId, u64)>,
     speculation_budget: u32,
     trace: Vec<AccessTrace>,
-    /// Set when the workload needs something the explorer does not model.
-    unsupported: Option<String>,
     /// Per CPU: IPIs waiting to be taken (handler, argument, sender).
     irq_queue: Vec<std::collections::VecDeque<(usize, usize, CpuId)>>,
     /// Per CPU: the handler running, if any.
@@ -192,7 +190,6 @@ impl Explorer {
             touched: BTreeSet::new(),
             speculation_budget,
             trace: Vec::new(),
-            unsupported: None,
             irq_queue: vec![std::collections::VecDeque::new(); n],
             irq: (0..n).map(|_| None).collect(),
             acks: vec![0; n],
@@ -223,9 +220,6 @@ impl Explorer {
             }
             if done(&self.w) {
                 return Outcome::Done;
-            }
-            if let Some(u) = &self.unsupported {
-                return Outcome::Deadlock(u.clone());
             }
             if self.schedule.len() >= max_actions {
                 return Outcome::Bounded;
