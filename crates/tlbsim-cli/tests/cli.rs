@@ -174,3 +174,59 @@ fn check_prints_a_replay_command_that_reproduces_the_violation() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("diverged at action 0"));
 }
+
+#[test]
+fn sweep_over_a_workload_parameter_writes_its_column_and_metrics() {
+    let exp = scratch(
+        "sweep-param.toml",
+        "[experiment]\nname = \"wis\"\nprofile = \"skylake-4c8t\"\n[kernel]\ntlb_policy = \"x86-pcid\"\nasid_allocator = \"none\"\n[workload]\nname = \"tlb-flush\"\niterations = 50\n",
+    );
+    let csv = exp.with_file_name("sweep-param.csv");
+    let o = tlbsim(&[
+        "sweep",
+        exp.to_str().unwrap(),
+        "--cpus",
+        "profile",
+        "--param",
+        "tasks=1,2",
+        "--policies",
+        "x86-pcid,x86-tlb-gen",
+        "--profiles",
+        "skylake-4c8t",
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    assert!(
+        header.starts_with("profile,sockets,cpus,policy,tasks,elapsed_s,")
+            && header.ends_with(",loops_per_s"),
+        "{header}"
+    );
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 4, "{text}");
+    assert!(
+        rows[0].starts_with("skylake-4c8t,1,8,x86-pcid,1,"),
+        "{}",
+        rows[0]
+    );
+    // Bad --param and --cpus values are usage errors naming the option.
+    for (flag, value) in [("--param", "tasks"), ("--cpus", "many")] {
+        let o = tlbsim(&[
+            "sweep",
+            exp.to_str().unwrap(),
+            flag,
+            value,
+            "--csv",
+            csv.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(flag),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
