@@ -192,3 +192,23 @@ fn the_explorer_finds_the_x86_lazy_mutant_and_the_report_replays() {
         vec![Action::Step(0), Action::Interrupt(1), Action::Step(1)]
     );
 }
+
+#[test]
+fn the_explorer_finds_switch_mm_reading_tlb_gen_before_the_cpumask() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../experiments/seed004-explore-switch.toml"
+    ))
+    .unwrap();
+    let mut exp: Experiment = parse_toml("seed004-explore-switch.toml", &text).unwrap();
+    let r = check(&exp, &opts(Strategy::Random, 300)).unwrap();
+    assert!(r.failure.is_none(), "x86-pcid: {:?}", r.failure);
+    exp.kernel.tlb_policy = "mutant-x86-gen-before-mask".into();
+    let r = check(&exp, &opts(Strategy::Random, 2_000)).unwrap();
+    let f = r.failure.expect("the missed flush is found");
+    assert!(f.report.contains("no stale hold"), "{}", f.report);
+    match check_replay(&exp, None, &f.schedule).unwrap() {
+        Outcome::Violation(v) => assert!(v.contains("no stale hold"), "{v}"),
+        other => panic!("replay: {other:?}"),
+    }
+}

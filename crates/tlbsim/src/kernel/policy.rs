@@ -175,6 +175,17 @@ pub const TLB_POLICIES: &[(&str, &str, TlbCtor)] = &[
         },
     ),
     (
+        "mutant-x86-gen-before-mask",
+        "MUTANT: x86-pcid whose switch_mm reads tlb_gen before setting its mm_cpumask bit",
+        || {
+            Box::new(super::x86::tlb_gen::TlbGen::new(super::x86::tlb_gen::Options {
+                pcid: true,
+                gen_before_mask: true,
+                ..Default::default()
+            }))
+        },
+    ),
+    (
         "mutant-range-no-broadcast",
         "MUTANT: flush_tlb_range issues local TLBIs only",
         || Box::new(crate::check::mutants::RangeNoBroadcast),

@@ -110,6 +110,11 @@ pub async fn schedule(ctx: &Ctx) {
 /// `context_switch()`: the mm part, then the register switch.
 async fn context_switch(ctx: &Ctx, cpu: CpuId, prev: TaskId, next: TaskId) {
     let w = &ctx.w;
+    // From here until `next` runs, the CPU executes the scheduler, not a
+    // user task: its TLB may keep the previous mm's entries while switch_mm
+    // runs (x86 leaves mm_cpumask before loading CR3), and the checker
+    // examines them when a task of that mm runs here again.
+    w.emit(crate::observe::Event::Running { cpu, mm: None });
     let (prev_mm, prev_active, next_mm, next_idle) = {
         let k = w.k.borrow();
         (

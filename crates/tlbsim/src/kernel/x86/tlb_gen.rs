@@ -37,6 +37,9 @@ pub struct Options {
     pub invlpgb: bool,
     /// MUTANT: never IPI lazy CPUs, even when page tables were freed.
     pub lazy_skip_freed: bool,
+    /// MUTANT: `switch_mm` reads `tlb_gen` before it sets its bit in
+    /// `mm_cpumask` (the reverse of the order the flush side relies on).
+    pub gen_before_mask: bool,
 }
 
 /// One entry of `cpu_tlbstate.ctxs[]`.
@@ -216,10 +219,18 @@ impl Inner {
                     return;
                 }
                 Some(n) => {
-                    ctx.atomic().await; // start remote flushes, then read tlb_gen
-                    w.k.borrow_mut().mms[n as usize].cpumask.set(cpu);
-                    ctx.atomic().await;
-                    let gen = self.mm(n).tlb_gen;
+                    let gen = if self.opts.gen_before_mask {
+                        ctx.atomic().await;
+                        let gen = self.mm(n).tlb_gen;
+                        ctx.atomic().await;
+                        w.k.borrow_mut().mms[n as usize].cpumask.set(cpu);
+                        gen
+                    } else {
+                        ctx.atomic().await; // start remote flushes, then read tlb_gen
+                        w.k.borrow_mut().mms[n as usize].cpumask.set(cpu);
+                        ctx.atomic().await;
+                        self.mm(n).tlb_gen
+                    };
                     let (a, f) = self.choose_new_asid(cpu, n, gen);
                     (a, f, gen)
                 }
