@@ -6,10 +6,9 @@
 //! leave the cpumask and load `swapper_pg_dir` (a CR3 write). Coming back to
 //! the same mm reloads CR3 only if `leave_mm()` ran meanwhile.
 
-use super::{flush_local, load_cr3, FlushInfo, TLB_FLUSH_ALL};
+use super::{flush_local, load_cr3, FlushInfo};
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
-use crate::hw::mem::{PAGE_SHIFT, PAGE_SIZE};
 use crate::hw::tlb::MmId;
 use crate::kernel::arm64::stock::FlushScope;
 use crate::kernel::policy::TlbPolicy;
@@ -151,17 +150,7 @@ impl TlbPolicy for Legacy {
     }
 
     fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
-        Box::pin(self.inner.flush_range(
-            ctx,
-            FlushInfo {
-                mm: Some(mm),
-                start: 0,
-                end: TLB_FLUSH_ALL,
-                stride_shift: PAGE_SHIFT,
-                new_tlb_gen: 0,
-                freed_tables: true,
-            },
-        ))
+        Box::pin(self.inner.flush_range(ctx, FlushInfo::whole_mm(mm)))
     }
 
     fn flush_tlb_range<'a>(
@@ -173,18 +162,8 @@ impl TlbPolicy for Legacy {
         stride: u64,
         last_level: bool,
     ) -> KFuture<'a, ()> {
-        let stride = stride.max(PAGE_SIZE);
-        Box::pin(self.inner.flush_range(
-            ctx,
-            FlushInfo {
-                mm: Some(mm),
-                start: start & !(stride - 1),
-                end: end.div_ceil(stride) * stride,
-                stride_shift: stride.trailing_zeros(),
-                new_tlb_gen: 0,
-                freed_tables: !last_level,
-            },
-        ))
+        let info = FlushInfo::range(mm, start, end, stride, last_level);
+        Box::pin(self.inner.flush_range(ctx, info))
     }
 }
 

@@ -47,6 +47,32 @@ pub struct FlushInfo {
 }
 
 impl FlushInfo {
+    /// `flush_tlb_mm(mm)`: the whole address space, tables included.
+    pub fn whole_mm(mm: MmId) -> Self {
+        Self {
+            mm: Some(mm),
+            start: 0,
+            end: TLB_FLUSH_ALL,
+            stride_shift: PAGE_SHIFT,
+            new_tlb_gen: 0,
+            freed_tables: true,
+        }
+    }
+
+    /// `flush_tlb_range()`: `[start, end)` rounded out to `stride` bytes
+    /// (at least a page); `last_level` false when tables were freed.
+    pub fn range(mm: MmId, start: u64, end: u64, stride: u64, last_level: bool) -> Self {
+        let stride = stride.max(1 << PAGE_SHIFT);
+        Self {
+            mm: Some(mm),
+            start: start & !(stride - 1),
+            end: end.div_ceil(stride) * stride,
+            stride_shift: stride.trailing_zeros(),
+            new_tlb_gen: 0,
+            freed_tables: !last_level,
+        }
+    }
+
     /// Rounds a range flush of more than [`FLUSH_CEILING_PAGES`] pages up to
     /// a full flush, as `flush_tlb_mm_range()` does.
     pub fn clamp(mut self) -> Self {

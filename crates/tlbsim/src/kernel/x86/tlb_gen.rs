@@ -19,7 +19,6 @@
 use super::{flush_local, load_cr3, FlushInfo, NR_DYN_ASIDS, TLB_FLUSH_ALL};
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
-use crate::hw::mem::{PAGE_SHIFT, PAGE_SIZE};
 use crate::hw::tlb::{Asid, MmId};
 use crate::kernel::arm64::stock::FlushScope;
 use crate::kernel::policy::TlbPolicy;
@@ -412,17 +411,7 @@ impl TlbPolicy for TlbGen {
     }
 
     fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
-        Box::pin(self.inner.flush_range(
-            ctx,
-            FlushInfo {
-                mm: Some(mm),
-                start: 0,
-                end: TLB_FLUSH_ALL,
-                stride_shift: PAGE_SHIFT,
-                new_tlb_gen: 0,
-                freed_tables: true,
-            },
-        ))
+        Box::pin(self.inner.flush_range(ctx, FlushInfo::whole_mm(mm)))
     }
 
     fn flush_tlb_range<'a>(
@@ -434,17 +423,7 @@ impl TlbPolicy for TlbGen {
         stride: u64,
         last_level: bool,
     ) -> KFuture<'a, ()> {
-        let stride = stride.max(PAGE_SIZE);
-        Box::pin(self.inner.flush_range(
-            ctx,
-            FlushInfo {
-                mm: Some(mm),
-                start: start & !(stride - 1),
-                end: end.div_ceil(stride) * stride,
-                stride_shift: stride.trailing_zeros(),
-                new_tlb_gen: 0,
-                freed_tables: !last_level,
-            },
-        ))
+        let info = FlushInfo::range(mm, start, end, stride, last_level);
+        Box::pin(self.inner.flush_range(ctx, info))
     }
 }
