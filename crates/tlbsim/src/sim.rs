@@ -220,7 +220,7 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
             },
         ));
     }
-    if let (Some(x), true) = (&profile.x86, kcfg.tlb_policy == "x86-invlpgb") {
+    if let (Some(x), true) = (&profile.x86, kcfg.tlb_policy.contains("invlpgb")) {
         if !x.invlpgb {
             return Err(field(
                 "kernel",

@@ -177,3 +177,29 @@ fn arch_mismatches_are_config_errors_naming_the_field() {
     let msg = run_seed(&e, 1).unwrap_err().to_string();
     assert!(msg.contains("no INVLPGB"), "{msg}");
 }
+
+#[test]
+fn invlpgb_without_transition_ipis_is_caught() {
+    let wl = "name = \"tlb-flush\"\nvariant = 2\nmode = \"threads\"\ntasks = 8\niterations = 300\nwarmup_ns = 33000000";
+    let extra = "[checker]\nspeculative_walks = true";
+    let good = run_seed(&experiment("epyc-2s", "x86-invlpgb", 128, wl, extra), 1).unwrap();
+    assert_eq!(good.checker.verdict, "pass");
+    match run_seed(
+        &experiment(
+            "epyc-2s",
+            "mutant-x86-invlpgb-no-transition",
+            128,
+            wl,
+            extra,
+        ),
+        1,
+    ) {
+        Err(SimError::Run(RunError::Violation(r))) => {
+            assert!(
+                r.contains("no use after free") || r.contains("no stale"),
+                "{r}"
+            );
+        }
+        other => panic!("expected a violation, got {other:?}"),
+    }
+}

@@ -186,6 +186,18 @@ pub const TLB_POLICIES: &[(&str, &str, TlbCtor)] = &[
         },
     ),
     (
+        "mutant-x86-invlpgb-no-transition",
+        "MUTANT: x86-invlpgb whose broadcast flushes skip the CPUs still on a per-CPU ASID",
+        || {
+            Box::new(super::x86::tlb_gen::TlbGen::new(super::x86::tlb_gen::Options {
+                pcid: true,
+                invlpgb: true,
+                skip_transition: true,
+                ..Default::default()
+            }))
+        },
+    ),
+    (
         "mutant-range-no-broadcast",
         "MUTANT: flush_tlb_range issues local TLBIs only",
         || Box::new(crate::check::mutants::RangeNoBroadcast),

@@ -60,7 +60,7 @@ pub async fn broadcast_flush(g: &Inner, ctx: &Ctx, info: FlushInfo) {
 async fn finish_asid_transition(g: &Inner, ctx: &Ctx, info: FlushInfo) {
     let mm = info.mm.expect("user mm");
     let st = g.mm(mm);
-    if !st.asid_transition {
+    if !st.asid_transition || g.opts.skip_transition {
         return;
     }
     let global = st.global_asid.expect("global ASID");

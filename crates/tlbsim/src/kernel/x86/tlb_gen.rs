@@ -39,6 +39,9 @@ pub struct Options {
     /// MUTANT: `switch_mm` reads `tlb_gen` before it sets its bit in
     /// `mm_cpumask` (the reverse of the order the flush side relies on).
     pub gen_before_mask: bool,
+    /// MUTANT (INVLPGB): flushes of an mm with a global ASID never IPI the
+    /// CPUs still running it under a per-CPU ASID (no transition IPIs).
+    pub skip_transition: bool,
 }
 
 /// One entry of `cpu_tlbstate.ctxs[]`.
