@@ -225,14 +225,7 @@ impl TimingDriver {
                     }
                 }
                 Ev::Ipi(cpu, handler, arg, sender, single) => {
-                    {
-                        let mut st = self.w.stats.borrow_mut();
-                        if single {
-                            st.cpu[cpu].ipi_call_single += 1;
-                        } else {
-                            st.cpu[cpu].ipi_call += 1;
-                        }
-                    }
+                    crate::effects::ipi_received(&self.w, cpu, single);
                     self.irq_queue[cpu].push_back((handler, arg, sender));
                     if self.irq[cpu].is_none() && !self.irqs_off(cpu) {
                         if self.wait[cpu] == Wait::Step && self.work_step[cpu].is_some() {

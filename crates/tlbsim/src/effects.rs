@@ -118,3 +118,14 @@ pub fn load_cr3(w: &World, cpu: CpuId, cr3: Option<Ttbr0>, flush: Option<crate::
     }
     set_ttbr0(w, cpu, cr3);
 }
+
+/// A function-call IPI reaches `target`: counted like /proc/interrupts
+/// ("Single function call interrupts" when the call had one target).
+pub fn ipi_received(w: &World, target: CpuId, single: bool) {
+    let mut st = w.stats.borrow_mut();
+    if single {
+        st.cpu[target].ipi_call_single += 1;
+    } else {
+        st.cpu[target].ipi_call += 1;
+    }
+}

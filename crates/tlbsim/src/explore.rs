@@ -545,12 +545,7 @@ impl Explorer {
                 } else {
                     self.acks[cpu] = n;
                     for t in targets.iter() {
-                        let mut st = w.stats.borrow_mut();
-                        if n == 1 {
-                            st.cpu[t].ipi_call_single += 1;
-                        } else {
-                            st.cpu[t].ipi_call += 1;
-                        }
+                        crate::effects::ipi_received(&w, t, n == 1);
                         self.irq_queue[t].push_back((handler, arg, cpu));
                     }
                     self.state[cpu] = CpuState::IpiWait;

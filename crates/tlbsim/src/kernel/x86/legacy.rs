@@ -12,8 +12,8 @@ use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;
 use crate::kernel::arm64::stock::FlushScope;
 use crate::kernel::policy::TlbPolicy;
-use crate::kernel::{Ctx, Op, World};
-use std::cell::{Cell, RefCell};
+use crate::kernel::{Ctx, World};
+use std::cell::RefCell;
 use std::rc::Rc;
 
 /// `cpu_tlbstate` of one CPU (Linux 4.12).
@@ -28,9 +28,8 @@ struct CpuState {
 #[derive(Debug, Default)]
 struct Inner {
     cpus: RefCell<Vec<CpuState>>,
-    /// Per sender CPU: the `flush_tlb_info` its IPIs carry.
-    infos: RefCell<Vec<Option<FlushInfo>>>,
-    handler: Cell<usize>,
+    /// Flush IPIs and the `flush_tlb_info` they carry.
+    ipi: super::FlushIpi,
 }
 
 /// The policy. See the module doc.
@@ -96,15 +95,7 @@ impl Inner {
         if targets.is_empty() {
             return;
         }
-        super::count(ctx, FlushScope::Broadcast);
-        self.infos.borrow_mut()[cpu] = Some(info);
-        ctx.step(Op::CallFunction {
-            targets,
-            handler: self.handler.get(),
-            arg: cpu,
-        })
-        .await;
-        self.infos.borrow_mut()[cpu] = None;
+        self.ipi.send(ctx, targets, info).await;
     }
 }
 
@@ -116,16 +107,12 @@ impl TlbPolicy for Legacy {
     fn init(&self, w: &World) {
         let n = w.ncpus();
         *self.inner.cpus.borrow_mut() = vec![CpuState::default(); n];
-        *self.inner.infos.borrow_mut() = vec![None; n];
-        let inner = Rc::clone(&self.inner);
-        let h = w.register_ipi_handler(Rc::new(move |ctx: Ctx, sender: usize| {
-            let inner = Rc::clone(&inner);
-            Box::pin(async move {
-                let f = inner.infos.borrow()[sender].expect("sender published its flush");
-                inner.flush_func(&ctx, f).await;
-            })
-        }));
-        self.inner.handler.set(h);
+        super::FlushIpi::register(
+            |i: &Inner| &i.ipi,
+            &self.inner,
+            w,
+            |i, ctx, f| Box::pin(i.flush_func(ctx, f)),
+        );
     }
 
     /// `switch_mm_irqs_off()` (4.12).

@@ -15,9 +15,12 @@ pub mod legacy;
 pub mod pcid;
 pub mod tlb_gen;
 
+use crate::hw::cpumask::CpuMask;
 use crate::hw::mem::PAGE_SHIFT;
 use crate::hw::tlb::{Asid, MmId, TlbiScope};
-use crate::kernel::{Ctx, Op};
+use crate::kernel::{Ctx, Op, World};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
 /// `TLB_FLUSH_ALL`: the end of a flush of the whole address space.
 pub const TLB_FLUSH_ALL: u64 = u64::MAX;
@@ -129,4 +132,50 @@ pub async fn load_cr3(ctx: &Ctx, mm: Option<MmId>, tag: Asid, flush: bool) {
 /// `flush.skipped` for one that found the TLB already fresh).
 pub fn count(ctx: &Ctx, what: crate::kernel::arm64::stock::FlushScope) {
     crate::kernel::arm64::stock::count_flush(ctx, what);
+}
+
+/// The flush-IPI plumbing both x86 policies share: the per-CPU
+/// `flush_tlb_info` each sender publishes, and the registered handler that
+/// reads the sender's info and runs the policy's `flush_tlb_func()`.
+#[derive(Debug, Default)]
+pub struct FlushIpi {
+    infos: RefCell<Vec<Option<FlushInfo>>>,
+    handler: Cell<usize>,
+}
+
+impl FlushIpi {
+    /// Registers the handler on `policy`, whose `FlushIpi` is `this(p)`;
+    /// `func(p, ctx, info)` is the policy's `flush_tlb_func()`.
+    pub fn register<P: 'static>(
+        this: fn(&P) -> &FlushIpi,
+        policy: &Rc<P>,
+        w: &World,
+        func: for<'a> fn(&'a P, &'a Ctx, FlushInfo) -> crate::engine::exec::KFuture<'a, ()>,
+    ) {
+        *this(policy).infos.borrow_mut() = vec![None; w.ncpus()];
+        let p = Rc::clone(policy);
+        let h = w.register_ipi_handler(Rc::new(move |ctx: Ctx, sender: usize| {
+            let p = Rc::clone(&p);
+            Box::pin(async move {
+                let f = this(&p).infos.borrow()[sender].expect("sender published its flush");
+                func(&p, &ctx, f).await;
+            })
+        }));
+        this(policy).handler.set(h);
+    }
+
+    /// `smp_call_function_many(targets, flush_tlb_func, info, wait = 1)`:
+    /// publishes `info` as this CPU's, IPIs `targets` and waits for them.
+    pub async fn send(&self, ctx: &Ctx, targets: CpuMask, info: FlushInfo) {
+        let cpu = ctx.cpu();
+        count(ctx, crate::kernel::arm64::stock::FlushScope::Broadcast);
+        self.infos.borrow_mut()[cpu] = Some(info);
+        ctx.step(Op::CallFunction {
+            targets,
+            handler: self.handler.get(),
+            arg: cpu,
+        })
+        .await;
+        self.infos.borrow_mut()[cpu] = None;
+    }
 }

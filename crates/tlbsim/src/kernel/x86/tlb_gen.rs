@@ -22,7 +22,7 @@ use crate::engine::exec::KFuture;
 use crate::hw::tlb::{Asid, MmId};
 use crate::kernel::arm64::stock::FlushScope;
 use crate::kernel::policy::TlbPolicy;
-use crate::kernel::{Ctx, Op, World};
+use crate::kernel::{Ctx, World};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
@@ -89,10 +89,8 @@ pub struct Inner {
     pub cpus: RefCell<Vec<CpuState>>,
     /// Per mm.
     pub mms: RefCell<Vec<MmState>>,
-    /// Per sender CPU: the `flush_tlb_info` its IPIs carry.
-    pub infos: RefCell<Vec<Option<FlushInfo>>>,
-    /// IPI handler index.
-    pub handler: Cell<usize>,
+    /// Flush IPIs and the `flush_tlb_info` they carry.
+    pub ipi: super::FlushIpi,
     /// Next global ASID to hand out (INVLPGB).
     pub next_global: Cell<u32>,
 }
@@ -336,15 +334,7 @@ impl Inner {
         if targets.is_empty() {
             return;
         }
-        super::count(ctx, FlushScope::Broadcast);
-        self.infos.borrow_mut()[cpu] = Some(info);
-        ctx.step(Op::CallFunction {
-            targets,
-            handler: self.handler.get(),
-            arg: cpu,
-        })
-        .await;
-        self.infos.borrow_mut()[cpu] = None;
+        self.ipi.send(ctx, targets, info).await;
     }
 
     /// `flush_tlb_mm_range()`.
@@ -380,17 +370,13 @@ impl TlbPolicy for TlbGen {
     fn init(&self, w: &World) {
         let n = w.ncpus();
         *self.inner.cpus.borrow_mut() = vec![CpuState::default(); n];
-        *self.inner.infos.borrow_mut() = vec![None; n];
         self.inner.next_global.set(FIRST_GLOBAL_ASID);
-        let inner = Rc::clone(&self.inner);
-        let h = w.register_ipi_handler(Rc::new(move |ctx: Ctx, sender: usize| {
-            let inner = Rc::clone(&inner);
-            Box::pin(async move {
-                let f = inner.infos.borrow()[sender].expect("sender published its flush");
-                inner.flush_func(&ctx, f).await;
-            })
-        }));
-        self.inner.handler.set(h);
+        super::FlushIpi::register(
+            |i: &Inner| &i.ipi,
+            &self.inner,
+            w,
+            |i, ctx, f| Box::pin(i.flush_func(ctx, f)),
+        );
     }
 
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
