@@ -412,6 +412,11 @@ pub struct KernelConfig {
     /// 5.11, reader optimistic spinning). See `Ctx::down`.
     #[serde(default)]
     pub mmap_lock_readers_sleep: bool,
+    /// `zap_page_range()` (MADV_DONTNEED) flushes its whole range even when
+    /// it cleared no PTE: Linux 4.14-4.18 (4647706ebeee, reverted by
+    /// 50c150f26261 for 4.19). Off: the flush covers only cleared PTEs.
+    #[serde(default)]
+    pub zap_flush_always: bool,
 }
 
 impl Default for KernelConfig {
@@ -422,6 +427,7 @@ impl Default for KernelConfig {
             asid_bits: None,
             kpti: false,
             mmap_lock_readers_sleep: false,
+            zap_flush_always: false,
         }
     }
 }

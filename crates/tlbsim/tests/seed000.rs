@@ -113,3 +113,32 @@ fn victim_reports_its_slowdown() {
     assert!(s > 0.1, "broadcasts stall the victim: {s}");
     assert!(p.abs() < 0.01, "local flushes do not: {p}");
 }
+
+#[test]
+fn madvise_of_untouched_heap_flushes_only_with_zap_flush_always() {
+    // The tcmalloc loop madvises heap that was never touched: no PTE is
+    // cleared, so only Linux 4.14-4.18's unconditional flush_tlb_range()
+    // in zap_page_range() flushes.
+    let run_with = |always: bool| {
+        let text = format!(
+            "[experiment]\nname = \"t\"\nprofile = \"ampere-32\"\n[machine]\ncpus = 4\n\
+             [kernel]\ntlb_policy = \"arm64-stock\"\nzap_flush_always = {always}\n\
+             [workload]\nname = \"tcmalloc\"\niterations = 400"
+        );
+        let e = parse_toml("test.toml", &text).expect("valid test config");
+        let o = run_seed(&e, 1).unwrap();
+        assert_eq!(o.checker.verdict, "pass");
+        o.stats.total.flushes_broadcast
+    };
+    let without = run_with(false);
+    let with = run_with(true);
+    // 0.57 madvise per iteration on average: ~228 per process.
+    assert!(
+        without < 4 * 50,
+        "start-up and exit flushes only: {without}"
+    );
+    assert!(
+        with >= without + 4 * 150,
+        "every madvise flushes: {with} against {without}"
+    );
+}

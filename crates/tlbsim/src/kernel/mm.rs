@@ -393,6 +393,10 @@ pub async fn sys_madvise_dontneed(ctx: &Ctx, addr: u64, len: u64) {
     ctx.work(ctx.w.profile.kernel.madvise_ns).await;
     let mut g = MmuGather::begin(ctx, mm, false).await;
     g.zap(ctx, addr, addr + page_align(len)).await;
+    if ctx.w.kcfg.zap_flush_always {
+        // Linux 4.14-4.18: flush_tlb_range() per VMA inside zap_page_range().
+        flush_tlb_range(ctx, mm, addr, addr + page_align(len), PAGE_SIZE, true).await;
+    }
     g.finish(ctx).await;
     ctx.mmap_read_unlock(mm).await;
     syscall_exit(ctx, "madvise").await;
