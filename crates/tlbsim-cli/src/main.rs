@@ -606,6 +606,9 @@ struct Row<'a> {
     host_s: f64,
     checker: &'a str,
     source: &'a str,
+    /// The acceptance criterion and whether it is met (rows that
+    /// carry one: the ratio row, or the patched row when there is none).
+    accept: Option<(String, Option<bool>)>,
 }
 
 fn cmd_reproduce(json: Option<&Path>, only: Option<&str>) -> ExitCode {
@@ -627,10 +630,11 @@ fn cmd_reproduce(json: Option<&Path>, only: Option<&str>) -> ExitCode {
         return ExitCode::from(2);
     }
     println!(
-        "{:<22} {:<42} {:>5} {:>10} {:>10} {:>8}  {:>7}",
+        "{:<22} {:<48} {:>5} {:>10} {:>10} {:>8}  {:>7}",
         "experiment", "metric", "unit", "published", "simulated", "error", "host s"
     );
     let mut rows = Vec::new();
+    let mut judged: Vec<(String, String, bool)> = Vec::new();
     let mut print = |r: Row| {
         let err_pct = (r.simulated - r.published) / r.published * 100.0;
         let fmt = |v: f64| {
@@ -645,8 +649,14 @@ fn cmd_reproduce(json: Option<&Path>, only: Option<&str>) -> ExitCode {
         } else {
             "-".into()
         };
+        let accept = match &r.accept {
+            Some((what, Some(true))) => format!("   accept: ok ({what})"),
+            Some((what, Some(false))) => format!("   accept: MISS ({what})"),
+            Some((what, None)) => format!("   accept: - ({what})"),
+            None => String::new(),
+        };
         println!(
-            "{:<22} {:<42} {:>5} {:>10} {:>10} {:>8}  {:>7.2}   checker: {}",
+            "{:<22} {:<48} {:>5} {:>10} {:>10} {:>8}  {:>7.2}   checker: {}{}",
             r.experiment,
             r.metric,
             r.unit,
@@ -654,8 +664,12 @@ fn cmd_reproduce(json: Option<&Path>, only: Option<&str>) -> ExitCode {
             fmt(r.simulated),
             err,
             r.host_s,
-            r.checker
+            r.checker,
+            accept
         );
+        if let Some((_, Some(met))) = &r.accept {
+            judged.push((r.experiment.to_string(), r.metric.clone(), *met));
+        }
         let num = |v: f64| {
             if v.is_finite() {
                 serde_json::json!(v)
@@ -663,11 +677,15 @@ fn cmd_reproduce(json: Option<&Path>, only: Option<&str>) -> ExitCode {
                 serde_json::Value::Null
             }
         };
-        rows.push(serde_json::json!({
+        let mut row = serde_json::json!({
             "experiment": r.experiment, "metric": r.metric, "unit": r.unit,
             "published": num(r.published), "simulated": num(r.simulated),
             "error_pct": num(err_pct), "source": r.source, "checker": r.checker,
-        }));
+        });
+        if let Some((what, met)) = &r.accept {
+            row["accept"] = serde_json::json!({ "criterion": what, "met": met });
+        }
+        rows.push(row);
     };
     // Runs are shared by the rows of one experiment and kernel.
     let mut cache: std::collections::BTreeMap<String, (RunOutput, f64)> = Default::default();
@@ -710,6 +728,7 @@ fn cmd_reproduce(json: Option<&Path>, only: Option<&str>) -> ExitCode {
             host_s: host,
             checker: &o.checker.verdict,
             source: r.source,
+            accept: None,
         });
         let Some(p) = r.patched else { continue };
         let (po, phost, _) = match get(r, Some(&p)) {
@@ -721,6 +740,18 @@ fn cmd_reproduce(json: Option<&Path>, only: Option<&str>) -> ExitCode {
         };
         let after = (r.extract)(&po);
         let name = p.policy.or(p.allocator).unwrap_or("patched");
+        let published_ratio = match p.ratio {
+            tlbsim::reproduce::Ratio::None => f64::NAN,
+            tlbsim::reproduce::Ratio::OfPublished => r.published / p.published,
+            tlbsim::reproduce::Ratio::Published(x) => x,
+        };
+        let verdict = (r.accept != tlbsim::reproduce::Accept::None).then(|| {
+            (
+                r.accept.describe(),
+                r.accept.judge(published_ratio, before, after),
+            )
+        });
+        let ratio_row = p.ratio != tlbsim::reproduce::Ratio::None;
         print(Row {
             experiment: r.experiment,
             metric: format!("{}, {name}", r.metric),
@@ -730,12 +761,11 @@ fn cmd_reproduce(json: Option<&Path>, only: Option<&str>) -> ExitCode {
             host_s: phost,
             checker: &po.checker.verdict,
             source: r.source,
+            accept: if ratio_row { None } else { verdict.clone() },
         });
-        let published_ratio = match p.ratio {
-            tlbsim::reproduce::Ratio::None => continue,
-            tlbsim::reproduce::Ratio::OfPublished => r.published / p.published,
-            tlbsim::reproduce::Ratio::Published(x) => x,
-        };
+        if !ratio_row {
+            continue;
+        }
         print(Row {
             experiment: r.experiment,
             metric: format!("{} ratio (before / after)", r.metric),
@@ -745,8 +775,25 @@ fn cmd_reproduce(json: Option<&Path>, only: Option<&str>) -> ExitCode {
             host_s: 0.0,
             checker: "-",
             source: r.source,
+            accept: verdict,
         });
     }
+    drop(print);
+    let missed: Vec<_> = judged
+        .iter()
+        .filter(|(_, _, met)| !met)
+        .map(|(e, m, _)| format!("{e} ({m})"))
+        .collect();
+    println!(
+        "\nacceptance: {} of {} criteria met{}",
+        judged.len() - missed.len(),
+        judged.len(),
+        if missed.is_empty() {
+            String::new()
+        } else {
+            format!("; missed: {}", missed.join(", "))
+        }
+    );
     if let Some(j) = json {
         let bytes = serde_json::to_vec_pretty(&rows).expect("serialisable");
         if let Err(e) = write_atomic(j, &bytes) {

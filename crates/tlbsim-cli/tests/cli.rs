@@ -122,6 +122,14 @@ fn reproduce_writes_rows_scripts_can_check() {
     assert_eq!(speedup["unit"], "x");
     let e = speedup["error_pct"].as_f64().unwrap();
     assert!(e.abs() <= 20.0, "speedup error {e} %");
+    // The row carries that criterion and reports it met.
+    assert_eq!(speedup["accept"]["met"], true, "{}", speedup["accept"]);
+    assert!(rows[0].get("accept").is_none() && rows[1].get("accept").is_none());
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("acceptance: 1 of 1 criteria met"),
+        "{stdout}"
+    );
     for r in rows {
         for k in ["experiment", "metric", "unit"] {
             assert!(r[k].is_string(), "{k}");
