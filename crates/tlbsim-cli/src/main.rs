@@ -778,7 +778,6 @@ fn cmd_reproduce(json: Option<&Path>, only: Option<&str>) -> ExitCode {
             accept: verdict,
         });
     }
-    drop(print);
     let missed: Vec<_> = judged
         .iter()
         .filter(|(_, _, met)| !met)
