@@ -577,11 +577,10 @@ fn cmd_run(
     }
 }
 
-fn reproduce_run(
-    file: &str,
-    toml: &str,
-    p: Option<&tlbsim::reproduce::Patched>,
-) -> Result<(RunOutput, f64), String> {
+/// A reproduction run and its host seconds, or the error.
+type RunResult = Result<(RunOutput, f64), String>;
+
+fn reproduce_run(file: &str, toml: &str, p: Option<&tlbsim::reproduce::Patched>) -> RunResult {
     let mut exp: Experiment = parse_toml(file, toml).map_err(|e| e.to_string())?;
     if let Some(p) = p {
         if let Some(x) = p.policy {
@@ -687,24 +686,59 @@ fn cmd_reproduce(json: Option<&Path>, only: Option<&str>) -> ExitCode {
         }
         rows.push(row);
     };
-    // Runs are shared by the rows of one experiment and kernel.
-    let mut cache: std::collections::BTreeMap<String, (RunOutput, f64)> = Default::default();
-    let mut get = |r: &tlbsim::reproduce::Reproduction,
-                   p: Option<&tlbsim::reproduce::Patched>|
-     -> Result<(RunOutput, f64, bool), String> {
-        let key = format!(
+    // Every distinct (experiment, kernel) run, done up front in parallel
+    // (each run is deterministic and independent), then shared by its rows.
+    let key = |r: &tlbsim::reproduce::Reproduction, p: Option<&tlbsim::reproduce::Patched>| {
+        format!(
             "{}|{:?}|{:?}",
             r.experiment,
             p.and_then(|p| p.policy),
             p.and_then(|p| p.allocator)
-        );
-        if let Some((o, _)) = cache.get(&key) {
-            return Ok((o.clone(), 0.0, true));
+        )
+    };
+    let mut jobs: std::collections::BTreeMap<String, _> = Default::default();
+    for r in &selected {
+        jobs.entry(key(r, None)).or_insert((*r, None));
+        if let Some(p) = r.patched {
+            jobs.entry(key(r, Some(&p))).or_insert((*r, Some(p)));
         }
-        let file = format!("<built-in experiments/{}.toml>", r.experiment);
-        let (o, h) = reproduce_run(&file, r.toml, p)?;
-        cache.insert(key, (o.clone(), h));
-        Ok((o, h, false))
+    }
+    eprintln!(
+        "reproduce: {} simulations on {} threads",
+        jobs.len(),
+        rayon::current_num_threads()
+    );
+    let done: Vec<(String, RunResult)> = {
+        use rayon::prelude::*;
+        let jobs: Vec<_> = jobs.into_iter().collect();
+        jobs.into_par_iter()
+            .map(|(k, (r, p))| {
+                let file = format!("<built-in experiments/{}.toml>", r.experiment);
+                (k, reproduce_run(&file, r.toml, p.as_ref()))
+            })
+            .collect()
+    };
+    let mut cache: std::collections::BTreeMap<String, (RunOutput, f64)> = Default::default();
+    for (k, res) in done {
+        match res {
+            Ok(x) => {
+                cache.insert(k, x);
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    // Host time is reported on the first row that uses a run.
+    let mut reported = std::collections::BTreeSet::new();
+    let mut get = |r: &tlbsim::reproduce::Reproduction,
+                   p: Option<&tlbsim::reproduce::Patched>|
+     -> Result<(RunOutput, f64, bool), String> {
+        let k = key(r, p);
+        let (o, h) = cache.get(&k).ok_or_else(|| format!("no run for {k}"))?;
+        let first = reported.insert(k);
+        Ok((o.clone(), if first { *h } else { 0.0 }, !first))
     };
     for r in selected {
         let (o, host, _) = match get(r, None) {
