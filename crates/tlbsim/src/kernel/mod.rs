@@ -852,6 +852,11 @@ impl Ctx {
         self.w.k.borrow_mut().cpus[cpu].irqs_off += 1;
     }
 
+    /// `irqs_disabled()`.
+    pub fn irqs_disabled(&self) -> bool {
+        self.w.k.borrow().cpus[self.cpu()].irqs_off > 0
+    }
+
     /// `local_irq_restore()`.
     pub fn irq_restore(&self) {
         let cpu = self.cpu();

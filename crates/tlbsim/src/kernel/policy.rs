@@ -87,10 +87,18 @@ pub trait AsidAllocator {
     /// One-time setup once CPUs exist.
     fn init(&self, w: &World);
     /// `check_and_switch_context(mm)`: give `mm` a valid ASID on this CPU and
-    /// load TTBR0 (irqs off).
+    /// load TTBR0. Called with interrupts off from a context switch, with
+    /// them on from `exec` (`activate_mm`).
     fn check_and_switch_context<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()>;
     /// The (kernel) ASID currently assigned to `mm`.
     fn asid_of(&self, w: &World, mm: MmId) -> Asid;
+    /// `finish_arch_post_lock_switch()`: runs in the task that a context
+    /// switch resumed, once interrupts are back on (ARM Linux 3.5 allocates
+    /// a deferred new context here). Default: nothing.
+    fn finish_arch_post_lock_switch<'a>(&'a self, ctx: &'a Ctx) -> KFuture<'a, ()> {
+        let _ = ctx;
+        Box::pin(async {})
+    }
     /// Can it hand out KPTI pairs (even ASIDs with odd user twins)?
     fn supports_kpti(&self) -> bool {
         true

@@ -27,7 +27,8 @@ pub fn idle_main(ctx: Ctx) -> TaskFuture {
     })
 }
 
-/// Wraps a new task's program: `schedule_tail()` first, `do_exit(0)` if the
+/// Wraps a new task's program: `schedule_tail()` first (which ends the
+/// switch that started it, re-enabling interrupts), `do_exit(0)` if the
 /// program returns.
 pub fn start_program(ctx: Ctx, program: Program) -> TaskFuture {
     let inner = program(ctx.clone());
@@ -102,6 +103,9 @@ pub async fn schedule(ctx: &Ctx) {
         return;
     }
     w.k.borrow_mut().cpus[cpu].picked = Some(next);
+    // raw_spin_lock_irq(&rq->lock): the switch runs with interrupts off
+    // until finish_task_switch() in whichever task runs next here.
+    ctx.irq_save();
     ctx.work(w.profile.kernel.context_switch_ns).await;
     context_switch(ctx, cpu, prev, next).await;
     finish_task_switch(ctx).await;
@@ -181,6 +185,9 @@ pub async fn finish_task_switch(ctx: &Ctx) {
             enqueue(ctx, l, false).await;
         }
     }
+    // finish_lock_switch(): raw_spin_unlock_irq(&rq->lock).
+    ctx.irq_restore();
+    w.asid.finish_arch_post_lock_switch(ctx).await;
     if let Some(m) = drop_mm {
         mmdrop(ctx, m).await;
     }

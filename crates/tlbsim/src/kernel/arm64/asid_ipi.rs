@@ -8,8 +8,13 @@
 //!   lock: every other CPU flushes its TLB and gives the mm it is running
 //!   the ASID `cpu_last_asid + cpu + 1` of the new generation. The first
 //!   `NR_CPUS` numbers of a generation belong to the running mms.
-//! - `set_mm_context` takes the mm's `id_lock` so that two CPUs renewing
-//!   the same mm agree on one ASID.
+//! - `set_mm_context` takes the mm's `id_lock` (with interrupts off) so
+//!   that two CPUs renewing the same mm agree on one ASID.
+//! - A context switch runs with interrupts off, and `__new_context` sends
+//!   IPIs, so a switch to an mm of an old generation loads the reserved
+//!   TTBR0 and defers the allocation to `finish_arch_post_lock_switch()`,
+//!   once interrupts are on (Linux 3.5, 7fec1b57b8a9). `exec`'s
+//!   `activate_mm`, with interrupts on, allocates at once.
 //!
 //! Not ported: `mm_cpumask` bookkeeping (the model's TLB maintenance is
 //! broadcast), the VIVT instruction-cache flush. The allocator does not
@@ -38,6 +43,8 @@ struct Inner {
     id_locks: RefCell<BTreeMap<MmId, LockId>>,
     /// The `reset_context` IPI handler.
     handler: Cell<usize>,
+    /// Per CPU: the mm whose new context a switch deferred (`TIF_SWITCH_MM`).
+    deferred: RefCell<Vec<Option<MmId>>>,
 }
 
 impl Inner {
@@ -71,6 +78,7 @@ impl Inner {
     async fn set_mm_context(&self, ctx: &Ctx, mm: MmId, asid: u64) {
         let w = &ctx.w;
         let l = self.id_lock(w, mm);
+        ctx.irq_save(); // raw_spin_lock_irqsave(&mm->context.id_lock)
         ctx.spin_lock(l).await;
         let id = w.k.borrow().mms[mm as usize].context_id;
         if self.stale(id) {
@@ -78,6 +86,7 @@ impl Inner {
             w.policy.on_new_context(w, mm);
         }
         ctx.spin_unlock(l).await;
+        ctx.irq_restore();
     }
 
     /// `cpu_switch_mm(mm->pgd, mm)`, with interrupts off: Linux 3.2-3.5
@@ -158,6 +167,7 @@ impl IpiRollover {
                 lock: Cell::new(0),
                 id_locks: RefCell::new(BTreeMap::new()),
                 handler: Cell::new(0),
+                deferred: RefCell::new(Vec::new()),
             }),
         }
     }
@@ -166,6 +176,7 @@ impl IpiRollover {
 impl AsidAllocator for IpiRollover {
     fn init(&self, w: &World) {
         *self.inner.current_mm.borrow_mut() = vec![None; w.ncpus()];
+        *self.inner.deferred.borrow_mut() = vec![None; w.ncpus()];
         self.inner.lock.set(w.new_lock("cpu_asid_lock"));
         let inner = Rc::clone(&self.inner);
         let h = w.register_ipi_handler(Rc::new(move |ctx: Ctx, _arg: usize| {
@@ -183,16 +194,37 @@ impl AsidAllocator for IpiRollover {
         false
     }
 
+    fn finish_arch_post_lock_switch<'a>(&'a self, ctx: &'a Ctx) -> KFuture<'a, ()> {
+        Box::pin(async move {
+            let inner = &self.inner;
+            let Some(mm) = inner.deferred.borrow_mut()[ctx.cpu()].take() else {
+                return;
+            };
+            // switch_new_context(current->mm), interrupts on.
+            inner.new_context(ctx, mm).await;
+            ctx.w.policy.before_ttbr0_load(ctx, mm).await;
+            inner.cpu_switch_mm(ctx, mm).await;
+        })
+    }
+
     fn check_and_switch_context<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
         Box::pin(async move {
             let inner = &self.inner;
             let cpu = ctx.cpu();
             ctx.atomic().await; // per_cpu(current_mm) = next
             inner.current_mm.borrow_mut()[cpu] = Some(mm);
-            // check_context(): interrupts are on, so an IPI may renew the
-            // context between this test and the switch.
             let id = ctx.w.k.borrow().mms[mm as usize].context_id;
             if inner.stale(id) {
+                if ctx.irqs_disabled() {
+                    // From a context switch: cpu_set_reserved_ttbr0(), and
+                    // TIF_SWITCH_MM for finish_arch_post_lock_switch().
+                    ctx.step(Op::SetTtbr0(None)).await;
+                    ctx.isb().await;
+                    inner.deferred.borrow_mut()[cpu] = Some(mm);
+                    return;
+                }
+                // switch_new_context(), interrupts on: an IPI may renew the
+                // context between the test and the switch.
                 inner.new_context(ctx, mm).await;
             }
             ctx.w.policy.before_ttbr0_load(ctx, mm).await;
