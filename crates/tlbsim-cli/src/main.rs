@@ -439,6 +439,9 @@ fn cmd_sweep(
     // The workload's metrics become the last columns (named after the
     // first run's; every run of a sweep runs the same workload).
     let mut metric_names: Option<Vec<String>> = None;
+    // Every point of the sweep, in CSV order; run in parallel (each run is
+    // deterministic and independent), written in this order.
+    let mut jobs = Vec::new();
     for prof in profiles {
         for &n in cpus {
             for value in &values {
@@ -451,64 +454,89 @@ fn cmd_sweep(
                         exp.workload.params.insert(name.clone(), (*v).clone());
                         pcol = format!("{},", v.to_string().trim_matches('"'));
                     }
-                    let t0 = Instant::now();
-                    let o = match run(
-                        &exp,
-                        &RunOptions {
-                            seed: None,
-                            cpus: n,
-                        },
-                    ) {
-                        Ok(o) => o,
-                        Err(e) => {
-                            eprintln!(
-                                "error: {prof} {} CPUs {pol} {}: {}",
-                                n.map_or("profile".to_string(), |n| n.to_string()),
-                                pcol.trim_end_matches(','),
-                                describe(&e, &path.display().to_string(), &text)
-                            );
-                            return ExitCode::FAILURE;
-                        }
-                    };
-                    let n = o.profile.topology.cpus;
-                    let t = &o.stats.total;
-                    let names = metric_names.get_or_insert_with(|| {
-                        let v: Vec<String> = o.metrics.keys().cloned().collect();
-                        for m in &v {
-                            out.push_str(&format!(",{m}"));
-                        }
-                        out.push('\n');
-                        v
-                    });
-                    let metrics: String = names
-                        .iter()
-                        .map(|m| match o.metrics.get(m) {
-                            Some(v) => format!(",{v:.3}"),
-                            None => ",".to_string(),
-                        })
-                        .collect();
-                    let line = format!(
-                    "{prof},{},{n},{pol},{pcol}{:.6},{},{},{},{},{},{:.1},{},{:.1},{},{},{}{metrics}\n",
-                    o.profile.topology.sockets,
-                    o.elapsed_ns as f64 / 1e9,
-                    t.flushes_broadcast,
-                    t.flushes_local,
-                    t.flushes_skipped,
-                    t.dvm_syncs,
-                    t.dvm_ops_received,
-                    o.stats.dvm_sync_queue_wait_ns.mean,
-                    o.stats.flush_latency_ns.median,
-                    o.stats.flush_latency_ns.mean,
-                    o.checker.verdict,
-                    t.ipi_call + t.ipi_call_single,
-                    t.tlbi_broadcast
-                );
-                    eprint!("{line}");
-                    eprintln!("    ({:.1} s host)", t0.elapsed().as_secs_f64());
-                    out.push_str(&line);
+                    jobs.push((prof, n, pol, pcol, exp));
                 }
             }
         }
+    }
+    eprintln!(
+        "sweep: {} runs on {} threads",
+        jobs.len(),
+        rayon::current_num_threads()
+    );
+    let results: Vec<Result<RunOutput, SimError>> = {
+        use rayon::prelude::*;
+        jobs.par_iter()
+            .map(|(prof, n, pol, pcol, exp)| {
+                let t0 = Instant::now();
+                let r = run(
+                    exp,
+                    &RunOptions {
+                        seed: None,
+                        cpus: *n,
+                    },
+                );
+                eprintln!(
+                    "  {prof} {} CPUs {pol} {}: {} ({:.1} s host)",
+                    n.map_or("profile".to_string(), |n| n.to_string()),
+                    pcol.trim_end_matches(','),
+                    match &r {
+                        Ok(o) => format!("{:.6} s simulated", o.elapsed_ns as f64 / 1e9),
+                        Err(_) => "failed".to_string(),
+                    },
+                    t0.elapsed().as_secs_f64()
+                );
+                r
+            })
+            .collect()
+    };
+    for ((prof, n, pol, pcol, _), r) in jobs.iter().zip(results) {
+        let o = match r {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!(
+                    "error: {prof} {} CPUs {pol} {}: {}",
+                    n.map_or("profile".to_string(), |n| n.to_string()),
+                    pcol.trim_end_matches(','),
+                    describe(&e, &path.display().to_string(), &text)
+                );
+                return ExitCode::FAILURE;
+            }
+        };
+        let n = o.profile.topology.cpus;
+        let t = &o.stats.total;
+        let names = metric_names.get_or_insert_with(|| {
+            let v: Vec<String> = o.metrics.keys().cloned().collect();
+            for m in &v {
+                out.push_str(&format!(",{m}"));
+            }
+            out.push('\n');
+            v
+        });
+        let metrics: String = names
+            .iter()
+            .map(|m| match o.metrics.get(m) {
+                Some(v) => format!(",{v:.3}"),
+                None => ",".to_string(),
+            })
+            .collect();
+        let line = format!(
+            "{prof},{},{n},{pol},{pcol}{:.6},{},{},{},{},{},{:.1},{},{:.1},{},{},{}{metrics}\n",
+            o.profile.topology.sockets,
+            o.elapsed_ns as f64 / 1e9,
+            t.flushes_broadcast,
+            t.flushes_local,
+            t.flushes_skipped,
+            t.dvm_syncs,
+            t.dvm_ops_received,
+            o.stats.dvm_sync_queue_wait_ns.mean,
+            o.stats.flush_latency_ns.median,
+            o.stats.flush_latency_ns.mean,
+            o.checker.verdict,
+            t.ipi_call + t.ipi_call_single,
+            t.tlbi_broadcast
+        );
+        out.push_str(&line);
     }
     if let Err(e) = write_atomic(csv, out.as_bytes()) {
         eprintln!("error: {e}");
