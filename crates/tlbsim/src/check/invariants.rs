@@ -28,7 +28,8 @@ use crate::hw::tlb::Asid;
 use crate::hw::tlb::MmId;
 use crate::hw::{compatible, CpuId, Hw};
 use crate::observe::{Event, Observer};
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use rustc_hash::FxHashMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// PTE changes of the call in progress on one CPU.
 #[derive(Debug, Default, Clone)]
@@ -40,7 +41,8 @@ struct Pending {
     range: Option<(MmId, u64, u64, u64)>,
 }
 
-/// The invariant checker.
+/// The invariant checker. Its hash maps are only looked up, never
+/// iterated, so their order cannot reach a report.
 #[derive(Debug)]
 pub struct Checker {
     history: VecDeque<(Ns, Event)>,
@@ -51,13 +53,13 @@ pub struct Checker {
     current: BTreeMap<(MmId, u64), Option<Pte>>,
     /// Per (mm, vpn): entries with a version up to the first field are
     /// retired and must be compatible with the committed value.
-    committed: HashMap<(MmId, u64), (u64, Option<Pte>)>,
+    committed: FxHashMap<(MmId, u64), (u64, Option<Pte>)>,
     /// What each CPU last loaded into TTBR0 (from AsidLoad events).
     cpu_loaded: Vec<Option<(MmId, Asid)>>,
     /// The mm of the task each CPU runs (`None`: kernel thread or idle).
     running: Vec<Option<MmId>>,
     /// CPUs that last loaded each mm (an index; hardware state is re-read).
-    by_mm: HashMap<MmId, BTreeSet<CpuId>>,
+    by_mm: FxHashMap<MmId, BTreeSet<CpuId>>,
     /// One past the largest PTE version seen.
     version_bound: u64,
     failure: Option<String>,
@@ -75,8 +77,8 @@ impl Checker {
             current: BTreeMap::new(),
             cpu_loaded: vec![None; ncpus],
             running: vec![None; ncpus],
-            by_mm: HashMap::new(),
-            committed: HashMap::new(),
+            by_mm: FxHashMap::default(),
+            committed: FxHashMap::default(),
             version_bound: 1,
             failure: None,
             events_seen: 0,
