@@ -241,9 +241,7 @@ pub async fn sys_mmap(ctx: &Ctx, len: u64, perms: Perms) -> u64 {
     let addr = {
         let mut k = ctx.w.k.borrow_mut();
         let m = &mut k.mms[mm as usize];
-        // Leave a guard gap so that mappings do not merge.
-        m.mmap_base -= len + PAGE_SIZE;
-        let start = m.mmap_base;
+        let start = unmapped_area_topdown(&m.vmas, m.mmap_base, len);
         m.vmas.insert(
             start,
             Vma {
@@ -257,6 +255,33 @@ pub async fn sys_mmap(ctx: &Ctx, len: u64, perms: Perms) -> u64 {
     ctx.mmap_write_unlock(mm).await;
     syscall_exit(ctx, "mmap").await;
     addr
+}
+
+/// Lowest address `mmap` hands out.
+const MMAP_MIN_ADDR: u64 = 0x1000_0000;
+
+/// `unmapped_area_topdown()`: the start of the highest free range of `len`
+/// bytes below `ceiling` (`mm->mmap_base`), so that ranges freed by munmap
+/// are reused as in Linux. A free page is kept above and below each
+/// mapping so that separate mappings never merge into one VMA.
+fn unmapped_area_topdown(
+    vmas: &std::collections::BTreeMap<u64, Vma>,
+    ceiling: u64,
+    len: u64,
+) -> u64 {
+    let mut hi = ceiling;
+    for v in vmas.range(..ceiling).rev().map(|(_, v)| v) {
+        let fits = hi
+            .checked_sub(PAGE_SIZE + len)
+            .is_some_and(|start| start >= v.end + PAGE_SIZE);
+        if fits {
+            return hi - PAGE_SIZE - len;
+        }
+        hi = hi.min(v.start);
+    }
+    hi.checked_sub(PAGE_SIZE + len)
+        .filter(|&start| start >= MMAP_MIN_ADDR)
+        .expect("the model's 47-bit user address space is not exhausted")
 }
 
 /// Splits VMAs at `addr` so that a VMA boundary falls there.
@@ -587,5 +612,46 @@ pub async fn mmdrop(ctx: &Ctx, mm: MmId) {
             instance,
         });
         w.emit(Event::MmFree { mm });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{unmapped_area_topdown, Vma, PAGE_SIZE};
+    use crate::hw::mem::Perms;
+    use std::collections::BTreeMap;
+
+    fn map(vmas: &mut BTreeMap<u64, Vma>, ceiling: u64, len: u64) -> u64 {
+        let start = unmapped_area_topdown(vmas, ceiling, len);
+        let perms = Perms::RW;
+        vmas.insert(
+            start,
+            Vma {
+                start,
+                end: start + len,
+                perms,
+            },
+        );
+        start
+    }
+
+    #[test]
+    fn mmap_is_top_down_with_guard_pages_and_reuses_freed_ranges() {
+        let top = 0x7f00_0000_0000;
+        let mut vmas = BTreeMap::new();
+        let a = map(&mut vmas, top, 4 * PAGE_SIZE);
+        assert_eq!(a, top - 5 * PAGE_SIZE, "one free page below the ceiling");
+        let b = map(&mut vmas, top, 2 * PAGE_SIZE);
+        assert_eq!(b, a - 3 * PAGE_SIZE, "one free page between mappings");
+        let c = map(&mut vmas, top, PAGE_SIZE);
+        // munmap(a): its range is handed out again, highest first.
+        vmas.remove(&a);
+        assert_eq!(map(&mut vmas, top, 4 * PAGE_SIZE), a);
+        // b's hole (its 2 pages and the free pages around them) fits b
+        // again, but not 3 pages: those go below c.
+        vmas.remove(&b);
+        let d = map(&mut vmas, top, 3 * PAGE_SIZE);
+        assert_eq!(d, c - 4 * PAGE_SIZE);
+        assert_eq!(map(&mut vmas, top, 2 * PAGE_SIZE), b);
     }
 }

@@ -153,7 +153,7 @@ pub struct Mm {
     pub cpumask: CpuMask,
     /// Concurrent mmu_gathers on this mm (`mm->tlb_flush_pending`).
     pub tlb_flush_pending: u32,
-    /// Next address handed out by mmap (grows down).
+    /// `mm->mmap_base`: mmap hands out the highest free range below it.
     pub mmap_base: u64,
     /// Not yet freed.
     pub live: bool,
