@@ -373,6 +373,15 @@ fn cmd_check(
         rep.schedules as f64 / secs.max(1e-9),
         rep.actions as f64 / secs.max(1e-9) / 1e6
     );
+    if matches!(opts.strategy, tlbsim::explore::Strategy::Exhaustive(_))
+        && !rep.exhausted
+        && rep.failure.is_none()
+    {
+        println!(
+            "note: the exhaustive search is NOT complete: it stopped at --schedules {}; raise it to finish",
+            rep.schedules
+        );
+    }
     match rep.failure {
         None => {
             println!("checker: pass");

@@ -238,3 +238,25 @@ fn sweep_over_a_workload_parameter_writes_its_column_and_metrics() {
         );
     }
 }
+
+#[test]
+fn an_exhaustive_search_cut_by_the_schedule_cap_says_so() {
+    let exp = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../experiments/seed002-explore.toml"
+    );
+    let o = tlbsim(&[
+        "check",
+        exp,
+        "--strategy",
+        "exhaustive",
+        "--preemptions",
+        "1",
+        "--schedules",
+        "5",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("NOT complete"), "{out}");
+    assert!(!out.contains("search exhausted"), "{out}");
+}
