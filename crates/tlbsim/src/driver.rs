@@ -515,18 +515,24 @@ impl TimingDriver {
             Op::Lock(l) | Op::LockShared(l) => {
                 let shared = matches!(op, Op::LockShared(_));
                 let now = self.now();
-                let (got, name) = {
+                let (got, name, cost) = {
                     let mut k = w.k.borrow_mut();
                     let lock = &mut k.locks[l];
                     let got = lock.acquire(task, shared, now);
                     if got && !shared {
                         lock.held_since_ns = now;
                     }
-                    (got, lock.name)
+                    let cost = if got {
+                        let (a, t) = (p.kernel.atomic_ns, p.kernel.cacheline_transfer_ns);
+                        lock.line_rmw(cpu, now, a, t)
+                    } else {
+                        0
+                    };
+                    (got, lock.name, cost)
                 };
                 w.stats.borrow_mut().lock(name).acquisitions += 1;
                 if got {
-                    self.after(cpu, p.kernel.atomic_ns, OpResult::Unit);
+                    self.after(cpu, cost, OpResult::Unit);
                 } else {
                     self.wait[cpu] = Wait::Lock(l);
                     self.take_pending_irq(cpu);
@@ -536,19 +542,26 @@ impl TimingDriver {
                 let shared = matches!(op, Op::UnlockShared(_));
                 let now = self.now();
                 let handoff = p.kernel.cacheline_transfer_ns;
-                let (granted, name) = {
+                let (granted, name, cost) = {
                     let mut k = w.k.borrow_mut();
                     let lock = &mut k.locks[l];
                     if !shared {
                         let held = now.saturating_sub(lock.held_since_ns);
                         w.stats.borrow_mut().lock(lock.name).hold_ns.record(held);
                     }
+                    let cost = lock.line_rmw(cpu, now, p.kernel.atomic_ns, handoff);
                     let granted = lock.release(shared);
                     if granted.iter().any(|g| !g.shared) {
                         lock.held_since_ns = now + handoff;
                     }
-                    (granted, lock.name)
+                    (granted, lock.name, cost)
                 };
+                if let Some(g) = granted.last() {
+                    // The waiters take the line over after the release.
+                    let mut k = w.k.borrow_mut();
+                    let gcpu = k.tasks[g.task].cpu;
+                    k.locks[l].line_cpu = Some(gcpu);
+                }
                 for g in granted {
                     let wcpu = w.k.borrow().tasks[g.task].cpu;
                     let handoff = p.kernel.cacheline_transfer_ns;
@@ -566,7 +579,7 @@ impl TimingDriver {
                         self.after(wcpu, handoff, OpResult::Unit);
                     }
                 }
-                self.after(cpu, p.kernel.atomic_ns, OpResult::Unit);
+                self.after(cpu, cost, OpResult::Unit);
             }
             Op::SwitchTo(_next) => {
                 // The posting task parks with its step completed; it resumes

@@ -271,6 +271,28 @@ pub struct Lock {
     pub waiters: VecDeque<LockWaiter>,
     /// When the exclusive holder got it (for hold times).
     pub held_since_ns: Ns,
+    /// The CPU whose cache last held the lock word's line (timing driver).
+    pub line_cpu: Option<CpuId>,
+    /// When the line is free for the next atomic on it (timing driver).
+    pub line_free_ns: Ns,
+}
+
+impl Lock {
+    /// One atomic read-modify-write of the lock word by `cpu` at `now`:
+    /// `atomic_ns` if the line is already in `cpu`'s cache, else a
+    /// `transfer_ns` transfer; atomics on one line are served one at a time.
+    /// Returns how long `cpu` waits for its atomic to complete.
+    pub fn line_rmw(&mut self, cpu: CpuId, now: Ns, atomic_ns: Ns, transfer_ns: Ns) -> Ns {
+        let cost = if self.line_cpu.is_none_or(|c| c == cpu) {
+            atomic_ns
+        } else {
+            transfer_ns
+        };
+        let start = now.max(self.line_free_ns);
+        self.line_free_ns = start + cost;
+        self.line_cpu = Some(cpu);
+        self.line_free_ns - now
+    }
 }
 
 impl Lock {
