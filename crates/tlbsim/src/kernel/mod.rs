@@ -895,3 +895,22 @@ impl Ctx {
         self.w.k.borrow().tasks[self.task].mm
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Lock;
+
+    #[test]
+    fn lock_words_move_between_caches_one_atomic_at_a_time() {
+        let mut l = Lock::default();
+        // First touch and repeated use by one CPU: an L1 atomic.
+        assert_eq!(l.line_rmw(0, 1_000, 10, 110), 10);
+        assert_eq!(l.line_rmw(0, 2_000, 10, 110), 10);
+        // Another CPU pays a transfer.
+        assert_eq!(l.line_rmw(1, 3_000, 10, 110), 110);
+        // Two CPUs at the same instant: the second waits for the first.
+        assert_eq!(l.line_rmw(2, 5_000, 10, 110), 110);
+        assert_eq!(l.line_rmw(3, 5_000, 10, 110), 220);
+        assert_eq!(l.line_free_ns, 5_220);
+    }
+}
