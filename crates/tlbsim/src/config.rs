@@ -310,8 +310,13 @@ pub struct KernelCosts {
     pub migrate_ns: u64,
     /// An uncontended atomic read-modify-write or cpumask update.
     pub atomic_ns: u64,
-    /// Moving a contended cache line between CPUs (lock hand-off).
+    /// Moving a cache line between CPUs (lock hand-off, an atomic on a
+    /// line another CPU held last).
     pub cacheline_transfer_ns: u64,
+    /// The same between CPUs of different sockets (default:
+    /// `cacheline_transfer_ns`).
+    #[serde(default)]
+    pub cacheline_cross_socket_ns: Option<u64>,
     /// Wake-up of another CPU (reschedule IPI delivery).
     pub resched_ipi_ns: u64,
     /// Delivery of a function-call IPI to a running CPU, from the end of

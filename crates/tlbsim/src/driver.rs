@@ -154,6 +154,18 @@ impl TimingDriver {
         self.w.now.get()
     }
 
+    /// Moving a cache line from `from`'s cache to `to`'s.
+    fn transfer_ns(&self, from: CpuId, to: CpuId) -> Ns {
+        let k = &self.w.profile.kernel;
+        let hw = self.w.hw.borrow();
+        if hw.cpus[from].socket == hw.cpus[to].socket {
+            k.cacheline_transfer_ns
+        } else {
+            k.cacheline_cross_socket_ns
+                .unwrap_or(k.cacheline_transfer_ns)
+        }
+    }
+
     /// Are interrupts disabled on `cpu` (`Ctx::irq_save`)?
     fn irqs_off(&self, cpu: CpuId) -> bool {
         self.w.k.borrow().cpus[cpu].irqs_off > 0
@@ -523,8 +535,9 @@ impl TimingDriver {
                         lock.held_since_ns = now;
                     }
                     let cost = if got {
-                        let (a, t) = (p.kernel.atomic_ns, p.kernel.cacheline_transfer_ns);
-                        lock.line_rmw(cpu, now, a, t)
+                        lock.line_rmw(cpu, now, p.kernel.atomic_ns, |from| {
+                            self.transfer_ns(from, cpu)
+                        })
                     } else {
                         0
                     };
@@ -549,7 +562,9 @@ impl TimingDriver {
                         let held = now.saturating_sub(lock.held_since_ns);
                         w.stats.borrow_mut().lock(lock.name).hold_ns.record(held);
                     }
-                    let cost = lock.line_rmw(cpu, now, p.kernel.atomic_ns, handoff);
+                    let cost = lock.line_rmw(cpu, now, p.kernel.atomic_ns, |from| {
+                        self.transfer_ns(from, cpu)
+                    });
                     let granted = lock.release(shared);
                     if granted.iter().any(|g| !g.shared) {
                         lock.held_since_ns = now + handoff;
@@ -564,7 +579,7 @@ impl TimingDriver {
                 }
                 for g in granted {
                     let wcpu = w.k.borrow().tasks[g.task].cpu;
-                    let handoff = p.kernel.cacheline_transfer_ns;
+                    let handoff = self.transfer_ns(cpu, wcpu);
                     let waited = self.now() + handoff - g.since_ns;
                     w.stats
                         .borrow_mut()

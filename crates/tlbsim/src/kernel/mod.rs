@@ -279,14 +279,20 @@ pub struct Lock {
 
 impl Lock {
     /// One atomic read-modify-write of the lock word by `cpu` at `now`:
-    /// `atomic_ns` if the line is already in `cpu`'s cache, else a
-    /// `transfer_ns` transfer; atomics on one line are served one at a time.
-    /// Returns how long `cpu` waits for its atomic to complete.
-    pub fn line_rmw(&mut self, cpu: CpuId, now: Ns, atomic_ns: Ns, transfer_ns: Ns) -> Ns {
-        let cost = if self.line_cpu.is_none_or(|c| c == cpu) {
-            atomic_ns
-        } else {
-            transfer_ns
+    /// `atomic_ns` if the line is already in `cpu`'s cache, else
+    /// `transfer_ns(last_cpu)` to move it from the CPU that held it; atomics
+    /// on one line are served one at a time. Returns how long `cpu` waits
+    /// for its atomic to complete.
+    pub fn line_rmw(
+        &mut self,
+        cpu: CpuId,
+        now: Ns,
+        atomic_ns: Ns,
+        transfer_ns: impl Fn(CpuId) -> Ns,
+    ) -> Ns {
+        let cost = match self.line_cpu {
+            Some(c) if c != cpu => transfer_ns(c),
+            _ => atomic_ns,
         };
         let start = now.max(self.line_free_ns);
         self.line_free_ns = start + cost;
@@ -904,13 +910,15 @@ mod tests {
     fn lock_words_move_between_caches_one_atomic_at_a_time() {
         let mut l = Lock::default();
         // First touch and repeated use by one CPU: an L1 atomic.
-        assert_eq!(l.line_rmw(0, 1_000, 10, 110), 10);
-        assert_eq!(l.line_rmw(0, 2_000, 10, 110), 10);
+        // CPUs 0-1 on one socket, 2-3 on another: 110 ns within, 200 across.
+        let t = |to: usize| move |from: usize| if from / 2 == to / 2 { 110 } else { 200 };
+        assert_eq!(l.line_rmw(0, 1_000, 10, t(0)), 10);
+        assert_eq!(l.line_rmw(0, 2_000, 10, t(0)), 10);
         // Another CPU pays a transfer.
-        assert_eq!(l.line_rmw(1, 3_000, 10, 110), 110);
+        assert_eq!(l.line_rmw(1, 3_000, 10, t(1)), 110);
         // Two CPUs at the same instant: the second waits for the first.
-        assert_eq!(l.line_rmw(2, 5_000, 10, 110), 110);
-        assert_eq!(l.line_rmw(3, 5_000, 10, 110), 220);
-        assert_eq!(l.line_free_ns, 5_220);
+        assert_eq!(l.line_rmw(2, 5_000, 10, t(2)), 200);
+        assert_eq!(l.line_rmw(3, 5_000, 10, t(3)), 310);
+        assert_eq!(l.line_free_ns, 5_310);
     }
 }
