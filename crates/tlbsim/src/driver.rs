@@ -554,7 +554,6 @@ impl TimingDriver {
             Op::Unlock(l) | Op::UnlockShared(l) => {
                 let shared = matches!(op, Op::UnlockShared(_));
                 let now = self.now();
-                let handoff = p.kernel.cacheline_transfer_ns;
                 let (granted, name, cost) = {
                     let mut k = w.k.borrow_mut();
                     let lock = &mut k.locks[l];
@@ -566,9 +565,6 @@ impl TimingDriver {
                         self.transfer_ns(from, cpu)
                     });
                     let granted = lock.release(shared);
-                    if granted.iter().any(|g| !g.shared) {
-                        lock.held_since_ns = now + handoff;
-                    }
                     (granted, lock.name, cost)
                 };
                 if let Some(g) = granted.last() {
@@ -580,6 +576,9 @@ impl TimingDriver {
                 for g in granted {
                     let wcpu = w.k.borrow().tasks[g.task].cpu;
                     let handoff = self.transfer_ns(cpu, wcpu);
+                    if !g.shared {
+                        w.k.borrow_mut().locks[l].held_since_ns = now + handoff;
+                    }
                     let waited = self.now() + handoff - g.since_ns;
                     w.stats
                         .borrow_mut()
