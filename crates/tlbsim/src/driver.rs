@@ -524,6 +524,14 @@ impl TimingDriver {
                 self.after(cpu, cost, OpResult::Unit);
             }
             Op::Atomic => self.after(cpu, p.kernel.atomic_ns, OpResult::Unit),
+            Op::LockWord(l) => {
+                let now = self.now();
+                let cost =
+                    w.k.borrow_mut().locks[l].line_rmw(cpu, now, p.kernel.atomic_ns, |from| {
+                        self.transfer_ns(from, cpu)
+                    });
+                self.after(cpu, cost, OpResult::Unit);
+            }
             Op::Lock(l) | Op::LockShared(l) => {
                 let shared = matches!(op, Op::LockShared(_));
                 let now = self.now();

@@ -454,7 +454,9 @@ impl Explorer {
             other => panic!("step of cpu{cpu} in state {other:?}"),
         };
         let result = match op {
-            Op::Work { .. } | Op::Atomic | Op::DsbSt | Op::DsbNsh | Op::Isb => Some(OpResult::Unit),
+            Op::Work { .. } | Op::Atomic | Op::LockWord(_) | Op::DsbSt | Op::DsbNsh | Op::Isb => {
+                Some(OpResult::Unit)
+            }
             Op::Access { va, write } => {
                 if let Some(t) = w.hw.borrow().cpus[cpu].ttbr0 {
                     self.touched

@@ -82,6 +82,10 @@ pub enum Op {
     },
     /// One atomic read-modify-write of a shared kernel variable.
     Atomic,
+    /// One atomic on a lock's word outside `Lock`/`Unlock` (a sleeping
+    /// rwsem's count): like `Atomic`, but the timing driver moves the
+    /// lock's cache line to this CPU (`Lock::line_rmw`).
+    LockWord(LockId),
     /// Acquires a lock exclusively (waits while it is held).
     Lock(LockId),
     /// Acquires a lock shared (reader side of a reader-writer lock).
@@ -743,7 +747,7 @@ impl Ctx {
     /// waiter spins in the driver (`Op::Lock`), as reader optimistic
     /// spinning did in Linux 5.3-5.11.
     pub async fn down(&self, l: LockId, shared: bool) {
-        self.atomic().await; // the cmpxchg on sem->count
+        self.step(Op::LockWord(l)).await; // the cmpxchg on sem->count
         let now = self.now();
         let (got, name) = {
             let mut k = self.w.k.borrow_mut();
@@ -783,7 +787,7 @@ impl Ctx {
     /// `up_read()`/`up_write()`: releases, hands the semaphore to the
     /// waiters now entitled to it and wakes them.
     pub async fn up(&self, l: LockId, shared: bool) {
-        self.atomic().await;
+        self.step(Op::LockWord(l)).await;
         let now = self.now();
         let (granted, name) = {
             let mut k = self.w.k.borrow_mut();
