@@ -138,12 +138,15 @@ fn reproduce_writes_rows_scripts_can_check() {
     }
 }
 
+/// The explorer experiment of seed 002, in the repository.
+const SEED002_EXPLORE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../experiments/seed002-explore.toml"
+);
+
 #[test]
 fn check_prints_a_replay_command_that_reproduces_the_violation() {
-    let exp = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../experiments/seed002-explore.toml"
-    );
+    let exp = SEED002_EXPLORE;
     let o = tlbsim(&[
         "check",
         exp,
@@ -241,10 +244,7 @@ fn sweep_over_a_workload_parameter_writes_its_column_and_metrics() {
 
 #[test]
 fn an_exhaustive_search_cut_by_the_schedule_cap_says_so() {
-    let exp = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../experiments/seed002-explore.toml"
-    );
+    let exp = SEED002_EXPLORE;
     let o = tlbsim(&[
         "check",
         exp,

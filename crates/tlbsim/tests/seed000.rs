@@ -1,24 +1,14 @@
 //! Seed 000 policies: what they buy and whether the checker accepts them.
 
-use tlbsim::config::{parse_toml, Experiment};
+use tlbsim::config::Experiment;
 use tlbsim::driver::RunError;
-use tlbsim::sim::{run, RunOptions, RunOutput, SimError};
+use tlbsim::sim::SimError;
+
+mod common;
+use common::run_seed;
 
 fn experiment(policy: &str, cpus: u32, workload: &str, extra: &str) -> Experiment {
-    let text = format!(
-        "[experiment]\nname = \"t\"\nprofile = \"ampere-32\"\n[machine]\ncpus = {cpus}\n[kernel]\ntlb_policy = \"{policy}\"\n[workload]\n{workload}\n{extra}"
-    );
-    parse_toml("test.toml", &text).expect("valid test config")
-}
-
-fn run_seed(e: &Experiment, seed: u64) -> Result<RunOutput, SimError> {
-    run(
-        e,
-        &RunOptions {
-            seed: Some(seed),
-            cpus: None,
-        },
-    )
+    common::experiment("ampere-32", policy, cpus, "", workload, extra)
 }
 
 const SEED000_POLICIES: [&str; 4] = [
@@ -120,12 +110,14 @@ fn madvise_of_untouched_heap_flushes_only_with_zap_flush_always() {
     // cleared, so only Linux 4.14-4.18's unconditional flush_tlb_range()
     // in zap_page_range() flushes.
     let run_with = |always: bool| {
-        let text = format!(
-            "[experiment]\nname = \"t\"\nprofile = \"ampere-32\"\n[machine]\ncpus = 4\n\
-             [kernel]\ntlb_policy = \"arm64-stock\"\nzap_flush_always = {always}\n\
-             [workload]\nname = \"tcmalloc\"\niterations = 400"
+        let e = common::experiment(
+            "ampere-32",
+            "arm64-stock",
+            4,
+            &format!("zap_flush_always = {always}\n"),
+            "name = \"tcmalloc\"\niterations = 400",
+            "",
         );
-        let e = parse_toml("test.toml", &text).expect("valid test config");
         let o = run_seed(&e, 1).unwrap();
         assert_eq!(o.checker.verdict, "pass");
         o.stats.total.flushes_broadcast

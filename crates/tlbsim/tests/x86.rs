@@ -2,27 +2,18 @@
 //! checker accepts, and the configuration errors that keep arm64 and x86
 //! apart.
 
-use tlbsim::config::{parse_toml, Experiment};
+use tlbsim::config::Experiment;
 use tlbsim::driver::RunError;
-use tlbsim::sim::{run, RunOptions, RunOutput, SimError};
+use tlbsim::sim::{RunOutput, SimError};
 
 const X86_POLICIES: [&str; 3] = ["x86-lazy-legacy", "x86-tlb-gen", "x86-pcid"];
 
-fn experiment(profile: &str, policy: &str, cpus: u32, workload: &str, extra: &str) -> Experiment {
-    let text = format!(
-        "[experiment]\nname = \"t\"\nprofile = \"{profile}\"\n[machine]\ncpus = {cpus}\n[kernel]\ntlb_policy = \"{policy}\"\nasid_allocator = \"none\"\n[workload]\n{workload}\n{extra}"
-    );
-    parse_toml("test.toml", &text).expect("valid test config")
-}
+mod common;
+use common::run_seed;
 
-fn run_seed(e: &Experiment, seed: u64) -> Result<RunOutput, SimError> {
-    run(
-        e,
-        &RunOptions {
-            seed: Some(seed),
-            cpus: None,
-        },
-    )
+fn experiment(profile: &str, policy: &str, cpus: u32, workload: &str, extra: &str) -> Experiment {
+    let none = "asid_allocator = \"none\"\n";
+    common::experiment(profile, policy, cpus, none, workload, extra)
 }
 
 fn ipis(o: &RunOutput) -> u64 {
