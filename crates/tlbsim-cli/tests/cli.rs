@@ -75,6 +75,18 @@ fn config_errors_name_file_line_and_field_and_exit_2() {
     let o = tlbsim(&["run", exp.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("bad2.toml:5:"));
+    // A wrong-typed workload parameter points at its own line, not `name`.
+    let exp = scratch(
+        "bad3.toml",
+        &SMALL.replace("iterations = ", "iterations = -"),
+    );
+    let o = tlbsim(&["run", exp.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("bad3.toml:8: [workload] iterations: invalid value"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -69,14 +69,25 @@ pub fn find_key_line(text: &str, section: &str, key: &str) -> Option<usize> {
 /// Parses TOML `text` into `T`, turning serde/toml errors into a
 /// [`ConfigError`] with a line number.
 pub fn parse_toml<T: for<'de> Deserialize<'de>>(file: &str, text: &str) -> Result<T, ConfigError> {
-    toml::from_str(text).map_err(|e| {
+    serde_path_to_error::deserialize(toml::Deserializer::new(text)).map_err(|e| {
+        let path = e.path().to_string();
+        let e = e.into_inner();
         let line = e
             .span()
             .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+        let message = e.message().trim().to_string();
+        // Name the field as the other errors do: "[section] key: ...".
+        let message = match path.rsplit_once('.') {
+            _ if path.is_empty() || path == "." || message.contains(&format!("`{path}`")) => {
+                message
+            }
+            Some((section, key)) => format!("[{section}] {key}: {message}"),
+            None => format!("{path}: {message}"),
+        };
         ConfigError {
             file: file.to_string(),
             line,
-            message: e.message().trim().to_string(),
+            message,
         }
     })
 }
@@ -665,6 +676,17 @@ mod tests {
         assert_eq!(e.line, Some(5), "{e}");
         assert!(e.to_string().contains("unknown field `cpu`"), "{e}");
         assert!(e.to_string().starts_with("x.toml:5:"), "{e}");
+    }
+
+    #[test]
+    fn wrong_typed_value_error_names_line_section_and_key() {
+        let text = "[experiment]\nname = \"x\"\nprofile = \"ampere-32\"\n[kernel]\nkpti = 3\n[workload]\nname = \"mprotect\"\n";
+        let e = parse_toml::<Experiment>("x.toml", text).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("x.toml:5: [kernel] kpti: invalid type: integer `3`"),
+            "{e}"
+        );
     }
 
     #[test]

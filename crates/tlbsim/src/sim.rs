@@ -274,13 +274,21 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
         ));
     }
     let wl = workload::build(&exp.workload.name, &exp.workload.params).map_err(|e| {
-        // serde names the offending field in backquotes.
+        // The offending parameter is the first backquoted word that is a
+        // parameter (`parse_params` puts it first as "`key`: ...").
         let key = e
             .split('`')
-            .nth(1)
-            .filter(|k| exp.workload.params.contains_key(*k))
-            .unwrap_or("name");
-        field("workload", key, e.clone())
+            .skip(1)
+            .step_by(2)
+            .find(|k| exp.workload.params.contains_key(*k));
+        match key {
+            Some(k) => {
+                let prefix = format!("`{k}`: ");
+                let message = e.strip_prefix(&prefix).unwrap_or(&e).to_string();
+                field("workload", k, message)
+            }
+            None => field("workload", "name", e.clone()),
+        }
     })?;
     let w = World::new(profile.clone(), kcfg.clone(), policy, alloc);
     if exp.checker.enabled {

@@ -121,6 +121,22 @@ fn workload_parameter_errors_name_the_field() {
         }
         other => panic!("expected a field error, got {other:?}"),
     }
+    // A value of the wrong type: serde's message does not name the field.
+    let e = experiment("arm64-stock", 2, "name = \"mprotect\"\niterations = -3");
+    match run(&e, &RunOptions::default()) {
+        Err(SimError::Field {
+            section,
+            key,
+            message,
+        }) => {
+            assert_eq!((section.as_str(), key.as_str()), ("workload", "iterations"));
+            assert!(
+                message.starts_with("invalid value: integer `-3`"),
+                "{message}"
+            );
+        }
+        other => panic!("expected a field error, got {other:?}"),
+    }
     let e = experiment("no-such-policy", 2, "name = \"mprotect\"");
     assert!(
         matches!(run(&e, &RunOptions::default()), Err(SimError::Field { key, .. }) if key == "tlb_policy")

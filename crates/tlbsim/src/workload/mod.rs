@@ -97,8 +97,18 @@ pub fn build(name: &str, params: &Params) -> Result<Box<dyn Workload>, String> {
 }
 
 /// Deserialises workload parameters into `T` (which should deny unknown
-/// fields), so that typos are reported with the field name.
+/// fields). An error names the offending parameter first, in backquotes
+/// ("`iterations`: invalid value: ..."), so that callers can point at its
+/// line; serde's own messages name it only for unknown or missing fields.
 pub fn parse_params<T: for<'de> serde::Deserialize<'de>>(p: &Params) -> Result<T, String> {
     let table: toml::Table = p.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    T::deserialize(toml::Value::Table(table)).map_err(|e| e.message().trim().to_string())
+    serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
+        let message = e.inner().message().trim().to_string();
+        let path = e.path().to_string();
+        if path.is_empty() || path == "." {
+            message
+        } else {
+            format!("`{path}`: {message}")
+        }
+    })
 }
