@@ -4,7 +4,9 @@ use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
-use tlbsim::config::{find_key_line, parse_toml, Experiment, BUILTIN_PROFILES};
+use tlbsim::config::{
+    find_key_line, is_profile_path, parse_profile, parse_toml, Experiment, BUILTIN_PROFILES,
+};
 use tlbsim::sim::{run, RunOptions, RunOutput, SimError};
 
 mod report;
@@ -32,7 +34,8 @@ enum Cmd {
         /// TLB policy (overrides [kernel] tlb_policy).
         #[arg(long)]
         policy: Option<String>,
-        /// Built-in machine profile (overrides [experiment] profile).
+        /// Machine profile (overrides [experiment] profile): a built-in
+        /// name, or a profile file ending in .toml (see `profiles --show`).
         #[arg(long)]
         profile: Option<String>,
         /// Write the full result as JSON to this file.
@@ -60,7 +63,8 @@ enum Cmd {
             default_value = "arm64-stock,arm64-skip-broadcast-v2,arm64-cpumask-tracking"
         )]
         policies: Vec<String>,
-        /// Built-in profiles, comma-separated.
+        /// Profiles, comma-separated: built-in names or profile files
+        /// ending in .toml.
         #[arg(long, value_delimiter = ',', default_value = "ampere-32,ampere-2s")]
         profiles: Vec<String>,
         /// Output CSV file (written whole or not at all).
@@ -106,8 +110,13 @@ enum Cmd {
         #[arg(long)]
         replay: Option<String>,
     },
-    /// List the built-in machine profiles.
-    Profiles,
+    /// List the built-in machine profiles, or print one as TOML.
+    Profiles {
+        /// Print this built-in profile's file (with its sources), a
+        /// starting point for a profile of your own machine.
+        #[arg(long)]
+        show: Option<String>,
+    },
     /// List the registered policies and workloads.
     Policies,
     /// Run every published experiment and print published vs simulated.
@@ -219,7 +228,23 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Cmd::Profiles => {
+        Cmd::Profiles { show: Some(name) } => {
+            match BUILTIN_PROFILES.iter().find(|(n, _)| *n == name) {
+                Some((_, text)) => {
+                    print!("{text}");
+                    ExitCode::SUCCESS
+                }
+                None => {
+                    let names: Vec<_> = BUILTIN_PROFILES.iter().map(|(n, _)| *n).collect();
+                    eprintln!(
+                        "error: --show {name:?}: no such built-in profile (built-in: {})",
+                        names.join(", ")
+                    );
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Cmd::Profiles { show: None } => {
             for (name, _) in BUILTIN_PROFILES {
                 match tlbsim::config::builtin_profile(name) {
                     Ok(p) => println!(
@@ -265,8 +290,50 @@ fn load_or_report(path: &Path) -> Result<(Experiment, String), ExitCode> {
 fn load(path: &Path) -> Result<(Experiment, String), String> {
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: cannot read: {e}"))?;
-    let exp: Experiment = parse_toml(&name, &text).map_err(|e| e.to_string())?;
+    let mut exp: Experiment = parse_toml(&name, &text).map_err(|e| e.to_string())?;
+    if is_profile_path(&exp.experiment.profile) {
+        // A profile file is relative to the experiment file.
+        let base = path.parent().unwrap_or(Path::new(""));
+        let spec = exp.experiment.profile.clone();
+        set_profile(&mut exp, &spec, base).map_err(|e| {
+            match find_key_line(&text, "experiment", "profile") {
+                Some(l) => format!("{name}:{l}: [experiment] profile: {e}"),
+                None => format!("{name}: [experiment] profile: {e}"),
+            }
+        })?;
+    }
     Ok((exp, text))
+}
+
+/// Points `exp` at the machine profile `spec`: a built-in profile name, or
+/// a profile file (ending in `.toml`) relative to `base`, which is read and
+/// parsed here (the library does no I/O). Errors name the profile file,
+/// line and field.
+fn set_profile(exp: &mut Experiment, spec: &str, base: &Path) -> Result<(), String> {
+    exp.experiment.profile = spec.to_string();
+    exp.profile_data = None;
+    if is_profile_path(spec) {
+        let file = base.join(spec);
+        let shown = file.display().to_string();
+        let text = std::fs::read_to_string(&file)
+            .map_err(|e| format!("cannot read profile file {shown}: {e}"))?;
+        let p = parse_profile(&shown, &text).map_err(|e| e.to_string())?;
+        // Check the file's own values here, so that errors point into it
+        // (messages start with the field, e.g. "topology.cpus = 0 ...").
+        p.validate().map_err(|m| {
+            let line = m
+                .split([' ', ','])
+                .next()
+                .and_then(|f| f.split_once('.'))
+                .and_then(|(section, key)| find_key_line(&text, section, key));
+            match line {
+                Some(l) => format!("{shown}:{l}: {m}"),
+                None => format!("{shown}: {m}"),
+            }
+        })?;
+        exp.profile_data = Some(p);
+    }
+    Ok(())
 }
 
 /// Formats a run error, locating config fields in the file.
@@ -456,7 +523,11 @@ fn cmd_sweep(
             for value in &values {
                 for pol in policies {
                     let mut exp = exp0.clone();
-                    exp.experiment.profile = prof.clone();
+                    // A --profiles file is relative to the working directory.
+                    if let Err(e) = set_profile(&mut exp, prof, Path::new("")) {
+                        eprintln!("error: --profiles {prof}: {e}");
+                        return ExitCode::from(2);
+                    }
                     exp.kernel.tlb_policy = pol.clone();
                     let mut pcol = String::new();
                     if let (Some((name, _)), Some(v)) = (param, value) {
@@ -578,7 +649,11 @@ fn cmd_run(
     }
     if let Some(p) = ov.profile {
         replay.push_str(&format!(" --profile {p}"));
-        exp.experiment.profile = p;
+        // A --profile file is relative to the working directory.
+        if let Err(e) = set_profile(&mut exp, &p, Path::new("")) {
+            eprintln!("error: --profile {p}: {e}");
+            return ExitCode::from(2);
+        }
     }
     println!("# {replay}");
     let t0 = Instant::now();

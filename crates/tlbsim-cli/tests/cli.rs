@@ -14,6 +14,7 @@ fn scratch(name: &str, text: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tlbsim-cli-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join(name);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     std::fs::write(&p, text).unwrap();
     p
 }
@@ -271,4 +272,81 @@ fn an_exhaustive_search_cut_by_the_schedule_cap_says_so() {
     assert!(o.status.success(), "{out}");
     assert!(out.contains("NOT complete"), "{out}");
     assert!(!out.contains("search exhausted"), "{out}");
+}
+
+#[test]
+fn a_profile_file_of_your_own_machine_runs_and_its_errors_point_into_it() {
+    // Start from a built-in profile, as the README says.
+    let o = tlbsim(&["profiles", "--show", "ampere-32"]);
+    assert!(o.status.success());
+    let builtin = String::from_utf8(o.stdout).unwrap();
+    assert!(builtin.contains("name = \"ampere-32\""), "{builtin}");
+    let mine = builtin.replacen("name = \"ampere-32\"", "name = \"my-arm\"", 1);
+    let prof = scratch("machines/my-arm.toml", &mine);
+    // The experiment names it relative to its own directory.
+    let exp = scratch(
+        "own-profile.toml",
+        &SMALL.replace("\"ampere-32\"", "\"machines/my-arm.toml\""),
+    );
+    let v = run_json(&exp, "own-profile.json");
+    assert_eq!(v["run"]["profile"]["name"], "my-arm");
+    assert_eq!(
+        v["run"]["profile"]["topology"]["cpus"], 8,
+        "[machine] cpus still applies"
+    );
+    // --profile takes a file too (relative to the working directory).
+    let o = tlbsim(&[
+        "run",
+        exp.to_str().unwrap(),
+        "--profile",
+        prof.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // A bad value names the profile file, line and field.
+    let line = mine
+        .lines()
+        .position(|l| l.starts_with("syscall_ns"))
+        .unwrap()
+        + 1;
+    let bad = scratch("machines/bad.toml", "");
+    std::fs::write(
+        &bad,
+        mine.lines()
+            .map(|l| {
+                if l.starts_with("syscall_ns") {
+                    "syscall_ns = \"fast\""
+                } else {
+                    l
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+    .unwrap();
+    let o = tlbsim(&[
+        "run",
+        exp.to_str().unwrap(),
+        "--profile",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "bad.toml:{line}: [kernel] syscall_ns: invalid type"
+        )),
+        "{err}"
+    );
+    // A missing file names the experiment's line.
+    let exp = scratch(
+        "missing-profile.toml",
+        &SMALL.replace("\"ampere-32\"", "\"machines/none.toml\""),
+    );
+    let o = tlbsim(&["run", exp.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("missing-profile.toml:3: [experiment] profile: cannot read profile file"),
+        "{err}"
+    );
 }

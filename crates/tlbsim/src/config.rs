@@ -370,6 +370,24 @@ pub struct Experiment {
     /// The checker.
     #[serde(default)]
     pub checker: CheckerConfig,
+    /// A profile the caller loaded from a file (the library does no I/O;
+    /// see [`is_profile_path`]). When set it is used instead of the built-in
+    /// profile named by `experiment.profile`.
+    #[serde(skip)]
+    pub profile_data: Option<Profile>,
+}
+
+/// Whether an `experiment.profile` value (or `--profile` argument) names a
+/// profile file rather than a built-in profile: it ends in `.toml`.
+pub fn is_profile_path(profile: &str) -> bool {
+    profile.ends_with(".toml")
+}
+
+/// Parses the text of a profile file (same format as `profiles/*.toml`);
+/// errors name the file, line and field. The profile is not yet validated
+/// (that happens when a run resolves it, after overrides).
+pub fn parse_profile(file: &str, text: &str) -> Result<Profile, ConfigError> {
+    parse_toml(file, text)
 }
 
 /// Identification of an experiment.
@@ -381,7 +399,9 @@ pub struct ExperimentMeta {
     /// Free text.
     #[serde(default)]
     pub description: String,
-    /// Built-in profile name.
+    /// Built-in profile name, or a profile file ending in `.toml` (a path
+    /// relative to the experiment file), which the caller loads into
+    /// [`Experiment::profile_data`].
     pub profile: String,
     /// Root seed of every random stream.
     #[serde(default = "default_seed")]
@@ -531,7 +551,7 @@ pub fn builtin_profile(name: &str) -> Result<Profile, ConfigError> {
             file: "<profiles>".into(),
             line: None,
             message: format!(
-                "unknown profile \"{name}\" (built-in: {})",
+                "unknown profile \"{name}\" (built-in: {}; or a profile file ending in .toml)",
                 names.join(", ")
             ),
         });

@@ -129,11 +129,24 @@ impl std::error::Error for SimError {}
 
 /// Resolves the profile of `exp` with overrides applied and validated.
 pub fn resolve_profile(exp: &Experiment, opts: &RunOptions) -> Result<Profile, SimError> {
-    let mut p = builtin_profile(&exp.experiment.profile).map_err(|e| SimError::Field {
-        section: "experiment".into(),
-        key: "profile".into(),
-        message: e.message,
-    })?;
+    let mut p = match &exp.profile_data {
+        Some(p) => p.clone(),
+        None if crate::config::is_profile_path(&exp.experiment.profile) => {
+            return Err(SimError::Field {
+                section: "experiment".into(),
+                key: "profile".into(),
+                message: format!(
+                    "\"{}\" is a profile file, which the caller must load (Experiment::profile_data)",
+                    exp.experiment.profile
+                ),
+            })
+        }
+        None => builtin_profile(&exp.experiment.profile).map_err(|e| SimError::Field {
+            section: "experiment".into(),
+            key: "profile".into(),
+            message: e.message,
+        })?,
+    };
     p.apply(&exp.machine);
     if let Some(c) = opts.cpus {
         p.topology.cpus = c;

@@ -221,3 +221,16 @@ fn range_ops_and_the_whole_asid_threshold() {
     // 511 pages stay per page.
     assert_eq!(per_iter(511, false), 2 * 511 + 511);
 }
+
+#[test]
+fn a_profile_file_the_caller_did_not_load_is_a_field_error() {
+    let text =
+        "[experiment]\nname = \"p\"\nprofile = \"mine.toml\"\n[workload]\nname = \"mprotect\"\n";
+    let e: Experiment = parse_toml("p.toml", text).unwrap();
+    match run(&e, &RunOptions::default()) {
+        Err(SimError::Field { section, key, .. }) => {
+            assert_eq!((section.as_str(), key.as_str()), ("experiment", "profile"))
+        }
+        other => panic!("expected a field error, got {other:?}"),
+    }
+}
