@@ -194,3 +194,42 @@ fn invlpgb_without_transition_ipis_is_caught() {
         other => panic!("expected a violation, got {other:?}"),
     }
 }
+
+#[test]
+fn pthread_mmap_chunks_map_write_and_unmap_each_piece() {
+    // 2 threads x 2 rounds x 256 KiB each: whole shares, then 64 KiB pieces.
+    let wl = |chunk: u32| {
+        format!(
+            "name = \"pthread-mmap\"\nthreads = 2\nrounds = 2\ndata_mib = 0\nchunk_kib = {chunk}"
+        )
+    };
+    // data_mib = 0 gives no page: rejected, naming the field.
+    assert!(run_seed(&experiment("skylake-4c8t", "x86-tlb-gen", 4, &wl(0), ""), 1).is_err());
+    let wl = |chunk: u32| wl(chunk).replace("data_mib = 0", "data_mib = 1") + "\n";
+    let runs: Vec<_> = [0, 64]
+        .iter()
+        .map(|&c| run_seed(&experiment("skylake-4c8t", "x86-tlb-gen", 4, &wl(c), ""), 1).unwrap())
+        .collect();
+    for o in &runs {
+        assert_eq!(o.checker.verdict, "pass");
+        // Every page of every piece is written once per round: 2 x 2 x 128.
+        assert!(
+            o.stats.total.page_faults >= 512,
+            "{}",
+            o.stats.total.page_faults
+        );
+    }
+    let flushes = |o: &RunOutput| o.stats.total.flushes_broadcast + o.stats.total.flushes_local;
+    // 8 pieces per share instead of 1: more munmaps, so more flushes.
+    assert!(
+        flushes(&runs[1]) >= flushes(&runs[0]) + 2 * 2 * 7,
+        "{} vs {}",
+        flushes(&runs[1]),
+        flushes(&runs[0])
+    );
+    // A piece must be whole pages.
+    let e = experiment("skylake-4c8t", "x86-tlb-gen", 4, &wl(3), "");
+    assert!(
+        matches!(run_seed(&e, 1), Err(tlbsim::sim::SimError::Field { key, .. }) if key == "chunk_kib")
+    );
+}

@@ -266,6 +266,11 @@ pub struct PthreadMmap {
     /// Data size in MiB, split between the threads.
     #[serde(default = "d_data")]
     pub data_mib: u64,
+    /// Map, write and unmap each thread's share in pieces of this many
+    /// KiB (0: the whole share at once, the documented assumption). For
+    /// exploring round structures the unpublished source might have had.
+    #[serde(default)]
+    pub chunk_kib: u64,
 }
 
 fn d_threads() -> u32 {
@@ -288,19 +293,33 @@ impl PthreadMmap {
         if (m.data_mib << 20) / u64::from(m.threads) < PAGE_SIZE {
             return Err("`data_mib` must give each thread at least one page".into());
         }
+        if m.chunk_kib != 0 && !(m.chunk_kib << 10).is_multiple_of(PAGE_SIZE) {
+            return Err(format!(
+                "`chunk_kib` = {} (must be 0 or a multiple of the {} KiB page)",
+                m.chunk_kib,
+                PAGE_SIZE >> 10
+            ));
+        }
         Ok(m)
     }
 }
 
-async fn pthread_mmap_thread(ctx: &Ctx, rounds: u32, bytes: u64) {
+/// One thread: `rounds` times, its `bytes` in pieces of `chunk` bytes:
+/// mmap a piece, write every page, munmap it.
+async fn pthread_mmap_thread(ctx: &Ctx, rounds: u32, bytes: u64, chunk: u64) {
     for _ in 0..rounds {
-        let p = sys_mmap(ctx, bytes, Perms::RW).await;
-        let mut off = 0;
-        while off < bytes {
-            ctx.user_access(p + off, true).await;
-            off += PAGE_SIZE;
+        let mut done = 0;
+        while done < bytes {
+            let len = chunk.min(bytes - done);
+            let p = sys_mmap(ctx, len, Perms::RW).await;
+            let mut off = 0;
+            while off < len {
+                ctx.user_access(p + off, true).await;
+                off += PAGE_SIZE;
+            }
+            sys_munmap(ctx, p, len).await;
+            done += len;
         }
-        sys_munmap(ctx, p, bytes).await;
     }
 }
 
@@ -314,6 +333,10 @@ impl Workload for PthreadMmap {
             Box::new(move |ctx: Ctx| {
                 Box::pin(async move {
                     let bytes = ((me.data_mib << 20) / u64::from(me.threads)) & !(PAGE_SIZE - 1);
+                    let chunk = match me.chunk_kib {
+                        0 => bytes,
+                        k => k << 10,
+                    };
                     for _ in 0..me.threads {
                         let rounds = me.rounds;
                         sys_clone_thread(
@@ -322,7 +345,7 @@ impl Workload for PthreadMmap {
                             None,
                             Box::new(move |c: Ctx| {
                                 Box::pin(async move {
-                                    pthread_mmap_thread(&c, rounds, bytes).await;
+                                    pthread_mmap_thread(&c, rounds, bytes, chunk).await;
                                 })
                             }),
                         )
