@@ -44,6 +44,11 @@ enum Cmd {
         /// Print per-CPU rows even on large machines.
         #[arg(long)]
         per_cpu: bool,
+        /// Set any key of the experiment file, as SECTION.KEY=VALUE (VALUE
+        /// in TOML syntax, e.g. kernel.kpti=false, workload.iterations=500);
+        /// repeatable.
+        #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
+        sets: Vec<String>,
     },
     /// Run an experiment over CPU counts, policies and profiles; write a CSV.
     Sweep {
@@ -70,6 +75,11 @@ enum Cmd {
         /// Output CSV file (written whole or not at all).
         #[arg(long)]
         csv: PathBuf,
+        /// Set any key of the experiment file, as SECTION.KEY=VALUE (VALUE
+        /// in TOML syntax, e.g. kernel.kpti=false, workload.iterations=500);
+        /// repeatable.
+        #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
+        sets: Vec<String>,
     },
     /// Explore schedules of an experiment under the checker (the explorer:
     /// which CPU steps next, when TLBIs arrive, speculative fills).
@@ -109,6 +119,11 @@ enum Cmd {
         /// Re-run one schedule, as printed by a failing check.
         #[arg(long)]
         replay: Option<String>,
+        /// Set any key of the experiment file, as SECTION.KEY=VALUE (VALUE
+        /// in TOML syntax, e.g. kernel.kpti=false, workload.iterations=500);
+        /// repeatable.
+        #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
+        sets: Vec<String>,
     },
     /// List the built-in machine profiles, or print one as TOML.
     Profiles {
@@ -155,11 +170,16 @@ fn main() -> ExitCode {
             profile,
             json,
             per_cpu,
+            sets,
         } => cmd_run(
             &experiment,
             seed,
             cpus,
-            Overrides { policy, profile },
+            Overrides {
+                policy,
+                profile,
+                sets,
+            },
             json.as_deref(),
             per_cpu,
         ),
@@ -176,6 +196,7 @@ fn main() -> ExitCode {
             policy,
             allocator,
             replay,
+            sets,
         } => {
             let strategy = match strategy.as_str() {
                 "random" => tlbsim::explore::Strategy::Random,
@@ -194,7 +215,14 @@ fn main() -> ExitCode {
                 speculation,
                 cpus,
             };
-            cmd_check(&experiment, &opts, policy, allocator, replay.as_deref())
+            cmd_check(
+                &experiment,
+                &opts,
+                policy,
+                allocator,
+                replay.as_deref(),
+                &sets,
+            )
         }
         Cmd::Sweep {
             experiment,
@@ -203,6 +231,7 @@ fn main() -> ExitCode {
             policies,
             profiles,
             csv,
+            sets,
         } => {
             let cpus: Result<Vec<Option<u32>>, String> =
                 cpus.iter()
@@ -219,9 +248,15 @@ fn main() -> ExitCode {
                 None => Ok(None),
             };
             match (cpus, param) {
-                (Ok(c), Ok(p)) => {
-                    cmd_sweep(&experiment, &c, p.as_ref(), &policies, &profiles, &csv)
-                }
+                (Ok(c), Ok(p)) => cmd_sweep(
+                    &experiment,
+                    &c,
+                    p.as_ref(),
+                    &policies,
+                    &profiles,
+                    &csv,
+                    &sets,
+                ),
                 (Err(e), _) | (_, Err(e)) => {
                     eprintln!("error: {e}");
                     ExitCode::from(2)
@@ -280,17 +315,20 @@ fn main() -> ExitCode {
 
 /// Reads and parses an experiment file; errors name file, line and field.
 /// [`load`], printing the error; exit code 2 (bad input) on failure.
-fn load_or_report(path: &Path) -> Result<(Experiment, String), ExitCode> {
-    load(path).map_err(|e| {
+fn load_or_report(path: &Path, sets: &[String]) -> Result<(Experiment, String), ExitCode> {
+    load(path, sets).map_err(|e| {
         eprintln!("error: {e}");
         ExitCode::from(2)
     })
 }
 
-fn load(path: &Path) -> Result<(Experiment, String), String> {
+fn load(path: &Path, sets: &[String]) -> Result<(Experiment, String), String> {
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: cannot read: {e}"))?;
     let mut exp: Experiment = parse_toml(&name, &text).map_err(|e| e.to_string())?;
+    if !sets.is_empty() {
+        exp = apply_sets(&text, sets)?;
+    }
     if is_profile_path(&exp.experiment.profile) {
         // A profile file is relative to the experiment file.
         let base = path.parent().unwrap_or(Path::new(""));
@@ -303,6 +341,36 @@ fn load(path: &Path) -> Result<(Experiment, String), String> {
         })?;
     }
     Ok((exp, text))
+}
+
+/// Applies `--set SECTION.KEY=VALUE` arguments to the experiment file's
+/// text (already known to parse) and parses the result. A value is TOML; a
+/// bare word that is not valid TOML is taken as a string. Errors name the
+/// argument and the field.
+fn apply_sets(text: &str, sets: &[String]) -> Result<Experiment, String> {
+    let mut table: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
+    for set in sets {
+        let bad = || format!("--set {set:?}: expected SECTION.KEY=VALUE, e.g. kernel.kpti=false");
+        let (path, value) = set.split_once('=').ok_or_else(bad)?;
+        let (section, key) = path.trim().split_once('.').ok_or_else(bad)?;
+        let (section, key) = (section.trim(), key.trim());
+        if section.is_empty() || key.is_empty() || key.contains('.') {
+            return Err(bad());
+        }
+        let value = value.trim();
+        let value = toml::from_str::<toml::Table>(&format!("x = {value}"))
+            .ok()
+            .and_then(|t| t.get("x").cloned())
+            .unwrap_or_else(|| toml::Value::String(value.to_string()));
+        let entry = table
+            .entry(section.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let Some(t) = entry.as_table_mut() else {
+            return Err(format!("--set {set:?}: [{section}] is not a section"));
+        };
+        t.insert(key.to_string(), value);
+    }
+    tlbsim::config::from_table(table).map_err(|m| format!("--set {}: {m}", sets.join(" --set ")))
 }
 
 /// Points `exp` at the machine profile `spec`: a built-in profile name, or
@@ -374,6 +442,19 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
 struct Overrides {
     policy: Option<String>,
     profile: Option<String>,
+    /// `--set SECTION.KEY=VALUE` arguments.
+    sets: Vec<String>,
+}
+
+/// `s` quoted for a shell command line if it needs it.
+fn shell_word(s: &str) -> String {
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "._-=,/:+".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }
 
 fn cmd_check(
@@ -382,12 +463,16 @@ fn cmd_check(
     policy: Option<String>,
     allocator: Option<String>,
     replay: Option<&str>,
+    sets: &[String],
 ) -> ExitCode {
-    let (mut exp, text) = match load_or_report(path) {
+    let (mut exp, text) = match load_or_report(path, sets) {
         Ok(x) => x,
         Err(code) => return code,
     };
     let mut base = format!("tlbsim check {}", path.display());
+    for set in sets {
+        base.push_str(&format!(" --set {}", shell_word(set)));
+    }
     if let Some(c) = opts.cpus {
         base.push_str(&format!(" --cpus {c}"));
     }
@@ -495,8 +580,9 @@ fn cmd_sweep(
     policies: &[String],
     profiles: &[String],
     csv: &Path,
+    sets: &[String],
 ) -> ExitCode {
-    let (exp0, text) = match load_or_report(path) {
+    let (exp0, text) = match load_or_report(path, sets) {
         Ok(x) => x,
         Err(code) => return code,
     };
@@ -633,13 +719,16 @@ fn cmd_run(
     json: Option<&Path>,
     per_cpu: bool,
 ) -> ExitCode {
-    let (mut exp, text) = match load_or_report(path) {
+    let (mut exp, text) = match load_or_report(path, &ov.sets) {
         Ok(x) => x,
         Err(code) => return code,
     };
     let opts = RunOptions { seed, cpus };
     let seed_used = seed.unwrap_or(exp.experiment.seed);
     let mut replay = format!("tlbsim run {} --seed {seed_used}", path.display());
+    for set in &ov.sets {
+        replay.push_str(&format!(" --set {}", shell_word(set)));
+    }
     if let Some(c) = cpus {
         replay.push_str(&format!(" --cpus {c}"));
     }

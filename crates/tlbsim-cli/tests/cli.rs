@@ -350,3 +350,51 @@ fn a_profile_file_of_your_own_machine_runs_and_its_errors_point_into_it() {
         "{err}"
     );
 }
+
+#[test]
+fn set_changes_any_key_and_its_errors_name_the_argument_and_field() {
+    let exp = scratch("set.toml", SMALL);
+    let json = exp.with_file_name("set.json");
+    let o = tlbsim(&[
+        "run",
+        exp.to_str().unwrap(),
+        "--set",
+        "kernel.kpti=true",
+        "--set",
+        "workload.iterations=7",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The replay line carries the changes.
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("--set kernel.kpti=true --set workload.iterations=7"),
+        "{stdout}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["run"]["kernel"]["kpti"], true);
+    assert_eq!(v["run"]["workload"]["iterations"], 7);
+    // A section the file does not have is created.
+    let o = tlbsim(&[
+        "run",
+        exp.to_str().unwrap(),
+        "--set",
+        "checker.enabled=false",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for (arg, want) in [
+        (
+            "kernel.kpti=3",
+            "--set kernel.kpti=3: [kernel] kpti: invalid type",
+        ),
+        ("kernel.kptii=true", "[kernel] kptii: unknown field `kptii`"),
+        ("kpti=true", "expected SECTION.KEY=VALUE"),
+    ] {
+        let o = tlbsim(&["run", exp.to_str().unwrap(), "--set", arg]);
+        assert_eq!(o.status.code(), Some(2), "{arg}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(want), "{arg}: {err}");
+    }
+}
