@@ -727,7 +727,15 @@ impl DfsChooser {
 
     /// Prepares the next schedule; false when the search is complete.
     pub fn advance(&mut self, bound: u32) -> bool {
-        while let Some((n, spent)) = self.seen.pop() {
+        self.advance_within(bound, 0)
+    }
+
+    /// [`DfsChooser::advance`] that only takes other choices at depths
+    /// from `lo` on: the choices above stay as they are (the search of one
+    /// subtree).
+    fn advance_within(&mut self, bound: u32, lo: usize) -> bool {
+        while self.seen.len() > lo {
+            let (n, spent) = self.seen.pop().expect("non-empty");
             let d = self.seen.len();
             let cur = self.prefix.get(d).copied().unwrap_or(0);
             self.prefix.resize(d, 0);
@@ -852,7 +860,77 @@ pub struct CheckReport {
     pub failure: Option<Failure>,
 }
 
+/// One schedule run by [`check`]: its outcome and actions.
+struct OneRun {
+    outcome: Outcome,
+    schedule: Vec<Action>,
+}
+
+/// Runs one schedule of `exp` with `chooser`.
+fn run_one(
+    exp: &crate::config::Experiment,
+    ropts: &crate::sim::RunOptions,
+    opts: &CheckOptions,
+    chooser: &mut dyn Chooser,
+) -> Result<OneRun, crate::sim::SimError> {
+    let b = crate::sim::build(exp, ropts)?;
+    let done = b.done();
+    let mut e = Explorer::new(Rc::clone(&b.world), opts.speculation);
+    let outcome = e.run(chooser, opts.max_actions, done);
+    b.world.teardown();
+    Ok(OneRun {
+        outcome,
+        schedule: std::mem::take(&mut e.schedule),
+    })
+}
+
+impl CheckReport {
+    /// Counts schedule `index`; returns true if it failed (the search
+    /// stops there).
+    fn add(&mut self, index: u64, r: OneRun) -> bool {
+        self.schedules += 1;
+        self.actions += r.schedule.len() as u64;
+        self.interrupts += r
+            .schedule
+            .iter()
+            .filter(|a| matches!(a, Action::Interrupt(_)))
+            .count() as u64;
+        match r.outcome {
+            Outcome::Done => self.completed += 1,
+            Outcome::Bounded => self.bounded += 1,
+            Outcome::Violation(report) | Outcome::Deadlock(report) => {
+                self.failure = Some(Failure {
+                    index,
+                    schedule: format_schedule(&r.schedule),
+                    report,
+                });
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Appends `later`, whose schedule indices start after this report's.
+    fn append(&mut self, later: CheckReport) {
+        let base = self.schedules;
+        self.schedules += later.schedules;
+        self.completed += later.completed;
+        self.bounded += later.bounded;
+        self.actions += later.actions;
+        self.interrupts += later.interrupts;
+        self.failure = later.failure.map(|f| Failure {
+            index: base + f.index,
+            ..f
+        });
+    }
+}
+
 /// Explores schedules of `exp` under the checker.
+///
+/// Random and exhaustive searches run on every rayon thread; the report
+/// (counts, the first failing schedule and its index) is the same as a
+/// sequential search's, schedule for schedule. PCT sizes each schedule's
+/// priority changes by the previous schedule's length, so it is sequential.
 pub fn check(
     exp: &crate::config::Experiment,
     opts: &CheckOptions,
@@ -862,55 +940,147 @@ pub fn check(
         cpus: opts.cpus,
     };
     let streams = crate::engine::rng::Streams::new(opts.seed);
-    let mut rep = CheckReport::default();
-    let mut dfs = DfsChooser::default();
-    let mut pct_len = 1000usize;
-    while rep.schedules < opts.schedules {
-        let b = crate::sim::build(exp, &ropts)?;
-        let ncpus = b.world.ncpus();
-        let done = b.done();
-        let mut e = Explorer::new(Rc::clone(&b.world), opts.speculation);
-        let idx = rep.schedules;
-        let outcome = match opts.strategy {
-            Strategy::Random => {
-                let mut c = RandomChooser::new(streams.stream(&format!("explore/{idx}")), 0.02);
-                e.run(&mut c, opts.max_actions, done)
+    match opts.strategy {
+        Strategy::Random => {
+            // Each schedule has its own random stream: run batches in
+            // parallel and count them in order.
+            let mut rep = CheckReport::default();
+            let batch = 64 * rayon::current_num_threads() as u64;
+            while rep.schedules < opts.schedules {
+                let first = rep.schedules;
+                let last = (first + batch).min(opts.schedules);
+                let runs: Vec<_> = {
+                    use rayon::prelude::*;
+                    (first..last)
+                        .into_par_iter()
+                        .map(|idx| {
+                            let rng = streams.stream(&format!("explore/{idx}"));
+                            run_one(exp, &ropts, opts, &mut RandomChooser::new(rng, 0.02))
+                        })
+                        .collect()
+                };
+                for (idx, r) in (first..last).zip(runs) {
+                    if rep.add(idx, r?) {
+                        return Ok(rep);
+                    }
+                }
             }
-            Strategy::Pct(d) => {
+            Ok(rep)
+        }
+        Strategy::Pct(d) => {
+            let mut rep = CheckReport::default();
+            let mut pct_len = 1000usize;
+            let ncpus = crate::sim::resolve_profile(exp, &ropts)?.topology.cpus as usize;
+            while rep.schedules < opts.schedules {
+                let idx = rep.schedules;
                 let rng = streams.stream(&format!("explore/{idx}"));
                 let mut c = PctChooser::new(rng, ncpus, d, pct_len);
-                e.run(&mut c, opts.max_actions, done)
+                let r = run_one(exp, &ropts, opts, &mut c)?;
+                pct_len = r.schedule.len().max(1);
+                if rep.add(idx, r) {
+                    break;
+                }
             }
-            Strategy::Exhaustive(_) => e.run(&mut dfs, opts.max_actions, done),
+            Ok(rep)
+        }
+        Strategy::Exhaustive(bound) => exhaustive(exp, &ropts, opts, bound),
+    }
+}
+
+/// Depth-first search of one subtree: the schedules whose choices below
+/// `root.len()` are `root`, at most `cap` of them.
+fn subtree(
+    exp: &crate::config::Experiment,
+    ropts: &crate::sim::RunOptions,
+    opts: &CheckOptions,
+    bound: u32,
+    root: &[usize],
+    cap: u64,
+) -> Result<CheckReport, crate::sim::SimError> {
+    let mut rep = CheckReport::default();
+    let mut dfs = DfsChooser {
+        prefix: root.to_vec(),
+        ..Default::default()
+    };
+    while rep.schedules < cap {
+        let r = run_one(exp, ropts, opts, &mut dfs)?;
+        if rep.add(rep.schedules, r) {
+            return Ok(rep);
+        }
+        if !dfs.advance_within(bound, root.len()) {
+            rep.exhausted = true;
+            break;
+        }
+    }
+    Ok(rep)
+}
+
+/// Exhaustive search. With several threads, the tree is cut where each
+/// schedule first leaves the default schedule: the default schedule
+/// itself, then, deepest first (depth-first order), one subtree per depth
+/// `d` and non-default choice `c` there (every schedule starting with `d`
+/// default choices and then `c`). Batches of subtrees are searched in
+/// parallel and their reports joined in that order, so the result is the
+/// sequential search's, index for index, and at most a batch of work runs
+/// past a failure or the `--schedules` cap.
+fn exhaustive(
+    exp: &crate::config::Experiment,
+    ropts: &crate::sim::RunOptions,
+    opts: &CheckOptions,
+    bound: u32,
+) -> Result<CheckReport, crate::sim::SimError> {
+    let threads = rayon::current_num_threads();
+    if threads < 2 || bound == 0 || opts.schedules < 2 {
+        return subtree(exp, ropts, opts, bound, &[], opts.schedules);
+    }
+    // The default schedule: its candidates per depth give the subtrees.
+    let mut dfs = DfsChooser::default();
+    let first = run_one(exp, ropts, opts, &mut dfs)?;
+    let mut rep = CheckReport::default();
+    if rep.add(0, first) {
+        return Ok(rep);
+    }
+    let roots: Vec<(usize, usize)> = (0..dfs.seen.len())
+        .rev()
+        .flat_map(|d| (1..dfs.seen[d].0).map(move |c| (d, c)))
+        .collect();
+    let prefix = |&(d, c): &(usize, usize)| {
+        let mut p = vec![0; d];
+        p.push(c);
+        p
+    };
+    for batch in roots.chunks(8 * threads) {
+        let left = opts.schedules - rep.schedules;
+        if left == 0 {
+            return Ok(rep);
+        }
+        let reports: Vec<Result<CheckReport, _>> = {
+            use rayon::prelude::*;
+            batch
+                .par_iter()
+                .map(|r| subtree(exp, ropts, opts, bound, &prefix(r), left))
+                .collect()
         };
-        b.world.teardown();
-        rep.schedules += 1;
-        rep.actions += e.schedule.len() as u64;
-        rep.interrupts += e
-            .schedule
-            .iter()
-            .filter(|a| matches!(a, Action::Interrupt(_)))
-            .count() as u64;
-        pct_len = e.schedule.len().max(1);
-        match outcome {
-            Outcome::Done => rep.completed += 1,
-            Outcome::Bounded => rep.bounded += 1,
-            Outcome::Violation(r) | Outcome::Deadlock(r) => {
-                rep.failure = Some(Failure {
-                    index: idx,
-                    schedule: format_schedule(&e.schedule),
-                    report: r,
-                });
+        for (r, root) in reports.into_iter().zip(batch) {
+            let r = r?;
+            let left = opts.schedules - rep.schedules;
+            if r.schedules > left {
+                // The cap falls inside this subtree: search it again,
+                // stopping where the sequential search would have.
+                let r = subtree(exp, ropts, opts, bound, &prefix(root), left)?;
+                rep.append(r);
+                return Ok(rep);
+            }
+            // Cut by the cap exactly where the sequential search stops, or
+            // failed.
+            let stop = r.failure.is_some() || !r.exhausted;
+            rep.append(r);
+            if stop {
                 return Ok(rep);
             }
         }
-        if let Strategy::Exhaustive(bound) = opts.strategy {
-            if !dfs.advance(bound) {
-                rep.exhausted = true;
-                break;
-            }
-        }
     }
+    rep.exhausted = true;
     Ok(rep)
 }
 

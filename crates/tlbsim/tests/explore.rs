@@ -212,3 +212,39 @@ fn the_explorer_finds_switch_mm_reading_tlb_gen_before_the_cpumask() {
         other => panic!("replay: {other:?}"),
     }
 }
+
+/// `check` on a pool of `threads` rayon threads.
+fn check_on(threads: usize, e: &Experiment, o: &CheckOptions) -> tlbsim::explore::CheckReport {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap()
+        .install(|| check(e, o))
+        .unwrap()
+}
+
+#[test]
+fn parallel_searches_report_what_the_sequential_search_reports() {
+    let pass = x86_experiment("x86-tlb-gen");
+    let bug = x86_experiment("mutant-x86-lazy-skip-freed");
+    let cases = [
+        // Whole bound-2 search; cut by the cap inside a subtree; tiny caps.
+        (&pass, Strategy::Exhaustive(2), 100_000),
+        (&pass, Strategy::Exhaustive(2), 1_234),
+        (&pass, Strategy::Exhaustive(1), 1),
+        (&pass, Strategy::Exhaustive(0), 10),
+        // A failure deep in the search, exhaustive and random.
+        (&bug, Strategy::Exhaustive(1), 100_000),
+        (&bug, Strategy::Random, 500),
+        (&pass, Strategy::Random, 300),
+    ];
+    for (e, s, n) in cases {
+        let o = opts(s, n);
+        let seq = check_on(1, e, &o);
+        let par = check_on(3, e, &o);
+        assert_eq!(seq, par, "{s:?}, {n} schedules");
+    }
+    // The cases are not trivial: the mutant fails past its first schedule.
+    let r = check_on(3, &bug, &opts(Strategy::Exhaustive(1), 100_000));
+    assert!(r.failure.as_ref().is_some_and(|f| f.index > 0), "{r:?}");
+}
