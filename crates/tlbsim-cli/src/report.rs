@@ -78,6 +78,10 @@ pub fn table(o: &RunOutput, host_s: f64, per_cpu: bool) -> String {
         row(&mut s, v, name, per(v));
     }
     row(&mut s, st.asid_rollovers, "asid.rollovers", String::new());
+    if st.thp_fault_alloc + st.thp_split_pmd > 0 {
+        row(&mut s, st.thp_fault_alloc, "thp.fault_alloc", String::new());
+        row(&mut s, st.thp_split_pmd, "thp.split_pmd", String::new());
+    }
     for (name, q) in [
         ("dvm.sync_queue_wait", &st.dvm_sync_queue_wait_ns),
         ("flush.latency", &st.flush_latency_ns),

@@ -319,6 +319,11 @@ pub struct KernelCosts {
     pub page_fault_ns: u64,
     /// Allocating and zeroing a 4 KiB page.
     pub page_alloc_ns: u64,
+    /// A transparent-huge-page fault's work beyond `page_fault_ns`:
+    /// allocate, clear and map 2 MiB. Needed only with `kernel.thp =
+    /// "always"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thp_fault_ns: Option<u64>,
     /// Base work of fork (task struct, mm copy without page tables).
     pub fork_ns: u64,
     /// Per-PTE work of copying page tables at fork.
@@ -468,6 +473,23 @@ pub struct KernelConfig {
     /// 50c150f26261 for 4.19). Off: the flush covers only cleared PTEs.
     #[serde(default)]
     pub zap_flush_always: bool,
+    /// Transparent huge pages (`/sys/kernel/mm/transparent_hugepage/enabled`):
+    /// `"always"` backs anonymous memory with 2 MiB pages where a write
+    /// fault finds a whole aligned 2 MiB of the VMA without a PTE table;
+    /// `"never"` (default) uses 4 KiB pages only. See docs/model.md.
+    #[serde(default)]
+    pub thp: Thp,
+}
+
+/// Transparent huge page mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Thp {
+    /// 4 KiB pages only.
+    #[default]
+    Never,
+    /// Anonymous write faults map 2 MiB pages where they fit.
+    Always,
 }
 
 impl Default for KernelConfig {
@@ -479,6 +501,7 @@ impl Default for KernelConfig {
             kpti: false,
             mmap_lock_readers_sleep: false,
             zap_flush_always: false,
+            thp: Thp::Never,
         }
     }
 }

@@ -51,6 +51,10 @@ pub struct StatsReport {
     pub asid_rollovers: u64,
     /// Page-table pages freed.
     pub tables_freed: u64,
+    /// Huge pages mapped by faults.
+    pub thp_fault_alloc: u64,
+    /// Huge pages split into 4 KiB PTEs.
+    pub thp_split_pmd: u64,
     /// Driver events processed.
     pub events: u64,
     /// Per lock class: acquisitions and contended waits (ns).
@@ -257,6 +261,16 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
             ));
         }
     }
+    if kcfg.thp == crate::config::Thp::Always && profile.kernel.thp_fault_ns.is_none() {
+        return Err(field(
+            "kernel",
+            "thp",
+            format!(
+                "profile \"{}\" has no kernel.thp_fault_ns (the cost of a 2 MiB fault), which thp = \"always\" needs",
+                profile.name
+            ),
+        ));
+    }
     if kcfg.kpti && !alloc.supports_kpti() {
         return Err(field(
             "kernel",
@@ -359,6 +373,8 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
             flush_latency_ns: st.flush_latency_ns.summary(),
             asid_rollovers: st.asid_rollovers,
             tables_freed: st.tables_freed,
+            thp_fault_alloc: st.thp_fault_alloc,
+            thp_split_pmd: st.thp_split_pmd,
             events: st.events,
             locks: st
                 .locks

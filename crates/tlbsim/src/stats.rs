@@ -154,6 +154,10 @@ pub struct Stats {
     pub asid_rollovers: u64,
     /// Page-table pages freed.
     pub tables_freed: u64,
+    /// Huge pages mapped by faults (`/proc/vmstat` thp_fault_alloc).
+    pub thp_fault_alloc: u64,
+    /// Huge pages split into 4 KiB PTEs (`/proc/vmstat` thp_split_pmd).
+    pub thp_split_pmd: u64,
     /// Events processed by the driver.
     pub events: u64,
     /// Lock statistics by lock class name.

@@ -233,3 +233,66 @@ fn pthread_mmap_chunks_map_write_and_unmap_each_piece() {
         matches!(run_seed(&e, 1), Err(tlbsim::sim::SimError::Field { key, .. }) if key == "chunk_kib")
     );
 }
+
+#[test]
+fn transparent_huge_pages_fault_split_and_free_under_the_checker() {
+    // x86 experiments with THP on.
+    let thp = |policy: &str, wl: &str| {
+        let k = "asid_allocator = \"none\"\nthp = \"always\"\n";
+        common::experiment("skylake-4c8t", policy, 4, k, wl, "")
+    };
+    // pthread-mmap: 2 threads, 16 MiB each.
+    let wl = "name = \"pthread-mmap\"\nthreads = 2\nrounds = 2\ndata_mib = 32";
+    let on = run_seed(&thp("x86-tlb-gen", wl), 1).unwrap();
+    let off = run_seed(&experiment("skylake-4c8t", "x86-tlb-gen", 4, wl, ""), 1).unwrap();
+    assert_eq!(on.checker.verdict, "pass");
+    // A 16 MiB mapping holds at least 7 aligned 2 MiB pages: 2 threads x 2
+    // rounds x >= 7 huge faults, each replacing 512 small ones.
+    assert!(
+        on.stats.thp_fault_alloc >= 28,
+        "{}",
+        on.stats.thp_fault_alloc
+    );
+    assert_eq!(off.stats.thp_fault_alloc, 0);
+    assert!(
+        on.stats.total.page_faults + 511 * on.stats.thp_fault_alloc
+            <= off.stats.total.page_faults + 4 * 512,
+        "{} + 511 x {} vs {}",
+        on.stats.total.page_faults,
+        on.stats.thp_fault_alloc,
+        off.stats.total.page_faults
+    );
+    // munmap of whole huge pages needs no split.
+    assert_eq!(on.stats.thp_split_pmd, 0);
+    // MADV_DONTNEED of one page inside a huge page splits it (will-it-scale
+    // tlb_flush1 maps 128 MiB), under every x86 policy.
+    let wis = "name = \"tlb-flush\"\nvariant = 1\ntasks = 3\niterations = 300";
+    for policy in ["x86-lazy-legacy", "x86-tlb-gen", "x86-pcid"] {
+        let o = run_seed(&thp(policy, wis), 1).unwrap();
+        assert_eq!(o.checker.verdict, "pass", "{policy}");
+        assert!(
+            o.stats.thp_split_pmd >= 3,
+            "{policy}: {}",
+            o.stats.thp_split_pmd
+        );
+    }
+    // The churn stress with a heap big enough for huge pages: mprotect and
+    // madvise split them; the checker passes, and still catches the mutant.
+    let churn = "name = \"churn\"\npages = 4096";
+    let o = run_seed(&thp("x86-tlb-gen", churn), 2).unwrap();
+    assert!(o.stats.thp_split_pmd > 0 && o.checker.verdict == "pass");
+    let bad = thp("mutant-x86-lazy-skip-freed", churn);
+    assert!(run_seed(&bad, 1).is_err());
+    // A profile without the cost of a huge fault cannot run THP.
+    let e = common::experiment(
+        "cortex-a15-2",
+        "arm64-stock",
+        2,
+        "thp = \"always\"\n",
+        wl,
+        "",
+    );
+    assert!(
+        matches!(run_seed(&e, 1), Err(tlbsim::sim::SimError::Field { key, .. }) if key == "thp")
+    );
+}

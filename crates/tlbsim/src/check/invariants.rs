@@ -144,13 +144,9 @@ impl Checker {
         if t.mm != mm {
             return;
         }
-        let bad = hw.cpus[cpu]
-            .tlb
-            .leaf_entries_for(vpn)
-            .find(|e| {
-                e.asid == t.asid && e.vpn == vpn && e.mm == mm && self.stale(mm, vpn, e.version, e)
-            })
-            .copied();
+        let bad = hw.cpus[cpu].tlb.leaf_entries_for(vpn).find(|e| {
+            e.asid == t.asid && e.vpn == vpn && e.mm == mm && self.stale(mm, vpn, e.version, e)
+        });
         if let Some(e) = bad {
             self.fail(
                 now,
@@ -221,11 +217,9 @@ impl Observer for Checker {
                 if t.mm != mm {
                     return;
                 }
-                let stale = hw.cpus[cpu]
-                    .tlb
-                    .leaf_entries()
-                    .find(|e| e.asid == t.asid && e.mm == mm && self.stale(mm, e.vpn, e.version, e))
-                    .copied();
+                let stale = hw.cpus[cpu].tlb.leaf_entries().find(|e| {
+                    e.asid == t.asid && e.mm == mm && self.stale(mm, e.vpn, e.version, e)
+                });
                 if let Some(e) = stale {
                     self.fail(
                         now,
@@ -244,8 +238,7 @@ impl Observer for Checker {
                     let held = hw.cpus[c]
                         .tlb
                         .leaf_entries_for(vpn)
-                        .find(|e| e.asid == t.asid && e.vpn == vpn && e.pfn == pfn)
-                        .copied();
+                        .find(|e| e.asid == t.asid && e.vpn == vpn && e.pfn == pfn);
                     if let Some(e) = held {
                         self.fail(
                             now,
@@ -356,14 +349,10 @@ impl Observer for Checker {
                 }
                 self.by_mm.entry(mm).or_default().insert(cpu);
                 let tlb = &hw.cpus[cpu].tlb;
-                let other = tlb
-                    .leaf_entries()
-                    .find(|e| e.asid == asid && e.mm != mm)
-                    .copied();
+                let other = tlb.leaf_entries().find(|e| e.asid == asid && e.mm != mm);
                 let stale = tlb
                     .leaf_entries()
-                    .find(|e| e.asid == asid && e.mm == mm && self.stale(mm, e.vpn, e.version, e))
-                    .copied();
+                    .find(|e| e.asid == asid && e.mm == mm && self.stale(mm, e.vpn, e.version, e));
                 let bad_walk = tlb
                     .walk_entries()
                     .find(|e| {

@@ -19,6 +19,14 @@ pub const PTRS_PER_TABLE: u64 = 512;
 pub const ZERO_PFN: Pfn = 0;
 /// Number of translation levels (arm64 4 KiB granule, 48-bit VA: L0..L3).
 pub const LEVELS: u8 = 4;
+/// Level whose leaf descriptors map a huge page (PMD / arm64 L2 block).
+pub const HUGE_LEVEL: u8 = 2;
+/// Huge page shift (2 MiB).
+pub const HPAGE_SHIFT: u32 = 21;
+/// Huge page size in bytes.
+pub const HPAGE_SIZE: u64 = 1 << HPAGE_SHIFT;
+/// 4 KiB pages (and frames) in a huge page.
+pub const HPAGE_PAGES: u64 = HPAGE_SIZE / PAGE_SIZE;
 
 /// VA shift of the index of `level` (0 = PGD ... 3 = PTE).
 pub const fn level_shift(level: u8) -> u32 {
@@ -72,7 +80,8 @@ pub struct Pte {
 pub enum Desc {
     /// Points at a next-level table page.
     Table(TableId),
-    /// A leaf (level 3 only).
+    /// A leaf: a 4 KiB page at level 3, a 2 MiB huge page at
+    /// [`HUGE_LEVEL`] (whose `pfn` is the first of 512 contiguous frames).
     Page(Pte),
 }
 
@@ -96,6 +105,8 @@ pub struct PhysMem {
     free_tables: Vec<TableId>,
     next_pfn: Pfn,
     free_pfns: Vec<Pfn>,
+    /// First frames of freed huge pages (512 contiguous frames each).
+    free_huge: Vec<Pfn>,
     /// Mappings of each frame (`page_mapcount`), indexed by pfn.
     frame_refs: Vec<u32>,
     /// Live table pages.
@@ -163,6 +174,56 @@ impl PhysMem {
         }
         self.frame_refs[p as usize] = 1;
         p
+    }
+
+    /// Allocates a huge page: 512 contiguous frames with one reference
+    /// each; returns the first.
+    pub fn alloc_huge(&mut self) -> Pfn {
+        self.live_frames += HPAGE_PAGES as usize;
+        let base = match self.free_huge.pop() {
+            Some(b) => b,
+            None => {
+                // Fresh frames, aligned like a real huge page.
+                let base = (self.next_pfn + 1).div_ceil(HPAGE_PAGES) * HPAGE_PAGES;
+                self.next_pfn = base + HPAGE_PAGES - 1;
+                base
+            }
+        };
+        let end = (base + HPAGE_PAGES) as usize;
+        if self.frame_refs.len() < end {
+            self.frame_refs.resize(end, 0);
+        }
+        for r in &mut self.frame_refs[base as usize..end] {
+            *r = 1;
+        }
+        base
+    }
+
+    /// Drops the references a huge mapping holds on its 512 frames
+    /// (`zap_huge_pmd`); returns true if the huge page was freed whole.
+    /// A frame that another mapping still holds keeps it alive, and the
+    /// others are then freed one by one.
+    pub fn put_huge(&mut self, base: Pfn) -> bool {
+        let mut freed = 0;
+        for pfn in base..base + HPAGE_PAGES {
+            let r = &mut self.frame_refs[pfn as usize];
+            *r -= 1;
+            if *r == 0 {
+                freed += 1;
+            }
+        }
+        self.live_frames -= freed;
+        if freed as u64 == HPAGE_PAGES {
+            self.free_huge.push(base);
+            true
+        } else {
+            for pfn in base..base + HPAGE_PAGES {
+                if self.frame_refs[pfn as usize] == 0 {
+                    self.free_pfns.push(pfn);
+                }
+            }
+            false
+        }
     }
 
     /// Takes another reference on a frame (a second mapping after fork).

@@ -11,7 +11,10 @@ pub mod tlb;
 
 use crate::config::Profile;
 use cpumask::CpuMask;
-use mem::{level_index, level_shift, Desc, PhysMem, Pte, TableId, LEVELS, PAGE_SHIFT};
+use mem::{
+    level_index, level_shift, Desc, PhysMem, Pte, TableId, HPAGE_PAGES, HUGE_LEVEL, LEVELS,
+    PAGE_SHIFT,
+};
 use tlb::{Asid, LeafEntry, MmId, Tlb, TlbiScope, WalkEntry};
 
 /// Index of a CPU.
@@ -159,20 +162,21 @@ impl Hw {
             }
             return (Ok(()), info);
         }
-        let Some(pte) = self.walk(cpu, ttbr, va, trace, &mut info) else {
+        let Some((pte, huge)) = self.walk(cpu, ttbr, va, trace, &mut info) else {
             return (Err(Fault::Translation), info);
         };
         if (write && !pte.perms.write()) || !pte.perms.read() {
             return (Err(Fault::Permission), info);
         }
-        self.fill_leaf(cpu, ttbr, vpn, pte);
+        self.fill_leaf(cpu, ttbr, vpn, pte, huge);
         (Ok(()), info)
     }
 
     /// The table walk of `va` through `ttbr`: starts from the deepest
     /// walk-cache entry (recorded in `trace`), else from the PGD, caches
-    /// every table descriptor it reads, and returns the leaf PTE if `va` is
-    /// mapped. `info` counts the levels read.
+    /// every table descriptor it reads, and returns the leaf if `va` is
+    /// mapped: the PTE, or for a 2 MiB leaf its first frame's PTE and
+    /// `true`. `info` counts the levels read.
     fn walk(
         &mut self,
         cpu: CpuId,
@@ -180,7 +184,7 @@ impl Hw {
         va: u64,
         trace: &mut Vec<AccessTrace>,
         info: &mut AccessInfo,
-    ) -> Option<Pte> {
+    ) -> Option<(Pte, bool)> {
         let (mut level, mut table) = match self.cpus[cpu].tlb.walk_lookup(ttbr.asid, va) {
             Some(w) => {
                 info.walk_cache_hit = true;
@@ -206,21 +210,29 @@ impl Hw {
                     level += 1;
                     table = next;
                 }
-                Some(Desc::Page(pte)) if level == LEVELS - 1 => return Some(pte),
+                Some(Desc::Page(pte)) if level == LEVELS - 1 => return Some((pte, false)),
+                Some(Desc::Page(pte)) if level == HUGE_LEVEL => return Some((pte, true)),
                 _ => return None,
             }
         }
     }
 
-    fn fill_leaf(&mut self, cpu: CpuId, ttbr: Ttbr0, vpn: u64, pte: Pte) {
-        self.cpus[cpu].tlb.insert(LeafEntry {
+    /// Fills the TLB with the leaf the walk of `vpn` found (`huge`: a 2 MiB
+    /// leaf, cached as one entry).
+    fn fill_leaf(&mut self, cpu: CpuId, ttbr: Ttbr0, vpn: u64, pte: Pte, huge: bool) {
+        let e = LeafEntry {
             asid: ttbr.asid,
-            vpn,
+            vpn: if huge { vpn & !(HPAGE_PAGES - 1) } else { vpn },
             pfn: pte.pfn,
             perms: pte.perms,
             version: pte.version,
             mm: ttbr.mm,
-        });
+        };
+        if huge {
+            self.cpus[cpu].tlb.insert_huge(e);
+        } else {
+            self.cpus[cpu].tlb.insert(e);
+        }
     }
 
     /// A speculative table walk of `va` by `cpu` through its current TTBR0:
@@ -235,19 +247,26 @@ impl Hw {
         if self.cpus[cpu].tlb.lookup(ttbr.asid, vpn).is_some() {
             return;
         }
-        if let Some(pte) = self.walk(cpu, ttbr, va, trace, &mut AccessInfo::default()) {
-            self.fill_leaf(cpu, ttbr, vpn, pte);
+        if let Some((pte, huge)) = self.walk(cpu, ttbr, va, trace, &mut AccessInfo::default()) {
+            self.fill_leaf(cpu, ttbr, vpn, pte, huge);
         }
     }
 
     /// The PTE currently mapping `va` under `pgd`, if any (a software walk
-    /// that touches no TLB).
+    /// that touches no TLB). Inside a 2 MiB leaf, its 4 KiB view: the frame
+    /// of `va`'s page, the leaf's permissions and version.
     pub fn read_pte(&self, pgd: TableId, va: u64) -> Option<Pte> {
         let mut table = pgd;
         for level in 0..LEVELS {
             match self.mem.table(table).entries.get(&level_index(va, level)) {
                 Some(Desc::Table(next)) => table = *next,
-                Some(Desc::Page(p)) => return Some(*p),
+                Some(Desc::Page(p)) if level == LEVELS - 1 => return Some(*p),
+                Some(Desc::Page(p)) => {
+                    return Some(Pte {
+                        pfn: p.pfn + ((va >> PAGE_SHIFT) & (HPAGE_PAGES - 1)),
+                        ..*p
+                    })
+                }
                 None => return None,
             }
         }

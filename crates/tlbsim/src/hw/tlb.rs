@@ -4,7 +4,7 @@
 //! address space and which page-table value it was filled from (hardware does
 //! not use those fields).
 
-use super::mem::{level_shift, Perms, Pfn, TableId, PAGE_SHIFT};
+use super::mem::{level_shift, Perms, Pfn, TableId, HPAGE_PAGES, PAGE_SHIFT};
 
 /// Address-space identifier as programmed in TTBR0 (arm64: 8 or 16 bits).
 pub type Asid = u16;
@@ -80,6 +80,32 @@ pub enum TlbiScope {
 struct Slot<T> {
     entry: Option<T>,
     lru: u64,
+    /// A leaf entry for a 2 MiB page: `vpn` and `pfn` are its first 4 KiB
+    /// page and frame, and it is indexed by `vpn / 512`.
+    huge: bool,
+}
+
+/// The 4 KiB view at `vpn` of a leaf entry (`huge`: it maps the 2 MiB
+/// page starting at `e.vpn`).
+fn view(e: LeafEntry, huge: bool, vpn: u64) -> LeafEntry {
+    if huge {
+        LeafEntry {
+            vpn,
+            pfn: e.pfn + (vpn - e.vpn),
+            ..e
+        }
+    } else {
+        e
+    }
+}
+
+/// Does the leaf entry (4 KiB, or 2 MiB if `huge`) translate `vpn`?
+fn covers(e: &LeafEntry, huge: bool, vpn: u64) -> bool {
+    if huge {
+        e.vpn == vpn & !(HPAGE_PAGES - 1)
+    } else {
+        e.vpn == vpn
+    }
 }
 
 /// One CPU's TLB and walk cache.
@@ -112,14 +138,16 @@ impl Tlb {
             leaf: vec![
                 Slot {
                     entry: None,
-                    lru: 0
+                    lru: 0,
+                    huge: false,
                 };
                 entries
             ],
             walk: vec![
                 Slot {
                     entry: None,
-                    lru: 0
+                    lru: 0,
+                    huge: false,
                 };
                 walk_entries
             ],
@@ -139,33 +167,57 @@ impl Tlb {
         s * self.ways..(s + 1) * self.ways
     }
 
-    /// Looks up a leaf entry, refreshing its LRU age on a hit.
+    /// The set a huge entry for the 2 MiB page of `vpn` lives in.
+    fn huge_set_of(&self, vpn: u64) -> std::ops::Range<usize> {
+        self.set_of(vpn / HPAGE_PAGES)
+    }
+
+    /// Looks up a leaf entry, refreshing its LRU age on a hit. A 2 MiB
+    /// entry answers with its 4 KiB view at `vpn`.
     pub fn lookup(&mut self, asid: Asid, vpn: u64) -> Option<LeafEntry> {
         self.tick += 1;
         let tick = self.tick;
-        let r = self.set_of(vpn);
-        for s in &mut self.leaf[r] {
-            if let Some(e) = s.entry {
-                if e.asid == asid && e.vpn == vpn {
-                    s.lru = tick;
-                    return Some(e);
+        for (r, huge) in [(self.set_of(vpn), false), (self.huge_set_of(vpn), true)] {
+            for s in &mut self.leaf[r] {
+                if let Some(e) = s.entry {
+                    if s.huge == huge && e.asid == asid && covers(&e, huge, vpn) {
+                        s.lru = tick;
+                        return Some(view(e, huge, vpn));
+                    }
                 }
             }
         }
         None
     }
 
-    /// Inserts a leaf entry, replacing a matching one, else an empty way,
-    /// else the least recently used way.
+    /// Inserts a 4 KiB leaf entry, replacing a matching one, else an empty
+    /// way, else the least recently used way.
     pub fn insert(&mut self, e: LeafEntry) {
+        self.insert_slot(e, false);
+    }
+
+    /// Inserts a leaf entry for the 2 MiB page whose first 4 KiB page and
+    /// frame are `e.vpn` and `e.pfn`.
+    pub fn insert_huge(&mut self, e: LeafEntry) {
+        debug_assert_eq!(e.vpn % HPAGE_PAGES, 0);
+        self.insert_slot(e, true);
+    }
+
+    fn insert_slot(&mut self, e: LeafEntry, huge: bool) {
         self.asid_filter |= asid_bit(e.asid);
         self.tick += 1;
         let tick = self.tick;
-        let r = self.set_of(e.vpn);
+        let r = if huge {
+            self.huge_set_of(e.vpn)
+        } else {
+            self.set_of(e.vpn)
+        };
         let set = &mut self.leaf[r];
         let idx = set
             .iter()
-            .position(|s| matches!(s.entry, Some(x) if x.asid == e.asid && x.vpn == e.vpn))
+            .position(|s| {
+                s.huge == huge && matches!(s.entry, Some(x) if x.asid == e.asid && x.vpn == e.vpn)
+            })
             .or_else(|| set.iter().position(|s| s.entry.is_none()))
             .unwrap_or_else(|| {
                 let mut best = 0;
@@ -179,17 +231,30 @@ impl Tlb {
         set[idx] = Slot {
             entry: Some(e),
             lru: tick,
+            huge,
         };
     }
 
-    /// Removes the leaf entry for `(asid, vpn)` (used when an access faults on it).
+    /// Removes the leaf entries translating `(asid, vpn)` (used when an
+    /// access faults on one).
     pub fn remove(&mut self, asid: Asid, vpn: u64) {
-        let r = self.set_of(vpn);
-        for s in &mut self.leaf[r] {
-            if matches!(s.entry, Some(x) if x.asid == asid && x.vpn == vpn) {
-                s.entry = None;
+        self.drop_covering(asid, vpn);
+    }
+
+    /// Drops every leaf entry (4 KiB or 2 MiB) of `asid` translating `vpn`.
+    fn drop_covering(&mut self, asid: Asid, vpn: u64) -> usize {
+        let mut n = 0;
+        for (r, huge) in [(self.set_of(vpn), false), (self.huge_set_of(vpn), true)] {
+            for s in &mut self.leaf[r] {
+                if s.huge == huge
+                    && matches!(s.entry, Some(x) if x.asid == asid && covers(&x, huge, vpn))
+                {
+                    s.entry = None;
+                    n += 1;
+                }
             }
         }
+        n
     }
 
     /// The deepest walk-cache entry usable for `va` under `asid`.
@@ -237,6 +302,7 @@ impl Tlb {
         self.walk[idx] = Slot {
             entry: Some(e),
             lru: tick,
+            huge: false,
         };
     }
 
@@ -258,14 +324,7 @@ impl Tlb {
                 va,
                 last_level,
             } => {
-                let vpn = va >> PAGE_SHIFT;
-                let r = self.set_of(vpn);
-                for s in &mut self.leaf[r] {
-                    if matches!(s.entry, Some(x) if x.asid == asid && x.vpn == vpn) {
-                        s.entry = None;
-                        n += 1;
-                    }
-                }
+                n += self.drop_covering(asid, va >> PAGE_SHIFT);
                 if !last_level {
                     n += self.invalidate_walk(|e| {
                         e.asid == asid && e.va_prefix == va >> level_shift(e.level)
@@ -282,20 +341,17 @@ impl Tlb {
                 let hi = lo + pages;
                 if pages as usize <= self.sets {
                     for vpn in lo..hi {
-                        let r = self.set_of(vpn);
-                        for s in &mut self.leaf[r] {
-                            if matches!(s.entry, Some(x) if x.asid == asid && x.vpn == vpn) {
-                                s.entry = None;
-                                n += 1;
-                            }
-                        }
+                        n += self.drop_covering(asid, vpn);
                     }
                 } else {
                     for s in &mut self.leaf {
-                        if matches!(s.entry, Some(x) if x.asid == asid && (lo..hi).contains(&x.vpn))
-                        {
-                            s.entry = None;
-                            n += 1;
+                        if let Some(x) = s.entry {
+                            // The pages the entry translates overlap the range.
+                            let span = if s.huge { HPAGE_PAGES } else { 1 };
+                            if x.asid == asid && x.vpn < hi && lo < x.vpn + span {
+                                s.entry = None;
+                                n += 1;
+                            }
                         }
                     }
                 }
@@ -342,16 +398,33 @@ impl Tlb {
         n
     }
 
-    /// Every valid leaf entry (for checkers).
-    pub fn leaf_entries(&self) -> impl Iterator<Item = &LeafEntry> {
-        self.leaf.iter().filter_map(|s| s.entry.as_ref())
+    /// Every valid leaf entry (for checkers), as 4 KiB views: a 2 MiB
+    /// entry appears once per 4 KiB page it translates.
+    pub fn leaf_entries(&self) -> impl Iterator<Item = LeafEntry> + '_ {
+        self.leaf.iter().flat_map(|s| {
+            let pages = if s.huge { HPAGE_PAGES } else { 1 };
+            s.entry
+                .into_iter()
+                .flat_map(move |e| (e.vpn..e.vpn + pages).map(move |v| view(e, s.huge, v)))
+        })
     }
 
-    /// Leaf entries that could match `vpn` (its set), for cheap checks.
-    pub fn leaf_entries_for(&self, vpn: u64) -> impl Iterator<Item = &LeafEntry> {
-        self.leaf[self.set_of(vpn)]
+    /// Leaf entries that could match `vpn` (its sets), for cheap checks; a
+    /// 2 MiB entry that translates `vpn` appears as its view at `vpn`.
+    pub fn leaf_entries_for(&self, vpn: u64) -> impl Iterator<Item = LeafEntry> + '_ {
+        let small = self.leaf[self.set_of(vpn)]
             .iter()
-            .filter_map(|s| s.entry.as_ref())
+            .filter(|s| !s.huge)
+            .filter_map(|s| s.entry);
+        let huge = self.leaf[self.huge_set_of(vpn)]
+            .iter()
+            .filter(|s| s.huge)
+            .filter_map(move |s| {
+                s.entry
+                    .filter(|e| covers(e, true, vpn))
+                    .map(|e| view(e, true, vpn))
+            });
+        small.chain(huge)
     }
 
     /// Every valid walk-cache entry (for checkers).
@@ -386,6 +459,50 @@ mod tests {
         assert!(t.lookup(1, 4).is_none());
         assert!(t.lookup(1, 0).is_some());
         assert!(t.lookup(2, 0).is_none(), "ASID-tagged");
+    }
+
+    #[test]
+    fn a_huge_entry_translates_512_pages_and_any_of_them_invalidates_it() {
+        let mut t = Tlb::new(16, 4, 4);
+        let base = 512 * 3;
+        t.insert_huge(LeafEntry {
+            pfn: 10_240,
+            ..leaf(1, base)
+        });
+        // Each 4 KiB page of it answers with its own frame.
+        let e = t.lookup(1, base + 7).expect("hit");
+        assert_eq!((e.vpn, e.pfn), (base + 7, 10_247));
+        assert!(t.lookup(1, base + 512).is_none() && t.lookup(2, base).is_none());
+        // Checkers see 4 KiB views.
+        assert_eq!(t.leaf_entries().count(), 512);
+        assert_eq!(
+            t.leaf_entries_for(base + 9)
+                .find(|e| e.vpn == base + 9)
+                .map(|e| e.pfn),
+            Some(10_249)
+        );
+        // A by-VA invalidation of any page inside drops it.
+        assert_eq!(
+            t.invalidate(TlbiScope::Va {
+                asid: 1,
+                va: (base + 300) << PAGE_SHIFT,
+                last_level: true
+            }),
+            1
+        );
+        assert!(t.lookup(1, base).is_none());
+        // A range that overlaps its last page drops it too (both paths).
+        for pages in [2, 64] {
+            t.insert_huge(leaf(1, base));
+            let va = (base + 511) << PAGE_SHIFT;
+            let n = t.invalidate(TlbiScope::Range {
+                asid: 1,
+                va,
+                pages,
+                last_level: true,
+            });
+            assert_eq!(n, 1, "{pages} pages");
+        }
     }
 
     #[test]

@@ -3,9 +3,11 @@
 //! `dup_mmap`, and teardown (`exit_mmap`), with the mmu_gather batching
 //! (include/asm-generic/tlb.h, mm/mmu_gather.c) that turns them into flushes.
 
-use super::pgtable::{detach_empty_tables, get_pte, present_ptes, set_pte};
+use super::pgtable::{
+    detach_empty_tables, get_pte, huge_leaves, pmd_none, present_ptes, set_huge, set_pte,
+};
 use super::{sched, Ctx, Vma};
-use crate::hw::mem::{Perms, Pfn, TableId, PAGE_SIZE, ZERO_PFN};
+use crate::hw::mem::{Perms, Pfn, TableId, HPAGE_PAGES, HPAGE_SIZE, PAGE_SIZE, ZERO_PFN};
 use crate::hw::tlb::MmId;
 use crate::hw::Fault;
 use crate::observe::Event;
@@ -86,8 +88,12 @@ pub struct MmuGather {
     start: u64,
     end: u64,
     freed_tables: bool,
+    /// 4 KiB PTEs were cleared (arm64 `tlb->cleared_ptes`).
+    cleared_ptes: bool,
     /// Frames to release after the flush, with the VA they were mapped at.
     frames: Vec<(Pfn, u64)>,
+    /// Huge pages to release after the flush: first frame and VA.
+    huge: Vec<(Pfn, u64)>,
     tables: Vec<TableId>,
 }
 
@@ -102,7 +108,9 @@ impl MmuGather {
             start: u64::MAX,
             end: 0,
             freed_tables: false,
+            cleared_ptes: false,
             frames: Vec::new(),
+            huge: Vec::new(),
             tables: Vec::new(),
         }
     }
@@ -116,6 +124,20 @@ impl MmuGather {
     /// Each PTE table's entries are cleared under its own lock.
     pub async fn zap(&mut self, ctx: &Ctx, start: u64, end: u64) {
         let per = ctx.w.profile.kernel.pte_update_ns;
+        // zap_pmd_range(): a huge page the range covers whole is cleared at
+        // its PMD (zap_huge_pmd); one it covers in part is split first.
+        for (base, p) in huge_leaves(&ctx.w, self.mm, start, end) {
+            if base >= start && base + HPAGE_SIZE <= end {
+                ctx.ptl_lock(self.mm, base).await;
+                set_huge(&ctx.w, ctx.cpu(), self.mm, base, None);
+                self.huge.push((p.pfn, base));
+                self.add_range(base, base + HPAGE_SIZE);
+                ctx.work(per).await;
+                ctx.ptl_unlock(self.mm, base).await;
+            } else {
+                split_huge_pmd(ctx, self.mm, base).await;
+            }
+        }
         for (table_va, _) in pte_tables(&ctx.w, self.mm, start, end) {
             let (lo, hi) = clip_table(table_va, start, end);
             ctx.ptl_lock(self.mm, table_va).await;
@@ -125,6 +147,7 @@ impl MmuGather {
                 set_pte(&ctx.w, cpu, self.mm, va, None);
                 self.frames.push((p.pfn, va));
                 self.add_range(va, va + PAGE_SIZE);
+                self.cleared_ptes = true;
             }
             ctx.work(per * ptes.len() as u64).await;
             ctx.ptl_unlock(self.mm, table_va).await;
@@ -164,12 +187,19 @@ impl MmuGather {
                     flush_tlb_mm(ctx, self.mm).await;
                 }
             } else {
+                // tlb_get_unmap_size(): one invalidation per 2 MiB when
+                // only huge pages were cleared.
+                let stride = if !self.cleared_ptes && !self.huge.is_empty() {
+                    HPAGE_SIZE
+                } else {
+                    PAGE_SIZE
+                };
                 flush_tlb_range(
                     ctx,
                     self.mm,
                     self.start,
                     self.end,
-                    PAGE_SIZE,
+                    stride,
                     !self.freed_tables,
                 )
                 .await;
@@ -191,8 +221,45 @@ impl MmuGather {
         for (f, va) in std::mem::take(&mut self.frames) {
             w.put_frame(cpu, f, self.mm, va);
         }
+        for (f, va) in std::mem::take(&mut self.huge) {
+            w.put_huge(cpu, f, self.mm, va);
+        }
         ctx.atomic().await; // dec_tlb_flush_pending()
         w.k.borrow_mut().mms[self.mm as usize].tlb_flush_pending -= 1;
+    }
+}
+
+/// `__split_huge_pmd()` of the anonymous huge page at `base`, under its
+/// PMD lock: the PMD is invalidated and the 2 MiB flushed
+/// (`pmdp_invalidate`), then a PTE table maps the same 512 frames with the
+/// same permissions. Callers then work on 4 KiB PTEs.
+pub async fn split_huge_pmd(ctx: &Ctx, mm: MmId, base: u64) {
+    let w = &ctx.w;
+    ctx.ptl_lock(mm, base).await;
+    if let Some(&(_, p)) = huge_leaves(w, mm, base, base + HPAGE_SIZE).first() {
+        w.stats.borrow_mut().thp_split_pmd += 1;
+        set_huge(w, ctx.cpu(), mm, base, None);
+        flush_tlb_range(ctx, mm, base, base + HPAGE_SIZE, HPAGE_SIZE, true).await;
+        let cpu = ctx.cpu();
+        let mut tables = 0;
+        for i in 0..HPAGE_PAGES {
+            let (_, t) = set_pte(w, cpu, mm, base + i * PAGE_SIZE, Some((p.pfn + i, p.perms)));
+            tables += t;
+        }
+        ctx.work(
+            w.profile.kernel.pte_update_ns * HPAGE_PAGES
+                + w.profile.kernel.page_alloc_ns * u64::from(tables),
+        )
+        .await;
+    }
+    ctx.ptl_unlock(mm, base).await;
+}
+
+/// Splits every huge page of `mm` overlapping `[start, end)` (callers that
+/// only handle 4 KiB PTEs: mprotect and fork; docs/model.md).
+async fn split_huge_range(ctx: &Ctx, mm: MmId, start: u64, end: u64) {
+    for (base, _) in huge_leaves(&ctx.w, mm, start, end) {
+        split_huge_pmd(ctx, mm, base).await;
     }
 }
 
@@ -354,6 +421,7 @@ pub async fn sys_mprotect(ctx: &Ctx, addr: u64, len: u64, perms: Perms) -> bool 
         // mm->tlb_flush_pending raised around it (inc/dec_tlb_flush_pending).
         ctx.atomic().await;
         w.k.borrow_mut().mms[mm as usize].tlb_flush_pending += 1;
+        split_huge_range(ctx, mm, addr, end).await;
         let pte_perms = Perms(perms.0 & !(Perms::RW.0 & !Perms::R.0));
         let mut changed = 0;
         for (table_va, _) in pte_tables(w, mm, addr, end) {
@@ -471,6 +539,25 @@ async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -> bool {
     match vma {
         Some(v) if v.perms.read() && (!write || v.perms.write()) => {
             match get_pte(w, mm, va) {
+                None if write && thp_fits(ctx, mm, &v, va) => {
+                    // do_huge_pmd_anonymous_page(): allocate, clear and map
+                    // 2 MiB; back off if the PMD was filled meanwhile (the
+                    // retry then faults the 4 KiB way or finds the page).
+                    let base = va & !(HPAGE_SIZE - 1);
+                    let cost = w.profile.kernel.thp_fault_ns.unwrap_or(0);
+                    ctx.work(cost).await;
+                    let pfn = w.hw.borrow_mut().mem.alloc_huge();
+                    ctx.ptl_lock(mm, base).await;
+                    if pmd_none(w, mm, base) {
+                        w.stats.borrow_mut().thp_fault_alloc += 1;
+                        let (_, tables) = set_huge(w, ctx.cpu(), mm, base, Some((pfn, v.perms)));
+                        ctx.work(w.profile.kernel.page_alloc_ns * u64::from(tables))
+                            .await;
+                    } else {
+                        w.put_huge(ctx.cpu(), pfn, mm, base);
+                    }
+                    ctx.ptl_unlock(mm, base).await;
+                }
                 None => {
                     // do_anonymous_page: reads map the zero page read-only.
                     let pfn = if write {
@@ -529,6 +616,17 @@ async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -> bool {
     }
 }
 
+/// Would a write fault at `va` in `v` map a transparent huge page? With
+/// `thp = "always"`, when the aligned 2 MiB around `va` lies inside the VMA
+/// and no PTE table (or huge page) is there yet (`pmd_none`).
+fn thp_fits(ctx: &Ctx, mm: MmId, v: &crate::kernel::Vma, va: u64) -> bool {
+    let base = va & !(HPAGE_SIZE - 1);
+    ctx.w.kcfg.thp == crate::config::Thp::Always
+        && base >= v.start
+        && base + HPAGE_SIZE <= v.end
+        && pmd_none(&ctx.w, mm, base)
+}
+
 /// `dup_mmap()`: copies VMAs and PTEs into a new address space,
 /// write-protecting private writable pages in both (copy-on-write), then
 /// `flush_tlb_mm(oldmm)`.
@@ -543,6 +641,7 @@ pub async fn dup_mmap(ctx: &Ctx, old: MmId) -> MmId {
         k.mms[new as usize].vmas = vmas;
         k.mms[new as usize].mmap_base = base;
     }
+    split_huge_range(ctx, old, 0, TASK_SIZE).await;
     // copy_pte_range() takes each source table's lock in turn; one lock
     // over the copy is modelled (the child is not yet visible).
     ctx.ptl_lock(old, 0).await;

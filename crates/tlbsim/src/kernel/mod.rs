@@ -554,6 +554,30 @@ impl World {
         }
     }
 
+    /// Drops the references a huge mapping of `mm` at `va` held on the 512
+    /// frames from `base`, reporting each frame freed.
+    pub fn put_huge(&self, cpu: CpuId, base: crate::hw::mem::Pfn, mm: MmId, va: u64) {
+        use crate::hw::mem::{HPAGE_PAGES, PAGE_SIZE};
+        let last: Vec<bool> = {
+            let mut hw = self.hw.borrow_mut();
+            let last = (0..HPAGE_PAGES)
+                .map(|i| hw.mem.frame_refs(base + i) == 1)
+                .collect();
+            hw.mem.put_huge(base);
+            last
+        };
+        for (i, freed) in (0..HPAGE_PAGES).zip(last) {
+            if freed {
+                self.emit(Event::FrameFree {
+                    cpu,
+                    pfn: base + i,
+                    mm,
+                    va: va + i * PAGE_SIZE,
+                });
+            }
+        }
+    }
+
     /// Sends `ev` to the observer.
     pub fn emit(&self, ev: Event) {
         if let Some(o) = self.observer.borrow_mut().as_mut() {
