@@ -988,7 +988,9 @@ pub fn check(
 }
 
 /// Depth-first search of one subtree: the schedules whose choices below
-/// `root.len()` are `root`, at most `cap` of them.
+/// `root.len()` are `root`, at most `cap` of them. With `batch`, it also
+/// stops early (its report then neither exhausted nor failed) when the
+/// batch has run its budget or an earlier subtree of it failed.
 fn subtree(
     exp: &crate::config::Experiment,
     ropts: &crate::sim::RunOptions,
@@ -996,15 +998,25 @@ fn subtree(
     bound: u32,
     root: &[usize],
     cap: u64,
+    batch: Option<(&BatchStop, usize)>,
 ) -> Result<CheckReport, crate::sim::SimError> {
+    use std::sync::atomic::Ordering::Relaxed;
     let mut rep = CheckReport::default();
     let mut dfs = DfsChooser {
         prefix: root.to_vec(),
         ..Default::default()
     };
     while rep.schedules < cap {
+        if let Some((b, i)) = batch {
+            if b.run.fetch_add(1, Relaxed) >= b.budget || b.failed.load(Relaxed) < i {
+                break;
+            }
+        }
         let r = run_one(exp, ropts, opts, &mut dfs)?;
         if rep.add(rep.schedules, r) {
+            if let Some((b, i)) = batch {
+                b.failed.fetch_min(i, Relaxed);
+            }
             return Ok(rep);
         }
         if !dfs.advance_within(bound, root.len()) {
@@ -1015,14 +1027,25 @@ fn subtree(
     Ok(rep)
 }
 
+/// What the subtrees of one parallel batch share: schedules run so far
+/// against a budget (the cap left), and the first subtree that failed.
+/// Both only make subtrees stop early; the join re-runs any subtree whose
+/// result it needs and that stopped early, so the report does not depend
+/// on timing.
+struct BatchStop {
+    run: std::sync::atomic::AtomicU64,
+    budget: u64,
+    failed: std::sync::atomic::AtomicUsize,
+}
+
 /// Exhaustive search. With several threads, the tree is cut where each
 /// schedule first leaves the default schedule: the default schedule
 /// itself, then, deepest first (depth-first order), one subtree per depth
 /// `d` and non-default choice `c` there (every schedule starting with `d`
 /// default choices and then `c`). Batches of subtrees are searched in
 /// parallel and their reports joined in that order, so the result is the
-/// sequential search's, index for index, and at most a batch of work runs
-/// past a failure or the `--schedules` cap.
+/// sequential search's, index for index. A batch stops after as many
+/// schedules as the cap leaves, or when one of its subtrees fails.
 fn exhaustive(
     exp: &crate::config::Experiment,
     ropts: &crate::sim::RunOptions,
@@ -1031,7 +1054,7 @@ fn exhaustive(
 ) -> Result<CheckReport, crate::sim::SimError> {
     let threads = rayon::current_num_threads();
     if threads < 2 || bound == 0 || opts.schedules < 2 {
-        return subtree(exp, ropts, opts, bound, &[], opts.schedules);
+        return subtree(exp, ropts, opts, bound, &[], opts.schedules, None);
     }
     // The default schedule: its candidates per depth give the subtrees.
     let mut dfs = DfsChooser::default();
@@ -1054,25 +1077,28 @@ fn exhaustive(
         if left == 0 {
             return Ok(rep);
         }
+        let stop = BatchStop {
+            run: 0.into(),
+            budget: left,
+            failed: usize::MAX.into(),
+        };
         let reports: Vec<Result<CheckReport, _>> = {
             use rayon::prelude::*;
             batch
                 .par_iter()
-                .map(|r| subtree(exp, ropts, opts, bound, &prefix(r), left))
+                .enumerate()
+                .map(|(i, r)| subtree(exp, ropts, opts, bound, &prefix(r), left, Some((&stop, i))))
                 .collect()
         };
         for (r, root) in reports.into_iter().zip(batch) {
-            let r = r?;
+            let mut r = r?;
             let left = opts.schedules - rep.schedules;
-            if r.schedules > left {
-                // The cap falls inside this subtree: search it again,
-                // stopping where the sequential search would have.
-                let r = subtree(exp, ropts, opts, bound, &prefix(root), left)?;
-                rep.append(r);
-                return Ok(rep);
+            if r.schedules > left || (!r.exhausted && r.failure.is_none()) {
+                // Cut by the cap, by the batch's budget, or past the cap:
+                // search it again alone, stopping where the sequential
+                // search would.
+                r = subtree(exp, ropts, opts, bound, &prefix(root), left, None)?;
             }
-            // Cut by the cap exactly where the sequential search stops, or
-            // failed.
             let stop = r.failure.is_some() || !r.exhausted;
             rep.append(r);
             if stop {

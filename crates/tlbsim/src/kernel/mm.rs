@@ -126,13 +126,19 @@ impl MmuGather {
         let per = ctx.w.profile.kernel.pte_update_ns;
         // zap_pmd_range(): a huge page the range covers whole is cleared at
         // its PMD (zap_huge_pmd); one it covers in part is split first.
-        for (base, p) in huge_leaves(&ctx.w, self.mm, start, end) {
+        for (base, _) in huge_leaves(&ctx.w, self.mm, start, end) {
             if base >= start && base + HPAGE_SIZE <= end {
                 ctx.ptl_lock(self.mm, base).await;
-                set_huge(&ctx.w, ctx.cpu(), self.mm, base, None);
-                self.huge.push((p.pfn, base));
-                self.add_range(base, base + HPAGE_SIZE);
-                ctx.work(per).await;
+                // Re-check under the lock (zap_huge_pmd runs under
+                // pmd_trans_huge_lock): a concurrent madvise may have
+                // split or zapped it, or a fault mapped another one.
+                if !huge_leaves(&ctx.w, self.mm, base, base + HPAGE_SIZE).is_empty() {
+                    let (old, _) = set_huge(&ctx.w, ctx.cpu(), self.mm, base, None);
+                    let old = old.expect("huge leaf present under its lock");
+                    self.huge.push((old.pfn, base));
+                    self.add_range(base, base + HPAGE_SIZE);
+                    ctx.work(per).await;
+                }
                 ctx.ptl_unlock(self.mm, base).await;
             } else {
                 split_huge_pmd(ctx, self.mm, base).await;
