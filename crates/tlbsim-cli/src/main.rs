@@ -352,6 +352,9 @@ fn apply_sets(text: &str, sets: &[String]) -> Result<Experiment, String> {
     for set in sets {
         let bad = || format!("--set {set:?}: expected SECTION.KEY=VALUE, e.g. kernel.kpti=false");
         let (path, value) = set.split_once('=').ok_or_else(bad)?;
+        if value.contains('\n') {
+            return Err(format!("--set {set:?}: the value spans lines"));
+        }
         let (section, key) = path.trim().split_once('.').ok_or_else(bad)?;
         let (section, key) = (section.trim(), key.trim());
         if section.is_empty() || key.is_empty() || key.contains('.') {

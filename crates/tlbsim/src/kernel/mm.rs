@@ -585,6 +585,17 @@ async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -> bool {
                     }
                     ctx.ptl_unlock(mm, va).await;
                 }
+                Some(p)
+                    if write
+                        && !p.perms.write()
+                        && !huge_leaves(w, mm, va, va + PAGE_SIZE).is_empty() =>
+                {
+                    // A write-protected huge page (none is made today:
+                    // mprotect and fork split them): split it
+                    // (do_huge_pmd_wp_page's fallback); the retry then
+                    // takes the 4 KiB write-protect fault.
+                    split_huge_pmd(ctx, mm, va & !(HPAGE_SIZE - 1)).await;
+                }
                 Some(p) if write && !p.perms.write() => {
                     let shared = p.pfn == ZERO_PFN || w.hw.borrow().mem.frame_refs(p.pfn) > 1;
                     if shared {
