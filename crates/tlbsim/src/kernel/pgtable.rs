@@ -16,6 +16,78 @@ pub fn get_pte(w: &World, mm: MmId, va: u64) -> Option<Pte> {
     w.hw.borrow().read_pte(pgd, va)
 }
 
+/// The table at `level` that maps `va` under `pgd`, walking down from the
+/// PGD; a missing table is allocated (counted in `allocated`) if `alloc`,
+/// else the walk returns `None`. Panics on a leaf above `level`: callers
+/// split huge pages before touching the PTEs under them.
+fn table_at(
+    mem: &mut crate::hw::mem::PhysMem,
+    pgd: TableId,
+    va: u64,
+    level: u8,
+    alloc: bool,
+    allocated: &mut u32,
+) -> Option<TableId> {
+    let mut table = pgd;
+    for l in 0..level {
+        let idx = level_index(va, l);
+        match mem.table(table).entries.get(&idx).copied() {
+            Some(Desc::Table(next)) => table = next,
+            Some(Desc::Page(_)) => panic!("page-table update at {va:#x} under a huge page"),
+            None if alloc => {
+                let next = mem.alloc_table(l + 1);
+                *allocated += 1;
+                mem.table_mut(table).entries.insert(idx, Desc::Table(next));
+                table = next;
+            }
+            None => return None,
+        }
+    }
+    Some(table)
+}
+
+/// Writes (or clears) the leaf of `mm` at `va` in its table at `level`,
+/// allocating tables above it for a write. Returns the old leaf, the new
+/// one and the number of table pages allocated.
+fn set_leaf(
+    w: &World,
+    mm: MmId,
+    va: u64,
+    level: u8,
+    new: Option<(Pfn, Perms)>,
+) -> (Option<Pte>, Option<Pte>, u32) {
+    let pgd = w.k.borrow().mms[mm as usize].pgd;
+    let newpte = new.map(|(pfn, perms)| Pte {
+        pfn,
+        perms,
+        version: w.next_pte_version(),
+    });
+    let mut allocated = 0;
+    let mut hw = w.hw.borrow_mut();
+    let Some(table) = table_at(
+        &mut hw.mem,
+        pgd,
+        va,
+        level,
+        newpte.is_some(),
+        &mut allocated,
+    ) else {
+        return (None, None, 0);
+    };
+    let idx = level_index(va, level);
+    let t = hw.mem.table_mut(table);
+    let old = match newpte {
+        Some(p) => t.entries.insert(idx, Desc::Page(p)),
+        None => t.entries.remove(&idx),
+    };
+    let old = match old {
+        Some(Desc::Page(p)) => Some(p),
+        Some(Desc::Table(_)) => panic!("leaf write at {va:#x} over a table"),
+        None => None,
+    };
+    (old, newpte, allocated)
+}
+
 /// Writes (or clears, with `None`) the PTE of `mm` at `va`, allocating
 /// intermediate tables as needed. Returns the old value and the number of
 /// table pages allocated.
@@ -26,62 +98,15 @@ pub fn set_pte(
     va: u64,
     new: Option<(u64, crate::hw::mem::Perms)>,
 ) -> (Option<Pte>, u32) {
-    let pgd = w.k.borrow().mms[mm as usize].pgd;
     let va = va & !(PAGE_SIZE - 1);
-    let mut allocated = 0;
-    let newpte = new.map(|(pfn, perms)| Pte {
-        pfn,
-        perms,
-        version: w.next_pte_version(),
-    });
-    let old = {
-        let mut hw = w.hw.borrow_mut();
-        let mut table = pgd;
-        let mut found = true;
-        for level in 0..LEVELS - 1 {
-            let idx = level_index(va, level);
-            match hw.mem.table(table).entries.get(&idx).copied() {
-                Some(Desc::Table(next)) => table = next,
-                Some(Desc::Page(_)) => {
-                    // Callers split huge pages before touching their PTEs.
-                    panic!("set_pte at {va:#x} inside a huge page of mm {mm}")
-                }
-                None => {
-                    if newpte.is_none() {
-                        found = false;
-                        break;
-                    }
-                    let next = hw.mem.alloc_table(level + 1);
-                    allocated += 1;
-                    hw.mem
-                        .table_mut(table)
-                        .entries
-                        .insert(idx, Desc::Table(next));
-                    table = next;
-                }
-            }
-        }
-        if !found {
-            return (None, 0);
-        }
-        let idx = level_index(va, LEVELS - 1);
-        let t = hw.mem.table_mut(table);
-        let old = match newpte {
-            Some(p) => t.entries.insert(idx, Desc::Page(p)),
-            None => t.entries.remove(&idx),
-        };
-        match old {
-            Some(Desc::Page(p)) => Some(p),
-            _ => None,
-        }
-    };
-    if old.is_some() || newpte.is_some() {
+    let (old, new, allocated) = set_leaf(w, mm, va, LEVELS - 1, new);
+    if old.is_some() || new.is_some() {
         w.emit(Event::PteWrite {
             cpu,
             mm,
             va,
             old,
-            new: newpte,
+            new,
         });
     }
     (old, allocated)
@@ -90,10 +115,22 @@ pub fn set_pte(
 /// Present 4 KiB PTEs of `mm` in `[start, end)`, in address order (huge
 /// pages are not listed: see [`huge_leaves`]).
 pub fn present_ptes(w: &World, mm: MmId, start: u64, end: u64) -> Vec<(u64, Pte)> {
+    leaves(w, mm, start, end, LEVELS - 1)
+}
+
+/// The 2 MiB leaves of `mm` overlapping `[start, end)`: the address of
+/// each huge page and its leaf (first frame, permissions, version).
+pub fn huge_leaves(w: &World, mm: MmId, start: u64, end: u64) -> Vec<(u64, Pte)> {
+    leaves(w, mm, start, end, HUGE_LEVEL)
+}
+
+/// The leaves at `level` of `mm` overlapping `[start, end)`, in address
+/// order, with the address each maps from.
+fn leaves(w: &World, mm: MmId, start: u64, end: u64, level: u8) -> Vec<(u64, Pte)> {
     let pgd = w.k.borrow().mms[mm as usize].pgd;
     let hw = w.hw.borrow();
     let mut out = Vec::new();
-    collect(&hw.mem, pgd, 0, 0, start, end, &mut out);
+    collect(&hw.mem, pgd, 0, 0, (start, end), level, &mut out);
     out
 }
 
@@ -102,21 +139,22 @@ fn collect(
     table: TableId,
     level: u8,
     base: u64,
-    start: u64,
-    end: u64,
+    (start, end): (u64, u64),
+    leaf_level: u8,
     out: &mut Vec<(u64, Pte)>,
 ) {
     let sh = level_shift(level);
     for (&idx, d) in &mem.table(table).entries {
         let lo = base | (u64::from(idx) << sh);
-        let hi = lo + (1u64 << sh);
-        if hi <= start || lo >= end {
+        if lo + (1u64 << sh) <= start || lo >= end {
             continue;
         }
         match *d {
-            Desc::Table(next) => collect(mem, next, level + 1, lo, start, end, out),
-            Desc::Page(p) if level == LEVELS - 1 => out.push((lo, p)),
-            Desc::Page(_) => {} // a huge page: see huge_leaves()
+            Desc::Table(next) if level < leaf_level => {
+                collect(mem, next, level + 1, lo, (start, end), leaf_level, out)
+            }
+            Desc::Page(p) if level == leaf_level => out.push((lo, p)),
+            _ => {}
         }
     }
 }
@@ -138,41 +176,6 @@ pub fn pmd_none(w: &World, mm: MmId, va: u64) -> bool {
         .contains_key(&level_index(va, HUGE_LEVEL))
 }
 
-/// The 2 MiB leaves of `mm` overlapping `[start, end)`: the address of
-/// each huge page and its leaf (first frame, permissions, version).
-pub fn huge_leaves(w: &World, mm: MmId, start: u64, end: u64) -> Vec<(u64, Pte)> {
-    let pgd = w.k.borrow().mms[mm as usize].pgd;
-    let hw = w.hw.borrow();
-    let mut out = Vec::new();
-    collect_huge(&hw.mem, pgd, 0, 0, start, end, &mut out);
-    out
-}
-
-fn collect_huge(
-    mem: &crate::hw::mem::PhysMem,
-    table: TableId,
-    level: u8,
-    base: u64,
-    start: u64,
-    end: u64,
-    out: &mut Vec<(u64, Pte)>,
-) {
-    let sh = level_shift(level);
-    for (&idx, d) in &mem.table(table).entries {
-        let lo = base | (u64::from(idx) << sh);
-        if lo + (1u64 << sh) <= start || lo >= end {
-            continue;
-        }
-        match *d {
-            Desc::Table(next) if level < HUGE_LEVEL => {
-                collect_huge(mem, next, level + 1, lo, start, end, out)
-            }
-            Desc::Page(p) if level == HUGE_LEVEL => out.push((lo, p)),
-            _ => {}
-        }
-    }
-}
-
 /// Writes (or clears, with `None`) the 2 MiB leaf of `mm` at `va` (2 MiB
 /// aligned, no PTE table there), mapping the 512 frames from the given
 /// one; allocates upper tables as needed. Observers see one `PteWrite` per
@@ -186,65 +189,21 @@ pub fn set_huge(
     new: Option<(Pfn, Perms)>,
 ) -> (Option<Pte>, u32) {
     assert_eq!(va % HPAGE_SIZE, 0, "huge page at {va:#x} not aligned");
-    let pgd = w.k.borrow().mms[mm as usize].pgd;
-    let newpte = new.map(|(pfn, perms)| Pte {
-        pfn,
-        perms,
-        version: w.next_pte_version(),
-    });
-    let mut allocated = 0;
-    let old = {
-        let mut hw = w.hw.borrow_mut();
-        let mut table = pgd;
-        let mut found = true;
-        for level in 0..HUGE_LEVEL {
-            let idx = level_index(va, level);
-            match hw.mem.table(table).entries.get(&idx).copied() {
-                Some(Desc::Table(next)) => table = next,
-                _ => {
-                    if newpte.is_none() {
-                        found = false;
-                        break;
-                    }
-                    let next = hw.mem.alloc_table(level + 1);
-                    allocated += 1;
-                    hw.mem
-                        .table_mut(table)
-                        .entries
-                        .insert(idx, Desc::Table(next));
-                    table = next;
-                }
-            }
-        }
-        if !found {
-            return (None, 0);
-        }
-        let idx = level_index(va, HUGE_LEVEL);
-        let t = hw.mem.table_mut(table);
-        let old = match newpte {
-            Some(p) => t.entries.insert(idx, Desc::Page(p)),
-            None => t.entries.remove(&idx),
-        };
-        match old {
-            Some(Desc::Page(p)) => Some(p),
-            Some(Desc::Table(_)) => panic!("set_huge at {va:#x} over a PTE table"),
-            None => None,
-        }
-    };
+    let (old, new, allocated) = set_leaf(w, mm, va, HUGE_LEVEL, new);
     let view = |p: Option<Pte>, i: u64| {
         p.map(|p| Pte {
             pfn: p.pfn + i,
             ..p
         })
     };
-    if old.is_some() || newpte.is_some() {
+    if old.is_some() || new.is_some() {
         for i in 0..HPAGE_PAGES {
             w.emit(Event::PteWrite {
                 cpu,
                 mm,
                 va: va + i * PAGE_SIZE,
                 old: view(old, i),
-                new: view(newpte, i),
+                new: view(new, i),
             });
         }
     }
