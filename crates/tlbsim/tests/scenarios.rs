@@ -107,40 +107,34 @@ fn per_flush_latency_grows_with_concurrent_broadcasters() {
     assert!(medians[5] > 10.0 * medians[0], "{medians:?}");
 }
 
+/// The (section, key, message) of the field error `e` must fail with.
+fn field_error(e: &Experiment) -> (String, String, String) {
+    match run(e, &RunOptions::default()) {
+        Err(SimError::Field {
+            section,
+            key,
+            message,
+        }) => (section, key, message),
+        other => panic!("expected a field error, got {other:?}"),
+    }
+}
+
 #[test]
 fn workload_parameter_errors_name_the_field() {
     let e = experiment("arm64-stock", 2, "name = \"mprotect\"\niteratons = 3");
-    match run(&e, &RunOptions::default()) {
-        Err(SimError::Field {
-            section,
-            key,
-            message,
-        }) => {
-            assert_eq!((section.as_str(), key.as_str()), ("workload", "iteratons"));
-            assert!(message.contains("unknown field"), "{message}");
-        }
-        other => panic!("expected a field error, got {other:?}"),
-    }
+    let (section, key, message) = field_error(&e);
+    assert_eq!((section.as_str(), key.as_str()), ("workload", "iteratons"));
+    assert!(message.contains("unknown field"), "{message}");
     // A value of the wrong type: serde's message does not name the field.
     let e = experiment("arm64-stock", 2, "name = \"mprotect\"\niterations = -3");
-    match run(&e, &RunOptions::default()) {
-        Err(SimError::Field {
-            section,
-            key,
-            message,
-        }) => {
-            assert_eq!((section.as_str(), key.as_str()), ("workload", "iterations"));
-            assert!(
-                message.starts_with("invalid value: integer `-3`"),
-                "{message}"
-            );
-        }
-        other => panic!("expected a field error, got {other:?}"),
-    }
-    let e = experiment("no-such-policy", 2, "name = \"mprotect\"");
+    let (section, key, message) = field_error(&e);
+    assert_eq!((section.as_str(), key.as_str()), ("workload", "iterations"));
     assert!(
-        matches!(run(&e, &RunOptions::default()), Err(SimError::Field { key, .. }) if key == "tlb_policy")
+        message.starts_with("invalid value: integer `-3`"),
+        "{message}"
     );
+    let e = experiment("no-such-policy", 2, "name = \"mprotect\"");
+    assert_eq!(field_error(&e).1, "tlb_policy");
 }
 
 /// The full seed-000 stock run (about 6 s in release). Run with
@@ -227,10 +221,6 @@ fn a_profile_file_the_caller_did_not_load_is_a_field_error() {
     let text =
         "[experiment]\nname = \"p\"\nprofile = \"mine.toml\"\n[workload]\nname = \"mprotect\"\n";
     let e: Experiment = parse_toml("p.toml", text).unwrap();
-    match run(&e, &RunOptions::default()) {
-        Err(SimError::Field { section, key, .. }) => {
-            assert_eq!((section.as_str(), key.as_str()), ("experiment", "profile"))
-        }
-        other => panic!("expected a field error, got {other:?}"),
-    }
+    let (section, key, _) = field_error(&e);
+    assert_eq!((section.as_str(), key.as_str()), ("experiment", "profile"));
 }
