@@ -116,6 +116,10 @@ enum Cmd {
         /// ASID allocator (overrides [kernel] asid_allocator).
         #[arg(long)]
         allocator: Option<String>,
+        /// Machine profile (overrides [experiment] profile): a built-in
+        /// name, or a profile file ending in .toml.
+        #[arg(long)]
+        profile: Option<String>,
         /// Re-run one schedule, as printed by a failing check.
         #[arg(long)]
         replay: Option<String>,
@@ -195,6 +199,7 @@ fn main() -> ExitCode {
             cpus,
             policy,
             allocator,
+            profile,
             replay,
             sets,
         } => {
@@ -218,10 +223,13 @@ fn main() -> ExitCode {
             cmd_check(
                 &experiment,
                 &opts,
-                policy,
+                Overrides {
+                    policy,
+                    profile,
+                    sets,
+                },
                 allocator,
                 replay.as_deref(),
-                &sets,
             )
         }
         Cmd::Sweep {
@@ -463,19 +471,26 @@ fn shell_word(s: &str) -> String {
 fn cmd_check(
     path: &Path,
     opts: &tlbsim::explore::CheckOptions,
-    policy: Option<String>,
+    ov: Overrides,
     allocator: Option<String>,
     replay: Option<&str>,
-    sets: &[String],
 ) -> ExitCode {
-    let (mut exp, text) = match load_or_report(path, sets) {
+    let (mut exp, text) = match load_or_report(path, &ov.sets) {
         Ok(x) => x,
         Err(code) => return code,
     };
     let mut base = format!("tlbsim check {}", path.display());
-    for set in sets {
+    for set in &ov.sets {
         base.push_str(&format!(" --set {}", shell_word(set)));
     }
+    if let Some(p) = ov.profile {
+        base.push_str(&format!(" --profile {p}"));
+        if let Err(e) = set_profile(&mut exp, &p, Path::new("")) {
+            eprintln!("error: --profile {p}: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    let policy = ov.policy;
     if let Some(c) = opts.cpus {
         base.push_str(&format!(" --cpus {c}"));
     }
