@@ -314,20 +314,31 @@ pub async fn sys_mmap(ctx: &Ctx, len: u64, perms: Perms) -> u64 {
     let addr = {
         let mut k = ctx.w.k.borrow_mut();
         let m = &mut k.mms[mm as usize];
-        let start = unmapped_area_topdown(&m.vmas, m.mmap_base, len);
-        m.vmas.insert(
-            start,
-            Vma {
-                start,
-                end: start + len,
-                perms,
-            },
-        );
-        start
+        insert_vma(&mut m.vmas, m.mmap_base, len, perms)
     };
     ctx.mmap_write_unlock(mm).await;
     syscall_exit(ctx, "mmap").await;
     addr
+}
+
+/// Places a new VMA of `len` bytes below `ceiling` (top-down, see
+/// [`unmapped_area_topdown`]) and inserts it; returns its start.
+fn insert_vma(
+    vmas: &mut std::collections::BTreeMap<u64, Vma>,
+    ceiling: u64,
+    len: u64,
+    perms: Perms,
+) -> u64 {
+    let start = unmapped_area_topdown(vmas, ceiling, len);
+    vmas.insert(
+        start,
+        Vma {
+            start,
+            end: start + len,
+            perms,
+        },
+    );
+    start
 }
 
 /// Lowest address `mmap` hands out.
@@ -733,22 +744,12 @@ pub async fn mmdrop(ctx: &Ctx, mm: MmId) {
 
 #[cfg(test)]
 mod tests {
-    use super::{unmapped_area_topdown, Vma, PAGE_SIZE};
+    use super::{insert_vma, Vma, PAGE_SIZE};
     use crate::hw::mem::Perms;
     use std::collections::BTreeMap;
 
     fn map(vmas: &mut BTreeMap<u64, Vma>, ceiling: u64, len: u64) -> u64 {
-        let start = unmapped_area_topdown(vmas, ceiling, len);
-        let perms = Perms::RW;
-        vmas.insert(
-            start,
-            Vma {
-                start,
-                end: start + len,
-                perms,
-            },
-        );
-        start
+        insert_vma(vmas, ceiling, len, Perms::RW)
     }
 
     #[test]
