@@ -25,8 +25,10 @@
 //! delivered when a `DSB ISH` needs it. Speculation is offered only while
 //! the per-schedule budget lasts.
 
+use crate::hw::tlb::MmId;
 use crate::hw::{AccessTrace, CpuId};
-use crate::kernel::{sched, LockId, Op, OpResult, TaskState, World};
+use crate::kernel::{Op, OpResult, World};
+use crate::step::{ops, Applied, Cpus, Polled, Wait};
 use rand::Rng as _;
 use std::collections::BTreeSet;
 use std::fmt;
@@ -107,30 +109,6 @@ pub fn parse_schedule(text: &str) -> Result<Vec<Action>, String> {
     Ok(out)
 }
 
-/// What a CPU is doing between actions.
-#[derive(Debug, Clone, PartialEq)]
-enum CpuState {
-    /// Its task posted this step; `Step` completes it.
-    Posted(Op),
-    /// Spinning on a lock until a release grants it.
-    Lock(LockId),
-    /// The idle loop, waiting for work.
-    Idle,
-    /// A blocked step (lock, idle) was released; `Step` resumes the task.
-    Resume,
-    /// `CallFunction` waiting for every handler to return.
-    IpiWait,
-}
-
-/// An IPI handler running on a CPU.
-struct IrqRun {
-    fut: crate::kernel::TaskFuture,
-    mb: Rc<crate::kernel::TaskMailbox>,
-    sender: CpuId,
-    /// The interrupted context's state.
-    saved: CpuState,
-}
-
 /// How one schedule ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -151,31 +129,17 @@ pub trait Chooser {
 }
 
 /// The explorer driver for one schedule.
+#[derive(Debug)]
 pub struct Explorer {
-    w: Rc<World>,
-    state: Vec<CpuState>,
+    core: Cpus,
     /// Broadcast TLBIs in flight, oldest first: (inflight id).
     inflight: Vec<usize>,
     /// VAs accessed per mm (speculation candidates).
-    touched: BTreeSet<(crate::hw::tlb::MmId, u64)>,
+    touched: BTreeSet<(MmId, u64)>,
     speculation_budget: u32,
     trace: Vec<AccessTrace>,
-    /// Per CPU: IPIs waiting to be taken (handler, argument, sender).
-    irq_queue: Vec<std::collections::VecDeque<(usize, usize, CpuId)>>,
-    /// Per CPU: the handler running, if any.
-    irq: Vec<Option<IrqRun>>,
-    /// Per CPU: handlers still to return to its `CallFunction`.
-    acks: Vec<usize>,
     /// The actions taken.
     pub schedule: Vec<Action>,
-}
-
-impl std::fmt::Debug for Explorer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Explorer")
-            .field("actions", &self.schedule.len())
-            .finish()
-    }
 }
 
 impl Explorer {
@@ -184,15 +148,11 @@ impl Explorer {
     pub fn new(w: Rc<World>, speculation_budget: u32) -> Self {
         let n = w.ncpus();
         let mut e = Self {
-            w,
-            state: vec![CpuState::Idle; n],
+            core: Cpus::new(w),
             inflight: Vec::new(),
             touched: BTreeSet::new(),
             speculation_budget,
             trace: Vec::new(),
-            irq_queue: vec![std::collections::VecDeque::new(); n],
-            irq: (0..n).map(|_| None).collect(),
-            acks: vec![0; n],
             schedule: Vec::new(),
         };
         for cpu in 0..n {
@@ -203,7 +163,7 @@ impl Explorer {
 
     /// The world being explored.
     pub fn world(&self) -> &Rc<World> {
-        &self.w
+        &self.core.w
     }
 
     /// Runs the schedule the chooser makes until `done`, a violation, a
@@ -215,10 +175,10 @@ impl Explorer {
         done: impl Fn(&World) -> bool,
     ) -> Outcome {
         loop {
-            if let Some(r) = self.w.failure() {
+            if let Some(r) = self.core.w.failure() {
                 return Outcome::Violation(r);
             }
-            if done(&self.w) {
+            if done(&self.core.w) {
                 return Outcome::Done;
             }
             if self.schedule.len() >= max_actions {
@@ -226,7 +186,8 @@ impl Explorer {
             }
             let enabled = self.enabled();
             if enabled.is_empty() {
-                return Outcome::Deadlock(self.describe());
+                let label = |c: CpuId| format!("{:?}", self.core.wait[c]);
+                return Outcome::Deadlock(self.core.describe(label));
             }
             let i = chooser.choose(self.schedule.len(), &enabled);
             self.apply(enabled[i]);
@@ -235,132 +196,54 @@ impl Explorer {
 
     /// Applies `a`, which must be enabled (replay checks this first).
     pub fn apply(&mut self, a: Action) {
-        self.w.now.set(self.w.now.get() + 1);
-        self.w.stats.borrow_mut().events += 1;
+        let w = &self.core.w;
+        w.now.set(w.now.get() + 1);
+        w.stats.borrow_mut().events += 1;
         self.schedule.push(a);
         match a {
             Action::Step(c) => self.step(c),
             Action::Deliver(t) => self.deliver_one(t),
             Action::Speculate(c, va) => {
                 self.speculation_budget -= 1;
-                crate::effects::speculate(&self.w, c, va, &mut self.trace);
+                ops::speculate(&self.core.w, c, va, &mut self.trace);
             }
-            Action::Interrupt(c) => self.start_irq(c),
+            Action::Interrupt(c) => {
+                self.core.start_irq(c);
+                self.run_cpu(c);
+            }
         }
     }
 
-    /// Can CPU `c` take an IPI now?
+    /// Can CPU `c` take an IPI now? At a step boundary of any context
+    /// that is not running.
     fn interruptible(&self, c: CpuId) -> bool {
-        self.irq[c].is_none()
-            && !self.irq_queue[c].is_empty()
-            && self.w.k.borrow().cpus[c].irqs_off == 0
+        self.core.may_take_irq(c)
             && matches!(
-                self.state[c],
-                CpuState::Posted(_)
-                    | CpuState::Idle
-                    | CpuState::Lock(_)
-                    | CpuState::IpiWait
-                    | CpuState::Resume
+                self.core.wait[c],
+                Wait::Posted(_) | Wait::Idle | Wait::Lock(_) | Wait::IpiAck | Wait::Ready(_)
             )
-    }
-
-    /// Starts CPU `c`'s oldest pending IPI handler in the context of its
-    /// current task.
-    fn start_irq(&mut self, c: CpuId) {
-        let (handler, arg, sender) = self.irq_queue[c].pop_front().expect("a pending IPI");
-        let w = Rc::clone(&self.w);
-        let task = w.k.borrow().cpus[c].current;
-        let mb: Rc<crate::kernel::TaskMailbox> = Rc::default();
-        let ctx = crate::kernel::Ctx::interrupt(&w, task, Rc::clone(&mb));
-        let h = Rc::clone(&w.ipi_handlers.borrow()[handler]);
-        let fut = h(ctx, arg);
-        let saved = std::mem::replace(&mut self.state[c], CpuState::Idle);
-        self.irq[c] = Some(IrqRun {
-            fut,
-            mb,
-            sender,
-            saved,
-        });
-        self.run_irq(c);
-    }
-
-    /// Polls the handler on `c` until it posts a step that is a choice
-    /// point, or returns (then the sender sees its acknowledgement).
-    fn run_irq(&mut self, c: CpuId) {
-        for n in 0.. {
-            let run = self.irq[c].as_mut().expect("a handler runs");
-            if crate::engine::exec::poll_once(run.fut.as_mut()).is_ready() {
-                let run = self.irq[c].take().expect("a handler runs");
-                self.state[c] = run.saved;
-                self.acks[run.sender] -= 1;
-                if self.acks[run.sender] == 0 {
-                    self.wake(run.sender, |s| *s == CpuState::IpiWait);
-                }
-                return;
-            }
-            let op = run
-                .mb
-                .take_posted()
-                .expect("a pending handler posted a step");
-            assert!(
-                !matches!(op, Op::SwitchTo(_) | Op::Idle | Op::CallFunction { .. }),
-                "an IPI handler may not schedule or send IPIs"
-            );
-            if n % 64 != 63 && matches!(op, Op::Work { .. } | Op::Isb | Op::DsbSt | Op::DsbNsh) {
-                run.mb.complete(OpResult::Unit);
-                continue;
-            }
-            self.state[c] = CpuState::Posted(op);
-            return;
-        }
-    }
-
-    /// Makes the context of `c` blocked in a state matching `blocked`
-    /// runnable again: the running handler's, else the interrupted one's.
-    fn wake(&mut self, c: CpuId, blocked: impl Fn(&CpuState) -> bool) {
-        if blocked(&self.state[c]) {
-            self.state[c] = CpuState::Resume;
-        } else if let Some(run) = self.irq[c].as_mut() {
-            if blocked(&run.saved) {
-                run.saved = CpuState::Resume;
-            }
-        }
-    }
-
-    /// Completes the step of the context running on `c` with `r` and runs
-    /// that context on.
-    fn complete(&mut self, c: CpuId, r: OpResult) {
-        if let Some(run) = &self.irq[c] {
-            run.mb.complete(r);
-            self.run_irq(c);
-        } else {
-            let task = self.w.k.borrow().cpus[c].current;
-            let mb = Rc::clone(&self.w.k.borrow().tasks[task].mb);
-            mb.complete(r);
-            self.run_cpu(c);
-        }
     }
 
     /// The actions possible now, in a fixed order.
     pub fn enabled(&self) -> Vec<Action> {
         let mut v = Vec::new();
-        for (c, s) in self.state.iter().enumerate() {
-            if matches!(s, CpuState::Posted(_) | CpuState::Resume) {
+        for (c, s) in self.core.wait.iter().enumerate() {
+            if matches!(s, Wait::Posted(_) | Wait::Ready(_)) {
                 v.push(Action::Step(c));
             }
         }
-        for c in 0..self.state.len() {
+        for c in 0..self.core.wait.len() {
             if self.interruptible(c) {
                 v.push(Action::Interrupt(c));
             }
         }
-        for (c, s) in self.state.iter().enumerate() {
-            if matches!(s, CpuState::Posted(Op::Access { .. })) && self.pending_at(c) {
+        for (c, s) in self.core.wait.iter().enumerate() {
+            if matches!(s, Wait::Posted(Op::Access { .. })) && self.pending_at(c) {
                 v.push(Action::Deliver(c));
             }
         }
         if self.speculation_budget > 0 {
-            let hw = self.w.hw.borrow();
+            let hw = self.core.w.hw.borrow();
             for (c, cpu) in hw.cpus.iter().enumerate() {
                 if let Some(t) = cpu.ttbr0 {
                     for &(_, va) in self.touched.range((t.mm, 0)..=(t.mm, u64::MAX)) {
@@ -373,7 +256,7 @@ impl Explorer {
     }
 
     fn pending_at(&self, t: CpuId) -> bool {
-        let hw = self.w.hw.borrow();
+        let hw = self.core.w.hw.borrow();
         self.inflight
             .iter()
             .any(|&id| hw.inflight[id].as_ref().is_some_and(|f| f.pending.test(t)))
@@ -381,7 +264,7 @@ impl Explorer {
 
     fn deliver_one(&mut self, t: CpuId) {
         let id = {
-            let hw = self.w.hw.borrow();
+            let hw = self.core.w.hw.borrow();
             self.inflight
                 .iter()
                 .copied()
@@ -393,24 +276,15 @@ impl Explorer {
     }
 
     fn deliver(&mut self, id: usize, t: CpuId) {
-        let (done, issuer) = {
-            let mut hw = self.w.hw.borrow_mut();
-            let issuer = hw.inflight[id].as_ref().expect("live").issuer;
-            (hw.dvm_apply(id, t), issuer)
-        };
-        if t != issuer {
-            self.w.stats.borrow_mut().cpu[t].dvm_ops_received += 1;
-        }
-        if done {
+        if self.core.dvm_deliver(id, t) {
             self.inflight.retain(|&x| x != id);
-            let _ = issuer;
         }
     }
 
     /// Delivers everything `cpu` has in flight (its `DSB ISH` completes).
     fn drain(&mut self, cpu: CpuId) {
         let mine: Vec<usize> = {
-            let hw = self.w.hw.borrow();
+            let hw = self.core.w.hw.borrow();
             self.inflight
                 .iter()
                 .copied()
@@ -418,8 +292,8 @@ impl Explorer {
                 .collect()
         };
         for id in mine {
-            for t in 0..self.w.ncpus() {
-                let pending = self.w.hw.borrow().inflight[id]
+            for t in 0..self.core.w.ncpus() {
+                let pending = self.core.w.hw.borrow().inflight[id]
                     .as_ref()
                     .is_some_and(|f| f.pending.test(t));
                 if pending {
@@ -429,159 +303,94 @@ impl Explorer {
         }
     }
 
-    fn describe(&self) -> String {
-        let k = self.w.k.borrow();
-        let mut s = String::new();
-        for (c, pc) in k.cpus.iter().enumerate() {
-            s.push_str(&format!(
-                "cpu{c}: {} ({:?}); ",
-                k.tasks[pc.current].name, self.state[c]
-            ));
-        }
-        s
+    /// Completes the step of the context running on `c` with `r` and runs
+    /// that context on.
+    fn complete(&mut self, c: CpuId, r: OpResult) {
+        self.core.complete(c, r);
+        self.run_cpu(c);
     }
 
-    /// Completes CPU `c`'s posted step, then runs it to its next step.
+    /// `Step(cpu)`: applies CPU `cpu`'s posted step (or resumes a released
+    /// wait), then runs it to its next step.
     fn step(&mut self, cpu: CpuId) {
-        let w = Rc::clone(&self.w);
-        let task = w.k.borrow().cpus[cpu].current;
-        let op = match std::mem::replace(&mut self.state[cpu], CpuState::Idle) {
-            CpuState::Posted(op) => op,
-            CpuState::Resume => {
-                self.complete(cpu, OpResult::Unit);
-                return;
-            }
+        let op = match std::mem::replace(&mut self.core.wait[cpu], Wait::Free) {
+            Wait::Posted(op) => op,
+            Wait::Ready(r) => return self.complete(cpu, r),
             other => panic!("step of cpu{cpu} in state {other:?}"),
         };
-        let result = match op {
-            Op::Work { .. } | Op::Atomic | Op::LockWord(_) | Op::DsbSt | Op::DsbNsh | Op::Isb => {
-                Some(OpResult::Unit)
+        let task = self.core.w.k.borrow().cpus[cpu].current;
+        if let Op::Access { va, .. } = op {
+            if let Some(t) = self.core.w.hw.borrow().cpus[cpu].ttbr0 {
+                self.touched
+                    .insert((t.mm, va & !(crate::hw::mem::PAGE_SIZE - 1)));
             }
-            Op::Access { va, write } => {
-                if let Some(t) = w.hw.borrow().cpus[cpu].ttbr0 {
-                    self.touched
-                        .insert((t.mm, va & !(crate::hw::mem::PAGE_SIZE - 1)));
-                }
-                let (r, _) = crate::effects::access(&w, cpu, va, write, &mut self.trace);
-                Some(OpResult::Access(r))
+        }
+        match self.core.apply(cpu, task, &op, &mut self.trace) {
+            Applied::Done(r) => self.complete(cpu, r),
+            Applied::Access(r, _) => self.complete(cpu, OpResult::Access(r)),
+            Applied::Tlbi(id) => {
+                self.inflight.extend(id);
+                self.complete(cpu, OpResult::Unit);
             }
-            Op::Tlbi { scope, broadcast } => {
-                if let Some(id) = crate::effects::tlbi(&w, cpu, scope, broadcast) {
-                    self.inflight.push(id);
-                }
-                Some(OpResult::Unit)
-            }
-            Op::DsbIsh => {
-                w.stats.borrow_mut().cpu[cpu].dsb_ish += 1;
+            Applied::DsbIsh => {
                 self.drain(cpu);
-                let had = std::mem::take(&mut w.hw.borrow_mut().cpus[cpu].dvm_since_dsb);
-                if had {
-                    w.stats.borrow_mut().cpu[cpu].dvm_syncs += 1;
-                    w.emit(crate::observe::Event::DsbDone { cpu });
+                if self.core.dsb_needs_sync(cpu) {
+                    self.core.dsb_ish_done(cpu);
                 }
-                Some(OpResult::Unit)
+                self.complete(cpu, OpResult::Unit);
             }
-            Op::SetTtbr0(t) => {
-                crate::effects::set_ttbr0(&w, cpu, t);
-                Some(OpResult::Unit)
-            }
-            Op::LoadCr3 { cr3, flush } => {
-                crate::effects::load_cr3(&w, cpu, cr3, flush);
-                Some(OpResult::Unit)
-            }
-            Op::Lock(l) | Op::LockShared(l) => {
-                let shared = matches!(op, Op::LockShared(_));
-                let (got, name) = {
-                    let mut k = w.k.borrow_mut();
-                    let lock = &mut k.locks[l];
-                    (lock.acquire(task, shared, w.now.get()), lock.name)
-                };
-                w.stats.borrow_mut().lock(name).acquisitions += 1;
-                if got {
-                    Some(OpResult::Unit)
-                } else {
-                    self.state[cpu] = CpuState::Lock(l);
-                    None
-                }
-            }
-            Op::Unlock(l) | Op::UnlockShared(l) => {
-                let shared = matches!(op, Op::UnlockShared(_));
-                let granted = w.k.borrow_mut().locks[l].release(shared);
+            Applied::Locked => self.complete(cpu, OpResult::Unit),
+            Applied::LockWait | Applied::IdleWait => {}
+            Applied::Unlocked(granted) => {
+                let l = ops::lock_of(&op).expect("an unlock step");
                 for g in granted {
-                    let wcpu = w.k.borrow().tasks[g.task].cpu;
-                    self.wake(wcpu, |s| *s == CpuState::Lock(l));
+                    let wcpu = self.core.w.k.borrow().tasks[g.task].cpu;
+                    self.core.w.lock_granted(l, &g, self.core.w.now.get());
+                    self.core
+                        .release(wcpu, |s| *s == Wait::Lock(l), OpResult::Unit);
                 }
-                Some(OpResult::Unit)
+                self.complete(cpu, OpResult::Unit);
             }
-            Op::SwitchTo(_) => {
-                let state = w.k.borrow().tasks[task].state;
-                if matches!(state, TaskState::Zombie | TaskState::Dead) {
-                    w.futures.borrow_mut()[task] = None;
-                } else {
-                    let mb = Rc::clone(&w.k.borrow().tasks[task].mb);
-                    mb.complete(OpResult::Unit);
-                }
-                self.run_cpu(cpu);
-                return;
+            Applied::Switched => self.run_cpu(cpu),
+            Applied::ReschedIpi(target) => {
+                self.core.resched_arrive(target);
+                self.complete(cpu, OpResult::Unit);
             }
-            Op::Idle => {
-                let work = {
-                    let k = w.k.borrow();
-                    k.cpus[cpu].need_resched || !k.cpus[cpu].rq.is_empty()
-                };
-                if work {
-                    Some(OpResult::Unit)
-                } else {
-                    self.state[cpu] = CpuState::Idle;
-                    None
-                }
-            }
-            Op::CallFunction {
-                targets,
-                handler,
-                arg,
-            } => {
+            Applied::CallFunction(targets, ipi) => {
                 let n = targets.count();
-                if n == 0 {
-                    Some(OpResult::Unit)
-                } else {
-                    self.acks[cpu] = n;
-                    for t in targets.iter() {
-                        crate::effects::ipi_received(&w, t, n == 1);
-                        self.irq_queue[t].push_back((handler, arg, cpu));
-                    }
-                    self.state[cpu] = CpuState::IpiWait;
-                    None
+                for t in targets.iter() {
+                    self.core.ipi_arrive(t, ipi, n == 1);
                 }
             }
-            Op::ReschedIpi(target) => {
-                w.stats.borrow_mut().cpu[cpu].ipis_sent += 1;
-                self.wake(target, |s| *s == CpuState::Idle);
-                Some(OpResult::Unit)
-            }
-        };
-        if let Some(r) = result {
-            self.complete(cpu, r);
         }
     }
 
-    /// Polls the CPU's current task until it posts a step.
+    /// Polls the context running on `cpu` (task or handler) until it posts
+    /// a step, or its handler returns (the sender then has its
+    /// acknowledgement).
     /// Steps that touch nothing another CPU or the checker can see (time,
     /// barriers whose effect the explorer already applies) complete at
     /// once: no choice point before them (a partial-order reduction).
-    /// A task that only spins on such steps (waiting for a flag another
+    /// A context that only spins on such steps (waiting for a flag another
     /// CPU sets) posts every 64th one as a choice point, so that it does
     /// not run forever.
     fn run_cpu(&mut self, cpu: CpuId) {
         for n in 0.. {
-            let (task, op) = sched::advance(&self.w, cpu);
-            if n % 64 != 63 && matches!(op, Op::Work { .. } | Op::Isb | Op::DsbSt | Op::DsbNsh) {
-                let mb = Rc::clone(&self.w.k.borrow().tasks[task].mb);
-                mb.complete(OpResult::Unit);
-                continue;
+            match self.core.poll(cpu) {
+                Polled::Step(_, op) => {
+                    let local = matches!(op, Op::Work { .. } | Op::Isb | Op::DsbSt | Op::DsbNsh);
+                    if n % 64 != 63 && local {
+                        self.core.complete_at_once(cpu, OpResult::Unit);
+                        continue;
+                    }
+                    self.core.wait[cpu] = Wait::Posted(op);
+                    return;
+                }
+                Polled::Returned { sender } => {
+                    self.core.ack(sender);
+                    return;
+                }
             }
-            self.state[cpu] = CpuState::Posted(op);
-            return;
         }
     }
 }
@@ -777,10 +586,10 @@ pub fn replay(
     done: impl Fn(&World) -> bool,
 ) -> Result<Outcome, String> {
     for (i, a) in actions.iter().enumerate() {
-        if let Some(r) = e.w.failure() {
+        if let Some(r) = e.core.w.failure() {
             return Ok(Outcome::Violation(r));
         }
-        if done(&e.w) {
+        if done(&e.core.w) {
             return Ok(Outcome::Done);
         }
         if !e.enabled().contains(a) {
@@ -791,10 +600,10 @@ pub fn replay(
         }
         e.apply(*a);
     }
-    if let Some(r) = e.w.failure() {
+    if let Some(r) = e.core.w.failure() {
         return Ok(Outcome::Violation(r));
     }
-    Ok(if done(&e.w) {
+    Ok(if done(&e.core.w) {
         Outcome::Done
     } else {
         Outcome::Bounded

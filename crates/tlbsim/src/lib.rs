@@ -11,7 +11,7 @@
 pub mod check;
 pub mod config;
 pub mod driver;
-pub mod effects;
+
 pub mod engine;
 pub mod explore;
 pub mod hw;
@@ -20,4 +20,5 @@ pub mod observe;
 pub mod reproduce;
 pub mod sim;
 pub mod stats;
+pub mod step;
 pub mod workload;

@@ -84,7 +84,7 @@ pub enum Op {
     Atomic,
     /// One atomic on a lock's word outside `Lock`/`Unlock` (a sleeping
     /// rwsem's count): like `Atomic`, but the timing driver moves the
-    /// lock's cache line to this CPU (`Lock::line_rmw`).
+    /// lock's cache line to this CPU.
     LockWord(LockId),
     /// Acquires a lock exclusively (waits while it is held).
     Lock(LockId),
@@ -275,34 +275,6 @@ pub struct Lock {
     pub waiters: VecDeque<LockWaiter>,
     /// When the exclusive holder got it (for hold times).
     pub held_since_ns: Ns,
-    /// The CPU whose cache last held the lock word's line (timing driver).
-    pub line_cpu: Option<CpuId>,
-    /// When the line is free for the next atomic on it (timing driver).
-    pub line_free_ns: Ns,
-}
-
-impl Lock {
-    /// One atomic read-modify-write of the lock word by `cpu` at `now`:
-    /// `atomic_ns` if the line is already in `cpu`'s cache, else
-    /// `transfer_ns(last_cpu)` to move it from the CPU that held it; atomics
-    /// on one line are served one at a time. Returns how long `cpu` waits
-    /// for its atomic to complete.
-    pub fn line_rmw(
-        &mut self,
-        cpu: CpuId,
-        now: Ns,
-        atomic_ns: Ns,
-        transfer_ns: impl Fn(CpuId) -> Ns,
-    ) -> Ns {
-        let cost = match self.line_cpu {
-            Some(c) if c != cpu => transfer_ns(c),
-            _ => atomic_ns,
-        };
-        let start = now.max(self.line_free_ns);
-        self.line_free_ns = start + cost;
-        self.line_cpu = Some(cpu);
-        self.line_free_ns - now
-    }
 }
 
 impl Lock {
@@ -536,6 +508,52 @@ impl World {
             ..Default::default()
         });
         k.locks.len() - 1
+    }
+
+    /// Tries to take lock `l` for `task` at `now` (exclusive unless
+    /// `shared`), counting the acquisition; if it is taken, `task` queues
+    /// and a later [`World::lock_release`] grants it.
+    pub fn lock_acquire(&self, l: LockId, task: TaskId, shared: bool, now: Ns) -> bool {
+        let (got, name) = {
+            let mut k = self.k.borrow_mut();
+            let lock = &mut k.locks[l];
+            let got = lock.acquire(task, shared, now);
+            if got && !shared {
+                lock.held_since_ns = now;
+            }
+            (got, lock.name)
+        };
+        self.stats.borrow_mut().lock(name).acquisitions += 1;
+        got
+    }
+
+    /// Releases one hold of lock `l` at `now`, recording an exclusive
+    /// hold's duration; returns the waiters now entitled to it, in order
+    /// (each then gets [`World::lock_granted`] when it has it).
+    pub fn lock_release(&self, l: LockId, shared: bool, now: Ns) -> Vec<LockWaiter> {
+        let mut k = self.k.borrow_mut();
+        let lock = &mut k.locks[l];
+        if !shared {
+            let held = now.saturating_sub(lock.held_since_ns);
+            self.stats.borrow_mut().lock(lock.name).hold_ns.record(held);
+        }
+        lock.release(shared)
+    }
+
+    /// Waiter `g` of lock `l`, granted by a release, has the lock at `at`
+    /// (the timing driver adds the cache-line hand-over): its wait is
+    /// recorded and an exclusive hold starts.
+    pub fn lock_granted(&self, l: LockId, g: &LockWaiter, at: Ns) {
+        let mut k = self.k.borrow_mut();
+        let lock = &mut k.locks[l];
+        if !g.shared {
+            lock.held_since_ns = at;
+        }
+        self.stats
+            .borrow_mut()
+            .lock(lock.name)
+            .contended_wait_ns
+            .record(at - g.since_ns);
     }
 
     /// Next PTE version (unique, increasing).
@@ -772,17 +790,7 @@ impl Ctx {
     /// spinning did in Linux 5.3-5.11.
     pub async fn down(&self, l: LockId, shared: bool) {
         self.step(Op::LockWord(l)).await; // the cmpxchg on sem->count
-        let now = self.now();
-        let (got, name) = {
-            let mut k = self.w.k.borrow_mut();
-            let lock = &mut k.locks[l];
-            let got = lock.acquire(self.task, shared, now);
-            if got && !shared {
-                lock.held_since_ns = now;
-            }
-            (got, lock.name)
-        };
-        self.w.stats.borrow_mut().lock(name).acquisitions += 1;
+        let got = self.w.lock_acquire(l, self.task, shared, self.now());
         if got {
             return;
         }
@@ -813,31 +821,8 @@ impl Ctx {
     pub async fn up(&self, l: LockId, shared: bool) {
         self.step(Op::LockWord(l)).await;
         let now = self.now();
-        let (granted, name) = {
-            let mut k = self.w.k.borrow_mut();
-            let lock = &mut k.locks[l];
-            if !shared {
-                let held = now.saturating_sub(lock.held_since_ns);
-                self.w
-                    .stats
-                    .borrow_mut()
-                    .lock(lock.name)
-                    .hold_ns
-                    .record(held);
-            }
-            let granted = lock.release(shared);
-            if granted.iter().any(|g| !g.shared) {
-                lock.held_since_ns = now;
-            }
-            (granted, lock.name)
-        };
-        for g in granted {
-            self.w
-                .stats
-                .borrow_mut()
-                .lock(name)
-                .contended_wait_ns
-                .record(now - g.since_ns);
+        for g in self.w.lock_release(l, shared, now) {
+            self.w.lock_granted(l, &g, now);
             sched::wake_up(self, g.task).await;
         }
     }
@@ -927,26 +912,5 @@ impl Ctx {
     /// The address space this task runs on (`current->mm`).
     pub fn mm(&self) -> Option<MmId> {
         self.w.k.borrow().tasks[self.task].mm
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Lock;
-
-    #[test]
-    fn lock_words_move_between_caches_one_atomic_at_a_time() {
-        let mut l = Lock::default();
-        // First touch and repeated use by one CPU: an L1 atomic.
-        // CPUs 0-1 on one socket, 2-3 on another: 110 ns within, 200 across.
-        let t = |to: usize| move |from: usize| if from / 2 == to / 2 { 110 } else { 200 };
-        assert_eq!(l.line_rmw(0, 1_000, 10, t(0)), 10);
-        assert_eq!(l.line_rmw(0, 2_000, 10, t(0)), 10);
-        // Another CPU pays a transfer.
-        assert_eq!(l.line_rmw(1, 3_000, 10, t(1)), 110);
-        // Two CPUs at the same instant: the second waits for the first.
-        assert_eq!(l.line_rmw(2, 5_000, 10, t(2)), 200);
-        assert_eq!(l.line_rmw(3, 5_000, 10, t(3)), 310);
-        assert_eq!(l.line_free_ns, 5_310);
     }
 }

@@ -1,0 +1,319 @@
+//! What each step does ([`Cpus::apply`]), and what arrives at other CPUs
+//! later (a broadcast TLBI, the end of a DVM Sync): its effect on the
+//! machine and the kernel, the counters it bumps and the events the
+//! observer sees. Time and order are the drivers'.
+
+use super::{Cpus, PendingIpi, Wait};
+use crate::hw::cpumask::CpuMask;
+use crate::hw::tlb::{Asid, TlbiScope};
+use crate::hw::{AccessInfo, AccessTrace, CpuHw, CpuId, Fault, Ttbr0};
+use crate::kernel::{LockWaiter, Op, OpResult, TaskId, TaskState, World};
+use crate::observe::Event;
+use std::rc::Rc;
+
+/// What applying a step did, for the driver to time or to wait on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    /// Done; the driver completes the step with this result.
+    Done(OpResult),
+    /// A user access, done: its result and what translating it took.
+    Access(Result<(), Fault>, AccessInfo),
+    /// A TLBI: a local one took effect; a broadcast one is in flight under
+    /// this id and the driver delivers it ([`Cpus::dvm_deliver`]).
+    Tlbi(Option<usize>),
+    /// `DSB ISH`: the CPU waits for its broadcast TLBIs to complete, then
+    /// for a DVM Sync if it issued any since its last one
+    /// ([`Cpus::dsb_needs_sync`], [`Cpus::dsb_ish_done`]).
+    DsbIsh,
+    /// The lock was free and is now held.
+    Locked,
+    /// The lock is taken: the CPU spins (`Wait::Lock`) until a release
+    /// grants it.
+    LockWait,
+    /// Released; these waiters now hold it, in order. The driver hands it
+    /// over to each and calls [`World::lock_granted`].
+    Unlocked(Vec<LockWaiter>),
+    /// The task parked (or was dropped, having exited); the CPU runs its
+    /// next task now.
+    Switched,
+    /// The idle loop found nothing to do: it waits (`Wait::Idle`) for a
+    /// reschedule IPI.
+    IdleWait,
+    /// IPIs to send to these CPUs; the CPU waits (`Wait::IpiAck`) for every
+    /// handler to return. The driver delivers each with [`Cpus::ipi_arrive`].
+    CallFunction(CpuMask, PendingIpi),
+    /// A reschedule IPI to send; the driver delivers it with
+    /// [`Cpus::resched_arrive`].
+    ReschedIpi(CpuId),
+}
+
+impl Cpus {
+    /// Applies `op`, posted by `task` running on `cpu`, at the driver's
+    /// `now`: its whole effect on machine, kernel, statistics and event
+    /// stream. Steps whose effect is only time (`Work`, `Atomic`,
+    /// `LockWord`, `DSB ST/NSH`, `ISB`) do nothing here.
+    pub fn apply(
+        &mut self,
+        cpu: CpuId,
+        task: TaskId,
+        op: &Op,
+        trace: &mut Vec<AccessTrace>,
+    ) -> Applied {
+        let w = Rc::clone(&self.w);
+        let now = w.now.get();
+        match *op {
+            Op::Work { .. } | Op::Atomic | Op::LockWord(_) | Op::DsbSt | Op::DsbNsh | Op::Isb => {
+                Applied::Done(OpResult::Unit)
+            }
+            Op::Access { va, write } => {
+                let (r, info) = access(&w, cpu, va, write, trace);
+                Applied::Access(r, info)
+            }
+            Op::Tlbi { scope, broadcast } => Applied::Tlbi(tlbi(&w, cpu, scope, broadcast)),
+            Op::DsbIsh => {
+                w.stats.borrow_mut().cpu[cpu].dsb_ish += 1;
+                Applied::DsbIsh
+            }
+            Op::SetTtbr0(t) => {
+                set_ttbr0(&w, cpu, t);
+                Applied::Done(OpResult::Unit)
+            }
+            Op::LoadCr3 { cr3, flush } => {
+                load_cr3(&w, cpu, cr3, flush);
+                Applied::Done(OpResult::Unit)
+            }
+            Op::Lock(l) | Op::LockShared(l) => {
+                if w.lock_acquire(l, task, matches!(op, Op::LockShared(_)), now) {
+                    Applied::Locked
+                } else {
+                    self.wait[cpu] = Wait::Lock(l);
+                    Applied::LockWait
+                }
+            }
+            Op::Unlock(l) | Op::UnlockShared(l) => {
+                Applied::Unlocked(w.lock_release(l, matches!(op, Op::UnlockShared(_)), now))
+            }
+            Op::SwitchTo(_) => {
+                switched(&w, task);
+                Applied::Switched
+            }
+            Op::Idle => {
+                let work = {
+                    let k = w.k.borrow();
+                    k.cpus[cpu].need_resched || !k.cpus[cpu].rq.is_empty()
+                };
+                if work {
+                    return Applied::Done(OpResult::Unit);
+                }
+                self.wait[cpu] = Wait::Idle;
+                Applied::IdleWait
+            }
+            Op::ReschedIpi(target) => {
+                w.stats.borrow_mut().cpu[cpu].ipis_sent += 1;
+                Applied::ReschedIpi(target)
+            }
+            Op::CallFunction {
+                ref targets,
+                handler,
+                arg,
+            } => {
+                let n = targets.count();
+                if n == 0 {
+                    return Applied::Done(OpResult::Unit);
+                }
+                self.acks[cpu] = n;
+                self.wait[cpu] = Wait::IpiAck;
+                let ipi = PendingIpi {
+                    handler,
+                    arg,
+                    sender: cpu,
+                };
+                Applied::CallFunction(targets.clone(), ipi)
+            }
+        }
+    }
+
+    /// Broadcast TLBI `id` takes effect at `target`, if still pending there;
+    /// returns whether it has now reached every target.
+    pub fn dvm_deliver(&self, id: usize, target: CpuId) -> bool {
+        let (done, issuer) = {
+            let mut hw = self.w.hw.borrow_mut();
+            let issuer = hw.inflight[id].as_ref().expect("live").issuer;
+            (hw.dvm_apply(id, target), issuer)
+        };
+        if target != issuer {
+            self.w.stats.borrow_mut().cpu[target].dvm_ops_received += 1;
+        }
+        done
+    }
+
+    /// Broadcast TLBI `id` takes effect at every target still pending;
+    /// `on_target(cpu_state, cpu)` runs for each other than the issuer (the
+    /// driver's cost to the target). Returns the issuer.
+    pub fn dvm_deliver_all(
+        &self,
+        id: usize,
+        mut on_target: impl FnMut(&mut CpuHw, CpuId),
+    ) -> CpuId {
+        let mut hw = self.w.hw.borrow_mut();
+        let mut st = self.w.stats.borrow_mut();
+        let issuer = hw.inflight[id].as_ref().expect("live").issuer;
+        hw.dvm_apply_all(id, |c, t| {
+            if t != issuer {
+                st.cpu[t].dvm_ops_received += 1;
+                on_target(c, t);
+            }
+        })
+    }
+
+    /// Does `cpu`'s `DSB ISH` need a DVM Sync (a broadcast TLBI since its
+    /// last)? Counts the Sync if so.
+    pub fn dsb_needs_sync(&self, cpu: CpuId) -> bool {
+        let had = self.w.hw.borrow().cpus[cpu].dvm_since_dsb;
+        if had {
+            self.w.stats.borrow_mut().cpu[cpu].dvm_syncs += 1;
+        }
+        had
+    }
+
+    /// `cpu`'s DVM Sync completed: every TLBI it issued before its
+    /// `DSB ISH` has completed everywhere.
+    pub fn dsb_ish_done(&self, cpu: CpuId) {
+        self.w.hw.borrow_mut().cpus[cpu].dvm_since_dsb = false;
+        self.w.emit(Event::DsbDone { cpu });
+    }
+}
+
+/// The posting task switched out (`Op::SwitchTo`): it parks with its step
+/// completed and resumes when switched to again; a task that exited is
+/// dropped.
+fn switched(w: &World, task: TaskId) {
+    let state = w.k.borrow().tasks[task].state;
+    if matches!(state, TaskState::Zombie | TaskState::Dead) {
+        w.futures.borrow_mut()[task] = None;
+    } else {
+        let mb = Rc::clone(&w.k.borrow().tasks[task].mb);
+        mb.complete(OpResult::Unit);
+    }
+}
+
+/// A user access by `cpu`: translates (filling TLB and walk cache), counts
+/// hits, misses and walks, and reports every cached entry it used.
+pub fn access(
+    w: &World,
+    cpu: CpuId,
+    va: u64,
+    write: bool,
+    trace: &mut Vec<AccessTrace>,
+) -> (Result<(), Fault>, AccessInfo) {
+    trace.clear();
+    let (r, info) = w.hw.borrow_mut().access(cpu, va, write, trace);
+    {
+        let mut st = w.stats.borrow_mut();
+        let c = &mut st.cpu[cpu];
+        if info.tlb_hit {
+            c.tlb_hits += 1;
+        } else {
+            c.tlb_misses += 1;
+            c.page_walks += 1;
+            c.walk_levels += u64::from(info.levels_walked);
+            c.walk_cache_hits += u64::from(info.walk_cache_hit);
+        }
+    }
+    let running = w.hw.borrow().cpus[cpu].ttbr0.map(|t| t.mm);
+    if let Some(running) = running {
+        for tr in trace.drain(..) {
+            w.emit(match tr {
+                AccessTrace::UsedLeaf(entry) => Event::LeafUse {
+                    cpu,
+                    running,
+                    entry,
+                },
+                AccessTrace::UsedWalk(entry) => Event::WalkUse {
+                    cpu,
+                    running,
+                    entry,
+                },
+            });
+        }
+    }
+    (r, info)
+}
+
+/// A speculative table walk of `va` by `cpu` through its current TTBR0
+/// (see [`crate::hw::Hw::speculate`]); walk-cache entries it used are
+/// reported like a demand walk's.
+pub fn speculate(w: &World, cpu: CpuId, va: u64, trace: &mut Vec<AccessTrace>) {
+    let Some(t) = w.hw.borrow().cpus[cpu].ttbr0 else {
+        return;
+    };
+    trace.clear();
+    w.hw.borrow_mut().speculate(cpu, va, trace);
+    for tr in trace.drain(..) {
+        if let AccessTrace::UsedWalk(entry) = tr {
+            w.emit(Event::WalkUse {
+                cpu,
+                running: t.mm,
+                entry,
+            });
+        }
+    }
+}
+
+/// A TLBI by `cpu`. A local one takes effect at once; a broadcast one is
+/// put in flight to every CPU and its id returned (the driver delivers it).
+fn tlbi(w: &World, cpu: CpuId, scope: TlbiScope, broadcast: bool) -> Option<usize> {
+    let id = if broadcast {
+        w.stats.borrow_mut().cpu[cpu].tlbi_broadcast += 1;
+        let targets = CpuMask::full(w.ncpus());
+        Some(w.hw.borrow_mut().tlbi_broadcast(cpu, scope, targets))
+    } else {
+        w.stats.borrow_mut().cpu[cpu].tlbi_local += 1;
+        w.hw.borrow_mut().tlbi_local(cpu, scope);
+        None
+    };
+    w.emit(Event::Tlbi {
+        cpu,
+        scope,
+        broadcast,
+    });
+    id
+}
+
+/// A TTBR0 write (`None`: the reserved, empty tables).
+fn set_ttbr0(w: &World, cpu: CpuId, t: Option<Ttbr0>) {
+    w.hw.borrow_mut().set_ttbr0(cpu, t);
+    if let Some(t) = t {
+        w.emit(Event::AsidLoad {
+            cpu,
+            mm: t.mm,
+            asid: t.asid,
+        });
+    }
+}
+
+/// An x86 CR3 write on `cpu`: flushes the entries of PCID `flush` (if any),
+/// then installs `cr3`; one instruction, so no access sees the state
+/// between.
+fn load_cr3(w: &World, cpu: CpuId, cr3: Option<Ttbr0>, flush: Option<Asid>) {
+    if let Some(pcid) = flush {
+        w.stats.borrow_mut().cpu[cpu].tlbi_local += 1;
+        w.hw.borrow_mut().tlbi_local(cpu, TlbiScope::Asid(pcid));
+        w.emit(Event::Tlbi {
+            cpu,
+            scope: TlbiScope::Asid(pcid),
+            broadcast: false,
+        });
+    }
+    set_ttbr0(w, cpu, cr3);
+}
+
+/// The lock a lock step names.
+pub fn lock_of(op: &Op) -> Option<crate::kernel::LockId> {
+    match *op {
+        Op::Lock(l) | Op::LockShared(l) | Op::Unlock(l) | Op::UnlockShared(l) | Op::LockWord(l) => {
+            Some(l)
+        }
+        _ => None,
+    }
+}
