@@ -1,0 +1,161 @@
+//! [`Ctx`]: a task's handle on the world, what kernel code runs with, and
+//! its steps (`work`, `tlbi`, `dsb_*`, user accesses, interrupts).
+
+use super::{mm, sched, Op, OpResult, TaskId, TaskMailbox, World};
+use crate::engine::Ns;
+use crate::hw::tlb::{MmId, TlbiScope};
+use crate::hw::CpuId;
+use crate::observe::Event;
+use std::rc::Rc;
+
+/// A task's handle on the world: what kernel code runs with.
+#[derive(Clone)]
+pub struct Ctx {
+    /// The world.
+    pub w: Rc<World>,
+    /// The task this code runs as.
+    pub task: TaskId,
+    mb: Rc<TaskMailbox>,
+}
+
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Ctx(task {})", self.task)
+    }
+}
+
+impl Ctx {
+    /// The context of `task`.
+    pub fn new(w: &Rc<World>, task: TaskId) -> Self {
+        let mb = Rc::clone(&w.k.borrow().tasks[task].mb);
+        Self {
+            w: Rc::clone(w),
+            task,
+            mb,
+        }
+    }
+
+    /// The context of interrupt code running on `task`'s CPU: `current` is
+    /// `task`, but steps go through `mb`, not the task's mailbox.
+    pub fn interrupt(w: &Rc<World>, task: TaskId, mb: Rc<TaskMailbox>) -> Self {
+        Self {
+            w: Rc::clone(w),
+            task,
+            mb,
+        }
+    }
+
+    /// The CPU this task is on (`smp_processor_id()`).
+    pub fn cpu(&self) -> CpuId {
+        self.w.k.borrow().tasks[self.task].cpu
+    }
+
+    /// Current simulated time.
+    pub fn now(&self) -> Ns {
+        self.w.now.get()
+    }
+
+    /// Posts `op` and waits for the driver to complete it.
+    pub async fn step(&self, op: Op) -> OpResult {
+        self.mb.step(op).await
+    }
+
+    /// Kernel work for `ns`.
+    pub async fn work(&self, ns: u64) {
+        if ns > 0 {
+            self.step(Op::Work { ns, user: false }).await;
+        }
+    }
+
+    /// An atomic RMW on shared kernel state (the caller applies the effect
+    /// right after the await: that is the linearisation point).
+    pub async fn atomic(&self) {
+        self.step(Op::Atomic).await;
+    }
+
+    /// Issues a TLBI.
+    pub async fn tlbi(&self, scope: TlbiScope, broadcast: bool) {
+        self.step(Op::Tlbi { scope, broadcast }).await;
+    }
+
+    /// `DSB ISHST`.
+    pub async fn dsb_ishst(&self) {
+        self.step(Op::DsbSt).await;
+    }
+
+    /// `DSB ISH`.
+    pub async fn dsb_ish(&self) {
+        self.step(Op::DsbIsh).await;
+    }
+
+    /// `DSB NSH`.
+    pub async fn dsb_nsh(&self) {
+        self.step(Op::DsbNsh).await;
+    }
+
+    /// `ISB`.
+    pub async fn isb(&self) {
+        self.step(Op::Isb).await;
+    }
+    /// A user access; page faults are handled (and retried) here. Returns
+    /// false if the access is not allowed at all (would be SIGSEGV).
+    pub async fn user_access(&self, va: u64, write: bool) -> bool {
+        for _ in 0..4 {
+            match self.step(Op::Access { va, write }).await {
+                OpResult::Access(Ok(())) => return true,
+                OpResult::Access(Err(f)) => {
+                    if !mm::handle_page_fault(self, va, write, f).await {
+                        return false;
+                    }
+                }
+                OpResult::Unit => unreachable!("access returns an access result"),
+            }
+        }
+        false
+    }
+
+    /// User-mode computation for `ns`, preemptible at time-slice boundaries.
+    pub async fn user_work(&self, ns: u64) {
+        let slice = self.w.profile.kernel.time_slice_ns;
+        let mut left = ns;
+        while left > 0 {
+            let d = left.min(slice);
+            self.step(Op::Work { ns: d, user: true }).await;
+            left -= d;
+            sched::maybe_preempt(self).await;
+        }
+    }
+
+    /// Emits an observer event.
+    pub fn emit(&self, ev: Event) {
+        self.w.emit(ev);
+    }
+
+    /// `local_irq_save()`: IPIs to this CPU wait until the matching
+    /// [`Ctx::irq_restore`]. Not a step: it only marks the CPU.
+    pub fn irq_save(&self) {
+        let cpu = self.cpu();
+        self.w.k.borrow_mut().cpus[cpu].irqs_off += 1;
+    }
+
+    /// `irqs_disabled()`.
+    pub fn irqs_disabled(&self) -> bool {
+        self.w.k.borrow().cpus[self.cpu()].irqs_off > 0
+    }
+
+    /// `local_irq_restore()`.
+    pub fn irq_restore(&self) {
+        let cpu = self.cpu();
+        let mut k = self.w.k.borrow_mut();
+        let c = &mut k.cpus[cpu];
+        c.irqs_off = c
+            .irqs_off
+            .checked_sub(1)
+            .expect("irq_restore without irq_save");
+    }
+
+    /// The address space this task runs on (`current->mm`).
+    pub fn mm(&self) -> Option<MmId> {
+        self.w.k.borrow().tasks[self.task].mm
+    }
+}

@@ -1,0 +1,97 @@
+//! The steps a task posts to its driver ([`Op`]) and their results.
+
+use super::{LockId, TaskId};
+use crate::engine::exec::Mailbox;
+use crate::hw::cpumask::CpuMask;
+use crate::hw::tlb::{Asid, TlbiScope};
+use crate::hw::{CpuId, Fault, Ttbr0};
+
+/// One step a task asks the driver to perform.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Busy work for `ns` (user code when `user`).
+    Work {
+        /// Duration.
+        ns: u64,
+        /// User-mode work (preemptible).
+        user: bool,
+    },
+    /// A user load or store.
+    Access {
+        /// Virtual address.
+        va: u64,
+        /// Store.
+        write: bool,
+    },
+    /// A TLBI instruction.
+    Tlbi {
+        /// What it invalidates.
+        scope: TlbiScope,
+        /// Inner-shareable form (`...IS`).
+        broadcast: bool,
+    },
+    /// `DSB ISHST` / `DSB NSHST`: orders page-table stores before TLBIs.
+    DsbSt,
+    /// `DSB ISH`: waits for this CPU's broadcast TLBIs, via a DVM Sync.
+    DsbIsh,
+    /// `DSB NSH`: waits for this CPU's local TLBIs.
+    DsbNsh,
+    /// `ISB`.
+    Isb,
+    /// Writes TTBR0 (and the ASID) of this CPU.
+    SetTtbr0(Option<Ttbr0>),
+    /// x86 `MOV CR3`: installs `cr3` (`None`: init_mm, no user mappings)
+    /// and, with `flush = Some(pcid)`, invalidates every entry tagged with
+    /// that PCID in the same instruction (CR3 write without the NOFLUSH bit;
+    /// without PCIDs every entry is tagged 0).
+    LoadCr3 {
+        /// The new translation base.
+        cr3: Option<Ttbr0>,
+        /// The PCID whose entries the write flushes.
+        flush: Option<Asid>,
+    },
+    /// One atomic read-modify-write of a shared kernel variable.
+    Atomic,
+    /// One atomic on a lock's word outside `Lock`/`Unlock` (a sleeping
+    /// rwsem's count): like `Atomic`, but the timing driver moves the
+    /// lock's cache line to this CPU.
+    LockWord(LockId),
+    /// Acquires a lock exclusively (waits while it is held).
+    Lock(LockId),
+    /// Acquires a lock shared (reader side of a reader-writer lock).
+    LockShared(LockId),
+    /// Releases an exclusive hold.
+    Unlock(LockId),
+    /// Releases a shared hold.
+    UnlockShared(LockId),
+    /// Context switch from the posting task to `next` on this CPU.
+    SwitchTo(TaskId),
+    /// The idle task waits for a reschedule.
+    Idle,
+    /// Sends a reschedule IPI to a CPU.
+    ReschedIpi(CpuId),
+    /// `smp_call_function_many(targets, handler, wait = 1)`: interrupts
+    /// every target CPU, runs the registered handler there, and completes
+    /// when all of them have returned (`World::register_ipi_handler`).
+    CallFunction {
+        /// CPUs to interrupt (the caller is not among them).
+        targets: CpuMask,
+        /// Index of the handler.
+        handler: usize,
+        /// Argument passed to the handler (e.g. the sender's CPU, whose
+        /// per-CPU `flush_tlb_info` the handler reads).
+        arg: usize,
+    },
+}
+
+/// The result of a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpResult {
+    /// Nothing to report.
+    Unit,
+    /// Outcome of an access.
+    Access(Result<(), Fault>),
+}
+
+/// A task's mailbox.
+pub type TaskMailbox = Mailbox<Op, OpResult>;

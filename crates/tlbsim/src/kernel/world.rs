@@ -1,0 +1,273 @@
+//! The whole modelled system ([`World`]): hardware, kernel state,
+//! policies, statistics and the observer.
+
+use super::policy::{AsidAllocator, TlbPolicy};
+use super::{sched, Ctx, Lock, Mm, PerCpu, Task, TaskId, TaskState};
+use crate::config::{KernelConfig, Profile};
+use crate::engine::exec::KFuture;
+use crate::engine::Ns;
+use crate::hw::cpumask::CpuMask;
+use crate::hw::tlb::{Asid, MmId};
+use crate::hw::{CpuId, Hw};
+use crate::observe::{Event, Observer};
+use crate::stats::Stats;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
+
+/// All kernel state.
+#[derive(Debug, Default)]
+pub struct KState {
+    /// Tasks by id.
+    pub tasks: Vec<Task>,
+    /// Address spaces by id.
+    pub mms: Vec<Mm>,
+    /// Per-CPU scheduler state.
+    pub cpus: Vec<PerCpu>,
+    /// Spinlocks.
+    pub locks: Vec<Lock>,
+}
+
+/// A task's program.
+pub type TaskFuture = KFuture<'static, ()>;
+/// A deferred program: given its context, yields the task's future.
+pub type Program = Box<dyn FnOnce(Ctx) -> TaskFuture>;
+/// An IPI handler: runs on the interrupted CPU, in the context of the task
+/// that was running there (`current`), with its own mailbox; the second
+/// argument is the `arg` of the `Op::CallFunction` that sent it.
+pub type IpiHandler = Rc<dyn Fn(Ctx, usize) -> TaskFuture>;
+
+/// The whole modelled system: hardware, kernel, policies, observers.
+pub struct World {
+    /// The machine profile (after overrides).
+    pub profile: Profile,
+    /// Kernel configuration.
+    pub kcfg: KernelConfig,
+    /// Hardware.
+    pub hw: RefCell<Hw>,
+    /// Kernel.
+    pub k: RefCell<KState>,
+    /// Statistics.
+    pub stats: RefCell<Stats>,
+    /// The observer (checker), if any.
+    pub observer: RefCell<Option<Box<dyn Observer>>>,
+    /// TLB-flush policy.
+    pub policy: Box<dyn TlbPolicy>,
+    /// ASID allocator.
+    pub asid: Box<dyn AsidAllocator>,
+    /// Current simulated time (set by the driver).
+    pub now: Cell<Ns>,
+    /// Task futures by task id (taken out while polled).
+    pub futures: RefCell<Vec<Option<TaskFuture>>>,
+    /// Programs of tasks not started yet.
+    pub programs: RefCell<Vec<Option<Program>>>,
+    /// Handlers that `Op::CallFunction` runs on other CPUs.
+    pub ipi_handlers: RefCell<Vec<IpiHandler>>,
+    pte_version: Cell<u64>,
+}
+
+impl std::fmt::Debug for World {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("World").field("now", &self.now).finish()
+    }
+}
+
+impl World {
+    /// Builds a world with no tasks but one idle task per CPU.
+    pub fn new(
+        profile: Profile,
+        kcfg: KernelConfig,
+        policy: Box<dyn TlbPolicy>,
+        asid: Box<dyn AsidAllocator>,
+    ) -> Rc<World> {
+        let hw = Hw::new(&profile);
+        let n = hw.ncpus();
+        let w = Rc::new(World {
+            profile,
+            kcfg,
+            hw: RefCell::new(hw),
+            k: RefCell::new(KState::default()),
+            stats: RefCell::new(Stats::new(n)),
+            observer: RefCell::new(None),
+            policy,
+            asid,
+            now: Cell::new(0),
+            futures: RefCell::new(Vec::new()),
+            programs: RefCell::new(Vec::new()),
+            ipi_handlers: RefCell::new(Vec::new()),
+            pte_version: Cell::new(0),
+        });
+        for cpu in 0..n {
+            let t = w.new_task(
+                format!("swapper/{cpu}"),
+                None,
+                cpu,
+                None,
+                Box::new(sched::idle_main),
+            );
+            let mut k = w.k.borrow_mut();
+            k.tasks[t].idle = true;
+            k.tasks[t].state = TaskState::Running;
+            k.cpus.push(PerCpu {
+                current: t,
+                idle: t,
+                rq: VecDeque::new(),
+                min_vruntime_ns: 0,
+                need_resched: false,
+                mm_to_drop: None,
+                last: None,
+                picked: None,
+                irqs_off: 0,
+            });
+            k.tasks[t].on_cpu = true;
+        }
+        w.asid.init(&w);
+        w.policy.init(&w);
+        w
+    }
+
+    /// Number of CPUs.
+    pub fn ncpus(&self) -> usize {
+        self.profile.topology.cpus as usize
+    }
+
+    /// Registers a new task (not yet runnable) with `program`.
+    pub fn new_task(
+        &self,
+        name: String,
+        mm: Option<MmId>,
+        cpu: CpuId,
+        parent: Option<TaskId>,
+        program: Program,
+    ) -> TaskId {
+        let mut k = self.k.borrow_mut();
+        let id = k.tasks.len();
+        k.tasks.push(Task {
+            id,
+            name,
+            mm,
+            active_mm: mm,
+            state: TaskState::Blocked,
+            cpu,
+            idle: false,
+            parent,
+            children: 0,
+            zombies: VecDeque::new(),
+            affinity: None,
+            slice_start_ns: 0,
+            sleep_start_ns: 0,
+            vruntime_ns: 0,
+            on_cpu: false,
+            queued: false,
+            mb: Rc::default(),
+        });
+        self.futures.borrow_mut().push(None);
+        self.programs.borrow_mut().push(Some(program));
+        id
+    }
+
+    /// Creates an empty address space with a fresh top-level table.
+    pub fn new_mm(&self) -> MmId {
+        let pgd = self.hw.borrow_mut().mem.alloc_table(0);
+        let mmap_lock = self.new_lock("mmap_lock");
+        let ptl = self.new_lock("page_table_lock");
+        let mut k = self.k.borrow_mut();
+        let id = k.mms.len() as MmId;
+        k.mms.push(Mm {
+            id,
+            pgd,
+            vmas: BTreeMap::new(),
+            users: 1,
+            count: 1,
+            context_id: 0,
+            cpumask: CpuMask::new(self.ncpus()),
+            tlb_flush_pending: 0,
+            mmap_base: 0x7f00_0000_0000,
+            live: true,
+            mmap_lock,
+            ptl,
+            pte_locks: BTreeMap::new(),
+        });
+        id
+    }
+    /// Next PTE version (unique, increasing).
+    pub fn next_pte_version(&self) -> u64 {
+        let v = self.pte_version.get() + 1;
+        self.pte_version.set(v);
+        v
+    }
+
+    /// Drops the reference that `mm` held at `va` on a data frame, reporting
+    /// the free to observers.
+    pub fn put_frame(&self, cpu: CpuId, pfn: crate::hw::mem::Pfn, mm: MmId, va: u64) {
+        let freed = self.hw.borrow_mut().mem.put_frame(pfn);
+        if freed {
+            self.emit(Event::FrameFree { cpu, pfn, mm, va });
+        }
+    }
+
+    /// Drops the references a huge mapping of `mm` at `va` held on the 512
+    /// frames from `base`, reporting each frame freed.
+    pub fn put_huge(&self, cpu: CpuId, base: crate::hw::mem::Pfn, mm: MmId, va: u64) {
+        use crate::hw::mem::{HPAGE_PAGES, PAGE_SIZE};
+        let last: Vec<bool> = {
+            let mut hw = self.hw.borrow_mut();
+            let last = (0..HPAGE_PAGES)
+                .map(|i| hw.mem.frame_refs(base + i) == 1)
+                .collect();
+            hw.mem.put_huge(base);
+            last
+        };
+        for (i, freed) in (0..HPAGE_PAGES).zip(last) {
+            if freed {
+                self.emit(Event::FrameFree {
+                    cpu,
+                    pfn: base + i,
+                    mm,
+                    va: va + i * PAGE_SIZE,
+                });
+            }
+        }
+    }
+
+    /// Sends `ev` to the observer.
+    pub fn emit(&self, ev: Event) {
+        if let Some(o) = self.observer.borrow_mut().as_mut() {
+            o.event(self.now.get(), &ev, &self.hw.borrow());
+        }
+    }
+
+    /// Registers an IPI handler; returns its index for `Op::CallFunction`.
+    pub fn register_ipi_handler(&self, h: IpiHandler) -> usize {
+        let mut v = self.ipi_handlers.borrow_mut();
+        v.push(h);
+        v.len() - 1
+    }
+
+    /// Drops every task's future and program. Futures hold `Ctx`s, which
+    /// hold the world: without this a world is never freed (the explorer
+    /// builds one per schedule).
+    pub fn teardown(&self) {
+        let futures = std::mem::take(&mut *self.futures.borrow_mut());
+        let programs = std::mem::take(&mut *self.programs.borrow_mut());
+        let handlers = std::mem::take(&mut *self.ipi_handlers.borrow_mut());
+        drop(futures);
+        drop(programs);
+        drop(handlers);
+    }
+
+    /// The first violation the observer found, if any.
+    pub fn failure(&self) -> Option<String> {
+        self.observer.borrow().as_ref().and_then(|o| o.failure())
+    }
+
+    /// The ASID programmed for user accesses of `mm` (KPTI: the odd twin).
+    pub fn user_asid(&self, mm: MmId) -> Asid {
+        let a = self.asid.asid_of(self, mm);
+        if self.kcfg.kpti {
+            a | 1
+        } else {
+            a
+        }
+    }
+}
