@@ -447,7 +447,7 @@ impl TimingDriver {
             }
             // Found work at once, or called no CPU: zero time.
             Op::Idle | Op::CallFunction { .. } => return Some(r),
-            Op::DsbSt | Op::DsbNsh => self.c.barrier_ns,
+            Op::Dsb(_) => self.c.barrier_ns,
             Op::Isb => self.c.isb_ns,
             Op::SetTtbr0(_) => self.c.ttbr_write_ns,
             Op::LoadCr3 { flush, .. } => {

@@ -27,7 +27,7 @@
 
 use crate::hw::tlb::MmId;
 use crate::hw::{AccessTrace, CpuId};
-use crate::kernel::{Op, OpResult, World};
+use crate::kernel::{Dsb, Op, OpResult, World};
 use crate::step::{ops, Applied, Cpus, Polled, Wait};
 use rand::Rng as _;
 use std::collections::BTreeSet;
@@ -378,7 +378,10 @@ impl Explorer {
         for n in 0.. {
             match self.core.poll(cpu) {
                 Polled::Step(_, op) => {
-                    let local = matches!(op, Op::Work { .. } | Op::Isb | Op::DsbSt | Op::DsbNsh);
+                    let local = matches!(
+                        op,
+                        Op::Work { .. } | Op::Isb | Op::Dsb(Dsb::IshSt | Dsb::Nsh | Dsb::NshSt)
+                    );
                     if n % 64 != 63 && local {
                         self.core.complete_at_once(cpu, OpResult::Unit);
                         continue;

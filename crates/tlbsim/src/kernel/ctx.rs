@@ -1,8 +1,9 @@
 //! [`Ctx`]: a task's handle on the world, what kernel code runs with, and
 //! its steps (`work`, `tlbi`, `dsb_*`, user accesses, interrupts).
 
-use super::{mm, sched, Op, OpResult, TaskId, TaskMailbox, World};
+use super::{mm, sched, Dsb, Op, OpResult, TaskId, TaskMailbox, World};
 use crate::engine::Ns;
+use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{MmId, TlbiScope};
 use crate::hw::CpuId;
 use crate::observe::Event;
@@ -73,24 +74,86 @@ impl Ctx {
         self.step(Op::Atomic).await;
     }
 
+    /// `smp_mb()`: a full barrier; other CPUs' steps may come between the
+    /// code before it and the code after it, never inside either.
+    pub async fn smp_mb(&self) {
+        self.step(Op::Atomic).await;
+    }
+
+    /// `atomic_read(v)`: one step, then `read` reads the variable (the read
+    /// is the linearisation point, after the await).
+    pub async fn atomic_read<T>(&self, read: impl FnOnce() -> T) -> T {
+        self.step(Op::Atomic).await;
+        read()
+    }
+
+    /// `cmpxchg(v, old, new)` and the other read-modify-writes of one
+    /// word: one step, then `rmw` compares and updates the variable at once
+    /// (no other CPU runs between), returning what the caller needs (for a
+    /// cmpxchg, whether it succeeded).
+    pub async fn cmpxchg<T>(&self, rmw: impl FnOnce() -> T) -> T {
+        self.step(Op::Atomic).await;
+        rmw()
+    }
+
+    /// A snapshot of `mm_cpumask(mm)`.
+    pub fn mm_cpumask(&self, mm: MmId) -> CpuMask {
+        self.w.k.borrow().mms[mm as usize].cpumask.clone()
+    }
+
+    /// `cpumask_set_cpu(cpu, mm_cpumask(mm))`.
+    pub fn cpumask_set_cpu(&self, cpu: CpuId, mm: MmId) {
+        self.w.k.borrow_mut().mms[mm as usize].cpumask.set(cpu);
+    }
+
+    /// `cpumask_clear_cpu(cpu, mm_cpumask(mm))`.
+    pub fn cpumask_clear_cpu(&self, cpu: CpuId, mm: MmId) {
+        self.w.k.borrow_mut().mms[mm as usize].cpumask.clear(cpu);
+    }
+
+    /// `cpumask_test_cpu(cpu, mm_cpumask(mm))`.
+    pub fn cpumask_test_cpu(&self, cpu: CpuId, mm: MmId) -> bool {
+        self.w.k.borrow().mms[mm as usize].cpumask.test(cpu)
+    }
+
+    /// `cpumask_setall(mm_cpumask(mm))`.
+    pub fn cpumask_setall(&self, mm: MmId) {
+        self.w.k.borrow_mut().mms[mm as usize].cpumask.set_all();
+    }
+
+    /// `cpumask_clear(mm_cpumask(mm))`.
+    pub fn cpumask_clear(&self, mm: MmId) {
+        self.w.k.borrow_mut().mms[mm as usize].cpumask.clear_all();
+    }
+
     /// Issues a TLBI.
     pub async fn tlbi(&self, scope: TlbiScope, broadcast: bool) {
         self.step(Op::Tlbi { scope, broadcast }).await;
     }
 
-    /// `DSB ISHST`.
+    /// `dsb(opt)`.
+    pub async fn dsb(&self, opt: Dsb) {
+        self.step(Op::Dsb(opt)).await;
+    }
+
+    /// `dsb(ishst)`.
     pub async fn dsb_ishst(&self) {
-        self.step(Op::DsbSt).await;
+        self.dsb(Dsb::IshSt).await;
     }
 
-    /// `DSB ISH`.
+    /// `dsb(ish)`.
     pub async fn dsb_ish(&self) {
-        self.step(Op::DsbIsh).await;
+        self.dsb(Dsb::Ish).await;
     }
 
-    /// `DSB NSH`.
+    /// `dsb(nsh)`.
     pub async fn dsb_nsh(&self) {
-        self.step(Op::DsbNsh).await;
+        self.dsb(Dsb::Nsh).await;
+    }
+
+    /// `dsb(nshst)`.
+    pub async fn dsb_nshst(&self) {
+        self.dsb(Dsb::NshSt).await;
     }
 
     /// `ISB`.

@@ -23,7 +23,7 @@ mod world;
 pub use ctx::Ctx;
 pub use lock::{Lock, LockWaiter};
 pub use mm_types::{Mm, Vma};
-pub use op::{Op, OpResult, TaskMailbox};
+pub use op::{Dsb, Op, OpResult, TaskMailbox};
 pub use task::{PerCpu, Task, TaskState};
 pub use world::{IpiHandler, KState, Program, TaskFuture, World};
 

@@ -30,12 +30,8 @@ pub enum Op {
         /// Inner-shareable form (`...IS`).
         broadcast: bool,
     },
-    /// `DSB ISHST` / `DSB NSHST`: orders page-table stores before TLBIs.
-    DsbSt,
-    /// `DSB ISH`: waits for this CPU's broadcast TLBIs, via a DVM Sync.
-    DsbIsh,
-    /// `DSB NSH`: waits for this CPU's local TLBIs.
-    DsbNsh,
+    /// A `DSB` (`dsb(opt)` in arch/arm64/include/asm/barrier.h).
+    Dsb(Dsb),
     /// `ISB`.
     Isb,
     /// Writes TTBR0 (and the ASID) of this CPU.
@@ -82,6 +78,21 @@ pub enum Op {
         /// per-CPU `flush_tlb_info` the handler reads).
         arg: usize,
     },
+}
+
+/// The option of a `DSB`: which accesses it waits for, in which domain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dsb {
+    /// `dsb(ish)`: waits for every access and maintenance operation of this
+    /// CPU to complete in the inner-shareable domain — for broadcast TLBIs,
+    /// a DVM Sync to every CPU.
+    Ish,
+    /// `dsb(ishst)`: orders page-table stores before broadcast TLBIs.
+    IshSt,
+    /// `dsb(nsh)`: waits for this CPU's local TLBIs.
+    Nsh,
+    /// `dsb(nshst)`: orders page-table stores before local TLBIs.
+    NshSt,
 }
 
 /// The result of a step.

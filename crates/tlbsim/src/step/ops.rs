@@ -7,7 +7,7 @@ use super::{Cpus, PendingIpi, Wait};
 use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{Asid, TlbiScope};
 use crate::hw::{AccessInfo, AccessTrace, CpuHw, CpuId, Fault, Ttbr0};
-use crate::kernel::{LockWaiter, Op, OpResult, TaskId, TaskState, World};
+use crate::kernel::{Dsb, LockWaiter, Op, OpResult, TaskId, TaskState, World};
 use crate::observe::Event;
 use std::rc::Rc;
 
@@ -62,15 +62,17 @@ impl Cpus {
         let w = Rc::clone(&self.w);
         let now = w.now.get();
         match *op {
-            Op::Work { .. } | Op::Atomic | Op::LockWord(_) | Op::DsbSt | Op::DsbNsh | Op::Isb => {
-                Applied::Done(OpResult::Unit)
-            }
+            Op::Work { .. }
+            | Op::Atomic
+            | Op::LockWord(_)
+            | Op::Dsb(Dsb::IshSt | Dsb::Nsh | Dsb::NshSt)
+            | Op::Isb => Applied::Done(OpResult::Unit),
             Op::Access { va, write } => {
                 let (r, info) = access(&w, cpu, va, write, trace);
                 Applied::Access(r, info)
             }
             Op::Tlbi { scope, broadcast } => Applied::Tlbi(tlbi(&w, cpu, scope, broadcast)),
-            Op::DsbIsh => {
+            Op::Dsb(Dsb::Ish) => {
                 w.stats.borrow_mut().cpu[cpu].dsb_ish += 1;
                 Applied::DsbIsh
             }

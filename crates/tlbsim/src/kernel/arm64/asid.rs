@@ -315,7 +315,7 @@ impl AsidAllocator for ReservedAsid {
                 }
                 if flush {
                     // local_flush_tlb_all()
-                    ctx.step(Op::DsbSt).await;
+                    ctx.dsb_ishst().await;
                     ctx.tlbi(TlbiScope::All, false).await;
                     ctx.dsb_nsh().await;
                     ctx.isb().await;

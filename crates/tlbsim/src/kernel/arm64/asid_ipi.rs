@@ -68,7 +68,7 @@ impl Inner {
     async fn flush_context(&self, ctx: &Ctx) {
         ctx.step(Op::SetTtbr0(None)).await;
         ctx.isb().await;
-        ctx.step(Op::DsbSt).await;
+        ctx.dsb_ishst().await;
         ctx.tlbi(TlbiScope::All, false).await;
         ctx.dsb_nsh().await;
         ctx.isb().await;

@@ -141,7 +141,7 @@ pub async fn flush_if_stale(ctx: &Ctx, mm: MmId) {
     w.k.borrow_mut().mms[mm as usize].cpumask.clear(cpu);
     w.stats.borrow_mut().cpu[cpu].stale_switch_flushes += 1;
     let asid = w.asid.asid_of(w, mm);
-    ctx.step(Op::DsbSt).await; // dsb(nshst)
+    ctx.dsb_nshst().await;
     for a in twins(asid, w.kcfg.kpti) {
         ctx.tlbi(TlbiScope::Asid(a), false).await;
     }
