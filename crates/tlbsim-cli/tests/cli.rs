@@ -398,3 +398,36 @@ fn set_changes_any_key_and_its_errors_name_the_argument_and_field() {
         assert!(err.contains(want), "{arg}: {err}");
     }
 }
+
+#[test]
+fn a_run_reruns_from_its_json_alone() {
+    // Overrides on the command line, workload defaults and checker settings
+    // left implicit: the JSON must record them all.
+    let exp = scratch("rerun.toml", SMALL);
+    let json = exp.with_file_name("rerun.json");
+    let o = tlbsim(&[
+        "run",
+        exp.to_str().unwrap(),
+        "--seed",
+        "7",
+        "--set",
+        "machine.cpus=4",
+        "--set",
+        "checker.speculative_walks=true",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let run = &v["run"];
+    assert_eq!(run["workload"]["iterations"], 20, "given values stay");
+    assert_eq!(run["workload"]["pages"], 1, "defaults are filled in");
+    assert_eq!(run["workload"]["threads"], 1);
+    assert_eq!(run["checker"]["speculative_walks"], true);
+    assert_eq!(run["checker"]["history"], 24);
+    assert_eq!(run["max_sim_time_ns"], 600_000_000_000u64);
+    let cfg: tlbsim::sim::RunConfig = serde_json::from_value(run.clone()).unwrap();
+    let again = tlbsim::sim::run(&cfg.into_experiment(), &Default::default()).unwrap();
+    assert_eq!(&serde_json::to_value(&again).unwrap(), run);
+}

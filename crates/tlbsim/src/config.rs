@@ -523,6 +523,21 @@ pub struct WorkloadConfig {
     pub params: BTreeMap<String, toml::Value>,
 }
 
+impl WorkloadConfig {
+    /// This configuration with every parameter of `resolved` (the values a
+    /// workload parsed, defaults included) that it does not give: the
+    /// given values stay as written, so the result parses to the same
+    /// workload.
+    pub fn with_defaults(&self, resolved: BTreeMap<String, toml::Value>) -> WorkloadConfig {
+        let mut params = resolved;
+        params.extend(self.params.clone());
+        WorkloadConfig {
+            name: self.name.clone(),
+            params,
+        }
+    }
+}
+
 /// Checker settings.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

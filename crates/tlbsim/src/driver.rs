@@ -73,8 +73,8 @@ impl CacheLine {
 /// Why a run stopped early.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunError {
-    /// The checker found a violation (its report).
-    Violation(String),
+    /// The checker found a violation (`Display` prints its report).
+    Violation(crate::check::Violation),
     /// Simulated time passed the limit.
     TimeLimit(Ns),
     /// Nothing can make progress.

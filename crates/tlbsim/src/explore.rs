@@ -115,7 +115,7 @@ pub enum Outcome {
     /// The workload's root task exited.
     Done,
     /// The checker reported a violation.
-    Violation(String),
+    Violation(crate::check::Violation),
     /// No action was possible before the root task exited.
     Deadlock(String),
     /// The step bound was reached first.
@@ -649,8 +649,38 @@ pub struct Failure {
     pub index: u64,
     /// The schedule, in the form `--replay` accepts.
     pub schedule: String,
-    /// The checker's report (or the deadlock description).
-    pub report: String,
+    /// The checker's violation, or the deadlock (`Display` prints the
+    /// report).
+    pub report: Finding,
+}
+
+/// Why a schedule failed: a checker violation, or no action possible
+/// before the workload's end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finding {
+    /// The checker found a violation.
+    Violation(crate::check::Violation),
+    /// The schedule deadlocked (a description of every CPU and task).
+    Deadlock(String),
+}
+
+impl Finding {
+    /// The invariant broken, if the finding is a violation.
+    pub fn invariant(&self) -> Option<crate::check::Invariant> {
+        match self {
+            Finding::Violation(v) => Some(v.invariant),
+            Finding::Deadlock(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Finding::Violation(v) => write!(f, "{v}"),
+            Finding::Deadlock(d) => f.write_str(d),
+        }
+    }
 }
 
 /// What [`check`] explored.
@@ -710,16 +740,21 @@ impl CheckReport {
         match r.outcome {
             Outcome::Done => self.completed += 1,
             Outcome::Bounded => self.bounded += 1,
-            Outcome::Violation(report) | Outcome::Deadlock(report) => {
-                self.failure = Some(Failure {
-                    index,
-                    schedule: format_schedule(&r.schedule),
-                    report,
-                });
-                return true;
-            }
+            Outcome::Violation(v) => return self.fail(index, &r.schedule, Finding::Violation(v)),
+            Outcome::Deadlock(d) => return self.fail(index, &r.schedule, Finding::Deadlock(d)),
         }
         false
+    }
+
+    /// Records schedule `index` as the failure; returns true (the search
+    /// stops there).
+    fn fail(&mut self, index: u64, schedule: &[Action], report: Finding) -> bool {
+        self.failure = Some(Failure {
+            index,
+            schedule: format_schedule(schedule),
+            report,
+        });
+        true
     }
 
     /// Appends `later`, whose schedule indices start after this report's.

@@ -136,8 +136,8 @@ pub enum Event {
 pub trait Observer {
     /// Called for every event, after the model applied it.
     fn event(&mut self, now_ns: Ns, ev: &Event, hw: &Hw);
-    /// A violation found so far, if any: the run stops at the first.
-    fn failure(&self) -> Option<String>;
+    /// The violation found so far, if any: the run stops at the first.
+    fn failure(&self) -> Option<crate::check::Violation>;
     /// Events examined so far.
     fn events_seen(&self) -> u64;
 }

@@ -2,7 +2,10 @@
 //! driver with the checker attached, and returns every statistic.
 
 use crate::check::Checker;
-use crate::config::{builtin_profile, Experiment, KernelConfig, Profile, WorkloadConfig};
+use crate::config::{
+    builtin_profile, CheckerConfig, Experiment, ExperimentMeta, KernelConfig, MachineOverrides,
+    Profile, WorkloadConfig,
+};
 use crate::driver::{RunError, TimingDriver};
 use crate::engine::rng::Streams;
 use crate::kernel::policy::{asid_allocator, tlb_policy};
@@ -10,7 +13,7 @@ use crate::kernel::TaskId;
 use crate::kernel::{TaskState, World};
 use crate::stats::{CpuStats, Summary};
 use crate::workload;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::rc::Rc;
 
 /// Version of the tool, written into every result.
@@ -34,6 +37,11 @@ pub struct CheckerReport {
     pub verdict: String,
     /// Events the checker examined.
     pub events_checked: u64,
+    /// Events of history a violation report keeps (`[checker] history`).
+    pub history: usize,
+    /// Speculative walks were injected (`[checker] speculative_walks`; they
+    /// change TLB contents, hence statistics).
+    pub speculative_walks: bool,
 }
 
 /// Statistics of a run, ready to print or serialise.
@@ -85,8 +93,12 @@ pub struct RunOutput {
     pub profile: Profile,
     /// Kernel configuration.
     pub kernel: KernelConfig,
-    /// Workload configuration.
+    /// Workload configuration: every parameter the workload ran with, the
+    /// given ones as written and the others at their defaults.
     pub workload: WorkloadConfig,
+    /// The simulated-time limit (`[experiment] max_sim_time_ns`): past it
+    /// the run stops with an error.
+    pub max_sim_time_ns: u64,
     /// Simulated time until the workload's root task exited (ns).
     pub elapsed_ns: u64,
     /// Statistics.
@@ -95,6 +107,69 @@ pub struct RunOutput {
     pub checker: CheckerReport,
     /// Results the workload reported (e.g. `victim_slowdown_pct`).
     pub metrics: std::collections::BTreeMap<String, f64>,
+}
+
+/// The configuration a [`RunOutput`] records, read back from its serialised
+/// form (the `run` object of `tlbsim run --json`; other keys are ignored):
+/// the resolved profile, kernel, workload with defaults, checker settings,
+/// seed and time limit. [`RunConfig::into_experiment`] gives an experiment
+/// that reruns it to the same results.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RunConfig {
+    /// Experiment name.
+    pub experiment: String,
+    /// Root seed used.
+    pub seed: u64,
+    /// Simulated-time limit (ns).
+    pub max_sim_time_ns: u64,
+    /// The profile as run (overrides applied).
+    pub profile: Profile,
+    /// Kernel configuration.
+    pub kernel: KernelConfig,
+    /// Workload with every parameter.
+    pub workload: WorkloadConfig,
+    /// Checker settings (the verdict beside them is ignored).
+    #[serde(deserialize_with = "checker_settings")]
+    pub checker: CheckerConfig,
+}
+
+/// Reads `enabled`, `history` and `speculative_walks` of a
+/// [`CheckerReport`], ignoring its results.
+fn checker_settings<'de, D: serde::Deserializer<'de>>(d: D) -> Result<CheckerConfig, D::Error> {
+    #[derive(Deserialize)]
+    struct Settings {
+        enabled: bool,
+        history: usize,
+        speculative_walks: bool,
+    }
+    let s = Settings::deserialize(d)?;
+    Ok(CheckerConfig {
+        enabled: s.enabled,
+        history: s.history,
+        speculative_walks: s.speculative_walks,
+    })
+}
+
+impl RunConfig {
+    /// The experiment that reruns this configuration: the recorded profile
+    /// as [`Experiment::profile_data`] (so no overrides are applied again)
+    /// and the recorded seed.
+    pub fn into_experiment(self) -> Experiment {
+        Experiment {
+            experiment: ExperimentMeta {
+                name: self.experiment,
+                description: String::new(),
+                profile: self.profile.name.clone(),
+                seed: self.seed,
+                max_sim_time_ns: self.max_sim_time_ns,
+            },
+            machine: MachineOverrides::default(),
+            kernel: self.kernel,
+            workload: self.workload,
+            checker: self.checker,
+            profile_data: Some(self.profile),
+        }
+    }
 }
 
 /// A failed run.
@@ -173,6 +248,8 @@ pub struct Built {
     pub profile: Profile,
     /// The root seed used.
     pub seed: u64,
+    /// The workload as run: its parameters with defaults filled in.
+    pub workload: WorkloadConfig,
 }
 
 impl std::fmt::Debug for Built {
@@ -322,12 +399,13 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
         *w.observer.borrow_mut() = Some(Box::new(Checker::new(w.ncpus(), exp.checker.history)));
     }
     let streams = Streams::new(seed);
-    let root = wl.setup(&w, &streams);
+    let root = wl.workload.setup(&w, &streams);
     Ok(Built {
         world: w,
         root,
         profile,
         seed,
+        workload: exp.workload.with_defaults(wl.params),
     })
 }
 
@@ -338,6 +416,7 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
         root,
         profile,
         seed,
+        workload,
     } = build(exp, opts)?;
     let kcfg = exp.kernel.clone();
     let mut d = TimingDriver::new(w.clone(), exp.experiment.max_sim_time_ns);
@@ -363,7 +442,8 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
         seed,
         profile,
         kernel: kcfg,
-        workload: exp.workload.clone(),
+        workload,
+        max_sim_time_ns: exp.experiment.max_sim_time_ns,
         elapsed_ns: elapsed,
         metrics: st.metrics.clone(),
         stats: StatsReport {
@@ -395,6 +475,8 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
             enabled: exp.checker.enabled,
             verdict: if exp.checker.enabled { "pass" } else { "off" }.into(),
             events_checked,
+            history: exp.checker.history,
+            speculative_walks: exp.checker.speculative_walks,
         },
     })
 }

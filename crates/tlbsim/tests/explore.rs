@@ -1,9 +1,11 @@
 //! The explorer: exhaustive search passes the stock policy, finds each
 //! mutant, and every failing schedule replays to the same violation.
 
+use tlbsim::check::Invariant;
 use tlbsim::config::{parse_toml, Experiment};
 use tlbsim::explore::{
-    check, check_replay, format_schedule, parse_schedule, Action, CheckOptions, Outcome, Strategy,
+    check, check_replay, format_schedule, parse_schedule, Action, CheckOptions, Finding, Outcome,
+    Strategy,
 };
 
 fn experiment(policy: &str, cpus: u32, workload: &str) -> Experiment {
@@ -58,17 +60,28 @@ fn exhaustive_search_passes_stock() {
 #[test]
 fn exhaustive_search_finds_each_mutant_and_the_report_replays() {
     for (policy, wl, invariant) in [
-        ("mutant-range-no-broadcast", MPROTECT, "no stale hold"),
-        ("mutant-free-before-sync", MUNMAP, "no stale walk"),
+        (
+            "mutant-range-no-broadcast",
+            MPROTECT,
+            Invariant::NoStaleHold,
+        ),
+        ("mutant-free-before-sync", MUNMAP, Invariant::NoStaleWalk),
     ] {
         let e = experiment(policy, 2, wl);
         let r = check(&e, &opts(Strategy::Exhaustive(2), 100_000)).unwrap();
         let f = r
             .failure
             .unwrap_or_else(|| panic!("{policy}: not found in {} schedules", r.schedules));
-        assert!(f.report.contains(invariant), "{policy}: {}", f.report);
+        assert_eq!(
+            f.report.invariant(),
+            Some(invariant),
+            "{policy}: {}",
+            f.report
+        );
         match check_replay(&e, None, &f.schedule).unwrap() {
-            Outcome::Violation(again) => assert_eq!(again, f.report, "{policy}"),
+            Outcome::Violation(again) => {
+                assert_eq!(Finding::Violation(again), f.report, "{policy}")
+            }
             other => panic!("{policy}: replay gave {other:?}"),
         }
     }
@@ -102,7 +115,12 @@ fn pct_finds_the_posted_v2_recheck_race_and_passes_the_design() {
     e.kernel.tlb_policy = "mutant-v2-likely-recheck".into();
     let posted = check(&e, &o).unwrap();
     let f = posted.failure.expect("the likely() slip is found");
-    assert!(f.report.contains("no stale hold"), "{}", f.report);
+    assert_eq!(
+        f.report.invariant(),
+        Some(Invariant::NoStaleHold),
+        "{}",
+        f.report
+    );
     assert!(matches!(
         check_replay(&e, None, &f.schedule).unwrap(),
         Outcome::Violation(_)
@@ -133,9 +151,9 @@ fn the_allocator_passes_exhaustive_search_with_rollovers() {
 #[test]
 fn the_explorer_finds_every_allocator_mutant_and_reports_replay() {
     for (m, invariant) in [
-        ("mutant-asid-no-reserve", "ASID isolation"),
-        ("mutant-asid-plain-store", "no stale hold"),
-        ("mutant-asid-forget-cpu", "no stale walk"),
+        ("mutant-asid-no-reserve", Invariant::AsidIsolation),
+        ("mutant-asid-plain-store", Invariant::NoStaleHold),
+        ("mutant-asid-forget-cpu", Invariant::NoStaleWalk),
     ] {
         let mut e = seed002();
         e.kernel.asid_allocator = m.into();
@@ -143,9 +161,9 @@ fn the_explorer_finds_every_allocator_mutant_and_reports_replay() {
         let f = r
             .failure
             .unwrap_or_else(|| panic!("{m}: not found in {} schedules", r.schedules));
-        assert!(f.report.contains(invariant), "{m}: {}", f.report);
+        assert_eq!(f.report.invariant(), Some(invariant), "{m}: {}", f.report);
         match check_replay(&e, None, &f.schedule).unwrap() {
-            Outcome::Violation(again) => assert_eq!(again, f.report, "{m}"),
+            Outcome::Violation(again) => assert_eq!(Finding::Violation(again), f.report, "{m}"),
             other => panic!("{m}: replay gave {other:?}"),
         }
     }
@@ -182,9 +200,14 @@ fn the_explorer_finds_the_x86_lazy_mutant_and_the_report_replays() {
     let exp = x86_experiment("mutant-x86-lazy-skip-freed");
     let r = check(&exp, &opts(Strategy::Random, 1_000)).unwrap();
     let f = r.failure.expect("the lazy CPU's stale walk is found");
-    assert!(f.report.contains("no stale walk"), "{}", f.report);
+    assert_eq!(
+        f.report.invariant(),
+        Some(Invariant::NoStaleWalk),
+        "{}",
+        f.report
+    );
     match check_replay(&exp, None, &f.schedule).unwrap() {
-        Outcome::Violation(v) => assert!(v.contains("no stale walk"), "{v}"),
+        Outcome::Violation(v) => assert_eq!(v.invariant, Invariant::NoStaleWalk, "{v}"),
         other => panic!("replay: {other:?}"),
     }
     assert_eq!(
@@ -206,9 +229,14 @@ fn the_explorer_finds_switch_mm_reading_tlb_gen_before_the_cpumask() {
     exp.kernel.tlb_policy = "mutant-x86-gen-before-mask".into();
     let r = check(&exp, &opts(Strategy::Random, 2_000)).unwrap();
     let f = r.failure.expect("the missed flush is found");
-    assert!(f.report.contains("no stale hold"), "{}", f.report);
+    assert_eq!(
+        f.report.invariant(),
+        Some(Invariant::NoStaleHold),
+        "{}",
+        f.report
+    );
     match check_replay(&exp, None, &f.schedule).unwrap() {
-        Outcome::Violation(v) => assert!(v.contains("no stale hold"), "{v}"),
+        Outcome::Violation(v) => assert_eq!(v.invariant, Invariant::NoStaleHold, "{v}"),
         other => panic!("replay: {other:?}"),
     }
 }

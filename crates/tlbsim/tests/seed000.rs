@@ -1,5 +1,6 @@
 //! Seed 000 policies: what they buy and whether the checker accepts them.
 
+use tlbsim::check::Invariant;
 use tlbsim::config::Experiment;
 use tlbsim::driver::RunError;
 use tlbsim::sim::SimError;
@@ -86,7 +87,7 @@ fn churn_stress_catches_v1_leaving_freed_tables_to_lazy_cpus() {
     let e = experiment("arm64-skip-broadcast-v1", 4, CHURN, SPECULATE);
     match run_seed(&e, 1) {
         Err(SimError::Run(RunError::Violation(r))) => {
-            assert!(r.contains("no stale walk"), "{r}");
+            assert_eq!(r.invariant, Invariant::NoStaleWalk, "{r}");
         }
         Ok(_) => panic!("v1's lazy-CPU hole was not found"),
         Err(other) => panic!("unexpected error: {other}"),

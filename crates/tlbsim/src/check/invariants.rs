@@ -22,10 +22,10 @@
 //! Completion (a DSB completes only its own CPU's TLBIs) is a property of the
 //! hardware model; the mutant tests show its consequences are caught.
 
+use super::{Invariant, Violation};
 use crate::engine::Ns;
-use crate::hw::mem::{Pte, PAGE_SHIFT};
-use crate::hw::tlb::Asid;
-use crate::hw::tlb::MmId;
+use crate::hw::mem::{level_shift, Pfn, Pte, TableId, PAGE_SHIFT};
+use crate::hw::tlb::{Asid, LeafEntry, MmId, WalkEntry};
 use crate::hw::{compatible, CpuId, Hw};
 use crate::observe::{Event, Observer};
 use rustc_hash::FxHashMap;
@@ -62,7 +62,7 @@ pub struct Checker {
     by_mm: FxHashMap<MmId, BTreeSet<CpuId>>,
     /// One past the largest PTE version seen.
     version_bound: u64,
-    failure: Option<String>,
+    failure: Option<Violation>,
     /// Events observed.
     pub events_seen: u64,
 }
@@ -85,21 +85,37 @@ impl Checker {
         }
     }
 
-    fn fail(&mut self, now: Ns, invariant: &str, detail: String) {
+    /// Records the first violation (later ones are ignored): `cpus` as
+    /// [`Violation::cpus`] orders them, with the history up to now.
+    fn fail(
+        &mut self,
+        now: Ns,
+        invariant: Invariant,
+        cpus: &[CpuId],
+        mm: Option<MmId>,
+        va: Option<u64>,
+        detail: String,
+    ) {
         if self.failure.is_some() {
             return;
         }
-        let mut r = format!("invariant: {invariant}\nat: {now} ns\n{detail}\nlast events:\n");
-        for (t, e) in &self.history {
-            r.push_str(&format!("  {t:>12} ns  {e:?}\n"));
-        }
-        self.failure = Some(r);
+        let mut cpus = cpus.to_vec();
+        cpus.dedup();
+        self.failure = Some(Violation {
+            invariant,
+            cpus,
+            mm,
+            va,
+            time_ns: now,
+            detail,
+            history: self.history.iter().cloned().collect(),
+        });
     }
 
     /// Is `e` retired by a completed call and incompatible with the value
     /// that call committed? (Entries that agree with an in-progress change,
     /// or with the committed value, are legitimate.)
-    fn stale(&self, mm: MmId, vpn: u64, version: u64, e: &crate::hw::tlb::LeafEntry) -> bool {
+    fn stale(&self, mm: MmId, vpn: u64, version: u64, e: &LeafEntry) -> bool {
         match self.committed.get(&(mm, vpn)) {
             Some(&(retired, pte)) => version <= retired && !compatible(e, pte),
             None => false,
@@ -131,6 +147,8 @@ impl Checker {
         }
     }
 
+    /// After `why` (a call and the CPU it returned on) retired versions of
+    /// (mm, vpn): `cpu`, if it has `mm` loaded, must hold none of them.
     fn check_loaded_cpu(
         &mut self,
         now: Ns,
@@ -150,7 +168,10 @@ impl Checker {
         if let Some(e) = bad {
             self.fail(
                 now,
-                "no stale hold",
+                Invariant::NoStaleHold,
+                &[cpu, why.1],
+                Some(mm),
+                Some(vpn << PAGE_SHIFT),
                 format!(
                     "cpu{cpu} has mm {mm} loaded (ASID {}) and still holds a stale translation of va {:#x} after {} on cpu{} returned: {e:?}, current PTE {:?}",
                     t.asid,
@@ -162,6 +183,291 @@ impl Checker {
             );
         }
     }
+
+    /// `PteWrite`: the shadow PTE changes, and the call in progress on
+    /// `cpu` records what it replaced (retired when the call returns).
+    fn pte_write(&mut self, cpu: CpuId, mm: MmId, va: u64, old: Option<Pte>, new: Option<Pte>) {
+        let vpn = va >> PAGE_SHIFT;
+        self.current.insert((mm, vpn), new);
+        if let Some(p) = new {
+            self.version_bound = self.version_bound.max(p.version + 1);
+        }
+        let w = self.pending[cpu]
+            .writes
+            .entry((mm, vpn))
+            .or_insert((None, None));
+        w.0 = w.0.max(old.map(|p| p.version));
+        w.1 = new;
+    }
+
+    /// `CallRange`: the call in progress on `cpu` promises to retire every
+    /// translation of `[start, end)` older than now.
+    fn call_range(&mut self, cpu: CpuId, mm: MmId, start: u64, end: u64) {
+        self.pending[cpu].range = Some((
+            mm,
+            start >> PAGE_SHIFT,
+            end.div_ceil(1 << PAGE_SHIFT),
+            self.version_bound,
+        ));
+    }
+
+    /// `Running`: a task of `mm` resumes on `cpu`, which must hold no
+    /// retired translation of `mm` under its loaded ASID (no stale hold).
+    fn running(&mut self, now: Ns, hw: &Hw, cpu: CpuId, mm: Option<MmId>) {
+        self.running[cpu] = mm;
+        let (Some(mm), Some(t)) = (mm, hw.cpus[cpu].ttbr0) else {
+            return;
+        };
+        if t.mm != mm {
+            return;
+        }
+        let stale = hw.cpus[cpu]
+            .tlb
+            .leaf_entries()
+            .find(|e| e.asid == t.asid && e.mm == mm && self.stale(mm, e.vpn, e.version, e));
+        if let Some(e) = stale {
+            self.fail(
+                now,
+                Invariant::NoStaleHold,
+                &[cpu],
+                Some(mm),
+                Some(e.vpn << PAGE_SHIFT),
+                format!("cpu{cpu} resumes a task of mm {mm} (ASID {}) while holding a stale translation: {e:?}", t.asid),
+            );
+        }
+    }
+
+    /// `FrameFree`: no CPU running `mm` may still map `pfn` (no use after
+    /// free).
+    fn frame_free(&mut self, now: Ns, hw: &Hw, cpu: CpuId, pfn: Pfn, mm: MmId, va: u64) {
+        let vpn = va >> PAGE_SHIFT;
+        for c in self.cpus_running(mm) {
+            let Some(t) = hw.cpus[c].ttbr0.filter(|t| t.mm == mm) else {
+                continue;
+            };
+            let held = hw.cpus[c]
+                .tlb
+                .leaf_entries_for(vpn)
+                .find(|e| e.asid == t.asid && e.vpn == vpn && e.pfn == pfn);
+            if let Some(e) = held {
+                self.fail(
+                    now,
+                    Invariant::NoUseAfterFree,
+                    &[c, cpu],
+                    Some(mm),
+                    Some(va),
+                    format!(
+                        "cpu{cpu} freed frame {pfn} (mm {mm} va {va:#x}) while cpu{c} (ASID {} loaded) still maps it: {e:?}",
+                        t.asid
+                    ),
+                );
+                break;
+            }
+        }
+    }
+
+    /// `CallExit`: the call on `cpu` returns, retiring what it replaced and
+    /// what its range contract covers; no CPU running an affected mm may
+    /// still hold a retired translation (no stale hold).
+    fn call_exit(&mut self, now: Ns, hw: &Hw, cpu: CpuId, call: &str) {
+        let p = std::mem::take(&mut self.pending[cpu]);
+        let mut keys: Vec<(MmId, u64)> = Vec::new();
+        for (&key, &(old, new)) in &p.writes {
+            if let Some(v) = old {
+                self.commit(key, v, new);
+                keys.push(key);
+            }
+        }
+        if let Some((mm, lo, hi, bound)) = p.range {
+            let in_range: Vec<((MmId, u64), Option<Pte>)> = self
+                .current
+                .range((mm, lo)..(mm, hi))
+                .map(|(k, v)| (*k, *v))
+                .collect();
+            for (key, value) in in_range {
+                self.commit(key, bound.saturating_sub(1), value);
+                keys.push(key);
+            }
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        for (mm, vpn) in keys {
+            for c in self.cpus_running(mm) {
+                self.check_loaded_cpu(now, hw, c, mm, vpn, (call, cpu));
+            }
+        }
+    }
+
+    /// `LeafUse`: the translation used must belong to the running mm (ASID
+    /// isolation) and not be retired (no stale use).
+    fn leaf_use(&mut self, now: Ns, cpu: CpuId, running: MmId, entry: &LeafEntry) {
+        let va = entry.vpn << PAGE_SHIFT;
+        if entry.mm != running {
+            self.fail(
+                now,
+                Invariant::AsidIsolation,
+                &[cpu],
+                Some(running),
+                Some(va),
+                format!(
+                    "cpu{cpu} runs mm {running} but used a translation of mm {} under ASID {} for va {va:#x}",
+                    entry.mm, entry.asid
+                ),
+            );
+        } else if self.stale(entry.mm, entry.vpn, entry.version, entry) {
+            self.fail(
+                now,
+                Invariant::NoStaleUse,
+                &[cpu],
+                Some(entry.mm),
+                Some(va),
+                format!(
+                    "cpu{cpu} used a stale translation of mm {} va {va:#x}: {entry:?}, current PTE {:?}",
+                    entry.mm,
+                    self.current.get(&(entry.mm, entry.vpn)).copied().flatten()
+                ),
+            );
+        }
+    }
+
+    /// `WalkUse`: the cached table entry walked through must belong to the
+    /// running mm (ASID isolation) and lead to a live, unreused table page
+    /// (no stale walk).
+    fn walk_use(&mut self, now: Ns, hw: &Hw, cpu: CpuId, running: MmId, entry: &WalkEntry) {
+        let t = hw.mem.table(entry.next);
+        let va = Some(walk_va(entry));
+        if entry.mm != running {
+            self.fail(
+                now,
+                Invariant::AsidIsolation,
+                &[cpu],
+                Some(running),
+                va,
+                format!("cpu{cpu} runs mm {running} but walked through a cached table entry of mm {}: {entry:?}", entry.mm),
+            );
+        } else if !t.live || t.instance != entry.next_instance {
+            self.fail(
+                now,
+                Invariant::NoStaleWalk,
+                &[cpu],
+                Some(entry.mm),
+                va,
+                format!(
+                    "cpu{cpu} walked mm {} through a cached entry to table page {} that was freed{}: {entry:?}",
+                    entry.mm,
+                    entry.next,
+                    if t.live { " and reused" } else { "" }
+                ),
+            );
+        }
+    }
+
+    /// `AsidLoad`: `cpu` loads `asid` for `mm`; its TLB must hold under that
+    /// ASID no entry of another mm (ASID isolation), no retired translation
+    /// of `mm` (no stale hold) and no walk entry of another mm or to a
+    /// freed table (no stale walk), checked in that order.
+    fn asid_load(&mut self, now: Ns, hw: &Hw, cpu: CpuId, mm: MmId, asid: Asid) {
+        // Two CPUs may briefly hold the same ASID for different mms: a CPU
+        // that has published its next mm's ASID but not yet loaded it keeps
+        // the old one through a rollover that hands that number out again
+        // (the explorer found this window in the Linux allocator). Only what
+        // one CPU's TLB holds or uses under its loaded ASID can alias.
+        if let Some((old_mm, _)) = self.cpu_loaded[cpu].replace((mm, asid)) {
+            if let Some(s) = self.by_mm.get_mut(&old_mm) {
+                s.remove(&cpu);
+            }
+        }
+        self.by_mm.entry(mm).or_default().insert(cpu);
+        let tlb = &hw.cpus[cpu].tlb;
+        let other = tlb.leaf_entries().find(|e| e.asid == asid && e.mm != mm);
+        let stale = tlb
+            .leaf_entries()
+            .find(|e| e.asid == asid && e.mm == mm && self.stale(mm, e.vpn, e.version, e));
+        let bad_walk = tlb
+            .walk_entries()
+            .find(|e| {
+                e.asid == asid && {
+                    let t = hw.mem.table(e.next);
+                    e.mm != mm || !t.live || t.instance != e.next_instance
+                }
+            })
+            .copied();
+        let (invariant, va, detail) = if let Some(e) = other {
+            (
+                Invariant::AsidIsolation,
+                e.vpn << PAGE_SHIFT,
+                format!("cpu{cpu} loads ASID {asid} for mm {mm} while holding a translation of mm {} under it: {e:?}", e.mm),
+            )
+        } else if let Some(e) = stale {
+            (
+                Invariant::NoStaleHold,
+                e.vpn << PAGE_SHIFT,
+                format!("cpu{cpu} loads ASID {asid} for mm {mm} while holding a stale translation: {e:?}"),
+            )
+        } else if let Some(e) = bad_walk {
+            (
+                Invariant::NoStaleWalk,
+                walk_va(&e),
+                format!("cpu{cpu} loads ASID {asid} for mm {mm} while its walk cache holds {e:?} (other mm or freed table)"),
+            )
+        } else {
+            return;
+        };
+        self.fail(now, invariant, &[cpu], Some(mm), Some(va), detail);
+    }
+
+    /// `TableFree`: no TTBR0 may point at a freed top-level table, and no
+    /// CPU may cache, under its loaded ASID, a walk entry to the freed page
+    /// (no stale walk).
+    fn table_free(
+        &mut self,
+        now: Ns,
+        hw: &Hw,
+        cpu: CpuId,
+        mm: MmId,
+        table: TableId,
+        instance: u64,
+    ) {
+        if let Some(c) = (0..hw.ncpus()).find(|&c| hw.cpus[c].ttbr0.is_some_and(|t| t.pgd == table))
+        {
+            self.fail(
+                now,
+                Invariant::NoStaleWalk,
+                &[c, cpu],
+                Some(mm),
+                None,
+                format!("cpu{cpu} freed top-level table {table} of mm {mm} while cpu{c}'s TTBR0 still points at it"),
+            );
+            return;
+        }
+        for c in 0..hw.ncpus() {
+            let Some(t) = hw.cpus[c].ttbr0 else { continue };
+            let held = hw.cpus[c]
+                .tlb
+                .walk_entries()
+                .find(|e| e.asid == t.asid && e.next == table && e.next_instance == instance)
+                .copied();
+            if let Some(e) = held {
+                self.fail(
+                    now,
+                    Invariant::NoStaleWalk,
+                    &[c, cpu],
+                    Some(mm),
+                    Some(walk_va(&e)),
+                    format!(
+                        "cpu{cpu} freed table page {table} of mm {mm} while cpu{c} (ASID {} loaded) still caches a walk entry to it: {e:?}",
+                        t.asid
+                    ),
+                );
+                break;
+            }
+        }
+    }
+}
+
+/// The first virtual address a walk-cache entry covers.
+fn walk_va(e: &WalkEntry) -> u64 {
+    e.va_prefix << level_shift(e.level)
 }
 
 impl Observer for Checker {
@@ -183,243 +489,33 @@ impl Observer for Checker {
                 va,
                 old,
                 new,
-            } => {
-                let vpn = va >> PAGE_SHIFT;
-                self.current.insert((mm, vpn), new);
-                if let Some(p) = new {
-                    self.version_bound = self.version_bound.max(p.version + 1);
-                }
-                let w = self.pending[cpu]
-                    .writes
-                    .entry((mm, vpn))
-                    .or_insert((None, None));
-                w.0 = w.0.max(old.map(|p| p.version));
-                w.1 = new;
-            }
+            } => self.pte_write(cpu, mm, va, old, new),
             Event::CallRange {
                 cpu,
                 mm,
                 start,
                 end,
-            } => {
-                self.pending[cpu].range = Some((
-                    mm,
-                    start >> PAGE_SHIFT,
-                    end.div_ceil(1 << PAGE_SHIFT),
-                    self.version_bound,
-                ));
-            }
-            Event::Running { cpu, mm } => {
-                self.running[cpu] = mm;
-                let (Some(mm), Some(t)) = (mm, hw.cpus[cpu].ttbr0) else {
-                    return;
-                };
-                if t.mm != mm {
-                    return;
-                }
-                let stale = hw.cpus[cpu].tlb.leaf_entries().find(|e| {
-                    e.asid == t.asid && e.mm == mm && self.stale(mm, e.vpn, e.version, e)
-                });
-                if let Some(e) = stale {
-                    self.fail(
-                        now,
-                        "no stale hold",
-                        format!("cpu{cpu} resumes a task of mm {mm} (ASID {}) while holding a stale translation: {e:?}", t.asid),
-                    );
-                }
-            }
-            Event::FrameFree { cpu, pfn, mm, va } => {
-                let vpn = va >> PAGE_SHIFT;
-                let cpus = self.cpus_running(mm);
-                for c in cpus {
-                    let Some(t) = hw.cpus[c].ttbr0.filter(|t| t.mm == mm) else {
-                        continue;
-                    };
-                    let held = hw.cpus[c]
-                        .tlb
-                        .leaf_entries_for(vpn)
-                        .find(|e| e.asid == t.asid && e.vpn == vpn && e.pfn == pfn);
-                    if let Some(e) = held {
-                        self.fail(
-                            now,
-                            "no use after free",
-                            format!(
-                                "cpu{cpu} freed frame {pfn} (mm {mm} va {va:#x}) while cpu{c} (ASID {} loaded) still maps it: {e:?}",
-                                t.asid
-                            ),
-                        );
-                        break;
-                    }
-                }
-            }
-            Event::CallExit { cpu, call, .. } => {
-                let p = std::mem::take(&mut self.pending[cpu]);
-                let mut keys: Vec<(MmId, u64)> = Vec::new();
-                for (&key, &(old, new)) in &p.writes {
-                    if let Some(v) = old {
-                        self.commit(key, v, new);
-                        keys.push(key);
-                    }
-                }
-                if let Some((mm, lo, hi, bound)) = p.range {
-                    let in_range: Vec<((MmId, u64), Option<Pte>)> = self
-                        .current
-                        .range((mm, lo)..(mm, hi))
-                        .map(|(k, v)| (*k, *v))
-                        .collect();
-                    for (key, value) in in_range {
-                        self.commit(key, bound.saturating_sub(1), value);
-                        keys.push(key);
-                    }
-                }
-                keys.sort_unstable();
-                keys.dedup();
-                for (mm, vpn) in keys {
-                    let cpus = self.cpus_running(mm);
-                    for c in cpus {
-                        self.check_loaded_cpu(now, hw, c, mm, vpn, (call, cpu));
-                    }
-                }
-            }
+            } => self.call_range(cpu, mm, start, end),
+            Event::Running { cpu, mm } => self.running(now, hw, cpu, mm),
+            Event::FrameFree { cpu, pfn, mm, va } => self.frame_free(now, hw, cpu, pfn, mm, va),
+            Event::CallExit { cpu, call, .. } => self.call_exit(now, hw, cpu, call),
             Event::LeafUse {
                 cpu,
                 running,
                 entry,
-            } => {
-                if entry.mm != running {
-                    self.fail(
-                        now,
-                        "ASID isolation",
-                        format!(
-                            "cpu{cpu} runs mm {running} but used a translation of mm {} under ASID {} for va {:#x}",
-                            entry.mm,
-                            entry.asid,
-                            entry.vpn << PAGE_SHIFT
-                        ),
-                    );
-                } else if self.stale(entry.mm, entry.vpn, entry.version, &entry) {
-                    self.fail(
-                        now,
-                        "no stale use",
-                        format!(
-                            "cpu{cpu} used a stale translation of mm {} va {:#x}: {entry:?}, current PTE {:?}",
-                            entry.mm,
-                            entry.vpn << PAGE_SHIFT,
-                            self.current.get(&(entry.mm, entry.vpn)).copied().flatten()
-                        ),
-                    );
-                }
-            }
+            } => self.leaf_use(now, cpu, running, &entry),
             Event::WalkUse {
                 cpu,
                 running,
                 entry,
-            } => {
-                let t = hw.mem.table(entry.next);
-                if entry.mm != running {
-                    self.fail(
-                        now,
-                        "ASID isolation",
-                        format!("cpu{cpu} runs mm {running} but walked through a cached table entry of mm {}: {entry:?}", entry.mm),
-                    );
-                } else if !t.live || t.instance != entry.next_instance {
-                    self.fail(
-                        now,
-                        "no stale walk",
-                        format!(
-                            "cpu{cpu} walked mm {} through a cached entry to table page {} that was freed{}: {entry:?}",
-                            entry.mm,
-                            entry.next,
-                            if t.live { " and reused" } else { "" }
-                        ),
-                    );
-                }
-            }
-            Event::AsidLoad { cpu, mm, asid } => {
-                // Two CPUs may briefly hold the same ASID for different mms:
-                // a CPU that has published its next mm's ASID but not yet
-                // loaded it keeps the old one through a rollover that hands
-                // that number out again (the explorer found this window in
-                // the Linux allocator). Only what one CPU's TLB holds or
-                // uses under its loaded ASID can alias.
-                if let Some((old_mm, _)) = self.cpu_loaded[cpu].replace((mm, asid)) {
-                    if let Some(s) = self.by_mm.get_mut(&old_mm) {
-                        s.remove(&cpu);
-                    }
-                }
-                self.by_mm.entry(mm).or_default().insert(cpu);
-                let tlb = &hw.cpus[cpu].tlb;
-                let other = tlb.leaf_entries().find(|e| e.asid == asid && e.mm != mm);
-                let stale = tlb
-                    .leaf_entries()
-                    .find(|e| e.asid == asid && e.mm == mm && self.stale(mm, e.vpn, e.version, e));
-                let bad_walk = tlb
-                    .walk_entries()
-                    .find(|e| {
-                        e.asid == asid && {
-                            let t = hw.mem.table(e.next);
-                            e.mm != mm || !t.live || t.instance != e.next_instance
-                        }
-                    })
-                    .copied();
-                if let Some(e) = other {
-                    self.fail(
-                        now,
-                        "ASID isolation",
-                        format!("cpu{cpu} loads ASID {asid} for mm {mm} while holding a translation of mm {} under it: {e:?}", e.mm),
-                    );
-                } else if let Some(e) = stale {
-                    self.fail(
-                        now,
-                        "no stale hold",
-                        format!("cpu{cpu} loads ASID {asid} for mm {mm} while holding a stale translation: {e:?}"),
-                    );
-                } else if let Some(e) = bad_walk {
-                    self.fail(
-                        now,
-                        "no stale walk",
-                        format!("cpu{cpu} loads ASID {asid} for mm {mm} while its walk cache holds {e:?} (other mm or freed table)"),
-                    );
-                }
-            }
+            } => self.walk_use(now, hw, cpu, running, &entry),
+            Event::AsidLoad { cpu, mm, asid } => self.asid_load(now, hw, cpu, mm, asid),
             Event::TableFree {
                 cpu,
                 mm,
                 table,
                 instance,
-            } => {
-                if let Some(c) =
-                    (0..hw.ncpus()).find(|&c| hw.cpus[c].ttbr0.is_some_and(|t| t.pgd == table))
-                {
-                    self.fail(
-                        now,
-                        "no stale walk",
-                        format!("cpu{cpu} freed top-level table {table} of mm {mm} while cpu{c}'s TTBR0 still points at it"),
-                    );
-                    return;
-                }
-                for c in 0..hw.ncpus() {
-                    let Some(t) = hw.cpus[c].ttbr0 else { continue };
-                    let held = hw.cpus[c]
-                        .tlb
-                        .walk_entries()
-                        .find(|e| {
-                            e.asid == t.asid && e.next == table && e.next_instance == instance
-                        })
-                        .copied();
-                    if let Some(e) = held {
-                        self.fail(
-                            now,
-                            "no stale walk",
-                            format!(
-                                "cpu{cpu} freed table page {table} of mm {mm} while cpu{c} (ASID {} loaded) still caches a walk entry to it: {e:?}",
-                                t.asid
-                            ),
-                        );
-                        break;
-                    }
-                }
-            }
+            } => self.table_free(now, hw, cpu, mm, table, instance),
             Event::CallEnter { .. }
             | Event::Tlbi { .. }
             | Event::DsbDone { .. }
@@ -427,7 +523,7 @@ impl Observer for Checker {
         }
     }
 
-    fn failure(&self) -> Option<String> {
+    fn failure(&self) -> Option<Violation> {
         self.failure.clone()
     }
 
@@ -549,7 +645,12 @@ mod tests {
             &hw,
         );
         let f = c.failure().expect("resuming with a stale entry is caught");
-        assert!(f.contains("no stale hold") && f.contains("resumes"), "{f}");
+        assert_eq!(f.invariant, Invariant::NoStaleHold, "{f}");
+        assert_eq!(
+            (f.cpus, f.mm, f.va, f.time_ns),
+            (vec![1], Some(0), Some(VA), 8)
+        );
+        assert!(f.detail.contains("resumes"), "{}", f.detail);
     }
 
     #[test]
@@ -593,7 +694,8 @@ mod tests {
             &hw,
         );
         let f = c.failure().expect("stale hold caught");
-        assert!(f.contains("invariant: no stale hold"), "{f}");
+        assert_eq!(f.invariant, Invariant::NoStaleHold, "{f}");
+        assert_eq!(f.cpus, vec![1, 2], "the holder, then the CPU returning");
     }
 
     #[test]
@@ -608,6 +710,42 @@ mod tests {
             },
             &hw,
         );
-        assert!(c.failure().is_some_and(|f| f.contains("no stale hold")));
+        let f = c.failure().expect("stale hold caught");
+        assert_eq!(f.invariant, Invariant::NoStaleHold, "{f}");
+        assert_eq!(
+            (f.cpus, f.mm, f.va, f.time_ns),
+            (vec![1, 0], Some(0), Some(VA), 6)
+        );
+        assert_eq!(f.history.len(), 8, "the last `history_len` events");
+        assert_eq!(f.history.last().map(|(t, _)| *t), Some(6));
+    }
+
+    #[test]
+    fn a_violation_prints_the_report_people_read() {
+        let (mut c, hw) = setup();
+        c.event(
+            6,
+            &Event::CallExit {
+                cpu: 0,
+                task: 0,
+                call: "madvise",
+            },
+            &hw,
+        );
+        let f = c.failure().expect("stale hold caught");
+        let text = f.to_string();
+        let head = format!(
+            "invariant: no stale hold\nat: 6 ns\n{}\nlast events:\n",
+            f.detail
+        );
+        assert!(text.starts_with(&head), "{text}");
+        assert!(
+            f.detail.starts_with("cpu1 has mm 0 loaded (ASID 1)"),
+            "{}",
+            f.detail
+        );
+        let last = format!("  {:>12} ns  {:?}\n", 6, f.history[7].1);
+        assert!(text.ends_with(&last), "{text}");
+        assert_eq!(text.lines().count(), 4 + f.history.len());
     }
 }

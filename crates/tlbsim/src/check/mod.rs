@@ -6,6 +6,11 @@ pub mod mutants;
 
 pub use invariants::Checker;
 
+use crate::engine::Ns;
+use crate::hw::tlb::MmId;
+use crate::hw::CpuId;
+use crate::observe::Event;
+
 /// An invariant the checker holds (DESIGN §3). A mutant's registry entry
 /// names the one it breaks; a violation report names the one it found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -48,5 +53,48 @@ impl Invariant {
 impl std::fmt::Display for Invariant {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// A violation of an [`Invariant`]: what the checker found, where and when,
+/// and the events that led there (DESIGN §3). The run stops at the first.
+///
+/// Its `Display` is the report the CLI prints (`invariant: <name>`, `at:
+/// <time> ns`, the detail line, then `last events:` one per line); tests
+/// and callers match on the fields instead of that text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// The invariant broken.
+    pub invariant: Invariant,
+    /// The CPUs involved: first the one whose TLB, walk or TTBR0 breaks the
+    /// invariant, then (if another) the one whose action exposed it (the
+    /// CPU returning from the call, freeing the frame or table).
+    pub cpus: Vec<CpuId>,
+    /// The address space concerned (the one the offending CPU runs or
+    /// loads), when there is one.
+    pub mm: Option<MmId>,
+    /// The virtual address concerned (page aligned for leaf entries; the
+    /// first address a walk-cache entry covers), when there is one.
+    pub va: Option<u64>,
+    /// Simulated time of the event that revealed it (ns).
+    pub time_ns: Ns,
+    /// One line for people: what was seen, with the offending entry.
+    pub detail: String,
+    /// The last events observed, oldest first, this one included (as many
+    /// as `[checker] history`), with their times (ns).
+    pub history: Vec<(Ns, Event)>,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "invariant: {}\nat: {} ns\n{}\nlast events:\n",
+            self.invariant, self.time_ns, self.detail
+        )?;
+        for (t, e) in &self.history {
+            writeln!(f, "  {t:>12} ns  {e:?}")?;
+        }
+        Ok(())
     }
 }

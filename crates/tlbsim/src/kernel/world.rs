@@ -257,7 +257,7 @@ impl World {
     }
 
     /// The first violation the observer found, if any.
-    pub fn failure(&self) -> Option<String> {
+    pub fn failure(&self) -> Option<crate::check::Violation> {
         self.observer.borrow().as_ref().and_then(|o| o.failure())
     }
 

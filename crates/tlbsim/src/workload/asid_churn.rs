@@ -16,12 +16,12 @@ use crate::hw::mem::{Perms, PAGE_SIZE};
 use crate::kernel::mm::{sys_mmap, sys_mprotect};
 use crate::kernel::sched::{spawn_user, sys_clone_thread, sys_exec, sys_sched_yield, sys_wait};
 use crate::kernel::{Ctx, TaskId, World};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::cell::Cell;
 use std::rc::Rc;
 
 /// Parameters.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct AsidChurn {
     /// Threads of process A (>= 1).

@@ -26,12 +26,12 @@ use crate::kernel::sched::{
 };
 use crate::kernel::{Ctx, TaskId, World};
 use rand::Rng as _;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 /// Parameters.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Churn {
     /// Rounds of P's main thread.

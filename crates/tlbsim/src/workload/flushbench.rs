@@ -23,11 +23,11 @@ use crate::kernel::sched::{
     spawn_user, sys_clone_thread, sys_exec, sys_fork, sys_sched_setaffinity, sys_wait,
 };
 use crate::kernel::{Ctx, TaskId, World};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::rc::Rc;
 
 /// Parameters of `madv-migrate`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct MadvMigrate {
     /// Iterations.
@@ -99,7 +99,7 @@ impl Workload for MadvMigrate {
 }
 
 /// Parameters of `tlb-flush`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TlbFlush {
     /// Which will-it-scale test: 1, 2 or 3.
@@ -254,7 +254,7 @@ impl Workload for TlbFlush {
 /// = 100, 256M data"). Its source is not public; the model assumes each
 /// thread, per round, maps its share of the data (`data_mib / threads`),
 /// writes every page and unmaps it (docs/model.md).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PthreadMmap {
     /// Threads.

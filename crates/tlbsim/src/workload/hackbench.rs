@@ -12,7 +12,7 @@ use crate::engine::rng::Streams;
 use crate::kernel::pipe::{new_pipe, pipe_read, pipe_write, PipeRef};
 use crate::kernel::sched::{block_until_woken, spawn_user, sys_fork, sys_wait, wake_up};
 use crate::kernel::{Ctx, TaskId, World};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -51,7 +51,7 @@ async fn open_gate(ctx: &Ctx, g: &GateRef) {
 }
 
 /// Parameters.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Hackbench {
     /// Groups of senders and receivers.

@@ -20,11 +20,11 @@ use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap
 use crate::kernel::sched::{spawn_user, sys_exec, sys_fork, sys_wait};
 use crate::kernel::{Ctx, TaskId, World};
 use rand::Rng as _;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::rc::Rc;
 
 /// The measured shape of one process start (host: bash 5.2, glibc 2.36).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Anatomy {
     /// Pages of the shell touched before the first fork (its working set).
@@ -121,7 +121,7 @@ async fn shell_setup(ctx: &Ctx, a: &Anatomy) -> u64 {
 }
 
 /// `sort-compute` parameters.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SortCompute {
     /// Background subshells.
@@ -215,7 +215,7 @@ impl Workload for SortCompute {
 }
 
 /// `tcmalloc` parameters.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Tcmalloc {
     /// Processes; 0 means one per CPU.

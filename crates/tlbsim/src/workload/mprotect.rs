@@ -21,11 +21,11 @@ use crate::hw::mem::{Perms, PAGE_SIZE};
 use crate::kernel::mm::{sys_mmap, sys_mprotect, sys_munmap};
 use crate::kernel::sched::{spawn_user, sys_clone_thread, sys_exec, sys_fork, sys_wait};
 use crate::kernel::{Ctx, TaskId, World};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::rc::Rc;
 
 /// Parameters of the mprotect workload.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Mprotect {
     /// Loop iterations per process.

@@ -17,12 +17,12 @@ use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap
 use crate::kernel::sched::{spawn_user, sys_clone_thread, sys_sched_setaffinity, sys_wait};
 use crate::kernel::{Ctx, TaskId, World};
 use rand::Rng as _;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::cell::Cell;
 use std::rc::Rc;
 
 /// Parameters.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Threads {
     /// Threads including the one changing mappings (each pinned to CPU i).

@@ -16,12 +16,12 @@ use crate::engine::rng::Streams;
 use crate::hw::cpumask::CpuMask;
 use crate::kernel::sched::{spawn_user, sys_exec, sys_fork, sys_sched_setaffinity, sys_wait};
 use crate::kernel::{Ctx, TaskId, World};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::cell::Cell;
 use std::rc::Rc;
 
 /// Parameters.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Victim {
     /// User work of the victim (ns).
