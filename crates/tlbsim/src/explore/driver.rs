@@ -1,0 +1,282 @@
+//! The explorer driver: applies the action a chooser picks — a CPU's step
+//! (through the one step semantics of [`crate::step`]), a broadcast TLBI's
+//! arrival, a speculative fill, an IPI taken — and lists the actions
+//! enabled next.
+
+use super::{Action, Chooser, Outcome};
+use crate::hw::tlb::MmId;
+use crate::hw::{AccessTrace, CpuId};
+use crate::kernel::{Dsb, Op, OpResult, World};
+use crate::step::{ops, Applied, Cpus, Polled, Wait};
+use std::collections::BTreeSet;
+use std::rc::Rc;
+
+/// The explorer driver for one schedule.
+#[derive(Debug)]
+pub struct Explorer {
+    core: Cpus,
+    /// Broadcast TLBIs in flight, oldest first: (inflight id).
+    inflight: Vec<usize>,
+    /// VAs accessed per mm (speculation candidates).
+    touched: BTreeSet<(MmId, u64)>,
+    speculation_budget: u32,
+    trace: Vec<AccessTrace>,
+    /// The actions taken.
+    pub schedule: Vec<Action>,
+}
+
+impl Explorer {
+    /// An explorer over `w` (tasks already created) allowing
+    /// `speculation_budget` speculative fills per schedule.
+    pub fn new(w: Rc<World>, speculation_budget: u32) -> Self {
+        let n = w.ncpus();
+        let mut e = Self {
+            core: Cpus::new(w),
+            inflight: Vec::new(),
+            touched: BTreeSet::new(),
+            speculation_budget,
+            trace: Vec::new(),
+            schedule: Vec::new(),
+        };
+        for cpu in 0..n {
+            e.run_cpu(cpu);
+        }
+        e
+    }
+
+    /// The world being explored.
+    pub fn world(&self) -> &Rc<World> {
+        &self.core.w
+    }
+
+    /// Runs the schedule the chooser makes until `done`, a violation, a
+    /// deadlock or `max_actions`.
+    pub fn run(
+        &mut self,
+        chooser: &mut dyn Chooser,
+        max_actions: usize,
+        done: impl Fn(&World) -> bool,
+    ) -> Outcome {
+        loop {
+            if let Some(r) = self.core.w.failure() {
+                return Outcome::Violation(r);
+            }
+            if done(&self.core.w) {
+                return Outcome::Done;
+            }
+            if self.schedule.len() >= max_actions {
+                return Outcome::Bounded;
+            }
+            let enabled = self.enabled();
+            if enabled.is_empty() {
+                let label = |c: CpuId| format!("{:?}", self.core.wait[c]);
+                return Outcome::Deadlock(self.core.describe(label));
+            }
+            let i = chooser.choose(self.schedule.len(), &enabled);
+            self.apply(enabled[i]);
+        }
+    }
+
+    /// Applies `a`, which must be enabled (replay checks this first).
+    pub fn apply(&mut self, a: Action) {
+        let w = &self.core.w;
+        w.now.set(w.now.get() + 1);
+        w.stats.borrow_mut().events += 1;
+        self.schedule.push(a);
+        match a {
+            Action::Step(c) => self.step(c),
+            Action::Deliver(t) => self.deliver_one(t),
+            Action::Speculate(c, va) => {
+                self.speculation_budget -= 1;
+                ops::speculate(&self.core.w, c, va, &mut self.trace);
+            }
+            Action::Interrupt(c) => {
+                self.core.start_irq(c);
+                self.run_cpu(c);
+            }
+        }
+    }
+
+    /// Can CPU `c` take an IPI now? At a step boundary of any context
+    /// that is not running.
+    fn interruptible(&self, c: CpuId) -> bool {
+        self.core.may_take_irq(c)
+            && matches!(
+                self.core.wait[c],
+                Wait::Posted(_) | Wait::Idle | Wait::Lock(_) | Wait::IpiAck | Wait::Ready(_)
+            )
+    }
+
+    /// The actions possible now, in a fixed order.
+    pub fn enabled(&self) -> Vec<Action> {
+        let mut v = Vec::new();
+        for (c, s) in self.core.wait.iter().enumerate() {
+            if matches!(s, Wait::Posted(_) | Wait::Ready(_)) {
+                v.push(Action::Step(c));
+            }
+        }
+        for c in 0..self.core.wait.len() {
+            if self.interruptible(c) {
+                v.push(Action::Interrupt(c));
+            }
+        }
+        for (c, s) in self.core.wait.iter().enumerate() {
+            if matches!(s, Wait::Posted(Op::Access { .. })) && self.pending_at(c) {
+                v.push(Action::Deliver(c));
+            }
+        }
+        if self.speculation_budget > 0 {
+            let hw = self.core.w.hw.borrow();
+            for (c, cpu) in hw.cpus.iter().enumerate() {
+                if let Some(t) = cpu.ttbr0 {
+                    for &(_, va) in self.touched.range((t.mm, 0)..=(t.mm, u64::MAX)) {
+                        v.push(Action::Speculate(c, va));
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    fn pending_at(&self, t: CpuId) -> bool {
+        let hw = self.core.w.hw.borrow();
+        self.inflight
+            .iter()
+            .any(|&id| hw.inflight[id].as_ref().is_some_and(|f| f.pending.test(t)))
+    }
+
+    fn deliver_one(&mut self, t: CpuId) {
+        let id = {
+            let hw = self.core.w.hw.borrow();
+            self.inflight
+                .iter()
+                .copied()
+                .find(|&id| hw.inflight[id].as_ref().is_some_and(|f| f.pending.test(t)))
+        };
+        if let Some(id) = id {
+            self.deliver(id, t);
+        }
+    }
+
+    fn deliver(&mut self, id: usize, t: CpuId) {
+        if self.core.dvm_deliver(id, t) {
+            self.inflight.retain(|&x| x != id);
+        }
+    }
+
+    /// Delivers everything `cpu` has in flight (its `DSB ISH` completes).
+    fn drain(&mut self, cpu: CpuId) {
+        let mine: Vec<usize> = {
+            let hw = self.core.w.hw.borrow();
+            self.inflight
+                .iter()
+                .copied()
+                .filter(|&id| hw.inflight[id].as_ref().is_some_and(|f| f.issuer == cpu))
+                .collect()
+        };
+        for id in mine {
+            for t in 0..self.core.w.ncpus() {
+                let pending = self.core.w.hw.borrow().inflight[id]
+                    .as_ref()
+                    .is_some_and(|f| f.pending.test(t));
+                if pending {
+                    self.deliver(id, t);
+                }
+            }
+        }
+    }
+
+    /// Completes the step of the context running on `c` with `r` and runs
+    /// that context on.
+    fn complete(&mut self, c: CpuId, r: OpResult) {
+        self.core.complete(c, r);
+        self.run_cpu(c);
+    }
+
+    /// `Step(cpu)`: applies CPU `cpu`'s posted step (or resumes a released
+    /// wait), then runs it to its next step.
+    fn step(&mut self, cpu: CpuId) {
+        let op = match std::mem::replace(&mut self.core.wait[cpu], Wait::Free) {
+            Wait::Posted(op) => op,
+            Wait::Ready(r) => return self.complete(cpu, r),
+            other => panic!("step of cpu{cpu} in state {other:?}"),
+        };
+        let task = self.core.w.k.borrow().cpus[cpu].current;
+        if let Op::Access { va, .. } = op {
+            if let Some(t) = self.core.w.hw.borrow().cpus[cpu].ttbr0 {
+                self.touched
+                    .insert((t.mm, va & !(crate::hw::mem::PAGE_SIZE - 1)));
+            }
+        }
+        match self.core.apply(cpu, task, &op, &mut self.trace) {
+            Applied::Done(r) => self.complete(cpu, r),
+            Applied::Access(r, _) => self.complete(cpu, OpResult::Access(r)),
+            Applied::Tlbi(id) => {
+                self.inflight.extend(id);
+                self.complete(cpu, OpResult::Unit);
+            }
+            Applied::DsbIsh => {
+                self.drain(cpu);
+                if self.core.dsb_needs_sync(cpu) {
+                    self.core.dsb_ish_done(cpu);
+                }
+                self.complete(cpu, OpResult::Unit);
+            }
+            Applied::Locked => self.complete(cpu, OpResult::Unit),
+            Applied::LockWait | Applied::IdleWait => {}
+            Applied::Unlocked(granted) => {
+                let l = ops::lock_of(&op).expect("an unlock step");
+                for g in granted {
+                    let wcpu = self.core.w.k.borrow().tasks[g.task].cpu;
+                    self.core.w.lock_granted(l, &g, self.core.w.now.get());
+                    self.core
+                        .release(wcpu, |s| *s == Wait::Lock(l), OpResult::Unit);
+                }
+                self.complete(cpu, OpResult::Unit);
+            }
+            Applied::Switched => self.run_cpu(cpu),
+            Applied::ReschedIpi(target) => {
+                self.core.resched_arrive(target);
+                self.complete(cpu, OpResult::Unit);
+            }
+            Applied::CallFunction(targets, ipi) => {
+                let n = targets.count();
+                for t in targets.iter() {
+                    self.core.ipi_arrive(t, ipi, n == 1);
+                }
+            }
+        }
+    }
+
+    /// Polls the context running on `cpu` (task or handler) until it posts
+    /// a step, or its handler returns (the sender then has its
+    /// acknowledgement).
+    /// Steps that touch nothing another CPU or the checker can see (time,
+    /// barriers whose effect the explorer already applies) complete at
+    /// once: no choice point before them (a partial-order reduction).
+    /// A context that only spins on such steps (waiting for a flag another
+    /// CPU sets) posts every 64th one as a choice point, so that it does
+    /// not run forever.
+    fn run_cpu(&mut self, cpu: CpuId) {
+        for n in 0.. {
+            match self.core.poll(cpu) {
+                Polled::Step(_, op) => {
+                    let local = matches!(
+                        op,
+                        Op::Work { .. } | Op::Isb | Op::Dsb(Dsb::IshSt | Dsb::Nsh | Dsb::NshSt)
+                    );
+                    if n % 64 != 63 && local {
+                        self.core.complete_at_once(cpu, OpResult::Unit);
+                        continue;
+                    }
+                    self.core.wait[cpu] = Wait::Posted(op);
+                    return;
+                }
+                Polled::Returned { sender } => {
+                    self.core.ack(sender);
+                    return;
+                }
+            }
+        }
+    }
+}
