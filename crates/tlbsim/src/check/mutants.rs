@@ -5,9 +5,10 @@ use crate::engine::exec::KFuture;
 use crate::hw::mem::PAGE_SHIFT;
 use crate::hw::tlb::MmId;
 use crate::kernel::arm64::stock::{
-    decided_flush_range, flush_range_ops, round_range, use_full_flush, FlushScope, Stock,
+    decided_flush_range, flush_range_ops, round_range, use_full_flush, Stock,
 };
 use crate::kernel::policy::TlbPolicy;
+use crate::kernel::tlbflush::FlushScope;
 use crate::kernel::Ctx;
 
 /// `mutant-range-no-broadcast`: `flush_tlb_range` uses the local TLBI forms

@@ -11,6 +11,7 @@ pub mod pgtable;
 pub mod pipe;
 pub mod policy;
 pub mod sched;
+pub mod tlbflush;
 pub mod x86;
 
 use crate::config::{KernelConfig, Profile};

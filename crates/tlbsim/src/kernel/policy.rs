@@ -2,7 +2,8 @@
 //! choose them by name. Adding a policy = one file + one line here.
 
 use super::arm64::asid::{AsidMutant, ReservedAsid};
-use super::arm64::stock::{decided_flush_mm, decided_flush_range, FlushScope};
+use super::arm64::stock::{decided_flush_mm, decided_flush_range};
+use super::tlbflush::FlushScope;
 use super::{Ctx, World};
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::{Asid, MmId};

@@ -10,10 +10,11 @@
 //! loading TTBR0; the flusher has written the PTE before it reads the mask.
 //! Either the flusher sees the bit, or the new CPU's walks see the new PTE.
 
-use super::stock::{FlushScope, Stock};
+use super::stock::Stock;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;
 use crate::kernel::policy::TlbPolicy;
+use crate::kernel::tlbflush::FlushScope;
 use crate::kernel::Ctx;
 
 /// The tracking policy.

@@ -11,10 +11,10 @@
 //! a kernel thread on the old tables).
 
 use super::skip_v2::flush_if_stale;
-use super::stock::FlushScope;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;
 use crate::kernel::policy::TlbPolicy;
+use crate::kernel::tlbflush::FlushScope;
 use crate::kernel::Ctx;
 
 /// The v1 policy.

@@ -16,10 +16,11 @@
 //!   (The posted code wrote the re-check as `likely(atomic_read(..)) <= 1`,
 //!   which is always true; `mutant-v2-likely-recheck` models that slip.)
 
-use super::stock::{twins, FlushScope};
+use super::stock::twins;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::{MmId, TlbiScope};
 use crate::kernel::policy::TlbPolicy;
+use crate::kernel::tlbflush::FlushScope;
 use crate::kernel::{Ctx, Op};
 use std::cell::RefCell;
 

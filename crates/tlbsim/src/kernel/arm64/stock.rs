@@ -7,6 +7,7 @@ use crate::engine::exec::KFuture;
 use crate::hw::mem::{PAGE_SHIFT, PTRS_PER_TABLE};
 use crate::hw::tlb::{MmId, TlbiScope};
 use crate::kernel::policy::TlbPolicy;
+use crate::kernel::tlbflush::{count_flush, FlushScope};
 use crate::kernel::Ctx;
 
 /// `MAX_TLBI_OPS`: above this many strides, flush the whole ASID (no range ops).
@@ -90,28 +91,6 @@ pub fn use_full_flush(ctx: &Ctx, start: u64, end: u64, stride: u64) -> bool {
 /// Rounds `[start, end)` out to `stride`.
 pub fn round_range(start: u64, end: u64, stride: u64) -> (u64, u64) {
     (start & !(stride - 1), end.div_ceil(stride) * stride)
-}
-
-/// Where a policy sends one user-mm flush (seed 000's `tlb_flush_types`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FlushScope {
-    /// `TLB_FLUSH_NO`: no CPU can hold the translations; issue nothing.
-    Skip,
-    /// `TLB_FLUSH_LOCAL`: non-shareable TLBIs completed by `DSB NSH`.
-    Local,
-    /// `TLB_FLUSH_BROADCAST`: inner-shareable TLBIs completed by `DSB ISH`.
-    Broadcast,
-}
-
-/// Counts a policy's flush decision in the CPU's stats.
-pub fn count_flush(ctx: &Ctx, scope: FlushScope) {
-    let mut st = ctx.w.stats.borrow_mut();
-    let c = &mut st.cpu[ctx.cpu()];
-    match scope {
-        FlushScope::Skip => c.flushes_skipped += 1,
-        FlushScope::Local => c.flushes_local += 1,
-        FlushScope::Broadcast => c.flushes_broadcast += 1,
-    }
 }
 
 /// `flush_tlb_mm` body for a decided scope: `DSB ST; TLBI ASIDE1[IS]` (and

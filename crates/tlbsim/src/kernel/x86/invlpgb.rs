@@ -13,7 +13,7 @@ use super::tlb_gen::{Inner, Options, TlbGen, FIRST_GLOBAL_ASID};
 use super::{FlushInfo, TLB_FLUSH_ALL};
 use crate::hw::mem::PAGE_SHIFT;
 use crate::hw::tlb::{MmId, TlbiScope};
-use crate::kernel::arm64::stock::FlushScope;
+use crate::kernel::tlbflush::FlushScope;
 use crate::kernel::Ctx;
 
 /// The `x86-invlpgb` policy (PCIDs for single-CPU mms, as Linux).
