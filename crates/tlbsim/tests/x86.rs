@@ -66,7 +66,7 @@ fn churn_stress_passes_every_x86_policy() {
 fn skipping_lazy_cpus_when_tables_are_freed_is_caught() {
     let e = experiment(
         "skylake-4c8t",
-        "mutant-x86-lazy-skip-freed",
+        "x86-tlb-gen-before-b956575",
         4,
         "name = \"churn\"",
         "[checker]\nspeculative_walks = true",
@@ -281,7 +281,7 @@ fn transparent_huge_pages_fault_split_and_free_under_the_checker() {
     let churn = "name = \"churn\"\npages = 4096";
     let o = run_seed(&thp("x86-tlb-gen", churn), 2).unwrap();
     assert!(o.stats.thp_split_pmd > 0 && o.checker.verdict == "pass");
-    let bad = thp("mutant-x86-lazy-skip-freed", churn);
+    let bad = thp("x86-tlb-gen-before-b956575", churn);
     assert!(run_seed(&bad, 1).is_err());
     // A profile without the cost of a huge fault cannot run THP.
     let e = common::experiment(

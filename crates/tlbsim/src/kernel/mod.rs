@@ -10,6 +10,7 @@ pub mod mm;
 pub mod pgtable;
 pub mod pipe;
 pub mod policy;
+pub mod registry;
 pub mod sched;
 pub mod tlbflush;
 pub mod x86;

@@ -14,36 +14,44 @@
 //! - The count is re-read after the mask is written (`smp_mb()` between):
 //!   with the switch-in's increment, test and flush this is a Dekker pair.
 //!   (The posted code wrote the re-check as `likely(atomic_read(..)) <= 1`,
-//!   which is always true; `mutant-v2-likely-recheck` models that slip.)
+//!   which is always true; `arm64-skip-broadcast-v2-posted` models that.)
 
 use super::stock::twins;
+use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::{MmId, TlbiScope};
 use crate::kernel::policy::TlbPolicy;
+use crate::kernel::registry::{Allocators, PolicyEntry};
 use crate::kernel::tlbflush::FlushScope;
 use crate::kernel::{Ctx, Op};
 use std::cell::RefCell;
 
-/// The v2 policy; `recheck` false models the posted `likely()` slip.
+/// The v2 policy, with the re-check of the design or of another posting.
 #[derive(Debug)]
 pub struct SkipV2 {
     /// `mm->context.nr_active_mm`, indexed by mm id.
     nr_active: RefCell<Vec<i64>>,
     /// Per-CPU `cpu_not_lazy_tlb` (false at boot: CPUs start in idle).
     not_lazy: RefCell<Vec<bool>>,
-    /// Re-read `nr_active_mm` after writing the mask (the design).
-    recheck: bool,
+    /// The re-check of `nr_active_mm` after the mask is written: given the
+    /// count read, may the flush stay local (or be skipped)?
+    recheck: fn(i64) -> bool,
 }
 
 impl Default for SkipV2 {
     fn default() -> Self {
-        Self::new(true)
+        Self::with_recheck(design_recheck)
     }
 }
 
+/// The design's re-check: `atomic_read(&mm->context.nr_active_mm) <= 1`.
+pub fn design_recheck(nr_active_mm: i64) -> bool {
+    nr_active_mm <= 1
+}
+
 impl SkipV2 {
-    /// `recheck = true` is the design; false is the posted code's slip.
-    pub fn new(recheck: bool) -> Self {
+    /// v2 whose re-check after `smp_mb()` is `recheck(nr_active_mm)`.
+    pub fn with_recheck(recheck: fn(i64) -> bool) -> Self {
         Self {
             nr_active: RefCell::new(Vec::new()),
             not_lazy: RefCell::new(Vec::new()),
@@ -112,7 +120,7 @@ impl SkipV2 {
         };
         ctx.atomic().await; // smp_mb(); atomic_read(nr_active_mm)
         let n = self.nr(mm);
-        if !self.recheck || n <= 1 {
+        if (self.recheck)(n) {
             if is_local {
                 if !local_is_clear {
                     w.k.borrow_mut().mms[mm as usize].cpumask.clear(cpu);
@@ -150,6 +158,10 @@ pub async fn flush_if_stale(ctx: &Ctx, mm: MmId) {
 }
 
 impl TlbPolicy for SkipV2 {
+    fn arch(&self) -> crate::config::Arch {
+        crate::config::Arch::Arm64
+    }
+
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
         Box::pin(async move {
             if !self.is_not_lazy(ctx) {
@@ -193,3 +205,14 @@ impl TlbPolicy for SkipV2 {
         Box::pin(self.check(ctx, mm))
     }
 }
+
+/// The registry entry of `arm64-skip-broadcast-v2`.
+pub const ENTRY: PolicyEntry = PolicyEntry {
+    name: "arm64-skip-broadcast-v2",
+    description: "seed 000 v2: local TLBI when at most this CPU runs the mm (nr_active_mm), stale CPUs in mm_cpumask",
+    arch: Arch::Arm64,
+    requires: &[],
+    allocators: Allocators::OfArch,
+    breaks: None,
+    new: || Box::new(SkipV2::default()),
+};

@@ -3,10 +3,12 @@
 //! the inner-shareable domain and completed by `DSB ISH`; `switch_mm` only
 //! switches the ASID (`check_and_switch_context`).
 
+use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::mem::{PAGE_SHIFT, PTRS_PER_TABLE};
 use crate::hw::tlb::{MmId, TlbiScope};
 use crate::kernel::policy::TlbPolicy;
+use crate::kernel::registry::{Allocators, PolicyEntry};
 use crate::kernel::tlbflush::{count_flush, FlushScope};
 use crate::kernel::Ctx;
 
@@ -175,6 +177,10 @@ pub fn decided_flush_range<'a>(
 }
 
 impl TlbPolicy for Stock {
+    fn arch(&self) -> crate::config::Arch {
+        crate::config::Arch::Arm64
+    }
+
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
         Box::pin(async move {
             if prev != Some(next) {
@@ -183,3 +189,14 @@ impl TlbPolicy for Stock {
         })
     }
 }
+
+/// The registry entry of `arm64-stock`.
+pub const ENTRY: PolicyEntry = PolicyEntry {
+    name: "arm64-stock",
+    description: "Linux arm64 flush primitives: always broadcast (TLBI ...IS; DSB ISH)",
+    arch: Arch::Arm64,
+    requires: &[],
+    allocators: Allocators::OfArch,
+    breaks: None,
+    new: || Box::new(Stock),
+};

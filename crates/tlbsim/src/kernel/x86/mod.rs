@@ -12,8 +12,10 @@
 
 pub mod invlpgb;
 pub mod legacy;
+pub mod mutants;
 pub mod pcid;
 pub mod tlb_gen;
+pub mod tlb_gen_before_b956575;
 
 use crate::hw::cpumask::CpuMask;
 use crate::hw::mem::PAGE_SHIFT;
