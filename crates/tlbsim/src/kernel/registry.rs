@@ -36,7 +36,7 @@ pub const ASID_ALLOCATORS: &[&AllocatorEntry] = &[
     &arm64::mutants::asid_no_reserve::ENTRY,
     &arm64::mutants::asid_plain_store::ENTRY,
     &arm64::mutants::asid_forget_cpu::ENTRY,
-    &arm64::mutants::asid_fast_path_over_zero::ENTRY,
+    &arm64::mutants::asid_ignore_reserved::ENTRY,
 ];
 
 /// A hardware feature a policy may require of the profile.

@@ -36,7 +36,7 @@ pub struct State {
 }
 
 /// The parts of arch/arm64/mm/context.c that a mutant of the allocator
-/// replaces, along Linux's functions (and the two tests of
+/// replaces, along Linux's functions (and the cmpxchg of
 /// `check_and_switch_context()`'s lockless fast path). Each default is
 /// Linux's; [`Linux`] takes them all. A mutant overrides exactly one.
 pub trait ContextFns: std::fmt::Debug {
@@ -50,14 +50,6 @@ pub trait ContextFns: std::fmt::Debug {
     /// `old`, every such copy becomes `new` (no early exit); returns hit.
     fn check_update_reserved_asid(&self, st: &mut State, old: u64, new: u64) -> bool {
         check_update_reserved_asid(st, old, new)
-    }
-
-    /// The fast path's precondition, read before the cmpxchg:
-    /// `old_active_asid && asid_gen_match(asid)`. A zero `active_asids`
-    /// (a rollover reset it) must send the CPU to the slow path, which
-    /// takes its pending local flush.
-    fn fast_path_may_try(&self, old_active: u64, gen_match: bool) -> bool {
-        old_active != 0 && gen_match
     }
 
     /// `atomic64_cmpxchg_relaxed(&active_asids[cpu], old, new)`, true when
@@ -305,7 +297,7 @@ impl AsidAllocator for ReservedAsid {
                 (st.active[cpu], st.generation)
             };
             let mut fast = false;
-            if self.fns.fast_path_may_try(old, same_gen(id, gen)) {
+            if old != 0 && same_gen(id, gen) {
                 ctx.atomic().await; // cmpxchg_relaxed(&active_asids[cpu], old, id)
                 let mut st = self.st.borrow_mut();
                 let st = st.as_mut().expect("init");
