@@ -19,6 +19,7 @@
 use super::stock::twins;
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
+use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{MmId, TlbiScope};
 use crate::kernel::policy::TlbPolicy;
 use crate::kernel::registry::{Allocators, PolicyEntry};
@@ -106,18 +107,11 @@ impl SkipV2 {
         } && self.is_not_lazy(ctx);
         // Scan the stale mask; mark every CPU stale unless all others are.
         ctx.atomic().await;
-        let local_is_clear = {
-            let mut k = w.k.borrow_mut();
-            let m = &mut k.mms[mm as usize].cpumask;
-            let others_all_set = (0..m.ncpus()).all(|c| c == cpu || m.test(c));
-            let own_clear = !m.test(cpu);
-            if others_all_set {
-                is_local && own_clear
-            } else {
-                m.set_all();
-                false
-            }
-        };
+        let local_is_clear = mark_stale(
+            &mut w.k.borrow_mut().mms[mm as usize].cpumask,
+            cpu,
+            is_local,
+        );
         ctx.atomic().await; // smp_mb(); atomic_read(nr_active_mm)
         let n = self.nr(mm);
         if (self.recheck)(n) {
@@ -132,6 +126,23 @@ impl SkipV2 {
             }
         }
         FlushScope::Broadcast
+    }
+}
+
+/// The stale-mask update of `tlb_flush_check()`: `next_zero =
+/// cpumask_next_zero(-1, mask)`, skipping this CPU's own clear bit when the
+/// flush is local; if any clear bit remains, `cpumask_setall()` (this CPU's
+/// bit included). Returns `local_is_clear`: the flush is local and only this
+/// CPU's bit was clear, left so.
+pub fn mark_stale(m: &mut CpuMask, cpu: usize, is_local: bool) -> bool {
+    let others_all_set = (0..m.ncpus()).all(|c| c == cpu || m.test(c));
+    let own_clear = !m.test(cpu);
+    // The own clear bit is skipped only for a local flush.
+    if others_all_set && (is_local || !own_clear) {
+        is_local && own_clear
+    } else {
+        m.set_all();
+        false
     }
 }
 
@@ -216,3 +227,40 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
     breaks: None,
     new: || Box::new(SkipV2::default()),
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mask(bits: &[usize]) -> CpuMask {
+        let mut m = CpuMask::new(4);
+        for &b in bits {
+            m.set(b);
+        }
+        m
+    }
+
+    #[test]
+    fn a_remote_flusher_with_every_other_cpu_stale_marks_itself_too() {
+        // CPU 0 does not run the mm; CPUs 1-3 are already stale. Linux's
+        // cpumask_next_zero() finds CPU 0's clear bit and setall()s.
+        let mut m = mask(&[1, 2, 3]);
+        assert!(!mark_stale(&mut m, 0, false));
+        assert!(m.test(0), "the flusher's own bit is set");
+    }
+
+    #[test]
+    fn a_local_flusher_keeps_its_own_bit_clear_when_only_it_is_clear() {
+        let mut m = mask(&[1, 2, 3]);
+        assert!(mark_stale(&mut m, 0, true));
+        assert!(!m.test(0));
+        // Another clear bit: everything is set, the caller clears its own.
+        let mut m = mask(&[2, 3]);
+        assert!(!mark_stale(&mut m, 0, true));
+        assert!((0..4).all(|c| m.test(c)));
+        // All set already: nothing changes.
+        let mut m = mask(&[0, 1, 2, 3]);
+        assert!(!mark_stale(&mut m, 0, false));
+        assert!((0..4).all(|c| m.test(c)));
+    }
+}
