@@ -23,7 +23,6 @@ pub fn new() -> TlbGen {
     TlbGen::new(Options {
         pcid: true,
         invlpgb: true,
-        ..Options::default()
     })
 }
 
