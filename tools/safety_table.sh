@@ -8,7 +8,7 @@ set -e
 N=${1:-100}
 T=${TLBSIM:-target/release/tlbsim}
 EXP=experiments/seed000-safety.toml
-for p in arm64-stock arm64-skip-broadcast-v2 arm64-skip-broadcast-v1 arm64-cpumask-tracking mutant-v2-likely-recheck; do
+for p in arm64-stock arm64-skip-broadcast-v2 arm64-skip-broadcast-v1 arm64-cpumask-tracking arm64-skip-broadcast-v2-posted; do
 	row="| $p |"
 	first="-"
 	for c in 4 8; do

@@ -303,21 +303,47 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Cmd::Policies => {
-            println!("tlb_policy:");
-            for (n, d, _) in tlbsim::kernel::policy::TLB_POLICIES {
-                println!("  {n:<28} {d}");
-            }
-            println!("asid_allocator:");
-            for (n, d, _) in tlbsim::kernel::policy::ASID_ALLOCATORS {
-                println!("  {n:<28} {d}");
-            }
-            println!("workload:");
-            for (n, d, _) in tlbsim::workload::WORKLOADS {
-                println!("  {n:<28} {d}");
-            }
+            print_policies();
             ExitCode::SUCCESS
         }
         Cmd::Reproduce { json, only } => cmd_reproduce(json.as_deref(), only.as_deref()),
+    }
+}
+
+/// `tlbsim policies`: every registered policy, allocator and workload with
+/// its description; policies and allocators also with their architecture,
+/// the hardware features they require and, for a mutant or a historical
+/// bug, the invariant it breaks.
+fn print_policies() {
+    use tlbsim::kernel::registry::{Allocators, ASID_ALLOCATORS, TLB_POLICIES};
+    let breaks = |b: &Option<tlbsim::kernel::registry::Breaks>| {
+        b.map(|b| format!("; breaks: {}", b.invariant))
+            .unwrap_or_default()
+    };
+    println!("tlb_policy:");
+    for e in TLB_POLICIES {
+        let req: Vec<_> = e.requires.iter().map(|f| f.name()).collect();
+        let req = if req.is_empty() {
+            String::new()
+        } else {
+            format!("; requires: {}", req.join(", "))
+        };
+        let alloc = match e.allocators {
+            Allocators::OfArch => "",
+            Allocators::PicksOwnTags => "; asid_allocator: none",
+        };
+        println!("  {:<34} {}", e.name, e.description);
+        println!("  {:<34} [{}{req}{alloc}{}]", "", e.arch, breaks(&e.breaks));
+    }
+    println!("asid_allocator:");
+    for e in ASID_ALLOCATORS {
+        let arch = e.arch.map_or("any".to_string(), |a| a.to_string());
+        println!("  {:<34} {}", e.name, e.description);
+        println!("  {:<34} [{arch}{}]", "", breaks(&e.breaks));
+    }
+    println!("workload:");
+    for e in tlbsim::workload::WORKLOADS {
+        println!("  {:<34} {}", e.name, e.description);
     }
 }
 

@@ -8,7 +8,7 @@ use crate::config::{
 };
 use crate::driver::{RunError, TimingDriver};
 use crate::engine::rng::Streams;
-use crate::kernel::policy::{asid_allocator, tlb_policy};
+use crate::kernel::registry::{check_combination, find_allocator, find_policy};
 use crate::kernel::TaskId;
 use crate::kernel::{TaskState, World};
 use crate::stats::{CpuStats, Summary};
@@ -282,62 +282,15 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
         key: key.into(),
         message,
     };
-    let policy = tlb_policy(&kcfg.tlb_policy).map_err(|e| field("kernel", "tlb_policy", e))?;
-    let alloc = asid_allocator(&kcfg.asid_allocator, &kcfg, profile.tlb.asid_bits)
-        .map_err(|e| field("kernel", "asid_allocator", e))?;
-    let arch = policy.arch();
-    if arch != profile.arch {
-        return Err(field(
-            "kernel",
-            "tlb_policy",
-            format!(
-                "tlb_policy \"{}\" is an {arch} policy but profile \"{}\" is an {} machine",
-                kcfg.tlb_policy, profile.name, profile.arch
-            ),
-        ));
-    }
-    let no_alloc = kcfg.asid_allocator == "none";
-    if (arch == crate::config::Arch::X86) != no_alloc {
-        return Err(field(
-            "kernel",
-            "asid_allocator",
-            if no_alloc {
-                format!(
-                    "asid_allocator \"none\" needs an x86 tlb_policy, not \"{}\"",
-                    kcfg.tlb_policy
-                )
-            } else {
-                format!(
-                    "x86 tlb_policy \"{}\" picks PCIDs itself: set asid_allocator = \"none\"",
-                    kcfg.tlb_policy
-                )
-            },
-        ));
-    }
-    if let (Some(x), true) = (&profile.x86, kcfg.tlb_policy.contains("invlpgb")) {
-        if !x.invlpgb {
-            return Err(field(
-                "kernel",
-                "tlb_policy",
-                format!(
-                    "profile \"{}\" has no INVLPGB (x86.invlpgb = false)",
-                    profile.name
-                ),
-            ));
-        }
-    }
-    if let (Some(x), true) = (&profile.x86, kcfg.tlb_policy.starts_with("x86-pcid")) {
-        if !x.pcid {
-            return Err(field(
-                "kernel",
-                "tlb_policy",
-                format!(
-                    "profile \"{}\" has no PCIDs (x86.pcid = false)",
-                    profile.name
-                ),
-            ));
-        }
-    }
+    let policy_entry =
+        find_policy(&kcfg.tlb_policy).map_err(|e| field("kernel", "tlb_policy", e))?;
+    let alloc_entry =
+        find_allocator(&kcfg.asid_allocator).map_err(|e| field("kernel", "asid_allocator", e))?;
+    check_combination(policy_entry, alloc_entry, &profile)
+        .map_err(|(key, message)| field("kernel", key, message))?;
+    let policy = (policy_entry.new)();
+    let alloc = (alloc_entry.new)(&kcfg, profile.tlb.asid_bits);
+    debug_assert_eq!(policy.arch(), policy_entry.arch, "{}", policy_entry.name);
     if kcfg.thp == crate::config::Thp::Always && profile.kernel.thp_fault_ns.is_none() {
         return Err(field(
             "kernel",
@@ -364,7 +317,7 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
     // More usable ASIDs than CPUs, or rollover cannot find a free one
     // (arch/arm64/mm/context.c relies on NUM_USER_ASIDS > NR_CPUS).
     let usable = ((1u64 << profile.tlb.asid_bits) >> u32::from(kcfg.kpti)) - 1;
-    if !no_alloc && usable <= u64::from(profile.topology.cpus) {
+    if alloc_entry.arch.is_some() && usable <= u64::from(profile.topology.cpus) {
         return Err(field(
             "kernel",
             "asid_bits",

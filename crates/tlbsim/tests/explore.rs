@@ -112,7 +112,7 @@ fn pct_finds_the_posted_v2_recheck_race_and_passes_the_design() {
     };
     let design = check(&e, &o).unwrap();
     assert!(design.failure.is_none(), "{:?}", design.failure);
-    e.kernel.tlb_policy = "mutant-v2-likely-recheck".into();
+    e.kernel.tlb_policy = "arm64-skip-broadcast-v2-posted".into();
     let posted = check(&e, &o).unwrap();
     let f = posted.failure.expect("the likely() slip is found");
     assert_eq!(
@@ -197,7 +197,7 @@ fn the_explorer_takes_ipis_and_passes_the_x86_policies() {
 
 #[test]
 fn the_explorer_finds_the_x86_lazy_mutant_and_the_report_replays() {
-    let exp = x86_experiment("mutant-x86-lazy-skip-freed");
+    let exp = x86_experiment("x86-tlb-gen-before-b956575");
     let r = check(&exp, &opts(Strategy::Random, 1_000)).unwrap();
     let f = r.failure.expect("the lazy CPU's stale walk is found");
     assert_eq!(
@@ -254,7 +254,7 @@ fn check_on(threads: usize, e: &Experiment, o: &CheckOptions) -> tlbsim::explore
 #[test]
 fn parallel_searches_report_what_the_sequential_search_reports() {
     let pass = x86_experiment("x86-tlb-gen");
-    let bug = x86_experiment("mutant-x86-lazy-skip-freed");
+    let bug = x86_experiment("x86-tlb-gen-before-b956575");
     let cases = [
         // Whole bound-2 search; cut by the cap inside a subtree; tiny caps.
         (&pass, Strategy::Exhaustive(2), 100_000),

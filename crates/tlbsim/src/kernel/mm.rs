@@ -624,14 +624,13 @@ async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -> bool {
                         }
                         ctx.ptl_unlock(mm, va).await;
                     } else {
-                        // wp_page_reuse: make writable and dirty; arm64 then
-                        // flushes the stale read-only entry (flush_tlb_page in
-                        // ptep_set_access_flags' caller, v5.x).
+                        // wp_page_reuse: make writable and dirty
+                        // (ptep_set_access_flags).
                         ctx.ptl_lock(mm, va).await;
                         ctx.work(w.profile.kernel.pte_update_ns).await;
                         if get_pte(w, mm, va) == Some(p) {
                             set_pte(w, ctx.cpu(), mm, va, Some((p.pfn, v.perms)));
-                            flush_tlb_page(ctx, mm, va).await;
+                            access_flags_flush(ctx, mm, va).await;
                         }
                         ctx.ptl_unlock(mm, va).await;
                     }
@@ -641,6 +640,19 @@ async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -> bool {
             true
         }
         _ => false,
+    }
+}
+
+/// The flush of `ptep_set_access_flags()` after a write fault made a
+/// present PTE writable (`wp_page_reuse`), which differs by architecture:
+/// arm64 invalidates the stale read-only entry (`flush_tlb_page`,
+/// arch/arm64/mm/fault.c, v5.x); x86 never flushes
+/// (arch/x86/mm/pgtable.c): a CPU still holding the read-only entry takes
+/// a spurious fault, which drops it, and retries.
+async fn access_flags_flush(ctx: &Ctx, mm: MmId, va: u64) {
+    match ctx.w.policy.arch() {
+        crate::config::Arch::Arm64 => flush_tlb_page(ctx, mm, va).await,
+        crate::config::Arch::X86 => {}
     }
 }
 

@@ -10,7 +10,9 @@ pub mod mm;
 pub mod pgtable;
 pub mod pipe;
 pub mod policy;
+pub mod registry;
 pub mod sched;
+pub mod tlbflush;
 pub mod x86;
 
 mod ctx;

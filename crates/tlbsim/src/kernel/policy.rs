@@ -1,8 +1,9 @@
-//! The seams where architecture policies plug in, and the registries that
-//! choose them by name. Adding a policy = one file + one line here.
+//! The seams where architecture policies plug in. Each policy declares its
+//! entry in its own file; `registry.rs` lists them.
 
-use super::arm64::asid::{AsidMutant, ReservedAsid};
-use super::arm64::stock::{decided_flush_mm, decided_flush_range, FlushScope};
+use super::arm64::stock::{decided_flush_mm, decided_flush_range};
+use super::registry::{find_allocator, find_policy, AllocatorEntry};
+use super::tlbflush::FlushScope;
 use super::{Ctx, World};
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::{Asid, MmId};
@@ -10,10 +11,9 @@ use crate::hw::tlb::{Asid, MmId};
 /// arm64 `switch_mm` and TLB-flush primitives (arch/arm64/include/asm/
 /// tlbflush.h and mmu_context.h). Every method runs on the calling CPU.
 pub trait TlbPolicy {
-    /// The architecture whose kernel this policy is (the profile must match).
-    fn arch(&self) -> crate::config::Arch {
-        crate::config::Arch::Arm64
-    }
+    /// The architecture whose kernel this policy is (the profile must match;
+    /// the architecture-specific parts of generic mm code key on it).
+    fn arch(&self) -> crate::config::Arch;
     /// One-time setup once CPUs exist (e.g. registering IPI handlers).
     fn init(&self, w: &World) {
         let _ = w;
@@ -127,165 +127,25 @@ impl AsidAllocator for NoAllocator {
     }
 }
 
-type TlbCtor = fn() -> Box<dyn TlbPolicy>;
-type AsidCtor = fn(&crate::config::KernelConfig, u8) -> Box<dyn AsidAllocator>;
+/// `asid_allocator = "none"`.
+pub const NO_ALLOCATOR: AllocatorEntry = AllocatorEntry {
+    name: "none",
+    description: "no ASID allocator: x86 policies choose PCIDs per CPU themselves",
+    arch: None,
+    breaks: None,
+    new: |_, _| Box::new(NoAllocator),
+};
 
-/// Registered TLB-flush policies: name, one-line description, constructor.
-pub const TLB_POLICIES: &[(&str, &str, TlbCtor)] = &[
-    (
-        "arm64-stock",
-        "Linux arm64 flush primitives: always broadcast (TLBI ...IS; DSB ISH)",
-        || Box::new(super::arm64::stock::Stock),
-    ),
-    (
-        "arm64-skip-broadcast-v2",
-        "seed 000 v2: local TLBI when at most this CPU runs the mm (nr_active_mm), stale CPUs in mm_cpumask",
-        || Box::new(super::arm64::skip_v2::SkipV2::default()),
-    ),
-    (
-        "arm64-skip-broadcast-v1",
-        "seed 000 v1: local TLBI when current->mm == mm and mm_users <= 1, stale CPUs in mm_cpumask",
-        || Box::new(super::arm64::skip_v1::SkipV1),
-    ),
-    (
-        "arm64-cpumask-tracking",
-        "reviewers' alternative: mm_cpumask = CPUs that used the ASID; broadcast only if another CPU is in it",
-        || Box::new(super::arm64::cpumask_tracking::CpumaskTracking),
-    ),
-    (
-        "x86-lazy-legacy",
-        "x86 before seed 004 (Linux 4.12): lazy CPUs stay in mm_cpumask, the first flush IPI makes them leave_mm; no PCID",
-        || Box::new(super::x86::legacy::Legacy::default()),
-    ),
-    (
-        "x86-tlb-gen",
-        "seed 004: tlb_gen freshness tracking, lazy CPUs get no flush IPIs unless page tables were freed; no PCID",
-        || Box::new(super::x86::tlb_gen::TlbGen::default()),
-    ),
-    (
-        "x86-pcid",
-        "x86-tlb-gen plus 6 dynamic PCIDs per CPU (Linux 4.14+)",
-        || Box::new(super::x86::pcid::new()),
-    ),
-    (
-        "x86-invlpgb",
-        "x86-pcid plus AMD INVLPGB: global ASIDs for mms active on 4+ CPUs, flushed by INVLPGB + TLBSYNC (Linux 6.15)",
-        || Box::new(super::x86::invlpgb::new()),
-    ),
-    (
-        "mutant-x86-lazy-skip-freed",
-        "MUTANT: x86-tlb-gen that skips lazy CPUs even when page tables were freed (seed 004 before commit b956575bed91)",
-        || {
-            Box::new(super::x86::tlb_gen::TlbGen::new(super::x86::tlb_gen::Options {
-                lazy_skip_freed: true,
-                ..Default::default()
-            }))
-        },
-    ),
-    (
-        "mutant-x86-gen-before-mask",
-        "MUTANT: x86-pcid whose switch_mm reads tlb_gen before setting its mm_cpumask bit",
-        || {
-            Box::new(super::x86::tlb_gen::TlbGen::new(super::x86::tlb_gen::Options {
-                pcid: true,
-                gen_before_mask: true,
-                ..Default::default()
-            }))
-        },
-    ),
-    (
-        "mutant-x86-invlpgb-no-transition",
-        "MUTANT: x86-invlpgb whose broadcast flushes skip the CPUs still on a per-CPU ASID",
-        || {
-            Box::new(super::x86::tlb_gen::TlbGen::new(super::x86::tlb_gen::Options {
-                pcid: true,
-                invlpgb: true,
-                skip_transition: true,
-                ..Default::default()
-            }))
-        },
-    ),
-    (
-        "mutant-range-no-broadcast",
-        "MUTANT: flush_tlb_range issues local TLBIs only",
-        || Box::new(crate::check::mutants::RangeNoBroadcast),
-    ),
-    (
-        "mutant-v2-likely-recheck",
-        "MUTANT: seed 000 v2 as posted, whose nr_active_mm re-check `likely(atomic_read(..)) <= 1` is always true",
-        || Box::new(super::arm64::skip_v2::SkipV2::new(false)),
-    ),
-    (
-        "mutant-free-before-sync",
-        "MUTANT: table-freeing flushes return before their DSB ISH",
-        || Box::new(crate::check::mutants::FreeBeforeSync),
-    ),
-];
-
-/// Registered ASID allocators.
-pub const ASID_ALLOCATORS: &[(&str, &str, AsidCtor)] = &[
-    (
-        "none",
-        "no ASID allocator: x86 policies choose PCIDs per CPU themselves",
-        |_, _| Box::new(NoAllocator),
-    ),
-    (
-        "arm64-asid-reserved",
-        "Linux arm64 allocator: generations, reserved ASIDs, lockless fast path, no IPIs",
-        |k, bits| Box::new(super::arm64::asid::ReservedAsid::new(bits, k.kpti)),
-    ),
-    (
-        "arm-asid-ipi-rollover",
-        "ARM before 2012: global counter under cpu_asid_lock, IPI to every CPU at rollover",
-        |_, bits| Box::new(super::arm64::asid_ipi::IpiRollover::new(bits)),
-    ),
-    (
-        "mutant-asid-no-reserve",
-        "MUTANT: rollover does not reserve the ASIDs running on other CPUs",
-        |k, bits| Box::new(ReservedAsid::mutant(bits, k.kpti, AsidMutant::NoReserve)),
-    ),
-    (
-        "mutant-asid-plain-store",
-        "MUTANT: the fast path publishes the ASID with a plain store, not a cmpxchg",
-        |k, bits| Box::new(ReservedAsid::mutant(bits, k.kpti, AsidMutant::PlainStore)),
-    ),
-    (
-        "mutant-asid-forget-cpu",
-        "MUTANT: rollover leaves the last CPU out of tlb_flush_pending",
-        |k, bits| Box::new(ReservedAsid::mutant(bits, k.kpti, AsidMutant::ForgetCpu)),
-    ),
-];
-
-/// Looks up a TLB policy by name; the error lists the known names.
+/// Builds the TLB policy named `name`; the error lists the known names.
 pub fn tlb_policy(name: &str) -> Result<Box<dyn TlbPolicy>, String> {
-    TLB_POLICIES
-        .iter()
-        .find(|(n, _, _)| *n == name)
-        .map(|(_, _, f)| f())
-        .ok_or_else(|| {
-            let names: Vec<_> = TLB_POLICIES.iter().map(|(n, _, _)| *n).collect();
-            format!(
-                "unknown tlb_policy \"{name}\" (known: {})",
-                names.join(", ")
-            )
-        })
+    find_policy(name).map(|e| (e.new)())
 }
 
-/// Looks up an ASID allocator by name.
+/// Builds the ASID allocator named `name` for `k` and `bits`-bit ASIDs.
 pub fn asid_allocator(
     name: &str,
     k: &crate::config::KernelConfig,
     bits: u8,
 ) -> Result<Box<dyn AsidAllocator>, String> {
-    ASID_ALLOCATORS
-        .iter()
-        .find(|(n, _, _)| *n == name)
-        .map(|(_, _, f)| f(k, bits))
-        .ok_or_else(|| {
-            let names: Vec<_> = ASID_ALLOCATORS.iter().map(|(n, _, _)| *n).collect();
-            format!(
-                "unknown asid_allocator \"{name}\" (known: {})",
-                names.join(", ")
-            )
-        })
+    find_allocator(name).map(|e| (e.new)(k, bits))
 }

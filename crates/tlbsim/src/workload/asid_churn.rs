@@ -10,6 +10,7 @@
 //! With more mms than usable ASIDs, rollovers follow. The run ends when
 //! every task has finished.
 
+use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::mem::{Perms, PAGE_SIZE};
@@ -128,3 +129,10 @@ impl Workload for AsidChurn {
         )
     }
 }
+
+/// The registry entry of `asid-churn`.
+pub const ENTRY: WorkloadEntry = WorkloadEntry {
+    name: "asid-churn",
+    description: "allocator stress: a threaded mm toggling a page with mprotect, processes exec'ing new mms, more mms than ASIDs",
+    new: |p| super::resolved(AsidChurn::from_params(p)?),
+};

@@ -15,6 +15,7 @@
 //!   writes again, and wakes a kworker — the case single-user fast paths
 //!   optimise, with the CPU it left still holding its tables lazily.
 
+use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::{Rng, Streams};
 use crate::hw::cpumask::CpuMask;
@@ -226,3 +227,10 @@ impl Workload for Churn {
         )
     }
 }
+
+/// The registry entry of `churn`.
+pub const ENTRY: WorkloadEntry = WorkloadEntry {
+    name: "churn",
+    description: "checker stress: threads come and go, migrations, lazy CPUs running kworkers, munmap freeing tables",
+    new: |p| super::resolved(Churn::from_params(p)?),
+};

@@ -14,6 +14,7 @@
 //!   other CPUs), `"processes"` as forked processes. Reports `loops_per_s`
 //!   (the sum of the tasks' iteration rates, measured after `warmup_ns`).
 
+use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::cpumask::CpuMask;
@@ -357,3 +358,24 @@ impl Workload for PthreadMmap {
         )
     }
 }
+
+/// The registry entry of `madv-migrate`.
+pub const MADV_MIGRATE_ENTRY: WorkloadEntry = WorkloadEntry {
+    name: "madv-migrate",
+    description: "seed 004: madvise(DONTNEED) a page, touch it, move to the other CPU with sched_setaffinity; reports iteration_us",
+    new: |p| super::resolved(MadvMigrate::from_params(p)?),
+};
+
+/// The registry entry of `pthread-mmap`.
+pub const PTHREAD_MMAP_ENTRY: WorkloadEntry = WorkloadEntry {
+    name: "pthread-mmap",
+    description: "seed 004: threads of one process each mmap, write and munmap their share of the data, round after round",
+    new: |p| super::resolved(PthreadMmap::from_params(p)?),
+};
+
+/// The registry entry of `tlb-flush`.
+pub const TLB_FLUSH_ENTRY: WorkloadEntry = WorkloadEntry {
+    name: "tlb-flush",
+    description: "will-it-scale tlb_flush1/2/3: pinned tasks write, MADV_DONTNEED and re-read pages, threads or processes; reports loops_per_s",
+    new: |p| super::resolved(TlbFlush::from_params(p)?),
+};

@@ -7,6 +7,7 @@
 //! times (new processes, so new address spaces and ASIDs, each run). The
 //! result is the elapsed time.
 
+use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::kernel::pipe::{new_pipe, pipe_read, pipe_write, PipeRef};
@@ -157,3 +158,10 @@ impl Workload for Hackbench {
         )
     }
 }
+
+/// The registry entry of `hackbench`.
+pub const ENTRY: WorkloadEntry = WorkloadEntry {
+    name: "hackbench",
+    description: "seed 002: hackbench over pipes (groups of senders and receivers), repeated runs",
+    new: |p| super::resolved(Hackbench::from_params(p)?),
+};

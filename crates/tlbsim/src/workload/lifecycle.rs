@@ -13,6 +13,7 @@
 //!   `madvise_per_iteration` MADV_DONTNEED calls over a large never-touched
 //!   range (which zap no PTE and so flush nothing).
 
+use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::mem::{Perms, PAGE_SIZE};
@@ -318,3 +319,17 @@ pub fn tcmalloc_from_params(p: &Params) -> Result<Tcmalloc, String> {
     }
     Ok(t)
 }
+
+/// The registry entry of `sort-compute`.
+pub const SORT_COMPUTE_ENTRY: WorkloadEntry = WorkloadEntry {
+    name: "sort-compute",
+    description: "seed 000: 256 subshells each running 32 sequential short-lived sort processes",
+    new: |p| super::resolved(sort_from_params(p)?),
+};
+
+/// The registry entry of `tcmalloc`.
+pub const TCMALLOC_ENTRY: WorkloadEntry = WorkloadEntry {
+    name: "tcmalloc",
+    description: "seed 000: one tcmalloc large-heap-fragmentation test per CPU (user work, madvise over untouched heap)",
+    new: |p| super::resolved(tcmalloc_from_params(p)?),
+};

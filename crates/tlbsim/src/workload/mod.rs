@@ -23,8 +23,6 @@ pub trait Workload {
 /// Workload parameters as given in the config.
 pub type Params = BTreeMap<String, toml::Value>;
 
-type Ctor = fn(&Params) -> Result<Resolved, String>;
-
 /// A workload built from its parameters, with the parameters it runs with.
 pub struct Resolved {
     /// The workload.
@@ -43,7 +41,7 @@ impl std::fmt::Debug for Resolved {
 
 /// Boxes `w`, whose serialised form is its resolved parameters (each
 /// workload's parameter struct is the workload and derives `Serialize`).
-fn resolved<W: Workload + serde::Serialize + 'static>(w: W) -> Result<Resolved, String> {
+pub(crate) fn resolved<W: Workload + serde::Serialize + 'static>(w: W) -> Result<Resolved, String> {
     let params = match toml::Value::try_from(&w) {
         Ok(toml::Value::Table(t)) => t.into_iter().collect(),
         Ok(other) => return Err(format!("parameters serialise as {other}, not a table")),
@@ -55,76 +53,45 @@ fn resolved<W: Workload + serde::Serialize + 'static>(w: W) -> Result<Resolved, 
     })
 }
 
-/// Registered workloads: name, description, constructor.
-pub const WORKLOADS: &[(&str, &str, Ctor)] = &[
-    (
-        "mprotect",
-        "seed 000: one process per CPU looping over mprotect RO/RW on a small private mapping",
-        |p| resolved(mprotect::Mprotect::from_params(p)?),
-    ),
-    (
-        "asid-churn",
-        "allocator stress: a threaded mm toggling a page with mprotect, processes exec'ing new mms, more mms than ASIDs",
-        |p| resolved(asid_churn::AsidChurn::from_params(p)?),
-    ),
-    (
-        "churn",
-        "checker stress: threads come and go, migrations, lazy CPUs running kworkers, munmap freeing tables",
-        |p| resolved(churn::Churn::from_params(p)?),
-    ),
-    (
-        "madv-migrate",
-        "seed 004: madvise(DONTNEED) a page, touch it, move to the other CPU with sched_setaffinity; reports iteration_us",
-        |p| resolved(flushbench::MadvMigrate::from_params(p)?),
-    ),
-    (
-        "pthread-mmap",
-        "seed 004: threads of one process each mmap, write and munmap their share of the data, round after round",
-        |p| resolved(flushbench::PthreadMmap::from_params(p)?),
-    ),
-    (
-        "tlb-flush",
-        "will-it-scale tlb_flush1/2/3: pinned tasks write, MADV_DONTNEED and re-read pages, threads or processes; reports loops_per_s",
-        |p| resolved(flushbench::TlbFlush::from_params(p)?),
-    ),
-    (
-        "hackbench",
-        "seed 002: hackbench over pipes (groups of senders and receivers), repeated runs",
-        |p| resolved(hackbench::Hackbench::from_params(p)?),
-    ),
-    (
-        "sort-compute",
-        "seed 000: 256 subshells each running 32 sequential short-lived sort processes",
-        |p| resolved(lifecycle::sort_from_params(p)?),
-    ),
-    (
-        "tcmalloc",
-        "seed 000: one tcmalloc large-heap-fragmentation test per CPU (user work, madvise over untouched heap)",
-        |p| resolved(lifecycle::tcmalloc_from_params(p)?),
-    ),
-    (
-        "victim",
-        "seed 000: a compute-bound victim on the last CPU, alone and beside mprotect loops; reports victim_slowdown_pct",
-        |p| resolved(victim::Victim::from_params(p)?),
-    ),
-    (
-        "threads",
-        "checker stress: thread 0 mprotects or munmaps while pinned threads on other CPUs read",
-        |p| resolved(threads::Threads::from_params(p)?),
-    ),
+/// A registered workload: declared in its own file.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkloadEntry {
+    /// `[workload] name = "<name>"`.
+    pub name: &'static str,
+    /// One line: what it runs and reports.
+    pub description: &'static str,
+    /// Builds it from its parameters, with the parameters it runs with;
+    /// errors name the offending one.
+    pub new: fn(&Params) -> Result<Resolved, String>,
+}
+
+/// Registered workloads, one line each, in the order `tlbsim policies`
+/// prints them.
+pub const WORKLOADS: &[&WorkloadEntry] = &[
+    &mprotect::ENTRY,
+    &asid_churn::ENTRY,
+    &churn::ENTRY,
+    &flushbench::MADV_MIGRATE_ENTRY,
+    &flushbench::PTHREAD_MMAP_ENTRY,
+    &flushbench::TLB_FLUSH_ENTRY,
+    &hackbench::ENTRY,
+    &lifecycle::SORT_COMPUTE_ENTRY,
+    &lifecycle::TCMALLOC_ENTRY,
+    &victim::ENTRY,
+    &threads::ENTRY,
 ];
 
 /// Builds a workload by name, with its resolved parameters. Errors name the
 /// offending field.
 pub fn build(name: &str, params: &Params) -> Result<Resolved, String> {
-    let Some((_, _, f)) = WORKLOADS.iter().find(|(n, _, _)| *n == name) else {
-        let names: Vec<_> = WORKLOADS.iter().map(|(n, _, _)| *n).collect();
+    let Some(e) = WORKLOADS.iter().find(|e| e.name == name) else {
+        let names: Vec<_> = WORKLOADS.iter().map(|e| e.name).collect();
         return Err(format!(
             "unknown workload \"{name}\" (known: {})",
             names.join(", ")
         ));
     };
-    f(params)
+    (e.new)(params)
 }
 
 /// Deserialises workload parameters into `T` (which should deny unknown

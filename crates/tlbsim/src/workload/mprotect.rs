@@ -15,6 +15,7 @@
 //! and the write fault that makes the page writable again (private
 //! mappings keep PTEs read-only after mprotect before Linux 6.0).
 
+use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::mem::{Perms, PAGE_SIZE};
@@ -155,3 +156,11 @@ impl Workload for Mprotect {
         )
     }
 }
+
+/// The registry entry of `mprotect`.
+pub const ENTRY: WorkloadEntry = WorkloadEntry {
+    name: "mprotect",
+    description:
+        "seed 000: one process per CPU looping over mprotect RO/RW on a small private mapping",
+    new: |p| super::resolved(Mprotect::from_params(p)?),
+};

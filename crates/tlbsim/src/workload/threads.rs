@@ -9,6 +9,7 @@
 //! - `op = "madvise"`: thread 0 loops write, `madvise(MADV_DONTNEED)` on
 //!   one page (the frame is freed, the next touch faults in a new one).
 
+use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::cpumask::CpuMask;
@@ -160,3 +161,11 @@ impl Workload for Threads {
         )
     }
 }
+
+/// The registry entry of `threads`.
+pub const ENTRY: WorkloadEntry = WorkloadEntry {
+    name: "threads",
+    description:
+        "checker stress: thread 0 mprotects or munmaps while pinned threads on other CPUs read",
+    new: |p| super::resolved(Threads::from_params(p)?),
+};

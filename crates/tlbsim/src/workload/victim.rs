@@ -11,6 +11,7 @@
 //! the victim's exit is signalled to them directly).
 
 use super::mprotect::mprotect_loop;
+use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::cpumask::CpuMask;
@@ -152,3 +153,10 @@ impl Workload for Victim {
         )
     }
 }
+
+/// The registry entry of `victim`.
+pub const ENTRY: WorkloadEntry = WorkloadEntry {
+    name: "victim",
+    description: "seed 000: a compute-bound victim on the last CPU, alone and beside mprotect loops; reports victim_slowdown_pct",
+    new: |p| super::resolved(Victim::from_params(p)?),
+};

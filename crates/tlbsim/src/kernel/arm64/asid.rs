@@ -9,42 +9,94 @@ use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{Asid, MmId, TlbiScope};
 use crate::hw::Ttbr0;
 use crate::kernel::policy::AsidAllocator;
+use crate::kernel::registry::AllocatorEntry;
 use crate::kernel::{Ctx, LockId, Op, World};
 use std::cell::{Cell, RefCell};
 
+/// The allocator's state under `cpu_asid_lock` (the globals of
+/// arch/arm64/mm/context.c).
 #[derive(Debug)]
-struct State {
+pub struct State {
     /// `asid_generation`: a multiple of `1 << bits`.
-    generation: u64,
+    pub generation: u64,
     /// `asid_map`: index (not ASID) used in this generation.
-    map: Vec<bool>,
+    pub map: Vec<bool>,
     /// `cur_idx`: where the next search starts.
-    cursor: usize,
+    pub cursor: usize,
     /// `active_asids[cpu]` (0: take the slow path).
-    active: Vec<u64>,
+    pub active: Vec<u64>,
     /// `reserved_asids[cpu]`.
-    reserved: Vec<u64>,
+    pub reserved: Vec<u64>,
     /// `tlb_flush_pending`.
-    flush_pending: CpuMask,
+    pub flush_pending: CpuMask,
     /// `pinned_asid_map`: indices pinned for IOMMU sharing.
-    pinned_map: Vec<bool>,
+    pub pinned_map: Vec<bool>,
     /// `mm->context.pinned` counts, by mm.
-    pins: std::collections::BTreeMap<MmId, u32>,
+    pub pins: std::collections::BTreeMap<MmId, u32>,
 }
 
-/// Deliberate bugs, for the explorer's tests (each registered as an
-/// allocator named `mutant-asid-*`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AsidMutant {
-    /// The real allocator.
-    None,
-    /// `flush_context` does not reserve the ASIDs running at rollover.
-    NoReserve,
-    /// The fast path publishes the ASID with a plain store after its
-    /// checks instead of a compare-and-exchange.
-    PlainStore,
-    /// `flush_context` leaves the last CPU out of `tlb_flush_pending`.
-    ForgetCpu,
+/// The parts of arch/arm64/mm/context.c that a mutant of the allocator
+/// replaces, along Linux's functions (and the cmpxchg of
+/// `check_and_switch_context()`'s lockless fast path). Each default is
+/// Linux's; [`Linux`] takes them all. A mutant overrides exactly one.
+pub trait ContextFns: std::fmt::Debug {
+    /// `flush_context()`: lock held, generation already bumped. Reserves
+    /// the ASID each CPU runs, marks every CPU for a local flush.
+    fn flush_context(&self, a: &ReservedAsid, st: &mut State) {
+        flush_context(a, st);
+    }
+
+    /// `check_update_reserved_asid(asid, newasid)`: if some CPU reserved
+    /// `old`, every such copy becomes `new` (no early exit); returns hit.
+    fn check_update_reserved_asid(&self, st: &mut State, old: u64, new: u64) -> bool {
+        check_update_reserved_asid(st, old, new)
+    }
+
+    /// `atomic64_cmpxchg_relaxed(&active_asids[cpu], old, new)`, true when
+    /// it swapped: publishes the ASID unless a rollover changed the slot.
+    fn cmpxchg_active_asid(&self, slot: &mut u64, old: u64, new: u64) -> bool {
+        if *slot == old {
+            *slot = new;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// arch/arm64/mm/context.c as in Linux.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Linux;
+
+impl ContextFns for Linux {}
+
+/// Linux's `flush_context()` ([`ContextFns::flush_context`]).
+pub fn flush_context(a: &ReservedAsid, st: &mut State) {
+    // Pinned ASIDs stay allocated across generations.
+    st.map.clone_from(&st.pinned_map);
+    st.map[0] = true; // ASID 0 is reserved
+    for cpu in 0..st.active.len() {
+        let mut asid = std::mem::take(&mut st.active[cpu]); // atomic64_xchg(.., 0)
+        if asid == 0 {
+            asid = st.reserved[cpu];
+        }
+        let idx = a.asid2idx(asid);
+        st.map[idx] = true;
+        st.reserved[cpu] = asid;
+    }
+    st.flush_pending.set_all();
+}
+
+/// Linux's `check_update_reserved_asid()`: visits every CPU.
+pub fn check_update_reserved_asid(st: &mut State, old: u64, new: u64) -> bool {
+    let mut hit = false;
+    for r in st.reserved.iter_mut() {
+        if *r == old {
+            *r = new;
+            hit = true;
+        }
+    }
+    hit
 }
 
 /// The allocator. See the module doc.
@@ -52,7 +104,7 @@ pub enum AsidMutant {
 pub struct ReservedAsid {
     bits: u8,
     kpti: bool,
-    mutant: AsidMutant,
+    fns: &'static dyn ContextFns,
     st: RefCell<Option<State>>,
     lock: Cell<LockId>,
 }
@@ -61,15 +113,15 @@ impl ReservedAsid {
     /// An allocator for `bits`-bit ASIDs; with `kpti`, ASIDs come in
     /// even/odd pairs and only even ones are allocated.
     pub fn new(bits: u8, kpti: bool) -> Self {
-        Self::mutant(bits, kpti, AsidMutant::None)
+        Self::with_fns(bits, kpti, &Linux)
     }
 
-    /// The allocator with a deliberate bug.
-    pub fn mutant(bits: u8, kpti: bool, mutant: AsidMutant) -> Self {
+    /// The allocator whose replaceable functions are `fns`.
+    pub fn with_fns(bits: u8, kpti: bool, fns: &'static dyn ContextFns) -> Self {
         Self {
             bits,
             kpti,
-            mutant,
+            fns,
             st: RefCell::new(None),
             lock: Cell::new(0),
         }
@@ -79,7 +131,7 @@ impl ReservedAsid {
         1 << self.bits
     }
     /// Number of map indices (`NUM_USER_ASIDS`, halved under KPTI).
-    fn nr_idx(&self) -> usize {
+    pub fn nr_idx(&self) -> usize {
         let n = 1usize << self.bits;
         if self.kpti {
             n / 2
@@ -87,57 +139,22 @@ impl ReservedAsid {
             n
         }
     }
-    fn idx2asid(&self, idx: usize) -> u64 {
+    /// `idx2asid()`: the ASID of map index `idx`.
+    pub fn idx2asid(&self, idx: usize) -> u64 {
         if self.kpti {
             (idx as u64) << 1
         } else {
             idx as u64
         }
     }
-    fn asid2idx(&self, asid: u64) -> usize {
+    /// `asid2idx()`: the map index of a context id's ASID.
+    pub fn asid2idx(&self, asid: u64) -> usize {
         let a = (asid & (self.first_version() - 1)) as usize;
         if self.kpti {
             a >> 1
         } else {
             a
         }
-    }
-
-    /// `flush_context()`: lock held, generation already bumped.
-    fn flush_context(&self, st: &mut State) {
-        // Pinned ASIDs stay allocated across generations.
-        st.map.clone_from(&st.pinned_map);
-        st.map[0] = true; // ASID 0 is reserved
-        for cpu in 0..st.active.len() {
-            let mut a = std::mem::take(&mut st.active[cpu]); // atomic64_xchg(.., 0)
-            if self.mutant == AsidMutant::NoReserve {
-                st.reserved[cpu] = 0;
-                continue;
-            }
-            if a == 0 {
-                a = st.reserved[cpu];
-            }
-            let idx = self.asid2idx(a);
-            st.map[idx] = true;
-            st.reserved[cpu] = a;
-        }
-        st.flush_pending.set_all();
-        if self.mutant == AsidMutant::ForgetCpu {
-            let last = st.active.len() - 1;
-            st.flush_pending.clear(last);
-        }
-    }
-
-    /// `check_update_reserved()`: visits every CPU (no early exit).
-    fn check_update_reserved(st: &mut State, old: u64, new: u64) -> bool {
-        let mut hit = false;
-        for r in st.reserved.iter_mut() {
-            if *r == old {
-                *r = new;
-                hit = true;
-            }
-        }
-        hit
     }
 
     /// `new_context()`: lock held. Returns the new id and whether a rollover
@@ -153,7 +170,7 @@ impl ReservedAsid {
         let gen = st.generation;
         if old != 0 {
             let new = gen | (old & asid_mask);
-            if Self::check_update_reserved(st, old, new) {
+            if self.fns.check_update_reserved_asid(st, old, new) {
                 return (new, false);
             }
             // A pinned mm keeps its ASID: it is set in pinned_map.
@@ -171,7 +188,7 @@ impl ReservedAsid {
             Some(i) => i,
             None => {
                 st.generation += self.first_version();
-                self.flush_context(st);
+                self.fns.flush_context(self, st);
                 rolled = true;
                 (1..self.nr_idx())
                     .find(|&i| !st.map[i])
@@ -284,10 +301,7 @@ impl AsidAllocator for ReservedAsid {
                 ctx.atomic().await; // cmpxchg_relaxed(&active_asids[cpu], old, id)
                 let mut st = self.st.borrow_mut();
                 let st = st.as_mut().expect("init");
-                if st.active[cpu] == old || self.mutant == AsidMutant::PlainStore {
-                    st.active[cpu] = id;
-                    fast = true;
-                }
+                fast = self.fns.cmpxchg_active_asid(&mut st.active[cpu], old, id);
             }
             if !fast {
                 ctx.spin_lock(self.lock.get()).await;
@@ -336,6 +350,15 @@ impl AsidAllocator for ReservedAsid {
         })
     }
 }
+
+/// The registry entry of `arm64-asid-reserved`.
+pub const ENTRY: AllocatorEntry = AllocatorEntry {
+    name: "arm64-asid-reserved",
+    description: "Linux arm64 allocator: generations, reserved ASIDs, lockless fast path, no IPIs",
+    arch: Some(crate::config::Arch::Arm64),
+    breaks: None,
+    new: |k, bits| Box::new(ReservedAsid::new(bits, k.kpti)),
+};
 
 #[cfg(test)]
 mod tests {

@@ -25,6 +25,7 @@ use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{Asid, MmId, TlbiScope};
 use crate::hw::Ttbr0;
 use crate::kernel::policy::AsidAllocator;
+use crate::kernel::registry::AllocatorEntry;
 use crate::kernel::{Ctx, LockId, Op, World};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -232,3 +233,13 @@ impl AsidAllocator for IpiRollover {
         })
     }
 }
+
+/// The registry entry of `arm-asid-ipi-rollover`.
+pub const ENTRY: AllocatorEntry = AllocatorEntry {
+    name: "arm-asid-ipi-rollover",
+    description:
+        "ARM before 2012: global counter under cpu_asid_lock, IPI to every CPU at rollover",
+    arch: Some(crate::config::Arch::Arm64),
+    breaks: None,
+    new: |_, bits| Box::new(IpiRollover::new(bits)),
+};

@@ -10,10 +10,13 @@
 //! loading TTBR0; the flusher has written the PTE before it reads the mask.
 //! Either the flusher sees the bit, or the new CPU's walks see the new PTE.
 
-use super::stock::{FlushScope, Stock};
+use super::stock::Stock;
+use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;
 use crate::kernel::policy::TlbPolicy;
+use crate::kernel::registry::{Allocators, PolicyEntry};
+use crate::kernel::tlbflush::FlushScope;
 use crate::kernel::Ctx;
 
 /// The tracking policy.
@@ -37,6 +40,10 @@ impl CpumaskTracking {
 }
 
 impl TlbPolicy for CpumaskTracking {
+    fn arch(&self) -> crate::config::Arch {
+        crate::config::Arch::Arm64
+    }
+
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
         Stock.switch_mm(ctx, prev, next)
     }
@@ -57,3 +64,14 @@ impl TlbPolicy for CpumaskTracking {
         Box::pin(self.check(ctx, mm))
     }
 }
+
+/// The registry entry of `arm64-cpumask-tracking`.
+pub const ENTRY: PolicyEntry = PolicyEntry {
+    name: "arm64-cpumask-tracking",
+    description: "reviewers' alternative: mm_cpumask = CPUs that used the ASID; broadcast only if another CPU is in it",
+    arch: Arch::Arm64,
+    requires: &[],
+    allocators: Allocators::OfArch,
+    breaks: None,
+    new: || Box::new(CpumaskTracking),
+};

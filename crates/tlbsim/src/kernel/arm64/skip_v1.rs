@@ -11,10 +11,12 @@
 //! a kernel thread on the old tables).
 
 use super::skip_v2::flush_if_stale;
-use super::stock::FlushScope;
+use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;
 use crate::kernel::policy::TlbPolicy;
+use crate::kernel::registry::{Allocators, PolicyEntry};
+use crate::kernel::tlbflush::FlushScope;
 use crate::kernel::Ctx;
 
 /// The v1 policy.
@@ -50,6 +52,10 @@ impl SkipV1 {
 }
 
 impl TlbPolicy for SkipV1 {
+    fn arch(&self) -> crate::config::Arch {
+        crate::config::Arch::Arm64
+    }
+
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
         Box::pin(async move {
             if prev != Some(next) {
@@ -73,3 +79,15 @@ impl TlbPolicy for SkipV1 {
         Box::pin(self.check(ctx, mm))
     }
 }
+
+/// The registry entry of `arm64-skip-broadcast-v1`.
+pub const ENTRY: PolicyEntry = PolicyEntry {
+    name: "arm64-skip-broadcast-v1",
+    description:
+        "seed 000 v1: local TLBI when current->mm == mm and mm_users <= 1, stale CPUs in mm_cpumask",
+    arch: Arch::Arm64,
+    requires: &[],
+    allocators: Allocators::OfArch,
+    breaks: None,
+    new: || Box::new(SkipV1),
+};

@@ -14,35 +14,45 @@
 //! - The count is re-read after the mask is written (`smp_mb()` between):
 //!   with the switch-in's increment, test and flush this is a Dekker pair.
 //!   (The posted code wrote the re-check as `likely(atomic_read(..)) <= 1`,
-//!   which is always true; `mutant-v2-likely-recheck` models that slip.)
+//!   which is always true; `arm64-skip-broadcast-v2-posted` models that.)
 
-use super::stock::{twins, FlushScope};
+use super::stock::twins;
+use crate::config::Arch;
 use crate::engine::exec::KFuture;
+use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{MmId, TlbiScope};
 use crate::kernel::policy::TlbPolicy;
+use crate::kernel::registry::{Allocators, PolicyEntry};
+use crate::kernel::tlbflush::FlushScope;
 use crate::kernel::{Ctx, Op};
 use std::cell::RefCell;
 
-/// The v2 policy; `recheck` false models the posted `likely()` slip.
+/// The v2 policy, with the re-check of the design or of another posting.
 #[derive(Debug)]
 pub struct SkipV2 {
     /// `mm->context.nr_active_mm`, indexed by mm id.
     nr_active: RefCell<Vec<i64>>,
     /// Per-CPU `cpu_not_lazy_tlb` (false at boot: CPUs start in idle).
     not_lazy: RefCell<Vec<bool>>,
-    /// Re-read `nr_active_mm` after writing the mask (the design).
-    recheck: bool,
+    /// The re-check of `nr_active_mm` after the mask is written: given the
+    /// count read, may the flush stay local (or be skipped)?
+    recheck: fn(i64) -> bool,
 }
 
 impl Default for SkipV2 {
     fn default() -> Self {
-        Self::new(true)
+        Self::with_recheck(design_recheck)
     }
 }
 
+/// The design's re-check: `atomic_read(&mm->context.nr_active_mm) <= 1`.
+pub fn design_recheck(nr_active_mm: i64) -> bool {
+    nr_active_mm <= 1
+}
+
 impl SkipV2 {
-    /// `recheck = true` is the design; false is the posted code's slip.
-    pub fn new(recheck: bool) -> Self {
+    /// v2 whose re-check after `smp_mb()` is `recheck(nr_active_mm)`.
+    pub fn with_recheck(recheck: fn(i64) -> bool) -> Self {
         Self {
             nr_active: RefCell::new(Vec::new()),
             not_lazy: RefCell::new(Vec::new()),
@@ -97,21 +107,14 @@ impl SkipV2 {
         } && self.is_not_lazy(ctx);
         // Scan the stale mask; mark every CPU stale unless all others are.
         ctx.atomic().await;
-        let local_is_clear = {
-            let mut k = w.k.borrow_mut();
-            let m = &mut k.mms[mm as usize].cpumask;
-            let others_all_set = (0..m.ncpus()).all(|c| c == cpu || m.test(c));
-            let own_clear = !m.test(cpu);
-            if others_all_set {
-                is_local && own_clear
-            } else {
-                m.set_all();
-                false
-            }
-        };
+        let local_is_clear = mark_stale(
+            &mut w.k.borrow_mut().mms[mm as usize].cpumask,
+            cpu,
+            is_local,
+        );
         ctx.atomic().await; // smp_mb(); atomic_read(nr_active_mm)
         let n = self.nr(mm);
-        if !self.recheck || n <= 1 {
+        if (self.recheck)(n) {
             if is_local {
                 if !local_is_clear {
                     w.k.borrow_mut().mms[mm as usize].cpumask.clear(cpu);
@@ -123,6 +126,23 @@ impl SkipV2 {
             }
         }
         FlushScope::Broadcast
+    }
+}
+
+/// The stale-mask update of `tlb_flush_check()`: `next_zero =
+/// cpumask_next_zero(-1, mask)`, skipping this CPU's own clear bit when the
+/// flush is local; if any clear bit remains, `cpumask_setall()` (this CPU's
+/// bit included). Returns `local_is_clear`: the flush is local and only this
+/// CPU's bit was clear, left so.
+pub fn mark_stale(m: &mut CpuMask, cpu: usize, is_local: bool) -> bool {
+    let others_all_set = (0..m.ncpus()).all(|c| c == cpu || m.test(c));
+    let own_clear = !m.test(cpu);
+    // The own clear bit is skipped only for a local flush.
+    if others_all_set && (is_local || !own_clear) {
+        is_local && own_clear
+    } else {
+        m.set_all();
+        false
     }
 }
 
@@ -149,6 +169,10 @@ pub async fn flush_if_stale(ctx: &Ctx, mm: MmId) {
 }
 
 impl TlbPolicy for SkipV2 {
+    fn arch(&self) -> crate::config::Arch {
+        crate::config::Arch::Arm64
+    }
+
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
         Box::pin(async move {
             if !self.is_not_lazy(ctx) {
@@ -190,5 +214,53 @@ impl TlbPolicy for SkipV2 {
 
     fn flush_scope<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, FlushScope> {
         Box::pin(self.check(ctx, mm))
+    }
+}
+
+/// The registry entry of `arm64-skip-broadcast-v2`.
+pub const ENTRY: PolicyEntry = PolicyEntry {
+    name: "arm64-skip-broadcast-v2",
+    description: "seed 000 v2: local TLBI when at most this CPU runs the mm (nr_active_mm), stale CPUs in mm_cpumask",
+    arch: Arch::Arm64,
+    requires: &[],
+    allocators: Allocators::OfArch,
+    breaks: None,
+    new: || Box::new(SkipV2::default()),
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mask(bits: &[usize]) -> CpuMask {
+        let mut m = CpuMask::new(4);
+        for &b in bits {
+            m.set(b);
+        }
+        m
+    }
+
+    #[test]
+    fn a_remote_flusher_with_every_other_cpu_stale_marks_itself_too() {
+        // CPU 0 does not run the mm; CPUs 1-3 are already stale. Linux's
+        // cpumask_next_zero() finds CPU 0's clear bit and setall()s.
+        let mut m = mask(&[1, 2, 3]);
+        assert!(!mark_stale(&mut m, 0, false));
+        assert!(m.test(0), "the flusher's own bit is set");
+    }
+
+    #[test]
+    fn a_local_flusher_keeps_its_own_bit_clear_when_only_it_is_clear() {
+        let mut m = mask(&[1, 2, 3]);
+        assert!(mark_stale(&mut m, 0, true));
+        assert!(!m.test(0));
+        // Another clear bit: everything is set, the caller clears its own.
+        let mut m = mask(&[2, 3]);
+        assert!(!mark_stale(&mut m, 0, true));
+        assert!((0..4).all(|c| m.test(c)));
+        // All set already: nothing changes.
+        let mut m = mask(&[0, 1, 2, 3]);
+        assert!(!mark_stale(&mut m, 0, false));
+        assert!((0..4).all(|c| m.test(c)));
     }
 }

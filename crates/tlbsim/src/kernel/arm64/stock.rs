@@ -3,10 +3,13 @@
 //! the inner-shareable domain and completed by `DSB ISH`; `switch_mm` only
 //! switches the ASID (`check_and_switch_context`).
 
+use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::mem::{PAGE_SHIFT, PTRS_PER_TABLE};
 use crate::hw::tlb::{MmId, TlbiScope};
 use crate::kernel::policy::TlbPolicy;
+use crate::kernel::registry::{Allocators, PolicyEntry};
+use crate::kernel::tlbflush::{count_flush, FlushScope};
 use crate::kernel::Ctx;
 
 /// `MAX_TLBI_OPS`: above this many strides, flush the whole ASID (no range ops).
@@ -92,28 +95,6 @@ pub fn round_range(start: u64, end: u64, stride: u64) -> (u64, u64) {
     (start & !(stride - 1), end.div_ceil(stride) * stride)
 }
 
-/// Where a policy sends one user-mm flush (seed 000's `tlb_flush_types`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FlushScope {
-    /// `TLB_FLUSH_NO`: no CPU can hold the translations; issue nothing.
-    Skip,
-    /// `TLB_FLUSH_LOCAL`: non-shareable TLBIs completed by `DSB NSH`.
-    Local,
-    /// `TLB_FLUSH_BROADCAST`: inner-shareable TLBIs completed by `DSB ISH`.
-    Broadcast,
-}
-
-/// Counts a policy's flush decision in the CPU's stats.
-pub fn count_flush(ctx: &Ctx, scope: FlushScope) {
-    let mut st = ctx.w.stats.borrow_mut();
-    let c = &mut st.cpu[ctx.cpu()];
-    match scope {
-        FlushScope::Skip => c.flushes_skipped += 1,
-        FlushScope::Local => c.flushes_local += 1,
-        FlushScope::Broadcast => c.flushes_broadcast += 1,
-    }
-}
-
 /// `flush_tlb_mm` body for a decided scope: `DSB ST; TLBI ASIDE1[IS]` (and
 /// the KPTI twin); `DSB ISH` or `DSB NSH`.
 pub async fn flush_mm_as(ctx: &Ctx, mm: MmId, scope: FlushScope) {
@@ -196,6 +177,10 @@ pub fn decided_flush_range<'a>(
 }
 
 impl TlbPolicy for Stock {
+    fn arch(&self) -> crate::config::Arch {
+        crate::config::Arch::Arm64
+    }
+
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
         Box::pin(async move {
             if prev != Some(next) {
@@ -204,3 +189,14 @@ impl TlbPolicy for Stock {
         })
     }
 }
+
+/// The registry entry of `arm64-stock`.
+pub const ENTRY: PolicyEntry = PolicyEntry {
+    name: "arm64-stock",
+    description: "Linux arm64 flush primitives: always broadcast (TLBI ...IS; DSB ISH)",
+    arch: Arch::Arm64,
+    requires: &[],
+    allocators: Allocators::OfArch,
+    breaks: None,
+    new: || Box::new(Stock),
+};

@@ -11,9 +11,11 @@
 
 use super::tlb_gen::{Inner, Options, TlbGen, FIRST_GLOBAL_ASID};
 use super::{FlushInfo, TLB_FLUSH_ALL};
+use crate::config::Arch;
 use crate::hw::mem::PAGE_SHIFT;
 use crate::hw::tlb::{MmId, TlbiScope};
-use crate::kernel::arm64::stock::FlushScope;
+use crate::kernel::registry::{Allocators, Feature, PolicyEntry};
+use crate::kernel::tlbflush::FlushScope;
 use crate::kernel::Ctx;
 
 /// The `x86-invlpgb` policy (PCIDs for single-CPU mms, as Linux).
@@ -21,7 +23,6 @@ pub fn new() -> TlbGen {
     TlbGen::new(Options {
         pcid: true,
         invlpgb: true,
-        ..Options::default()
     })
 }
 
@@ -51,16 +52,17 @@ pub async fn broadcast_flush(g: &Inner, ctx: &Ctx, info: FlushInfo) {
             addr += nr << shift;
         }
     }
-    finish_asid_transition(g, ctx, info).await;
+    g.fns.finish_asid_transition(g, ctx, info).await;
     ctx.dsb_ish().await; // TLBSYNC
 }
 
-/// `finish_asid_transition()`: while a CPU of the cpumask still runs the
+/// `finish_asid_transition()` (Linux's [`TlbGenFns`](super::tlb_gen::TlbGenFns)
+/// default): while a CPU of the cpumask still runs the
 /// mm under a per-CPU ASID, flush by IPI (which moves it over).
-async fn finish_asid_transition(g: &Inner, ctx: &Ctx, info: FlushInfo) {
+pub async fn finish_asid_transition(g: &Inner, ctx: &Ctx, info: FlushInfo) {
     let mm = info.mm.expect("user mm");
     let st = g.mm(mm);
-    if !st.asid_transition || g.opts.skip_transition {
+    if !st.asid_transition {
         return;
     }
     let global = st.global_asid.expect("global ASID");
@@ -111,3 +113,14 @@ pub async fn consider_global_asid(g: &Inner, ctx: &Ctx, mm: MmId) {
         m.asid_transition = true;
     });
 }
+
+/// The registry entry of `x86-invlpgb`.
+pub const ENTRY: PolicyEntry = PolicyEntry {
+    name: "x86-invlpgb",
+    description: "x86-pcid plus AMD INVLPGB: global ASIDs for mms active on 4+ CPUs, flushed by INVLPGB + TLBSYNC (Linux 6.15)",
+    arch: Arch::X86,
+    requires: &[Feature::Pcid, Feature::Invlpgb],
+    allocators: Allocators::PicksOwnTags,
+    breaks: None,
+    new: || Box::new(new()),
+};

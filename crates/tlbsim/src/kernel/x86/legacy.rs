@@ -10,8 +10,9 @@ use super::{flush_local, load_cr3, FlushInfo};
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;
-use crate::kernel::arm64::stock::FlushScope;
 use crate::kernel::policy::TlbPolicy;
+use crate::kernel::registry::{Allocators, PolicyEntry};
+use crate::kernel::tlbflush::FlushScope;
 use crate::kernel::{Ctx, World};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -184,3 +185,14 @@ impl Legacy {
         }
     }
 }
+
+/// The registry entry of `x86-lazy-legacy`.
+pub const ENTRY: PolicyEntry = PolicyEntry {
+    name: "x86-lazy-legacy",
+    description: "x86 before seed 004 (Linux 4.12): lazy CPUs stay in mm_cpumask, the first flush IPI makes them leave_mm; no PCID",
+    arch: Arch::X86,
+    requires: &[],
+    allocators: Allocators::PicksOwnTags,
+    breaks: None,
+    new: || Box::new(Legacy::default()),
+};

@@ -12,8 +12,10 @@
 
 pub mod invlpgb;
 pub mod legacy;
+pub mod mutants;
 pub mod pcid;
 pub mod tlb_gen;
+pub mod tlb_gen_before_b956575;
 
 use crate::hw::cpumask::CpuMask;
 use crate::hw::mem::PAGE_SHIFT;
@@ -130,8 +132,8 @@ pub async fn load_cr3(ctx: &Ctx, mm: Option<MmId>, tag: Asid, flush: bool) {
 /// Counts a flush decision (`flush.local` for a flush done on this CPU,
 /// `flush.broadcast` for a flush that had to reach other CPUs, and
 /// `flush.skipped` for one that found the TLB already fresh).
-pub fn count(ctx: &Ctx, what: crate::kernel::arm64::stock::FlushScope) {
-    crate::kernel::arm64::stock::count_flush(ctx, what);
+pub fn count(ctx: &Ctx, what: crate::kernel::tlbflush::FlushScope) {
+    crate::kernel::tlbflush::count_flush(ctx, what);
 }
 
 /// The flush-IPI plumbing both x86 policies share: the per-CPU
@@ -168,7 +170,7 @@ impl FlushIpi {
     /// publishes `info` as this CPU's, IPIs `targets` and waits for them.
     pub async fn send(&self, ctx: &Ctx, targets: CpuMask, info: FlushInfo) {
         let cpu = ctx.cpu();
-        count(ctx, crate::kernel::arm64::stock::FlushScope::Broadcast);
+        count(ctx, crate::kernel::tlbflush::FlushScope::Broadcast);
         self.infos.borrow_mut()[cpu] = Some(info);
         ctx.step(Op::CallFunction {
             targets,

@@ -6,6 +6,8 @@
 //! used mms flushes nothing (the NOFLUSH bit).
 
 use super::tlb_gen::{Options, TlbGen};
+use crate::config::Arch;
+use crate::kernel::registry::{Allocators, Feature, PolicyEntry};
 
 /// The `x86-pcid` policy.
 pub fn new() -> TlbGen {
@@ -14,3 +16,14 @@ pub fn new() -> TlbGen {
         ..Options::default()
     })
 }
+
+/// The registry entry of `x86-pcid`.
+pub const ENTRY: PolicyEntry = PolicyEntry {
+    name: "x86-pcid",
+    description: "x86-tlb-gen plus 6 dynamic PCIDs per CPU (Linux 4.14+)",
+    arch: Arch::X86,
+    requires: &[Feature::Pcid],
+    allocators: Allocators::PicksOwnTags,
+    breaks: None,
+    new: || Box::new(new()),
+};

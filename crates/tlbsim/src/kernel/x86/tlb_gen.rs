@@ -10,18 +10,21 @@
 //! pages still IPI lazy CPUs, which then switch to init_mm: their
 //! paging-structure caches could otherwise walk freed tables (the fix of
 //! commit b956575bed91 to seed 004's first version, which skipped them;
-//! that version is the mutant `mutant-x86-lazy-skip-freed`).
+//! that version is the policy `x86-tlb-gen-before-b956575`).
 //!
 //! The same file serves `x86-pcid` (six dynamic PCIDs per CPU, see
 //! `pcid.rs`) and `x86-invlpgb` (global ASIDs and broadcast flushes, see
-//! `invlpgb.rs`), whose differences are options of [`TlbGen`].
+//! `invlpgb.rs`), whose differences are options of [`TlbGen`]. A historical
+//! kernel or a mutant that changes one function of arch/x86/mm/tlb.c
+//! implements [`TlbGenFns`], overriding that function only.
 
 use super::{flush_local, load_cr3, FlushInfo, NR_DYN_ASIDS, TLB_FLUSH_ALL};
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::{Asid, MmId};
-use crate::kernel::arm64::stock::FlushScope;
 use crate::kernel::policy::TlbPolicy;
+use crate::kernel::registry::{Allocators, PolicyEntry};
+use crate::kernel::tlbflush::FlushScope;
 use crate::kernel::{Ctx, World};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -34,14 +37,55 @@ pub struct Options {
     pub pcid: bool,
     /// Give multi-CPU mms a global ASID and flush them with INVLPGB.
     pub invlpgb: bool,
-    /// MUTANT: never IPI lazy CPUs, even when page tables were freed.
-    pub lazy_skip_freed: bool,
-    /// MUTANT: `switch_mm` reads `tlb_gen` before it sets its bit in
-    /// `mm_cpumask` (the reverse of the order the flush side relies on).
-    pub gen_before_mask: bool,
-    /// MUTANT (INVLPGB): flushes of an mm with a global ASID never IPI the
-    /// CPUs still running it under a per-CPU ASID (no transition IPIs).
-    pub skip_transition: bool,
+}
+
+/// The functions of arch/x86/mm/tlb.c that a historical kernel or a mutant
+/// replaces. Each default is today's Linux; [`Linux`] takes them all.
+pub trait TlbGenFns: std::fmt::Debug {
+    /// The condition `native_flush_tlb_multi()` puts on lazy CPUs: does
+    /// this flush reach them? Since commit b956575bed91, when page-table
+    /// pages were freed (their walk caches could reach the freed tables).
+    fn flush_reaches_lazy(&self, info: &FlushInfo) -> bool {
+        info.freed_tables
+    }
+
+    /// The part of `switch_mm_irqs_off()` that starts remote flushes to
+    /// this CPU: `cpumask_set_cpu(cpu, mm_cpumask(next))`, then (after the
+    /// full barrier the flush side pairs with) `atomic64_read(&next->
+    /// context.tlb_gen)`. Returns the generation read.
+    fn set_cpumask_then_read_gen<'a>(
+        &'a self,
+        g: &'a Inner,
+        ctx: &'a Ctx,
+        next: MmId,
+    ) -> KFuture<'a, u64> {
+        Box::pin(set_cpumask_then_read_gen(g, ctx, next))
+    }
+
+    /// `finish_asid_transition()` (INVLPGB).
+    fn finish_asid_transition<'a>(
+        &'a self,
+        g: &'a Inner,
+        ctx: &'a Ctx,
+        info: FlushInfo,
+    ) -> KFuture<'a, ()> {
+        Box::pin(super::invlpgb::finish_asid_transition(g, ctx, info))
+    }
+}
+
+/// Today's arch/x86/mm/tlb.c.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Linux;
+
+impl TlbGenFns for Linux {}
+
+/// Linux's [`TlbGenFns::set_cpumask_then_read_gen`].
+pub async fn set_cpumask_then_read_gen(g: &Inner, ctx: &Ctx, next: MmId) -> u64 {
+    ctx.atomic().await; // start remote flushes, then read tlb_gen
+    let cpu = ctx.cpu();
+    ctx.w.k.borrow_mut().mms[next as usize].cpumask.set(cpu);
+    ctx.atomic().await;
+    g.mm(next).tlb_gen
 }
 
 /// One entry of `cpu_tlbstate.ctxs[]`.
@@ -81,10 +125,12 @@ pub struct MmState {
 }
 
 /// Shared state of the policy.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Inner {
     /// Options.
     pub opts: Options,
+    /// The functions this kernel has of its own.
+    pub fns: &'static dyn TlbGenFns,
     /// Per CPU `cpu_tlbstate`.
     pub cpus: RefCell<Vec<CpuState>>,
     /// Per mm.
@@ -96,19 +142,34 @@ pub struct Inner {
 }
 
 /// The policy. See the module doc.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct TlbGen {
     /// Shared with the IPI handler.
     pub inner: Rc<Inner>,
 }
 
+impl Default for TlbGen {
+    fn default() -> Self {
+        Self::new(Options::default())
+    }
+}
+
 impl TlbGen {
-    /// A policy with `opts`.
+    /// Today's Linux with `opts`.
     pub fn new(opts: Options) -> Self {
+        Self::with_fns(opts, &Linux)
+    }
+
+    /// A kernel with `opts` whose [`TlbGenFns`] are `fns`.
+    pub fn with_fns(opts: Options, fns: &'static dyn TlbGenFns) -> Self {
         Self {
             inner: Rc::new(Inner {
                 opts,
-                ..Default::default()
+                fns,
+                cpus: RefCell::default(),
+                mms: RefCell::default(),
+                ipi: super::FlushIpi::default(),
+                next_global: Cell::default(),
             }),
         }
     }
@@ -219,18 +280,7 @@ impl Inner {
                     return;
                 }
                 Some(n) => {
-                    let gen = if self.opts.gen_before_mask {
-                        ctx.atomic().await;
-                        let gen = self.mm(n).tlb_gen;
-                        ctx.atomic().await;
-                        w.k.borrow_mut().mms[n as usize].cpumask.set(cpu);
-                        gen
-                    } else {
-                        ctx.atomic().await; // start remote flushes, then read tlb_gen
-                        w.k.borrow_mut().mms[n as usize].cpumask.set(cpu);
-                        ctx.atomic().await;
-                        self.mm(n).tlb_gen
-                    };
+                    let gen = self.fns.set_cpumask_then_read_gen(self, ctx, n).await;
                     let (a, f) = self.choose_new_asid(cpu, n, gen);
                     (a, f, gen)
                 }
@@ -314,7 +364,7 @@ impl Inner {
         let mask = w.k.borrow().mms[mm as usize].cpumask.clone();
         // on_each_cpu_cond_mask(tlb_is_not_lazy unless tables were freed):
         // the condition applies to this CPU too.
-        let include_lazy = info.freed_tables && !self.opts.lazy_skip_freed;
+        let include_lazy = self.fns.flush_reaches_lazy(&info);
         let here = self.cpus.borrow()[cpu];
         if mask.test(cpu) && here.loaded_mm == Some(mm) && (include_lazy || !here.is_lazy) {
             ctx.irq_save();
@@ -416,3 +466,14 @@ impl TlbPolicy for TlbGen {
         Box::pin(self.inner.flush_range(ctx, info))
     }
 }
+
+/// The registry entry of `x86-tlb-gen`.
+pub const ENTRY: PolicyEntry = PolicyEntry {
+    name: "x86-tlb-gen",
+    description: "seed 004: tlb_gen freshness tracking, lazy CPUs get no flush IPIs unless page tables were freed; no PCID",
+    arch: Arch::X86,
+    requires: &[],
+    allocators: Allocators::PicksOwnTags,
+    breaks: None,
+    new: || Box::new(TlbGen::default()),
+};

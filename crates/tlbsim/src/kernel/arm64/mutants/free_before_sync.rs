@@ -1,37 +1,15 @@
-//! Deliberately broken policies. Each must be caught by the checker; the
-//! tests name the invariant each one breaks.
+//! `mutant-free-before-sync`: `arm64-stock` whose table-freeing flushes
+//! return before their `DSB ISH`.
 
+use crate::check::Invariant;
+use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::mem::PAGE_SHIFT;
 use crate::hw::tlb::MmId;
-use crate::kernel::arm64::stock::{
-    decided_flush_range, flush_range_ops, round_range, use_full_flush, FlushScope, Stock,
-};
+use crate::kernel::arm64::stock::{flush_range_ops, round_range, use_full_flush, Stock};
 use crate::kernel::policy::TlbPolicy;
+use crate::kernel::registry::{Allocators, Breaks, PolicyEntry, Search, Source, Strategy};
 use crate::kernel::Ctx;
-
-/// `mutant-range-no-broadcast`: `flush_tlb_range` uses the local TLBI forms
-/// and `DSB NSH`, so other CPUs keep stale entries (breaks "no stale use/hold").
-#[derive(Debug, Clone, Copy)]
-pub struct RangeNoBroadcast;
-
-impl TlbPolicy for RangeNoBroadcast {
-    fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
-        Stock.switch_mm(ctx, prev, next)
-    }
-    fn flush_tlb_range<'a>(
-        &'a self,
-        ctx: &'a Ctx,
-        mm: MmId,
-        start: u64,
-        end: u64,
-        stride: u64,
-        last_level: bool,
-    ) -> KFuture<'a, ()> {
-        let local = Box::pin(async { FlushScope::Local });
-        decided_flush_range(ctx, mm, (start, end), stride, last_level, local)
-    }
-}
 
 /// `mutant-free-before-sync`: when page-table pages were freed
 /// (`!last_level`, or a whole-mm flush), the flush returns after issuing its
@@ -41,6 +19,9 @@ impl TlbPolicy for RangeNoBroadcast {
 pub struct FreeBeforeSync;
 
 impl TlbPolicy for FreeBeforeSync {
+    fn arch(&self) -> Arch {
+        Arch::Arm64
+    }
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
         Stock.switch_mm(ctx, prev, next)
     }
@@ -88,3 +69,26 @@ impl TlbPolicy for FreeBeforeSync {
         })
     }
 }
+
+/// Two threads on 2 CPUs, thread 0 munmapping (freeing the PTE table).
+pub const THREADS_MUNMAP: &str = "[experiment]\nname = \"threads-munmap\"\nprofile = \"ampere-32\"\n[machine]\ncpus = 2\n[kernel]\ntlb_policy = \"arm64-stock\"\n[workload]\nname = \"threads\"\nthreads = 2\niterations = 3\nop = \"munmap\"\n";
+
+/// The registry entry.
+pub const ENTRY: PolicyEntry = PolicyEntry {
+    name: "mutant-free-before-sync",
+    description: "MUTANT: table-freeing flushes return before their DSB ISH",
+    arch: Arch::Arm64,
+    requires: &[],
+    allocators: Allocators::OfArch,
+    breaks: Some(Breaks {
+        invariant: Invariant::NoStaleWalk,
+        search: Search::Explore {
+            experiment: Source::Inline(THREADS_MUNMAP),
+            strategy: Strategy::Exhaustive(2),
+            schedules: 100_000,
+            seed: 1,
+            max_actions: 50_000,
+        },
+    }),
+    new: || Box::new(FreeBeforeSync),
+};

@@ -1,0 +1,38 @@
+//! `mutant-asid-forget-cpu`: `arm64-asid-reserved` whose `flush_context()` leaves the
+//! last CPU out of `tlb_flush_pending`: it keeps old-generation entries.
+
+use crate::check::Invariant;
+use crate::config::Arch;
+use crate::kernel::arm64::asid::{flush_context, ContextFns, ReservedAsid, State};
+use crate::kernel::registry::{AllocatorEntry, Breaks, Search, Source, Strategy};
+
+/// The mutant's functions.
+#[derive(Debug, Clone, Copy)]
+pub struct ForgetCpu;
+
+impl ContextFns for ForgetCpu {
+    /// Linux's, then clears the last CPU's pending flush.
+    fn flush_context(&self, a: &ReservedAsid, st: &mut State) {
+        flush_context(a, st);
+        let last = st.active.len() - 1;
+        st.flush_pending.clear(last);
+    }
+}
+
+/// The registry entry.
+pub const ENTRY: AllocatorEntry = AllocatorEntry {
+    name: "mutant-asid-forget-cpu",
+    description: "MUTANT: rollover leaves the last CPU out of tlb_flush_pending",
+    arch: Some(Arch::Arm64),
+    breaks: Some(Breaks {
+        invariant: Invariant::NoStaleWalk,
+        search: Search::Explore {
+            experiment: Source::File("experiments/seed002-explore.toml"),
+            strategy: Strategy::Random,
+            schedules: 2_000,
+            seed: 1,
+            max_actions: 50_000,
+        },
+    }),
+    new: |k, bits| Box::new(ReservedAsid::with_fns(bits, k.kpti, &ForgetCpu)),
+};

@@ -1,0 +1,40 @@
+//! `mutant-asid-ignore-reserved`: `arm64-asid-reserved` whose `new_context()`
+//! never finds the mm's ASID among the reserved ones
+//! (`check_update_reserved_asid()` always misses). An mm that was running on
+//! another CPU at the rollover, and still runs there under its reserved
+//! ASID, gets a second, fresh ASID when it switches in here: its flushes go
+//! to the new number and leave the other CPU's entries under the old one.
+
+use crate::check::Invariant;
+use crate::config::Arch;
+use crate::kernel::arm64::asid::{ContextFns, ReservedAsid, State};
+use crate::kernel::registry::{AllocatorEntry, Breaks, Search, Source, Strategy};
+
+/// The mutant's functions.
+#[derive(Debug, Clone, Copy)]
+pub struct IgnoreReserved;
+
+impl ContextFns for IgnoreReserved {
+    /// Never a hit; updates nothing.
+    fn check_update_reserved_asid(&self, _st: &mut State, _old: u64, _new: u64) -> bool {
+        false
+    }
+}
+
+/// The registry entry.
+pub const ENTRY: AllocatorEntry = AllocatorEntry {
+    name: "mutant-asid-ignore-reserved",
+    description: "MUTANT: new_context ignores reserved ASIDs, so an mm running elsewhere at rollover gets a second ASID",
+    arch: Some(Arch::Arm64),
+    breaks: Some(Breaks {
+        invariant: Invariant::NoStaleHold,
+        search: Search::Explore {
+            experiment: Source::File("experiments/seed002-explore.toml"),
+            strategy: Strategy::Random,
+            schedules: 2_000,
+            seed: 1,
+            max_actions: 50_000,
+        },
+    }),
+    new: |k, bits| Box::new(ReservedAsid::with_fns(bits, k.kpti, &IgnoreReserved)),
+};

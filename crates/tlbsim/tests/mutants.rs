@@ -1,0 +1,181 @@
+//! The table-driven mutant test: every registered mutant and historical-bug
+//! policy or allocator is run under the search its registry entry names, and
+//! the checker must report the invariant the entry declares. The same
+//! searches pass every real policy (or allocator) the experiment's profile
+//! can run. Nothing here names a mutant: a new one is a file and a registry
+//! line.
+
+use std::collections::BTreeMap;
+use tlbsim::config::{parse_toml, Experiment};
+use tlbsim::driver::RunError;
+use tlbsim::explore::{check, CheckOptions, Finding, Strategy};
+use tlbsim::kernel::registry::{
+    self, find_allocator, find_policy, Breaks, Search, Source, ASID_ALLOCATORS, TLB_POLICIES,
+};
+use tlbsim::sim::{run, RunOptions, SimError};
+
+/// Which `[kernel]` key an entry is chosen by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Policy,
+    Allocator,
+}
+
+fn source(s: &Search) -> Source {
+    match *s {
+        Search::Explore { experiment, .. } | Search::Runs { experiment, .. } => experiment,
+    }
+}
+
+fn load(src: Source) -> Experiment {
+    match src {
+        Source::File(path) => {
+            let full = format!("{}/../../{path}", env!("CARGO_MANIFEST_DIR"));
+            let text = std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{full}: {e}"));
+            parse_toml(path, &text).unwrap_or_else(|e| panic!("{path}: {e}"))
+        }
+        Source::Inline(text) => parse_toml("inline.toml", text).expect("valid inline experiment"),
+    }
+}
+
+fn with(e: &Experiment, kind: Kind, name: &str) -> Experiment {
+    let mut e = e.clone();
+    match kind {
+        Kind::Policy => e.kernel.tlb_policy = name.into(),
+        Kind::Allocator => e.kernel.asid_allocator = name.into(),
+    }
+    e
+}
+
+/// Runs `s` on `e`: the first violation (or deadlock), or `None` if it
+/// passes.
+fn search(e: &Experiment, s: &Search) -> Option<Finding> {
+    match *s {
+        Search::Explore {
+            strategy,
+            schedules,
+            seed,
+            max_actions,
+            ..
+        } => {
+            let strategy = match strategy {
+                registry::Strategy::Random => Strategy::Random,
+                registry::Strategy::Pct(d) => Strategy::Pct(d),
+                registry::Strategy::Exhaustive(b) => Strategy::Exhaustive(b),
+            };
+            let o = CheckOptions {
+                strategy,
+                schedules,
+                seed,
+                max_actions: max_actions as usize,
+                speculation: 2,
+                cpus: None,
+            };
+            let r = check(e, &o).unwrap_or_else(|err| panic!("check: {err}"));
+            r.failure.map(|f| f.report)
+        }
+        Search::Runs { seeds, .. } => seeds.iter().find_map(|&seed| {
+            let o = RunOptions {
+                seed: Some(seed),
+                cpus: None,
+            };
+            match run(e, &o) {
+                Ok(_) => None,
+                Err(SimError::Run(RunError::Violation(v))) => Some(Finding::Violation(v)),
+                Err(other) => panic!("seed {seed}: {other}"),
+            }
+        }),
+    }
+}
+
+/// Every entry that declares what it breaks.
+fn broken() -> Vec<(Kind, &'static str, Breaks)> {
+    let policies = TLB_POLICIES
+        .iter()
+        .filter_map(|p| Some((Kind::Policy, p.name, p.breaks?)));
+    let allocators = ASID_ALLOCATORS
+        .iter()
+        .filter_map(|a| Some((Kind::Allocator, a.name, a.breaks?)));
+    policies.chain(allocators).collect()
+}
+
+/// The real entries of `kind` that the experiment `e` can run.
+fn real(kind: Kind, e: &Experiment) -> Vec<&'static str> {
+    let profile = tlbsim::sim::resolve_profile(e, &RunOptions::default()).expect("profile");
+    let fits = |p: &str, a: &str| {
+        let (p, a) = (find_policy(p).unwrap(), find_allocator(a).unwrap());
+        registry::check_combination(p, a, &profile).is_ok()
+    };
+    match kind {
+        Kind::Policy => TLB_POLICIES
+            .iter()
+            .filter(|p| p.breaks.is_none() && fits(p.name, &e.kernel.asid_allocator))
+            .map(|p| p.name)
+            .collect(),
+        Kind::Allocator => ASID_ALLOCATORS
+            .iter()
+            .filter(|a| a.breaks.is_none() && fits(&e.kernel.tlb_policy, a.name))
+            .map(|a| a.name)
+            .collect(),
+    }
+}
+
+/// Each distinct search, with the kind of entry it varies.
+fn searches(cases: &[(Kind, &'static str, Breaks)]) -> BTreeMap<String, (Kind, Search)> {
+    let mut searches = BTreeMap::new();
+    for &(kind, _, b) in cases {
+        searches.insert(format!("{kind:?} {:?}", b.search), (kind, b.search));
+    }
+    searches
+}
+
+/// Runs each search on the real entries `pick` chooses; the failures.
+fn real_failures(pick: impl Fn(Kind, &Experiment) -> Vec<String>) -> Vec<String> {
+    let mut failures = Vec::new();
+    for (kind, s) in searches(&broken()).values() {
+        let e = load(source(s));
+        for name in pick(*kind, &e) {
+            if let Some(r) = search(&with(&e, *kind, &name), s) {
+                failures.push(format!("real {name} failed {s:?}:\n{r}"));
+            }
+        }
+    }
+    failures
+}
+
+#[test]
+fn every_registered_mutant_is_caught_and_its_real_counterpart_passes() {
+    let cases = broken();
+    assert!(cases.len() >= 10, "{} entries declare a bug", cases.len());
+    // The experiment's own policy and allocator are real ones and pass.
+    let mut failures = real_failures(|kind, e| {
+        let own = match kind {
+            Kind::Policy => e.kernel.tlb_policy.clone(),
+            Kind::Allocator => e.kernel.asid_allocator.clone(),
+        };
+        let declared = match kind {
+            Kind::Policy => find_policy(&own).unwrap().breaks,
+            Kind::Allocator => find_allocator(&own).unwrap().breaks,
+        };
+        assert!(declared.is_none(), "{own} is not a real entry");
+        vec![own]
+    });
+    for (kind, name, b) in cases {
+        let e = with(&load(source(&b.search)), kind, name);
+        match search(&e, &b.search) {
+            Some(f) if f.invariant() == Some(b.invariant) => {}
+            Some(f) => failures.push(format!("{name}: expected {}, got:\n{f}", b.invariant)),
+            None => failures.push(format!("{name}: not found by {:?}", b.search)),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// About 3 minutes on 2 cores: every real policy (or allocator) the
+/// profile can run, under every mutant's search.
+#[test]
+#[ignore = "long: every real policy under every mutant search (about 3 min)"]
+fn every_real_policy_passes_every_mutant_search() {
+    let failures = real_failures(|kind, e| real(kind, e).into_iter().map(String::from).collect());
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
