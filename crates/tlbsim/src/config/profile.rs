@@ -1,111 +1,11 @@
-//! Experiment configs and machine profiles: plain data, parsed from TOML text.
-//!
-//! Parsing is done here (no file I/O: callers pass the text and the name to
-//! report) so that every error names the file, the line and the field.
+//! Machine profiles: topology, TLB geometry, invalidation and kernel path
+//! costs, each with its unit in its name; the built-in ones and profile
+//! files.
 
+use super::location::{parse_toml, ConfigError};
+use super::MachineOverrides;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::fmt;
-
-/// A configuration error that names where it was found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    /// File name as given by the caller (or `<built-in NAME>`).
-    pub file: String,
-    /// 1-based line, when known.
-    pub line: Option<usize>,
-    /// What is wrong, naming the field.
-    pub message: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.line {
-            Some(l) => write!(f, "{}:{}: {}", self.file, l, self.message),
-            None => write!(f, "{}: {}", self.file, self.message),
-        }
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
-impl ConfigError {
-    /// An error at `file`, with the line of `key` inside `[section]` looked up
-    /// in `text` when possible.
-    pub fn at_key(file: &str, text: &str, section: &str, key: &str, message: String) -> Self {
-        Self {
-            file: file.to_string(),
-            line: find_key_line(text, section, key),
-            message,
-        }
-    }
-}
-
-/// Finds the 1-based line of `key = ...` inside `[section]` (or of the section
-/// header when the key is empty).
-pub fn find_key_line(text: &str, section: &str, key: &str) -> Option<usize> {
-    let mut in_section = section.is_empty();
-    for (i, raw) in text.lines().enumerate() {
-        let line = raw.trim();
-        if line.starts_with('[') {
-            let name = line.trim_matches(|c| c == '[' || c == ']').trim();
-            in_section = name == section;
-            if in_section && key.is_empty() {
-                return Some(i + 1);
-            }
-            continue;
-        }
-        if in_section && !key.is_empty() {
-            if let Some((k, _)) = line.split_once('=') {
-                if k.trim().trim_matches('"') == key {
-                    return Some(i + 1);
-                }
-            }
-        }
-    }
-    None
-}
-
-/// Parses TOML `text` into `T`, turning serde/toml errors into a
-/// [`ConfigError`] with a line number.
-pub fn parse_toml<T: for<'de> Deserialize<'de>>(file: &str, text: &str) -> Result<T, ConfigError> {
-    serde_path_to_error::deserialize(toml::Deserializer::new(text)).map_err(|e| {
-        let path = e.path().to_string();
-        let e = e.into_inner();
-        let line = e
-            .span()
-            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
-        let message = e.message().trim().to_string();
-        // Name the field as the other errors do: "[section] key: ...".
-        let message = match path.rsplit_once('.') {
-            _ if path.is_empty() || path == "." || message.contains(&format!("`{path}`")) => {
-                message
-            }
-            Some((section, key)) => format!("[{section}] {key}: {message}"),
-            None => format!("{path}: {message}"),
-        };
-        ConfigError {
-            file: file.to_string(),
-            line,
-            message,
-        }
-    })
-}
-
-/// Deserialises an already-parsed TOML table (an experiment file with
-/// command-line changes applied, say); there are no lines to point at, so
-/// errors name the field as "[section] key: message".
-pub fn from_table<T: for<'de> Deserialize<'de>>(table: toml::Table) -> Result<T, String> {
-    serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
-        let path = e.path().to_string();
-        let message = e.inner().message().trim().to_string();
-        match path.rsplit_once('.') {
-            Some((section, key)) => format!("[{section}] {key}: {message}"),
-            None if path.is_empty() || path == "." => message,
-            None => format!("{path}: {message}"),
-        }
-    })
-}
 
 /// Instruction-set family of a machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -373,30 +273,6 @@ pub struct KernelCosts {
     pub wakeup_granularity_ns: u64,
 }
 
-/// An experiment: which machine, kernel policies, workload and seed.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Experiment {
-    /// What the experiment is.
-    pub experiment: ExperimentMeta,
-    /// Overrides of the profile.
-    #[serde(default)]
-    pub machine: MachineOverrides,
-    /// Kernel policies.
-    #[serde(default)]
-    pub kernel: KernelConfig,
-    /// The workload and its parameters.
-    pub workload: WorkloadConfig,
-    /// The checker.
-    #[serde(default)]
-    pub checker: CheckerConfig,
-    /// A profile the caller loaded from a file (the library does no I/O;
-    /// see [`is_profile_path`]). When set it is used instead of the built-in
-    /// profile named by `experiment.profile`.
-    #[serde(skip)]
-    pub profile_data: Option<Profile>,
-}
-
 /// Whether an `experiment.profile` value (or `--profile` argument) names a
 /// profile file rather than a built-in profile: it ends in `.toml`.
 pub fn is_profile_path(profile: &str) -> bool {
@@ -410,190 +286,25 @@ pub fn parse_profile(file: &str, text: &str) -> Result<Profile, ConfigError> {
     parse_toml(file, text)
 }
 
-/// Identification of an experiment.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ExperimentMeta {
-    /// Short name.
-    pub name: String,
-    /// Free text.
-    #[serde(default)]
-    pub description: String,
-    /// Built-in profile name, or a profile file ending in `.toml` (a path
-    /// relative to the experiment file), which the caller loads into
-    /// [`Experiment::profile_data`].
-    pub profile: String,
-    /// Root seed of every random stream.
-    #[serde(default = "default_seed")]
-    pub seed: u64,
-    /// Stop the run (as an error) past this much simulated time.
-    #[serde(default = "default_limit")]
-    pub max_sim_time_ns: u64,
-}
-
-fn default_seed() -> u64 {
-    1
-}
-fn default_limit() -> u64 {
-    600_000_000_000
-}
-
-/// Profile overrides.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MachineOverrides {
-    /// Total CPUs (the profile's cluster size and socket count are kept).
-    pub cpus: Option<u32>,
-    /// FEAT_TLBIRANGE on or off.
-    pub tlbirange: Option<bool>,
-}
-
-/// Kernel policy selection.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KernelConfig {
-    /// TLB-flush and switch_mm policy, by name.
-    #[serde(default = "default_tlb_policy")]
-    pub tlb_policy: String,
-    /// ASID allocator, by name.
-    #[serde(default = "default_asid_allocator")]
-    pub asid_allocator: String,
-    /// ASID width override (bits).
-    pub asid_bits: Option<u8>,
-    /// Kernel page-table isolation: ASIDs in even/odd pairs.
-    #[serde(default)]
-    pub kpti: bool,
-    /// Readers of mmap_lock sleep when they must wait (Linux before 5.3 and
-    /// since 5.12; writers still spin); otherwise every waiter spins (5.3-
-    /// 5.11, reader optimistic spinning). See `Ctx::down`.
-    #[serde(default)]
-    pub mmap_lock_readers_sleep: bool,
-    /// `zap_page_range()` (MADV_DONTNEED) flushes its whole range even when
-    /// it cleared no PTE: Linux 4.14-4.18 (4647706ebeee, reverted by
-    /// 50c150f26261 for 4.19). Off: the flush covers only cleared PTEs.
-    #[serde(default)]
-    pub zap_flush_always: bool,
-    /// Transparent huge pages (`/sys/kernel/mm/transparent_hugepage/enabled`):
-    /// `"always"` backs anonymous memory with 2 MiB pages where a write
-    /// fault finds a whole aligned 2 MiB of the VMA without a PTE table;
-    /// `"never"` (default) uses 4 KiB pages only. See docs/model.md.
-    #[serde(default)]
-    pub thp: Thp,
-}
-
-/// Transparent huge page mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Thp {
-    /// 4 KiB pages only.
-    #[default]
-    Never,
-    /// Anonymous write faults map 2 MiB pages where they fit.
-    Always,
-}
-
-impl Default for KernelConfig {
-    fn default() -> Self {
-        Self {
-            tlb_policy: default_tlb_policy(),
-            asid_allocator: default_asid_allocator(),
-            asid_bits: None,
-            kpti: false,
-            mmap_lock_readers_sleep: false,
-            zap_flush_always: false,
-            thp: Thp::Never,
-        }
-    }
-}
-
-fn default_tlb_policy() -> String {
-    "arm64-stock".into()
-}
-fn default_asid_allocator() -> String {
-    "arm64-asid-reserved".into()
-}
-
-/// The workload by name plus its own parameters (checked by the workload).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct WorkloadConfig {
-    /// Registered workload name.
-    pub name: String,
-    /// Workload-specific parameters.
-    #[serde(flatten)]
-    pub params: BTreeMap<String, toml::Value>,
-}
-
-impl WorkloadConfig {
-    /// This configuration with every parameter of `resolved` (the values a
-    /// workload parsed, defaults included) that it does not give: the
-    /// given values stay as written, so the result parses to the same
-    /// workload.
-    pub fn with_defaults(&self, resolved: BTreeMap<String, toml::Value>) -> WorkloadConfig {
-        let mut params = resolved;
-        params.extend(self.params.clone());
-        WorkloadConfig {
-            name: self.name.clone(),
-            params,
-        }
-    }
-}
-
-/// Checker settings.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CheckerConfig {
-    /// Run the invariant checker.
-    #[serde(default = "yes")]
-    pub enabled: bool,
-    /// Events of history kept for a violation report.
-    #[serde(default = "default_history")]
-    pub history: usize,
-    /// Inject speculative table walks: a CPU with user tables installed
-    /// (also lazily, under a kernel thread) re-walks its last user VA before
-    /// each step of work. Off by default: it changes TLB contents.
-    #[serde(default)]
-    pub speculative_walks: bool,
-}
-
-fn one() -> u64 {
-    1
-}
-fn yes() -> bool {
-    true
-}
-fn default_history() -> usize {
-    24
-}
-
-impl Default for CheckerConfig {
-    fn default() -> Self {
-        Self {
-            enabled: true,
-            speculative_walks: false,
-            history: default_history(),
-        }
-    }
-}
-
 /// Built-in profiles: `(name, TOML text)`.
 pub const BUILTIN_PROFILES: &[(&str, &str)] = &[
     (
         "ampere-32",
-        include_str!("../../../profiles/ampere-32.toml"),
+        include_str!("../../../../profiles/ampere-32.toml"),
     ),
     (
         "ampere-2s",
-        include_str!("../../../profiles/ampere-2s.toml"),
+        include_str!("../../../../profiles/ampere-2s.toml"),
     ),
     (
         "cortex-a15-2",
-        include_str!("../../../profiles/cortex-a15-2.toml"),
+        include_str!("../../../../profiles/cortex-a15-2.toml"),
     ),
     (
         "skylake-4c8t",
-        include_str!("../../../profiles/skylake-4c8t.toml"),
+        include_str!("../../../../profiles/skylake-4c8t.toml"),
     ),
-    ("epyc-2s", include_str!("../../../profiles/epyc-2s.toml")),
+    ("epyc-2s", include_str!("../../../../profiles/epyc-2s.toml")),
 ];
 
 /// Loads a built-in profile by name.
@@ -730,6 +441,10 @@ impl Profile {
     }
 }
 
+fn one() -> u64 {
+    1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -740,33 +455,5 @@ mod tests {
             let p = builtin_profile(name).unwrap();
             p.validate().unwrap();
         }
-    }
-
-    #[test]
-    fn unknown_field_error_names_line_and_field() {
-        let text = "[experiment]\nname = \"x\"\nprofile = \"ampere-32\"\n[machine]\ncpu = 3\n[workload]\nname = \"mprotect\"\n";
-        let e = parse_toml::<Experiment>("x.toml", text).unwrap_err();
-        assert_eq!(e.line, Some(5), "{e}");
-        assert!(e.to_string().contains("unknown field `cpu`"), "{e}");
-        assert!(e.to_string().starts_with("x.toml:5:"), "{e}");
-    }
-
-    #[test]
-    fn wrong_typed_value_error_names_line_section_and_key() {
-        let text = "[experiment]\nname = \"x\"\nprofile = \"ampere-32\"\n[kernel]\nkpti = 3\n[workload]\nname = \"mprotect\"\n";
-        let e = parse_toml::<Experiment>("x.toml", text).unwrap_err();
-        assert!(
-            e.to_string()
-                .starts_with("x.toml:5: [kernel] kpti: invalid type: integer `3`"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn key_lines_are_found_inside_sections() {
-        let text = "[a]\nx = 1\n[b]\nx = 2\n";
-        assert_eq!(find_key_line(text, "b", "x"), Some(4));
-        assert_eq!(find_key_line(text, "b", ""), Some(3));
-        assert_eq!(find_key_line(text, "c", "x"), None);
     }
 }

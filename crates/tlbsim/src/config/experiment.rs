@@ -1,0 +1,192 @@
+//! The experiment file: which machine, kernel policies, workload, checker
+//! and seed.
+
+use super::profile::Profile;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// An experiment: which machine, kernel policies, workload and seed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Experiment {
+    /// What the experiment is.
+    pub experiment: ExperimentMeta,
+    /// Overrides of the profile.
+    #[serde(default)]
+    pub machine: MachineOverrides,
+    /// Kernel policies.
+    #[serde(default)]
+    pub kernel: KernelConfig,
+    /// The workload and its parameters.
+    pub workload: WorkloadConfig,
+    /// The checker.
+    #[serde(default)]
+    pub checker: CheckerConfig,
+    /// A profile the caller loaded from a file (the library does no I/O;
+    /// see [`is_profile_path`]). When set it is used instead of the built-in
+    /// profile named by `experiment.profile`.
+    #[serde(skip)]
+    pub profile_data: Option<Profile>,
+}
+
+/// Identification of an experiment.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExperimentMeta {
+    /// Short name.
+    pub name: String,
+    /// Free text.
+    #[serde(default)]
+    pub description: String,
+    /// Built-in profile name, or a profile file ending in `.toml` (a path
+    /// relative to the experiment file), which the caller loads into
+    /// [`Experiment::profile_data`].
+    pub profile: String,
+    /// Root seed of every random stream.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Stop the run (as an error) past this much simulated time.
+    #[serde(default = "default_limit")]
+    pub max_sim_time_ns: u64,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+fn default_limit() -> u64 {
+    600_000_000_000
+}
+
+/// Profile overrides.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MachineOverrides {
+    /// Total CPUs (the profile's cluster size and socket count are kept).
+    pub cpus: Option<u32>,
+    /// FEAT_TLBIRANGE on or off.
+    pub tlbirange: Option<bool>,
+}
+
+/// Kernel policy selection.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelConfig {
+    /// TLB-flush and switch_mm policy, by name.
+    #[serde(default = "default_tlb_policy")]
+    pub tlb_policy: String,
+    /// ASID allocator, by name.
+    #[serde(default = "default_asid_allocator")]
+    pub asid_allocator: String,
+    /// ASID width override (bits).
+    pub asid_bits: Option<u8>,
+    /// Kernel page-table isolation: ASIDs in even/odd pairs.
+    #[serde(default)]
+    pub kpti: bool,
+    /// Readers of mmap_lock sleep when they must wait (Linux before 5.3 and
+    /// since 5.12; writers still spin); otherwise every waiter spins (5.3-
+    /// 5.11, reader optimistic spinning). See `Ctx::down`.
+    #[serde(default)]
+    pub mmap_lock_readers_sleep: bool,
+    /// `zap_page_range()` (MADV_DONTNEED) flushes its whole range even when
+    /// it cleared no PTE: Linux 4.14-4.18 (4647706ebeee, reverted by
+    /// 50c150f26261 for 4.19). Off: the flush covers only cleared PTEs.
+    #[serde(default)]
+    pub zap_flush_always: bool,
+    /// Transparent huge pages (`/sys/kernel/mm/transparent_hugepage/enabled`):
+    /// `"always"` backs anonymous memory with 2 MiB pages where a write
+    /// fault finds a whole aligned 2 MiB of the VMA without a PTE table;
+    /// `"never"` (default) uses 4 KiB pages only. See docs/model.md.
+    #[serde(default)]
+    pub thp: Thp,
+}
+
+/// Transparent huge page mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Thp {
+    /// 4 KiB pages only.
+    #[default]
+    Never,
+    /// Anonymous write faults map 2 MiB pages where they fit.
+    Always,
+}
+
+impl Default for KernelConfig {
+    fn default() -> Self {
+        Self {
+            tlb_policy: default_tlb_policy(),
+            asid_allocator: default_asid_allocator(),
+            asid_bits: None,
+            kpti: false,
+            mmap_lock_readers_sleep: false,
+            zap_flush_always: false,
+            thp: Thp::Never,
+        }
+    }
+}
+
+fn default_tlb_policy() -> String {
+    "arm64-stock".into()
+}
+fn default_asid_allocator() -> String {
+    "arm64-asid-reserved".into()
+}
+
+/// The workload by name plus its own parameters (checked by the workload).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkloadConfig {
+    /// Registered workload name.
+    pub name: String,
+    /// Workload-specific parameters.
+    #[serde(flatten)]
+    pub params: BTreeMap<String, toml::Value>,
+}
+
+impl WorkloadConfig {
+    /// This configuration with every parameter of `resolved` (the values a
+    /// workload parsed, defaults included) that it does not give: the
+    /// given values stay as written, so the result parses to the same
+    /// workload.
+    pub fn with_defaults(&self, resolved: BTreeMap<String, toml::Value>) -> WorkloadConfig {
+        let mut params = resolved;
+        params.extend(self.params.clone());
+        WorkloadConfig {
+            name: self.name.clone(),
+            params,
+        }
+    }
+}
+
+/// Checker settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckerConfig {
+    /// Run the invariant checker.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Events of history kept for a violation report.
+    #[serde(default = "default_history")]
+    pub history: usize,
+    /// Inject speculative table walks: a CPU with user tables installed
+    /// (also lazily, under a kernel thread) re-walks its last user VA before
+    /// each step of work. Off by default: it changes TLB contents.
+    #[serde(default)]
+    pub speculative_walks: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_history() -> usize {
+    24
+}
+
+impl Default for CheckerConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            speculative_walks: false,
+            history: default_history(),
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! Experiment configs and machine profiles: plain data, parsed from TOML text.
+//!
+//! Parsing is done here (no file I/O: callers pass the text and the name to
+//! report) so that every error names the file, the line and the field.
+//!
+//! Rooms: [`location`] (errors that name file, line and field), [`profile`]
+//! (machine profiles, built-in and from files), [`experiment`] (the
+//! experiment file), [`patch`] (`--set SECTION.KEY=VALUE`).
+
+pub mod experiment;
+pub mod location;
+pub mod patch;
+pub mod profile;
+
+pub use experiment::{
+    CheckerConfig, Experiment, ExperimentMeta, KernelConfig, MachineOverrides, Thp, WorkloadConfig,
+};
+pub use location::{find_key_line, from_table, parse_toml, ConfigError};
+pub use patch::apply_sets;
+pub use profile::{
+    builtin_profile, is_profile_path, parse_profile, Arch, Arm64Params, KernelCosts, Profile,
+    StepCosts, TlbParams, Topology, X86Params, BUILTIN_PROFILES,
+};
