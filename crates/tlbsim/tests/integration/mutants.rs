@@ -5,6 +5,7 @@
 //! can run. Nothing here names a mutant: a new one is a file and a registry
 //! line.
 
+use super::common;
 use std::collections::BTreeMap;
 use tlbsim::config::{parse_toml, Experiment};
 use tlbsim::driver::RunError;
@@ -29,11 +30,7 @@ fn source(s: &Search) -> Source {
 
 fn load(src: Source) -> Experiment {
     match src {
-        Source::File(path) => {
-            let full = format!("{}/../../{path}", env!("CARGO_MANIFEST_DIR"));
-            let text = std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{full}: {e}"));
-            parse_toml(path, &text).unwrap_or_else(|e| panic!("{path}: {e}"))
-        }
+        Source::File(path) => common::file(path),
         Source::Inline(text) => parse_toml("inline.toml", text).expect("valid inline experiment"),
     }
 }

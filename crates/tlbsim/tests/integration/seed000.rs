@@ -5,8 +5,7 @@ use tlbsim::config::Experiment;
 use tlbsim::driver::RunError;
 use tlbsim::sim::SimError;
 
-mod common;
-use common::run_seed;
+use super::common::{self, run_seed};
 
 fn experiment(policy: &str, cpus: u32, workload: &str, extra: &str) -> Experiment {
     common::experiment("ampere-32", policy, cpus, "", workload, extra)

@@ -9,8 +9,7 @@ use tlbsim::sim::{RunOutput, SimError};
 
 const X86_POLICIES: [&str; 3] = ["x86-lazy-legacy", "x86-tlb-gen", "x86-pcid"];
 
-mod common;
-use common::run_seed;
+use super::common::{self, run_seed};
 
 fn experiment(profile: &str, policy: &str, cpus: u32, workload: &str, extra: &str) -> Experiment {
     let none = "asid_allocator = \"none\"\n";

@@ -1,6 +1,7 @@
 //! The explorer: exhaustive search passes the stock policy, finds each
 //! mutant, and every failing schedule replays to the same violation.
 
+use super::common;
 use tlbsim::check::Invariant;
 use tlbsim::config::{parse_toml, Experiment};
 use tlbsim::explore::{
@@ -9,10 +10,7 @@ use tlbsim::explore::{
 };
 
 fn experiment(policy: &str, cpus: u32, workload: &str) -> Experiment {
-    let text = format!(
-        "[experiment]\nname = \"t\"\nprofile = \"ampere-32\"\n[machine]\ncpus = {cpus}\n[kernel]\ntlb_policy = \"{policy}\"\n[workload]\n{workload}\n"
-    );
-    parse_toml("test.toml", &text).expect("valid test config")
+    common::arm64(policy, cpus, workload)
 }
 
 fn opts(strategy: Strategy, schedules: u64) -> CheckOptions {
@@ -100,7 +98,7 @@ fn random_and_pct_runs_are_reproducible() {
 
 #[test]
 fn pct_finds_the_posted_v2_recheck_race_and_passes_the_design() {
-    let text = include_str!("../../../experiments/seed000-switch-race.toml");
+    let text = include_str!("../../../../experiments/seed000-switch-race.toml");
     let mut e: Experiment = parse_toml("seed000-switch-race.toml", text).unwrap();
     let o = CheckOptions {
         strategy: Strategy::Pct(4),
@@ -128,8 +126,7 @@ fn pct_finds_the_posted_v2_recheck_race_and_passes_the_design() {
 }
 
 fn seed002() -> Experiment {
-    let text = include_str!("../../../experiments/seed002-explore.toml");
-    parse_toml("seed002-explore.toml", text).unwrap()
+    common::file("experiments/seed002-explore.toml")
 }
 
 #[test]
@@ -170,10 +167,9 @@ fn the_explorer_finds_every_allocator_mutant_and_reports_replay() {
 }
 
 fn x86_experiment(policy: &str) -> Experiment {
-    let text = format!(
-        "[experiment]\nname = \"t\"\nprofile = \"skylake-4c8t\"\n[machine]\ncpus = 3\n[kernel]\ntlb_policy = \"{policy}\"\nasid_allocator = \"none\"\n[workload]\nname = \"threads\"\nthreads = 2\niterations = 3\nop = \"munmap\"\nreader_hop = true\n"
-    );
-    parse_toml("test.toml", &text).expect("valid test config")
+    let none = "asid_allocator = \"none\"\n";
+    let wl = "name = \"threads\"\nthreads = 2\niterations = 3\nop = \"munmap\"\nreader_hop = true";
+    common::experiment("skylake-4c8t", policy, 3, none, wl, "")
 }
 
 #[test]

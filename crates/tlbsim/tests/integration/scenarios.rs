@@ -1,31 +1,13 @@
 //! Scenario tests: the checker catches each mutant, the stock policy passes,
 //! runs are deterministic, broadcast cost grows with concurrent broadcasters.
 
-use tlbsim::check::{Invariant, Violation};
+use super::common::{self, run_ok, violation};
+use tlbsim::check::Invariant;
 use tlbsim::config::{parse_toml, Experiment};
-use tlbsim::driver::RunError;
-use tlbsim::sim::{run, RunOptions, RunOutput, SimError};
+use tlbsim::sim::{run, RunOptions, SimError};
 
 fn experiment(policy: &str, cpus: u32, workload: &str) -> Experiment {
-    let text = format!(
-        "[experiment]\nname = \"t\"\nprofile = \"ampere-32\"\n[machine]\ncpus = {cpus}\n[kernel]\ntlb_policy = \"{policy}\"\n[workload]\n{workload}\n"
-    );
-    parse_toml("test.toml", &text).expect("valid test config")
-}
-
-fn run_ok(e: &Experiment) -> RunOutput {
-    match run(e, &RunOptions::default()) {
-        Ok(o) => o,
-        Err(err) => panic!("run failed: {err}"),
-    }
-}
-
-fn violation(e: &Experiment) -> Violation {
-    match run(e, &RunOptions::default()) {
-        Err(SimError::Run(RunError::Violation(r))) => r,
-        Ok(_) => panic!("the checker missed the mutant"),
-        Err(other) => panic!("unexpected error: {other}"),
-    }
+    common::arm64(policy, cpus, workload)
 }
 
 const THREADS_MPROTECT: &str =
@@ -147,7 +129,7 @@ fn workload_parameter_errors_name_the_field() {
 #[test]
 #[ignore]
 fn seed000_stock_lands_within_2x_of_published() {
-    let text = include_str!("../../../experiments/seed000-mprotect.toml");
+    let text = include_str!("../../../../experiments/seed000-mprotect.toml");
     let e: Experiment = parse_toml("experiments/seed000-mprotect.toml", text).unwrap();
     let o = run_ok(&e);
     let s = o.elapsed_ns as f64 / 1e9;

@@ -1,0 +1,65 @@
+//! Helpers shared by the integration tests: the one way a test builds an
+//! experiment, and the runs it checks.
+#![allow(dead_code)]
+
+use tlbsim::check::Violation;
+use tlbsim::config::{parse_toml, Experiment};
+use tlbsim::driver::RunError;
+use tlbsim::sim::{run, RunOptions, RunOutput, SimError};
+
+/// A test experiment on `cpus` CPUs of `profile` with `policy`;
+/// `kernel_extra` adds `[kernel]` lines, `workload` is the `[workload]`
+/// body and `extra` follows it (e.g. a `[checker]` section).
+pub fn experiment(
+    profile: &str,
+    policy: &str,
+    cpus: u32,
+    kernel_extra: &str,
+    workload: &str,
+    extra: &str,
+) -> Experiment {
+    let text = format!(
+        "[experiment]\nname = \"t\"\nprofile = \"{profile}\"\n[machine]\ncpus = {cpus}\n[kernel]\ntlb_policy = \"{policy}\"\n{kernel_extra}[workload]\n{workload}\n{extra}"
+    );
+    parse_toml("test.toml", &text).expect("valid test config")
+}
+
+/// An arm64 test experiment: `cpus` CPUs of ampere-32 running `policy`.
+pub fn arm64(policy: &str, cpus: u32, workload: &str) -> Experiment {
+    experiment("ampere-32", policy, cpus, "", workload, "")
+}
+
+/// An experiment file of the repository (`experiments/...`).
+pub fn file(path: &str) -> Experiment {
+    let full = format!("{}/../../{path}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{full}: {e}"));
+    parse_toml(path, &text).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// Runs `e` with root seed `seed`.
+pub fn run_seed(e: &Experiment, seed: u64) -> Result<RunOutput, SimError> {
+    run(
+        e,
+        &RunOptions {
+            seed: Some(seed),
+            cpus: None,
+        },
+    )
+}
+
+/// Runs `e`, which must pass.
+pub fn run_ok(e: &Experiment) -> RunOutput {
+    match run(e, &RunOptions::default()) {
+        Ok(o) => o,
+        Err(err) => panic!("run failed: {err}"),
+    }
+}
+
+/// Runs `e`, which the checker must stop: its violation.
+pub fn violation(e: &Experiment) -> Violation {
+    match run(e, &RunOptions::default()) {
+        Err(SimError::Run(RunError::Violation(r))) => r,
+        Ok(_) => panic!("the checker missed the mutant"),
+        Err(other) => panic!("unexpected error: {other}"),
+    }
+}

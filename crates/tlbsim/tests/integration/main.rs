@@ -1,0 +1,11 @@
+//! The integration tests, one binary: scenarios on the library API, the
+//! explorer, the seeds' policies, x86, and the table-driven mutant test.
+//! Every test builds its experiment through [`common`].
+
+mod common;
+mod explore;
+mod kernel;
+mod mutants;
+mod scenarios;
+mod seed000;
+mod x86;
