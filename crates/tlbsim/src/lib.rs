@@ -7,6 +7,7 @@
 //! together for one experiment.
 
 #![warn(missing_docs)]
+#![deny(rustdoc::broken_intra_doc_links)]
 
 pub mod check;
 pub mod config;

@@ -23,7 +23,7 @@ pub struct Experiment {
     #[serde(default)]
     pub checker: CheckerConfig,
     /// A profile the caller loaded from a file (the library does no I/O;
-    /// see [`is_profile_path`]). When set it is used instead of the built-in
+    /// see [`super::is_profile_path`]). When set it is used instead of the built-in
     /// profile named by `experiment.profile`.
     #[serde(skip)]
     pub profile_data: Option<Profile>,

@@ -91,7 +91,7 @@ pub fn parse_toml<T: for<'de> Deserialize<'de>>(file: &str, text: &str) -> Resul
 
 /// Deserialises an already-parsed TOML table (an experiment file with
 /// command-line changes applied, say); there are no lines to point at, so
-/// errors name the field as "[section] key: message".
+/// errors name the field as "\[section\] key: message".
 pub fn from_table<T: for<'de> Deserialize<'de>>(table: toml::Table) -> Result<T, String> {
     serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
         let path = e.path().to_string();

@@ -155,7 +155,7 @@ pub struct X86Params {
     /// at an arm64 misc node)?
     #[serde(default)]
     pub tlbsync_serialized: bool,
-    /// Pages one `INVLPGB` can invalidate (CPUID 0x80000008 EDX[15:0] + 1,
+    /// Pages one `INVLPGB` can invalidate (CPUID 0x80000008 EDX\[15:0\] + 1,
     /// Linux `invlpgb_count_max`).
     #[serde(default = "one")]
     pub invlpgb_max_pages: u64,

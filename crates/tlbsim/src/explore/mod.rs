@@ -5,16 +5,16 @@
 //! observer (the checker) sees every event, so a schedule that breaks an
 //! invariant is reported with the exact action list that replays it.
 //!
-//! Actions (their printed form in brackets):
-//! - `Step(c)` [`s<c>`]: CPU `c` completes its posted step and runs on to
+//! Actions (their printed form in parentheses):
+//! - `Step(c)` (`s<c>`): CPU `c` completes its posted step and runs on to
 //!   its next one. Steps that must wait (a lock, `DSB ISH` with TLBIs in
 //!   flight, the idle loop) block until another action releases them.
-//! - `Deliver(t)` [`d<t>`]: the oldest broadcast TLBI still pending at CPU
+//! - `Deliver(t)` (`d<t>`): the oldest broadcast TLBI still pending at CPU
 //!   `t` takes effect there.
-//! - `Speculate(c, va)` [`p<c>:<va hex>`]: CPU `c` walks `va` through its
+//! - `Speculate(c, va)` (`p<c>:<va hex>`): CPU `c` walks `va` through its
 //!   current TTBR0 and fills its TLB, as an out-of-order core may at any time.
 //!   Candidate VAs are those the workload has accessed in that mm.
-//! - `Interrupt(c)` [`i<c>`]: CPU `c` takes its oldest pending function-call
+//! - `Interrupt(c)` (`i<c>`): CPU `c` takes its oldest pending function-call
 //!   IPI, at a step boundary with interrupts on (`Ctx::irq_save` holds it
 //!   off); the handler's steps are then CPU `c`'s steps until it returns,
 //!   and the sender's `CallFunction` completes when every handler has.
@@ -28,7 +28,7 @@
 //!
 //! Rooms: [`driver`] (the explorer driver: what a choice does), [`schedule`]
 //! (actions, their printed form, replay), one file per search strategy
-//! ([`random`], [`pct`], [`exhaustive`]), and [`check`] (the searches behind
+//! ([`random`], [`pct`], [`exhaustive`]), and [`mod@check`] (the searches behind
 //! `tlbsim check`, their report).
 
 pub mod check;

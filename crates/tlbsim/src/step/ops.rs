@@ -99,17 +99,7 @@ impl Cpus {
                 switched(&w, task);
                 Applied::Switched
             }
-            Op::Idle => {
-                let work = {
-                    let k = w.k.borrow();
-                    k.cpus[cpu].need_resched || !k.cpus[cpu].rq.is_empty()
-                };
-                if work {
-                    return Applied::Done(OpResult::Unit);
-                }
-                self.wait[cpu] = Wait::Idle;
-                Applied::IdleWait
-            }
+            Op::Idle => self.idle(cpu),
             Op::ReschedIpi(target) => {
                 w.stats.borrow_mut().cpu[cpu].ipis_sent += 1;
                 Applied::ReschedIpi(target)
@@ -118,21 +108,45 @@ impl Cpus {
                 ref targets,
                 handler,
                 arg,
-            } => {
-                let n = targets.count();
-                if n == 0 {
-                    return Applied::Done(OpResult::Unit);
-                }
-                self.acks[cpu] = n;
-                self.wait[cpu] = Wait::IpiAck;
-                let ipi = PendingIpi {
-                    handler,
-                    arg,
-                    sender: cpu,
-                };
-                Applied::CallFunction(targets.clone(), ipi)
-            }
+            } => self.call_function(cpu, targets, handler, arg),
         }
+    }
+
+    /// The idle loop: nothing to do unless a reschedule is due or a task
+    /// is queued; else it waits for a reschedule IPI.
+    fn idle(&mut self, cpu: CpuId) -> Applied {
+        let work = {
+            let k = self.w.k.borrow();
+            k.cpus[cpu].need_resched || !k.cpus[cpu].rq.is_empty()
+        };
+        if work {
+            return Applied::Done(OpResult::Unit);
+        }
+        self.wait[cpu] = Wait::Idle;
+        Applied::IdleWait
+    }
+
+    /// `smp_call_function_many(targets, handler, wait = 1)` by `cpu`: it
+    /// waits for one acknowledgement per target (none: done at once).
+    fn call_function(
+        &mut self,
+        cpu: CpuId,
+        targets: &CpuMask,
+        handler: usize,
+        arg: usize,
+    ) -> Applied {
+        let n = targets.count();
+        if n == 0 {
+            return Applied::Done(OpResult::Unit);
+        }
+        self.acks[cpu] = n;
+        self.wait[cpu] = Wait::IpiAck;
+        let ipi = PendingIpi {
+            handler,
+            arg,
+            sender: cpu,
+        };
+        Applied::CallFunction(targets.clone(), ipi)
     }
 
     /// Broadcast TLBI `id` takes effect at `target`, if still pending there;

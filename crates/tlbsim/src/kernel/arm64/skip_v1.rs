@@ -1,4 +1,4 @@
-//! `arm64-skip-broadcast-v1`: seed 000's first posting ("[RFC] arm64: tlb:
+//! `arm64-skip-broadcast-v1`: seed 000's first posting ("\[RFC\] arm64: tlb:
 //! skip tlbi broadcast for single threaded TLB flushes", 3 Feb 2020, code as
 //! quoted in the thread's replies). The flush is local when the caller is
 //! the mm's only user (`current->mm == mm && mm_users <= 1`, re-checked
