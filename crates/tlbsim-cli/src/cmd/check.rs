@@ -181,10 +181,7 @@ fn print_report(rep: CheckReport, opts: &CheckOptions, secs: f64, base: &str) ->
         rep.schedules as f64 / secs.max(1e-9),
         rep.actions as f64 / secs.max(1e-9) / 1e6
     );
-    if matches!(opts.strategy, Strategy::Exhaustive(_))
-        && !rep.exhausted
-        && rep.failure.is_none()
-    {
+    if matches!(opts.strategy, Strategy::Exhaustive(_)) && !rep.exhausted && rep.failure.is_none() {
         println!(
             "note: the exhaustive search is NOT complete: it stopped at --schedules {}; raise it to finish",
             rep.schedules
