@@ -16,38 +16,62 @@ fn thousands(n: u64) -> String {
     out
 }
 
-/// The table printed by `tlbsim run`.
+/// The table printed by `tlbsim run`: a header, the counters, the
+/// latencies and locks, per-CPU interrupts and counters (on machines small
+/// enough, or with `per_cpu`), and the elapsed times.
 pub fn table(o: &RunOutput, host_s: f64, per_cpu: bool) -> String {
     let mut s = String::new();
-    let t = &o.stats.total;
-    let st = &o.stats;
     let n = o.stats.per_cpu.len() as u64;
     let _ = writeln!(
         s,
         "\n Performance counter stats for '{}' ({}, {} CPUs, {} + {}, seed {}):\n",
         o.experiment, o.profile.name, n, o.kernel.tlb_policy, o.kernel.asid_allocator, o.seed
     );
-    let row = |s: &mut String, v: u64, name: &str, note: String| {
-        let _ = writeln!(s, "{:>18}      {:<22} {}", thousands(v), name, note);
-    };
+    counters(&mut s, o);
+    latencies_and_locks(&mut s, o);
+    if per_cpu || n <= 16 {
+        interrupts(&mut s, o);
+    }
+    if per_cpu || n <= 64 {
+        per_cpu_counters(&mut s, o);
+    }
+    let _ = writeln!(
+        s,
+        "\n{:>18.6} seconds simulated time elapsed\n{:>18}      checker: {} ({} events checked)\n{:>18.3} seconds host time, {:.2} M events/s\n",
+        o.elapsed_ns as f64 / 1e9,
+        "",
+        o.checker.verdict,
+        thousands(o.checker.events_checked),
+        host_s,
+        o.stats.events as f64 / host_s.max(1e-9) / 1e6
+    );
+    s
+}
+
+/// One counter row: value, name, note.
+fn row(s: &mut String, v: u64, name: &str, note: String) {
+    let _ = writeln!(s, "{:>18}      {:<22} {}", thousands(v), name, note);
+}
+
+/// The counter rows, like `perf stat`'s: TLB maintenance, flushes (with
+/// their share), scheduling and system calls, ASID rollovers, THP.
+fn counters(s: &mut String, o: &RunOutput) {
+    let t = &o.stats.total;
+    let st = &o.stats;
+    let n = st.per_cpu.len() as u64;
     let per = |v: u64| format!("# {:>10.1} per CPU", v as f64 / n as f64);
-    let per_cpu_rows = [
+    for (v, name) in [
         (t.tlbi_local, "tlbi.local"),
         (t.tlbi_broadcast, "tlbi.broadcast"),
         (t.dsb_ish, "dsb.ish"),
         (t.dvm_syncs, "dvm.syncs"),
         (t.dvm_ops_received, "dvm.ops_received"),
         (t.tlb_misses, "tlb.misses"),
-    ];
-    for (v, name) in per_cpu_rows {
-        row(&mut s, v, name, per(v));
+    ] {
+        row(s, v, name, per(v));
     }
-    row(
-        &mut s,
-        t.page_walks,
-        "page_walks",
-        format!("# {} walk-cache hits", thousands(t.walk_cache_hits)),
-    );
+    let walk_hits = format!("# {} walk-cache hits", thousands(t.walk_cache_hits));
+    row(s, t.page_walks, "page_walks", walk_hits);
     let flushes = t.flushes_broadcast + t.flushes_local + t.flushes_skipped;
     let share = |v: u64| {
         if flushes == 0 {
@@ -61,27 +85,29 @@ pub fn table(o: &RunOutput, host_s: f64, per_cpu: bool) -> String {
         (t.flushes_local, "flush.local"),
         (t.flushes_skipped, "flush.skipped"),
     ] {
-        row(&mut s, v, name, share(v));
+        row(s, v, name, share(v));
     }
-    row(
-        &mut s,
-        t.stale_switch_flushes,
-        "flush.stale_on_switch",
-        per(t.stale_switch_flushes),
-    );
+    let stale = t.stale_switch_flushes;
+    row(s, stale, "flush.stale_on_switch", per(stale));
     for (v, name) in [
         (t.context_switches, "context_switches"),
         (t.syscalls, "syscalls"),
         (t.page_faults, "page_faults"),
         (t.ipis_sent, "ipis.resched"),
     ] {
-        row(&mut s, v, name, per(v));
+        row(s, v, name, per(v));
     }
-    row(&mut s, st.asid_rollovers, "asid.rollovers", String::new());
+    row(s, st.asid_rollovers, "asid.rollovers", String::new());
     if st.thp_fault_alloc + st.thp_split_pmd > 0 {
-        row(&mut s, st.thp_fault_alloc, "thp.fault_alloc", String::new());
-        row(&mut s, st.thp_split_pmd, "thp.split_pmd", String::new());
+        row(s, st.thp_fault_alloc, "thp.fault_alloc", String::new());
+        row(s, st.thp_split_pmd, "thp.split_pmd", String::new());
     }
+}
+
+/// The latency rows (count and min / median / max) and one row per lock
+/// (acquisitions, contended waits and hold times).
+fn latencies_and_locks(s: &mut String, o: &RunOutput) {
+    let st = &o.stats;
     for (name, q) in [
         ("dvm.sync_queue_wait", &st.dvm_sync_queue_wait_ns),
         ("flush.latency", &st.flush_latency_ns),
@@ -113,62 +139,54 @@ pub fn table(o: &RunOutput, host_s: f64, per_cpu: bool) -> String {
             thousands(h.max)
         );
     }
-    if per_cpu || n <= 16 {
-        // Like /proc/interrupts.
-        let mut head = String::from("\n      ");
-        for i in 0..n {
-            head.push_str(&format!("{:>11}", format!("CPU{i}")));
-        }
-        let _ = writeln!(s, "{head}");
-        type Get = fn(&tlbsim::stats::CpuStats) -> u64;
-        let rows: [(&str, Get, &str); 3] = [
-            ("IPI1", |c| c.ipi_resched, "Rescheduling interrupts"),
-            ("IPI2", |c| c.ipi_call, "Function call interrupts"),
-            (
-                "IPI3",
-                |c| c.ipi_call_single,
-                "Single function call interrupts",
-            ),
-        ];
-        for (irq, get, what) in rows {
-            let mut line = format!("{irq:>5}:");
-            for c in &st.per_cpu {
-                line.push_str(&format!("{:>11}", get(c)));
-            }
-            let _ = writeln!(s, "{line}  {what}");
-        }
+}
+
+/// Interrupts per CPU, like /proc/interrupts.
+fn interrupts(s: &mut String, o: &RunOutput) {
+    let mut head = String::from("\n      ");
+    for i in 0..o.stats.per_cpu.len() {
+        head.push_str(&format!("{:>11}", format!("CPU{i}")));
     }
-    if per_cpu || n <= 64 {
-        let _ = writeln!(
-            s,
-            "\n  cpu   tlbi.local  tlbi.bcast     dsb.ish   dvm.syncs  tlb.misses  ctx.sw  syscalls"
-        );
-        for (i, c) in st.per_cpu.iter().enumerate() {
-            let _ = writeln!(
-                s,
-                "{:>5} {:>12} {:>11} {:>11} {:>11} {:>11} {:>7} {:>9}",
-                i,
-                c.tlbi_local,
-                c.tlbi_broadcast,
-                c.dsb_ish,
-                c.dvm_syncs,
-                c.tlb_misses,
-                c.context_switches,
-                c.syscalls
-            );
+    let _ = writeln!(s, "{head}");
+    type Get = fn(&tlbsim::stats::CpuStats) -> u64;
+    let rows: [(&str, Get, &str); 3] = [
+        ("IPI1", |c| c.ipi_resched, "Rescheduling interrupts"),
+        ("IPI2", |c| c.ipi_call, "Function call interrupts"),
+        (
+            "IPI3",
+            |c| c.ipi_call_single,
+            "Single function call interrupts",
+        ),
+    ];
+    for (irq, get, what) in rows {
+        let mut line = format!("{irq:>5}:");
+        for c in &o.stats.per_cpu {
+            line.push_str(&format!("{:>11}", get(c)));
         }
+        let _ = writeln!(s, "{line}  {what}");
     }
+}
+
+/// One row of counters per CPU.
+fn per_cpu_counters(s: &mut String, o: &RunOutput) {
     let _ = writeln!(
         s,
-        "\n{:>18.6} seconds simulated time elapsed\n{:>18}      checker: {} ({} events checked)\n{:>18.3} seconds host time, {:.2} M events/s\n",
-        o.elapsed_ns as f64 / 1e9,
-        "",
-        o.checker.verdict,
-        thousands(o.checker.events_checked),
-        host_s,
-        st.events as f64 / host_s.max(1e-9) / 1e6
+        "\n  cpu   tlbi.local  tlbi.bcast     dsb.ish   dvm.syncs  tlb.misses  ctx.sw  syscalls"
     );
-    s
+    for (i, c) in o.stats.per_cpu.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "{:>5} {:>12} {:>11} {:>11} {:>11} {:>11} {:>7} {:>9}",
+            i,
+            c.tlbi_local,
+            c.tlbi_broadcast,
+            c.dsb_ish,
+            c.dvm_syncs,
+            c.tlb_misses,
+            c.context_switches,
+            c.syscalls
+        );
+    }
 }
 
 /// The JSON document written by `tlbsim run --json`: the run (deterministic)

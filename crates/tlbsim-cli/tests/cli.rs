@@ -151,6 +151,20 @@ fn reproduce_writes_rows_scripts_can_check() {
     }
 }
 
+#[test]
+fn reproduce_only_matching_nothing_names_the_known_experiments_and_exits_2() {
+    let o = tlbsim(&["reproduce", "--only", "nothing"]);
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.starts_with(
+            "error: --only \"nothing\" matches no experiment (known: seed000-mprotect, "
+        ),
+        "{stderr}"
+    );
+    assert!(o.stdout.is_empty(), "no table without rows");
+}
+
 /// The explorer experiment of seed 002, in the repository.
 const SEED002_EXPLORE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

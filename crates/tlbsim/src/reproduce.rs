@@ -1,7 +1,13 @@
 //! The published results tlbsim reproduces, with the built-in experiment
-//! that reproduces each. `tlbsim reproduce` runs them.
+//! that reproduces each, and the runs that reproduce them: [`Plan`] selects
+//! the reproductions and their distinct runs, [`Plan::run`] runs them and
+//! builds the rows with their verdicts ([`Report`]). `tlbsim reproduce`
+//! prints the report.
 
-use crate::sim::RunOutput;
+use crate::config::{parse_toml, Experiment};
+use crate::sim::{run, RunOptions, RunOutput};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
 
 /// One published figure and how to compute the simulated counterpart.
 #[derive(Debug, Clone, Copy)]
@@ -269,9 +275,305 @@ pub const REPRODUCTIONS: &[Reproduction] = &[
     },
 ];
 
+/// The reproductions to run and every distinct (experiment, kernel) run
+/// they need; each run is shared by the rows that use it.
+#[derive(Debug)]
+pub struct Plan {
+    selected: Vec<&'static Reproduction>,
+    /// Run key (see [`run_key`]) to what to run.
+    jobs: BTreeMap<String, (&'static Reproduction, Option<Patched>)>,
+}
+
+/// One row of the reproduction table: a published value beside the
+/// simulated one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// Experiment name.
+    pub experiment: &'static str,
+    /// What is compared, with the kernel component it was measured on.
+    pub metric: String,
+    /// Unit of `published` and `simulated`.
+    pub unit: &'static str,
+    /// The published value (NaN: not published).
+    pub published: f64,
+    /// The simulated value.
+    pub simulated: f64,
+    /// `(simulated - published) / published` in percent (not finite when
+    /// nothing is published).
+    pub error_pct: f64,
+    /// Host seconds of the run, on the first row that uses it (0 on later
+    /// rows sharing the run, and on ratio rows).
+    pub host_s: f64,
+    /// The checker's verdict of the run (`-` on ratio rows).
+    pub checker: String,
+    /// Where the value was published.
+    pub source: &'static str,
+    /// The issue's acceptance criterion in words and whether it is met
+    /// (`None` inside: not judgeable), on the rows that carry one: the
+    /// ratio row, or the patched row when there is none.
+    pub accept: Option<(String, Option<bool>)>,
+}
+
+/// How many acceptance criteria the rows meet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Acceptance {
+    /// Criteria met.
+    pub met: usize,
+    /// Criteria judged.
+    pub total: usize,
+    /// The rows that miss theirs, as `experiment (metric)`.
+    pub missed: Vec<String>,
+}
+
+/// The result of a [`Plan`]: every row, in table order, and the summary.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The rows, in table order.
+    pub rows: Vec<Row>,
+    /// The acceptance summary.
+    pub acceptance: Acceptance,
+}
+
+/// Identifies a run: the experiment and the patched kernel components.
+fn run_key(r: &Reproduction, p: Option<&Patched>) -> String {
+    format!(
+        "{}|{:?}|{:?}",
+        r.experiment,
+        p.and_then(|p| p.policy),
+        p.and_then(|p| p.allocator)
+    )
+}
+
+/// A run and its host seconds, or the error, located in the built-in file.
+type RunResult = Result<(RunOutput, f64), String>;
+
+/// Runs `r`'s experiment, with the kernel of `p` if given.
+fn run_one(r: &Reproduction, p: Option<&Patched>) -> RunResult {
+    let file = format!("<built-in experiments/{}.toml>", r.experiment);
+    let mut exp: Experiment = parse_toml(&file, r.toml).map_err(|e| e.to_string())?;
+    if let Some(p) = p {
+        if let Some(x) = p.policy {
+            exp.kernel.tlb_policy = x.to_string();
+        }
+        if let Some(x) = p.allocator {
+            exp.kernel.asid_allocator = x.to_string();
+        }
+    }
+    let t0 = Instant::now();
+    let o = run(&exp, &RunOptions::default()).map_err(|e| e.located(&file, r.toml))?;
+    Ok((o, t0.elapsed().as_secs_f64()))
+}
+
+impl Plan {
+    /// The reproductions whose experiment name contains `only` (all when
+    /// `None`). Fails, naming the known experiments, when none matches.
+    pub fn select(only: Option<&str>) -> Result<Plan, String> {
+        let selected: Vec<_> = REPRODUCTIONS
+            .iter()
+            .filter(|r| only.is_none_or(|o| r.experiment.contains(o)))
+            .collect();
+        if selected.is_empty() {
+            let mut names: Vec<_> = REPRODUCTIONS.iter().map(|r| r.experiment).collect();
+            names.dedup();
+            return Err(format!(
+                "{:?} matches no experiment (known: {})",
+                only.unwrap_or_default(),
+                names.join(", ")
+            ));
+        }
+        let mut jobs = BTreeMap::new();
+        for &r in &selected {
+            jobs.entry(run_key(r, None)).or_insert((r, None));
+            if let Some(p) = r.patched {
+                jobs.entry(run_key(r, Some(&p))).or_insert((r, Some(p)));
+            }
+        }
+        Ok(Plan { selected, jobs })
+    }
+
+    /// How many distinct simulations [`Plan::run`] runs.
+    pub fn simulations(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// Runs every distinct simulation in parallel (each is deterministic
+    /// and independent), timing each in host seconds, then builds the
+    /// rows. Fails with the first error, in run-key order.
+    pub fn run(&self) -> Result<Report, String> {
+        use rayon::prelude::*;
+        let jobs: Vec<_> = self.jobs.iter().collect();
+        let done: Vec<(&String, RunResult)> = jobs
+            .into_par_iter()
+            .map(|(k, (r, p))| (k, run_one(r, p.as_ref())))
+            .collect();
+        let mut runs = Runs::default();
+        for (k, res) in done {
+            runs.done.insert(k.clone(), res?);
+        }
+        let mut rows = Vec::new();
+        for r in &self.selected {
+            rows.extend(runs.rows_of(r)?);
+        }
+        let acceptance = Acceptance::of(&rows);
+        Ok(Report { rows, acceptance })
+    }
+}
+
+/// The finished runs of a plan, by run key.
+#[derive(Default)]
+struct Runs {
+    done: BTreeMap<String, (RunOutput, f64)>,
+    /// Runs whose host time a row already reports.
+    reported: BTreeSet<String>,
+}
+
+impl Runs {
+    /// The run of `r` (patched with `p`) and its host seconds: the run's
+    /// on the first row that uses it, 0 after.
+    fn get(&mut self, r: &Reproduction, p: Option<&Patched>) -> Result<(&RunOutput, f64), String> {
+        let k = run_key(r, p);
+        let (o, h) = self.done.get(&k).ok_or_else(|| format!("no run for {k}"))?;
+        let first = self.reported.insert(k);
+        Ok((o, if first { *h } else { 0.0 }))
+    }
+
+    /// The rows of one reproduction: the stock kernel's, and with a patch
+    /// the patched kernel's and the before/after ratio's (if compared).
+    fn rows_of(&mut self, r: &Reproduction) -> Result<Vec<Row>, String> {
+        let (o, host) = self.get(r, None)?;
+        let before = (r.extract)(o);
+        let base = match r.patched.and_then(|p| p.allocator) {
+            Some(_) => &o.kernel.asid_allocator,
+            None => &o.kernel.tlb_policy,
+        };
+        let stock = Row::new(r, format!("{}, {base}", r.metric), r.published, before)
+            .ran(host, &o.checker.verdict);
+        let Some(p) = r.patched else {
+            return Ok(vec![stock]);
+        };
+        let (po, phost) = self.get(r, Some(&p))?;
+        let after = (r.extract)(po);
+        let name = p.policy.or(p.allocator).unwrap_or("patched");
+        let published_ratio = match p.ratio {
+            Ratio::None => f64::NAN,
+            Ratio::OfPublished => r.published / p.published,
+            Ratio::Published(x) => x,
+        };
+        let verdict = (r.accept != Accept::None).then(|| {
+            (
+                r.accept.describe(),
+                r.accept.judge(published_ratio, before, after),
+            )
+        });
+        let mut patched = Row::new(r, format!("{}, {name}", r.metric), p.published, after)
+            .ran(phost, &po.checker.verdict);
+        if p.ratio == Ratio::None {
+            patched.accept = verdict;
+            return Ok(vec![stock, patched]);
+        }
+        let mut ratio = Row::new(
+            r,
+            format!("{} ratio (before / after)", r.metric),
+            published_ratio,
+            before / after,
+        );
+        ratio.unit = "x";
+        ratio.accept = verdict;
+        Ok(vec![stock, patched, ratio])
+    }
+}
+
+impl Row {
+    /// A row of `r` comparing `published` with `simulated`; no run, no
+    /// criterion.
+    fn new(r: &Reproduction, metric: String, published: f64, simulated: f64) -> Row {
+        Row {
+            experiment: r.experiment,
+            metric,
+            unit: r.unit,
+            published,
+            simulated,
+            error_pct: (simulated - published) / published * 100.0,
+            host_s: 0.0,
+            checker: "-".into(),
+            source: r.source,
+            accept: None,
+        }
+    }
+
+    /// The row with the host seconds and checker verdict of its run.
+    fn ran(self, host_s: f64, checker: &str) -> Row {
+        Row {
+            host_s,
+            checker: checker.to_string(),
+            ..self
+        }
+    }
+}
+
+impl Acceptance {
+    /// Counts the judged criteria of `rows` and names the missed ones.
+    pub fn of(rows: &[Row]) -> Acceptance {
+        let judged: Vec<_> = rows
+            .iter()
+            .filter_map(|r| match &r.accept {
+                Some((_, Some(met))) => Some((r, *met)),
+                _ => None,
+            })
+            .collect();
+        let missed: Vec<_> = judged
+            .iter()
+            .filter(|(_, met)| !met)
+            .map(|(r, _)| format!("{} ({})", r.experiment, r.metric))
+            .collect();
+        Acceptance {
+            met: judged.len() - missed.len(),
+            total: judged.len(),
+            missed,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::Accept;
+    use super::{Accept, Acceptance, Plan, Row};
+
+    #[test]
+    fn a_plan_selects_by_name_and_shares_runs() {
+        let all = Plan::select(None).unwrap();
+        assert_eq!(all.selected.len(), super::REPRODUCTIONS.len());
+        // The four seed 002 rows share two runs: stock and patched.
+        let hb = Plan::select(Some("seed002")).unwrap();
+        assert_eq!((hb.selected.len(), hb.simulations()), (4, 2));
+        let e = Plan::select(Some("nothing")).unwrap_err();
+        assert!(
+            e.starts_with("\"nothing\" matches no experiment (known: seed000-mprotect,"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn acceptance_counts_judged_rows_and_names_the_missed() {
+        let r = &super::REPRODUCTIONS[0];
+        let row = |metric: &str, accept: Option<Option<bool>>| Row {
+            accept: accept.map(|met| ("c".to_string(), met)),
+            ..Row::new(r, metric.into(), 1.0, 1.0)
+        };
+        let rows = [
+            row("a", None),
+            row("b", Some(Some(true))),
+            row("c", Some(Some(false))),
+            row("d", Some(None)),
+        ];
+        assert_eq!(
+            Acceptance::of(&rows),
+            Acceptance {
+                met: 1,
+                total: 2,
+                missed: vec![format!("{} (c)", r.experiment)],
+            }
+        );
+    }
 
     #[test]
     fn acceptance_criteria_judge_as_the_issues_state() {

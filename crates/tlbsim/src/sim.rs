@@ -206,6 +206,28 @@ impl std::fmt::Display for SimError {
 
 impl std::error::Error for SimError {}
 
+impl SimError {
+    /// The error as a person can act on it, located in the experiment file
+    /// `file` whose text is `text`: a field error names the file, the line
+    /// of the key (when found) and the field (`x.toml:12: [kernel] kpti:
+    /// ...`); a configuration error names the file; a run error is given
+    /// as is.
+    pub fn located(&self, file: &str, text: &str) -> String {
+        match self {
+            SimError::Field {
+                section,
+                key,
+                message,
+            } => match crate::config::find_key_line(text, section, key) {
+                Some(l) => format!("{file}:{l}: [{section}] {key}: {message}"),
+                None => format!("{file}: [{section}] {key}: {message}"),
+            },
+            SimError::Config(m) => format!("{file}: {m}"),
+            SimError::Run(e) => e.to_string(),
+        }
+    }
+}
+
 /// Resolves the profile of `exp` with overrides applied and validated.
 pub fn resolve_profile(exp: &Experiment, opts: &RunOptions) -> Result<Profile, SimError> {
     let mut p = match &exp.profile_data {
@@ -432,4 +454,31 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
             speculative_walks: exp.checker.speculative_walks,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SimError;
+
+    #[test]
+    fn located_errors_name_file_line_and_field() {
+        let text = "[experiment]\nname = \"x\"\n[kernel]\ntlb_policy = \"nope\"\n";
+        let field = |section: &str, key: &str| SimError::Field {
+            section: section.into(),
+            key: key.into(),
+            message: "bad".into(),
+        };
+        assert_eq!(
+            field("kernel", "tlb_policy").located("x.toml", text),
+            "x.toml:4: [kernel] tlb_policy: bad"
+        );
+        assert_eq!(
+            field("machine", "cpus").located("x.toml", text),
+            "x.toml: [machine] cpus: bad"
+        );
+        assert_eq!(
+            SimError::Config("profile p: wrong".into()).located("x.toml", text),
+            "x.toml: profile p: wrong"
+        );
+    }
 }

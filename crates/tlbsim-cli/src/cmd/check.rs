@@ -1,0 +1,201 @@
+//! `tlbsim check`: explore schedules of an experiment under the checker,
+//! or replay one.
+
+use crate::files::{load_or_report, set_args, set_profile, Overrides};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+use tlbsim::config::Experiment;
+use tlbsim::explore::{CheckOptions, CheckReport, Outcome, Strategy};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Experiment file (TOML).
+    experiment: PathBuf,
+    /// random, pct or exhaustive.
+    #[arg(long, default_value = "random")]
+    strategy: String,
+    /// Most schedules to run.
+    #[arg(long, default_value_t = 1000)]
+    schedules: u64,
+    /// Seed of the schedule choices.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// PCT bug depth.
+    #[arg(long, default_value_t = 3)]
+    depth: u32,
+    /// Exhaustive search: most preemptions per schedule.
+    #[arg(long, default_value_t = 2)]
+    preemptions: u32,
+    /// Actions per schedule before it is cut off.
+    #[arg(long, default_value_t = 200_000)]
+    max_actions: usize,
+    /// Speculative fills per schedule.
+    #[arg(long, default_value_t = 2)]
+    speculation: u32,
+    /// Number of CPUs (overrides the profile).
+    #[arg(long)]
+    cpus: Option<u32>,
+    /// TLB policy (overrides [kernel] tlb_policy).
+    #[arg(long)]
+    policy: Option<String>,
+    /// ASID allocator (overrides [kernel] asid_allocator).
+    #[arg(long)]
+    allocator: Option<String>,
+    /// Machine profile (overrides [experiment] profile): a built-in
+    /// name, or a profile file ending in .toml.
+    #[arg(long)]
+    profile: Option<String>,
+    /// Re-run one schedule, as printed by a failing check.
+    #[arg(long)]
+    replay: Option<String>,
+    /// Set any key of the experiment file, as SECTION.KEY=VALUE (VALUE
+    /// in TOML syntax, e.g. kernel.kpti=false, workload.iterations=500);
+    /// repeatable.
+    #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
+    sets: Vec<String>,
+}
+
+/// Explores the schedules (or replays `--replay`) and prints the report;
+/// a failure prints the command that replays it.
+pub fn run(args: Args) -> ExitCode {
+    let opts = match options(&args) {
+        Ok(o) => o,
+        Err(code) => return code,
+    };
+    let ov = Overrides {
+        policy: args.policy,
+        profile: args.profile,
+        sets: args.sets,
+    };
+    let (mut exp, text) = match load_or_report(&args.experiment, &ov.sets) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    let base = match apply(&mut exp, &args.experiment, &opts, ov, args.allocator) {
+        Ok(b) => b,
+        Err(code) => return code,
+    };
+    if let Some(s) = args.replay {
+        return replay(&exp, opts.cpus, &s);
+    }
+    let t0 = Instant::now();
+    let rep = match tlbsim::explore::check(&exp, &opts) {
+        Ok(r) => r,
+        Err(e) => {
+            let file = args.experiment.display().to_string();
+            eprintln!("error: {}", e.located(&file, &text));
+            return ExitCode::from(2);
+        }
+    };
+    print_report(rep, &opts, t0.elapsed().as_secs_f64(), &base)
+}
+
+/// The explorer's options from the arguments; exit code 2 on an unknown
+/// strategy.
+fn options(args: &Args) -> Result<CheckOptions, ExitCode> {
+    let strategy = match args.strategy.as_str() {
+        "random" => Strategy::Random,
+        "pct" => Strategy::Pct(args.depth),
+        "exhaustive" => Strategy::Exhaustive(args.preemptions),
+        other => {
+            eprintln!("error: --strategy {other:?}: expected random, pct or exhaustive");
+            return Err(ExitCode::from(2));
+        }
+    };
+    Ok(CheckOptions {
+        strategy,
+        schedules: args.schedules,
+        seed: args.seed,
+        max_actions: args.max_actions,
+        speculation: args.speculation,
+        cpus: args.cpus,
+    })
+}
+
+/// Applies the command-line overrides to `exp` and returns the command a
+/// replay starts with (`--replay` is appended); exit code 2 on a bad
+/// profile.
+fn apply(
+    exp: &mut Experiment,
+    path: &Path,
+    opts: &CheckOptions,
+    ov: Overrides,
+    allocator: Option<String>,
+) -> Result<String, ExitCode> {
+    let mut base = format!("tlbsim check {}", path.display());
+    base.push_str(&set_args(&ov.sets));
+    if let Some(p) = ov.profile {
+        base.push_str(&format!(" --profile {p}"));
+        if let Err(e) = set_profile(exp, &p, Path::new("")) {
+            eprintln!("error: --profile {p}: {e}");
+            return Err(ExitCode::from(2));
+        }
+    }
+    if let Some(c) = opts.cpus {
+        base.push_str(&format!(" --cpus {c}"));
+    }
+    if let Some(p) = ov.policy {
+        base.push_str(&format!(" --policy {p}"));
+        exp.kernel.tlb_policy = p;
+    }
+    if let Some(a) = allocator {
+        base.push_str(&format!(" --allocator {a}"));
+        exp.kernel.asid_allocator = a;
+    }
+    Ok(base)
+}
+
+/// Re-runs the one schedule `schedule` and prints its outcome.
+fn replay(exp: &Experiment, cpus: Option<u32>, schedule: &str) -> ExitCode {
+    match tlbsim::explore::check_replay(exp, cpus, schedule) {
+        Ok(Outcome::Violation(r)) => {
+            println!("replayed: checker violation:\n{r}");
+            ExitCode::FAILURE
+        }
+        Ok(o) => {
+            println!("replayed: {o:?}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Prints the search's counts and rates, whether an exhaustive search was
+/// cut short, and the verdict; a failure with its replay command (`base`
+/// plus the schedule).
+fn print_report(rep: CheckReport, opts: &CheckOptions, secs: f64, base: &str) -> ExitCode {
+    println!(
+        "{} schedules ({} complete, {} cut at {} actions{}), {} actions ({} IPIs taken), {:.1} s: {:.0} schedules/s, {:.2} M actions/s",
+        rep.schedules,
+        rep.completed,
+        rep.bounded,
+        opts.max_actions,
+        if rep.exhausted { "; search exhausted" } else { "" },
+        rep.actions,
+        rep.interrupts,
+        secs,
+        rep.schedules as f64 / secs.max(1e-9),
+        rep.actions as f64 / secs.max(1e-9) / 1e6
+    );
+    if matches!(opts.strategy, Strategy::Exhaustive(_)) && !rep.exhausted && rep.failure.is_none() {
+        println!(
+            "note: the exhaustive search is NOT complete: it stopped at --schedules {}; raise it to finish",
+            rep.schedules
+        );
+    }
+    match rep.failure {
+        None => {
+            println!("checker: pass");
+            ExitCode::SUCCESS
+        }
+        Some(f) => {
+            println!("schedule {} fails:\n{}", f.index, f.report);
+            println!("replay: {base} --replay '{}'", f.schedule);
+            ExitCode::FAILURE
+        }
+    }
+}

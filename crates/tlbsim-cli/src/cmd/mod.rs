@@ -1,0 +1,8 @@
+//! One module per command: its `Args` (the clap definition) and its `run`.
+
+pub mod check;
+pub mod policies;
+pub mod profiles;
+pub mod reproduce;
+pub mod run;
+pub mod sweep;

@@ -1,0 +1,46 @@
+//! `tlbsim policies`: the registered policies, allocators and workloads.
+
+use std::process::ExitCode;
+use tlbsim::kernel::registry::{Allocators, Breaks, ASID_ALLOCATORS, TLB_POLICIES};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {}
+
+/// Every registered policy, allocator and workload with its description;
+/// policies and allocators also with their architecture, the hardware
+/// features they require and, for a mutant or a historical bug, the
+/// invariant it breaks.
+pub fn run(_: Args) -> ExitCode {
+    println!("tlb_policy:");
+    for e in TLB_POLICIES {
+        let req: Vec<_> = e.requires.iter().map(|f| f.name()).collect();
+        let req = if req.is_empty() {
+            String::new()
+        } else {
+            format!("; requires: {}", req.join(", "))
+        };
+        let alloc = match e.allocators {
+            Allocators::OfArch => "",
+            Allocators::PicksOwnTags => "; asid_allocator: none",
+        };
+        println!("  {:<34} {}", e.name, e.description);
+        println!("  {:<34} [{}{req}{alloc}{}]", "", e.arch, breaks(&e.breaks));
+    }
+    println!("asid_allocator:");
+    for e in ASID_ALLOCATORS {
+        let arch = e.arch.map_or("any".to_string(), |a| a.to_string());
+        println!("  {:<34} {}", e.name, e.description);
+        println!("  {:<34} [{arch}{}]", "", breaks(&e.breaks));
+    }
+    println!("workload:");
+    for e in tlbsim::workload::WORKLOADS {
+        println!("  {:<34} {}", e.name, e.description);
+    }
+    ExitCode::SUCCESS
+}
+
+/// `; breaks: INVARIANT` for a mutant or historical bug, else nothing.
+fn breaks(b: &Option<Breaks>) -> String {
+    b.map(|b| format!("; breaks: {}", b.invariant))
+        .unwrap_or_default()
+}

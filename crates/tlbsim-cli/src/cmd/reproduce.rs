@@ -1,0 +1,124 @@
+//! `tlbsim reproduce`: prints the library's reproduction rows
+//! ([`tlbsim::reproduce::Plan`]) as a table and, if asked, a JSON array.
+
+use crate::files::write_or_report;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use tlbsim::reproduce::{Acceptance, Plan, Row};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Also write the rows as a JSON array to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Only experiments whose name contains this text.
+    #[arg(long)]
+    only: Option<String>,
+}
+
+/// Runs the selected reproductions and prints published vs simulated.
+pub fn run(args: Args) -> ExitCode {
+    let plan = match Plan::select(args.only.as_deref()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: --only {e}");
+            return ExitCode::from(2);
+        }
+    };
+    println!(
+        "{:<22} {:<48} {:>5} {:>10} {:>10} {:>8}  {:>7}",
+        "experiment", "metric", "unit", "published", "simulated", "error", "host s"
+    );
+    eprintln!(
+        "reproduce: {} simulations on {} threads",
+        plan.simulations(),
+        rayon::current_num_threads()
+    );
+    let report = match plan.run() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    for r in &report.rows {
+        println!("{}", table_line(r));
+    }
+    println!("\n{}", summary(&report.acceptance));
+    match args.json {
+        Some(j) => {
+            let rows: Vec<Value> = report.rows.iter().map(json_row).collect();
+            let bytes = serde_json::to_vec_pretty(&rows).expect("serialisable");
+            write_or_report(&j, &bytes)
+        }
+        None => ExitCode::SUCCESS,
+    }
+}
+
+/// A value of the table: `-` when not published.
+fn cell(v: f64) -> String {
+    if v.is_nan() {
+        "-".to_string()
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+/// One printed row.
+fn table_line(r: &Row) -> String {
+    let err = if r.error_pct.is_finite() {
+        format!("{:+.1}%", r.error_pct)
+    } else {
+        "-".into()
+    };
+    let accept = match &r.accept {
+        Some((what, Some(true))) => format!("   accept: ok ({what})"),
+        Some((what, Some(false))) => format!("   accept: MISS ({what})"),
+        Some((what, None)) => format!("   accept: - ({what})"),
+        None => String::new(),
+    };
+    format!(
+        "{:<22} {:<48} {:>5} {:>10} {:>10} {:>8}  {:>7.2}   checker: {}{}",
+        r.experiment,
+        r.metric,
+        r.unit,
+        cell(r.published),
+        cell(r.simulated),
+        err,
+        r.host_s,
+        r.checker,
+        accept
+    )
+}
+
+/// `acceptance: M of N criteria met[; missed: ...]`.
+fn summary(a: &Acceptance) -> String {
+    let missed = if a.missed.is_empty() {
+        String::new()
+    } else {
+        format!("; missed: {}", a.missed.join(", "))
+    };
+    format!("acceptance: {} of {} criteria met{missed}", a.met, a.total)
+}
+
+/// One JSON row (no host time: the file is deterministic). Built with
+/// `json!`, whose object keys are sorted.
+fn json_row(r: &Row) -> Value {
+    let num = |v: f64| {
+        if v.is_finite() {
+            json!(v)
+        } else {
+            Value::Null
+        }
+    };
+    let mut row = json!({
+        "experiment": r.experiment, "metric": r.metric, "unit": r.unit,
+        "published": num(r.published), "simulated": num(r.simulated),
+        "error_pct": num(r.error_pct), "source": r.source, "checker": r.checker,
+    });
+    if let Some((what, met)) = &r.accept {
+        row["accept"] = json!({ "criterion": what, "met": met });
+    }
+    row
+}

@@ -1,0 +1,122 @@
+//! `tlbsim run`: one experiment, printed as a perf-stat-like table.
+
+use crate::files::{load_or_report, set_args, set_profile, write_or_report, Overrides};
+use crate::report;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+use tlbsim::config::Experiment;
+use tlbsim::driver::RunError;
+use tlbsim::sim::{RunOptions, RunOutput, SimError};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Experiment file (TOML).
+    experiment: PathBuf,
+    /// Root seed (overrides [experiment] seed).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Number of CPUs (overrides the profile).
+    #[arg(long)]
+    cpus: Option<u32>,
+    /// TLB policy (overrides [kernel] tlb_policy).
+    #[arg(long)]
+    policy: Option<String>,
+    /// Machine profile (overrides [experiment] profile): a built-in
+    /// name, or a profile file ending in .toml (see `profiles --show`).
+    #[arg(long)]
+    profile: Option<String>,
+    /// Write the full result as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Print per-CPU rows even on large machines.
+    #[arg(long)]
+    per_cpu: bool,
+    /// Set any key of the experiment file, as SECTION.KEY=VALUE (VALUE
+    /// in TOML syntax, e.g. kernel.kpti=false, workload.iterations=500);
+    /// repeatable.
+    #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
+    sets: Vec<String>,
+}
+
+/// Runs the experiment, prints its table and writes the JSON if asked.
+pub fn run(args: Args) -> ExitCode {
+    let ov = Overrides {
+        policy: args.policy,
+        profile: args.profile,
+        sets: args.sets,
+    };
+    let (mut exp, text) = match load_or_report(&args.experiment, &ov.sets) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    let opts = RunOptions {
+        seed: args.seed,
+        cpus: args.cpus,
+    };
+    let replay = match apply(&mut exp, &args.experiment, &opts, ov) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    println!("# {replay}");
+    let t0 = Instant::now();
+    let out = tlbsim::sim::run(&exp, &opts);
+    let host = t0.elapsed().as_secs_f64();
+    match out {
+        Ok(o) => print_and_write(&o, host, args.per_cpu, args.json.as_deref()),
+        Err(e) => {
+            let file = args.experiment.display().to_string();
+            eprintln!("error: {}", e.located(&file, &text));
+            match e {
+                SimError::Run(RunError::Violation(_)) => {
+                    eprintln!("replay: {replay}");
+                    ExitCode::FAILURE
+                }
+                SimError::Run(_) => ExitCode::FAILURE,
+                SimError::Config(_) | SimError::Field { .. } => ExitCode::from(2),
+            }
+        }
+    }
+}
+
+/// Applies the command-line overrides to `exp` and returns the command
+/// that replays the run (seed included); exit code 2 on a bad profile.
+fn apply(
+    exp: &mut Experiment,
+    path: &Path,
+    opts: &RunOptions,
+    ov: Overrides,
+) -> Result<String, ExitCode> {
+    let seed_used = opts.seed.unwrap_or(exp.experiment.seed);
+    let mut replay = format!("tlbsim run {} --seed {seed_used}", path.display());
+    replay.push_str(&set_args(&ov.sets));
+    if let Some(c) = opts.cpus {
+        replay.push_str(&format!(" --cpus {c}"));
+    }
+    if let Some(p) = ov.policy {
+        replay.push_str(&format!(" --policy {p}"));
+        exp.kernel.tlb_policy = p;
+    }
+    if let Some(p) = ov.profile {
+        replay.push_str(&format!(" --profile {p}"));
+        // A --profile file is relative to the working directory.
+        if let Err(e) = set_profile(exp, &p, Path::new("")) {
+            eprintln!("error: --profile {p}: {e}");
+            return Err(ExitCode::from(2));
+        }
+    }
+    Ok(replay)
+}
+
+/// Prints the table of a finished run and writes its JSON to `json`.
+fn print_and_write(o: &RunOutput, host_s: f64, per_cpu: bool, json: Option<&Path>) -> ExitCode {
+    print!("{}", report::table(o, host_s, per_cpu));
+    match json {
+        Some(j) => {
+            let v = report::json(o, host_s);
+            let bytes = serde_json::to_vec_pretty(&v).expect("serialisable");
+            write_or_report(j, &bytes)
+        }
+        None => ExitCode::SUCCESS,
+    }
+}
