@@ -313,62 +313,8 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
     let policy = (policy_entry.new)();
     let alloc = (alloc_entry.new)(&kcfg, profile.tlb.asid_bits);
     debug_assert_eq!(policy.arch(), policy_entry.arch, "{}", policy_entry.name);
-    if kcfg.thp == crate::config::Thp::Always && profile.kernel.thp_fault_ns.is_none() {
-        return Err(field(
-            "kernel",
-            "thp",
-            format!(
-                "profile \"{}\" has no kernel.thp_fault_ns (the cost of a 2 MiB fault), which thp = \"always\" needs",
-                profile.name
-            ),
-        ));
-    }
-    if kcfg.kpti && !alloc.supports_kpti() {
-        return Err(field(
-            "kernel",
-            "kpti",
-            format!(
-                "asid_allocator \"{}\" does not support kpti",
-                kcfg.asid_allocator
-            ),
-        ));
-    }
-    if kcfg.kpti && profile.tlb.asid_bits < 3 {
-        return Err(field("kernel", "kpti", "kpti needs asid_bits >= 3".into()));
-    }
-    // More usable ASIDs than CPUs, or rollover cannot find a free one
-    // (arch/arm64/mm/context.c relies on NUM_USER_ASIDS > NR_CPUS).
-    let usable = ((1u64 << profile.tlb.asid_bits) >> u32::from(kcfg.kpti)) - 1;
-    if alloc_entry.arch.is_some() && usable <= u64::from(profile.topology.cpus) {
-        return Err(field(
-            "kernel",
-            "asid_bits",
-            format!(
-                "{} usable ASIDs with asid_bits = {}{} is not more than the {} CPUs",
-                usable,
-                profile.tlb.asid_bits,
-                if kcfg.kpti { " and kpti" } else { "" },
-                profile.topology.cpus
-            ),
-        ));
-    }
-    let wl = workload::build(&exp.workload.name, &exp.workload.params).map_err(|e| {
-        // The offending parameter is the first backquoted word that is a
-        // parameter (`parse_params` puts it first as "`key`: ...").
-        let key = e
-            .split('`')
-            .skip(1)
-            .step_by(2)
-            .find(|k| exp.workload.params.contains_key(*k));
-        match key {
-            Some(k) => {
-                let prefix = format!("`{k}`: ");
-                let message = e.strip_prefix(&prefix).unwrap_or(&e).to_string();
-                field("workload", k, message)
-            }
-            None => field("workload", "name", e.clone()),
-        }
-    })?;
+    check_kernel(&kcfg, &profile, alloc.as_ref(), alloc_entry.arch.is_some())?;
+    let wl = build_workload(exp)?;
     let w = World::new(profile.clone(), kcfg.clone(), policy, alloc);
     if exp.checker.enabled {
         *w.observer.borrow_mut() = Some(Box::new(Checker::new(w.ncpus(), exp.checker.history)));
@@ -381,6 +327,86 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
         profile,
         seed,
         workload: exp.workload.with_defaults(wl.params),
+    })
+}
+
+/// The `[kernel]` settings that depend on the profile and the allocator:
+/// THP needs the profile's 2 MiB fault cost, KPTI an allocator that hands
+/// out ASID pairs and at least 3 ASID bits, and an ASID allocator more
+/// usable ASIDs than CPUs.
+fn check_kernel(
+    kcfg: &KernelConfig,
+    profile: &Profile,
+    alloc: &dyn crate::kernel::policy::AsidAllocator,
+    allocates_asids: bool,
+) -> Result<(), SimError> {
+    let field = |key: &str, message: String| SimError::Field {
+        section: "kernel".into(),
+        key: key.into(),
+        message,
+    };
+    if kcfg.thp == crate::config::Thp::Always && profile.kernel.thp_fault_ns.is_none() {
+        return Err(field(
+            "thp",
+            format!(
+                "profile \"{}\" has no kernel.thp_fault_ns (the cost of a 2 MiB fault), which thp = \"always\" needs",
+                profile.name
+            ),
+        ));
+    }
+    if kcfg.kpti && !alloc.supports_kpti() {
+        return Err(field(
+            "kpti",
+            format!(
+                "asid_allocator \"{}\" does not support kpti",
+                kcfg.asid_allocator
+            ),
+        ));
+    }
+    if kcfg.kpti && profile.tlb.asid_bits < 3 {
+        return Err(field("kpti", "kpti needs asid_bits >= 3".into()));
+    }
+    // More usable ASIDs than CPUs, or rollover cannot find a free one
+    // (arch/arm64/mm/context.c relies on NUM_USER_ASIDS > NR_CPUS).
+    let usable = ((1u64 << profile.tlb.asid_bits) >> u32::from(kcfg.kpti)) - 1;
+    if allocates_asids && usable <= u64::from(profile.topology.cpus) {
+        return Err(field(
+            "asid_bits",
+            format!(
+                "{} usable ASIDs with asid_bits = {}{} is not more than the {} CPUs",
+                usable,
+                profile.tlb.asid_bits,
+                if kcfg.kpti { " and kpti" } else { "" },
+                profile.topology.cpus
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Builds the workload of `exp`; an error names the offending parameter.
+fn build_workload(exp: &Experiment) -> Result<workload::Resolved, SimError> {
+    let field = |key: &str, message: String| SimError::Field {
+        section: "workload".into(),
+        key: key.into(),
+        message,
+    };
+    workload::build(&exp.workload.name, &exp.workload.params).map_err(|e| {
+        // The offending parameter is the first backquoted word that is a
+        // parameter (`parse_params` puts it first as "`key`: ...").
+        let key = e
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .find(|k| exp.workload.params.contains_key(*k));
+        match key {
+            Some(k) => {
+                let prefix = format!("`{k}`: ");
+                let message = e.strip_prefix(&prefix).unwrap_or(&e).to_string();
+                field(k, message)
+            }
+            None => field("name", e.clone()),
+        }
     })
 }
 
