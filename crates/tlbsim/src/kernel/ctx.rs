@@ -113,13 +113,29 @@ impl Ctx {
         self.w.k.borrow().mms[mm as usize].cpumask.clone()
     }
 
-    /// `cpumask_set_cpu(cpu, mm_cpumask(mm))`.
-    pub fn cpumask_set_cpu(&self, cpu: CpuId, mm: MmId) {
+    /// `cpumask_set_cpu(cpu, mm_cpumask(mm))`: an atomic `set_bit()`, one
+    /// step.
+    pub async fn cpumask_set_cpu(&self, cpu: CpuId, mm: MmId) {
+        self.step(Op::Atomic).await;
+        self.__cpumask_set_cpu(cpu, mm);
+    }
+
+    /// `cpumask_clear_cpu(cpu, mm_cpumask(mm))`: an atomic `clear_bit()`,
+    /// one step.
+    pub async fn cpumask_clear_cpu(&self, cpu: CpuId, mm: MmId) {
+        self.step(Op::Atomic).await;
+        self.__cpumask_clear_cpu(cpu, mm);
+    }
+
+    /// `__cpumask_set_cpu(cpu, mm_cpumask(mm))`: no step of its own (the
+    /// non-atomic form, or a set the model folds into the step before it).
+    pub fn __cpumask_set_cpu(&self, cpu: CpuId, mm: MmId) {
         self.w.k.borrow_mut().mms[mm as usize].cpumask.set(cpu);
     }
 
-    /// `cpumask_clear_cpu(cpu, mm_cpumask(mm))`.
-    pub fn cpumask_clear_cpu(&self, cpu: CpuId, mm: MmId) {
+    /// `__cpumask_clear_cpu(cpu, mm_cpumask(mm))`: no step of its own (the
+    /// non-atomic form, or a clear the model folds into the step before it).
+    pub fn __cpumask_clear_cpu(&self, cpu: CpuId, mm: MmId) {
         self.w.k.borrow_mut().mms[mm as usize].cpumask.clear(cpu);
     }
 

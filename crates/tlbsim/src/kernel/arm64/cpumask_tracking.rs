@@ -53,8 +53,8 @@ impl TlbPolicy for CpumaskTracking {
     fn before_ttbr0_load<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
         Box::pin(async move {
             let cpu = ctx.cpu();
-            ctx.atomic().await; // cpumask_set_cpu()'s set_bit(); smp_mb__after_atomic()
-            ctx.cpumask_set_cpu(cpu, mm);
+            // cpumask_set_cpu(); smp_mb__after_atomic(), in the same step.
+            ctx.cpumask_set_cpu(cpu, mm).await;
         })
     }
 

@@ -34,9 +34,10 @@ impl SkipV1 {
         if ctx.mm() != Some(mm) || users > 1 {
             return FlushScope::Broadcast;
         }
-        ctx.atomic().await; // cpumask_clear_cpu()'s clear_bit()
+        // cpumask_setall(); cpumask_clear_cpu(cpu): one step.
+        ctx.atomic().await;
         ctx.cpumask_setall(mm);
-        ctx.cpumask_clear_cpu(cpu, mm);
+        ctx.__cpumask_clear_cpu(cpu, mm);
         ctx.smp_mb().await;
         if mm_users() <= 1 {
             // atomic_read(&mm->mm_users), in the step of smp_mb()

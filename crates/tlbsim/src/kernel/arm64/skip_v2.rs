@@ -118,7 +118,8 @@ impl SkipV2 {
         if (self.recheck)(n) {
             if is_local {
                 if !local_is_clear {
-                    ctx.cpumask_clear_cpu(cpu, mm);
+                    // cpumask_clear_cpu(), in the step of smp_mb()
+                    ctx.__cpumask_clear_cpu(cpu, mm);
                 }
                 return FlushScope::Local;
             }
@@ -157,8 +158,7 @@ pub async fn flush_if_stale(ctx: &Ctx, mm: MmId) {
     if !ctx.cpumask_test_cpu(cpu, mm) {
         return;
     }
-    ctx.atomic().await; // cpumask_clear_cpu()'s clear_bit()
-    ctx.cpumask_clear_cpu(cpu, mm);
+    ctx.cpumask_clear_cpu(cpu, mm).await;
     w.stats.borrow_mut().cpu[cpu].stale_switch_flushes += 1;
     local_flush_tlb_asid(ctx, w.asid.asid_of(w, mm)).await;
 }

@@ -48,8 +48,7 @@ impl Inner {
             return;
         };
         if ctx.cpumask_test_cpu(cpu, mm) {
-            ctx.atomic().await; // cpumask_clear_cpu()'s clear_bit()
-            ctx.cpumask_clear_cpu(cpu, mm);
+            ctx.cpumask_clear_cpu(cpu, mm).await;
             load_cr3(ctx, None, 0, true).await;
         }
     }
@@ -164,19 +163,16 @@ impl Legacy {
             c[cpu].active_mm = Some(next);
         }
         if real_prev != Some(next) {
-            ctx.atomic().await; // cpumask_set_cpu()'s set_bit()
-            ctx.cpumask_set_cpu(cpu, next);
+            ctx.cpumask_set_cpu(cpu, next).await;
             load_cr3(ctx, Some(next), 0, true).await;
             if let Some(p) = real_prev {
                 // Stop flush ipis for the previous mm.
-                ctx.atomic().await; // cpumask_clear_cpu()'s clear_bit()
-                ctx.cpumask_clear_cpu(cpu, p);
+                ctx.cpumask_clear_cpu(cpu, p).await;
             }
         } else if !ctx.cpumask_test_cpu(cpu, next) {
             // leave_mm() ran while lazy: reload CR3 so that no freed page
             // table is used.
-            ctx.atomic().await; // cpumask_set_cpu()'s set_bit()
-            ctx.cpumask_set_cpu(cpu, next);
+            ctx.cpumask_set_cpu(cpu, next).await;
             load_cr3(ctx, Some(next), 0, true).await;
         }
     }

@@ -82,8 +82,7 @@ impl TlbGenFns for Linux {}
 /// Linux's [`TlbGenFns::set_cpumask_then_read_gen`].
 pub async fn set_cpumask_then_read_gen(g: &Inner, ctx: &Ctx, next: MmId) -> u64 {
     // Start remote flushes and then read tlb_gen.
-    ctx.atomic().await; // cpumask_set_cpu()'s set_bit()
-    ctx.cpumask_set_cpu(ctx.cpu(), next);
+    ctx.cpumask_set_cpu(ctx.cpu(), next).await;
     ctx.atomic_read(|| g.mm(next).tlb_gen).await
 }
 
@@ -245,8 +244,7 @@ impl Inner {
                 return;
             }
             if !ctx.cpumask_test_cpu(cpu, n) {
-                ctx.atomic().await; // cpumask_set_cpu()'s set_bit()
-                ctx.cpumask_set_cpu(cpu, n);
+                ctx.cpumask_set_cpu(cpu, n).await;
             }
             ctx.smp_mb().await;
             let gen = self.mm(n).tlb_gen; // atomic64_read(), same step
@@ -264,8 +262,7 @@ impl Inner {
         } else {
             if let Some(p) = real_prev {
                 // Stop remote flushes for the previous mm.
-                ctx.atomic().await; // cpumask_clear_cpu()'s clear_bit()
-                ctx.cpumask_clear_cpu(cpu, p);
+                ctx.cpumask_clear_cpu(cpu, p).await;
             }
             match next {
                 None => {

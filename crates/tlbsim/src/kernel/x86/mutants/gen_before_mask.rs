@@ -25,8 +25,7 @@ impl TlbGenFns for GenBeforeMask {
     ) -> KFuture<'a, u64> {
         Box::pin(async move {
             let gen = ctx.atomic_read(|| g.mm(next).tlb_gen).await;
-            ctx.atomic().await; // cpumask_set_cpu()'s set_bit()
-            ctx.cpumask_set_cpu(ctx.cpu(), next);
+            ctx.cpumask_set_cpu(ctx.cpu(), next).await;
             gen
         })
     }
