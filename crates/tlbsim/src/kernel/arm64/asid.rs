@@ -4,10 +4,10 @@
 //! flushes locally before first using a new generation, no IPIs, and a
 //! lockless fast path on `active_asids` with cmpxchg.
 
-use crate::engine::exec::KFuture;
-use crate::hw::cpumask::CpuMask;
 use super::mmu_context::cpu_switch_mm;
 use super::tlbflush::local_flush_tlb_all;
+use crate::engine::exec::KFuture;
+use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{Asid, MmId};
 use crate::kernel::policy::AsidAllocator;
 use crate::kernel::registry::AllocatorEntry;

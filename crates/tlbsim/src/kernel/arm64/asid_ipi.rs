@@ -20,9 +20,9 @@
 //! broadcast), the VIVT instruction-cache flush. The allocator does not
 //! support KPTI (ARMv7 had none).
 
+use super::mmu_context::cpu_set_reserved_ttbr0;
 use crate::engine::exec::KFuture;
 use crate::hw::cpumask::CpuMask;
-use super::mmu_context::cpu_set_reserved_ttbr0;
 use crate::hw::tlb::{Asid, MmId, TlbiScope};
 use crate::hw::Ttbr0;
 use crate::kernel::policy::AsidAllocator;

@@ -46,8 +46,10 @@ impl TlbPolicy for Stock {
         stride: u64,
         last_level: bool,
     ) -> KFuture<'a, ()> {
-        let range = (start, end);
-        Box::pin(__flush_tlb_range(ctx, mm, range, stride, last_level, FlushScope::Broadcast))
+        Box::pin(async move {
+            let flush = FlushScope::Broadcast;
+            __flush_tlb_range(ctx, mm, (start, end), stride, last_level, flush).await;
+        })
     }
 }
 

@@ -36,8 +36,10 @@ impl TlbPolicy for RangeNoBroadcast {
         stride: u64,
         last_level: bool,
     ) -> KFuture<'a, ()> {
-        let range = (start, end);
-        Box::pin(__flush_tlb_range(ctx, mm, range, stride, last_level, FlushScope::Local))
+        Box::pin(async move {
+            let flush = FlushScope::Local;
+            __flush_tlb_range(ctx, mm, (start, end), stride, last_level, flush).await;
+        })
     }
 }
 
