@@ -176,7 +176,7 @@ impl TlbPolicy for SkipV2 {
                 self.add(next, 1);
                 ctx.w.asid.check_and_switch_context(ctx, next).await;
             } else if prev != Some(next) {
-                ctx.atomic().await;
+                ctx.atomic().await; // atomic_inc(&next->nr_active_mm)
                 self.add(next, 1);
                 ctx.w.asid.check_and_switch_context(ctx, next).await;
                 if let Some(p) = prev {
