@@ -51,8 +51,9 @@ pub async fn invlpgb_flush_user_nr_nosync(
     ctx.tlbi(scope, true).await;
 }
 
-/// `__tlbsync()`: waits until every INVLPGB this CPU issued has completed
-/// on every CPU (the model's `DSB ISH`).
+/// `tlbsync()` (the `TLBSYNC` instruction, `__tlbsync()`): waits until
+/// every INVLPGB this CPU issued has completed on every CPU (the model's
+/// `DSB ISH`).
 pub async fn tlbsync(ctx: &Ctx) {
     ctx.dsb_ish().await;
 }
