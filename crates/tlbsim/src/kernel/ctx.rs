@@ -80,11 +80,23 @@ impl Ctx {
         self.step(Op::Atomic).await;
     }
 
+    /// `smp_rmb()`: a read barrier (one step, as [`Ctx::smp_mb`]).
+    pub async fn smp_rmb(&self) {
+        self.step(Op::Atomic).await;
+    }
+
     /// `atomic_read(v)`: one step, then `read` reads the variable (the read
     /// is the linearisation point, after the await).
     pub async fn atomic_read<T>(&self, read: impl FnOnce() -> T) -> T {
         self.step(Op::Atomic).await;
         read()
+    }
+
+    /// `atomic_set(v, i)` (and `atomic64_set()`): one step, then `write`
+    /// stores the variable.
+    pub async fn atomic_set(&self, write: impl FnOnce()) {
+        self.step(Op::Atomic).await;
+        write();
     }
 
     /// `cmpxchg(v, old, new)` and the other read-modify-writes of one
@@ -101,13 +113,29 @@ impl Ctx {
         self.w.k.borrow().mms[mm as usize].cpumask.clone()
     }
 
-    /// `cpumask_set_cpu(cpu, mm_cpumask(mm))`.
-    pub fn cpumask_set_cpu(&self, cpu: CpuId, mm: MmId) {
+    /// `cpumask_set_cpu(cpu, mm_cpumask(mm))`: an atomic `set_bit()`, one
+    /// step.
+    pub async fn cpumask_set_cpu(&self, cpu: CpuId, mm: MmId) {
+        self.step(Op::Atomic).await;
+        self.__cpumask_set_cpu(cpu, mm);
+    }
+
+    /// `cpumask_clear_cpu(cpu, mm_cpumask(mm))`: an atomic `clear_bit()`,
+    /// one step.
+    pub async fn cpumask_clear_cpu(&self, cpu: CpuId, mm: MmId) {
+        self.step(Op::Atomic).await;
+        self.__cpumask_clear_cpu(cpu, mm);
+    }
+
+    /// `__cpumask_set_cpu(cpu, mm_cpumask(mm))`: no step of its own (the
+    /// non-atomic form, or a set the model folds into the step before it).
+    pub fn __cpumask_set_cpu(&self, cpu: CpuId, mm: MmId) {
         self.w.k.borrow_mut().mms[mm as usize].cpumask.set(cpu);
     }
 
-    /// `cpumask_clear_cpu(cpu, mm_cpumask(mm))`.
-    pub fn cpumask_clear_cpu(&self, cpu: CpuId, mm: MmId) {
+    /// `__cpumask_clear_cpu(cpu, mm_cpumask(mm))`: no step of its own (the
+    /// non-atomic form, or a clear the model folds into the step before it).
+    pub fn __cpumask_clear_cpu(&self, cpu: CpuId, mm: MmId) {
         self.w.k.borrow_mut().mms[mm as usize].cpumask.clear(cpu);
     }
 
@@ -123,7 +151,7 @@ impl Ctx {
 
     /// `cpumask_clear(mm_cpumask(mm))`.
     pub fn cpumask_clear(&self, mm: MmId) {
-        self.w.k.borrow_mut().mms[mm as usize].cpumask.clear_all();
+        self.w.cpumask_clear(mm);
     }
 
     /// Issues a TLBI.

@@ -7,7 +7,7 @@ use super::pgtable::{
     detach_empty_tables, get_pte, huge_leaves, pmd_none, present_ptes, set_huge, set_pte,
 };
 use super::{sched, Ctx, Vma};
-use crate::hw::mem::{Perms, Pfn, TableId, HPAGE_PAGES, HPAGE_SIZE, PAGE_SIZE, ZERO_PFN};
+use crate::hw::mem::{Perms, Pfn, Pte, TableId, HPAGE_PAGES, HPAGE_SIZE, PAGE_SIZE, ZERO_PFN};
 use crate::hw::tlb::MmId;
 use crate::hw::Fault;
 use crate::observe::Event;
@@ -177,9 +177,8 @@ impl MmuGather {
     /// page-table pages, then drop the pending count.
     pub async fn finish(mut self, ctx: &Ctx) {
         let w = &ctx.w;
-        ctx.atomic().await;
-        let concurrent = w.k.borrow().mms[self.mm as usize].tlb_flush_pending > 1;
-        if concurrent {
+        let nested = || w.k.borrow().mms[self.mm as usize].tlb_flush_pending > 1;
+        if ctx.atomic_read(nested).await {
             // mm_tlb_flush_nested(): another gather may have cleared PTEs we
             // found none; like tlb_finish_mmu(), flush the whole mm.
             self.fullmm = true;
@@ -435,8 +434,8 @@ pub async fn sys_mprotect(ctx: &Ctx, addr: u64, len: u64, perms: Perms) -> bool 
     };
     if ok {
         // change_protection(): rewrite every present PTE, flush if any, with
-        // mm->tlb_flush_pending raised around it (inc/dec_tlb_flush_pending).
-        ctx.atomic().await;
+        // mm->tlb_flush_pending raised around it.
+        ctx.atomic().await; // inc_tlb_flush_pending()
         w.k.borrow_mut().mms[mm as usize].tlb_flush_pending += 1;
         split_huge_range(ctx, mm, addr, end).await;
         let pte_perms = Perms(perms.0 & !(Perms::RW.0 & !Perms::R.0));
@@ -457,7 +456,7 @@ pub async fn sys_mprotect(ctx: &Ctx, addr: u64, len: u64, perms: Perms) -> bool 
         if changed > 0 {
             flush_tlb_range(ctx, mm, addr, end, PAGE_SIZE, true).await;
         }
-        ctx.atomic().await;
+        ctx.atomic().await; // dec_tlb_flush_pending()
         w.k.borrow_mut().mms[mm as usize].tlb_flush_pending -= 1;
     }
     ctx.mmap_write_unlock(mm).await;
@@ -541,11 +540,12 @@ pub async fn handle_page_fault(ctx: &Ctx, va: u64, write: bool, _f: Fault) -> bo
     ok
 }
 
-/// `handle_mm_fault()` with the mmap_lock held for reading.
+/// `handle_mm_fault()` with the mmap_lock held for reading: finds the VMA
+/// (`lock_mm_and_find_vma()`), checks the access against it
+/// (`access_error()`), and handles the fault. False: SIGSEGV.
 async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -> bool {
-    let w = &ctx.w;
     let vma = {
-        let k = w.k.borrow();
+        let k = ctx.w.k.borrow();
         k.mms[mm as usize]
             .vmas
             .range(..=va)
@@ -555,92 +555,130 @@ async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -> bool {
     };
     match vma {
         Some(v) if v.perms.read() && (!write || v.perms.write()) => {
-            match get_pte(w, mm, va) {
-                None if write && thp_fits(ctx, mm, &v, va) => {
-                    // do_huge_pmd_anonymous_page(): allocate, clear and map
-                    // 2 MiB; back off if the PMD was filled meanwhile (the
-                    // retry then faults the 4 KiB way or finds the page).
-                    let base = va & !(HPAGE_SIZE - 1);
-                    let cost = w.profile.kernel.thp_fault_ns.unwrap_or(0);
-                    ctx.work(cost).await;
-                    let pfn = w.hw.borrow_mut().mem.alloc_huge();
-                    ctx.ptl_lock(mm, base).await;
-                    if pmd_none(w, mm, base) {
-                        w.stats.borrow_mut().thp_fault_alloc += 1;
-                        let (_, tables) = set_huge(w, ctx.cpu(), mm, base, Some((pfn, v.perms)));
-                        ctx.work(w.profile.kernel.page_alloc_ns * u64::from(tables))
-                            .await;
-                    } else {
-                        w.put_huge(ctx.cpu(), pfn, mm, base);
-                    }
-                    ctx.ptl_unlock(mm, base).await;
-                }
-                None => {
-                    // do_anonymous_page: reads map the zero page read-only.
-                    let pfn = if write {
-                        ctx.work(w.profile.kernel.page_alloc_ns).await;
-                        w.hw.borrow_mut().mem.alloc_frame()
-                    } else {
-                        ZERO_PFN
-                    };
-                    // Under the PT lock: another CPU may have faulted the page
-                    // in meanwhile (`if (!pte_none(*vmf->pte))` → back off).
-                    ctx.ptl_lock(mm, va).await;
-                    if get_pte(w, mm, va).is_none() {
-                        let perms = if write { v.perms } else { Perms::R };
-                        let (_, tables) = set_pte(w, ctx.cpu(), mm, va, Some((pfn, perms)));
-                        ctx.work(w.profile.kernel.page_alloc_ns * u64::from(tables))
-                            .await;
-                    } else if pfn != ZERO_PFN {
-                        w.put_frame(ctx.cpu(), pfn, mm, va);
-                    }
-                    ctx.ptl_unlock(mm, va).await;
-                }
-                Some(p)
-                    if write
-                        && !p.perms.write()
-                        && !huge_leaves(w, mm, va, va + PAGE_SIZE).is_empty() =>
-                {
-                    // A write-protected huge page (none is made today:
-                    // mprotect and fork split them): split it
-                    // (do_huge_pmd_wp_page's fallback); the retry then
-                    // takes the 4 KiB write-protect fault.
-                    split_huge_pmd(ctx, mm, va & !(HPAGE_SIZE - 1)).await;
-                }
-                Some(p) if write && !p.perms.write() => {
-                    let shared = p.pfn == ZERO_PFN || w.hw.borrow().mem.frame_refs(p.pfn) > 1;
-                    if shared {
-                        // wp_page_copy: new frame, ptep_clear_flush, set.
-                        ctx.work(w.profile.kernel.page_alloc_ns).await;
-                        let pfn = w.hw.borrow_mut().mem.alloc_frame();
-                        ctx.ptl_lock(mm, va).await;
-                        if get_pte(w, mm, va) == Some(p) {
-                            set_pte(w, ctx.cpu(), mm, va, None);
-                            flush_tlb_page(ctx, mm, va).await;
-                            set_pte(w, ctx.cpu(), mm, va, Some((pfn, v.perms)));
-                            w.put_frame(ctx.cpu(), p.pfn, mm, va);
-                        } else {
-                            w.put_frame(ctx.cpu(), pfn, mm, va); // pte_same() failed
-                        }
-                        ctx.ptl_unlock(mm, va).await;
-                    } else {
-                        // wp_page_reuse: make writable and dirty
-                        // (ptep_set_access_flags).
-                        ctx.ptl_lock(mm, va).await;
-                        ctx.work(w.profile.kernel.pte_update_ns).await;
-                        if get_pte(w, mm, va) == Some(p) {
-                            set_pte(w, ctx.cpu(), mm, va, Some((p.pfn, v.perms)));
-                            access_flags_flush(ctx, mm, va).await;
-                        }
-                        ctx.ptl_unlock(mm, va).await;
-                    }
-                }
-                Some(_) => {} // spurious: the retry walks the current PTE
-            }
+            handle_pte_fault(ctx, mm, &v, va, write).await;
             true
         }
         _ => false,
     }
+}
+
+/// `__handle_mm_fault()` and `handle_pte_fault()`: what the entry for `va`
+/// calls for. No entry: a new page, huge where it fits
+/// ([`do_huge_pmd_anonymous_page`]) or not ([`do_anonymous_page`]); a
+/// write to a read-only huge page ([`wp_huge_pmd`]) or page
+/// ([`do_wp_page`]); anything else was spurious (the retry walks the
+/// current entry).
+async fn handle_pte_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
+    let w = &ctx.w;
+    match get_pte(w, mm, va) {
+        None if write && thp_fits(ctx, mm, v, va) => {
+            do_huge_pmd_anonymous_page(ctx, mm, v, va).await;
+        }
+        None => do_anonymous_page(ctx, mm, v, va, write).await,
+        Some(p)
+            if write && !p.perms.write() && !huge_leaves(w, mm, va, va + PAGE_SIZE).is_empty() =>
+        {
+            wp_huge_pmd(ctx, mm, va).await;
+        }
+        Some(p) if write && !p.perms.write() => do_wp_page(ctx, mm, v, va, p).await,
+        Some(_) => {}
+    }
+}
+
+/// `do_huge_pmd_anonymous_page()`: allocate, clear and map 2 MiB; back off
+/// if the PMD was filled meanwhile (the retry then faults the 4 KiB way or
+/// finds the page).
+async fn do_huge_pmd_anonymous_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64) {
+    let w = &ctx.w;
+    let base = va & !(HPAGE_SIZE - 1);
+    let cost = w.profile.kernel.thp_fault_ns.unwrap_or(0);
+    ctx.work(cost).await;
+    let pfn = w.hw.borrow_mut().mem.alloc_huge();
+    ctx.ptl_lock(mm, base).await;
+    if pmd_none(w, mm, base) {
+        w.stats.borrow_mut().thp_fault_alloc += 1;
+        let (_, tables) = set_huge(w, ctx.cpu(), mm, base, Some((pfn, v.perms)));
+        ctx.work(w.profile.kernel.page_alloc_ns * u64::from(tables))
+            .await;
+    } else {
+        w.put_huge(ctx.cpu(), pfn, mm, base);
+    }
+    ctx.ptl_unlock(mm, base).await;
+}
+
+/// `do_anonymous_page()`: a write maps a new zeroed page, a read the zero
+/// page read-only.
+async fn do_anonymous_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
+    let w = &ctx.w;
+    let pfn = if write {
+        ctx.work(w.profile.kernel.page_alloc_ns).await;
+        w.hw.borrow_mut().mem.alloc_frame()
+    } else {
+        ZERO_PFN
+    };
+    // Under the PT lock: another CPU may have faulted the page in meanwhile
+    // (`if (!pte_none(*vmf->pte))` → back off).
+    ctx.ptl_lock(mm, va).await;
+    if get_pte(w, mm, va).is_none() {
+        let perms = if write { v.perms } else { Perms::R };
+        let (_, tables) = set_pte(w, ctx.cpu(), mm, va, Some((pfn, perms)));
+        ctx.work(w.profile.kernel.page_alloc_ns * u64::from(tables))
+            .await;
+    } else if pfn != ZERO_PFN {
+        w.put_frame(ctx.cpu(), pfn, mm, va);
+    }
+    ctx.ptl_unlock(mm, va).await;
+}
+
+/// `wp_huge_pmd()` on a write-protected huge page (none is made today:
+/// mprotect and fork split them): split it (`do_huge_pmd_wp_page()`'s
+/// fallback); the retry then takes the 4 KiB write-protect fault.
+async fn wp_huge_pmd(ctx: &Ctx, mm: MmId, va: u64) {
+    split_huge_pmd(ctx, mm, va & !(HPAGE_SIZE - 1)).await;
+}
+
+/// `do_wp_page()`: a write to the read-only PTE `p`. A page someone else
+/// maps too (or the zero page) is copied ([`wp_page_copy`]); one only this
+/// mapping holds is made writable in place ([`wp_page_reuse`]).
+async fn do_wp_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, p: Pte) {
+    let shared = p.pfn == ZERO_PFN || ctx.w.hw.borrow().mem.frame_refs(p.pfn) > 1;
+    if shared {
+        wp_page_copy(ctx, mm, v, va, p).await;
+    } else {
+        wp_page_reuse(ctx, mm, v, va, p).await;
+    }
+}
+
+/// `wp_page_copy()`: a new frame, `ptep_clear_flush()`, the new PTE; back
+/// off if the PTE changed meanwhile (`pte_same()` failed).
+async fn wp_page_copy(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, p: Pte) {
+    let w = &ctx.w;
+    ctx.work(w.profile.kernel.page_alloc_ns).await;
+    let pfn = w.hw.borrow_mut().mem.alloc_frame();
+    ctx.ptl_lock(mm, va).await;
+    if get_pte(w, mm, va) == Some(p) {
+        set_pte(w, ctx.cpu(), mm, va, None);
+        flush_tlb_page(ctx, mm, va).await;
+        set_pte(w, ctx.cpu(), mm, va, Some((pfn, v.perms)));
+        w.put_frame(ctx.cpu(), p.pfn, mm, va);
+    } else {
+        w.put_frame(ctx.cpu(), pfn, mm, va);
+    }
+    ctx.ptl_unlock(mm, va).await;
+}
+
+/// `wp_page_reuse()`: make the PTE writable and dirty
+/// (`ptep_set_access_flags()`, then its flush where the architecture has
+/// one: [`access_flags_flush`]).
+async fn wp_page_reuse(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, p: Pte) {
+    let w = &ctx.w;
+    ctx.ptl_lock(mm, va).await;
+    ctx.work(w.profile.kernel.pte_update_ns).await;
+    if get_pte(w, mm, va) == Some(p) {
+        set_pte(w, ctx.cpu(), mm, va, Some((p.pfn, v.perms)));
+        access_flags_flush(ctx, mm, va).await;
+    }
+    ctx.ptl_unlock(mm, va).await;
 }
 
 /// The flush of `ptep_set_access_flags()` after a write fault made a
@@ -659,7 +697,7 @@ async fn access_flags_flush(ctx: &Ctx, mm: MmId, va: u64) {
 /// Would a write fault at `va` in `v` map a transparent huge page? With
 /// `thp = "always"`, when the aligned 2 MiB around `va` lies inside the VMA
 /// and no PTE table (or huge page) is there yet (`pmd_none`).
-fn thp_fits(ctx: &Ctx, mm: MmId, v: &crate::kernel::Vma, va: u64) -> bool {
+fn thp_fits(ctx: &Ctx, mm: MmId, v: &Vma, va: u64) -> bool {
     let base = va & !(HPAGE_SIZE - 1);
     ctx.w.kcfg.thp == crate::config::Thp::Always
         && base >= v.start
@@ -711,7 +749,7 @@ pub async fn dup_mmap(ctx: &Ctx, old: MmId) -> MmId {
 /// (`exit_mmap`: zap everything, free the tables, flush the ASID).
 pub async fn mmput(ctx: &Ctx, mm: MmId) {
     let w = &ctx.w;
-    ctx.atomic().await;
+    ctx.atomic().await; // atomic_dec_and_test(&mm->mm_users)
     let last = {
         let mut k = w.k.borrow_mut();
         let m = &mut k.mms[mm as usize];
@@ -732,7 +770,7 @@ pub async fn mmput(ctx: &Ctx, mm: MmId) {
 /// `mmdrop()`: drops a reference to the structure; the last frees the PGD.
 pub async fn mmdrop(ctx: &Ctx, mm: MmId) {
     let w = &ctx.w;
-    ctx.atomic().await;
+    ctx.atomic().await; // atomic_dec_and_test(&mm->mm_count)
     let last = {
         let mut k = w.k.borrow_mut();
         let m = &mut k.mms[mm as usize];

@@ -1,15 +1,15 @@
 //! The seams where architecture policies plug in. Each policy declares its
 //! entry in its own file; `registry.rs` lists them.
 
-use super::arm64::stock::{decided_flush_mm, decided_flush_range};
 use super::registry::{find_allocator, find_policy, AllocatorEntry};
-use super::tlbflush::FlushScope;
 use super::{Ctx, World};
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::{Asid, MmId};
 
-/// arm64 `switch_mm` and TLB-flush primitives (arch/arm64/include/asm/
-/// tlbflush.h and mmu_context.h). Every method runs on the calling CPU.
+/// An architecture's `switch_mm` and TLB-flush entry points (include/linux/
+/// mmu_context.h, asm-generic/tlbflush.h); each policy implements them with
+/// its architecture's primitives (`kernel/arm64/tlbflush.rs`,
+/// `kernel/x86/`). Every method runs on the calling CPU.
 pub trait TlbPolicy {
     /// The architecture whose kernel this policy is (the profile must match;
     /// the architecture-specific parts of generic mm code key on it).
@@ -37,20 +37,12 @@ pub trait TlbPolicy {
         let _ = (ctx, mm);
         Box::pin(async {})
     }
-    /// Where this CPU's next flush of `mm` goes (seed 000's
-    /// `tlb_flush_check`). Used by the provided `flush_tlb_mm` and
-    /// `flush_tlb_range`; the default always broadcasts (stock arm64).
-    fn flush_scope<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, FlushScope> {
-        let _ = (ctx, mm);
-        Box::pin(async { FlushScope::Broadcast })
-    }
     /// `flush_tlb_mm(mm)`: invalidate every translation of `mm`.
-    fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
-        decided_flush_mm(ctx, mm, self.flush_scope(ctx, mm))
-    }
-    /// `__flush_tlb_range(vma, start, end, stride, last_level)`: `stride` is
-    /// the size in bytes of the level cleared; `last_level` is false when
-    /// page-table pages were freed (walk caches must be invalidated too).
+    fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()>;
+    /// `flush_tlb_range(vma, start, end)` (arm64 `__flush_tlb_range(vma,
+    /// start, end, stride, last_level)`): `stride` is the size in bytes of
+    /// the level cleared; `last_level` is false when page-table pages were
+    /// freed (walk caches must be invalidated too).
     fn flush_tlb_range<'a>(
         &'a self,
         ctx: &'a Ctx,
@@ -59,10 +51,7 @@ pub trait TlbPolicy {
         end: u64,
         stride: u64,
         last_level: bool,
-    ) -> KFuture<'a, ()> {
-        let scope = self.flush_scope(ctx, mm);
-        decided_flush_range(ctx, mm, (start, end), stride, last_level, scope)
-    }
+    ) -> KFuture<'a, ()>;
     /// `flush_tlb_page(vma, va)`.
     fn flush_tlb_page<'a>(&'a self, ctx: &'a Ctx, mm: MmId, va: u64) -> KFuture<'a, ()> {
         self.flush_tlb_range(

@@ -270,4 +270,10 @@ impl World {
             a
         }
     }
+
+    /// `cpumask_clear(mm_cpumask(mm))`, for hooks that run without a
+    /// [`Ctx`](super::Ctx) (`on_new_context`).
+    pub fn cpumask_clear(&self, mm: MmId) {
+        self.k.borrow_mut().mms[mm as usize].cpumask.clear_all();
+    }
 }

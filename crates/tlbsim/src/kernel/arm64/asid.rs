@@ -4,13 +4,14 @@
 //! flushes locally before first using a new generation, no IPIs, and a
 //! lockless fast path on `active_asids` with cmpxchg.
 
+use super::mmu_context::cpu_switch_mm;
+use super::tlbflush::local_flush_tlb_all;
 use crate::engine::exec::KFuture;
 use crate::hw::cpumask::CpuMask;
-use crate::hw::tlb::{Asid, MmId, TlbiScope};
-use crate::hw::Ttbr0;
+use crate::hw::tlb::{Asid, MmId};
 use crate::kernel::policy::AsidAllocator;
 use crate::kernel::registry::AllocatorEntry;
-use crate::kernel::{Ctx, LockId, Op, World};
+use crate::kernel::{Ctx, LockId, World};
 use std::cell::{Cell, RefCell};
 
 /// The allocator's state under `cpu_asid_lock` (the globals of
@@ -288,66 +289,75 @@ impl AsidAllocator for ReservedAsid {
             let cpu = ctx.cpu();
             let bits = self.bits;
             let same_gen = |id: u64, gen: u64| (id ^ gen) >> bits == 0;
-            // Fast path: id and active_asids[cpu] read, then cmpxchg.
-            ctx.atomic().await;
-            let id = w.k.borrow().mms[mm as usize].context_id;
-            let (old, gen) = {
-                let st = self.st.borrow();
-                let st = st.as_ref().expect("init");
-                (st.active[cpu], st.generation)
-            };
+            // asid = atomic64_read(&mm->context.id); old_active_asid =
+            // atomic64_read(this_cpu_ptr(&active_asids)) (one step).
+            let (id, old, gen) = ctx
+                .atomic_read(|| {
+                    let st = self.st.borrow();
+                    let st = st.as_ref().expect("init");
+                    let id = w.k.borrow().mms[mm as usize].context_id;
+                    (id, st.active[cpu], st.generation)
+                })
+                .await;
             let mut fast = false;
             if old != 0 && same_gen(id, gen) {
-                ctx.atomic().await; // cmpxchg_relaxed(&active_asids[cpu], old, id)
-                let mut st = self.st.borrow_mut();
-                let st = st.as_mut().expect("init");
-                fast = self.fns.cmpxchg_active_asid(&mut st.active[cpu], old, id);
+                // atomic64_cmpxchg_relaxed(this_cpu_ptr(&active_asids), old, asid)
+                fast = ctx
+                    .cmpxchg(|| {
+                        let mut st = self.st.borrow_mut();
+                        let st = st.as_mut().expect("init");
+                        self.fns.cmpxchg_active_asid(&mut st.active[cpu], old, id)
+                    })
+                    .await;
             }
             if !fast {
-                ctx.spin_lock(self.lock.get()).await;
-                let mut id = w.k.borrow().mms[mm as usize].context_id;
-                let (flush, new_ctx) = {
-                    let mut st = self.st.borrow_mut();
-                    let st = st.as_mut().expect("init");
-                    let mut new_ctx = false;
-                    if !same_gen(id, st.generation) {
-                        let pinned = st.pins.contains_key(&mm);
-                        let (new, rolled) = self.new_context_for(st, id, pinned);
-                        if rolled {
-                            w.stats.borrow_mut().asid_rollovers += 1;
-                        }
-                        // A fresh number (the `set_asid:` path) unless the
-                        // mm kept its old one into the new generation.
-                        new_ctx = id == 0 || (new ^ id) & (self.first_version() - 1) != 0;
-                        id = new;
-                    }
-                    (st.flush_pending.test_and_clear(cpu), new_ctx)
-                };
-                w.k.borrow_mut().mms[mm as usize].context_id = id;
-                if new_ctx {
-                    w.policy.on_new_context(w, mm);
-                }
-                if flush {
-                    // local_flush_tlb_all()
-                    ctx.dsb_ishst().await;
-                    ctx.tlbi(TlbiScope::All, false).await;
-                    ctx.dsb_nsh().await;
-                    ctx.isb().await;
-                }
-                ctx.atomic().await; // atomic64_set(&active_asids[cpu], asid)
-                self.st.borrow_mut().as_mut().expect("init").active[cpu] = id;
-                ctx.spin_unlock(self.lock.get()).await;
+                self.check_and_switch_context_slow(ctx, mm).await;
             }
             // switch_mm_fastpath:
             w.policy.before_ttbr0_load(ctx, mm).await;
-            // cpu_switch_mm(): reserved TTBR0 first, then the new ASID and
-            // tables, then ISB.
-            ctx.step(Op::SetTtbr0(None)).await;
-            let pgd = w.k.borrow().mms[mm as usize].pgd;
-            let asid = w.user_asid(mm);
-            ctx.step(Op::SetTtbr0(Some(Ttbr0 { mm, pgd, asid }))).await;
-            ctx.isb().await;
+            cpu_switch_mm(ctx, mm).await;
         })
+    }
+}
+
+impl ReservedAsid {
+    /// The slow path of `check_and_switch_context()`, under
+    /// `cpu_asid_lock`: a new context if the generation is old, the local
+    /// flush a rollover left pending for this CPU, then `active_asids[cpu]`.
+    async fn check_and_switch_context_slow(&self, ctx: &Ctx, mm: MmId) {
+        let w = &ctx.w;
+        let cpu = ctx.cpu();
+        let bits = self.bits;
+        ctx.spin_lock(self.lock.get()).await;
+        let mut id = w.k.borrow().mms[mm as usize].context_id;
+        let (flush, new_ctx) = {
+            let mut st = self.st.borrow_mut();
+            let st = st.as_mut().expect("init");
+            let mut new_ctx = false;
+            if (id ^ st.generation) >> bits != 0 {
+                let pinned = st.pins.contains_key(&mm);
+                let (new, rolled) = self.new_context_for(st, id, pinned);
+                if rolled {
+                    w.stats.borrow_mut().asid_rollovers += 1;
+                }
+                // A fresh number (the `set_asid:` path) unless the mm kept
+                // its old one into the new generation.
+                new_ctx = id == 0 || (new ^ id) & (self.first_version() - 1) != 0;
+                id = new;
+            }
+            // cpumask_test_and_clear_cpu(cpu, &tlb_flush_pending)
+            (st.flush_pending.test_and_clear(cpu), new_ctx)
+        };
+        w.k.borrow_mut().mms[mm as usize].context_id = id;
+        if new_ctx {
+            w.policy.on_new_context(w, mm);
+        }
+        if flush {
+            local_flush_tlb_all(ctx).await;
+        }
+        ctx.atomic_set(|| self.st.borrow_mut().as_mut().expect("init").active[cpu] = id)
+            .await; // atomic64_set(this_cpu_ptr(&active_asids), asid)
+        ctx.spin_unlock(self.lock.get()).await;
     }
 }
 

@@ -20,6 +20,7 @@
 //! broadcast), the VIVT instruction-cache flush. The allocator does not
 //! support KPTI (ARMv7 had none).
 
+use super::mmu_context::cpu_set_reserved_ttbr0;
 use crate::engine::exec::KFuture;
 use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{Asid, MmId, TlbiScope};
@@ -65,14 +66,11 @@ impl Inner {
             .or_insert_with(|| w.new_lock("mm_context_id_lock"))
     }
 
-    /// `flush_context()`: reserved ASID, then a full local TLB flush.
+    /// `flush_context()`: `cpu_set_reserved_ttbr0()`, then
+    /// `local_flush_tlb_all()`.
     async fn flush_context(&self, ctx: &Ctx) {
-        ctx.step(Op::SetTtbr0(None)).await;
-        ctx.isb().await;
-        ctx.dsb_ishst().await;
-        ctx.tlbi(TlbiScope::All, false).await;
-        ctx.dsb_nsh().await;
-        ctx.isb().await;
+        cpu_set_reserved_ttbr0(ctx).await;
+        local_flush_tlb_all(ctx).await;
     }
 
     /// `set_mm_context(mm, asid)`.
@@ -107,7 +105,7 @@ impl Inner {
     /// `reset_context()`: the IPI handler on every other CPU at rollover.
     async fn reset_context(&self, ctx: &Ctx) {
         let cpu = ctx.cpu();
-        ctx.atomic().await; // smp_rmb(); read current_mm and cpu_last_asid
+        ctx.smp_rmb().await;
         let Some(mm) = self.current_mm.borrow()[cpu] else {
             return;
         };
@@ -127,7 +125,7 @@ impl Inner {
             ctx.spin_unlock(self.lock.get()).await;
             return;
         }
-        ctx.atomic().await;
+        ctx.atomic().await; // asid = ++cpu_last_asid (under cpu_asid_lock)
         let mut asid = self.last.get() + 1;
         self.last.set(asid);
         if asid & (self.first_version() - 1) == 0 {
@@ -149,6 +147,18 @@ impl Inner {
         self.set_mm_context(ctx, mm, asid).await;
         ctx.spin_unlock(self.lock.get()).await;
     }
+}
+
+/// `local_flush_tlb_all()` of 32-bit ARM (arch/arm/include/asm/tlbflush.h,
+/// Linux 3.5, ARMv7): `dsb()` before the TLBI when the page tables are
+/// written back (`TLB_WB`), the TLBI, then `dsb(); isb()`. The model keeps
+/// the steps it has always issued for them (`dsb(ishst)`, `dsb(nsh)`), not
+/// arm64's `dsb(nshst)`; the costs are the same.
+async fn local_flush_tlb_all(ctx: &Ctx) {
+    ctx.dsb_ishst().await;
+    ctx.tlbi(TlbiScope::All, false).await;
+    ctx.dsb_nsh().await;
+    ctx.isb().await;
 }
 
 /// The allocator. See the module doc.
@@ -219,8 +229,7 @@ impl AsidAllocator for IpiRollover {
                 if ctx.irqs_disabled() {
                     // From a context switch: cpu_set_reserved_ttbr0(), and
                     // TIF_SWITCH_MM for finish_arch_post_lock_switch().
-                    ctx.step(Op::SetTtbr0(None)).await;
-                    ctx.isb().await;
+                    cpu_set_reserved_ttbr0(ctx).await;
                     inner.deferred.borrow_mut()[cpu] = Some(mm);
                     return;
                 }

@@ -10,7 +10,8 @@
 //! loading TTBR0; the flusher has written the PTE before it reads the mask.
 //! Either the flusher sees the bit, or the new CPU's walks see the new PTE.
 
-use super::stock::Stock;
+use super::stock::switch_mm;
+use super::tlbflush::{__flush_tlb_range, flush_tlb_mm};
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;
@@ -24,11 +25,12 @@ use crate::kernel::Ctx;
 pub struct CpumaskTracking;
 
 impl CpumaskTracking {
-    async fn check(&self, ctx: &Ctx, mm: MmId) -> FlushScope {
+    /// Where a flush of `mm` goes: to every CPU if another is in
+    /// `mm_cpumask(mm)`, local if only this one is.
+    async fn tlb_flush_check(&self, ctx: &Ctx, mm: MmId) -> FlushScope {
         let cpu = ctx.cpu();
-        ctx.atomic().await; // smp_mb(); read mm_cpumask
-        let k = ctx.w.k.borrow();
-        let m = &k.mms[mm as usize].cpumask;
+        ctx.smp_mb().await;
+        let m = ctx.mm_cpumask(mm);
         if m.any_other_than(cpu) {
             FlushScope::Broadcast
         } else if m.test(cpu) {
@@ -45,23 +47,41 @@ impl TlbPolicy for CpumaskTracking {
     }
 
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
-        Stock.switch_mm(ctx, prev, next)
+        Box::pin(switch_mm(ctx, prev, next))
     }
 
     fn before_ttbr0_load<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
         Box::pin(async move {
             let cpu = ctx.cpu();
-            ctx.atomic().await; // cpumask_set_cpu() + smp_mb()
-            ctx.w.k.borrow_mut().mms[mm as usize].cpumask.set(cpu);
+            // cpumask_set_cpu(); smp_mb__after_atomic(), in the same step.
+            ctx.cpumask_set_cpu(cpu, mm).await;
         })
     }
 
     fn on_new_context(&self, w: &crate::kernel::World, mm: MmId) {
-        w.k.borrow_mut().mms[mm as usize].cpumask.clear_all();
+        w.cpumask_clear(mm);
     }
 
-    fn flush_scope<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, FlushScope> {
-        Box::pin(self.check(ctx, mm))
+    fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
+        Box::pin(async move {
+            let flush = self.tlb_flush_check(ctx, mm).await;
+            flush_tlb_mm(ctx, mm, flush).await;
+        })
+    }
+
+    fn flush_tlb_range<'a>(
+        &'a self,
+        ctx: &'a Ctx,
+        mm: MmId,
+        start: u64,
+        end: u64,
+        stride: u64,
+        last_level: bool,
+    ) -> KFuture<'a, ()> {
+        Box::pin(async move {
+            let flush = self.tlb_flush_check(ctx, mm).await;
+            __flush_tlb_range(ctx, mm, (start, end), stride, last_level, flush).await;
+        })
     }
 }
 

@@ -11,6 +11,7 @@
 //! a kernel thread on the old tables).
 
 use super::skip_v2::flush_if_stale;
+use super::tlbflush::{__flush_tlb_range, flush_tlb_mm};
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;
@@ -24,26 +25,22 @@ use crate::kernel::Ctx;
 pub struct SkipV1;
 
 impl SkipV1 {
-    async fn check(&self, ctx: &Ctx, mm: MmId) -> FlushScope {
+    /// `tlb_flush_check(mm, cpu)` of v1.
+    async fn tlb_flush_check(&self, ctx: &Ctx, mm: MmId) -> FlushScope {
         let w = &ctx.w;
         let cpu = ctx.cpu();
-        ctx.atomic().await; // atomic_read(&mm->mm_users)
-        let single = {
-            let k = w.k.borrow();
-            k.tasks[ctx.task].mm == Some(mm) && k.mms[mm as usize].users <= 1
-        };
-        if !single {
+        let mm_users = || w.k.borrow().mms[mm as usize].users;
+        let users = ctx.atomic_read(mm_users).await;
+        if ctx.mm() != Some(mm) || users > 1 {
             return FlushScope::Broadcast;
         }
-        ctx.atomic().await; // cpumask_setall(); cpumask_clear_cpu(cpu)
-        {
-            let mut k = w.k.borrow_mut();
-            let m = &mut k.mms[mm as usize].cpumask;
-            m.set_all();
-            m.clear(cpu);
-        }
-        ctx.atomic().await; // smp_mb(); atomic_read(&mm->mm_users)
-        if w.k.borrow().mms[mm as usize].users <= 1 {
+        // cpumask_setall(); cpumask_clear_cpu(cpu): one step.
+        ctx.atomic().await;
+        ctx.cpumask_setall(mm);
+        ctx.__cpumask_clear_cpu(cpu, mm);
+        ctx.smp_mb().await;
+        if mm_users() <= 1 {
+            // atomic_read(&mm->mm_users), in the step of smp_mb()
             FlushScope::Local
         } else {
             FlushScope::Broadcast
@@ -72,11 +69,29 @@ impl TlbPolicy for SkipV1 {
     }
 
     fn on_new_context(&self, w: &crate::kernel::World, mm: MmId) {
-        w.k.borrow_mut().mms[mm as usize].cpumask.clear_all();
+        w.cpumask_clear(mm);
     }
 
-    fn flush_scope<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, FlushScope> {
-        Box::pin(self.check(ctx, mm))
+    fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
+        Box::pin(async move {
+            let flush = self.tlb_flush_check(ctx, mm).await;
+            flush_tlb_mm(ctx, mm, flush).await;
+        })
+    }
+
+    fn flush_tlb_range<'a>(
+        &'a self,
+        ctx: &'a Ctx,
+        mm: MmId,
+        start: u64,
+        end: u64,
+        stride: u64,
+        last_level: bool,
+    ) -> KFuture<'a, ()> {
+        Box::pin(async move {
+            let flush = self.tlb_flush_check(ctx, mm).await;
+            __flush_tlb_range(ctx, mm, (start, end), stride, last_level, flush).await;
+        })
     }
 }
 

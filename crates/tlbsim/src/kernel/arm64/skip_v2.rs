@@ -16,15 +16,16 @@
 //!   (The posted code wrote the re-check as `likely(atomic_read(..)) <= 1`,
 //!   which is always true; `arm64-skip-broadcast-v2-posted` models that.)
 
-use super::stock::twins;
+use super::mmu_context::cpu_set_reserved_ttbr0;
+use super::tlbflush::{__flush_tlb_range, flush_tlb_mm, local_flush_tlb_asid};
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::cpumask::CpuMask;
-use crate::hw::tlb::{MmId, TlbiScope};
+use crate::hw::tlb::MmId;
 use crate::kernel::policy::TlbPolicy;
 use crate::kernel::registry::{Allocators, PolicyEntry};
 use crate::kernel::tlbflush::FlushScope;
-use crate::kernel::{Ctx, Op};
+use crate::kernel::Ctx;
 use std::cell::RefCell;
 
 /// The v2 policy, with the re-check of the design or of another posting.
@@ -94,30 +95,31 @@ impl SkipV2 {
     }
 
     /// `tlb_flush_check(mm, cpu)`.
-    async fn check(&self, ctx: &Ctx, mm: MmId) -> FlushScope {
+    async fn tlb_flush_check(&self, ctx: &Ctx, mm: MmId) -> FlushScope {
         let w = &ctx.w;
         let cpu = ctx.cpu();
-        ctx.atomic().await; // atomic_read(nr_active_mm)
-        if self.nr(mm) > 1 {
+        if ctx.atomic_read(|| self.nr(mm)).await > 1 {
             return FlushScope::Broadcast;
         }
         let is_local = {
             let k = w.k.borrow();
             k.tasks[ctx.task].active_mm == Some(mm)
         } && self.is_not_lazy(ctx);
-        // Scan the stale mask; mark every CPU stale unless all others are.
+        // Scan the stale mask; mark every CPU stale unless all others are
+        // (cpumask_next_zero(), cpumask_setall(): one step).
         ctx.atomic().await;
         let local_is_clear = mark_stale(
             &mut w.k.borrow_mut().mms[mm as usize].cpumask,
             cpu,
             is_local,
         );
-        ctx.atomic().await; // smp_mb(); atomic_read(nr_active_mm)
-        let n = self.nr(mm);
+        ctx.smp_mb().await;
+        let n = self.nr(mm); // atomic_read(&mm->context.nr_active_mm), same step
         if (self.recheck)(n) {
             if is_local {
                 if !local_is_clear {
-                    w.k.borrow_mut().mms[mm as usize].cpumask.clear(cpu);
+                    // cpumask_clear_cpu(), in the step of smp_mb()
+                    ctx.__cpumask_clear_cpu(cpu, mm);
                 }
                 return FlushScope::Local;
             }
@@ -152,20 +154,13 @@ pub fn mark_stale(m: &mut CpuMask, cpu: usize, is_local: bool) -> bool {
 pub async fn flush_if_stale(ctx: &Ctx, mm: MmId) {
     let w = &ctx.w;
     let cpu = ctx.cpu();
-    ctx.atomic().await; // smp_mb(); cpumask_test_cpu()
-    let stale = w.k.borrow().mms[mm as usize].cpumask.test(cpu);
-    if !stale {
+    ctx.smp_mb().await;
+    if !ctx.cpumask_test_cpu(cpu, mm) {
         return;
     }
-    ctx.atomic().await; // cpumask_clear_cpu()
-    w.k.borrow_mut().mms[mm as usize].cpumask.clear(cpu);
+    ctx.cpumask_clear_cpu(cpu, mm).await;
     w.stats.borrow_mut().cpu[cpu].stale_switch_flushes += 1;
-    let asid = w.asid.asid_of(w, mm);
-    ctx.dsb_nshst().await;
-    for a in twins(asid, w.kcfg.kpti) {
-        ctx.tlbi(TlbiScope::Asid(a), false).await;
-    }
-    ctx.dsb_nsh().await;
+    local_flush_tlb_asid(ctx, w.asid.asid_of(w, mm)).await;
 }
 
 impl TlbPolicy for SkipV2 {
@@ -181,7 +176,7 @@ impl TlbPolicy for SkipV2 {
                 self.add(next, 1);
                 ctx.w.asid.check_and_switch_context(ctx, next).await;
             } else if prev != Some(next) {
-                ctx.atomic().await;
+                ctx.atomic().await; // atomic_inc(&next->nr_active_mm)
                 self.add(next, 1);
                 ctx.w.asid.check_and_switch_context(ctx, next).await;
                 if let Some(p) = prev {
@@ -196,8 +191,7 @@ impl TlbPolicy for SkipV2 {
         Box::pin(async move {
             if self.is_not_lazy(ctx) && to_idle {
                 self.set_not_lazy(ctx, false);
-                ctx.step(Op::SetTtbr0(None)).await; // cpu_set_reserved_ttbr0()
-                ctx.isb().await;
+                cpu_set_reserved_ttbr0(ctx).await;
                 ctx.atomic().await; // atomic_dec(&mm->nr_active_mm)
                 self.add(mm, -1);
             }
@@ -209,11 +203,29 @@ impl TlbPolicy for SkipV2 {
     }
 
     fn on_new_context(&self, w: &crate::kernel::World, mm: MmId) {
-        w.k.borrow_mut().mms[mm as usize].cpumask.clear_all();
+        w.cpumask_clear(mm);
     }
 
-    fn flush_scope<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, FlushScope> {
-        Box::pin(self.check(ctx, mm))
+    fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
+        Box::pin(async move {
+            let flush = self.tlb_flush_check(ctx, mm).await;
+            flush_tlb_mm(ctx, mm, flush).await;
+        })
+    }
+
+    fn flush_tlb_range<'a>(
+        &'a self,
+        ctx: &'a Ctx,
+        mm: MmId,
+        start: u64,
+        end: u64,
+        stride: u64,
+        last_level: bool,
+    ) -> KFuture<'a, ()> {
+        Box::pin(async move {
+            let flush = self.tlb_flush_check(ctx, mm).await;
+            __flush_tlb_range(ctx, mm, (start, end), stride, last_level, flush).await;
+        })
     }
 }
 

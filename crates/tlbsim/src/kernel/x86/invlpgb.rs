@@ -13,7 +13,7 @@ use super::tlb_gen::{Inner, Options, TlbGen, FIRST_GLOBAL_ASID};
 use super::{FlushInfo, TLB_FLUSH_ALL};
 use crate::config::Arch;
 use crate::hw::mem::PAGE_SHIFT;
-use crate::hw::tlb::{MmId, TlbiScope};
+use crate::hw::tlb::{Asid, MmId, TlbiScope};
 use crate::kernel::registry::{Allocators, Feature, PolicyEntry};
 use crate::kernel::tlbflush::FlushScope;
 use crate::kernel::Ctx;
@@ -26,34 +26,58 @@ pub fn new() -> TlbGen {
     })
 }
 
+/// `invlpgb_flush_single_pcid_nosync(pcid)`: every entry of `pcid` on
+/// every CPU; completes at the next [`tlbsync`].
+pub async fn invlpgb_flush_single_pcid_nosync(ctx: &Ctx, pcid: Asid) {
+    ctx.tlbi(TlbiScope::Asid(pcid), true).await;
+}
+
+/// `invlpgb_flush_user_nr_nosync(pcid, addr, nr, pmd_stride)`: `pages`
+/// 4 KiB pages of `pcid` from `addr` on every CPU (their paging-structure
+/// caches too unless `last_level`); completes at the next [`tlbsync`].
+pub async fn invlpgb_flush_user_nr_nosync(
+    ctx: &Ctx,
+    pcid: Asid,
+    addr: u64,
+    pages: u64,
+    last_level: bool,
+) {
+    let scope = TlbiScope::Range {
+        asid: pcid,
+        va: addr,
+        pages,
+        last_level,
+    };
+    ctx.tlbi(scope, true).await;
+}
+
+/// `tlbsync()` (the `TLBSYNC` instruction, `__tlbsync()`): waits until
+/// every INVLPGB this CPU issued has completed on every CPU (the model's
+/// `DSB ISH`).
+pub async fn tlbsync(ctx: &Ctx) {
+    ctx.dsb_ish().await;
+}
+
 /// `broadcast_tlb_flush(info)` for an mm with a global ASID.
-pub async fn broadcast_flush(g: &Inner, ctx: &Ctx, info: FlushInfo) {
+pub async fn broadcast_tlb_flush(g: &Inner, ctx: &Ctx, info: FlushInfo) {
     let mm = info.mm.expect("user mm");
     let asid = g.mm(mm).global_asid.expect("global ASID");
     super::count(ctx, FlushScope::Broadcast);
     if info.end == TLB_FLUSH_ALL {
-        ctx.tlbi(TlbiScope::Asid(asid), true).await;
+        invlpgb_flush_single_pcid_nosync(ctx, asid).await;
     } else {
         let max = ctx.w.profile.x86().invlpgb_max_pages.max(1);
         let shift = info.stride_shift;
         let mut addr = info.start;
         while addr < info.end {
             let nr = ((info.end - addr) >> shift).clamp(1, max);
-            ctx.tlbi(
-                TlbiScope::Range {
-                    asid,
-                    va: addr,
-                    pages: nr << (shift - PAGE_SHIFT),
-                    last_level: !info.freed_tables,
-                },
-                true,
-            )
-            .await;
+            let pages = nr << (shift - PAGE_SHIFT);
+            invlpgb_flush_user_nr_nosync(ctx, asid, addr, pages, !info.freed_tables).await;
             addr += nr << shift;
         }
     }
     g.fns.finish_asid_transition(g, ctx, info).await;
-    ctx.dsb_ish().await; // TLBSYNC
+    tlbsync(ctx).await;
 }
 
 /// `finish_asid_transition()` (Linux's [`TlbGenFns`](super::tlb_gen::TlbGenFns)
@@ -67,7 +91,7 @@ pub async fn finish_asid_transition(g: &Inner, ctx: &Ctx, info: FlushInfo) {
     }
     let global = st.global_asid.expect("global ASID");
     let straggler = {
-        let mask = ctx.w.k.borrow().mms[mm as usize].cpumask.clone();
+        let mask = ctx.mm_cpumask(mm);
         let cpus = g.cpus.borrow();
         let any = mask
             .iter()
@@ -75,7 +99,7 @@ pub async fn finish_asid_transition(g: &Inner, ctx: &Ctx, info: FlushInfo) {
         any
     };
     if straggler {
-        g.flush_multi(ctx, info).await;
+        g.native_flush_tlb_multi(ctx, info).await;
     } else {
         g.mm_mut(mm, |m| m.asid_transition = false);
     }
@@ -90,7 +114,7 @@ pub async fn consider_global_asid(g: &Inner, ctx: &Ctx, mm: MmId) {
         return;
     }
     let active = {
-        let mask = ctx.w.k.borrow().mms[mm as usize].cpumask.clone();
+        let mask = ctx.mm_cpumask(mm);
         let cpus = g.cpus.borrow();
         let n = mask
             .iter()

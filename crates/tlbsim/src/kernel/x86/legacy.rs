@@ -6,7 +6,7 @@
 //! leave the cpumask and load `swapper_pg_dir` (a CR3 write). Coming back to
 //! the same mm reloads CR3 only if `leave_mm()` ran meanwhile.
 
-use super::{flush_local, load_cr3, FlushInfo};
+use super::{flush_tlb_info_local, load_cr3, FlushInfo};
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;
@@ -47,15 +47,14 @@ impl Inner {
         let Some(mm) = self.cpus.borrow()[cpu].active_mm else {
             return;
         };
-        if ctx.w.k.borrow().mms[mm as usize].cpumask.test(cpu) {
-            ctx.atomic().await;
-            ctx.w.k.borrow_mut().mms[mm as usize].cpumask.clear(cpu);
+        if ctx.cpumask_test_cpu(cpu, mm) {
+            ctx.cpumask_clear_cpu(cpu, mm).await;
             load_cr3(ctx, None, 0, true).await;
         }
     }
 
     /// `flush_tlb_func()`: the IPI handler.
-    async fn flush_func(&self, ctx: &Ctx, f: FlushInfo) {
+    async fn flush_tlb_func(&self, ctx: &Ctx, f: FlushInfo) {
         let cpu = ctx.cpu();
         let st = self.cpus.borrow()[cpu];
         if f.mm.is_some() && f.mm != st.active_mm {
@@ -63,7 +62,7 @@ impl Inner {
         }
         if !st.lazy {
             super::count(ctx, FlushScope::Local);
-            flush_local(ctx, 0, &f).await;
+            flush_tlb_info_local(ctx, 0, &f).await;
         } else {
             self.leave_mm(ctx).await;
         }
@@ -71,7 +70,7 @@ impl Inner {
 
     /// `flush_tlb_mm_range()` (4.12): flush locally if this CPU runs `mm`
     /// (or leave it if lazy), then IPI every other CPU in `mm_cpumask`.
-    async fn flush_range(&self, ctx: &Ctx, info: FlushInfo) {
+    async fn flush_tlb_mm_range(&self, ctx: &Ctx, info: FlushInfo) {
         let cpu = ctx.cpu();
         let w = &ctx.w;
         let (cur_mm, active) = {
@@ -85,14 +84,12 @@ impl Inner {
                 self.leave_mm(ctx).await;
             } else {
                 super::count(ctx, FlushScope::Local);
-                flush_local(ctx, 0, &info).await;
+                flush_tlb_info_local(ctx, 0, &info).await;
             }
         }
-        ctx.atomic().await; // smp_mb(), then read mm_cpumask
-        let mut targets = w.k.borrow().mms[info.mm.expect("user mm") as usize]
-            .cpumask
-            .clone();
-        targets.clear(cpu);
+        ctx.smp_mb().await;
+        let mut targets = ctx.mm_cpumask(info.mm.expect("user mm"));
+        targets.clear(cpu); // cpumask_any_but(mm_cpumask(mm), cpu)
         if targets.is_empty() {
             return;
         }
@@ -112,7 +109,7 @@ impl TlbPolicy for Legacy {
             |i: &Inner| &i.ipi,
             &self.inner,
             w,
-            |i, ctx, f| Box::pin(i.flush_func(ctx, f)),
+            |i, ctx, f| Box::pin(i.flush_tlb_func(ctx, f)),
         );
     }
 
@@ -121,7 +118,7 @@ impl TlbPolicy for Legacy {
         let _ = prev; // cpu_tlbstate.active_mm is authoritative
         Box::pin(async move {
             ctx.irq_save(); // switch_mm_irqs_off()
-            self.switch_irqs_off(ctx, next).await;
+            self.switch_mm_irqs_off(ctx, next).await;
             ctx.irq_restore();
         })
     }
@@ -138,7 +135,7 @@ impl TlbPolicy for Legacy {
     }
 
     fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
-        Box::pin(self.inner.flush_range(ctx, FlushInfo::whole_mm(mm)))
+        Box::pin(self.inner.flush_tlb_mm_range(ctx, FlushInfo::whole_mm(mm)))
     }
 
     fn flush_tlb_range<'a>(
@@ -151,37 +148,32 @@ impl TlbPolicy for Legacy {
         last_level: bool,
     ) -> KFuture<'a, ()> {
         let info = FlushInfo::range(mm, start, end, stride, last_level);
-        Box::pin(self.inner.flush_range(ctx, info))
+        Box::pin(self.inner.flush_tlb_mm_range(ctx, info))
     }
 }
 
 impl Legacy {
-    /// The body of `switch_mm_irqs_off()` (4.12).
-    async fn switch_irqs_off(&self, ctx: &Ctx, next: MmId) {
+    /// `switch_mm_irqs_off()` (4.12), interrupts already off.
+    async fn switch_mm_irqs_off(&self, ctx: &Ctx, next: MmId) {
+        let cpu = ctx.cpu();
+        let real_prev = self.inner.cpus.borrow()[cpu].active_mm;
         {
-            let cpu = ctx.cpu();
-            let w = &ctx.w;
-            let real_prev = self.inner.cpus.borrow()[cpu].active_mm;
-            {
-                let mut c = self.inner.cpus.borrow_mut();
-                c[cpu].lazy = false;
-                c[cpu].active_mm = Some(next);
+            let mut c = self.inner.cpus.borrow_mut();
+            c[cpu].lazy = false;
+            c[cpu].active_mm = Some(next);
+        }
+        if real_prev != Some(next) {
+            ctx.cpumask_set_cpu(cpu, next).await;
+            load_cr3(ctx, Some(next), 0, true).await;
+            if let Some(p) = real_prev {
+                // Stop flush ipis for the previous mm.
+                ctx.cpumask_clear_cpu(cpu, p).await;
             }
-            if real_prev != Some(next) {
-                ctx.atomic().await;
-                w.k.borrow_mut().mms[next as usize].cpumask.set(cpu);
-                load_cr3(ctx, Some(next), 0, true).await;
-                if let Some(p) = real_prev {
-                    ctx.atomic().await; // stop flush IPIs for the previous mm
-                    w.k.borrow_mut().mms[p as usize].cpumask.clear(cpu);
-                }
-            } else if !w.k.borrow().mms[next as usize].cpumask.test(cpu) {
-                // leave_mm() ran while lazy: reload CR3 so that no freed
-                // page table is used.
-                ctx.atomic().await;
-                w.k.borrow_mut().mms[next as usize].cpumask.set(cpu);
-                load_cr3(ctx, Some(next), 0, true).await;
-            }
+        } else if !ctx.cpumask_test_cpu(cpu, next) {
+            // leave_mm() ran while lazy: reload CR3 so that no freed page
+            // table is used.
+            ctx.cpumask_set_cpu(cpu, next).await;
+            load_cr3(ctx, Some(next), 0, true).await;
         }
     }
 }

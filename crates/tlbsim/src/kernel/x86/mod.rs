@@ -91,25 +91,35 @@ impl FlushInfo {
     }
 }
 
-/// Flushes `info`'s range on this CPU under PCID tag `tag`: one `INVLPG`
-/// per stride, or a flush of the whole PCID for [`TLB_FLUSH_ALL`].
-pub async fn flush_local(ctx: &Ctx, tag: Asid, info: &FlushInfo) {
+/// `invlpg(addr)` under PCID tag `tag` (`flush_tlb_one_user()`): drops
+/// the entry for `va` and the paging-structure caches covering it unless
+/// `last_level`.
+pub async fn invlpg(ctx: &Ctx, tag: Asid, va: u64, last_level: bool) {
+    let scope = TlbiScope::Va {
+        asid: tag,
+        va,
+        last_level,
+    };
+    ctx.tlbi(scope, false).await;
+}
+
+/// `flush_tlb_local()`: drops every entry of PCID tag `tag` on this CPU
+/// (`INVPCID` single-context, or a CR3 write without NOFLUSH).
+pub async fn flush_tlb_local(ctx: &Ctx, tag: Asid) {
+    ctx.tlbi(TlbiScope::Asid(tag), false).await;
+}
+
+/// The flush `flush_tlb_func()` performs on this CPU under PCID tag `tag`:
+/// `flush_tlb_one_user()` ([`invlpg`]) per stride of `info`'s range, or
+/// [`flush_tlb_local`] for [`TLB_FLUSH_ALL`].
+pub async fn flush_tlb_info_local(ctx: &Ctx, tag: Asid, info: &FlushInfo) {
     if info.end == TLB_FLUSH_ALL {
-        ctx.tlbi(TlbiScope::Asid(tag), false).await;
-        return;
+        return flush_tlb_local(ctx, tag).await;
     }
     let stride = 1u64 << info.stride_shift.max(PAGE_SHIFT);
     let mut va = info.start;
     while va < info.end {
-        ctx.tlbi(
-            TlbiScope::Va {
-                asid: tag,
-                va,
-                last_level: !info.freed_tables,
-            },
-            false,
-        )
-        .await;
+        invlpg(ctx, tag, va, !info.freed_tables).await;
         va += stride;
     }
 }

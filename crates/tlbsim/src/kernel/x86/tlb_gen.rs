@@ -18,7 +18,7 @@
 //! kernel or a mutant that changes one function of arch/x86/mm/tlb.c
 //! implements [`TlbGenFns`], overriding that function only.
 
-use super::{flush_local, load_cr3, FlushInfo, NR_DYN_ASIDS, TLB_FLUSH_ALL};
+use super::{flush_tlb_info_local, load_cr3, FlushInfo, NR_DYN_ASIDS, TLB_FLUSH_ALL};
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::{Asid, MmId};
@@ -81,11 +81,9 @@ impl TlbGenFns for Linux {}
 
 /// Linux's [`TlbGenFns::set_cpumask_then_read_gen`].
 pub async fn set_cpumask_then_read_gen(g: &Inner, ctx: &Ctx, next: MmId) -> u64 {
-    ctx.atomic().await; // start remote flushes, then read tlb_gen
-    let cpu = ctx.cpu();
-    ctx.w.k.borrow_mut().mms[next as usize].cpumask.set(cpu);
-    ctx.atomic().await;
-    g.mm(next).tlb_gen
+    // Start remote flushes and then read tlb_gen.
+    ctx.cpumask_set_cpu(ctx.cpu(), next).await;
+    ctx.atomic_read(|| g.mm(next).tlb_gen).await
 }
 
 /// One entry of `cpu_tlbstate.ctxs[]`.
@@ -228,9 +226,8 @@ impl Inner {
     }
 
     /// `switch_mm_irqs_off(prev, next)`; `next == None` switches to init_mm.
-    pub async fn switch_to(&self, ctx: &Ctx, next: Option<MmId>) {
+    pub async fn switch_mm_irqs_off(&self, ctx: &Ctx, next: Option<MmId>) {
         let cpu = ctx.cpu();
-        let w = &ctx.w;
         let (real_prev, prev_asid, was_lazy) = {
             let mut c = self.cpus.borrow_mut();
             let s = &mut c[cpu];
@@ -246,12 +243,11 @@ impl Inner {
             if !was_lazy && !needs_global {
                 return;
             }
-            if !w.k.borrow().mms[n as usize].cpumask.test(cpu) {
-                ctx.atomic().await;
-                w.k.borrow_mut().mms[n as usize].cpumask.set(cpu);
+            if !ctx.cpumask_test_cpu(cpu, n) {
+                ctx.cpumask_set_cpu(cpu, n).await;
             }
-            ctx.atomic().await; // smp_mb(); then read tlb_gen
-            let gen = self.mm(n).tlb_gen;
+            ctx.smp_mb().await;
+            let gen = self.mm(n).tlb_gen; // atomic64_read(), same step
             if needs_global {
                 let (a, f) = self.choose_new_asid(cpu, n, gen);
                 (a, f, gen)
@@ -265,8 +261,8 @@ impl Inner {
             }
         } else {
             if let Some(p) = real_prev {
-                ctx.atomic().await; // stop remote flushes for the previous mm
-                w.k.borrow_mut().mms[p as usize].cpumask.clear(cpu);
+                // Stop remote flushes for the previous mm.
+                ctx.cpumask_clear_cpu(cpu, p).await;
             }
             match next {
                 None => {
@@ -303,7 +299,7 @@ impl Inner {
     }
 
     /// `flush_tlb_func()`: runs in the IPI handler and for local flushes.
-    pub async fn flush_func(&self, ctx: &Ctx, f: FlushInfo) {
+    pub async fn flush_tlb_func(&self, ctx: &Ctx, f: FlushInfo) {
         let cpu = ctx.cpu();
         let st = self.cpus.borrow()[cpu];
         let Some(loaded) = st.loaded_mm else {
@@ -315,7 +311,7 @@ impl Inner {
         if st.is_lazy {
             // Only flushes that freed page tables reach lazy CPUs: stop
             // using the tables at all.
-            self.switch_to(ctx, None).await;
+            self.switch_mm_irqs_off(ctx, None).await;
             return;
         }
         if self.opts.invlpgb
@@ -325,15 +321,14 @@ impl Inner {
                 .is_some_and(|g| g != st.loaded_asid)
         {
             // Transition to the mm's global ASID.
-            self.switch_to(ctx, Some(loaded)).await;
+            self.switch_mm_irqs_off(ctx, Some(loaded)).await;
             return;
         }
         if st.loaded_asid as u32 >= FIRST_GLOBAL_ASID {
             return; // INVLPGB keeps a global ASID fresh
         }
         let slot = st.loaded_asid as usize;
-        ctx.atomic().await; // atomic64_read(&loaded_mm->context.tlb_gen)
-        let mm_gen = self.mm(loaded).tlb_gen;
+        let mm_gen = ctx.atomic_read(|| self.mm(loaded).tlb_gen).await;
         let local_gen = self.cpus.borrow()[cpu].ctxs[slot].tlb_gen;
         if local_gen == mm_gen {
             super::count(ctx, FlushScope::Skip);
@@ -342,33 +337,32 @@ impl Inner {
         let tag = self.tag(st.loaded_asid);
         super::count(ctx, FlushScope::Local);
         if f.end != TLB_FLUSH_ALL && f.new_tlb_gen == local_gen + 1 && f.new_tlb_gen == mm_gen {
-            flush_local(ctx, tag, &f).await;
+            flush_tlb_info_local(ctx, tag, &f).await;
         } else {
             let all = FlushInfo {
                 start: 0,
                 end: TLB_FLUSH_ALL,
                 ..f
             };
-            flush_local(ctx, tag, &all).await;
+            flush_tlb_info_local(ctx, tag, &all).await;
         }
         self.cpus.borrow_mut()[cpu].ctxs[slot].tlb_gen = mm_gen;
     }
 
-    /// `flush_tlb_multi(mm_cpumask, info)` plus the local flush: IPIs the
-    /// other CPUs of the cpumask (lazy ones only when tables were freed)
-    /// and waits for them.
-    pub async fn flush_multi(&self, ctx: &Ctx, info: FlushInfo) {
+    /// `native_flush_tlb_multi(mm_cpumask(mm), info)`: flushes this CPU if
+    /// it is in the mask and IPIs the other CPUs of the mask (lazy ones only
+    /// when tables were freed), waiting for them.
+    pub async fn native_flush_tlb_multi(&self, ctx: &Ctx, info: FlushInfo) {
         let cpu = ctx.cpu();
-        let w = &ctx.w;
         let mm = info.mm.expect("user mm");
-        let mask = w.k.borrow().mms[mm as usize].cpumask.clone();
+        let mask = ctx.mm_cpumask(mm);
         // on_each_cpu_cond_mask(tlb_is_not_lazy unless tables were freed):
         // the condition applies to this CPU too.
         let include_lazy = self.fns.flush_reaches_lazy(&info);
         let here = self.cpus.borrow()[cpu];
         if mask.test(cpu) && here.loaded_mm == Some(mm) && (include_lazy || !here.is_lazy) {
             ctx.irq_save();
-            self.flush_func(ctx, info).await;
+            self.flush_tlb_func(ctx, info).await;
             ctx.irq_restore();
         }
         let mut targets = mask;
@@ -388,7 +382,7 @@ impl Inner {
     }
 
     /// `flush_tlb_mm_range()`.
-    pub async fn flush_range(&self, ctx: &Ctx, info: FlushInfo) {
+    pub async fn flush_tlb_mm_range(&self, ctx: &Ctx, info: FlushInfo) {
         let mm = info.mm.expect("user mm");
         ctx.atomic().await; // inc_mm_tlb_gen(): a full barrier
         let mut gen = 0;
@@ -402,10 +396,10 @@ impl Inner {
         }
         .clamp();
         if self.opts.invlpgb && self.mm(mm).global_asid.is_some() {
-            super::invlpgb::broadcast_flush(self, ctx, info).await;
+            super::invlpgb::broadcast_tlb_flush(self, ctx, info).await;
             return;
         }
-        self.flush_multi(ctx, info).await;
+        self.native_flush_tlb_multi(ctx, info).await;
         if self.opts.invlpgb {
             super::invlpgb::consider_global_asid(self, ctx, mm).await;
         }
@@ -425,7 +419,7 @@ impl TlbPolicy for TlbGen {
             |i: &Inner| &i.ipi,
             &self.inner,
             w,
-            |i, ctx, f| Box::pin(i.flush_func(ctx, f)),
+            |i, ctx, f| Box::pin(i.flush_tlb_func(ctx, f)),
         );
     }
 
@@ -433,7 +427,7 @@ impl TlbPolicy for TlbGen {
         let _ = prev; // the CPU's own loaded_mm is authoritative
         Box::pin(async move {
             ctx.irq_save(); // switch_mm_irqs_off()
-            self.inner.switch_to(ctx, Some(next)).await;
+            self.inner.switch_mm_irqs_off(ctx, Some(next)).await;
             ctx.irq_restore();
         })
     }
@@ -450,7 +444,7 @@ impl TlbPolicy for TlbGen {
     }
 
     fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
-        Box::pin(self.inner.flush_range(ctx, FlushInfo::whole_mm(mm)))
+        Box::pin(self.inner.flush_tlb_mm_range(ctx, FlushInfo::whole_mm(mm)))
     }
 
     fn flush_tlb_range<'a>(
@@ -463,7 +457,7 @@ impl TlbPolicy for TlbGen {
         last_level: bool,
     ) -> KFuture<'a, ()> {
         let info = FlushInfo::range(mm, start, end, stride, last_level);
-        Box::pin(self.inner.flush_range(ctx, info))
+        Box::pin(self.inner.flush_tlb_mm_range(ctx, info))
     }
 }
 

@@ -6,7 +6,10 @@ use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::mem::PAGE_SHIFT;
 use crate::hw::tlb::MmId;
-use crate::kernel::arm64::stock::{flush_range_ops, round_range, use_full_flush, Stock};
+use crate::kernel::arm64::stock::Stock;
+use crate::kernel::arm64::tlbflush::{
+    __flush_tlb_range_limit_excess, __flush_tlb_range_op, __tlbi_aside1, round_range,
+};
 use crate::kernel::policy::TlbPolicy;
 use crate::kernel::registry::{Allocators, Breaks, PolicyEntry, Search, Source, Strategy};
 use crate::kernel::Ctx;
@@ -27,12 +30,11 @@ impl TlbPolicy for FreeBeforeSync {
     }
     fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
         Box::pin(async move {
+            // flush_tlb_mm() without its dsb(ish)
             let asid = ctx.w.asid.asid_of(&ctx.w, mm);
             ctx.dsb_ishst().await;
-            for a in crate::kernel::arm64::stock::twins(asid, ctx.w.kcfg.kpti) {
-                ctx.tlbi(crate::hw::tlb::TlbiScope::Asid(a), true).await;
-            }
-            // missing: DSB ISH
+            __tlbi_aside1(ctx, asid, true).await;
+            // missing: dsb(ish)
         })
     }
     fn flush_tlb_range<'a>(
@@ -50,22 +52,15 @@ impl TlbPolicy for FreeBeforeSync {
                     .flush_tlb_range(ctx, mm, start, end, stride, last_level)
                     .await;
             }
+            // __flush_tlb_range() without its dsb(ish)
             let (start, end) = round_range(start, end, stride);
-            if use_full_flush(ctx, start, end, stride) {
+            if __flush_tlb_range_limit_excess(ctx, start, end, stride) {
                 return self.flush_tlb_mm(ctx, mm).await;
             }
             ctx.dsb_ishst().await;
-            flush_range_ops(
-                ctx,
-                mm,
-                start,
-                (end - start) >> PAGE_SHIFT,
-                stride,
-                last_level,
-                true,
-            )
-            .await;
-            // missing: DSB ISH
+            let pages = (end - start) >> PAGE_SHIFT;
+            __flush_tlb_range_op(ctx, mm, start, pages, stride, last_level, true).await;
+            // missing: dsb(ish)
         })
     }
 }

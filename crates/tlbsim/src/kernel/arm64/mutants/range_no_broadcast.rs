@@ -5,7 +5,8 @@ use crate::check::Invariant;
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;
-use crate::kernel::arm64::stock::{decided_flush_range, Stock};
+use crate::kernel::arm64::stock::Stock;
+use crate::kernel::arm64::tlbflush::__flush_tlb_range;
 use crate::kernel::policy::TlbPolicy;
 use crate::kernel::registry::{Allocators, Breaks, PolicyEntry, Search, Source, Strategy};
 use crate::kernel::tlbflush::FlushScope;
@@ -23,6 +24,9 @@ impl TlbPolicy for RangeNoBroadcast {
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
         Stock.switch_mm(ctx, prev, next)
     }
+    fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
+        Stock.flush_tlb_mm(ctx, mm)
+    }
     fn flush_tlb_range<'a>(
         &'a self,
         ctx: &'a Ctx,
@@ -32,8 +36,10 @@ impl TlbPolicy for RangeNoBroadcast {
         stride: u64,
         last_level: bool,
     ) -> KFuture<'a, ()> {
-        let local = Box::pin(async { FlushScope::Local });
-        decided_flush_range(ctx, mm, (start, end), stride, last_level, local)
+        Box::pin(async move {
+            let flush = FlushScope::Local;
+            __flush_tlb_range(ctx, mm, (start, end), stride, last_level, flush).await;
+        })
     }
 }
 

@@ -24,11 +24,8 @@ impl TlbGenFns for GenBeforeMask {
         next: MmId,
     ) -> KFuture<'a, u64> {
         Box::pin(async move {
-            ctx.atomic().await;
-            let gen = g.mm(next).tlb_gen;
-            ctx.atomic().await;
-            let cpu = ctx.cpu();
-            ctx.w.k.borrow_mut().mms[next as usize].cpumask.set(cpu);
+            let gen = ctx.atomic_read(|| g.mm(next).tlb_gen).await;
+            ctx.cpumask_set_cpu(ctx.cpu(), next).await;
             gen
         })
     }

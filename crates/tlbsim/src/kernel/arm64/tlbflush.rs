@@ -1,0 +1,169 @@
+//! arm64 TLB maintenance primitives, as in arch/arm64/include/asm/tlbflush.h
+//! (v5.10; `__flush_tlb_range_op` and `__flush_tlb_range_limit_excess` carry
+//! the names later kernels gave the same code). Shareable sequences are
+//! `dsb(ishst); tlbi ...is; dsb(ish)`, local ones `dsb(nshst); tlbi ...;
+//! dsb(nsh)`. The local `flush_tlb_mm`/`__flush_tlb_range` forms and
+//! `local_flush_tlb_asid` are seed 000's (`TLB_FLUSH_LOCAL`), which Linux
+//! never merged.
+//!
+//! A policy decides where each flush goes (its `tlb_flush_check()`, or
+//! always [`FlushScope::Broadcast`] for stock Linux) and passes the decision
+//! here; these functions count it and issue the instructions.
+
+use crate::hw::mem::{PAGE_SHIFT, PTRS_PER_TABLE};
+use crate::hw::tlb::{Asid, MmId, TlbiScope};
+use crate::kernel::tlbflush::{count_flush, FlushScope};
+use crate::kernel::Ctx;
+
+/// `MAX_TLBI_OPS`: above this many strides, flush the whole ASID (no range ops).
+pub const MAX_TLBI_OPS: u64 = PTRS_PER_TABLE;
+/// `MAX_TLBI_RANGE_PAGES = __TLBI_RANGE_PAGES(31, 3)`.
+pub const MAX_TLBI_RANGE_PAGES: u64 = 32 << 16;
+
+/// The ASIDs a user TLBI is issued for: `__tlbi(op, asid)` and, under KPTI,
+/// `__tlbi_user(op, asid)` for the user twin (`asid | 1`).
+pub fn twins(asid: Asid, kpti: bool) -> impl Iterator<Item = Asid> {
+    std::iter::once(asid).chain(kpti.then_some(asid | 1))
+}
+
+/// `__tlbi(aside1[is], asid); __tlbi_user(aside1[is], asid)`: the IS form
+/// when `broadcast`. No barrier.
+pub async fn __tlbi_aside1(ctx: &Ctx, asid: Asid, broadcast: bool) {
+    for a in twins(asid, ctx.w.kcfg.kpti) {
+        ctx.tlbi(TlbiScope::Asid(a), broadcast).await;
+    }
+}
+
+/// `local_flush_tlb_all()`: `dsb(nshst); __tlbi(vmalle1); dsb(nsh); isb()`.
+pub async fn local_flush_tlb_all(ctx: &Ctx) {
+    ctx.dsb_nshst().await;
+    ctx.tlbi(TlbiScope::All, false).await;
+    ctx.dsb_nsh().await;
+    ctx.isb().await;
+}
+
+/// `local_flush_tlb_asid(asid)` (seed 000): `dsb(nshst); __tlbi(aside1);
+/// __tlbi_user(aside1); dsb(nsh)`.
+pub async fn local_flush_tlb_asid(ctx: &Ctx, asid: Asid) {
+    ctx.dsb_nshst().await;
+    __tlbi_aside1(ctx, asid, false).await;
+    ctx.dsb_nsh().await;
+}
+
+/// `__flush_tlb_range_op()`: the TLBIs covering `[start, start + pages)`
+/// with `stride`, range ops where available (`system_supports_tlb_range()`),
+/// each also for the KPTI user twin. Issues no barrier. `broadcast` picks
+/// the IS or the local form.
+pub async fn __flush_tlb_range_op(
+    ctx: &Ctx,
+    mm: MmId,
+    mut start: u64,
+    mut pages: u64,
+    stride: u64,
+    last_level: bool,
+    broadcast: bool,
+) {
+    let w = &ctx.w;
+    let asid = w.asid.asid_of(w, mm);
+    let range = w.profile.arm64().tlbirange;
+    let kpti = w.kcfg.kpti;
+    let mut scale = 0u32;
+    while pages > 0 {
+        if !range || pages % 2 == 1 {
+            for a in twins(asid, kpti) {
+                let va = TlbiScope::Va {
+                    asid: a,
+                    va: start,
+                    last_level,
+                };
+                ctx.tlbi(va, broadcast).await;
+            }
+            start += stride;
+            pages = pages.saturating_sub(stride >> PAGE_SHIFT);
+            continue;
+        }
+        // __TLBI_RANGE_NUM(pages, scale)
+        let num = ((pages >> (5 * scale + 1)) & 0x1f) as i64 - 1;
+        if num >= 0 {
+            let n = ((num as u64) + 1) << (5 * scale + 1);
+            for a in twins(asid, kpti) {
+                let range = TlbiScope::Range {
+                    asid: a,
+                    va: start,
+                    pages: n,
+                    last_level,
+                };
+                ctx.tlbi(range, broadcast).await;
+            }
+            start += n << PAGE_SHIFT;
+            pages -= n;
+        }
+        scale += 1;
+    }
+}
+
+/// `__flush_tlb_range_limit_excess()`: should a range flush fall back to a
+/// whole-ASID flush (too many per-stride TLBIs without FEAT_TLBIRANGE, or
+/// more pages than range TLBIs cover)?
+pub fn __flush_tlb_range_limit_excess(ctx: &Ctx, start: u64, end: u64, stride: u64) -> bool {
+    let pages = (end - start) >> PAGE_SHIFT;
+    (!ctx.w.profile.arm64().tlbirange && end - start >= MAX_TLBI_OPS * stride)
+        || pages >= MAX_TLBI_RANGE_PAGES
+}
+
+/// `start = round_down(start, stride); end = round_up(end, stride)`.
+pub fn round_range(start: u64, end: u64, stride: u64) -> (u64, u64) {
+    (start & !(stride - 1), end.div_ceil(stride) * stride)
+}
+
+/// `flush_tlb_mm(mm)` once the policy has decided `flush`: stock Linux's
+/// `dsb(ishst); __tlbi(aside1is); __tlbi_user(aside1is); dsb(ish)` for
+/// [`FlushScope::Broadcast`]; seed 000's `local_flush_tlb_asid()` for
+/// `Local`; nothing for `Skip`.
+pub async fn flush_tlb_mm(ctx: &Ctx, mm: MmId, flush: FlushScope) {
+    count_flush(ctx, flush);
+    let asid = ctx.w.asid.asid_of(&ctx.w, mm);
+    match flush {
+        FlushScope::Skip => {}
+        FlushScope::Local => local_flush_tlb_asid(ctx, asid).await,
+        FlushScope::Broadcast => {
+            ctx.dsb_ishst().await;
+            __tlbi_aside1(ctx, asid, true).await;
+            ctx.dsb_ish().await;
+        }
+    }
+}
+
+/// `__flush_tlb_range(vma, start, end, stride, last_level)` once the policy
+/// has decided `flush`: rounds the range to `stride`; above the per-op
+/// limits flushes the whole ASID ([`flush_tlb_mm`]); else `dsb(ishst)`,
+/// [`__flush_tlb_range_op`] (IS forms), `dsb(ish)` — or, for seed 000's
+/// `Local`, `dsb(nshst)`, the local forms, `dsb(nsh)`.
+pub async fn __flush_tlb_range(
+    ctx: &Ctx,
+    mm: MmId,
+    (start, end): (u64, u64),
+    stride: u64,
+    last_level: bool,
+    flush: FlushScope,
+) {
+    let (start, end) = round_range(start, end, stride);
+    if __flush_tlb_range_limit_excess(ctx, start, end, stride) {
+        return flush_tlb_mm(ctx, mm, flush).await;
+    }
+    count_flush(ctx, flush);
+    let pages = (end - start) >> PAGE_SHIFT;
+    match flush {
+        FlushScope::Skip => {}
+        FlushScope::Local => {
+            ctx.dsb_nshst().await;
+            __flush_tlb_range_op(ctx, mm, start, pages, stride, last_level, false).await;
+            ctx.dsb_nsh().await;
+        }
+        FlushScope::Broadcast => {
+            ctx.dsb_ishst().await;
+            __flush_tlb_range_op(ctx, mm, start, pages, stride, last_level, true).await;
+            ctx.dsb_ish().await;
+        }
+    }
+}
