@@ -5,7 +5,7 @@
 use crate::check::Invariant;
 use crate::config::Arch;
 use crate::kernel::arm64::asid::{ContextFns, ReservedAsid};
-use crate::kernel::registry::{AllocatorEntry, Breaks, Search, Source, Strategy};
+use crate::kernel::registry::{AllocatorEntry, Breaks};
 
 /// The mutant's functions.
 #[derive(Debug, Clone, Copy)]
@@ -26,13 +26,7 @@ pub const ENTRY: AllocatorEntry = AllocatorEntry {
     arch: Some(Arch::Arm64),
     breaks: Some(Breaks {
         invariant: Invariant::NoStaleHold,
-        search: Search::Explore {
-            experiment: Source::File("experiments/seed002-explore.toml"),
-            strategy: Strategy::Random,
-            schedules: 2_000,
-            seed: 1,
-            max_actions: 50_000,
-        },
+        search: super::ALLOCATOR_SEARCH,
     }),
     new: |k, bits| Box::new(ReservedAsid::with_fns(bits, k.kpti, &PlainStore)),
 };
