@@ -1,7 +1,7 @@
 //! `tlbsim policies`: the registered policies, allocators and workloads.
 
 use std::process::ExitCode;
-use tlbsim::kernel::registry::{Allocators, Breaks, ASID_ALLOCATORS, TLB_POLICIES};
+use tlbsim::kernel::registry::{asid_allocators, tlb_policies, Allocators, Breaks};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {}
@@ -12,7 +12,7 @@ pub struct Args {}
 /// invariant it breaks.
 pub fn run(_: Args) -> ExitCode {
     println!("tlb_policy:");
-    for e in TLB_POLICIES {
+    for e in tlb_policies() {
         let req: Vec<_> = e.requires.iter().map(|f| f.name()).collect();
         let req = if req.is_empty() {
             String::new()
@@ -27,7 +27,7 @@ pub fn run(_: Args) -> ExitCode {
         println!("  {:<34} [{}{req}{alloc}{}]", "", e.arch, breaks(&e.breaks));
     }
     println!("asid_allocator:");
-    for e in ASID_ALLOCATORS {
+    for e in asid_allocators() {
         let arch = e.arch.map_or("any".to_string(), |a| a.to_string());
         println!("  {:<34} {}", e.name, e.description);
         println!("  {:<34} [{arch}{}]", "", breaks(&e.breaks));

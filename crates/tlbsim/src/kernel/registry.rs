@@ -2,42 +2,52 @@
 //! entry in its own file (name, description, architecture, the hardware it
 //! needs, the allocators it works with and, for a mutant or a historical
 //! bug, the invariant it breaks and the search that shows it). This file
-//! only lists the entries, one line each, in a fixed order (the order
-//! `tlbsim policies` prints). Adding a policy = one file + one line here.
+//! only lists the directories' lists, in a fixed order (the order `tlbsim
+//! policies` prints); each directory lists its own entries with
+//! [`entries!`]. Adding a policy = one file + its name in that list.
 
 use super::policy::{AsidAllocator, TlbPolicy};
 use super::{arm64, x86};
 use crate::check::Invariant;
 use crate::config::{Arch, KernelConfig, Profile};
 
-/// Registered TLB-flush policies.
-pub const TLB_POLICIES: &[&PolicyEntry] = &[
-    &arm64::stock::ENTRY,
-    &arm64::skip_v2::ENTRY,
-    &arm64::skip_v1::ENTRY,
-    &arm64::cpumask_tracking::ENTRY,
-    &x86::legacy::ENTRY,
-    &x86::tlb_gen::ENTRY,
-    &x86::pcid::ENTRY,
-    &x86::invlpgb::ENTRY,
-    &x86::tlb_gen_before_b956575::ENTRY,
-    &x86::mutants::gen_before_mask::ENTRY,
-    &x86::mutants::invlpgb_no_transition::ENTRY,
-    &arm64::mutants::range_no_broadcast::ENTRY,
-    &arm64::skip_v2_posted::ENTRY,
-    &arm64::mutants::free_before_sync::ENTRY,
+/// Declares the entry files of a directory and lists their entries: each
+/// name is a module (`<name>.rs`) that declares `pub const ENTRY`, and
+/// `LIST` is `&[&Type]` in the order given. A new policy, allocator or
+/// mutant is one file plus its name in one of these lists.
+macro_rules! entries {
+    ($($(#[$doc:meta])* $vis:vis $list:ident: $ty:ty = [$($m:ident),* $(,)?];)*) => {
+        $($(pub mod $m;)*)*
+        $($(#[$doc])* $vis const $list: &[&$ty] = &[$(&$m::ENTRY),*];)*
+    };
+}
+pub(crate) use entries;
+
+/// Registered TLB-flush policies, by directory, in the order `tlbsim
+/// policies` prints them (each directory lists its own).
+pub const TLB_POLICY_GROUPS: &[&[&PolicyEntry]] = &[
+    arm64::POLICIES,
+    x86::POLICIES,
+    arm64::mutants::POLICIES,
+    x86::mutants::POLICIES,
 ];
 
-/// Registered ASID allocators.
-pub const ASID_ALLOCATORS: &[&AllocatorEntry] = &[
-    &super::policy::NO_ALLOCATOR,
-    &arm64::asid::ENTRY,
-    &arm64::asid_ipi::ENTRY,
-    &arm64::mutants::asid_no_reserve::ENTRY,
-    &arm64::mutants::asid_plain_store::ENTRY,
-    &arm64::mutants::asid_forget_cpu::ENTRY,
-    &arm64::mutants::asid_ignore_reserved::ENTRY,
+/// Registered ASID allocators, by directory.
+pub const ASID_ALLOCATOR_GROUPS: &[&[&AllocatorEntry]] = &[
+    &[&super::policy::NO_ALLOCATOR],
+    arm64::ALLOCATORS,
+    arm64::mutants::ALLOCATORS,
 ];
+
+/// Every registered TLB-flush policy, in order.
+pub fn tlb_policies() -> impl Iterator<Item = &'static PolicyEntry> {
+    TLB_POLICY_GROUPS.iter().flat_map(|g| g.iter().copied())
+}
+
+/// Every registered ASID allocator, in order.
+pub fn asid_allocators() -> impl Iterator<Item = &'static AllocatorEntry> {
+    ASID_ALLOCATOR_GROUPS.iter().flat_map(|g| g.iter().copied())
+}
 
 /// A hardware feature a policy may require of the profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,26 +212,16 @@ fn unknown(kind: &str, name: &str, names: impl Iterator<Item = &'static str>) ->
 
 /// The policy named `name`; the error lists the known names.
 pub fn find_policy(name: &str) -> Result<&'static PolicyEntry, String> {
-    TLB_POLICIES
-        .iter()
-        .copied()
+    tlb_policies()
         .find(|e| e.name == name)
-        .ok_or_else(|| unknown("tlb_policy", name, TLB_POLICIES.iter().map(|e| e.name)))
+        .ok_or_else(|| unknown("tlb_policy", name, tlb_policies().map(|e| e.name)))
 }
 
 /// The allocator named `name`; the error lists the known names.
 pub fn find_allocator(name: &str) -> Result<&'static AllocatorEntry, String> {
-    ASID_ALLOCATORS
-        .iter()
-        .copied()
+    asid_allocators()
         .find(|e| e.name == name)
-        .ok_or_else(|| {
-            unknown(
-                "asid_allocator",
-                name,
-                ASID_ALLOCATORS.iter().map(|e| e.name),
-            )
-        })
+        .ok_or_else(|| unknown("asid_allocator", name, asid_allocators().map(|e| e.name)))
 }
 
 /// Checks `policy` with `alloc` on `profile` from their entries alone:

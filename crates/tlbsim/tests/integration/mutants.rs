@@ -11,7 +11,7 @@ use tlbsim::config::{parse_toml, Experiment};
 use tlbsim::driver::RunError;
 use tlbsim::explore::{check, CheckOptions, Finding, Strategy};
 use tlbsim::kernel::registry::{
-    self, find_allocator, find_policy, Breaks, Search, Source, ASID_ALLOCATORS, TLB_POLICIES,
+    self, asid_allocators, find_allocator, find_policy, tlb_policies, Breaks, Search, Source,
 };
 use tlbsim::sim::{run, RunOptions, SimError};
 
@@ -87,12 +87,8 @@ fn search(e: &Experiment, s: &Search) -> Option<Finding> {
 
 /// Every entry that declares what it breaks.
 fn broken() -> Vec<(Kind, &'static str, Breaks)> {
-    let policies = TLB_POLICIES
-        .iter()
-        .filter_map(|p| Some((Kind::Policy, p.name, p.breaks?)));
-    let allocators = ASID_ALLOCATORS
-        .iter()
-        .filter_map(|a| Some((Kind::Allocator, a.name, a.breaks?)));
+    let policies = tlb_policies().filter_map(|p| Some((Kind::Policy, p.name, p.breaks?)));
+    let allocators = asid_allocators().filter_map(|a| Some((Kind::Allocator, a.name, a.breaks?)));
     policies.chain(allocators).collect()
 }
 
@@ -104,13 +100,11 @@ fn real(kind: Kind, e: &Experiment) -> Vec<&'static str> {
         registry::check_combination(p, a, &profile).is_ok()
     };
     match kind {
-        Kind::Policy => TLB_POLICIES
-            .iter()
+        Kind::Policy => tlb_policies()
             .filter(|p| p.breaks.is_none() && fits(p.name, &e.kernel.asid_allocator))
             .map(|p| p.name)
             .collect(),
-        Kind::Allocator => ASID_ALLOCATORS
-            .iter()
+        Kind::Allocator => asid_allocators()
             .filter(|a| a.breaks.is_none() && fits(&e.kernel.tlb_policy, a.name))
             .map(|a| a.name)
             .collect(),

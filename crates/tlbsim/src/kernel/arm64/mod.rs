@@ -1,13 +1,19 @@
 //! arm64: the ASID allocators, the TLB policies built on Linux's flush
 //! primitives (`tlbflush.rs`) and TTBR0 switching (`mmu_context.rs`).
 
-pub mod asid;
-pub mod asid_ipi;
-pub mod cpumask_tracking;
 pub mod mmu_context;
 pub mod mutants;
-pub mod skip_v1;
-pub mod skip_v2;
-pub mod skip_v2_posted;
-pub mod stock;
 pub mod tlbflush;
+
+crate::kernel::registry::entries! {
+    /// The arm64 TLB-flush policies (historical kernels included).
+    pub POLICIES: crate::kernel::registry::PolicyEntry = [
+        stock,
+        skip_v2,
+        skip_v1,
+        cpumask_tracking,
+        skip_v2_posted,
+    ];
+    /// The arm64 (and 32-bit ARM) ASID allocators.
+    pub ALLOCATORS: crate::kernel::registry::AllocatorEntry = [asid, asid_ipi];
+}

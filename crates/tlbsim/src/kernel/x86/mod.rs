@@ -10,12 +10,18 @@
 //! A PCID tag in the model's TLB is `asid + 1` with PCIDs (Linux's
 //! `kern_pcid()`), 0 without; global ASIDs (INVLPGB) use their own numbers.
 
-pub mod invlpgb;
-pub mod legacy;
 pub mod mutants;
-pub mod pcid;
-pub mod tlb_gen;
-pub mod tlb_gen_before_b956575;
+
+crate::kernel::registry::entries! {
+    /// The x86 TLB policies (historical kernels included).
+    pub POLICIES: crate::kernel::registry::PolicyEntry = [
+        legacy,
+        tlb_gen,
+        pcid,
+        invlpgb,
+        tlb_gen_before_b956575,
+    ];
+}
 
 use crate::hw::cpumask::CpuMask;
 use crate::hw::mem::PAGE_SHIFT;

@@ -2,14 +2,19 @@
 //! it breaks. Each entry names the invariant the checker finds it breaking
 //! and the search that finds it (tests/integration/mutants.rs runs them all).
 
-pub mod asid_forget_cpu;
-pub mod asid_ignore_reserved;
-pub mod asid_no_reserve;
-pub mod asid_plain_store;
-pub mod free_before_sync;
-pub mod range_no_broadcast;
-
 use crate::kernel::registry::{Search, Source, Strategy};
+
+crate::kernel::registry::entries! {
+    /// Mutant arm64 TLB-flush policies.
+    pub POLICIES: crate::kernel::registry::PolicyEntry = [range_no_broadcast, free_before_sync];
+    /// Mutant ASID allocators.
+    pub ALLOCATORS: crate::kernel::registry::AllocatorEntry = [
+        asid_no_reserve,
+        asid_plain_store,
+        asid_forget_cpu,
+        asid_ignore_reserved,
+    ];
+}
 
 /// The search that shows an ASID-allocator mutant: 2,000 random schedules of
 /// `experiments/seed002-explore.toml` (2 CPUs, 2-bit ASIDs, about 10

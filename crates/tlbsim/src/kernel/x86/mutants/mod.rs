@@ -2,5 +2,7 @@
 //! names the invariant the checker finds it breaking and the search that
 //! finds it (tests/integration/mutants.rs runs them all).
 
-pub mod gen_before_mask;
-pub mod invlpgb_no_transition;
+crate::kernel::registry::entries! {
+    /// Mutant x86 TLB policies.
+    pub POLICIES: crate::kernel::registry::PolicyEntry = [gen_before_mask, invlpgb_no_transition];
+}
