@@ -4,7 +4,7 @@
 //! bug, the invariant it breaks and the search that shows it). This file
 //! only lists the directories' lists, in a fixed order (the order `tlbsim
 //! policies` prints); each directory lists its own entries with
-//! [`entries!`]. Adding a policy = one file + its name in that list.
+//! `entries!`. Adding a policy = one file + its name in that list.
 
 use super::policy::{AsidAllocator, TlbPolicy};
 use super::{arm64, x86};
