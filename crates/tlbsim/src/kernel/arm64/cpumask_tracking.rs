@@ -11,7 +11,6 @@
 //! Either the flusher sees the bit, or the new CPU's walks see the new PTE.
 
 use super::stock::switch_mm;
-use super::tlbflush::{__flush_tlb_range, flush_tlb_mm};
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;
@@ -62,27 +61,7 @@ impl TlbPolicy for CpumaskTracking {
         w.cpumask_clear(mm);
     }
 
-    fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
-        Box::pin(async move {
-            let flush = self.tlb_flush_check(ctx, mm).await;
-            flush_tlb_mm(ctx, mm, flush).await;
-        })
-    }
-
-    fn flush_tlb_range<'a>(
-        &'a self,
-        ctx: &'a Ctx,
-        mm: MmId,
-        start: u64,
-        end: u64,
-        stride: u64,
-        last_level: bool,
-    ) -> KFuture<'a, ()> {
-        Box::pin(async move {
-            let flush = self.tlb_flush_check(ctx, mm).await;
-            __flush_tlb_range(ctx, mm, (start, end), stride, last_level, flush).await;
-        })
-    }
+    super::tlbflush::flush_after_tlb_flush_check!();
 }
 
 /// The registry entry of `arm64-cpumask-tracking`.

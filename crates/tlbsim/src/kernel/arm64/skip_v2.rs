@@ -17,7 +17,7 @@
 //!   which is always true; `arm64-skip-broadcast-v2-posted` models that.)
 
 use super::mmu_context::cpu_set_reserved_ttbr0;
-use super::tlbflush::{__flush_tlb_range, flush_tlb_mm, local_flush_tlb_asid};
+use super::tlbflush::local_flush_tlb_asid;
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::cpumask::CpuMask;
@@ -206,27 +206,7 @@ impl TlbPolicy for SkipV2 {
         w.cpumask_clear(mm);
     }
 
-    fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
-        Box::pin(async move {
-            let flush = self.tlb_flush_check(ctx, mm).await;
-            flush_tlb_mm(ctx, mm, flush).await;
-        })
-    }
-
-    fn flush_tlb_range<'a>(
-        &'a self,
-        ctx: &'a Ctx,
-        mm: MmId,
-        start: u64,
-        end: u64,
-        stride: u64,
-        last_level: bool,
-    ) -> KFuture<'a, ()> {
-        Box::pin(async move {
-            let flush = self.tlb_flush_check(ctx, mm).await;
-            __flush_tlb_range(ctx, mm, (start, end), stride, last_level, flush).await;
-        })
-    }
+    super::tlbflush::flush_after_tlb_flush_check!();
 }
 
 /// The registry entry of `arm64-skip-broadcast-v2`.

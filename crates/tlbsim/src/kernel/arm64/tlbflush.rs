@@ -167,3 +167,42 @@ pub async fn __flush_tlb_range(
         }
     }
 }
+
+/// The `flush_tlb_mm()` and `__flush_tlb_range()` of a policy in the shape
+/// of seed 000's patch: each asks the policy's own `tlb_flush_check(ctx,
+/// mm)` where the flush goes (`FlushScope`), then runs the primitive there.
+/// Expands inside an `impl TlbPolicy` whose type has that method.
+macro_rules! flush_after_tlb_flush_check {
+    () => {
+        fn flush_tlb_mm<'a>(
+            &'a self,
+            ctx: &'a $crate::kernel::Ctx,
+            mm: $crate::hw::tlb::MmId,
+        ) -> $crate::engine::exec::KFuture<'a, ()> {
+            Box::pin(async move {
+                let flush = self.tlb_flush_check(ctx, mm).await;
+                $crate::kernel::arm64::tlbflush::flush_tlb_mm(ctx, mm, flush).await;
+            })
+        }
+
+        fn flush_tlb_range<'a>(
+            &'a self,
+            ctx: &'a $crate::kernel::Ctx,
+            mm: $crate::hw::tlb::MmId,
+            start: u64,
+            end: u64,
+            stride: u64,
+            last_level: bool,
+        ) -> $crate::engine::exec::KFuture<'a, ()> {
+            Box::pin(async move {
+                let flush = self.tlb_flush_check(ctx, mm).await;
+                let range = (start, end);
+                $crate::kernel::arm64::tlbflush::__flush_tlb_range(
+                    ctx, mm, range, stride, last_level, flush,
+                )
+                .await;
+            })
+        }
+    };
+}
+pub(crate) use flush_after_tlb_flush_check;
