@@ -21,6 +21,9 @@ struct Cli {
 enum Cmd {
     /// Run one experiment and print a perf-stat-like table.
     Run(cmd::run::Args),
+    /// Run again the configuration a `run --json` result recorded, and say
+    /// whether the result is the same.
+    Rerun(cmd::rerun::Args),
     /// Run an experiment over CPU counts, policies and profiles; write a CSV.
     Sweep(cmd::sweep::Args),
     /// Explore schedules of an experiment under the checker (the explorer:
@@ -38,6 +41,7 @@ fn main() -> ExitCode {
     quiet_broken_pipe();
     match Cli::parse().cmd {
         Cmd::Run(a) => cmd::run::run(a),
+        Cmd::Rerun(a) => cmd::rerun::run(a),
         Cmd::Sweep(a) => cmd::sweep::run(a),
         Cmd::Check(a) => cmd::check::run(a),
         Cmd::Profiles(a) => cmd::profiles::run(a),

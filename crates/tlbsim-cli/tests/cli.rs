@@ -445,3 +445,35 @@ fn a_run_reruns_from_its_json_alone() {
     let again = tlbsim::sim::run(&cfg.into_experiment(), &Default::default()).unwrap();
     assert_eq!(&serde_json::to_value(&again).unwrap(), run);
 }
+
+#[test]
+fn rerun_replays_a_result_file_and_says_whether_it_matches() {
+    let exp = scratch("rerun2.toml", SMALL);
+    let json = exp.with_file_name("rerun2.json");
+    let o = tlbsim(&[
+        "run",
+        exp.to_str().unwrap(),
+        "--set",
+        "machine.cpus=4",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = tlbsim(&["rerun", json.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("identical to the recorded result"), "{out}");
+    // A recorded result that the configuration does not give.
+    let text = std::fs::read_to_string(&json).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["run"]["elapsed_ns"] = serde_json::json!(1);
+    let tampered = exp.with_file_name("rerun2-tampered.json");
+    std::fs::write(&tampered, serde_json::to_vec(&v).unwrap()).unwrap();
+    let o = tlbsim(&["rerun", tampered.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("DIFFERS"));
+    // Not a result file.
+    let o = tlbsim(&["rerun", exp.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not JSON"));
+}

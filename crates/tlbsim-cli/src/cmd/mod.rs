@@ -4,5 +4,6 @@ pub mod check;
 pub mod policies;
 pub mod profiles;
 pub mod reproduce;
+pub mod rerun;
 pub mod run;
 pub mod sweep;

@@ -109,7 +109,7 @@ fn apply(
 }
 
 /// Prints the table of a finished run and writes its JSON to `json`.
-fn print_and_write(o: &RunOutput, host_s: f64, per_cpu: bool, json: Option<&Path>) -> ExitCode {
+pub fn print_and_write(o: &RunOutput, host_s: f64, per_cpu: bool, json: Option<&Path>) -> ExitCode {
     print!("{}", report::table(o, host_s, per_cpu));
     match json {
         Some(j) => {
