@@ -108,6 +108,32 @@ impl Ctx {
         rmw()
     }
 
+    /// `atomic_inc(v)`: one step, then `inc` increments the variable.
+    pub async fn atomic_inc(&self, inc: impl FnOnce()) {
+        self.step(Op::Atomic).await;
+        inc();
+    }
+
+    /// `atomic_dec(v)`: one step, then `dec` decrements the variable.
+    pub async fn atomic_dec(&self, dec: impl FnOnce()) {
+        self.step(Op::Atomic).await;
+        dec();
+    }
+
+    /// `atomic_dec_and_test(v)`: one step, then `dec` decrements the
+    /// variable and says whether it reached zero.
+    pub async fn atomic_dec_and_test(&self, dec: impl FnOnce() -> bool) -> bool {
+        self.step(Op::Atomic).await;
+        dec()
+    }
+
+    /// `atomic64_inc_return(v)` (a full barrier): one step, then `inc`
+    /// increments the variable and returns its new value.
+    pub async fn atomic_inc_return<T>(&self, inc: impl FnOnce() -> T) -> T {
+        self.step(Op::Atomic).await;
+        inc()
+    }
+
     /// A snapshot of `mm_cpumask(mm)`.
     pub fn mm_cpumask(&self, mm: MmId) -> CpuMask {
         self.w.k.borrow().mms[mm as usize].cpumask.clone()

@@ -100,8 +100,7 @@ pub struct MmuGather {
 impl MmuGather {
     /// `tlb_gather_mmu()`: counts this gather in `mm->tlb_flush_pending`.
     pub async fn begin(ctx: &Ctx, mm: MmId, fullmm: bool) -> Self {
-        ctx.atomic().await; // inc_tlb_flush_pending()
-        ctx.w.k.borrow_mut().mms[mm as usize].tlb_flush_pending += 1;
+        inc_tlb_flush_pending(ctx, mm).await;
         Self {
             mm,
             fullmm,
@@ -229,9 +228,23 @@ impl MmuGather {
         for (f, va) in std::mem::take(&mut self.huge) {
             w.put_huge(cpu, f, self.mm, va);
         }
-        ctx.atomic().await; // dec_tlb_flush_pending()
-        w.k.borrow_mut().mms[self.mm as usize].tlb_flush_pending -= 1;
+        dec_tlb_flush_pending(ctx, self.mm).await;
     }
+}
+
+/// `inc_tlb_flush_pending(mm)`: a flush of `mm` is under way (its page
+/// tables may change before it completes; `mm_tlb_flush_nested()` reads it).
+pub async fn inc_tlb_flush_pending(ctx: &Ctx, mm: MmId) {
+    let w = &ctx.w;
+    ctx.atomic_inc(|| w.k.borrow_mut().mms[mm as usize].tlb_flush_pending += 1)
+        .await;
+}
+
+/// `dec_tlb_flush_pending(mm)`.
+pub async fn dec_tlb_flush_pending(ctx: &Ctx, mm: MmId) {
+    let w = &ctx.w;
+    ctx.atomic_dec(|| w.k.borrow_mut().mms[mm as usize].tlb_flush_pending -= 1)
+        .await;
 }
 
 /// `__split_huge_pmd()` of the anonymous huge page at `base`, under its
@@ -435,8 +448,7 @@ pub async fn sys_mprotect(ctx: &Ctx, addr: u64, len: u64, perms: Perms) -> bool 
     if ok {
         // change_protection(): rewrite every present PTE, flush if any, with
         // mm->tlb_flush_pending raised around it.
-        ctx.atomic().await; // inc_tlb_flush_pending()
-        w.k.borrow_mut().mms[mm as usize].tlb_flush_pending += 1;
+        inc_tlb_flush_pending(ctx, mm).await;
         split_huge_range(ctx, mm, addr, end).await;
         let pte_perms = Perms(perms.0 & !(Perms::RW.0 & !Perms::R.0));
         let mut changed = 0;
@@ -456,8 +468,7 @@ pub async fn sys_mprotect(ctx: &Ctx, addr: u64, len: u64, perms: Perms) -> bool 
         if changed > 0 {
             flush_tlb_range(ctx, mm, addr, end, PAGE_SIZE, true).await;
         }
-        ctx.atomic().await; // dec_tlb_flush_pending()
-        w.k.borrow_mut().mms[mm as usize].tlb_flush_pending -= 1;
+        dec_tlb_flush_pending(ctx, mm).await;
     }
     ctx.mmap_write_unlock(mm).await;
     syscall_exit(ctx, "mprotect").await;
@@ -749,13 +760,14 @@ pub async fn dup_mmap(ctx: &Ctx, old: MmId) -> MmId {
 /// (`exit_mmap`: zap everything, free the tables, flush the ASID).
 pub async fn mmput(ctx: &Ctx, mm: MmId) {
     let w = &ctx.w;
-    ctx.atomic().await; // atomic_dec_and_test(&mm->mm_users)
-    let last = {
-        let mut k = w.k.borrow_mut();
-        let m = &mut k.mms[mm as usize];
-        m.users -= 1;
-        m.users == 0
-    };
+    let last = ctx
+        .atomic_dec_and_test(|| {
+            let mut k = w.k.borrow_mut();
+            let m = &mut k.mms[mm as usize];
+            m.users -= 1;
+            m.users == 0
+        })
+        .await;
     if !last {
         return;
     }
@@ -770,13 +782,14 @@ pub async fn mmput(ctx: &Ctx, mm: MmId) {
 /// `mmdrop()`: drops a reference to the structure; the last frees the PGD.
 pub async fn mmdrop(ctx: &Ctx, mm: MmId) {
     let w = &ctx.w;
-    ctx.atomic().await; // atomic_dec_and_test(&mm->mm_count)
-    let last = {
-        let mut k = w.k.borrow_mut();
-        let m = &mut k.mms[mm as usize];
-        m.count -= 1;
-        m.count == 0
-    };
+    let last = ctx
+        .atomic_dec_and_test(|| {
+            let mut k = w.k.borrow_mut();
+            let m = &mut k.mms[mm as usize];
+            m.count -= 1;
+            m.count == 0
+        })
+        .await;
     if last {
         let pgd = w.k.borrow().mms[mm as usize].pgd;
         let instance = w.hw.borrow().mem.table(pgd).instance;

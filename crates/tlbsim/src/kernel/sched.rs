@@ -345,8 +345,9 @@ pub async fn sys_clone_thread(
     let w = &ctx.w;
     ctx.work(w.profile.kernel.fork_ns / 4).await;
     let mm = ctx.mm().expect("user task");
-    ctx.atomic().await; // mmget(): atomic_inc(&mm->mm_users)
-    w.k.borrow_mut().mms[mm as usize].users += 1;
+    // mmget()
+    ctx.atomic_inc(|| w.k.borrow_mut().mms[mm as usize].users += 1)
+        .await;
     let child = w.new_task(
         name.to_string(),
         Some(mm),

@@ -172,16 +172,13 @@ impl TlbPolicy for SkipV2 {
         Box::pin(async move {
             if !self.is_not_lazy(ctx) {
                 self.set_not_lazy(ctx, true);
-                ctx.atomic().await; // atomic_inc(&next->nr_active_mm)
-                self.add(next, 1);
+                ctx.atomic_inc(|| self.add(next, 1)).await;
                 ctx.w.asid.check_and_switch_context(ctx, next).await;
             } else if prev != Some(next) {
-                ctx.atomic().await; // atomic_inc(&next->nr_active_mm)
-                self.add(next, 1);
+                ctx.atomic_inc(|| self.add(next, 1)).await;
                 ctx.w.asid.check_and_switch_context(ctx, next).await;
                 if let Some(p) = prev {
-                    ctx.atomic().await; // atomic_dec(&prev->nr_active_mm)
-                    self.add(p, -1);
+                    ctx.atomic_dec(|| self.add(p, -1)).await;
                 }
             }
         })
@@ -192,8 +189,7 @@ impl TlbPolicy for SkipV2 {
             if self.is_not_lazy(ctx) && to_idle {
                 self.set_not_lazy(ctx, false);
                 cpu_set_reserved_ttbr0(ctx).await;
-                ctx.atomic().await; // atomic_dec(&mm->nr_active_mm)
-                self.add(mm, -1);
+                ctx.atomic_dec(|| self.add(mm, -1)).await;
             }
         })
     }

@@ -384,12 +384,17 @@ impl Inner {
     /// `flush_tlb_mm_range()`.
     pub async fn flush_tlb_mm_range(&self, ctx: &Ctx, info: FlushInfo) {
         let mm = info.mm.expect("user mm");
-        ctx.atomic().await; // inc_mm_tlb_gen(): a full barrier
-        let mut gen = 0;
-        self.mm_mut(mm, |m| {
-            m.tlb_gen += 1;
-            gen = m.tlb_gen;
-        });
+        // inc_mm_tlb_gen(): atomic64_inc_return(), a full barrier.
+        let gen = ctx
+            .atomic_inc_return(|| {
+                let mut gen = 0;
+                self.mm_mut(mm, |m| {
+                    m.tlb_gen += 1;
+                    gen = m.tlb_gen;
+                });
+                gen
+            })
+            .await;
         let info = FlushInfo {
             new_tlb_gen: gen,
             ..info
