@@ -83,9 +83,14 @@ impl CpuStats {
     }
 }
 
-/// Samples of a quantity; summarised exactly at the end of a run.
+/// Samples of a quantity, kept as an exact value → count map: memory grows
+/// with the number of distinct values, not with the run's length, and the
+/// summary is exact (the same as sorting every sample).
 #[derive(Debug, Clone, Default)]
-pub struct Samples(Vec<u64>);
+pub struct Samples {
+    counts: std::collections::BTreeMap<u64, u64>,
+    n: u64,
+}
 
 /// Summary of [`Samples`].
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -107,24 +112,44 @@ pub struct Summary {
 impl Samples {
     /// Records one sample.
     pub fn record(&mut self, v: u64) {
-        self.0.push(v);
+        *self.counts.entry(v).or_insert(0) += 1;
+        self.n += 1;
     }
 
-    /// Summarises the samples.
+    /// The sample of rank `i` (0-based) in ascending order; `i < n`.
+    fn rank(&self, i: u64) -> u64 {
+        let mut seen = 0;
+        for (&v, &c) in &self.counts {
+            seen += c;
+            if i < seen {
+                return v;
+            }
+        }
+        unreachable!("rank {i} of {} samples", self.n)
+    }
+
+    /// Summarises the samples: median and p99 are the samples of rank
+    /// `(n-1)/2` and `(n-1)*99/100`; the mean adds the samples in ascending
+    /// order, as a sorted array would.
     pub fn summary(&self) -> Summary {
-        if self.0.is_empty() {
+        let n = self.n;
+        if n == 0 {
             return Summary::default();
         }
-        let mut v = self.0.clone();
-        v.sort_unstable();
-        let n = v.len();
+        let mut sum = 0.0f64;
+        for (&v, &c) in &self.counts {
+            for _ in 0..c {
+                sum += v as f64;
+            }
+        }
+        let p99 = ((u128::from(n) - 1) * 99 / 100) as u64;
         Summary {
-            count: n as u64,
-            min: v[0],
-            median: v[(n - 1) / 2],
-            p99: v[((n - 1) * 99) / 100],
-            max: v[n - 1],
-            mean: v.iter().map(|x| *x as f64).sum::<f64>() / n as f64,
+            count: n,
+            min: *self.counts.keys().next().expect("non-empty"),
+            median: self.rank((n - 1) / 2),
+            p99: self.rank(p99),
+            max: *self.counts.keys().next_back().expect("non-empty"),
+            mean: sum / n as f64,
         }
     }
 }
@@ -204,5 +229,37 @@ mod tests {
         let m = s.summary();
         assert_eq!((m.count, m.min, m.median, m.max), (4, 1, 3, 9));
         assert_eq!(m.mean, 4.5);
+    }
+
+    /// The summary a sorted array of every sample gives (the definition).
+    fn sorted_summary(mut v: Vec<u64>) -> Summary {
+        v.sort_unstable();
+        let n = v.len();
+        Summary {
+            count: n as u64,
+            min: v[0],
+            median: v[(n - 1) / 2],
+            p99: v[((n - 1) * 99) / 100],
+            max: v[n - 1],
+            mean: v.iter().map(|x| *x as f64).sum::<f64>() / n as f64,
+        }
+    }
+
+    #[test]
+    fn the_count_map_summarises_exactly_as_sorting_every_sample() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(7);
+        for n in [1usize, 2, 3, 99, 100, 101, 1_000, 12_345] {
+            // Few distinct values (repeats) and many, with large ones that
+            // make the floating-point sum order matter.
+            for spread in [5u64, 1 << 40] {
+                let v: Vec<u64> = (0..n).map(|_| rng.gen_range(0..spread) * 977).collect();
+                let mut s = Samples::default();
+                for &x in &v {
+                    s.record(x);
+                }
+                assert_eq!(s.summary(), sorted_summary(v), "n {n} spread {spread}");
+            }
+        }
     }
 }
