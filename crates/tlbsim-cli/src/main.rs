@@ -33,6 +33,9 @@ enum Cmd {
     Profiles(cmd::profiles::Args),
     /// List the registered policies and workloads.
     Policies(cmd::policies::Args),
+    /// Measure the simulator itself on a fixed set of runs: events/s,
+    /// host ns per event and peak RSS, with and without the checker.
+    Bench(cmd::bench::Args),
     /// Run every published experiment and print published vs simulated.
     Reproduce(cmd::reproduce::Args),
 }
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
         Cmd::Profiles(a) => cmd::profiles::run(a),
         Cmd::Policies(a) => cmd::policies::run(a),
         Cmd::Reproduce(a) => cmd::reproduce::run(a),
+        Cmd::Bench(a) => cmd::bench::run(a),
     }
 }
 

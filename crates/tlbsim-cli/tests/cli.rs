@@ -477,3 +477,38 @@ fn rerun_replays_a_result_file_and_says_whether_it_matches() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("not JSON"));
 }
+
+#[test]
+fn bench_measures_each_case_with_and_without_the_checker() {
+    let json = std::env::temp_dir().join(format!("tlbsim-bench-{}.json", std::process::id()));
+    let o = tlbsim(&[
+        "bench",
+        "--only",
+        "mprotect-32-v2",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        out.lines()
+            .filter(|l| l.starts_with("mprotect-32-v2"))
+            .count(),
+        2,
+        "{out}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let runs = v.as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    // The checker does not change what is simulated.
+    assert_eq!(runs[0]["events"], runs[1]["events"]);
+    assert!(runs[0]["events"].as_u64().unwrap() > 1000);
+    let o = tlbsim(&["bench", "--only", "nothing"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("matches no case"));
+}

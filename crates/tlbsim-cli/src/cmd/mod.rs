@@ -1,5 +1,6 @@
 //! One module per command: its `Args` (the clap definition) and its `run`.
 
+pub mod bench;
 pub mod check;
 pub mod policies;
 pub mod profiles;
