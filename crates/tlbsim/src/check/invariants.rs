@@ -50,10 +50,10 @@ pub struct Checker {
     /// PTE changes made by the kernel call in progress on each CPU.
     pending: Vec<Pending>,
     /// Current PTE values (shadow, from PteWrite events).
-    current: BTreeMap<(MmId, u64), Option<Pte>>,
+    current: FxHashMap<MmId, BTreeMap<u64, Option<Pte>>>,
     /// Per (mm, vpn): entries with a version up to the first field are
     /// retired and must be compatible with the committed value.
-    committed: FxHashMap<(MmId, u64), (u64, Option<Pte>)>,
+    committed: FxHashMap<MmId, FxHashMap<u64, (u64, Option<Pte>)>>,
     /// What each CPU last loaded into TTBR0 (from AsidLoad events).
     cpu_loaded: Vec<Option<(MmId, Asid)>>,
     /// The mm of the task each CPU runs (`None`: kernel thread or idle).
@@ -74,7 +74,7 @@ impl Checker {
             history: VecDeque::with_capacity(history_len + 1),
             history_len,
             pending: vec![Pending::default(); ncpus],
-            current: BTreeMap::new(),
+            current: FxHashMap::default(),
             cpu_loaded: vec![None; ncpus],
             running: vec![None; ncpus],
             by_mm: FxHashMap::default(),
@@ -116,7 +116,7 @@ impl Checker {
     /// that call committed? (Entries that agree with an in-progress change,
     /// or with the committed value, are legitimate.)
     fn stale(&self, mm: MmId, vpn: u64, version: u64, e: &LeafEntry) -> bool {
-        match self.committed.get(&(mm, vpn)) {
+        match self.committed.get(&mm).and_then(|m| m.get(&vpn)) {
             Some(&(retired, pte)) => version <= retired && !compatible(e, pte),
             None => false,
         }
@@ -139,9 +139,40 @@ impl Checker {
             .unwrap_or_default()
     }
 
+    /// The shadow PTE of (mm, vpn), as the PteWrite events left it.
+    fn current_pte(&self, mm: MmId, vpn: u64) -> Option<Pte> {
+        self.current
+            .get(&mm)
+            .and_then(|m| m.get(&vpn))
+            .copied()
+            .flatten()
+    }
+
+    /// `MmFree`: the address space is gone for good (its top-level table
+    /// was freed, which no CPU's TTBR0 may still point at), so no check can
+    /// ask about it again: its shadow PTEs, committed versions, loaded-CPU
+    /// index and pending writes are dropped (memory stays bounded by the
+    /// live address spaces).
+    fn mm_free(&mut self, mm: MmId) {
+        self.current.remove(&mm);
+        self.committed.remove(&mm);
+        self.by_mm.remove(&mm);
+        for p in &mut self.pending {
+            p.writes.retain(|k, _| k.0 != mm);
+            if p.range.is_some_and(|r| r.0 == mm) {
+                p.range = None;
+            }
+        }
+    }
+
     /// Retires the versions of (mm, vpn) up to `retired`, committing `value`.
     fn commit(&mut self, key: (MmId, u64), retired: u64, value: Option<Pte>) {
-        let e = self.committed.entry(key).or_insert((0, value));
+        let e = self
+            .committed
+            .entry(key.0)
+            .or_default()
+            .entry(key.1)
+            .or_insert((0, value));
         if retired >= e.0 {
             *e = (retired, value);
         }
@@ -178,7 +209,7 @@ impl Checker {
                     vpn << PAGE_SHIFT,
                     why.0,
                     why.1,
-                    self.current.get(&(mm, vpn)).copied().flatten()
+                    self.current_pte(mm, vpn)
                 ),
             );
         }
@@ -188,7 +219,7 @@ impl Checker {
     /// `cpu` records what it replaced (retired when the call returns).
     fn pte_write(&mut self, cpu: CpuId, mm: MmId, va: u64, old: Option<Pte>, new: Option<Pte>) {
         let vpn = va >> PAGE_SHIFT;
-        self.current.insert((mm, vpn), new);
+        self.current.entry(mm).or_default().insert(vpn, new);
         if let Some(p) = new {
             self.version_bound = self.version_bound.max(p.version + 1);
         }
@@ -281,8 +312,10 @@ impl Checker {
         if let Some((mm, lo, hi, bound)) = p.range {
             let in_range: Vec<((MmId, u64), Option<Pte>)> = self
                 .current
-                .range((mm, lo)..(mm, hi))
-                .map(|(k, v)| (*k, *v))
+                .get(&mm)
+                .into_iter()
+                .flat_map(|m| m.range(lo..hi))
+                .map(|(&vpn, v)| ((mm, vpn), *v))
                 .collect();
             for (key, value) in in_range {
                 self.commit(key, bound.saturating_sub(1), value);
@@ -324,7 +357,7 @@ impl Checker {
                 format!(
                     "cpu{cpu} used a stale translation of mm {} va {va:#x}: {entry:?}, current PTE {:?}",
                     entry.mm,
-                    self.current.get(&(entry.mm, entry.vpn)).copied().flatten()
+                    self.current_pte(entry.mm, entry.vpn)
                 ),
             );
         }
@@ -516,10 +549,8 @@ impl Observer for Checker {
                 table,
                 instance,
             } => self.table_free(now, hw, cpu, mm, table, instance),
-            Event::CallEnter { .. }
-            | Event::Tlbi { .. }
-            | Event::DsbDone { .. }
-            | Event::MmFree { .. } => {}
+            Event::MmFree { mm } => self.mm_free(mm),
+            Event::CallEnter { .. } | Event::Tlbi { .. } | Event::DsbDone { .. } => {}
         }
     }
 
