@@ -36,7 +36,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 struct Pending {
     /// Per (mm, vpn): the newest version this call replaced, and the value
     /// it last wrote.
-    writes: BTreeMap<(MmId, u64), (Option<u64>, Option<Pte>)>,
+    /// Only looked up and drained into commits that do not depend on
+    /// their order (the keys are sorted before any check reads them).
+    writes: FxHashMap<(MmId, u64), (Option<u64>, Option<Pte>)>,
     /// The range contract: mm, first and end vpn, version bound at entry.
     range: Option<(MmId, u64, u64, u64)>,
 }
