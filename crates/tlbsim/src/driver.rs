@@ -402,14 +402,12 @@ impl TimingDriver {
                     self.dsb_sync(cpu);
                 }
             }
-            Applied::Locked => {
-                let l = ops::lock_of(&op).expect("a lock step");
+            Applied::Locked(l) => {
                 let cost = self.line_rmw(l, cpu);
                 self.after(cpu, cost, OpResult::Unit);
             }
             Applied::LockWait => self.take_pending_irq(cpu),
-            Applied::Unlocked(granted) => {
-                let l = ops::lock_of(&op).expect("an unlock step");
+            Applied::Unlocked(l, granted) => {
                 self.hand_over(cpu, l, granted);
             }
             Applied::Switched => {

@@ -583,6 +583,12 @@ mod tests {
         })
     }
 
+    /// Task `task`'s madvise returns on `cpu` at `now`.
+    fn madvise_returns(c: &mut Checker, hw: &Hw, now: Ns, cpu: CpuId, task: usize) {
+        let call = "madvise";
+        c.event(now, &Event::CallExit { cpu, task, call }, hw);
+    }
+
     /// Three CPUs; cpu1 runs mm 0 and caches the translation of VA from PTE
     /// version 1 (frame 5), which cpu0's fault installed.
     fn setup() -> (Checker, Hw) {
@@ -658,15 +664,7 @@ mod tests {
         let (mut c, hw) = setup();
         // cpu1 switches to a kernel thread, keeping mm 0's tables lazily.
         c.event(6, &Event::Running { cpu: 1, mm: None }, &hw);
-        c.event(
-            7,
-            &Event::CallExit {
-                cpu: 0,
-                task: 0,
-                call: "madvise",
-            },
-            &hw,
-        );
+        madvise_returns(&mut c, &hw, 7, 0, 0);
         assert!(c.failure().is_none(), "a lazy CPU is not checked at return");
         // A task of mm 0 runs on cpu1 again without a flush.
         c.event(
@@ -717,15 +715,7 @@ mod tests {
             },
             &hw,
         );
-        c.event(
-            7,
-            &Event::CallExit {
-                cpu: 2,
-                task: 1,
-                call: "madvise",
-            },
-            &hw,
-        );
+        madvise_returns(&mut c, &hw, 7, 2, 1);
         let f = c.failure().expect("stale hold caught");
         assert_eq!(f.invariant, Invariant::NoStaleHold, "{f}");
         assert_eq!(f.cpus, vec![1, 2], "the holder, then the CPU returning");
@@ -734,15 +724,7 @@ mod tests {
     #[test]
     fn the_call_that_replaced_the_pte_retires_it() {
         let (mut c, hw) = setup();
-        c.event(
-            6,
-            &Event::CallExit {
-                cpu: 0,
-                task: 0,
-                call: "madvise",
-            },
-            &hw,
-        );
+        madvise_returns(&mut c, &hw, 6, 0, 0);
         let f = c.failure().expect("stale hold caught");
         assert_eq!(f.invariant, Invariant::NoStaleHold, "{f}");
         assert_eq!(
@@ -756,15 +738,7 @@ mod tests {
     #[test]
     fn a_violation_prints_the_report_people_read() {
         let (mut c, hw) = setup();
-        c.event(
-            6,
-            &Event::CallExit {
-                cpu: 0,
-                task: 0,
-                call: "madvise",
-            },
-            &hw,
-        );
+        madvise_returns(&mut c, &hw, 6, 0, 0);
         let f = c.failure().expect("stale hold caught");
         let text = f.to_string();
         let head = format!(

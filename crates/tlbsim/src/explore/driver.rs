@@ -222,10 +222,9 @@ impl Explorer {
                 }
                 self.complete(cpu, OpResult::Unit);
             }
-            Applied::Locked => self.complete(cpu, OpResult::Unit),
+            Applied::Locked(_) => self.complete(cpu, OpResult::Unit),
             Applied::LockWait | Applied::IdleWait => {}
-            Applied::Unlocked(granted) => {
-                let l = ops::lock_of(&op).expect("an unlock step");
+            Applied::Unlocked(l, granted) => {
                 for g in granted {
                     let wcpu = self.core.w.k.borrow().tasks[g.task].cpu;
                     self.core.w.lock_granted(l, &g, self.core.w.now.get());

@@ -138,11 +138,6 @@ impl Cpus {
         self.irq[cpu].is_none() && self.irq_pending(cpu) && !self.irqs_off(cpu)
     }
 
-    /// The wait of the interrupted context, if a handler runs on `cpu`.
-    pub fn saved_wait(&self, cpu: CpuId) -> Option<&Wait> {
-        self.irq[cpu].as_ref().map(|r| &r.saved)
-    }
-
     /// The mailbox of the context running on `cpu`.
     fn running_mb(&self, cpu: CpuId) -> Rc<TaskMailbox> {
         match &self.irq[cpu] {

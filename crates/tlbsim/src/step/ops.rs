@@ -7,7 +7,7 @@ use super::{Cpus, PendingIpi, Wait};
 use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{Asid, TlbiScope};
 use crate::hw::{AccessInfo, AccessTrace, CpuHw, CpuId, Fault, Ttbr0};
-use crate::kernel::{Dsb, LockWaiter, Op, OpResult, TaskId, TaskState, World};
+use crate::kernel::{Dsb, LockId, LockWaiter, Op, OpResult, TaskId, TaskState, World};
 use crate::observe::Event;
 use std::rc::Rc;
 
@@ -26,13 +26,13 @@ pub enum Applied {
     /// ([`Cpus::dsb_needs_sync`], [`Cpus::dsb_ish_done`]).
     DsbIsh,
     /// The lock was free and is now held.
-    Locked,
+    Locked(LockId),
     /// The lock is taken: the CPU spins (`Wait::Lock`) until a release
     /// grants it.
     LockWait,
     /// Released; these waiters now hold it, in order. The driver hands it
     /// over to each and calls [`World::lock_granted`].
-    Unlocked(Vec<LockWaiter>),
+    Unlocked(LockId, Vec<LockWaiter>),
     /// The task parked (or was dropped, having exited); the CPU runs its
     /// next task now.
     Switched,
@@ -86,14 +86,14 @@ impl Cpus {
             }
             Op::Lock(l) | Op::LockShared(l) => {
                 if w.lock_acquire(l, task, matches!(op, Op::LockShared(_)), now) {
-                    Applied::Locked
+                    Applied::Locked(l)
                 } else {
                     self.wait[cpu] = Wait::Lock(l);
                     Applied::LockWait
                 }
             }
             Op::Unlock(l) | Op::UnlockShared(l) => {
-                Applied::Unlocked(w.lock_release(l, matches!(op, Op::UnlockShared(_)), now))
+                Applied::Unlocked(l, w.lock_release(l, matches!(op, Op::UnlockShared(_)), now))
             }
             Op::SwitchTo(_) => {
                 switched(&w, task);
@@ -322,14 +322,4 @@ fn load_cr3(w: &World, cpu: CpuId, cr3: Option<Ttbr0>, flush: Option<Asid>) {
         });
     }
     set_ttbr0(w, cpu, cr3);
-}
-
-/// The lock a lock step names.
-pub fn lock_of(op: &Op) -> Option<crate::kernel::LockId> {
-    match *op {
-        Op::Lock(l) | Op::LockShared(l) | Op::Unlock(l) | Op::UnlockShared(l) | Op::LockWord(l) => {
-            Some(l)
-        }
-        _ => None,
-    }
 }
