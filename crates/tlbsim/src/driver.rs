@@ -166,7 +166,7 @@ impl TimingDriver {
                 return Ok(self.now());
             }
             let Some((t, ev)) = self.q.pop() else {
-                let label = |c: CpuId| format!("{:?}", self.core.wait[c]);
+                let label = |c: CpuId| format!("{:?}", *self.core.wait(c));
                 return Err(RunError::Deadlock(self.core.describe(label)));
             };
             if t > self.limit_ns {
@@ -185,7 +185,7 @@ impl TimingDriver {
                 if self.core.may_take_irq(cpu) {
                     // An IPI is taken at the end of the step; the step's
                     // result waits for the handler to return.
-                    self.core.wait[cpu] = Wait::Ready(r);
+                    self.core.set_wait(cpu, Wait::Ready(r));
                     self.start_irq(cpu);
                 } else {
                     self.complete(cpu, r);
@@ -199,7 +199,7 @@ impl TimingDriver {
             Ev::Ipi(cpu, ipi, single) => {
                 self.core.ipi_arrive(cpu, ipi, single);
                 if !self.core.in_irq(cpu) && !self.core.irqs_off(cpu) {
-                    if self.core.wait[cpu] == Wait::Step && self.work_step[cpu].is_some() {
+                    if *self.core.wait(cpu) == Wait::Step && self.work_step[cpu].is_some() {
                         self.interrupt_work(cpu);
                     } else {
                         self.take_pending_irq(cpu);
@@ -232,7 +232,7 @@ impl TimingDriver {
     /// A context released from its wait runs on at once, unless a handler
     /// runs on the CPU (then it resumes when the handler returns).
     fn resume_if_ready(&mut self, cpu: CpuId) {
-        if let (false, Wait::Ready(r)) = (self.core.in_irq(cpu), &self.core.wait[cpu]) {
+        if let (false, Wait::Ready(r)) = (self.core.in_irq(cpu), self.core.wait(cpu)) {
             let r = *r;
             self.complete(cpu, r);
         }
@@ -271,7 +271,7 @@ impl TimingDriver {
         } else if let Some(left) = self.interrupted_work[cpu].take() {
             self.after_work(cpu, left);
         } else {
-            match self.core.wait[cpu] {
+            match *self.core.wait(cpu) {
                 Wait::Ready(r) => self.complete(cpu, r),
                 // The idle loop looks for work again.
                 Wait::Idle => self.complete(cpu, OpResult::Unit),
@@ -285,7 +285,7 @@ impl TimingDriver {
     fn take_pending_irq(&mut self, cpu: CpuId) {
         if self.core.may_take_irq(cpu)
             && matches!(
-                self.core.wait[cpu],
+                *self.core.wait(cpu),
                 Wait::Idle | Wait::Lock(_) | Wait::IpiAck
             )
         {
@@ -296,11 +296,11 @@ impl TimingDriver {
     /// Interrupts the `Work` step under way on `cpu` to take its next IPI;
     /// the rest of the work runs after the handler.
     fn interrupt_work(&mut self, cpu: CpuId) {
-        if let (Wait::Step, Some((id, end))) = (&self.core.wait[cpu], self.work_step[cpu]) {
+        if let (Wait::Step, Some((id, end))) = (self.core.wait(cpu), self.work_step[cpu]) {
             self.q.cancel(id);
             self.work_step[cpu] = None;
             self.interrupted_work[cpu] = Some(end - self.now());
-            self.core.wait[cpu] = Wait::Free;
+            self.core.set_wait(cpu, Wait::Free);
             self.start_irq(cpu);
         }
     }
@@ -318,7 +318,7 @@ impl TimingDriver {
 
     /// The step of `cpu` completes with `r` after `ns`.
     fn after(&mut self, cpu: CpuId, ns: Ns, r: OpResult) {
-        self.core.wait[cpu] = Wait::Step;
+        self.core.set_wait(cpu, Wait::Step);
         self.result[cpu] = Some(r);
         let t = self.now() + ns;
         self.q.push(t, Ev::StepDone(cpu));
@@ -328,7 +328,7 @@ impl TimingDriver {
     /// A `Work` step of a task: an IPI may interrupt it (the rest of the
     /// work resumes when the handler returns).
     fn after_work(&mut self, cpu: CpuId, ns: Ns) {
-        self.core.wait[cpu] = Wait::Step;
+        self.core.set_wait(cpu, Wait::Step);
         self.result[cpu] = Some(OpResult::Unit);
         let t = self.now() + ns;
         let id = self.q.push(t, Ev::StepDone(cpu));
@@ -339,9 +339,9 @@ impl TimingDriver {
         };
     }
 
-    /// Time a broadcast TLBI's victims took from `cpu` since its last step.
-    fn take_stolen(&self, cpu: CpuId) -> Ns {
-        std::mem::take(&mut self.w().hw.borrow_mut().cpus[cpu].stolen_ns)
+    /// Time broadcast TLBIs took from `cpu` since its last step.
+    fn take_stolen(&mut self, cpu: CpuId) -> Ns {
+        self.core.stolen.take(cpu)
     }
 
     /// Moving a cache line from `from`'s cache to `to`'s.
@@ -397,7 +397,7 @@ impl TimingDriver {
             Applied::Tlbi(id) => self.time_tlbi(cpu, &op, id),
             Applied::DsbIsh => {
                 if self.w().hw.borrow().cpus[cpu].inflight > 0 {
-                    self.core.wait[cpu] = Wait::DsbInflight;
+                    self.core.set_wait(cpu, Wait::DsbInflight);
                 } else {
                     self.dsb_sync(cpu);
                 }
@@ -411,11 +411,11 @@ impl TimingDriver {
                 self.hand_over(cpu, l, granted);
             }
             Applied::Switched => {
-                self.core.wait[cpu] = Wait::Free;
+                self.core.set_wait(cpu, Wait::Free);
                 self.run(cpu);
             }
             Applied::IdleWait => {
-                self.w().hw.borrow_mut().cpus[cpu].stolen_ns = 0;
+                self.core.stolen.take(cpu);
                 self.take_pending_irq(cpu);
             }
             Applied::ReschedIpi(target) => {
@@ -501,7 +501,7 @@ impl TimingDriver {
             let wcpu = self.w().k.borrow().tasks[g.task].cpu;
             let handoff = self.transfer_ns(cpu, wcpu);
             self.core.w.lock_granted(l, &g, self.now() + handoff);
-            if self.core.in_irq(wcpu) && self.core.wait[wcpu] != Wait::Lock(l) {
+            if self.core.in_irq(wcpu) && *self.core.wait(wcpu) != Wait::Lock(l) {
                 // The spinning task was interrupted: it gets the lock when
                 // its handler returns.
                 self.core
@@ -536,7 +536,7 @@ impl TimingDriver {
 
     fn dsb_sync(&mut self, cpu: CpuId) {
         if self.core.dsb_needs_sync(cpu) {
-            self.core.wait[cpu] = Wait::DsbSync;
+            self.core.set_wait(cpu, Wait::DsbSync);
             if self.c.sync_serialized {
                 self.mn_queue.push_back((cpu, self.now()));
                 self.mn_start();
@@ -595,14 +595,17 @@ impl TimingDriver {
         } else {
             self.c.bcast_target_stall_ns
         };
-        let wait = &self.core.wait;
-        let issuer = self.core.dvm_deliver_all(id, |c, t| {
-            if wait[t] != Wait::Idle {
-                c.stolen_ns += stall;
+        let f = self.core.dvm_deliver_all(id);
+        let issuer = f.issuer;
+        if f.pending.is_full() {
+            self.core.stolen.charge_all_busy(issuer, stall);
+        } else {
+            for t in f.pending.iter().filter(|&t| t != issuer) {
+                self.core.stolen.charge(t, stall);
             }
-        });
+        }
         if self.w().hw.borrow().cpus[issuer].inflight == 0
-            && self.core.wait[issuer] == Wait::DsbInflight
+            && *self.core.wait(issuer) == Wait::DsbInflight
         {
             self.dsb_sync(issuer);
         }

@@ -449,7 +449,7 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
         metrics: st.metrics.clone(),
         stats: StatsReport {
             total: st.total(),
-            per_cpu: st.cpu.clone(),
+            per_cpu: st.per_cpu(),
             dvm_sync_queue_wait_ns: st.dvm_sync_queue_wait_ns.summary(),
             flush_latency_ns: st.flush_latency_ns.summary(),
             asid_rollovers: st.asid_rollovers,

@@ -169,8 +169,15 @@ pub struct LockStats {
 /// Everything the model counts during a run.
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
-    /// Per-CPU counters.
+    /// Per-CPU counters, except the DVM operations counted by
+    /// [`Stats::dvm_received_by_all`]: read them with [`Stats::per_cpu`].
     pub cpu: Vec<CpuStats>,
+    /// DVM operations that reached every CPU, counted once each instead of
+    /// once per target (so that a broadcast costs O(1) here, not O(CPUs)).
+    dvm_to_all: u64,
+    /// Per CPU: how many of `dvm_to_all` it issued (an issuer does not
+    /// receive its own).
+    dvm_to_all_issued: Vec<u64>,
     /// Time a DVM Sync waited at the misc node before service (ns).
     pub dvm_sync_queue_wait_ns: Samples,
     /// Latency of each flush_tlb_* call, entry to return (ns).
@@ -197,6 +204,7 @@ impl Stats {
     pub fn new(ncpus: usize) -> Self {
         Self {
             cpu: vec![CpuStats::default(); ncpus],
+            dvm_to_all_issued: vec![0; ncpus],
             ..Default::default()
         }
     }
@@ -206,10 +214,26 @@ impl Stats {
         self.locks.entry(name).or_default()
     }
 
+    /// A DVM operation `issuer` sent reached every CPU: each other CPU
+    /// received one (`dvm_ops_received`).
+    pub fn dvm_received_by_all(&mut self, issuer: usize) {
+        self.dvm_to_all += 1;
+        self.dvm_to_all_issued[issuer] += 1;
+    }
+
+    /// The per-CPU counters, complete.
+    pub fn per_cpu(&self) -> Vec<CpuStats> {
+        let mut cpus = self.cpu.clone();
+        for (c, issued) in cpus.iter_mut().zip(&self.dvm_to_all_issued) {
+            c.dvm_ops_received += self.dvm_to_all - issued;
+        }
+        cpus
+    }
+
     /// Sum over CPUs.
     pub fn total(&self) -> CpuStats {
         let mut t = CpuStats::default();
-        for c in &self.cpu {
+        for c in &self.per_cpu() {
             t.add(c);
         }
         t

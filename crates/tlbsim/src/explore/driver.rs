@@ -69,7 +69,7 @@ impl Explorer {
             }
             let enabled = self.enabled();
             if enabled.is_empty() {
-                let label = |c: CpuId| format!("{:?}", self.core.wait[c]);
+                let label = |c: CpuId| format!("{:?}", *self.core.wait(c));
                 return Outcome::Deadlock(self.core.describe(label));
             }
             let i = chooser.choose(self.schedule.len(), &enabled);
@@ -102,7 +102,7 @@ impl Explorer {
     fn interruptible(&self, c: CpuId) -> bool {
         self.core.may_take_irq(c)
             && matches!(
-                self.core.wait[c],
+                *self.core.wait(c),
                 Wait::Posted(_) | Wait::Idle | Wait::Lock(_) | Wait::IpiAck | Wait::Ready(_)
             )
     }
@@ -110,17 +110,17 @@ impl Explorer {
     /// The actions possible now, in a fixed order.
     pub fn enabled(&self) -> Vec<Action> {
         let mut v = Vec::new();
-        for (c, s) in self.core.wait.iter().enumerate() {
+        for (c, s) in self.core.waits().iter().enumerate() {
             if matches!(s, Wait::Posted(_) | Wait::Ready(_)) {
                 v.push(Action::Step(c));
             }
         }
-        for c in 0..self.core.wait.len() {
+        for c in 0..self.core.waits().len() {
             if self.interruptible(c) {
                 v.push(Action::Interrupt(c));
             }
         }
-        for (c, s) in self.core.wait.iter().enumerate() {
+        for (c, s) in self.core.waits().iter().enumerate() {
             if matches!(s, Wait::Posted(Op::Access { .. })) && self.pending_at(c) {
                 v.push(Action::Deliver(c));
             }
@@ -196,7 +196,7 @@ impl Explorer {
     /// `Step(cpu)`: applies CPU `cpu`'s posted step (or resumes a released
     /// wait), then runs it to its next step.
     fn step(&mut self, cpu: CpuId) {
-        let op = match std::mem::replace(&mut self.core.wait[cpu], Wait::Free) {
+        let op = match self.core.set_wait(cpu, Wait::Free) {
             Wait::Posted(op) => op,
             Wait::Ready(r) => return self.complete(cpu, r),
             other => panic!("step of cpu{cpu} in state {other:?}"),
@@ -268,7 +268,7 @@ impl Explorer {
                         self.core.complete_at_once(cpu, OpResult::Unit);
                         continue;
                     }
-                    self.core.wait[cpu] = Wait::Posted(op);
+                    self.core.set_wait(cpu, Wait::Posted(op));
                     return;
                 }
                 Polled::Returned { sender } => {

@@ -101,20 +101,38 @@ impl CpuMask {
         })
     }
 
+    /// Is every CPU set?
+    pub fn is_full(&self) -> bool {
+        self.count() == self.ncpus
+    }
+
     /// The set CPUs in increasing order.
     pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        self.words.iter().enumerate().flat_map(|(i, &w)| {
-            let mut w = w;
-            std::iter::from_fn(move || {
-                if w == 0 {
-                    return None;
-                }
-                let b = w.trailing_zeros() as usize;
-                w &= w - 1;
-                Some(i * 64 + b)
-            })
-        })
+        bits(self.words.iter().copied())
     }
+
+    /// The CPUs set in both `self` and `other` (of the same size), in
+    /// increasing order: a cost in words, plus one per CPU yielded.
+    pub fn iter_and<'a>(&'a self, other: &'a CpuMask) -> impl Iterator<Item = usize> + 'a {
+        debug_assert_eq!(self.ncpus, other.ncpus);
+        bits(self.words.iter().zip(&other.words).map(|(a, b)| a & b))
+    }
+}
+
+/// The positions of the set bits of `words` (word `i` holds bits
+/// `64 * i ..`), in increasing order.
+fn bits(words: impl Iterator<Item = u64>) -> impl Iterator<Item = usize> {
+    words.enumerate().flat_map(|(i, w)| {
+        let mut w = w;
+        std::iter::from_fn(move || {
+            if w == 0 {
+                return None;
+            }
+            let b = w.trailing_zeros() as usize;
+            w &= w - 1;
+            Some(i * 64 + b)
+        })
+    })
 }
 
 #[cfg(test)]
@@ -136,5 +154,8 @@ mod tests {
         assert!(!m.test_and_set(5));
         let f = CpuMask::full(70);
         assert_eq!(f.count(), 70);
+        assert!(f.is_full() && !m.is_full());
+        m.set(64);
+        assert_eq!(f.iter_and(&m).collect::<Vec<_>>(), vec![5, 64]);
     }
 }

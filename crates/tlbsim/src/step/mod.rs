@@ -17,6 +17,7 @@
 //! choice point in the explorer.
 
 pub mod ops;
+pub mod stolen;
 
 use crate::engine::exec::poll_once;
 use crate::hw::CpuId;
@@ -25,6 +26,7 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 
 pub use ops::Applied;
+pub use stolen::Stolen;
 
 /// What a CPU's running context waits for between steps.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,8 +93,12 @@ pub enum Polled {
 pub struct Cpus {
     /// The world.
     pub w: Rc<World>,
-    /// Per CPU: what its running context waits for.
-    pub wait: Vec<Wait>,
+    /// Per CPU: what its running context waits for (written only by
+    /// [`Cpus::set_wait`]).
+    wait: Vec<Wait>,
+    /// Time stolen from each CPU, which it is charged at its next step
+    /// (the timing driver's; idle CPUs absorb it).
+    pub stolen: Stolen,
     irq_queue: Vec<VecDeque<PendingIpi>>,
     irq: Vec<Option<IrqRun>>,
     acks: Vec<usize>,
@@ -111,10 +117,33 @@ impl Cpus {
         Self {
             w,
             wait: vec![Wait::Free; n],
+            stolen: Stolen::new(n),
             irq_queue: vec![VecDeque::new(); n],
             irq: (0..n).map(|_| None).collect(),
             acks: vec![0; n],
         }
+    }
+
+    /// What the running context of `cpu` waits for.
+    pub fn wait(&self, cpu: CpuId) -> &Wait {
+        &self.wait[cpu]
+    }
+
+    /// What each CPU's running context waits for, by CPU.
+    pub fn waits(&self) -> &[Wait] {
+        &self.wait
+    }
+
+    /// Sets what the running context of `cpu` waits for; returns what it
+    /// waited for before. Entering or leaving `Wait::Idle` is told to
+    /// [`Cpus::stolen`].
+    pub fn set_wait(&mut self, cpu: CpuId, w: Wait) -> Wait {
+        let idle = matches!(w, Wait::Idle);
+        let old = std::mem::replace(&mut self.wait[cpu], w);
+        if matches!(old, Wait::Idle) != idle {
+            self.stolen.set_idle(cpu, idle);
+        }
+        old
     }
 
     /// Is an IPI handler running on `cpu`?
@@ -152,7 +181,7 @@ impl Cpus {
     /// Completes the running context's step with `r` (its wait becomes
     /// `Free`); the driver then polls it on ([`Cpus::poll`]).
     pub fn complete(&mut self, cpu: CpuId, r: OpResult) {
-        self.wait[cpu] = Wait::Free;
+        self.set_wait(cpu, Wait::Free);
         self.running_mb(cpu).complete(r);
     }
 
@@ -171,7 +200,7 @@ impl Cpus {
         };
         if poll_once(run.fut.as_mut()).is_ready() {
             let run = self.irq[cpu].take().expect("a handler runs");
-            self.wait[cpu] = run.saved;
+            self.set_wait(cpu, run.saved);
             return Polled::Returned { sender: run.sender };
         }
         let op = run
@@ -203,7 +232,7 @@ impl Cpus {
             ctx.work(entry).await;
             inner.await;
         });
-        let saved = std::mem::replace(&mut self.wait[cpu], Wait::Free);
+        let saved = self.set_wait(cpu, Wait::Free);
         self.irq[cpu] = Some(IrqRun {
             fut,
             mb,
@@ -217,7 +246,7 @@ impl Cpus {
     /// `r`. Returns whether one did.
     pub fn release(&mut self, cpu: CpuId, blocked: impl Fn(&Wait) -> bool, r: OpResult) -> bool {
         if blocked(&self.wait[cpu]) {
-            self.wait[cpu] = Wait::Ready(r);
+            self.set_wait(cpu, Wait::Ready(r));
             return true;
         }
         if let Some(run) = self.irq[cpu].as_mut() {

@@ -6,7 +6,7 @@
 use super::{Cpus, PendingIpi, Wait};
 use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{Asid, TlbiScope};
-use crate::hw::{AccessInfo, AccessTrace, CpuHw, CpuId, Fault, Ttbr0};
+use crate::hw::{AccessInfo, AccessTrace, CpuId, Fault, Inflight, Ttbr0};
 use crate::kernel::{Dsb, LockId, LockWaiter, Op, OpResult, TaskId, TaskState, World};
 use crate::observe::Event;
 use std::rc::Rc;
@@ -88,7 +88,7 @@ impl Cpus {
                 if w.lock_acquire(l, task, matches!(op, Op::LockShared(_)), now) {
                     Applied::Locked(l)
                 } else {
-                    self.wait[cpu] = Wait::Lock(l);
+                    self.set_wait(cpu, Wait::Lock(l));
                     Applied::LockWait
                 }
             }
@@ -122,7 +122,7 @@ impl Cpus {
         if work {
             return Applied::Done(OpResult::Unit);
         }
-        self.wait[cpu] = Wait::Idle;
+        self.set_wait(cpu, Wait::Idle);
         Applied::IdleWait
     }
 
@@ -140,7 +140,7 @@ impl Cpus {
             return Applied::Done(OpResult::Unit);
         }
         self.acks[cpu] = n;
-        self.wait[cpu] = Wait::IpiAck;
+        self.set_wait(cpu, Wait::IpiAck);
         let ipi = PendingIpi {
             handler,
             arg,
@@ -163,23 +163,21 @@ impl Cpus {
         done
     }
 
-    /// Broadcast TLBI `id` takes effect at every target still pending;
-    /// `on_target(cpu_state, cpu)` runs for each other than the issuer (the
-    /// driver's cost to the target). Returns the issuer.
-    pub fn dvm_deliver_all(
-        &self,
-        id: usize,
-        mut on_target: impl FnMut(&mut CpuHw, CpuId),
-    ) -> CpuId {
-        let mut hw = self.w.hw.borrow_mut();
+    /// Broadcast TLBI `id` takes effect at every target still pending, each
+    /// but the issuer counting it received. Returns it: its issuer, and in
+    /// `pending` the targets it reached (the driver charges their cost).
+    /// A broadcast to every CPU costs O(1) in statistics.
+    pub fn dvm_deliver_all(&self, id: usize) -> Inflight {
+        let f = self.w.hw.borrow_mut().dvm_apply_all(id);
         let mut st = self.w.stats.borrow_mut();
-        let issuer = hw.inflight[id].as_ref().expect("live").issuer;
-        hw.dvm_apply_all(id, |c, t| {
-            if t != issuer {
+        if f.pending.is_full() {
+            st.dvm_received_by_all(f.issuer);
+        } else {
+            for t in f.pending.iter().filter(|&t| t != f.issuer) {
                 st.cpu[t].dvm_ops_received += 1;
-                on_target(c, t);
             }
-        })
+        }
+        f
     }
 
     /// Does `cpu`'s `DSB ISH` need a DVM Sync (a broadcast TLBI since its
