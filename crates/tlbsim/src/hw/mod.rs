@@ -373,7 +373,7 @@ impl Hw {
     /// Applies in-flight operation `id` at every remaining target and
     /// returns it (its issuer, and in `pending` the targets it reached). An
     /// invalidation by ASID visits only the targets whose TLB may hold the
-    /// ASID ([`Hw::holders`]): its cost is in the machine's size in words,
+    /// ASID (an index of fills): its cost is in the machine's size in words,
     /// plus one per such target.
     pub fn dvm_apply_all(&mut self, id: usize) -> Inflight {
         let f = self.inflight[id].take().expect("live in-flight op");
