@@ -59,7 +59,16 @@ const CASES: &[Case] = &[
     Case {
         name: "mprotect-4096-stock",
         experiment: "seed000-mprotect",
-        sets: &["machine.cpus=4096", "workload.iterations=3"],
+        sets: &["machine.cpus=4096", "workload.iterations=10"],
+    },
+    Case {
+        name: "mprotect-4096-v2",
+        experiment: "seed000-mprotect",
+        sets: &[
+            "machine.cpus=4096",
+            "kernel.tlb_policy=\"arm64-skip-broadcast-v2\"",
+            "workload.iterations=10",
+        ],
     },
     Case {
         name: "sort-compute",

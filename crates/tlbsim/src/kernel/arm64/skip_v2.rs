@@ -137,8 +137,9 @@ impl SkipV2 {
 /// bit included). Returns `local_is_clear`: the flush is local and only this
 /// CPU's bit was clear, left so.
 pub fn mark_stale(m: &mut CpuMask, cpu: usize, is_local: bool) -> bool {
-    let others_all_set = (0..m.ncpus()).all(|c| c == cpu || m.test(c));
     let own_clear = !m.test(cpu);
+    // No clear bit but perhaps this CPU's (a popcount, word by word).
+    let others_all_set = m.count() - usize::from(!own_clear) == m.ncpus() - 1;
     // The own clear bit is skipped only for a local flush.
     if others_all_set && (is_local || !own_clear) {
         is_local && own_clear
