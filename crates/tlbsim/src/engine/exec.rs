@@ -10,7 +10,6 @@
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
-use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 /// A boxed, non-`Send` future: the shape of every kernel routine that can be
@@ -41,9 +40,9 @@ impl<Op, R> Default for Mailbox<Op, R> {
 
 impl<Op, R> Mailbox<Op, R> {
     /// Posts `op` and waits until a driver completes it with [`Mailbox::complete`].
-    pub fn step(self: &Rc<Self>, op: Op) -> Step<Op, R> {
+    pub fn step(&self, op: Op) -> Step<'_, Op, R> {
         Step {
-            mb: Rc::clone(self),
+            mb: self,
             op: Some(op),
         }
     }
@@ -60,12 +59,12 @@ impl<Op, R> Mailbox<Op, R> {
 }
 
 /// Future of one posted step.
-pub struct Step<Op, R> {
-    mb: Rc<Mailbox<Op, R>>,
+pub struct Step<'a, Op, R> {
+    mb: &'a Mailbox<Op, R>,
     op: Option<Op>,
 }
 
-impl<Op: Unpin, R> Future for Step<Op, R> {
+impl<Op: Unpin, R> Future for Step<'_, Op, R> {
     type Output = R;
     fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<R> {
         if let Some(op) = self.op.take() {
@@ -89,6 +88,7 @@ pub fn poll_once<T>(fut: Pin<&mut (dyn Future<Output = T> + '_)>) -> Poll<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::rc::Rc;
 
     #[test]
     fn a_driver_completes_steps_in_its_own_order() {

@@ -548,7 +548,6 @@ pub fn advance(w: &Rc<World>, cpu: CpuId) -> (TaskId, Op) {
     let done = crate::engine::exec::poll_once(fut.as_mut()).is_ready();
     w.futures.borrow_mut()[task] = Some(fut);
     assert!(!done, "task {task} returned without do_exit");
-    let mb = Rc::clone(&w.k.borrow().tasks[task].mb);
-    let op = mb.take_posted().expect("a pending task posted a step");
-    (task, op)
+    let op = w.k.borrow().tasks[task].mb.take_posted();
+    (task, op.expect("a pending task posted a step"))
 }

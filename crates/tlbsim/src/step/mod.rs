@@ -167,13 +167,13 @@ impl Cpus {
         self.irq[cpu].is_none() && self.irq_pending(cpu) && !self.irqs_off(cpu)
     }
 
-    /// The mailbox of the context running on `cpu`.
-    fn running_mb(&self, cpu: CpuId) -> Rc<TaskMailbox> {
+    /// Completes the step of the context running on `cpu` in its mailbox.
+    fn complete_running(&self, cpu: CpuId, r: OpResult) {
         match &self.irq[cpu] {
-            Some(run) => Rc::clone(&run.mb),
+            Some(run) => run.mb.complete(r),
             None => {
                 let k = self.w.k.borrow();
-                Rc::clone(&k.tasks[k.cpus[cpu].current].mb)
+                k.tasks[k.cpus[cpu].current].mb.complete(r);
             }
         }
     }
@@ -182,12 +182,12 @@ impl Cpus {
     /// `Free`); the driver then polls it on ([`Cpus::poll`]).
     pub fn complete(&mut self, cpu: CpuId, r: OpResult) {
         self.set_wait(cpu, Wait::Free);
-        self.running_mb(cpu).complete(r);
+        self.complete_running(cpu, r);
     }
 
     /// Completes a step that took no time and leaves the wait as it is.
     pub fn complete_at_once(&self, cpu: CpuId, r: OpResult) {
-        self.running_mb(cpu).complete(r);
+        self.complete_running(cpu, r);
     }
 
     /// Polls the context running on `cpu` until it posts a step or, for a
