@@ -158,24 +158,28 @@ impl TimingDriver {
         for cpu in 0..self.w().ncpus() {
             self.run(cpu);
         }
-        loop {
+        // Counted here and added to the statistics once, on the way out.
+        let mut events = 0;
+        let end = loop {
             if let Some(r) = self.w().failure() {
-                return Err(RunError::Violation(r));
+                break Err(RunError::Violation(r));
             }
             if done(self.w()) {
-                return Ok(self.now());
+                break Ok(self.now());
             }
             let Some((t, ev)) = self.q.pop() else {
                 let label = |c: CpuId| format!("{:?}", *self.core.wait(c));
-                return Err(RunError::Deadlock(self.core.describe(label)));
+                break Err(RunError::Deadlock(self.core.describe(label)));
             };
             if t > self.limit_ns {
-                return Err(RunError::TimeLimit(self.limit_ns));
+                break Err(RunError::TimeLimit(self.limit_ns));
             }
             self.w().now.set(t);
-            self.w().stats.borrow_mut().events += 1;
+            events += 1;
             self.event(ev);
-        }
+        };
+        self.w().stats.borrow_mut().events += events;
+        end
     }
 
     fn event(&mut self, ev: Ev) {
