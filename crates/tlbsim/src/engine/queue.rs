@@ -8,65 +8,27 @@
 //! and pop. The order is the same as with the heap alone.
 
 use super::Ns;
-use std::cmp::Ordering;
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-
-/// A queued event: its key `(time, sequence)`, the slot that says whether
-/// it is still live, and the event itself (kept inline: no indirection on
-/// the way out).
-#[derive(Debug)]
-struct Entry<E> {
-    at_ns: Ns,
-    seq: u64,
-    slot: u32,
-    ev: E,
-}
-
-impl<E> Entry<E> {
-    fn key(&self) -> (Ns, u64) {
-        (self.at_ns, self.seq)
-    }
-}
-
-impl<E> PartialEq for Entry<E> {
-    fn eq(&self, o: &Self) -> bool {
-        self.key() == o.key()
-    }
-}
-
-impl<E> Eq for Entry<E> {}
-
-impl<E> PartialOrd for Entry<E> {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-
-impl<E> Ord for Entry<E> {
-    /// Reversed, so that the max-heap pops the earliest key.
-    fn cmp(&self, o: &Self) -> Ordering {
-        o.key().cmp(&self.key())
-    }
-}
 
 /// A priority queue of events of type `E`.
 #[derive(Debug)]
 pub struct EventQueue<E> {
-    /// The queued events but `front`.
-    heap: BinaryHeap<Entry<E>>,
-    /// The event that orders before every event in `heap`, if kept out of
-    /// it.
-    front: Option<Entry<E>>,
-    /// Per slot: the sequence number of the live event holding it, 0 once
-    /// cancelled (the slot is freed when its entry comes out).
-    slots: Vec<u64>,
-    free: Vec<u32>,
+    /// Keys `(time, sequence, slot)` of the queued events but `front`.
+    heap: BinaryHeap<Reverse<Key>>,
+    /// The key that orders before every key in `heap`, if kept out of it.
+    front: Option<Key>,
+    slots: Vec<Option<(u64, E)>>,
+    free: Vec<usize>,
     seq: u64,
 }
 
+/// `(time, sequence, slot)`: ordered by time, then sequence (unique).
+type Key = (Ns, u64, usize);
+
 /// Handle of a scheduled event, used to cancel it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EventId(u32, u64);
+pub struct EventId(usize, u64);
 
 impl<E> Default for EventQueue<E> {
     fn default() -> Self {
@@ -84,52 +46,53 @@ impl<E> EventQueue<E> {
     /// Schedules `ev` at absolute time `at_ns`.
     pub fn push(&mut self, at_ns: Ns, ev: E) -> EventId {
         self.seq += 1;
+        let item = Some((self.seq, ev));
         let slot = match self.free.pop() {
             Some(s) => {
-                self.slots[s as usize] = self.seq;
+                self.slots[s] = item;
                 s
             }
             None => {
-                self.slots.push(self.seq);
-                u32::try_from(self.slots.len() - 1).expect("under 2^32 queued events")
+                self.slots.push(item);
+                self.slots.len() - 1
             }
         };
-        let e = Entry {
-            at_ns,
-            seq: self.seq,
-            slot,
-            ev,
-        };
-        match &self.front {
-            Some(f) if e.key() < f.key() => {
-                let f = self.front.replace(e).expect("front");
-                self.heap.push(f);
+        let key = (at_ns, self.seq, slot);
+        match self.front {
+            Some(f) if key < f => {
+                self.heap.push(Reverse(f));
+                self.front = Some(key);
             }
-            Some(_) => self.heap.push(e),
-            None if self.heap.peek().is_none_or(|h| e.key() < h.key()) => {
-                self.front = Some(e);
+            Some(_) => self.heap.push(Reverse(key)),
+            None if self.heap.peek().is_none_or(|Reverse(h)| key < *h) => {
+                self.front = Some(key);
             }
-            None => self.heap.push(e),
+            None => self.heap.push(Reverse(key)),
         }
         EventId(slot, self.seq)
     }
 
     /// Cancels a scheduled event; a no-op if it already fired.
     pub fn cancel(&mut self, id: EventId) {
-        if let Some(s) = self.slots.get_mut(id.0 as usize) {
-            if *s == id.1 {
-                *s = 0;
+        if let Some(s) = self.slots.get_mut(id.0) {
+            if matches!(s, Some((seq, _)) if *seq == id.1) {
+                *s = None;
             }
         }
     }
 
     /// Pops the earliest live event, with its time.
     pub fn pop(&mut self) -> Option<(Ns, E)> {
-        while let Some(e) = self.front.take().or_else(|| self.heap.pop()) {
-            let live = std::mem::take(&mut self.slots[e.slot as usize]) == e.seq;
-            self.free.push(e.slot);
-            if live {
-                return Some((e.at_ns, e.ev));
+        while let Some((t, key_seq, slot)) =
+            self.front.take().or_else(|| self.heap.pop().map(|r| r.0))
+        {
+            match self.slots[slot].take() {
+                Some((seq, ev)) if seq == key_seq => {
+                    self.free.push(slot);
+                    return Some((t, ev));
+                }
+                Some(other) => self.slots[slot] = Some(other),
+                None => self.free.push(slot),
             }
         }
         None
