@@ -110,13 +110,6 @@ impl CpuMask {
     pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
         bits(self.words.iter().copied())
     }
-
-    /// The CPUs set in both `self` and `other` (of the same size), in
-    /// increasing order: a cost in words, plus one per CPU yielded.
-    pub fn iter_and<'a>(&'a self, other: &'a CpuMask) -> impl Iterator<Item = usize> + 'a {
-        debug_assert_eq!(self.ncpus, other.ncpus);
-        bits(self.words.iter().zip(&other.words).map(|(a, b)| a & b))
-    }
 }
 
 /// The positions of the set bits of `words` (word `i` holds bits
@@ -155,7 +148,5 @@ mod tests {
         let f = CpuMask::full(70);
         assert_eq!(f.count(), 70);
         assert!(f.is_full() && !m.is_full());
-        m.set(64);
-        assert_eq!(f.iter_and(&m).collect::<Vec<_>>(), vec![5, 64]);
     }
 }

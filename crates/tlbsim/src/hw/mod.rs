@@ -109,7 +109,16 @@ pub struct Hw {
     /// ASID visits only those TLBs. A simulator index, not hardware:
     /// skipping the other TLBs removes nothing they hold. Looked up only,
     /// never iterated.
-    holders: FxHashMap<Asid, CpuMask>,
+    holders: FxHashMap<Asid, Holders>,
+}
+
+/// The CPUs that may hold entries of one ASID: a mask to test, and the
+/// same CPUs as a list to visit (in no order; visiting order has no
+/// effect, as each CPU's TLB is its own).
+#[derive(Debug, Clone)]
+struct Holders {
+    mask: CpuMask,
+    list: Vec<CpuId>,
 }
 
 impl Hw {
@@ -254,8 +263,12 @@ impl Hw {
         if c.held_asids.last() == Some(&asid) {
             return;
         }
-        let mask = self.holders.entry(asid).or_insert_with(|| CpuMask::new(n));
-        if !mask.test_and_set(cpu) {
+        let h = self.holders.entry(asid).or_insert_with(|| Holders {
+            mask: CpuMask::new(n),
+            list: Vec::new(),
+        });
+        if !h.mask.test_and_set(cpu) {
+            h.list.push(cpu);
             c.held_asids.push(asid);
         } else if let Some(i) = c.held_asids.iter().position(|&a| a == asid) {
             // Keep the most recent last, for the test above.
@@ -269,8 +282,16 @@ impl Hw {
         let c = &mut self.cpus[cpu];
         if let Some(i) = c.held_asids.iter().position(|&a| a == asid) {
             c.held_asids.swap_remove(i);
-            if let Some(m) = self.holders.get_mut(&asid) {
-                m.clear(cpu);
+            self.drop_holder(cpu, asid);
+        }
+    }
+
+    /// Takes `cpu` out of `asid`'s holders.
+    fn drop_holder(&mut self, cpu: CpuId, asid: Asid) {
+        if let Some(h) = self.holders.get_mut(&asid) {
+            if h.mask.test_and_clear(cpu) {
+                let i = h.list.iter().position(|&c| c == cpu).expect("listed");
+                h.list.swap_remove(i);
             }
         }
     }
@@ -282,9 +303,7 @@ impl Hw {
             TlbiScope::Asid(asid) => self.forget_holder(cpu, asid),
             TlbiScope::All => {
                 for asid in std::mem::take(&mut self.cpus[cpu].held_asids) {
-                    if let Some(m) = self.holders.get_mut(&asid) {
-                        m.clear(cpu);
-                    }
+                    self.drop_holder(cpu, asid);
                 }
             }
             TlbiScope::Va { .. } | TlbiScope::Range { .. } => {}
@@ -373,16 +392,13 @@ impl Hw {
     /// Applies in-flight operation `id` at every remaining target and
     /// returns it (its issuer, and in `pending` the targets it reached). An
     /// invalidation by ASID visits only the targets whose TLB may hold the
-    /// ASID (an index of fills): its cost is in the machine's size in words,
-    /// plus one per such target.
+    /// ASID (an index of fills): its cost is one per such target.
     pub fn dvm_apply_all(&mut self, id: usize) -> Inflight {
         let f = self.inflight[id].take().expect("live in-flight op");
         let visit: Vec<CpuId> = match f.scope {
             TlbiScope::Va { asid, .. } | TlbiScope::Range { asid, .. } | TlbiScope::Asid(asid) => {
-                match self.holders.get(&asid) {
-                    Some(h) => f.pending.iter_and(h).collect(),
-                    None => Vec::new(),
-                }
+                let h = self.holders.get(&asid).map_or(&[][..], |h| &h.list[..]);
+                h.iter().copied().filter(|&c| f.pending.test(c)).collect()
             }
             TlbiScope::All => f.pending.iter().collect(),
         };
