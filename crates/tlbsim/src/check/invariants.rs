@@ -460,26 +460,49 @@ impl Checker {
         keys.sort_unstable();
         keys.dedup();
         for g in keys.chunk_by(|a, b| a.0 == b.0) {
-            let mm = g[0].0;
-            let mut cpus = std::mem::take(&mut self.scratch_cpus);
-            self.cpus_running(mm, &mut cpus);
-            if g.len() as u64 >= PROBE_MIN_PAGES {
-                // A CPU holding nothing over the keys' span holds none of them.
-                let (lo, hi) = (g[0].1, g[g.len() - 1].1 + 1);
-                cpus.retain(|&c| match hw.cpus[c].ttbr0 {
-                    Some(t) if t.mm == mm => !self.holds_none_in(hw, c, t.asid, lo, hi),
-                    _ => false,
-                });
+            self.check_retired(now, hw, g, (call, cpu));
+            if self.failure.is_some() {
+                return;
             }
-            for &(_, vpn) in g {
-                for &c in &cpus {
-                    self.check_loaded_cpu(now, hw, c, mm, vpn, (call, cpu));
-                }
-                if self.failure.is_some() {
-                    break;
+        }
+    }
+
+    /// After `why` (a call and the CPU it returned on) retired versions of
+    /// the pages `g` (of one mm, in increasing order): no CPU running the
+    /// mm may hold a stale one, checked page by page and, for each page,
+    /// CPU by CPU ([`Checker::check_loaded_cpu`]). With many pages, each
+    /// CPU's TLB is first scanned once for the entries that could be stale
+    /// there, and a page no such entry covers is not checked on that CPU.
+    fn check_retired(&mut self, now: Ns, hw: &Hw, g: &[(MmId, u64)], why: (&str, CpuId)) {
+        let mm = g[0].0;
+        let (lo, hi) = (g[0].1, g[g.len() - 1].1 + 1);
+        let newest = self.shadow.max_retired(mm);
+        let mut cpus = std::mem::take(&mut self.scratch_cpus);
+        self.cpus_running(mm, &mut cpus);
+        // Per CPU with `mm` loaded: where its candidates lie (`None`: anywhere).
+        let mut spans: Vec<(CpuId, Option<Spans>)> = Vec::new();
+        for &c in &cpus {
+            let Some(t) = hw.cpus[c].ttbr0.filter(|t| t.mm == mm) else {
+                continue;
+            };
+            if (g.len() as u64) < PROBE_MIN_PAGES {
+                spans.push((c, None));
+                continue;
+            }
+            match candidate_spans(&hw.cpus[c].tlb, t.asid, mm, newest, lo, hi) {
+                Some(s) if s.is_empty() => {}
+                s => spans.push((c, s)),
+            }
+        }
+        self.scratch_cpus = cpus;
+        for &(_, vpn) in g {
+            for (c, s) in &spans {
+                if s.as_ref()
+                    .is_none_or(|s| s.iter().any(|&(a, b)| a <= vpn && vpn < b))
+                {
+                    self.check_loaded_cpu(now, hw, *c, mm, vpn, why);
                 }
             }
-            self.scratch_cpus = cpus;
             if self.failure.is_some() {
                 return;
             }
@@ -669,6 +692,41 @@ impl Checker {
             );
         }
     }
+}
+
+/// Page ranges `[first, end)` (vpns).
+type Spans = Vec<(u64, u64)>;
+
+/// Candidate spans kept per CPU by [`Checker::check_retired`]; with more,
+/// it checks every page on that CPU.
+const MAX_SPANS: usize = 32;
+
+/// The pages `[vpn, vpn + span)` of `tlb`'s leaf entries of `mm` under
+/// `asid` that overlap `[lo, hi)` and are not newer than `newest` (`mm`'s
+/// newest retirement): only they can be stale there. `None` if there are
+/// more than [`MAX_SPANS`].
+fn candidate_spans(
+    tlb: &Tlb,
+    asid: Asid,
+    mm: MmId,
+    newest: Option<u64>,
+    lo: u64,
+    hi: u64,
+) -> Option<Spans> {
+    let Some(newest) = newest else {
+        return Some(Vec::new());
+    };
+    let mut out = Vec::new();
+    for (e, huge) in tlb.leaf_slots() {
+        let end = e.vpn + if huge { HPAGE_PAGES } else { 1 };
+        if e.asid == asid && e.mm == mm && e.version <= newest && e.vpn < hi && lo < end {
+            if out.len() == MAX_SPANS {
+                return None;
+            }
+            out.push((e.vpn, end));
+        }
+    }
+    Some(out)
 }
 
 /// The first walk-cache entry of `tlb` under `asid` that belongs to
