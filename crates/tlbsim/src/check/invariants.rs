@@ -22,26 +22,70 @@
 //! Completion (a DSB completes only its own CPU's TLBIs) is a property of the
 //! hardware model; the mutant tests show its consequences are caught.
 
+use super::shadow::{PteWriteRec, Shadow};
 use super::{Invariant, Violation};
 use crate::engine::Ns;
-use crate::hw::mem::{level_shift, Pfn, Pte, TableId, PAGE_SHIFT};
-use crate::hw::tlb::{Asid, LeafEntry, MmId, WalkEntry};
-use crate::hw::{compatible, CpuId, Hw};
+use crate::hw::cpumask::CpuMask;
+use crate::hw::mem::{level_shift, Pfn, Pte, TableId, HPAGE_PAGES, PAGE_SHIFT};
+use crate::hw::tlb::{Asid, LeafEntry, MmId, Tlb, TlbiScope, WalkEntry};
+use crate::hw::{CpuId, Hw};
 use crate::observe::{Event, Observer};
 use rustc_hash::FxHashMap;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::VecDeque;
 
 /// PTE changes of the call in progress on one CPU.
 #[derive(Debug, Default, Clone)]
 struct Pending {
-    /// Per (mm, vpn): the newest version this call replaced, and the value
-    /// it last wrote.
-    /// Only looked up and drained into commits that do not depend on
-    /// their order (the keys are sorted before any check reads them).
-    writes: FxHashMap<(MmId, u64), (Option<u64>, Option<Pte>)>,
+    /// Every PTE write of the call, in order (folded per page when the call
+    /// returns: the newest version replaced, the last value written).
+    writes: Vec<PteWriteRec>,
     /// The range contract: mm, first and end vpn, version bound at entry.
     range: Option<(MmId, u64, u64, u64)>,
 }
+
+/// The CPUs that loaded one address space (from `AsidLoad` events).
+#[derive(Debug, Clone)]
+struct MmCpus {
+    /// CPUs whose last TTBR0 load was this mm.
+    loaded: CpuMask,
+    /// CPUs that ever loaded it: the only ones whose walk caches can hold
+    /// entries into its tables (see [`Checker::table_free`]).
+    ever: CpuMask,
+}
+
+/// A CPU's TLB was found to hold no stale translation of `mm` under
+/// `asid` when its [`Tlb::tick`] and the shadow's [`Shadow::epoch`] were
+/// as recorded. While both stay so, that still holds: the TLB has only lost
+/// entries and no entry has become stale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Clean {
+    tick: u64,
+    epoch: u64,
+    asid: Asid,
+    mm: MmId,
+}
+
+/// At `tick`, a CPU's TLB held a leaf entry under `asid` translating a
+/// page of `[lo, hi)` (vpns) iff `any`; while the tick stays the same it
+/// only loses entries, so `!any` stays true for every sub-range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct RangeProbe {
+    tick: u64,
+    asid: Asid,
+    lo: u64,
+    hi: u64,
+    any: bool,
+}
+
+/// Page checks that a range of at least this many pages needs on one CPU
+/// are answered first by one scan of its TLB ([`RangeProbe`]): a scan
+/// visits every slot once, a page check two sets.
+const PROBE_MIN_PAGES: u64 = 64;
+
+/// After this many `FrameFree` events in a row in one 2 MiB region of one
+/// mm (a huge page's 512 frames), each CPU is probed once for the whole
+/// region instead of page by page.
+const FREE_STREAK_PROBE: u32 = 8;
 
 /// The invariant checker. Its hash maps are only looked up, never
 /// iterated, so their order cannot reach a report.
@@ -51,17 +95,29 @@ pub struct Checker {
     history_len: usize,
     /// PTE changes made by the kernel call in progress on each CPU.
     pending: Vec<Pending>,
-    /// Current PTE values (shadow, from PteWrite events).
-    current: FxHashMap<MmId, BTreeMap<u64, Option<Pte>>>,
-    /// Per (mm, vpn): entries with a version up to the first field are
-    /// retired and must be compatible with the committed value.
-    committed: FxHashMap<MmId, FxHashMap<u64, (u64, Option<Pte>)>>,
+    /// Shadow PTEs (from PteWrite events) and, per page, the versions
+    /// retired by completed calls with the values they committed.
+    shadow: Shadow,
     /// What each CPU last loaded into TTBR0 (from AsidLoad events).
     cpu_loaded: Vec<Option<(MmId, Asid)>>,
     /// The mm of the task each CPU runs (`None`: kernel thread or idle).
     running: Vec<Option<MmId>>,
-    /// CPUs that last loaded each mm (an index; hardware state is re-read).
-    by_mm: FxHashMap<MmId, BTreeSet<CpuId>>,
+    /// CPUs that loaded each live mm (an index; hardware state is re-read).
+    by_mm: FxHashMap<MmId, MmCpus>,
+    /// Per CPU, a state in which its TLB held no stale translation of an
+    /// mm under an ASID.
+    clean: Vec<Option<Clean>>,
+    /// Per CPU, the [`Tlb::tick`] right after its last local `TLBI
+    /// ASIDE1` (with the ASID) or `VMALLE1` (`None`): while the tick stays
+    /// the same, the TLB and walk cache hold nothing under that ASID.
+    flushed: Vec<Option<(u64, Option<Asid>)>>,
+    /// Per CPU, its last [`RangeProbe`].
+    probes: Vec<Option<RangeProbe>>,
+    /// The mm and 2 MiB region (vpn / 512) of the last `FrameFree` events,
+    /// and how many in a row were there.
+    free_streak: Option<(MmId, u64, u32)>,
+    /// A buffer for lists of CPUs, kept to reuse its allocation.
+    scratch_cpus: Vec<CpuId>,
     /// One past the largest PTE version seen.
     version_bound: u64,
     failure: Option<Violation>,
@@ -76,11 +132,15 @@ impl Checker {
             history: VecDeque::with_capacity(history_len + 1),
             history_len,
             pending: vec![Pending::default(); ncpus],
-            current: FxHashMap::default(),
+            shadow: Shadow::default(),
             cpu_loaded: vec![None; ncpus],
             running: vec![None; ncpus],
             by_mm: FxHashMap::default(),
-            committed: FxHashMap::default(),
+            clean: vec![None; ncpus],
+            flushed: vec![None; ncpus],
+            probes: vec![None; ncpus],
+            free_streak: None,
+            scratch_cpus: Vec::new(),
             version_bound: 1,
             failure: None,
             events_seen: 0,
@@ -114,40 +174,107 @@ impl Checker {
         });
     }
 
-    /// Is `e` retired by a completed call and incompatible with the value
-    /// that call committed? (Entries that agree with an in-progress change,
-    /// or with the committed value, are legitimate.)
-    fn stale(&self, mm: MmId, vpn: u64, version: u64, e: &LeafEntry) -> bool {
-        match self.committed.get(&mm).and_then(|m| m.get(&vpn)) {
-            Some(&(retired, pte)) => version <= retired && !compatible(e, pte),
-            None => false,
+    /// Sets `out` to the CPUs whose last TTBR0 load was `mm` and whose
+    /// current task runs `mm`, in increasing order (callers re-read the hardware). A CPU that
+    /// keeps the tables lazily under a kernel thread or idle is not among
+    /// them: it is checked when a task of `mm` runs there again
+    /// (`Running`), and its (speculative) walks are checked as they happen.
+    fn cpus_running(&self, mm: MmId, out: &mut Vec<CpuId>) {
+        out.clear();
+        if let Some(s) = self.by_mm.get(&mm) {
+            out.extend(s.loaded.iter().filter(|&c| self.running[c] == Some(mm)));
         }
     }
 
-    /// CPUs whose last TTBR0 load was `mm` and whose current task runs
-    /// `mm` (callers re-read the hardware). A CPU that keeps the tables
-    /// lazily under a kernel thread or idle is not among them: it is
-    /// checked when a task of `mm` runs there again (`Running`), and its
-    /// (speculative) walks are checked as they happen.
-    fn cpus_running(&self, mm: MmId) -> Vec<CpuId> {
-        self.by_mm
-            .get(&mm)
-            .map(|s| {
-                s.iter()
-                    .copied()
-                    .filter(|&c| self.running[c] == Some(mm))
-                    .collect()
-            })
-            .unwrap_or_default()
+    /// The first 4 KiB view of the leaf entry `e` of `mm` (`huge`: a 2 MiB
+    /// entry) that is retired and incompatible ([`Shadow::stale`]), if
+    /// any. `newest` is `mm`'s [`Shadow::max_retired`]: newer entries are
+    /// skipped without a lookup.
+    fn stale_view(
+        &self,
+        mm: MmId,
+        newest: Option<u64>,
+        e: &LeafEntry,
+        huge: bool,
+    ) -> Option<LeafEntry> {
+        if newest.is_none_or(|n| e.version > n) {
+            None
+        } else if huge {
+            self.shadow.first_stale_huge(mm, e)
+        } else {
+            self.shadow.stale(mm, e).then_some(*e)
+        }
     }
 
-    /// The shadow PTE of (mm, vpn), as the PteWrite events left it.
-    fn current_pte(&self, mm: MmId, vpn: u64) -> Option<Pte> {
-        self.current
-            .get(&mm)
-            .and_then(|m| m.get(&vpn))
-            .copied()
-            .flatten()
+    /// Does `cpu`'s TLB hold no leaf entry under `asid` translating a page
+    /// of `[lo, hi)`? Answered by its last probe if that still applies,
+    /// else by a scan recorded as the new probe.
+    fn holds_none_in(&mut self, hw: &Hw, cpu: CpuId, asid: Asid, lo: u64, hi: u64) -> bool {
+        let tlb = &hw.cpus[cpu].tlb;
+        if let Some(p) = self.probes[cpu].filter(|p| p.tick == tlb.tick() && p.asid == asid) {
+            if !p.any && p.lo <= lo && hi <= p.hi {
+                return true;
+            }
+            if p.any && (p.lo, p.hi) == (lo, hi) {
+                return false;
+            }
+        }
+        let any = tlb.leaf_slots().any(|(e, huge)| {
+            let span = if huge { HPAGE_PAGES } else { 1 };
+            e.asid == asid && e.vpn < hi && lo < e.vpn + span
+        });
+        self.probes[cpu] = Some(RangeProbe {
+            tick: tlb.tick(),
+            asid,
+            lo,
+            hi,
+            any,
+        });
+        !any
+    }
+
+    /// The state to compare with, or record in, `clean` for `tlb`.
+    fn clean_state(&self, tlb: &Tlb, asid: Asid, mm: MmId) -> Clean {
+        Clean {
+            tick: tlb.tick(),
+            epoch: self.shadow.epoch(),
+            asid,
+            mm,
+        }
+    }
+
+    /// The first leaf translation of `mm` that `tlb` holds under `asid`
+    /// and that is retired and incompatible ([`Shadow::stale`]), in the
+    /// order of [`Tlb::leaf_entries`] (a 2 MiB entry as its first stale
+    /// 4 KiB view).
+    fn first_stale_held(&self, tlb: &Tlb, asid: Asid, mm: MmId) -> Option<LeafEntry> {
+        let newest = self.shadow.max_retired(mm)?;
+        tlb.leaf_slots()
+            .filter(|(e, _)| e.asid == asid && e.mm == mm)
+            .find_map(|(e, huge)| self.stale_view(mm, Some(newest), &e, huge))
+    }
+
+    /// In one pass over `tlb`'s leaf entries under `asid`: the first of
+    /// another mm than `mm` (as its first 4 KiB view, which is the entry
+    /// itself) and, if there is none, the first stale one of `mm` (as
+    /// [`Checker::first_stale_held`] finds it).
+    fn other_or_stale(
+        &self,
+        tlb: &Tlb,
+        asid: Asid,
+        mm: MmId,
+    ) -> (Option<LeafEntry>, Option<LeafEntry>) {
+        let newest = self.shadow.max_retired(mm);
+        let mut stale = None;
+        for (e, huge) in tlb.leaf_slots().filter(|(e, _)| e.asid == asid) {
+            if e.mm != mm {
+                return (Some(e), None);
+            }
+            if stale.is_none() {
+                stale = self.stale_view(mm, newest, &e, huge);
+            }
+        }
+        (None, stale)
     }
 
     /// `MmFree`: the address space is gone for good (its top-level table
@@ -156,27 +283,13 @@ impl Checker {
     /// index and pending writes are dropped (memory stays bounded by the
     /// live address spaces).
     fn mm_free(&mut self, mm: MmId) {
-        self.current.remove(&mm);
-        self.committed.remove(&mm);
+        self.shadow.drop_mm(mm);
         self.by_mm.remove(&mm);
         for p in &mut self.pending {
-            p.writes.retain(|k, _| k.0 != mm);
+            p.writes.retain(|w| w.0 != mm);
             if p.range.is_some_and(|r| r.0 == mm) {
                 p.range = None;
             }
-        }
-    }
-
-    /// Retires the versions of (mm, vpn) up to `retired`, committing `value`.
-    fn commit(&mut self, key: (MmId, u64), retired: u64, value: Option<Pte>) {
-        let e = self
-            .committed
-            .entry(key.0)
-            .or_default()
-            .entry(key.1)
-            .or_insert((0, value));
-        if retired >= e.0 {
-            *e = (retired, value);
         }
     }
 
@@ -195,9 +308,10 @@ impl Checker {
         if t.mm != mm {
             return;
         }
-        let bad = hw.cpus[cpu].tlb.leaf_entries_for(vpn).find(|e| {
-            e.asid == t.asid && e.vpn == vpn && e.mm == mm && self.stale(mm, vpn, e.version, e)
-        });
+        let bad = hw.cpus[cpu]
+            .tlb
+            .leaf_entries_for(vpn)
+            .find(|e| e.asid == t.asid && e.vpn == vpn && e.mm == mm && self.shadow.stale(mm, e));
         if let Some(e) = bad {
             self.fail(
                 now,
@@ -211,7 +325,7 @@ impl Checker {
                     vpn << PAGE_SHIFT,
                     why.0,
                     why.1,
-                    self.current_pte(mm, vpn)
+                    self.shadow.current(mm, vpn)
                 ),
             );
         }
@@ -221,16 +335,13 @@ impl Checker {
     /// `cpu` records what it replaced (retired when the call returns).
     fn pte_write(&mut self, cpu: CpuId, mm: MmId, va: u64, old: Option<Pte>, new: Option<Pte>) {
         let vpn = va >> PAGE_SHIFT;
-        self.current.entry(mm).or_default().insert(vpn, new);
+        self.shadow.write(mm, vpn, new);
         if let Some(p) = new {
             self.version_bound = self.version_bound.max(p.version + 1);
         }
-        let w = self.pending[cpu]
+        self.pending[cpu]
             .writes
-            .entry((mm, vpn))
-            .or_insert((None, None));
-        w.0 = w.0.max(old.map(|p| p.version));
-        w.1 = new;
+            .push((mm, vpn, old.map(|p| p.version), new));
     }
 
     /// `CallRange`: the call in progress on `cpu` promises to retire every
@@ -254,11 +365,12 @@ impl Checker {
         if t.mm != mm {
             return;
         }
-        let stale = hw.cpus[cpu]
-            .tlb
-            .leaf_entries()
-            .find(|e| e.asid == t.asid && e.mm == mm && self.stale(mm, e.vpn, e.version, e));
-        if let Some(e) = stale {
+        let tlb = &hw.cpus[cpu].tlb;
+        let state = self.clean_state(tlb, t.asid, mm);
+        if self.clean[cpu] == Some(state) {
+            return;
+        }
+        if let Some(e) = self.first_stale_held(tlb, t.asid, mm) {
             self.fail(
                 now,
                 Invariant::NoStaleHold,
@@ -267,17 +379,43 @@ impl Checker {
                 Some(e.vpn << PAGE_SHIFT),
                 format!("cpu{cpu} resumes a task of mm {mm} (ASID {}) while holding a stale translation: {e:?}", t.asid),
             );
+        } else {
+            self.clean[cpu] = Some(state);
         }
     }
 
     /// `FrameFree`: no CPU running `mm` may still map `pfn` (no use after
     /// free).
+    ///
+    /// While the call on `cpu` frees the frames of a long range it
+    /// unmapped (`CallRange`), or frees many frames of one 2 MiB region,
+    /// each CPU is first asked with one probe of that range whether it
+    /// holds anything there ([`Checker::holds_none_in`]).
     fn frame_free(&mut self, now: Ns, hw: &Hw, cpu: CpuId, pfn: Pfn, mm: MmId, va: u64) {
         let vpn = va >> PAGE_SHIFT;
-        for c in self.cpus_running(mm) {
+        let region = vpn / HPAGE_PAGES;
+        let streak = match self.free_streak {
+            Some((m, r, n)) if (m, r) == (mm, region) => n.saturating_add(1),
+            _ => 1,
+        };
+        self.free_streak = Some((mm, region, streak));
+        let range = self.pending[cpu]
+            .range
+            .filter(|r| r.0 == mm && r.1 <= vpn && vpn < r.2 && r.2 - r.1 >= PROBE_MIN_PAGES)
+            .map(|r| (r.1, r.2))
+            .or_else(|| {
+                let lo = region * HPAGE_PAGES;
+                (streak >= FREE_STREAK_PROBE).then_some((lo, lo + HPAGE_PAGES))
+            });
+        let mut cpus = std::mem::take(&mut self.scratch_cpus);
+        self.cpus_running(mm, &mut cpus);
+        for &c in &cpus {
             let Some(t) = hw.cpus[c].ttbr0.filter(|t| t.mm == mm) else {
                 continue;
             };
+            if range.is_some_and(|(lo, hi)| self.holds_none_in(hw, c, t.asid, lo, hi)) {
+                continue;
+            }
             let held = hw.cpus[c]
                 .tlb
                 .leaf_entries_for(vpn)
@@ -297,38 +435,76 @@ impl Checker {
                 break;
             }
         }
+        self.scratch_cpus = cpus;
     }
 
     /// `CallExit`: the call on `cpu` returns, retiring what it replaced and
     /// what its range contract covers; no CPU running an affected mm may
     /// still hold a retired translation (no stale hold).
     fn call_exit(&mut self, now: Ns, hw: &Hw, cpu: CpuId, call: &str) {
-        let p = std::mem::take(&mut self.pending[cpu]);
+        let mut writes = std::mem::take(&mut self.pending[cpu].writes);
+        let range = self.pending[cpu].range.take();
         let mut keys: Vec<(MmId, u64)> = Vec::new();
-        for (&key, &(old, new)) in &p.writes {
-            if let Some(v) = old {
-                self.commit(key, v, new);
-                keys.push(key);
-            }
+        // A stable sort keeps each page's writes in order: the group's
+        // last value is the one the call left.
+        if !writes.is_sorted_by_key(|w| (w.0, w.1)) {
+            writes.sort_by_key(|w| (w.0, w.1));
         }
-        if let Some((mm, lo, hi, bound)) = p.range {
-            let in_range: Vec<((MmId, u64), Option<Pte>)> = self
-                .current
-                .get(&mm)
-                .into_iter()
-                .flat_map(|m| m.range(lo..hi))
-                .map(|(&vpn, v)| ((mm, vpn), *v))
-                .collect();
-            for (key, value) in in_range {
-                self.commit(key, bound.saturating_sub(1), value);
-                keys.push(key);
-            }
+        self.shadow.commit_writes(&writes, &mut keys);
+        writes.clear();
+        self.pending[cpu].writes = writes;
+        if let Some((mm, lo, hi, bound)) = range {
+            self.shadow
+                .commit_range(mm, lo, hi, bound.saturating_sub(1), &mut keys);
         }
         keys.sort_unstable();
         keys.dedup();
-        for (mm, vpn) in keys {
-            for c in self.cpus_running(mm) {
-                self.check_loaded_cpu(now, hw, c, mm, vpn, (call, cpu));
+        for g in keys.chunk_by(|a, b| a.0 == b.0) {
+            self.check_retired(now, hw, g, (call, cpu));
+            if self.failure.is_some() {
+                return;
+            }
+        }
+    }
+
+    /// After `why` (a call and the CPU it returned on) retired versions of
+    /// the pages `g` (of one mm, in increasing order): no CPU running the
+    /// mm may hold a stale one, checked page by page and, for each page,
+    /// CPU by CPU ([`Checker::check_loaded_cpu`]). With many pages, each
+    /// CPU's TLB is first scanned once for the entries that could be stale
+    /// there, and a page no such entry covers is not checked on that CPU.
+    fn check_retired(&mut self, now: Ns, hw: &Hw, g: &[(MmId, u64)], why: (&str, CpuId)) {
+        let mm = g[0].0;
+        let (lo, hi) = (g[0].1, g[g.len() - 1].1 + 1);
+        let newest = self.shadow.max_retired(mm);
+        let mut cpus = std::mem::take(&mut self.scratch_cpus);
+        self.cpus_running(mm, &mut cpus);
+        // Per CPU with `mm` loaded: where its candidates lie (`None`: anywhere).
+        let mut spans: Vec<(CpuId, Option<Spans>)> = Vec::new();
+        for &c in &cpus {
+            let Some(t) = hw.cpus[c].ttbr0.filter(|t| t.mm == mm) else {
+                continue;
+            };
+            if (g.len() as u64) < PROBE_MIN_PAGES {
+                spans.push((c, None));
+                continue;
+            }
+            match candidate_spans(&hw.cpus[c].tlb, t.asid, mm, newest, lo, hi) {
+                Some(s) if s.is_empty() => {}
+                s => spans.push((c, s)),
+            }
+        }
+        self.scratch_cpus = cpus;
+        for &(_, vpn) in g {
+            for (c, s) in &spans {
+                if s.as_ref()
+                    .is_none_or(|s| s.iter().any(|&(a, b)| a <= vpn && vpn < b))
+                {
+                    self.check_loaded_cpu(now, hw, *c, mm, vpn, why);
+                }
+            }
+            if self.failure.is_some() {
+                return;
             }
         }
     }
@@ -349,7 +525,7 @@ impl Checker {
                     entry.mm, entry.asid
                 ),
             );
-        } else if self.stale(entry.mm, entry.vpn, entry.version, entry) {
+        } else if self.shadow.stale(entry.mm, entry) {
             self.fail(
                 now,
                 Invariant::NoStaleUse,
@@ -359,12 +535,11 @@ impl Checker {
                 format!(
                     "cpu{cpu} used a stale translation of mm {} va {va:#x}: {entry:?}, current PTE {:?}",
                     entry.mm,
-                    self.current_pte(entry.mm, entry.vpn)
+                    self.shadow.current(entry.mm, entry.vpn)
                 ),
             );
         }
     }
-
     /// `WalkUse`: the cached table entry walked through must belong to the
     /// running mm (ASID isolation) and lead to a live, unreused table page
     /// (no stale walk).
@@ -409,24 +584,28 @@ impl Checker {
         // one CPU's TLB holds or uses under its loaded ASID can alias.
         if let Some((old_mm, _)) = self.cpu_loaded[cpu].replace((mm, asid)) {
             if let Some(s) = self.by_mm.get_mut(&old_mm) {
-                s.remove(&cpu);
+                s.loaded.clear(cpu);
             }
         }
-        self.by_mm.entry(mm).or_default().insert(cpu);
+        let ncpus = hw.ncpus();
+        let s = self.by_mm.entry(mm).or_insert_with(|| MmCpus {
+            loaded: CpuMask::new(ncpus),
+            ever: CpuMask::new(ncpus),
+        });
+        s.loaded.set(cpu);
+        s.ever.set(cpu);
         let tlb = &hw.cpus[cpu].tlb;
-        let other = tlb.leaf_entries().find(|e| e.asid == asid && e.mm != mm);
-        let stale = tlb
-            .leaf_entries()
-            .find(|e| e.asid == asid && e.mm == mm && self.stale(mm, e.vpn, e.version, e));
-        let bad_walk = tlb
-            .walk_entries()
-            .find(|e| {
-                e.asid == asid && {
-                    let t = hw.mem.table(e.next);
-                    e.mm != mm || !t.live || t.instance != e.next_instance
-                }
-            })
-            .copied();
+        let flushed = self.flushed[cpu]
+            .is_some_and(|(tick, a)| tick == tlb.tick() && a.is_none_or(|a| a == asid));
+        if flushed {
+            // Nothing under `asid`: no entry to alias, be stale or walk.
+            self.clean[cpu] = Some(self.clean_state(tlb, asid, mm));
+            return;
+        }
+        let (other, stale) = self.other_or_stale(tlb, asid, mm);
+        if other.is_none() && stale.is_none() {
+            self.clean[cpu] = Some(self.clean_state(tlb, asid, mm));
+        }
         let (invariant, va, detail) = if let Some(e) = other {
             (
                 Invariant::AsidIsolation,
@@ -439,7 +618,7 @@ impl Checker {
                 e.vpn << PAGE_SHIFT,
                 format!("cpu{cpu} loads ASID {asid} for mm {mm} while holding a stale translation: {e:?}"),
             )
-        } else if let Some(e) = bad_walk {
+        } else if let Some(e) = bad_walk(hw, tlb, mm, asid) {
             (
                 Invariant::NoStaleWalk,
                 walk_va(&e),
@@ -451,9 +630,30 @@ impl Checker {
         self.fail(now, invariant, &[cpu], Some(mm), Some(va), detail);
     }
 
+    /// `Tlbi`, local (applied on `cpu` when its event is seen): after
+    /// `TLBI ASIDE1` or `VMALLE1` the TLB and walk cache hold nothing under
+    /// the ASID (any ASID) until the next insertion ([`Checker::flushed`]);
+    /// other scopes only remove entries, which keeps that true.
+    fn local_tlbi(&mut self, hw: &Hw, cpu: CpuId, scope: TlbiScope) {
+        let tick = hw.cpus[cpu].tlb.tick();
+        match scope {
+            TlbiScope::Asid(a) => self.flushed[cpu] = Some((tick, Some(a))),
+            TlbiScope::All => self.flushed[cpu] = Some((tick, None)),
+            TlbiScope::Va { .. } | TlbiScope::Range { .. } => {}
+        }
+    }
+
     /// `TableFree`: no TTBR0 may point at a freed top-level table, and no
     /// CPU may cache, under its loaded ASID, a walk entry to the freed page
     /// (no stale walk).
+    ///
+    /// Only CPUs that ever loaded `mm` are searched for walk entries (all
+    /// CPUs if `mm` is unknown): a walk fills entries into the tables of
+    /// the mm in TTBR0, a table page belongs to one mm's tree, and a walk
+    /// that reaches another mm's table through a cached entry (of another
+    /// mm, or to a freed or reused table) is itself a violation reported
+    /// at its `WalkUse`, before this check can run. The first CPU found is
+    /// therefore the first in CPU order, as in a search of every CPU.
     fn table_free(
         &mut self,
         now: Ns,
@@ -475,29 +675,89 @@ impl Checker {
             );
             return;
         }
-        for c in 0..hw.ncpus() {
-            let Some(t) = hw.cpus[c].ttbr0 else { continue };
-            let held = hw.cpus[c]
-                .tlb
-                .walk_entries()
-                .find(|e| e.asid == t.asid && e.next == table && e.next_instance == instance)
-                .copied();
-            if let Some(e) = held {
-                self.fail(
-                    now,
-                    Invariant::NoStaleWalk,
-                    &[c, cpu],
-                    Some(mm),
-                    Some(walk_va(&e)),
-                    format!(
-                        "cpu{cpu} freed table page {table} of mm {mm} while cpu{c} (ASID {} loaded) still caches a walk entry to it: {e:?}",
-                        t.asid
-                    ),
-                );
-                break;
-            }
+        let held = match self.by_mm.get(&mm) {
+            Some(s) => first_walk_to(hw, s.ever.iter(), table, instance),
+            None => first_walk_to(hw, 0..hw.ncpus(), table, instance),
+        };
+        if let Some((c, asid, e)) = held {
+            self.fail(
+                now,
+                Invariant::NoStaleWalk,
+                &[c, cpu],
+                Some(mm),
+                Some(walk_va(&e)),
+                format!(
+                    "cpu{cpu} freed table page {table} of mm {mm} while cpu{c} (ASID {asid} loaded) still caches a walk entry to it: {e:?}"
+                ),
+            );
         }
     }
+}
+
+/// Page ranges `[first, end)` (vpns).
+type Spans = Vec<(u64, u64)>;
+
+/// Candidate spans kept per CPU by [`Checker::check_retired`]; with more,
+/// it checks every page on that CPU.
+const MAX_SPANS: usize = 32;
+
+/// The pages `[vpn, vpn + span)` of `tlb`'s leaf entries of `mm` under
+/// `asid` that overlap `[lo, hi)` and are not newer than `newest` (`mm`'s
+/// newest retirement): only they can be stale there. `None` if there are
+/// more than [`MAX_SPANS`].
+fn candidate_spans(
+    tlb: &Tlb,
+    asid: Asid,
+    mm: MmId,
+    newest: Option<u64>,
+    lo: u64,
+    hi: u64,
+) -> Option<Spans> {
+    let Some(newest) = newest else {
+        return Some(Vec::new());
+    };
+    let mut out = Vec::new();
+    for (e, huge) in tlb.leaf_slots() {
+        let end = e.vpn + if huge { HPAGE_PAGES } else { 1 };
+        if e.asid == asid && e.mm == mm && e.version <= newest && e.vpn < hi && lo < end {
+            if out.len() == MAX_SPANS {
+                return None;
+            }
+            out.push((e.vpn, end));
+        }
+    }
+    Some(out)
+}
+
+/// The first walk-cache entry of `tlb` under `asid` that belongs to
+/// another mm than `mm` or leads to a freed or reused table page.
+fn bad_walk(hw: &Hw, tlb: &Tlb, mm: MmId, asid: Asid) -> Option<WalkEntry> {
+    tlb.walk_entries()
+        .find(|e| {
+            e.asid == asid && {
+                let t = hw.mem.table(e.next);
+                e.mm != mm || !t.live || t.instance != e.next_instance
+            }
+        })
+        .copied()
+}
+
+/// The first of `cpus` that caches, under the ASID its TTBR0 holds, a walk
+/// entry to `table` at `instance`: the CPU, that ASID and the entry.
+fn first_walk_to(
+    hw: &Hw,
+    cpus: impl Iterator<Item = CpuId>,
+    table: TableId,
+    instance: u64,
+) -> Option<(CpuId, Asid, WalkEntry)> {
+    cpus.filter_map(|c| hw.cpus[c].ttbr0.map(|t| (c, t.asid)))
+        .find_map(|(c, asid)| {
+            hw.cpus[c]
+                .tlb
+                .walk_entries()
+                .find(|e| e.asid == asid && e.next == table && e.next_instance == instance)
+                .map(|e| (c, asid, *e))
+        })
 }
 
 /// The first virtual address a walk-cache entry covers.
@@ -552,6 +812,11 @@ impl Observer for Checker {
                 instance,
             } => self.table_free(now, hw, cpu, mm, table, instance),
             Event::MmFree { mm } => self.mm_free(mm),
+            Event::Tlbi {
+                cpu,
+                scope,
+                broadcast: false,
+            } => self.local_tlbi(hw, cpu, scope),
             Event::CallEnter { .. } | Event::Tlbi { .. } | Event::DsbDone { .. } => {}
         }
     }

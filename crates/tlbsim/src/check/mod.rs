@@ -2,6 +2,7 @@
 //! depends on the event stream and the hardware types only, never on kernel/.
 
 pub mod invariants;
+mod shadow;
 
 pub use invariants::Checker;
 

@@ -433,6 +433,26 @@ impl Tlb {
     }
 }
 
+/// Read-only queries for checkers.
+impl Tlb {
+    /// Every valid leaf entry as stored, in the order of
+    /// [`Tlb::leaf_entries`], with whether it maps a 2 MiB page (then `vpn`
+    /// and `pfn` are its first 4 KiB page and frame, and its views are
+    /// the pages `vpn..vpn + 512` in increasing order).
+    pub fn leaf_slots(&self) -> impl Iterator<Item = (LeafEntry, bool)> + '_ {
+        self.leaf
+            .iter()
+            .filter_map(|s| s.entry.map(|e| (e, s.huge)))
+    }
+
+    /// A counter that advances at every insertion into the TLB or the walk
+    /// cache (and at every lookup): while it stays the same, both only
+    /// lose entries.
+    pub fn tick(&self) -> u64 {
+        self.tick
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
