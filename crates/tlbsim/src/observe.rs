@@ -7,7 +7,7 @@ use crate::hw::tlb::{Asid, LeafEntry, MmId, TlbiScope, WalkEntry};
 use crate::hw::{CpuId, Hw};
 
 /// One observable event.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
     /// `cpu` switched to a task: its user address space, or `None` for a
     /// kernel thread or the idle task (which keep TTBR0 lazily). Emitted

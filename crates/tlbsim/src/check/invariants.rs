@@ -31,7 +31,6 @@ use crate::hw::tlb::{Asid, LeafEntry, MmId, Tlb, TlbiScope, WalkEntry};
 use crate::hw::{CpuId, Hw};
 use crate::observe::{Event, Observer};
 use rustc_hash::FxHashMap;
-use std::collections::VecDeque;
 
 /// PTE changes of the call in progress on one CPU.
 #[derive(Debug, Default, Clone)]
@@ -91,8 +90,11 @@ const FREE_STREAK_PROBE: u32 = 8;
 /// iterated, so their order cannot reach a report.
 #[derive(Debug)]
 pub struct Checker {
-    history: VecDeque<(Ns, Event)>,
+    /// The last `history_len` events, a ring: once full, `history_next`
+    /// is the oldest (overwritten in place: no per-event bookkeeping).
+    history: Vec<(Ns, Event)>,
     history_len: usize,
+    history_next: usize,
     /// PTE changes made by the kernel call in progress on each CPU.
     pending: Vec<Pending>,
     /// Shadow PTEs (from PteWrite events) and, per page, the versions
@@ -129,8 +131,9 @@ impl Checker {
     /// A checker for `ncpus` CPUs keeping `history_len` events for reports.
     pub fn new(ncpus: usize, history_len: usize) -> Self {
         Self {
-            history: VecDeque::with_capacity(history_len + 1),
+            history: Vec::with_capacity(history_len),
             history_len,
+            history_next: 0,
             pending: vec![Pending::default(); ncpus],
             shadow: Shadow::default(),
             cpu_loaded: vec![None; ncpus],
@@ -170,7 +173,11 @@ impl Checker {
             va,
             time_ns: now,
             detail,
-            history: self.history.iter().cloned().collect(),
+            history: self.history[self.history_next..]
+                .iter()
+                .chain(&self.history[..self.history_next])
+                .copied()
+                .collect(),
         });
     }
 
@@ -771,11 +778,11 @@ impl Observer for Checker {
         if self.failure.is_some() {
             return;
         }
-        if self.history_len > 0 {
-            if self.history.len() == self.history_len {
-                self.history.pop_front();
-            }
-            self.history.push_back((now, ev.clone()));
+        if self.history.len() < self.history_len {
+            self.history.push((now, *ev));
+        } else if self.history_len > 0 {
+            self.history[self.history_next] = (now, *ev);
+            self.history_next = (self.history_next + 1) % self.history_len;
         }
         match *ev {
             Event::PteWrite {
