@@ -782,7 +782,11 @@ impl Observer for Checker {
             self.history.push((now, *ev));
         } else if self.history_len > 0 {
             self.history[self.history_next] = (now, *ev);
-            self.history_next = (self.history_next + 1) % self.history_len;
+            // No division per event: the ring's index wraps by compare.
+            self.history_next += 1;
+            if self.history_next == self.history_len {
+                self.history_next = 0;
+            }
         }
         match *ev {
             Event::PteWrite {
