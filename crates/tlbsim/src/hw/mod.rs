@@ -270,10 +270,6 @@ impl Hw {
         if !h.mask.test_and_set(cpu) {
             h.list.push(cpu);
             c.held_asids.push(asid);
-        } else if let Some(i) = c.held_asids.iter().position(|&a| a == asid) {
-            // Keep the most recent last, for the test above.
-            let last = c.held_asids.len() - 1;
-            c.held_asids.swap(i, last);
         }
     }
 
