@@ -419,6 +419,7 @@ impl TimingDriver {
                 self.run(cpu);
             }
             Applied::IdleWait => {
+                // The idle loop absorbs what was stolen from the CPU.
                 self.core.stolen.take(cpu);
                 self.take_pending_irq(cpu);
             }
@@ -599,9 +600,9 @@ impl TimingDriver {
         } else {
             self.c.bcast_target_stall_ns
         };
-        let f = self.core.dvm_deliver_all(id);
+        let (f, to_all) = self.core.dvm_deliver_all(id);
         let issuer = f.issuer;
-        if f.pending.is_full() {
+        if to_all {
             self.core.stolen.charge_all_busy(issuer, stall);
         } else {
             for t in f.pending.iter().filter(|&t| t != issuer) {

@@ -547,6 +547,7 @@ impl Checker {
             );
         }
     }
+
     /// `WalkUse`: the cached table entry walked through must belong to the
     /// running mm (ASID isolation) and lead to a live, unreused table page
     /// (no stale walk).

@@ -164,20 +164,21 @@ impl Cpus {
     }
 
     /// Broadcast TLBI `id` takes effect at every target still pending, each
-    /// but the issuer counting it received. Returns it: its issuer, and in
-    /// `pending` the targets it reached (the driver charges their cost).
-    /// A broadcast to every CPU costs O(1) in statistics.
-    pub fn dvm_deliver_all(&self, id: usize) -> Inflight {
+    /// but the issuer counting it received. Returns it (its issuer, and in
+    /// `pending` the targets it reached: the driver charges their cost) and
+    /// whether it reached every CPU, which then costs O(1) in statistics.
+    pub fn dvm_deliver_all(&self, id: usize) -> (Inflight, bool) {
         let f = self.w.hw.borrow_mut().dvm_apply_all(id);
+        let to_all = f.pending.is_full();
         let mut st = self.w.stats.borrow_mut();
-        if f.pending.is_full() {
+        if to_all {
             st.dvm_received_by_all(f.issuer);
         } else {
             for t in f.pending.iter().filter(|&t| t != f.issuer) {
                 st.cpu[t].dvm_ops_received += 1;
             }
         }
-        f
+        (f, to_all)
     }
 
     /// Does `cpu`'s `DSB ISH` need a DVM Sync (a broadcast TLBI since its
