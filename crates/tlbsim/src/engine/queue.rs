@@ -131,13 +131,8 @@ mod tests {
         let mut q = EventQueue::default();
         // The reference: every live event, popped by sorting (time, seq).
         let mut live: Vec<(Ns, u64, EventId)> = Vec::new();
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rng = crate::engine::rng::Streams::new(1).stream("queue-test");
+        let mut next = |n: u64| rand::Rng::gen_range(&mut rng, 0..n);
         let (mut now, mut seq) = (0, 0);
         for _ in 0..20_000 {
             match next(10) {

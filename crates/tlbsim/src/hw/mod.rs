@@ -483,13 +483,8 @@ mod tests {
         for _ in 0..4 {
             map(&mut naive, 64);
         }
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rng = crate::engine::rng::Streams::new(1).stream("holders-test");
+        let mut next = |n: u64| rand::Rng::gen_range(&mut rng, 0..n);
         let mut trace = Vec::new();
         let mut most_held = 0;
         for round in 0..2000 {
