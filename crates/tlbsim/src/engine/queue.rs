@@ -6,6 +6,12 @@
 //! earliest, so an event pushed ahead of everything queued (a CPU's next
 //! step that ends before any other event) is popped without a heap push
 //! and pop. The order is the same as with the heap alone.
+//!
+//! A heap key is one `u128`: the time in its high 64 bits, then a 32-bit
+//! sequence number, then the 32-bit slot that holds the event, so that
+//! keys compare as one integer and the heap moves 16 bytes per entry. When
+//! the sequence numbers run out (after 2^32 pushes) the queued keys are
+//! renumbered in their order, which leaves the order unchanged.
 
 use super::Ns;
 use std::cmp::Reverse;
@@ -14,21 +20,51 @@ use std::collections::BinaryHeap;
 /// A priority queue of events of type `E`.
 #[derive(Debug)]
 pub struct EventQueue<E> {
-    /// Keys `(time, sequence, slot)` of the queued events but `front`.
-    heap: BinaryHeap<Reverse<Key>>,
+    /// Keys (see [`key`]) of the queued events but `front`.
+    heap: BinaryHeap<Reverse<u128>>,
     /// The key that orders before every key in `heap`, if kept out of it.
-    front: Option<Key>,
-    slots: Vec<Option<(u64, E)>>,
-    free: Vec<usize>,
-    seq: u64,
+    front: Option<u128>,
+    /// Each slot is referred to by exactly one queued key while it holds an
+    /// event or a cancelled one; it is freed when that key is popped.
+    slots: Vec<Slot<E>>,
+    free: Vec<u32>,
+    /// The sequence number of the next push.
+    seq: u32,
+    /// Pushes so far: the generation that tells a fired event's
+    /// [`EventId`] from the slot's next occupant.
+    pushes: u64,
+    /// When `seq` reaches this, the queued keys are renumbered (`u32::MAX`
+    /// but in tests).
+    renumber_at: u32,
 }
 
-/// `(time, sequence, slot)`: ordered by time, then sequence (unique).
-type Key = (Ns, u64, usize);
+#[derive(Debug)]
+struct Slot<E> {
+    /// The push that filled the slot.
+    generation: u64,
+    /// The event, `None` once cancelled.
+    ev: Option<E>,
+}
+
+/// The heap key of an event at `at_ns` with sequence number `seq` in slot
+/// `slot`: ordered by time, then sequence (unique among queued keys).
+fn key(at_ns: Ns, seq: u32, slot: u32) -> u128 {
+    (u128::from(at_ns) << 64) | (u128::from(seq) << 32) | u128::from(slot)
+}
+
+/// The time of a key.
+fn key_time(k: u128) -> Ns {
+    (k >> 64) as Ns
+}
+
+/// The slot of a key.
+fn key_slot(k: u128) -> usize {
+    (k as u32) as usize
+}
 
 /// Handle of a scheduled event, used to cancel it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EventId(usize, u64);
+pub struct EventId(u32, u64);
 
 impl<E> Default for EventQueue<E> {
     fn default() -> Self {
@@ -38,6 +74,8 @@ impl<E> Default for EventQueue<E> {
             slots: Vec::new(),
             free: Vec::new(),
             seq: 0,
+            pushes: 0,
+            renumber_at: u32::MAX,
         }
     }
 }
@@ -45,54 +83,75 @@ impl<E> Default for EventQueue<E> {
 impl<E> EventQueue<E> {
     /// Schedules `ev` at absolute time `at_ns`.
     pub fn push(&mut self, at_ns: Ns, ev: E) -> EventId {
-        self.seq += 1;
-        let item = Some((self.seq, ev));
+        if self.seq >= self.renumber_at {
+            self.renumber();
+        }
+        self.pushes += 1;
+        let item = Slot {
+            generation: self.pushes,
+            ev: Some(ev),
+        };
         let slot = match self.free.pop() {
             Some(s) => {
-                self.slots[s] = item;
+                self.slots[s as usize] = item;
                 s
             }
             None => {
+                // A slot is at least 16 bytes: 2^32 of them would not fit
+                // in memory long before this could fail.
+                let s = u32::try_from(self.slots.len()).expect("fewer than 2^32 queued events");
                 self.slots.push(item);
-                self.slots.len() - 1
+                s
             }
         };
-        let key = (at_ns, self.seq, slot);
+        let k = key(at_ns, self.seq, slot);
+        self.seq += 1;
         match self.front {
-            Some(f) if key < f => {
+            Some(f) if k < f => {
                 self.heap.push(Reverse(f));
-                self.front = Some(key);
+                self.front = Some(k);
             }
-            Some(_) => self.heap.push(Reverse(key)),
-            None if self.heap.peek().is_none_or(|Reverse(h)| key < *h) => {
-                self.front = Some(key);
+            Some(_) => self.heap.push(Reverse(k)),
+            None if self.heap.peek().is_none_or(|Reverse(h)| k < *h) => {
+                self.front = Some(k);
             }
-            None => self.heap.push(Reverse(key)),
+            None => self.heap.push(Reverse(k)),
         }
-        EventId(slot, self.seq)
+        EventId(slot, self.pushes)
+    }
+
+    /// Gives the queued keys sequence numbers `0..n` in their order (which
+    /// stays the same) and continues from `n`.
+    fn renumber(&mut self) {
+        let mut keys: Vec<u128> = self.heap.drain().map(|r| r.0).collect();
+        keys.extend(self.front.take());
+        keys.sort_unstable();
+        let mut seq = 0;
+        for k in &mut keys {
+            *k = key(key_time(*k), seq, key_slot(*k) as u32);
+            seq += 1;
+        }
+        self.front = (!keys.is_empty()).then(|| keys.remove(0));
+        self.heap = keys.into_iter().map(Reverse).collect();
+        self.seq = seq;
     }
 
     /// Cancels a scheduled event; a no-op if it already fired.
     pub fn cancel(&mut self, id: EventId) {
-        if let Some(s) = self.slots.get_mut(id.0) {
-            if matches!(s, Some((seq, _)) if *seq == id.1) {
-                *s = None;
+        if let Some(s) = self.slots.get_mut(id.0 as usize) {
+            if s.generation == id.1 {
+                s.ev = None;
             }
         }
     }
 
     /// Pops the earliest live event, with its time.
     pub fn pop(&mut self) -> Option<(Ns, E)> {
-        while let Some((t, key_seq, slot)) =
-            self.front.take().or_else(|| self.heap.pop().map(|r| r.0))
-        {
-            match self.slots[slot].take() {
-                Some((seq, ev)) if seq == key_seq => {
-                    self.free.push(slot);
-                    return Some((t, ev));
-                }
-                Some(other) => self.slots[slot] = Some(other),
-                None => self.free.push(slot),
+        while let Some(k) = self.front.take().or_else(|| self.heap.pop().map(|r| r.0)) {
+            let slot = key_slot(k);
+            self.free.push(slot as u32);
+            if let Some(ev) = self.slots[slot].ev.take() {
+                return Some((key_time(k), ev));
             }
         }
         None
@@ -128,14 +187,28 @@ mod tests {
 
     #[test]
     fn pops_in_time_then_push_order_whatever_the_mix_of_pushes_pops_and_cancels() {
-        let mut q = EventQueue::default();
-        // The reference: every live event, popped by sorting (time, seq).
+        random_mix(EventQueue::default());
+    }
+
+    #[test]
+    fn renumbering_the_sequence_keeps_the_order() {
+        // Renumber every 7 pushes instead of every 2^32.
+        random_mix(EventQueue {
+            renumber_at: 7,
+            ..EventQueue::default()
+        });
+    }
+
+    /// Random pushes, pops, cancels of queued events and cancels of fired
+    /// ones, checked against sorting every live event by (time, push).
+    fn random_mix(mut q: EventQueue<u64>) {
         let mut live: Vec<(Ns, u64, EventId)> = Vec::new();
+        let mut fired: Vec<EventId> = Vec::new();
         let mut rng = crate::engine::rng::Streams::new(1).stream("queue-test");
         let mut next = |n: u64| rand::Rng::gen_range(&mut rng, 0..n);
         let (mut now, mut seq) = (0, 0);
         for _ in 0..20_000 {
-            match next(10) {
+            match next(11) {
                 0..=4 => {
                     // Often ahead of everything queued (the fast path).
                     let at = now + next(4) * next(50);
@@ -147,13 +220,18 @@ mod tests {
                     let (_, _, id) = live.swap_remove(next(live.len() as u64) as usize);
                     q.cancel(id);
                 }
+                6 if !fired.is_empty() => {
+                    // A no-op, even when the slot holds a newer event.
+                    q.cancel(fired[next(fired.len() as u64) as usize]);
+                }
                 _ => {
                     live.sort_by_key(|&(t, s, _)| (t, s));
                     let want = (!live.is_empty()).then(|| live.remove(0));
                     let got = q.pop();
                     assert_eq!(got, want.map(|(t, s, _)| (t, s)));
-                    if let Some((t, _)) = got {
+                    if let (Some((t, _)), Some((_, _, id))) = (got, want) {
                         now = t;
+                        fired.push(id);
                     }
                 }
             }
