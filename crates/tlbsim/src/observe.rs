@@ -138,6 +138,11 @@ pub trait Observer {
     fn event(&mut self, now_ns: Ns, ev: &Event, hw: &Hw);
     /// The violation found so far, if any: the run stops at the first.
     fn failure(&self) -> Option<crate::check::Violation>;
+    /// Whether [`Observer::failure`] would return a violation (asked after
+    /// every event; cheaper than cloning the violation).
+    fn failed(&self) -> bool {
+        self.failure().is_some()
+    }
     /// Events examined so far.
     fn events_seen(&self) -> u64;
 }

@@ -837,6 +837,10 @@ impl Observer for Checker {
         self.failure.clone()
     }
 
+    fn failed(&self) -> bool {
+        self.failure.is_some()
+    }
+
     fn events_seen(&self) -> u64 {
         self.events_seen
     }

@@ -258,7 +258,8 @@ impl World {
 
     /// The first violation the observer found, if any.
     pub fn failure(&self) -> Option<crate::check::Violation> {
-        self.observer.borrow().as_ref().and_then(|o| o.failure())
+        let o = self.observer.borrow();
+        o.as_ref().filter(|o| o.failed()).and_then(|o| o.failure())
     }
 
     /// The ASID programmed for user accesses of `mm` (KPTI: the odd twin).
