@@ -15,6 +15,9 @@ pub enum Event {
     Running {
         /// CPU.
         cpu: CpuId,
+        /// The task (the previous one while the scheduler runs, `mm`
+        /// `None`).
+        task: usize,
         /// The task's mm.
         mm: Option<MmId>,
     },
@@ -49,6 +52,22 @@ pub enum Event {
         /// New value.
         new: Option<Pte>,
     },
+    /// The 2 MiB leaf of `mm` at `va` (2 MiB aligned) was written: one
+    /// descriptor, whose 4 KiB page `i` maps frame `pfn + i` of the value
+    /// (`new == None`: cleared). A checker counts it as the 512 PTE writes
+    /// of its pages.
+    HugePteWrite {
+        /// CPU writing.
+        cpu: CpuId,
+        /// Address space.
+        mm: MmId,
+        /// Virtual address (2 MiB aligned).
+        va: u64,
+        /// Old value (its first frame).
+        old: Option<Pte>,
+        /// New value (its first frame).
+        new: Option<Pte>,
+    },
     /// The call in progress on `cpu` guarantees, when it returns, that no
     /// translation of `[start, end)` older than the call remains unless it
     /// agrees with the PTE then (munmap, madvise, mprotect).
@@ -67,6 +86,19 @@ pub enum Event {
         /// CPU freeing it.
         cpu: CpuId,
         /// Frame.
+        pfn: crate::hw::mem::Pfn,
+        /// Address space of the last mapping.
+        mm: MmId,
+        /// Virtual address of the last mapping.
+        va: u64,
+    },
+    /// The 512 frames of a huge page, from `pfn`, were freed together; its
+    /// last mapping was `mm` at `va` (2 MiB aligned). A checker counts it
+    /// as the 512 frees of its frames.
+    HugeFrameFree {
+        /// CPU freeing it.
+        cpu: CpuId,
+        /// First frame.
         pfn: crate::hw::mem::Pfn,
         /// Address space of the last mapping.
         mm: MmId,

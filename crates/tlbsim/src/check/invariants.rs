@@ -32,12 +32,32 @@ use crate::hw::{CpuId, Hw};
 use crate::observe::{Event, Observer};
 use rustc_hash::FxHashMap;
 
+/// One PTE write of a call in progress: of a 4 KiB PTE, or (`huge`) of a
+/// 2 MiB leaf standing for its 512 pages, page `i` mapping frame `pfn + i`
+/// of the values recorded for the first.
+#[derive(Debug, Clone, Copy)]
+struct PendingWrite {
+    rec: PteWriteRec,
+    huge: bool,
+}
+
+impl PendingWrite {
+    /// Pages it covers: `[vpn, vpn + pages())`.
+    fn pages(&self) -> u64 {
+        if self.huge {
+            HPAGE_PAGES
+        } else {
+            1
+        }
+    }
+}
+
 /// PTE changes of the call in progress on one CPU.
 #[derive(Debug, Default, Clone)]
 struct Pending {
     /// Every PTE write of the call, in order (folded per page when the call
     /// returns: the newest version replaced, the last value written).
-    writes: Vec<PteWriteRec>,
+    writes: Vec<PendingWrite>,
     /// The range contract: mm, first and end vpn, version bound at entry.
     range: Option<(MmId, u64, u64, u64)>,
 }
@@ -86,8 +106,9 @@ const PROBE_MIN_PAGES: u64 = 64;
 /// region instead of page by page.
 const FREE_STREAK_PROBE: u32 = 8;
 
-/// The invariant checker. Its hash maps are only looked up, never
-/// iterated, so their order cannot reach a report.
+/// The invariant checker. Its hash maps are only looked up, or (`parked`,
+/// on an mm's free) edited entry by entry, so their order cannot reach a
+/// report.
 #[derive(Debug)]
 pub struct Checker {
     /// The last `history_len` events, a ring: once full, `history_next`
@@ -97,6 +118,13 @@ pub struct Checker {
     history_next: usize,
     /// PTE changes made by the kernel call in progress on each CPU.
     pending: Vec<Pending>,
+    /// The task each CPU runs (from `Running` and `CallEnter`), whose
+    /// call `pending` holds.
+    on_cpu: Vec<Option<usize>>,
+    /// The calls in progress of tasks switched out in the middle of one (a
+    /// call that sleeps, on a lock or in `wait4`): back into `pending`
+    /// when the task runs again, on whichever CPU.
+    parked: FxHashMap<usize, Pending>,
     /// Shadow PTEs (from PteWrite events) and, per page, the versions
     /// retired by completed calls with the values they committed.
     shadow: Shadow,
@@ -120,6 +148,8 @@ pub struct Checker {
     free_streak: Option<(MmId, u64, u32)>,
     /// A buffer for lists of CPUs, kept to reuse its allocation.
     scratch_cpus: Vec<CpuId>,
+    /// A buffer for a returning call's writes page by page, likewise.
+    scratch_writes: Vec<PteWriteRec>,
     /// One past the largest PTE version seen.
     version_bound: u64,
     failure: Option<Violation>,
@@ -135,6 +165,8 @@ impl Checker {
             history_len,
             history_next: 0,
             pending: vec![Pending::default(); ncpus],
+            on_cpu: vec![None; ncpus],
+            parked: FxHashMap::default(),
             shadow: Shadow::default(),
             cpu_loaded: vec![None; ncpus],
             running: vec![None; ncpus],
@@ -144,6 +176,7 @@ impl Checker {
             probes: vec![None; ncpus],
             free_streak: None,
             scratch_cpus: Vec::new(),
+            scratch_writes: Vec::new(),
             version_bound: 1,
             failure: None,
             events_seen: 0,
@@ -292,8 +325,8 @@ impl Checker {
     fn mm_free(&mut self, mm: MmId) {
         self.shadow.drop_mm(mm);
         self.by_mm.remove(&mm);
-        for p in &mut self.pending {
-            p.writes.retain(|w| w.0 != mm);
+        for p in self.pending.iter_mut().chain(self.parked.values_mut()) {
+            p.writes.retain(|w| w.rec.0 != mm);
             if p.range.is_some_and(|r| r.0 == mm) {
                 p.range = None;
             }
@@ -346,9 +379,58 @@ impl Checker {
         if let Some(p) = new {
             self.version_bound = self.version_bound.max(p.version + 1);
         }
-        self.pending[cpu]
-            .writes
-            .push((mm, vpn, old.map(|p| p.version), new));
+        self.pending[cpu].writes.push(PendingWrite {
+            rec: (mm, vpn, old.map(|p| p.version), new),
+            huge: false,
+        });
+    }
+
+    /// `HugePteWrite`: the 2 MiB leaf at `va` changes, as the 512 4 KiB
+    /// writes of its pages would change them ([`Checker::pte_write`]).
+    fn huge_pte_write(
+        &mut self,
+        cpu: CpuId,
+        mm: MmId,
+        va: u64,
+        old: Option<Pte>,
+        new: Option<Pte>,
+    ) {
+        let vpn = va >> PAGE_SHIFT;
+        self.shadow.write_huge(mm, vpn, new);
+        if let Some(p) = new {
+            self.version_bound = self.version_bound.max(p.version + 1);
+        }
+        self.pending[cpu].writes.push(PendingWrite {
+            rec: (mm, vpn, old.map(|p| p.version), new),
+            huge: true,
+        });
+    }
+
+    /// `task` runs on `cpu` now (`Running`, `CallEnter`): the call in
+    /// progress of the task that ran there, if any, is parked with its
+    /// writes and range, and `task`'s, if parked, resumes here. (The first
+    /// task seen on a CPU owns what is pending there: the scheduler's
+    /// `Running` names the previous task before the next.)
+    fn switch_task(&mut self, cpu: CpuId, task: usize) {
+        match self.on_cpu[cpu] {
+            Some(t) if t == task => return,
+            Some(t) => {
+                let p = std::mem::take(&mut self.pending[cpu]);
+                if !p.writes.is_empty() || p.range.is_some() {
+                    self.parked.insert(t, p);
+                }
+            }
+            None => {}
+        }
+        self.on_cpu[cpu] = Some(task);
+        if let Some(mut p) = self.parked.remove(&task) {
+            // What is pending here is `task`'s own (a CPU's first task),
+            // made after what it parked.
+            let here = std::mem::take(&mut self.pending[cpu]);
+            p.writes.extend(here.writes);
+            p.range = here.range.or(p.range);
+            self.pending[cpu] = p;
+        }
     }
 
     /// `CallRange`: the call in progress on `cpu` promises to retire every
@@ -423,26 +505,75 @@ impl Checker {
             if range.is_some_and(|(lo, hi)| self.holds_none_in(hw, c, t.asid, lo, hi)) {
                 continue;
             }
-            let held = hw.cpus[c]
-                .tlb
-                .leaf_entries_for(vpn)
-                .find(|e| e.asid == t.asid && e.vpn == vpn && e.pfn == pfn);
-            if let Some(e) = held {
-                self.fail(
-                    now,
-                    Invariant::NoUseAfterFree,
-                    &[c, cpu],
-                    Some(mm),
-                    Some(va),
-                    format!(
-                        "cpu{cpu} freed frame {pfn} (mm {mm} va {va:#x}) while cpu{c} (ASID {} loaded) still maps it: {e:?}",
-                        t.asid
-                    ),
-                );
+            if self.still_maps(now, hw, (cpu, c, t.asid), pfn, mm, va) {
                 break;
             }
         }
         self.scratch_cpus = cpus;
+    }
+
+    /// Does CPU `c`, with `mm` loaded under `asid`, still map `pfn` at
+    /// `va` after `cpu` freed it? If so, that is reported (no use after
+    /// free).
+    fn still_maps(
+        &mut self,
+        now: Ns,
+        hw: &Hw,
+        (cpu, c, asid): (CpuId, CpuId, Asid),
+        pfn: Pfn,
+        mm: MmId,
+        va: u64,
+    ) -> bool {
+        let vpn = va >> PAGE_SHIFT;
+        let held = hw.cpus[c]
+            .tlb
+            .leaf_entries_for(vpn)
+            .find(|e| e.asid == asid && e.vpn == vpn && e.pfn == pfn);
+        let Some(e) = held else { return false };
+        self.fail(
+            now,
+            Invariant::NoUseAfterFree,
+            &[c, cpu],
+            Some(mm),
+            Some(va),
+            format!(
+                "cpu{cpu} freed frame {pfn} (mm {mm} va {va:#x}) while cpu{c} (ASID {asid} loaded) still maps it: {e:?}"
+            ),
+        );
+        true
+    }
+
+    /// `HugeFrameFree`: the 512 frames from `pfn`, last mapped by `mm` at
+    /// `va`, are freed: the same verdict as [`Checker::frame_free`] of each
+    /// in turn. A CPU running `mm` is probed once for the whole 2 MiB
+    /// region; the pages are then checked in order on the CPUs that hold
+    /// something there, so the first page found held (and the first such
+    /// CPU) is the one page-by-page frees would report.
+    fn huge_frame_free(&mut self, now: Ns, hw: &Hw, cpu: CpuId, pfn: Pfn, mm: MmId, va: u64) {
+        let vpn = va >> PAGE_SHIFT;
+        let region = vpn / HPAGE_PAGES;
+        self.free_streak = Some((mm, region, HPAGE_PAGES as u32));
+        let mut cpus = std::mem::take(&mut self.scratch_cpus);
+        self.cpus_running(mm, &mut cpus);
+        let mut holders: Vec<(CpuId, Asid)> = Vec::new();
+        for &c in &cpus {
+            let Some(t) = hw.cpus[c].ttbr0.filter(|t| t.mm == mm) else {
+                continue;
+            };
+            let lo = region * HPAGE_PAGES;
+            if !self.holds_none_in(hw, c, t.asid, lo, lo + HPAGE_PAGES) {
+                holders.push((c, t.asid));
+            }
+        }
+        self.scratch_cpus = cpus;
+        for i in 0..HPAGE_PAGES {
+            for &(c, asid) in &holders {
+                let (p, v) = (pfn + i, va + (i << PAGE_SHIFT));
+                if self.still_maps(now, hw, (cpu, c, asid), p, mm, v) {
+                    return;
+                }
+            }
+        }
     }
 
     /// `CallExit`: the call on `cpu` returns, retiring what it replaced and
@@ -452,19 +583,32 @@ impl Checker {
         let mut writes = std::mem::take(&mut self.pending[cpu].writes);
         let range = self.pending[cpu].range.take();
         let mut keys: Vec<(MmId, u64)> = Vec::new();
-        // A stable sort keeps each page's writes in order: the group's
-        // last value is the one the call left.
-        if !writes.is_sorted_by_key(|w| (w.0, w.1)) {
-            writes.sort_by_key(|w| (w.0, w.1));
+        if let Some(r) = range {
+            drop_subsumed(&mut writes, r);
         }
-        self.shadow.commit_writes(&writes, &mut keys);
+        // Writes that replaced no version retire nothing: if all are such
+        // (a fault filling empty PTEs), there is nothing to commit.
+        if writes.iter().any(|w| w.rec.2.is_some()) {
+            let mut recs = std::mem::take(&mut self.scratch_writes);
+            per_page(&writes, &mut recs);
+            // A stable sort keeps each page's writes in order: the group's
+            // last value is the one the call left.
+            if !recs.is_sorted_by_key(|w| (w.0, w.1)) {
+                recs.sort_by_key(|w| (w.0, w.1));
+            }
+            self.shadow.commit_writes(&recs, &mut keys);
+            recs.clear();
+            self.scratch_writes = recs;
+        }
         writes.clear();
         self.pending[cpu].writes = writes;
         if let Some((mm, lo, hi, bound)) = range {
             self.shadow
                 .commit_range(mm, lo, hi, bound.saturating_sub(1), &mut keys);
         }
-        keys.sort_unstable();
+        // Two sorted runs (the writes', the range's): a merge sort finds
+        // them and merges in linear time.
+        keys.sort();
         keys.dedup();
         for g in keys.chunk_by(|a, b| a.0 == b.0) {
             self.check_retired(now, hw, g, (call, cpu));
@@ -702,6 +846,53 @@ impl Checker {
     }
 }
 
+/// Drops from a returning call's `writes` those its range contract
+/// `(mm, lo, hi, bound)` retires anyway, when that is exact: if every write
+/// to a page of `mm` in `[lo, hi)` replaced a version older than `bound`
+/// (or none), the range commit ([`Shadow::commit_range`]) retires each
+/// such page up to `bound - 1` with its shadow PTE, which overrides what
+/// committing its writes would record (an older or equal version) and
+/// lists the page for the same checks. A munmap's thousands of writes then
+/// need no sort and no commit of their own. If some write in the range
+/// replaced a newer version (a concurrent fault, under a call that holds
+/// the mmap lock for reading), nothing is dropped.
+///
+/// A write covering pages both in and out of the range (a 2 MiB leaf the
+/// range cuts) is kept: committing it too is what the range commit
+/// overrides on its pages in the range.
+fn drop_subsumed(writes: &mut Vec<PendingWrite>, (mm, lo, hi, bound): (MmId, u64, u64, u64)) {
+    let overlaps = |w: &PendingWrite| w.rec.0 == mm && w.rec.1 < hi && lo < w.rec.1 + w.pages();
+    if writes
+        .iter()
+        .any(|w| overlaps(w) && w.rec.2.is_some_and(|v| v >= bound))
+    {
+        return;
+    }
+    writes.retain(|w| !(w.rec.0 == mm && lo <= w.rec.1 && w.rec.1 + w.pages() <= hi));
+}
+
+/// `writes` as one record per 4 KiB page, in order, into `out`: a 2 MiB
+/// leaf's write as the writes of its 512 pages, page `i` mapping frame
+/// `pfn + i` of each value.
+fn per_page(writes: &[PendingWrite], out: &mut Vec<PteWriteRec>) {
+    for w in writes {
+        let (mm, vpn, old, new) = w.rec;
+        if !w.huge {
+            out.push(w.rec);
+            continue;
+        }
+        out.extend((0..HPAGE_PAGES).map(|i| (mm, vpn + i, old, huge_view(new, i))));
+    }
+}
+
+/// Page `i`'s view of a 2 MiB leaf value.
+pub(super) fn huge_view(p: Option<Pte>, i: u64) -> Option<Pte> {
+    p.map(|p| Pte {
+        pfn: p.pfn + i,
+        ..p
+    })
+}
+
 /// Page ranges `[first, end)` (vpns).
 type Spans = Vec<(u64, u64)>;
 
@@ -775,7 +966,11 @@ fn walk_va(e: &WalkEntry) -> u64 {
 
 impl Observer for Checker {
     fn event(&mut self, now: Ns, ev: &Event, hw: &Hw) {
-        self.events_seen += 1;
+        // A 2 MiB write or free counts as the 512 it stands for.
+        self.events_seen += match ev {
+            Event::HugePteWrite { .. } | Event::HugeFrameFree { .. } => HPAGE_PAGES,
+            _ => 1,
+        };
         if self.failure.is_some() {
             return;
         }
@@ -797,13 +992,27 @@ impl Observer for Checker {
                 old,
                 new,
             } => self.pte_write(cpu, mm, va, old, new),
+            Event::HugePteWrite {
+                cpu,
+                mm,
+                va,
+                old,
+                new,
+            } => self.huge_pte_write(cpu, mm, va, old, new),
+            Event::HugeFrameFree { cpu, pfn, mm, va } => {
+                self.huge_frame_free(now, hw, cpu, pfn, mm, va)
+            }
             Event::CallRange {
                 cpu,
                 mm,
                 start,
                 end,
             } => self.call_range(cpu, mm, start, end),
-            Event::Running { cpu, mm } => self.running(now, hw, cpu, mm),
+            Event::Running { cpu, task, mm } => {
+                self.switch_task(cpu, task);
+                self.running(now, hw, cpu, mm);
+            }
+            Event::CallEnter { cpu, task, .. } => self.switch_task(cpu, task),
             Event::FrameFree { cpu, pfn, mm, va } => self.frame_free(now, hw, cpu, pfn, mm, va),
             Event::CallExit { cpu, call, .. } => self.call_exit(now, hw, cpu, call),
             Event::LeafUse {
@@ -829,7 +1038,7 @@ impl Observer for Checker {
                 scope,
                 broadcast: false,
             } => self.local_tlbi(hw, cpu, scope),
-            Event::CallEnter { .. } | Event::Tlbi { .. } | Event::DsbDone { .. } => {}
+            Event::Tlbi { .. } | Event::DsbDone { .. } => {}
         }
     }
 
@@ -903,6 +1112,7 @@ mod tests {
             0,
             &Event::Running {
                 cpu: 1,
+                task: 1,
                 mm: Some(0),
             },
             &hw,
@@ -940,11 +1150,160 @@ mod tests {
         (c, hw)
     }
 
+    /// `task` runs on `cpu` (with `mm`) at `now`.
+    fn runs(c: &mut Checker, hw: &Hw, now: Ns, cpu: CpuId, task: usize, mm: Option<MmId>) {
+        c.event(now, &Event::Running { cpu, task, mm }, hw);
+    }
+
+    /// A munmap-like call on cpu0 (task 0) clears the 2 MiB leaf at
+    /// `HVA` (frames from 1000, version 1) and frees its frames, while
+    /// cpu1 runs the mm and still holds page 300's view: as one event each
+    /// (`huge`) or as 512 each. Returns the checker after the frees.
+    fn huge_unmap(huge: bool) -> Checker {
+        const HVA: u64 = 0x4000_0000;
+        let mut p = builtin_profile("ampere-32").unwrap();
+        p.topology.cpus = 2;
+        let mut hw = Hw::new(&p);
+        hw.cpus[1].ttbr0 = Some(Ttbr0 {
+            mm: 0,
+            pgd: 0,
+            asid: 1,
+        });
+        let vpn = HVA >> PAGE_SHIFT;
+        hw.cpus[1].tlb.insert(LeafEntry {
+            asid: 1,
+            vpn: vpn + 300,
+            pfn: 1300,
+            perms: Perms::RW,
+            version: 1,
+            mm: 0,
+        });
+        let mut c = Checker::new(2, 8);
+        let (cpu, mm) = (0, 0);
+        c.event(
+            0,
+            &Event::AsidLoad {
+                cpu: 1,
+                mm,
+                asid: 1,
+            },
+            &hw,
+        );
+        runs(&mut c, &hw, 0, 1, 1, Some(mm));
+        let call = "munmap";
+        c.event(1, &Event::CallEnter { cpu, task: 0, call }, &hw);
+        let old = pte(1000, 1);
+        if huge {
+            let ev = Event::HugePteWrite {
+                cpu,
+                mm,
+                va: HVA,
+                old,
+                new: None,
+            };
+            c.event(2, &ev, &hw);
+            let ev = Event::HugeFrameFree {
+                cpu,
+                pfn: 1000,
+                mm,
+                va: HVA,
+            };
+            c.event(3, &ev, &hw);
+        } else {
+            for i in 0..HPAGE_PAGES {
+                let va = HVA + (i << PAGE_SHIFT);
+                let old = huge_view(old, i);
+                c.event(
+                    2,
+                    &Event::PteWrite {
+                        cpu,
+                        mm,
+                        va,
+                        old,
+                        new: None,
+                    },
+                    &hw,
+                );
+            }
+            for i in 0..HPAGE_PAGES {
+                let (pfn, va) = (1000 + i, HVA + (i << PAGE_SHIFT));
+                c.event(3, &Event::FrameFree { cpu, pfn, mm, va }, &hw);
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn a_huge_write_and_free_are_checked_as_their_512_pages() {
+        let (one, each) = (huge_unmap(true), huge_unmap(false));
+        let f = one.failure().expect("cpu1 still maps a freed frame");
+        assert_eq!(f.invariant, Invariant::NoUseAfterFree, "{f}");
+        assert_eq!(f.va, Some(0x4000_0000 + (300 << PAGE_SHIFT)));
+        let g = each.failure().expect("page by page too");
+        assert_eq!(
+            (f.invariant, f.cpus, f.mm, f.va, f.time_ns, f.detail),
+            (g.invariant, g.cpus, g.mm, g.va, g.time_ns, g.detail)
+        );
+        // AsidLoad, Running, CallEnter, then 512 writes and 512 frees.
+        assert_eq!(one.events_seen(), 3 + 512 + 512);
+        assert_eq!(each.events_seen(), one.events_seen());
+    }
+
+    #[test]
+    fn writes_a_range_commit_overrides_are_dropped_only_when_all_in_it_are_older() {
+        let w = |vpn, old: Option<u64>, huge| PendingWrite {
+            rec: (0, vpn, old, None),
+            huge,
+        };
+        let mut writes = vec![
+            w(10, Some(3), false),
+            w(512, Some(4), true),
+            w(2000, Some(9), false),
+        ];
+        // Range [0, 1100) of mm 0, bound 5: pages 10 and 512..1024 go.
+        drop_subsumed(&mut writes, (0, 0, 1100, 5));
+        assert_eq!(writes.len(), 1);
+        assert_eq!(writes[0].rec.1, 2000);
+        // A leaf the range cuts stays; a write in it of a version not
+        // older than the bound keeps every write.
+        let mut writes = vec![w(10, Some(3), false), w(512, Some(4), true)];
+        drop_subsumed(&mut writes, (0, 0, 600, 5));
+        assert_eq!(writes.len(), 1, "the cut leaf stays");
+        let mut writes = vec![w(10, Some(3), false), w(20, Some(5), false)];
+        drop_subsumed(&mut writes, (0, 0, 600, 5));
+        assert_eq!(writes.len(), 2, "version 5 is not older than the bound");
+    }
+
+    #[test]
+    fn a_call_that_sleeps_keeps_its_writes_while_another_task_makes_a_call_on_its_cpu() {
+        let (mut c, hw) = setup();
+        // Task 0's madvise (it cleared VA on cpu0) sleeps; task 3 runs
+        // there and faults.
+        runs(&mut c, &hw, 6, 0, 0, None);
+        runs(&mut c, &hw, 7, 0, 3, Some(0));
+        let (cpu, task, call) = (0, 3, "fault");
+        c.event(8, &Event::CallEnter { cpu, task, call }, &hw);
+        c.event(9, &Event::CallExit { cpu, task, call }, &hw);
+        assert_eq!(c.failure(), None, "the fault retired nothing of madvise's");
+        // Task 0 resumes and its madvise returns, its flush never done.
+        runs(&mut c, &hw, 10, 0, 3, None);
+        runs(&mut c, &hw, 11, 0, 0, Some(0));
+        madvise_returns(&mut c, &hw, 12, 0, 0);
+        let f = c.failure().expect("cpu1 still holds what madvise cleared");
+        assert_eq!(f.invariant, Invariant::NoStaleHold, "{f}");
+        assert_eq!((f.cpus, f.time_ns), (vec![1, 0], 12));
+    }
+
     #[test]
     fn a_lazy_cpu_may_hold_a_stale_entry_until_a_task_of_the_mm_runs_there() {
         let (mut c, hw) = setup();
         // cpu1 switches to a kernel thread, keeping mm 0's tables lazily.
-        c.event(6, &Event::Running { cpu: 1, mm: None }, &hw);
+        let kthread = Event::Running {
+            cpu: 1,
+            task: 2,
+            mm: None,
+        };
+        c.event(6, &kthread, &hw);
         madvise_returns(&mut c, &hw, 7, 0, 0);
         assert!(c.failure().is_none(), "a lazy CPU is not checked at return");
         // A task of mm 0 runs on cpu1 again without a flush.
@@ -952,6 +1311,7 @@ mod tests {
             8,
             &Event::Running {
                 cpu: 1,
+                task: 1,
                 mm: Some(0),
             },
             &hw,

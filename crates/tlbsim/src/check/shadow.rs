@@ -219,6 +219,24 @@ impl Shadow {
         c.current[i] = new;
     }
 
+    /// `HugePteWrite`: the shadow PTEs of the 512 pages from `vpn` (2 MiB
+    /// aligned) become the views of the leaf `new` (page `i`: frame
+    /// `pfn + i`), as 512 [`Shadow::write`]s would leave them.
+    pub fn write_huge(&mut self, mm: MmId, vpn: u64, new: Option<Pte>) {
+        debug_assert!(vpn.is_multiple_of(HPAGE_PAGES));
+        for id in vpn >> CHUNK_SHIFT..(vpn + HPAGE_PAGES) >> CHUNK_SHIFT {
+            let first = (id << CHUNK_SHIFT) - vpn;
+            let c = self.chunk_at(mm, id);
+            c.written = u64::MAX;
+            for (i, cur) in c.current.iter_mut().enumerate() {
+                *cur = new.map(|p| Pte {
+                    pfn: p.pfn + first + i as u64,
+                    ..p
+                });
+            }
+        }
+    }
+
     /// The shadow PTE of (mm, vpn) (`None` also if never written).
     pub fn current(&self, mm: MmId, vpn: u64) -> Option<Pte> {
         let (id, i) = split(vpn);

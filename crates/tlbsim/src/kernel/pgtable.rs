@@ -3,8 +3,8 @@
 
 use super::World;
 use crate::hw::mem::{
-    level_index, level_shift, Desc, Perms, Pfn, Pte, TableId, HPAGE_PAGES, HPAGE_SIZE, HUGE_LEVEL,
-    LEVELS, PAGE_SIZE,
+    level_index, level_shift, Desc, Perms, Pfn, Pte, TableId, HPAGE_SIZE, HUGE_LEVEL, LEVELS,
+    PAGE_SIZE,
 };
 use crate::hw::tlb::MmId;
 use crate::hw::CpuId;
@@ -178,9 +178,9 @@ pub fn pmd_none(w: &World, mm: MmId, va: u64) -> bool {
 
 /// Writes (or clears, with `None`) the 2 MiB leaf of `mm` at `va` (2 MiB
 /// aligned, no PTE table there), mapping the 512 frames from the given
-/// one; allocates upper tables as needed. Observers see one `PteWrite` per
-/// 4 KiB page, with that page's view of the leaf. Returns the old leaf and
-/// the number of table pages allocated.
+/// one; allocates upper tables as needed. Observers see one
+/// `HugePteWrite`. Returns the old leaf and the number of table pages
+/// allocated.
 pub fn set_huge(
     w: &World,
     cpu: CpuId,
@@ -190,22 +190,14 @@ pub fn set_huge(
 ) -> (Option<Pte>, u32) {
     assert_eq!(va % HPAGE_SIZE, 0, "huge page at {va:#x} not aligned");
     let (old, new, allocated) = set_leaf(w, mm, va, HUGE_LEVEL, new);
-    let view = |p: Option<Pte>, i: u64| {
-        p.map(|p| Pte {
-            pfn: p.pfn + i,
-            ..p
-        })
-    };
     if old.is_some() || new.is_some() {
-        for i in 0..HPAGE_PAGES {
-            w.emit(Event::PteWrite {
-                cpu,
-                mm,
-                va: va + i * PAGE_SIZE,
-                old: view(old, i),
-                new: view(new, i),
-            });
-        }
+        w.emit(Event::HugePteWrite {
+            cpu,
+            mm,
+            va,
+            old,
+            new,
+        });
     }
     (old, allocated)
 }

@@ -118,7 +118,11 @@ async fn context_switch(ctx: &Ctx, cpu: CpuId, prev: TaskId, next: TaskId) {
     // user task: its TLB may keep the previous mm's entries while switch_mm
     // runs (x86 leaves mm_cpumask before loading CR3), and the checker
     // examines them when a task of that mm runs here again.
-    w.emit(crate::observe::Event::Running { cpu, mm: None });
+    w.emit(crate::observe::Event::Running {
+        cpu,
+        task: prev,
+        mm: None,
+    });
     let (prev_mm, prev_active, next_mm, next_idle) = {
         let k = w.k.borrow();
         (
@@ -157,7 +161,11 @@ async fn context_switch(ctx: &Ctx, cpu: CpuId, prev: TaskId, next: TaskId) {
         t.slice_start_ns = w.now.get();
     }
     w.stats.borrow_mut().cpu[cpu].context_switches += 1;
-    w.emit(crate::observe::Event::Running { cpu, mm: next_mm });
+    w.emit(crate::observe::Event::Running {
+        cpu,
+        task: next,
+        mm: next_mm,
+    });
     ctx.step(Op::SwitchTo(next)).await;
 }
 

@@ -207,7 +207,8 @@ impl World {
     }
 
     /// Drops the references a huge mapping of `mm` at `va` held on the 512
-    /// frames from `base`, reporting each frame freed.
+    /// frames from `base`, reporting the frames freed: all at once
+    /// (`HugeFrameFree`) when they all were, else each one freed.
     pub fn put_huge(&self, cpu: CpuId, base: crate::hw::mem::Pfn, mm: MmId, va: u64) {
         use crate::hw::mem::{HPAGE_PAGES, PAGE_SIZE};
         let last: Vec<bool> = {
@@ -218,6 +219,15 @@ impl World {
             hw.mem.put_huge(base);
             last
         };
+        if last.iter().all(|&freed| freed) {
+            self.emit(Event::HugeFrameFree {
+                cpu,
+                pfn: base,
+                mm,
+                va,
+            });
+            return;
+        }
         for (i, freed) in (0..HPAGE_PAGES).zip(last) {
             if freed {
                 self.emit(Event::FrameFree {
