@@ -799,7 +799,8 @@ impl Checker {
     /// CPU may cache, under its loaded ASID, a walk entry to the freed page
     /// (no stale walk).
     ///
-    /// Only CPUs that ever loaded `mm` are searched for walk entries (all
+    /// Only CPUs whose last TTBR0 load was `mm` are searched for a TTBR0 on
+    /// the table, and only CPUs that ever loaded `mm` for walk entries (all
     /// CPUs if `mm` is unknown): a walk fills entries into the tables of
     /// the mm in TTBR0, a table page belongs to one mm's tree, and a walk
     /// that reaches another mm's table through a cached entry (of another
@@ -815,8 +816,16 @@ impl Checker {
         table: TableId,
         instance: u64,
     ) {
-        if let Some(c) = (0..hw.ncpus()).find(|&c| hw.cpus[c].ttbr0.is_some_and(|t| t.pgd == table))
-        {
+        // A TTBR0 pointing at `table` was loaded for the mm whose tables
+        // include it (every TTBR0 load is an `AsidLoad`; had the page
+        // belonged to a freed mm before, its free would have been reported
+        // then): only CPUs whose last load was `mm` can point at it.
+        let points_at = |c: CpuId| hw.cpus[c].ttbr0.is_some_and(|t| t.pgd == table);
+        let at = match self.by_mm.get(&mm) {
+            Some(s) => s.loaded.iter().find(|&c| points_at(c)),
+            None => (0..hw.ncpus()).find(|&c| points_at(c)),
+        };
+        if let Some(c) = at {
             self.fail(
                 now,
                 Invariant::NoStaleWalk,
