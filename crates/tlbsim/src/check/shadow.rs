@@ -66,6 +66,28 @@ impl Chunk {
         }
     }
 
+    /// Retires, up to `retired`, every written page of this chunk (`id` of
+    /// `mm`) in `[lo, hi)`, committing its shadow PTE; appends those pages
+    /// to `keys` in order. Returns whether there was any.
+    fn commit_in(
+        &mut self,
+        mm: MmId,
+        id: u64,
+        (lo, hi): (u64, u64),
+        retired: u64,
+        keys: &mut Vec<(MmId, u64)>,
+    ) -> bool {
+        let mut bits = self.written & mask_in(id, lo, hi);
+        let any = bits != 0;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            self.commit(i, retired, self.current[i]);
+            keys.push((mm, (id << CHUNK_SHIFT) + i as u64));
+        }
+        any
+    }
+
     /// Is `e`, the view of page `i`, retired and incompatible with the
     /// value committed there?
     fn stale(&self, i: usize, e: &LeafEntry) -> bool {
@@ -276,22 +298,19 @@ impl Shadow {
         if lo >= hi {
             return;
         }
-        let Some(m) = self.mms.get(&mm) else { return };
-        let ids: Vec<u64> = m
-            .ids
-            .range(lo >> CHUNK_SHIFT..=(hi - 1) >> CHUNK_SHIFT)
-            .copied()
-            .collect();
+        let (first, last) = (lo >> CHUNK_SHIFT, (hi - 1) >> CHUNK_SHIFT);
         let mut any = false;
-        for id in ids {
-            let c = self.chunk_at(mm, id);
-            let mut bits = c.written & mask_in(id, lo, hi);
-            while bits != 0 {
-                let i = bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                c.commit(i, retired, c.current[i]);
-                keys.push((mm, (id << CHUNK_SHIFT) + i as u64));
-                any = true;
+        if first == last {
+            // One chunk (an mprotect of a few pages): no list of ids.
+            if let Some(s) = self.slot(mm, first) {
+                any = self.slab[s].commit_in(mm, first, (lo, hi), retired, keys);
+            }
+        } else {
+            let Some(m) = self.mms.get(&mm) else { return };
+            let ids: Vec<u64> = m.ids.range(first..=last).copied().collect();
+            for id in ids {
+                let c = self.chunk_at(mm, id);
+                any |= c.commit_in(mm, id, (lo, hi), retired, keys);
             }
         }
         if any {

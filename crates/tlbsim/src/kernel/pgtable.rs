@@ -4,7 +4,7 @@
 use super::World;
 use crate::hw::mem::{
     level_index, level_shift, Desc, Perms, Pfn, Pte, TableId, HPAGE_SIZE, HUGE_LEVEL, LEVELS,
-    PAGE_SIZE,
+    PAGE_SIZE, PTRS_PER_TABLE,
 };
 use crate::hw::tlb::MmId;
 use crate::hw::CpuId;
@@ -130,6 +130,24 @@ fn leaves(w: &World, mm: MmId, start: u64, end: u64, level: u8) -> Vec<(u64, Pte
     let pgd = w.k.borrow().mms[mm as usize].pgd;
     let hw = w.hw.borrow();
     let mut out = Vec::new();
+    if start >= end {
+        return out;
+    }
+    // A range inside one table at `level` (an mprotect or fault of a few
+    // pages): walk down to that table, then collect from it alone.
+    let parent_shift = level_shift(level) + PTRS_PER_TABLE.trailing_zeros();
+    if level > 0 && start >> parent_shift == (end - 1) >> parent_shift {
+        let mut table = pgd;
+        for l in 0..level {
+            match hw.mem.table(table).entries.get(&level_index(start, l)) {
+                Some(Desc::Table(next)) => table = *next,
+                _ => return out,
+            }
+        }
+        let base = (start >> parent_shift) << parent_shift;
+        collect(&hw.mem, table, level, base, (start, end), level, &mut out);
+        return out;
+    }
     collect(&hw.mem, pgd, 0, 0, (start, end), level, &mut out);
     out
 }
