@@ -29,6 +29,7 @@ pub fn table(o: &RunOutput, host_s: f64, per_cpu: bool) -> String {
     );
     counters(&mut s, o);
     latencies_and_locks(&mut s, o);
+    cpu_time(&mut s, o);
     if per_cpu || n <= 16 {
         interrupts(&mut s, o);
     }
@@ -138,6 +139,41 @@ fn latencies_and_locks(s: &mut String, o: &RunOutput) {
             thousands(h.median),
             thousands(h.max)
         );
+    }
+}
+
+/// Rows of `cpu_time` printed; the rest are summed in one line.
+const CPU_TIME_ROWS: usize = 12;
+
+/// Where the CPUs' time went, like `perf report --no-children`: share,
+/// time and the innermost kernel function (or `[user]`, `[idle]`,
+/// `[kernel]`), largest first.
+fn cpu_time(s: &mut String, o: &RunOutput) {
+    let rows = &o.stats.cpu_time_by_function;
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "
+ CPU time by function (self, all CPUs):
+"
+    );
+    for r in rows.iter().take(CPU_TIME_ROWS) {
+        let _ = writeln!(
+            s,
+            "{:>11.2} %  {:>15} ns  {}",
+            r.share_pct,
+            thousands(r.ns),
+            r.function
+        );
+    }
+    if rows.len() > CPU_TIME_ROWS {
+        let rest = &rows[CPU_TIME_ROWS..];
+        let share: f64 = rest.iter().map(|r| r.share_pct).sum();
+        let ns: u64 = rest.iter().map(|r| r.ns).sum();
+        let n = rest.len();
+        let _ = writeln!(s, "{share:>11.2} %  {:>15} ns  ({n} more)", thousands(ns));
     }
 }
 

@@ -6,11 +6,13 @@
 //! [`crate::step`]'s; this file decides only when it completes.
 
 use crate::config::StepCosts;
+use crate::engine::label::Label;
 use crate::engine::queue::{EventId, EventQueue};
 use crate::engine::Ns;
 use crate::hw::tlb::{MmId, TlbiScope};
 use crate::hw::{AccessTrace, CpuId};
 use crate::kernel::{LockId, LockWaiter, Op, OpResult, TaskId, World};
+use crate::step::cpu_time::{self, CpuTime};
 use crate::step::{ops, Applied, Cpus, PendingIpi, Polled, Wait};
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -114,6 +116,8 @@ pub struct TimingDriver {
     interrupted_work: Vec<Option<Ns>>,
     /// Per lock: its word's cache line.
     lines: Vec<CacheLine>,
+    /// What each CPU's time is charged to (`step::cpu_time`).
+    cpu_time: CpuTime,
 }
 
 impl TimingDriver {
@@ -134,6 +138,7 @@ impl TimingDriver {
             trace: Vec::new(),
             limit_ns,
             lines: Vec::new(),
+            cpu_time: CpuTime::new(n),
         }
     }
 
@@ -178,7 +183,11 @@ impl TimingDriver {
             events += 1;
             self.event(ev);
         };
-        self.w().stats.borrow_mut().events += events;
+        let now = self.now();
+        let mut st = self.core.w.stats.borrow_mut();
+        st.events += events;
+        self.cpu_time.drain_into(&mut st, now);
+        drop(st);
         end
     }
 
@@ -247,7 +256,7 @@ impl TimingDriver {
     fn run(&mut self, cpu: CpuId) {
         loop {
             match self.core.poll(cpu) {
-                Polled::Step(task, op) => match self.dispatch(cpu, task, op) {
+                Polled::Step(task, op, func) => match self.dispatch(cpu, task, op, func) {
                     Some(r) => self.core.complete_at_once(cpu, r),
                     None => return,
                 },
@@ -374,7 +383,15 @@ impl TimingDriver {
 
     /// Applies `op` and times it; returns `Some(result)` if it completes at
     /// once (zero time) and the context should be polled again at once.
-    fn dispatch(&mut self, cpu: CpuId, task: TaskId, op: Op) -> Option<OpResult> {
+    fn dispatch(
+        &mut self,
+        cpu: CpuId,
+        task: TaskId,
+        op: Op,
+        func: Option<&'static Label>,
+    ) -> Option<OpResult> {
+        let label = cpu_time::label(func, &op);
+        self.cpu_time.switch(cpu, self.now(), label);
         if self.speculative {
             match op {
                 Op::Work { .. } => self.speculate(cpu),

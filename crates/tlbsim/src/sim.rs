@@ -67,6 +67,37 @@ pub struct StatsReport {
     pub events: u64,
     /// Per lock class: acquisitions and contended waits (ns).
     pub locks: std::collections::BTreeMap<String, LockReport>,
+    /// Where simulated CPU time went, like `perf report`'s self time:
+    /// largest first (`step::cpu_time`).
+    pub cpu_time_by_function: Vec<FuncTime>,
+}
+
+/// Simulated CPU time of one thing the CPUs ran ([`crate::step::cpu_time`]).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FuncTime {
+    /// The innermost kernel function (its Linux name), or `[user]`,
+    /// `[idle]`, `[kernel]` (kernel code outside every named function).
+    pub function: String,
+    /// CPU time, summed over CPUs (ns).
+    pub ns: u64,
+    /// Share of all CPUs' time over the run (%).
+    pub share_pct: f64,
+}
+
+/// `cpu_time` as rows, largest first (ties by name).
+fn cpu_time_rows(cpu_time: &[(&'static str, crate::engine::Ns)]) -> Vec<FuncTime> {
+    let total: u64 = cpu_time.iter().map(|(_, ns)| ns).sum();
+    let mut rows: Vec<FuncTime> = cpu_time
+        .iter()
+        .filter(|(_, ns)| *ns > 0)
+        .map(|&(f, ns)| FuncTime {
+            function: f.to_string(),
+            ns,
+            share_pct: ns as f64 * 100.0 / total.max(1) as f64,
+        })
+        .collect();
+    rows.sort_by(|a, b| b.ns.cmp(&a.ns).then_with(|| a.function.cmp(&b.function)));
+    rows
 }
 
 /// Statistics of one lock class.
@@ -471,6 +502,7 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
                     )
                 })
                 .collect(),
+            cpu_time_by_function: cpu_time_rows(&st.cpu_time),
         },
         checker: CheckerReport {
             enabled: exp.checker.enabled,

@@ -1,6 +1,7 @@
 //! Named counters and histograms that the model fills. Printing is the CLI's
 //! business.
 
+use crate::engine::Ns;
 use serde::Serialize;
 
 /// Per-CPU event counts.
@@ -196,6 +197,11 @@ pub struct Stats {
     /// handful of classes, found by a scan that compares the name's address
     /// before its text: cheaper than a map on every acquisition).
     pub locks: Vec<(&'static str, LockStats)>,
+    /// Simulated CPU time by what the CPU ran: the innermost kernel
+    /// function ([`crate::kernel::Ctx::func`]), `[user]`, `[idle]`, or
+    /// `[kernel]` outside any named function (ns, summed over CPUs; in the
+    /// order of first use, like `locks`).
+    pub cpu_time: Vec<(&'static str, Ns)>,
     /// Results a workload reports itself (name → value; the name carries
     /// the unit, e.g. `victim_slowdown_pct`).
     pub metrics: std::collections::BTreeMap<String, f64>,
@@ -223,6 +229,19 @@ impl Stats {
             }
         };
         &mut self.locks[i].1
+    }
+
+    /// The index of `label` in [`Stats::cpu_time`], added if new.
+    pub fn cpu_time_slot(&mut self, label: &'static str) -> usize {
+        let by_address = self
+            .cpu_time
+            .iter()
+            .position(|(n, _)| std::ptr::eq(*n, label));
+        let found = by_address.or_else(|| self.cpu_time.iter().position(|(n, _)| *n == label));
+        found.unwrap_or_else(|| {
+            self.cpu_time.push((label, 0));
+            self.cpu_time.len() - 1
+        })
     }
 
     /// A DVM operation `issuer` sent reached every CPU: each other CPU

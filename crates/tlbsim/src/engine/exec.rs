@@ -7,6 +7,7 @@
 //! order it completes, stores the result and polls the future again. Code
 //! between two await points runs atomically with respect to other CPUs.
 
+use super::label::Label;
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
@@ -21,6 +22,10 @@ pub type KFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 pub struct Mailbox<Op, R> {
     posted: Cell<Option<Op>>,
     result: Cell<Option<R>>,
+    /// The innermost name the code posting through this mailbox has
+    /// entered (a kernel function's, for the CPU-time profile); each
+    /// entry saves the one it hides and restores it on leaving.
+    label: Cell<Option<&'static Label>>,
 }
 
 impl<Op, R> std::fmt::Debug for Mailbox<Op, R> {
@@ -34,6 +39,7 @@ impl<Op, R> Default for Mailbox<Op, R> {
         Self {
             posted: Cell::new(None),
             result: Cell::new(None),
+            label: Cell::new(None),
         }
     }
 }
@@ -55,6 +61,22 @@ impl<Op, R> Mailbox<Op, R> {
     /// Completes the outstanding step with `r` (driver side).
     pub fn complete(&self, r: R) {
         self.result.set(Some(r));
+    }
+
+    /// The code posting here entered `label`; returns the label it
+    /// hides, to give back to [`Mailbox::leave_label`] on leaving.
+    pub fn enter_label(&self, label: &'static Label) -> Option<&'static Label> {
+        self.label.replace(Some(label))
+    }
+
+    /// The code posting here left its innermost label, which hid `outer`.
+    pub fn leave_label(&self, outer: Option<&'static Label>) {
+        self.label.set(outer);
+    }
+
+    /// The innermost label entered, if any.
+    pub fn label(&self) -> Option<&'static Label> {
+        self.label.get()
     }
 }
 

@@ -2,6 +2,7 @@
 //! await-point executor that lets a driver decide when each step completes.
 
 pub mod exec;
+pub mod label;
 pub mod queue;
 pub mod rng;
 

@@ -259,7 +259,7 @@ impl Explorer {
     fn run_cpu(&mut self, cpu: CpuId) {
         for n in 0.. {
             match self.core.poll(cpu) {
-                Polled::Step(_, op) => {
+                Polled::Step(_, op, _) => {
                     let local = matches!(
                         op,
                         Op::Work { .. } | Op::Isb | Op::Dsb(Dsb::IshSt | Dsb::Nsh | Dsb::NshSt)

@@ -3,6 +3,7 @@
 
 use super::{mm, sched, Dsb, Op, OpResult, TaskId, TaskMailbox, World};
 use crate::engine::exec::Step;
+use crate::engine::label::Label;
 use crate::engine::Ns;
 use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{MmId, TlbiScope};
@@ -36,6 +37,20 @@ pub struct Ctx {
     mb: Rc<TaskMailbox>,
 }
 
+/// A kernel function entered by [`Ctx::func`]; leaves it when dropped.
+#[derive(Debug)]
+pub struct FuncGuard<'a> {
+    ctx: &'a Ctx,
+    /// The function it was entered from.
+    outer: Option<&'static Label>,
+}
+
+impl Drop for FuncGuard<'_> {
+    fn drop(&mut self) {
+        self.ctx.mb.leave_label(self.outer);
+    }
+}
+
 impl std::fmt::Debug for Ctx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Ctx(task {})", self.task)
@@ -61,6 +76,16 @@ impl Ctx {
             task,
             mb,
         }
+    }
+
+    /// Enters the kernel function `name` until the guard is dropped: the
+    /// CPU time of the steps taken meanwhile (and not inside a function
+    /// entered later) is charged to it, as `perf report` charges samples
+    /// to the innermost function ("self" time). `name` is the Linux
+    /// function the code models.
+    pub fn func(&self, name: &'static Label) -> FuncGuard<'_> {
+        let outer = self.mb.enter_label(name);
+        FuncGuard { ctx: self, outer }
     }
 
     /// The CPU this task is on (`smp_processor_id()`).

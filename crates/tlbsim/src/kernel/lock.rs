@@ -147,16 +147,19 @@ impl World {
 impl Ctx {
     /// Spinlock acquire.
     pub async fn spin_lock(&self, l: LockId) {
+        let _f = self.func(crate::label!("_raw_spin_lock"));
         self.step(Op::Lock(l)).await;
     }
 
     /// Spinlock release.
     pub async fn spin_unlock(&self, l: LockId) {
+        let _f = self.func(crate::label!("_raw_spin_unlock"));
         self.step(Op::Unlock(l)).await;
     }
 
     /// `mmap_read_lock(mm)`.
     pub async fn mmap_read_lock(&self, mm: MmId) {
+        let _f = self.func(crate::label!("down_read"));
         let l = self.w.k.borrow().mms[mm as usize].mmap_lock;
         if self.w.kcfg.mmap_lock_readers_sleep {
             self.down(l, true).await;
@@ -167,6 +170,7 @@ impl Ctx {
 
     /// `mmap_read_unlock(mm)`.
     pub async fn mmap_read_unlock(&self, mm: MmId) {
+        let _f = self.func(crate::label!("up_read"));
         let l = self.w.k.borrow().mms[mm as usize].mmap_lock;
         if self.w.kcfg.mmap_lock_readers_sleep {
             self.up(l, true).await;
@@ -177,6 +181,7 @@ impl Ctx {
 
     /// `mmap_write_lock(mm)`.
     pub async fn mmap_write_lock(&self, mm: MmId) {
+        let _f = self.func(crate::label!("down_write"));
         let l = self.w.k.borrow().mms[mm as usize].mmap_lock;
         if self.w.kcfg.mmap_lock_readers_sleep {
             self.down(l, false).await;
@@ -187,6 +192,7 @@ impl Ctx {
 
     /// `mmap_write_unlock(mm)`.
     pub async fn mmap_write_unlock(&self, mm: MmId) {
+        let _f = self.func(crate::label!("up_write"));
         let l = self.w.k.borrow().mms[mm as usize].mmap_lock;
         if self.w.kcfg.mmap_lock_readers_sleep {
             self.up(l, false).await;
@@ -259,12 +265,14 @@ impl Ctx {
 
     /// Takes the lock of the PTE table mapping `va` (`pte_offset_map_lock`).
     pub async fn ptl_lock(&self, mm: MmId, va: u64) {
+        let _f = self.func(crate::label!("_raw_spin_lock"));
         let l = self.pte_lock_id(mm, va);
         self.step(Op::Lock(l)).await;
     }
 
     /// Releases the lock of the PTE table mapping `va`.
     pub async fn ptl_unlock(&self, mm: MmId, va: u64) {
+        let _f = self.func(crate::label!("_raw_spin_unlock"));
         let l = self.pte_lock_id(mm, va);
         self.step(Op::Unlock(l)).await;
     }

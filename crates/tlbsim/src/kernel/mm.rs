@@ -15,6 +15,7 @@ use crate::observe::Event;
 /// Kernel call bracket: statistics, observer events and the return-to-user
 /// preemption point.
 pub async fn syscall_enter(ctx: &Ctx, name: &'static str) {
+    let _f = ctx.func(crate::label!("el0_svc_common"));
     let cpu = ctx.cpu();
     ctx.w.stats.borrow_mut().cpu[cpu].syscalls += 1;
     ctx.emit(Event::CallEnter {
@@ -46,6 +47,7 @@ pub async fn flush_tlb_range(
     stride: u64,
     last_level: bool,
 ) {
+    let _f = ctx.func(crate::label!("flush_tlb_range"));
     let t0 = ctx.now();
     ctx.w
         .policy
@@ -60,6 +62,7 @@ pub async fn flush_tlb_range(
 
 /// Calls the policy's `flush_tlb_mm`, timing it.
 pub async fn flush_tlb_mm(ctx: &Ctx, mm: MmId) {
+    let _f = ctx.func(crate::label!("flush_tlb_mm"));
     let t0 = ctx.now();
     ctx.w.policy.flush_tlb_mm(ctx, mm).await;
     ctx.w
@@ -71,6 +74,7 @@ pub async fn flush_tlb_mm(ctx: &Ctx, mm: MmId) {
 
 /// Calls the policy's `flush_tlb_page`, timing it.
 pub async fn flush_tlb_page(ctx: &Ctx, mm: MmId, va: u64) {
+    let _f = ctx.func(crate::label!("flush_tlb_page"));
     let t0 = ctx.now();
     ctx.w.policy.flush_tlb_page(ctx, mm, va).await;
     ctx.w
@@ -122,6 +126,7 @@ impl MmuGather {
     /// Clears the PTEs of `[start, end)` (`zap_pte_range`), queueing frames.
     /// Each PTE table's entries are cleared under its own lock.
     pub async fn zap(&mut self, ctx: &Ctx, start: u64, end: u64) {
+        let _f = ctx.func(crate::label!("unmap_page_range"));
         let per = ctx.w.profile.kernel.pte_update_ns;
         // zap_pmd_range(): a huge page the range covers whole is cleared at
         // its PMD (zap_huge_pmd); one it covers in part is split first.
@@ -162,6 +167,7 @@ impl MmuGather {
     /// `free_pgtables()` over `[floor, ceiling)`: detaches empty tables; they
     /// are freed after the flush.
     pub async fn free_pgtables(&mut self, ctx: &Ctx, floor: u64, ceiling: u64) {
+        let _f = ctx.func(crate::label!("free_pgtables"));
         let detached = detach_empty_tables(&ctx.w, self.mm, floor, ceiling);
         ctx.work(ctx.w.profile.kernel.pte_update_ns * detached.len() as u64)
             .await;
@@ -175,6 +181,7 @@ impl MmuGather {
     /// `tlb_finish_mmu()`: flush (arm64 `tlb_flush`), then free pages and
     /// page-table pages, then drop the pending count.
     pub async fn finish(mut self, ctx: &Ctx) {
+        let _f = ctx.func(crate::label!("tlb_finish_mmu"));
         let w = &ctx.w;
         let nested = || w.k.borrow().mms[self.mm as usize].tlb_flush_pending > 1;
         if ctx.atomic_read(nested).await {
@@ -252,6 +259,7 @@ pub async fn dec_tlb_flush_pending(ctx: &Ctx, mm: MmId) {
 /// (`pmdp_invalidate`), then a PTE table maps the same 512 frames with the
 /// same permissions. Callers then work on 4 KiB PTEs.
 pub async fn split_huge_pmd(ctx: &Ctx, mm: MmId, base: u64) {
+    let _f = ctx.func(crate::label!("__split_huge_pmd"));
     let w = &ctx.w;
     ctx.ptl_lock(mm, base).await;
     if let Some(&(_, p)) = huge_leaves(w, mm, base, base + HPAGE_SIZE).first() {
@@ -318,6 +326,7 @@ fn page_align(x: u64) -> u64 {
 
 /// `mmap(NULL, len, prot, MAP_PRIVATE | MAP_ANONYMOUS)`: returns the address.
 pub async fn sys_mmap(ctx: &Ctx, len: u64, perms: Perms) -> u64 {
+    let _f = ctx.func(crate::label!("do_mmap"));
     syscall_enter(ctx, "mmap").await;
     let mm = ctx.mm().expect("user task");
     ctx.mmap_write_lock(mm).await;
@@ -417,6 +426,7 @@ fn merge(vmas: &mut std::collections::BTreeMap<u64, Vma>) {
 /// is not fully mapped. Private writable mappings keep PTEs read-only
 /// (written on the next write fault), as Linux before 6.0 does.
 pub async fn sys_mprotect(ctx: &Ctx, addr: u64, len: u64, perms: Perms) -> bool {
+    let _f = ctx.func(crate::label!("do_mprotect_pkey"));
     syscall_enter(ctx, "mprotect").await;
     let w = &ctx.w;
     let mm = ctx.mm().expect("user task");
@@ -489,6 +499,7 @@ fn remove_vmas(ctx: &Ctx, mm: MmId, addr: u64, end: u64) {
 
 /// `munmap(addr, len)`: zaps the PTEs, frees empty page tables, flushes.
 pub async fn sys_munmap(ctx: &Ctx, addr: u64, len: u64) {
+    let _f = ctx.func(crate::label!("do_vmi_munmap"));
     syscall_enter(ctx, "munmap").await;
     let mm = ctx.mm().expect("user task");
     let end = addr + page_align(len);
@@ -506,6 +517,7 @@ pub async fn sys_munmap(ctx: &Ctx, addr: u64, len: u64) {
 
 /// `madvise(addr, len, MADV_DONTNEED)`: zaps PTEs, keeps VMAs and tables.
 pub async fn sys_madvise_dontneed(ctx: &Ctx, addr: u64, len: u64) {
+    let _f = ctx.func(crate::label!("do_madvise"));
     syscall_enter(ctx, "madvise").await;
     let mm = ctx.mm().expect("user task");
     call_range(ctx, mm, addr, addr + page_align(len));
@@ -525,6 +537,7 @@ pub async fn sys_madvise_dontneed(ctx: &Ctx, addr: u64, len: u64) {
 /// Page-fault handler (`do_page_fault` → `handle_mm_fault`). Returns false
 /// when the access is not permitted (SIGSEGV).
 pub async fn handle_page_fault(ctx: &Ctx, va: u64, write: bool, _f: Fault) -> bool {
+    let _f = ctx.func(crate::label!("do_page_fault"));
     let w = &ctx.w;
     let cpu = ctx.cpu();
     w.stats.borrow_mut().cpu[cpu].page_faults += 1;
@@ -555,6 +568,7 @@ pub async fn handle_page_fault(ctx: &Ctx, va: u64, write: bool, _f: Fault) -> bo
 /// (`lock_mm_and_find_vma()`), checks the access against it
 /// (`access_error()`), and handles the fault. False: SIGSEGV.
 async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -> bool {
+    let _f = ctx.func(crate::label!("handle_mm_fault"));
     let vma = {
         let k = ctx.w.k.borrow();
         k.mms[mm as usize]
@@ -600,6 +614,7 @@ async fn handle_pte_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
 /// if the PMD was filled meanwhile (the retry then faults the 4 KiB way or
 /// finds the page).
 async fn do_huge_pmd_anonymous_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64) {
+    let _f = ctx.func(crate::label!("do_huge_pmd_anonymous_page"));
     let w = &ctx.w;
     let base = va & !(HPAGE_SIZE - 1);
     let cost = w.profile.kernel.thp_fault_ns.unwrap_or(0);
@@ -620,6 +635,7 @@ async fn do_huge_pmd_anonymous_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64) {
 /// `do_anonymous_page()`: a write maps a new zeroed page, a read the zero
 /// page read-only.
 async fn do_anonymous_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
+    let _f = ctx.func(crate::label!("do_anonymous_page"));
     let w = &ctx.w;
     let pfn = if write {
         ctx.work(w.profile.kernel.page_alloc_ns).await;
@@ -652,6 +668,7 @@ async fn wp_huge_pmd(ctx: &Ctx, mm: MmId, va: u64) {
 /// maps too (or the zero page) is copied ([`wp_page_copy`]); one only this
 /// mapping holds is made writable in place ([`wp_page_reuse`]).
 async fn do_wp_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, p: Pte) {
+    let _f = ctx.func(crate::label!("do_wp_page"));
     let shared = p.pfn == ZERO_PFN || ctx.w.hw.borrow().mem.frame_refs(p.pfn) > 1;
     if shared {
         wp_page_copy(ctx, mm, v, va, p).await;
@@ -663,6 +680,7 @@ async fn do_wp_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, p: Pte) {
 /// `wp_page_copy()`: a new frame, `ptep_clear_flush()`, the new PTE; back
 /// off if the PTE changed meanwhile (`pte_same()` failed).
 async fn wp_page_copy(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, p: Pte) {
+    let _f = ctx.func(crate::label!("wp_page_copy"));
     let w = &ctx.w;
     ctx.work(w.profile.kernel.page_alloc_ns).await;
     let pfn = w.hw.borrow_mut().mem.alloc_frame();
@@ -720,6 +738,7 @@ fn thp_fits(ctx: &Ctx, mm: MmId, v: &Vma, va: u64) -> bool {
 /// write-protecting private writable pages in both (copy-on-write), then
 /// `flush_tlb_mm(oldmm)`.
 pub async fn dup_mmap(ctx: &Ctx, old: MmId) -> MmId {
+    let _f = ctx.func(crate::label!("dup_mmap"));
     let w = &ctx.w;
     let new = w.new_mm();
     ctx.mmap_write_lock(old).await;
@@ -759,6 +778,7 @@ pub async fn dup_mmap(ctx: &Ctx, old: MmId) -> MmId {
 /// `mmput()`: drops a user; the last one tears the address space down
 /// (`exit_mmap`: zap everything, free the tables, flush the ASID).
 pub async fn mmput(ctx: &Ctx, mm: MmId) {
+    let _f = ctx.func(crate::label!("mmput"));
     let w = &ctx.w;
     let last = ctx
         .atomic_dec_and_test(|| {

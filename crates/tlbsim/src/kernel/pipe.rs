@@ -35,6 +35,7 @@ pub fn new_pipe(capacity: u32) -> PipeRef {
 
 /// `write(fd, msg)`: sleeps while the pipe is full; wakes a sleeping reader.
 pub async fn pipe_write(ctx: &Ctx, p: &PipeRef) {
+    let _f = ctx.func(crate::label!("pipe_write"));
     syscall_enter(ctx, "write").await;
     ctx.work(ctx.w.profile.kernel.pipe_rw_ns).await;
     loop {
@@ -61,6 +62,7 @@ pub async fn pipe_write(ctx: &Ctx, p: &PipeRef) {
 
 /// `read(fd, msg)`: sleeps while the pipe is empty; wakes a sleeping writer.
 pub async fn pipe_read(ctx: &Ctx, p: &PipeRef) {
+    let _f = ctx.func(crate::label!("pipe_read"));
     syscall_enter(ctx, "read").await;
     ctx.work(ctx.w.profile.kernel.pipe_rw_ns).await;
     loop {

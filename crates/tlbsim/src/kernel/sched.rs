@@ -5,6 +5,7 @@
 
 use super::mm::{dup_mmap, mmdrop, mmput, syscall_enter, syscall_exit};
 use super::{Ctx, Op, Program, TaskFuture, TaskId, TaskState, World};
+use crate::engine::label::Label;
 use crate::hw::CpuId;
 use std::rc::Rc;
 
@@ -59,6 +60,7 @@ pub async fn maybe_preempt(ctx: &Ctx) {
 /// `__schedule()`: picks the next task of this CPU's run queue (or idle) and
 /// switches to it. The caller has already set its state if it is to sleep.
 pub async fn schedule(ctx: &Ctx) {
+    let _f = ctx.func(crate::label!("__schedule"));
     let w = &ctx.w;
     let cpu = ctx.cpu();
     let prev = ctx.task;
@@ -255,6 +257,7 @@ async fn enqueue(ctx: &Ctx, t: TaskId, fork: bool) {
 
 /// `try_to_wake_up()`.
 pub async fn wake_up(ctx: &Ctx, t: TaskId) {
+    let _f = ctx.func(crate::label!("try_to_wake_up"));
     let defer = {
         let mut k = ctx.w.k.borrow_mut();
         if k.tasks[t].state != TaskState::Blocked {
@@ -321,6 +324,7 @@ async fn enqueue_woken(ctx: &Ctx, t: TaskId) {
 /// `fork()`/`clone()` of a process: copies the address space and starts
 /// `program` in the child. Returns the child's id.
 pub async fn sys_fork(ctx: &Ctx, name: &str, program: Program) -> TaskId {
+    let _f = ctx.func(crate::label!("kernel_clone"));
     syscall_enter(ctx, "fork").await;
     let w = &ctx.w;
     ctx.work(w.profile.kernel.fork_ns).await;
@@ -349,6 +353,7 @@ pub async fn sys_clone_thread(
     pin: Option<CpuId>,
     program: Program,
 ) -> TaskId {
+    let _f = ctx.func(crate::label!("kernel_clone"));
     syscall_enter(ctx, "clone").await;
     let w = &ctx.w;
     ctx.work(w.profile.kernel.fork_ns / 4).await;
@@ -409,6 +414,7 @@ pub fn spawn_user(w: &Rc<World>, name: &str, cpu: CpuId, program: Program) -> Ta
 
 /// `execve()`: replaces the address space with a fresh one.
 pub async fn sys_exec(ctx: &Ctx) {
+    let _f = ctx.func(crate::label!("begin_new_exec"));
     syscall_enter(ctx, "execve").await;
     let w = &ctx.w;
     ctx.work(w.profile.kernel.exec_ns).await;
@@ -432,6 +438,7 @@ pub async fn sys_exec(ctx: &Ctx) {
 /// `do_exit()`: releases the mm (the task stays lazily on it until it
 /// switches out), becomes a zombie, wakes the parent, and never returns.
 pub async fn do_exit(ctx: &Ctx) {
+    let _f = ctx.func(crate::label!("do_exit"));
     let w = &ctx.w;
     syscall_enter(ctx, "exit").await;
     ctx.work(w.profile.kernel.exit_ns).await;
@@ -464,6 +471,7 @@ pub async fn do_exit(ctx: &Ctx) {
 
 /// `wait()`: reaps one exited child; `None` when there are no children.
 pub async fn sys_wait(ctx: &Ctx) -> Option<TaskId> {
+    let _f = ctx.func(crate::label!("do_wait"));
     syscall_enter(ctx, "wait4").await;
     let w = &ctx.w;
     let r = loop {
@@ -534,9 +542,10 @@ pub async fn sys_sched_yield(ctx: &Ctx) {
 }
 
 /// Runs the task current on `cpu` until it posts its next step, starting
-/// its program on first use; returns the task and the step. Both drivers
-/// advance tasks with this.
-pub fn advance(w: &Rc<World>, cpu: CpuId) -> (TaskId, Op) {
+/// its program on first use; returns the task, the step and the kernel
+/// function it was posted from ([`Ctx::func`], for the CPU-time profile).
+/// Both drivers advance tasks with this.
+pub fn advance(w: &Rc<World>, cpu: CpuId) -> (TaskId, Op, Option<&'static Label>) {
     let task = w.k.borrow().cpus[cpu].current;
     let fut = w.futures.borrow_mut()[task].take();
     let mut fut = match fut {
@@ -556,6 +565,10 @@ pub fn advance(w: &Rc<World>, cpu: CpuId) -> (TaskId, Op) {
     let done = crate::engine::exec::poll_once(fut.as_mut()).is_ready();
     w.futures.borrow_mut()[task] = Some(fut);
     assert!(!done, "task {task} returned without do_exit");
-    let op = w.k.borrow().tasks[task].mb.take_posted();
-    (task, op.expect("a pending task posted a step"))
+    let (op, func) = {
+        let k = w.k.borrow();
+        let mb = &k.tasks[task].mb;
+        (mb.take_posted(), mb.label())
+    };
+    (task, op.expect("a pending task posted a step"), func)
 }

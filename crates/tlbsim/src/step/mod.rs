@@ -16,10 +16,12 @@
 //! one cost in the timing driver and, if other CPUs can observe it, one
 //! choice point in the explorer.
 
+pub mod cpu_time;
 pub mod ops;
 pub mod stolen;
 
 use crate::engine::exec::poll_once;
+use crate::engine::label::Label;
 use crate::hw::CpuId;
 use crate::kernel::{sched, Ctx, LockId, Op, OpResult, TaskFuture, TaskId, TaskMailbox, World};
 use std::collections::VecDeque;
@@ -78,8 +80,9 @@ struct IrqRun {
 /// What polling a CPU's running context gave.
 #[derive(Debug)]
 pub enum Polled {
-    /// The context posted `op`, running as `task`.
-    Step(TaskId, Op),
+    /// The context posted `op`, running as `task`, from inside the kernel
+    /// function named last ([`crate::kernel::Ctx::func`]), if any.
+    Step(TaskId, Op, Option<&'static Label>),
     /// The IPI handler returned: the interrupted context's wait is restored
     /// and `sender` is owed an acknowledgement ([`Cpus::ack`]).
     Returned {
@@ -195,8 +198,8 @@ impl Cpus {
     /// interrupted.
     pub fn poll(&mut self, cpu: CpuId) -> Polled {
         let Some(run) = self.irq[cpu].as_mut() else {
-            let (task, op) = sched::advance(&self.w, cpu);
-            return Polled::Step(task, op);
+            let (task, op, func) = sched::advance(&self.w, cpu);
+            return Polled::Step(task, op, func);
         };
         if poll_once(run.fut.as_mut()).is_ready() {
             let run = self.irq[cpu].take().expect("a handler runs");
@@ -212,7 +215,7 @@ impl Cpus {
             "an IPI handler may not schedule or send IPIs"
         );
         let task = self.w.k.borrow().cpus[cpu].current;
-        Polled::Step(task, op)
+        Polled::Step(task, op, run.mb.label())
     }
 
     /// Takes the oldest pending IPI on `cpu`: its handler runs in the
@@ -229,6 +232,10 @@ impl Cpus {
         let entry = w.profile.kernel.ipi_handler_ns;
         let inner = h(ctx.clone(), ipi.arg);
         let fut: TaskFuture = Box::pin(async move {
+            // The exception entry and the IPI dispatch, in the handler's
+            // name for the profile (arm64 `do_handle_IPI`, x86
+            // `sysvec_call_function`, both calling this).
+            let _f = ctx.func(crate::label!("generic_smp_call_function_interrupt"));
             ctx.work(entry).await;
             inner.await;
         });

@@ -325,6 +325,7 @@ impl ReservedAsid {
     /// `cpu_asid_lock`: a new context if the generation is old, the local
     /// flush a rollover left pending for this CPU, then `active_asids[cpu]`.
     async fn check_and_switch_context_slow(&self, ctx: &Ctx, mm: MmId) {
+        let _f = ctx.func(crate::label!("check_and_switch_context"));
         let w = &ctx.w;
         let cpu = ctx.cpu();
         let bits = self.bits;

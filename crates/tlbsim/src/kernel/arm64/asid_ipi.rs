@@ -69,6 +69,7 @@ impl Inner {
     /// `flush_context()`: `cpu_set_reserved_ttbr0()`, then
     /// `local_flush_tlb_all()`.
     async fn flush_context(&self, ctx: &Ctx) {
+        let _f = ctx.func(crate::label!("flush_context"));
         cpu_set_reserved_ttbr0(ctx).await;
         local_flush_tlb_all(ctx).await;
     }
@@ -117,6 +118,7 @@ impl Inner {
 
     /// `__new_context(mm)`.
     async fn new_context(&self, ctx: &Ctx, mm: MmId) {
+        let _f = ctx.func(crate::label!("new_context"));
         let w = &ctx.w;
         let cpu = ctx.cpu();
         ctx.spin_lock(self.lock.get()).await;

@@ -26,6 +26,7 @@ pub struct SkipV1;
 impl SkipV1 {
     /// `tlb_flush_check(mm, cpu)` of v1.
     async fn tlb_flush_check(&self, ctx: &Ctx, mm: MmId) -> FlushScope {
+        let _f = ctx.func(crate::label!("tlb_flush_check"));
         let w = &ctx.w;
         let cpu = ctx.cpu();
         let mm_users = || w.k.borrow().mms[mm as usize].users;

@@ -96,6 +96,7 @@ impl SkipV2 {
 
     /// `tlb_flush_check(mm, cpu)`.
     async fn tlb_flush_check(&self, ctx: &Ctx, mm: MmId) -> FlushScope {
+        let _f = ctx.func(crate::label!("tlb_flush_check"));
         let w = &ctx.w;
         let cpu = ctx.cpu();
         if ctx.atomic_read(|| self.nr(mm)).await > 1 {

@@ -19,6 +19,7 @@ pub struct Stock;
 /// `switch_mm(prev, next)` (arch/arm64/include/asm/mmu_context.h): a new
 /// ASID and TTBR0 only when the mm changes.
 pub async fn switch_mm(ctx: &Ctx, prev: Option<MmId>, next: MmId) {
+    let _f = ctx.func(crate::label!("switch_mm"));
     if prev != Some(next) {
         ctx.w.asid.check_and_switch_context(ctx, next).await;
     }

@@ -43,6 +43,7 @@ impl Inner {
     /// `leave_mm(cpu)`: stop receiving flush IPIs for the lazy mm and load
     /// `swapper_pg_dir` (flushing everything).
     async fn leave_mm(&self, ctx: &Ctx) {
+        let _f = ctx.func(crate::label!("leave_mm"));
         let cpu = ctx.cpu();
         let Some(mm) = self.cpus.borrow()[cpu].active_mm else {
             return;
@@ -55,6 +56,7 @@ impl Inner {
 
     /// `flush_tlb_func()`: the IPI handler.
     async fn flush_tlb_func(&self, ctx: &Ctx, f: FlushInfo) {
+        let _f = ctx.func(crate::label!("flush_tlb_func"));
         let cpu = ctx.cpu();
         let st = self.cpus.borrow()[cpu];
         if f.mm.is_some() && f.mm != st.active_mm {
@@ -71,6 +73,7 @@ impl Inner {
     /// `flush_tlb_mm_range()` (4.12): flush locally if this CPU runs `mm`
     /// (or leave it if lazy), then IPI every other CPU in `mm_cpumask`.
     async fn flush_tlb_mm_range(&self, ctx: &Ctx, info: FlushInfo) {
+        let _f = ctx.func(crate::label!("flush_tlb_mm_range"));
         let cpu = ctx.cpu();
         let w = &ctx.w;
         let (cur_mm, active) = {
@@ -155,6 +158,7 @@ impl TlbPolicy for Legacy {
 impl Legacy {
     /// `switch_mm_irqs_off()` (4.12), interrupts already off.
     async fn switch_mm_irqs_off(&self, ctx: &Ctx, next: MmId) {
+        let _f = ctx.func(crate::label!("switch_mm_irqs_off"));
         let cpu = ctx.cpu();
         let real_prev = self.inner.cpus.borrow()[cpu].active_mm;
         {

@@ -185,6 +185,7 @@ impl FlushIpi {
     /// `smp_call_function_many(targets, flush_tlb_func, info, wait = 1)`:
     /// publishes `info` as this CPU's, IPIs `targets` and waits for them.
     pub async fn send(&self, ctx: &Ctx, targets: CpuMask, info: FlushInfo) {
+        let _f = ctx.func(crate::label!("smp_call_function_many"));
         let cpu = ctx.cpu();
         count(ctx, crate::kernel::tlbflush::FlushScope::Broadcast);
         self.infos.borrow_mut()[cpu] = Some(info);

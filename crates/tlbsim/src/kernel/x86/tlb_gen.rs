@@ -227,6 +227,7 @@ impl Inner {
 
     /// `switch_mm_irqs_off(prev, next)`; `next == None` switches to init_mm.
     pub async fn switch_mm_irqs_off(&self, ctx: &Ctx, next: Option<MmId>) {
+        let _f = ctx.func(crate::label!("switch_mm_irqs_off"));
         let cpu = ctx.cpu();
         let (real_prev, prev_asid, was_lazy) = {
             let mut c = self.cpus.borrow_mut();
@@ -300,6 +301,7 @@ impl Inner {
 
     /// `flush_tlb_func()`: runs in the IPI handler and for local flushes.
     pub async fn flush_tlb_func(&self, ctx: &Ctx, f: FlushInfo) {
+        let _f = ctx.func(crate::label!("flush_tlb_func"));
         let cpu = ctx.cpu();
         let st = self.cpus.borrow()[cpu];
         let Some(loaded) = st.loaded_mm else {
@@ -353,6 +355,7 @@ impl Inner {
     /// it is in the mask and IPIs the other CPUs of the mask (lazy ones only
     /// when tables were freed), waiting for them.
     pub async fn native_flush_tlb_multi(&self, ctx: &Ctx, info: FlushInfo) {
+        let _f = ctx.func(crate::label!("native_flush_tlb_multi"));
         let cpu = ctx.cpu();
         let mm = info.mm.expect("user mm");
         let mask = ctx.mm_cpumask(mm);
@@ -383,6 +386,7 @@ impl Inner {
 
     /// `flush_tlb_mm_range()`.
     pub async fn flush_tlb_mm_range(&self, ctx: &Ctx, info: FlushInfo) {
+        let _f = ctx.func(crate::label!("flush_tlb_mm_range"));
         let mm = info.mm.expect("user mm");
         // inc_mm_tlb_gen(): atomic64_inc_return(), a full barrier.
         let gen = ctx
