@@ -390,8 +390,10 @@ impl TimingDriver {
         op: Op,
         func: Option<&'static Label>,
     ) -> Option<OpResult> {
-        let label = cpu_time::label(func, &op);
-        self.cpu_time.switch(cpu, self.now(), label);
+        // Charged to the kernel function posting it; user code and the idle
+        // loop are told apart below, where their arms match anyway.
+        self.cpu_time
+            .switch(cpu, self.now(), func.unwrap_or(&cpu_time::KERNEL));
         if self.speculative {
             match op {
                 Op::Work { .. } => self.speculate(cpu),
@@ -406,6 +408,7 @@ impl TimingDriver {
         match applied {
             Applied::Done(r) => return self.time_done(cpu, &op, r),
             Applied::Access(r, info) => {
+                self.cpu_time.switch(cpu, self.now(), &cpu_time::USER);
                 let p = &self.w().profile.tlb;
                 let cost = if info.tlb_hit {
                     p.tlb_hit_ns
@@ -436,6 +439,7 @@ impl TimingDriver {
                 self.run(cpu);
             }
             Applied::IdleWait => {
+                self.cpu_time.switch(cpu, self.now(), &cpu_time::IDLE);
                 // The idle loop absorbs what was stolen from the CPU.
                 self.core.stolen.take(cpu);
                 self.take_pending_irq(cpu);
@@ -454,7 +458,10 @@ impl TimingDriver {
     /// Times a step whose effect is done: its fixed cost from the profile.
     fn time_done(&mut self, cpu: CpuId, op: &Op, r: OpResult) -> Option<OpResult> {
         let cost = match *op {
-            Op::Work { ns, .. } => {
+            Op::Work { ns, user } => {
+                if user {
+                    self.cpu_time.switch(cpu, self.now(), &cpu_time::USER);
+                }
                 let s = self.take_stolen(cpu);
                 self.w().stats.borrow_mut().cpu[cpu].busy_ns += ns;
                 self.after_work(cpu, ns + s);

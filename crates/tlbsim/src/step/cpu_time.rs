@@ -8,14 +8,15 @@
 //! finds the CPU spinning there.
 //!
 //! The timing driver keeps a [`CpuTime`] and calls [`CpuTime::switch`]
-//! whenever a CPU starts a step, and [`CpuTime::drain_into`] at the end
+//! whenever a CPU starts a step (with the function's label, or [`USER`]
+//! for user work and user loads and stores, [`IDLE`] when the idle loop
+//! waits), and [`CpuTime::drain_into`] at the end
 //! of a run, which adds the sums to [`crate::stats::Stats::cpu_time`] by
 //! name.
 
 use crate::engine::label::Label;
 use crate::engine::Ns;
 use crate::hw::CpuId;
-use crate::kernel::Op;
 use crate::stats::Stats;
 
 /// User-mode work (`Op::Work { user: true }`) and user loads and stores.
@@ -24,18 +25,6 @@ pub static USER: Label = Label::new("[user]");
 pub static IDLE: Label = Label::new("[idle]");
 /// Kernel code outside every named function.
 pub static KERNEL: Label = Label::new("[kernel]");
-
-/// What a CPU runs while a context in kernel function `func` (if any)
-/// performs `op`.
-pub fn label(func: Option<&'static Label>, op: &Op) -> &'static Label {
-    match op {
-        // User code, and its loads and stores (a TLB miss's walk is
-        // hardware time in user mode).
-        Op::Work { user: true, .. } | Op::Access { .. } => &USER,
-        Op::Idle => &IDLE,
-        _ => func.unwrap_or(&KERNEL),
-    }
-}
 
 /// The running charge of every CPU, and the sums so far by label.
 #[derive(Debug)]
