@@ -28,8 +28,11 @@ pub async fn syscall_enter(ctx: &Ctx, name: &'static str) {
 
 /// Returns from a kernel call to user space.
 pub async fn syscall_exit(ctx: &Ctx, name: &'static str) {
-    ctx.work(ctx.w.profile.kernel.syscall_ns - ctx.w.profile.kernel.syscall_ns / 2)
-        .await;
+    {
+        let _f = ctx.func(crate::label!("el0_svc_common"));
+        ctx.work(ctx.w.profile.kernel.syscall_ns - ctx.w.profile.kernel.syscall_ns / 2)
+            .await;
+    }
     ctx.emit(Event::CallExit {
         cpu: ctx.cpu(),
         task: ctx.task,

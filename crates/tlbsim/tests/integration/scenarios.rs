@@ -211,3 +211,32 @@ fn a_profile_file_the_caller_did_not_load_is_a_field_error() {
     let (section, key, _) = field_error(&e);
     assert_eq!((section.as_str(), key.as_str()), ("experiment", "profile"));
 }
+
+#[test]
+fn cpu_time_by_function_covers_every_cpu_for_the_whole_run() {
+    let stock = run_ok(&experiment("arm64-stock", 4, THREADS_MPROTECT));
+    let v2 = run_ok(&experiment("arm64-skip-broadcast-v2", 4, THREADS_MPROTECT));
+    for o in [&stock, &v2] {
+        let rows = &o.stats.cpu_time_by_function;
+        let ns: u64 = rows.iter().map(|r| r.ns).sum();
+        assert_eq!(ns, 4 * o.elapsed_ns, "every CPU charged for the whole run");
+        let pct: f64 = rows.iter().map(|r| r.share_pct).sum();
+        assert!((pct - 100.0).abs() < 1e-9, "{pct}");
+        assert!(rows.windows(2).all(|w| w[0].ns >= w[1].ns), "largest first");
+    }
+    // Two threads of one mm on 4 CPUs: stock broadcasts and waits for the
+    // DVM Sync in __flush_tlb_range; v2 flushes locally when it can.
+    let share = |o: &tlbsim::sim::RunOutput, f: &str| {
+        let rows = &o.stats.cpu_time_by_function;
+        rows.iter()
+            .find(|r| r.function == f)
+            .map_or(0.0, |r| r.share_pct)
+    };
+    assert!(
+        share(&stock, "__flush_tlb_range") > share(&v2, "__flush_tlb_range"),
+        "stock {} % vs v2 {} %",
+        share(&stock, "__flush_tlb_range"),
+        share(&v2, "__flush_tlb_range")
+    );
+    assert!(share(&stock, "do_mprotect_pkey") > 0.0);
+}
