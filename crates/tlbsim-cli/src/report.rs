@@ -175,7 +175,23 @@ fn cpu_time(s: &mut String, o: &RunOutput) {
         let n = rest.len();
         let _ = writeln!(s, "{share:>11.2} %  {:>15} ns  ({n} more)", thousands(ns));
     }
+    let tasks = &o.stats.cpu_time_by_task;
+    let shown: Vec<String> = tasks
+        .iter()
+        .take(CPU_TIME_TASKS)
+        .map(|t| format!("{} {:.2} %", t.comm, t.share_pct))
+        .collect();
+    let more = tasks.len().saturating_sub(CPU_TIME_TASKS);
+    let more = if more > 0 {
+        format!(" (+{more} more; per task in --json)")
+    } else {
+        " (per task in --json)".into()
+    };
+    let _ = writeln!(s, "\n   by task: {}{more}", shown.join(", "));
 }
+
+/// Task names listed after the function rows.
+const CPU_TIME_TASKS: usize = 5;
 
 /// Interrupts per CPU, like /proc/interrupts.
 fn interrupts(s: &mut String, o: &RunOutput) {

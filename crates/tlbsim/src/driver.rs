@@ -392,8 +392,12 @@ impl TimingDriver {
     ) -> Option<OpResult> {
         // Charged to the kernel function posting it; user code and the idle
         // loop are told apart below, where their arms match anyway.
-        self.cpu_time
-            .switch(cpu, self.now(), func.unwrap_or(&cpu_time::KERNEL));
+        let w = &self.core.w;
+        let comm = self
+            .cpu_time
+            .comm(task, || w.k.borrow().tasks[task].name.clone());
+        let label = func.unwrap_or(&cpu_time::KERNEL);
+        self.cpu_time.switch(cpu, w.now.get(), label, comm);
         if self.speculative {
             match op {
                 Op::Work { .. } => self.speculate(cpu),
@@ -408,7 +412,7 @@ impl TimingDriver {
         match applied {
             Applied::Done(r) => return self.time_done(cpu, &op, r),
             Applied::Access(r, info) => {
-                self.cpu_time.switch(cpu, self.now(), &cpu_time::USER);
+                self.cpu_time.relabel(cpu, self.now(), &cpu_time::USER);
                 let p = &self.w().profile.tlb;
                 let cost = if info.tlb_hit {
                     p.tlb_hit_ns
@@ -439,7 +443,7 @@ impl TimingDriver {
                 self.run(cpu);
             }
             Applied::IdleWait => {
-                self.cpu_time.switch(cpu, self.now(), &cpu_time::IDLE);
+                self.cpu_time.relabel(cpu, self.now(), &cpu_time::IDLE);
                 // The idle loop absorbs what was stolen from the CPU.
                 self.core.stolen.take(cpu);
                 self.take_pending_irq(cpu);
@@ -460,7 +464,7 @@ impl TimingDriver {
         let cost = match *op {
             Op::Work { ns, user } => {
                 if user {
-                    self.cpu_time.switch(cpu, self.now(), &cpu_time::USER);
+                    self.cpu_time.relabel(cpu, self.now(), &cpu_time::USER);
                 }
                 let s = self.take_stolen(cpu);
                 self.w().stats.borrow_mut().cpu[cpu].busy_ns += ns;

@@ -70,6 +70,22 @@ pub struct StatsReport {
     /// Where simulated CPU time went, like `perf report`'s self time:
     /// largest first (`step::cpu_time`).
     pub cpu_time_by_function: Vec<FuncTime>,
+    /// The same split by task name (comm), largest first; each task's
+    /// functions with shares of that task's time (`perf report --comm`).
+    pub cpu_time_by_task: Vec<TaskTime>,
+}
+
+/// Simulated CPU time of the tasks of one name ([`crate::step::cpu_time`]).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TaskTime {
+    /// The task name (comm).
+    pub comm: String,
+    /// CPU time, summed over its tasks and CPUs (ns).
+    pub ns: u64,
+    /// Share of all CPUs' time over the run (%).
+    pub share_pct: f64,
+    /// Its time by function, shares of its own time.
+    pub functions: Vec<FuncTime>,
 }
 
 /// Simulated CPU time of one thing the CPUs ran ([`crate::step::cpu_time`]).
@@ -84,13 +100,18 @@ pub struct FuncTime {
     pub share_pct: f64,
 }
 
-/// `cpu_time` as rows, largest first (ties by name).
-fn cpu_time_rows(cpu_time: &[(&'static str, crate::engine::Ns)]) -> Vec<FuncTime> {
-    let total: u64 = cpu_time.iter().map(|(_, ns)| ns).sum();
-    let mut rows: Vec<FuncTime> = cpu_time
-        .iter()
+/// `(function, ns)` pairs summed by function, as rows largest first (ties
+/// by name), shares of their total.
+fn cpu_time_rows<'a>(pairs: impl Iterator<Item = (&'a str, u64)>) -> Vec<FuncTime> {
+    let mut by: std::collections::BTreeMap<&str, u64> = Default::default();
+    for (f, ns) in pairs {
+        *by.entry(f).or_default() += ns;
+    }
+    let total: u64 = by.values().sum();
+    let mut rows: Vec<FuncTime> = by
+        .into_iter()
         .filter(|(_, ns)| *ns > 0)
-        .map(|&(f, ns)| FuncTime {
+        .map(|(f, ns)| FuncTime {
             function: f.to_string(),
             ns,
             share_pct: ns as f64 * 100.0 / total.max(1) as f64,
@@ -98,6 +119,28 @@ fn cpu_time_rows(cpu_time: &[(&'static str, crate::engine::Ns)]) -> Vec<FuncTime
         .collect();
     rows.sort_by(|a, b| b.ns.cmp(&a.ns).then_with(|| a.function.cmp(&b.function)));
     rows
+}
+
+/// `Stats::cpu_time` by task name, largest first (ties by name).
+fn cpu_time_tasks(cpu_time: &[(String, &'static str, u64)]) -> Vec<TaskTime> {
+    let total: u64 = cpu_time.iter().map(|r| r.2).sum();
+    let comms: std::collections::BTreeSet<&str> = cpu_time.iter().map(|r| r.0.as_str()).collect();
+    let mut tasks: Vec<TaskTime> = comms
+        .into_iter()
+        .map(|comm| {
+            let mine = || cpu_time.iter().filter(move |r| r.0 == comm);
+            let ns: u64 = mine().map(|r| r.2).sum();
+            TaskTime {
+                comm: comm.to_string(),
+                ns,
+                share_pct: ns as f64 * 100.0 / total.max(1) as f64,
+                functions: cpu_time_rows(mine().map(|r| (r.1, r.2))),
+            }
+        })
+        .filter(|t| t.ns > 0)
+        .collect();
+    tasks.sort_by(|a, b| b.ns.cmp(&a.ns).then_with(|| a.comm.cmp(&b.comm)));
+    tasks
 }
 
 /// Statistics of one lock class.
@@ -502,7 +545,8 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
                     )
                 })
                 .collect(),
-            cpu_time_by_function: cpu_time_rows(&st.cpu_time),
+            cpu_time_by_function: cpu_time_rows(st.cpu_time.iter().map(|r| (r.1, r.2))),
+            cpu_time_by_task: cpu_time_tasks(&st.cpu_time),
         },
         checker: CheckerReport {
             enabled: exp.checker.enabled,

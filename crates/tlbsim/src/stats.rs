@@ -197,11 +197,11 @@ pub struct Stats {
     /// handful of classes, found by a scan that compares the name's address
     /// before its text: cheaper than a map on every acquisition).
     pub locks: Vec<(&'static str, LockStats)>,
-    /// Simulated CPU time by what the CPU ran: the innermost kernel
-    /// function ([`crate::kernel::Ctx::func`]), `[user]`, `[idle]`, or
-    /// `[kernel]` outside any named function (ns, summed over CPUs; in the
-    /// order of first use, like `locks`).
-    pub cpu_time: Vec<(&'static str, Ns)>,
+    /// Simulated CPU time by task name (comm) and what the CPU ran: the
+    /// innermost kernel function ([`crate::kernel::Ctx::func`]), `[user]`,
+    /// `[idle]`, or `[kernel]` outside any named function (ns, summed over
+    /// CPUs; in the order of first use).
+    pub cpu_time: Vec<(String, &'static str, Ns)>,
     /// Results a workload reports itself (name → value; the name carries
     /// the unit, e.g. `victim_slowdown_pct`).
     pub metrics: std::collections::BTreeMap<String, f64>,
@@ -231,17 +231,16 @@ impl Stats {
         &mut self.locks[i].1
     }
 
-    /// The index of `label` in [`Stats::cpu_time`], added if new.
-    pub fn cpu_time_slot(&mut self, label: &'static str) -> usize {
-        let by_address = self
+    /// Adds `ns` of CPU time of `comm` in `label` to [`Stats::cpu_time`].
+    pub fn add_cpu_time(&mut self, comm: &str, label: &'static str, ns: Ns) {
+        match self
             .cpu_time
-            .iter()
-            .position(|(n, _)| std::ptr::eq(*n, label));
-        let found = by_address.or_else(|| self.cpu_time.iter().position(|(n, _)| *n == label));
-        found.unwrap_or_else(|| {
-            self.cpu_time.push((label, 0));
-            self.cpu_time.len() - 1
-        })
+            .iter_mut()
+            .find(|(c, l, _)| *l == label && c == comm)
+        {
+            Some(row) => row.2 += ns,
+            None => self.cpu_time.push((comm.to_string(), label, ns)),
+        }
     }
 
     /// A DVM operation `issuer` sent reached every CPU: each other CPU

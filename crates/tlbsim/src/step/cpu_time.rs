@@ -7,12 +7,14 @@
 //! DVM Sync) go to the function that posted it, as a sampling profiler
 //! finds the CPU spinning there.
 //!
+//! The time is also split by task name (comm), as `perf report` sorts by
+//! command: a published share is often of one process's samples.
+//!
 //! The timing driver keeps a [`CpuTime`] and calls [`CpuTime::switch`]
 //! whenever a CPU starts a step (with the function's label, or [`USER`]
 //! for user work and user loads and stores, [`IDLE`] when the idle loop
-//! waits), and [`CpuTime::drain_into`] at the end
-//! of a run, which adds the sums to [`crate::stats::Stats::cpu_time`] by
-//! name.
+//! waits), and [`CpuTime::drain_into`] at the end of a run, which adds the
+//! sums to [`crate::stats::Stats::cpu_time`] by name.
 
 use crate::engine::label::Label;
 use crate::engine::Ns;
@@ -26,66 +28,119 @@ pub static IDLE: Label = Label::new("[idle]");
 /// Kernel code outside every named function.
 pub static KERNEL: Label = Label::new("[kernel]");
 
-/// The running charge of every CPU, and the sums so far by label.
+/// The running charge of every CPU, and the sums so far by task name
+/// (comm) and label.
 #[derive(Debug)]
 pub struct CpuTime {
-    /// Time charged per label id (ns), and the label.
-    sums: Vec<(Ns, Option<&'static Label>)>,
-    /// Per CPU: since when, and to what, it is charged (the interval runs
-    /// on while the label stays the same).
-    cpus: Vec<(Ns, &'static Label)>,
+    /// Per comm (index in `comms`): time charged per label id (ns), and
+    /// the label.
+    sums: Vec<Vec<(Ns, Option<&'static Label>)>>,
+    /// Task names seen (a task's comm is fixed at its creation here).
+    comms: Vec<String>,
+    /// Per task id: its index in `comms` (`u32::MAX`: not yet seen).
+    task_comm: Vec<u32>,
+    /// Per CPU: since when, and to what and whom, it is charged (the
+    /// interval runs on while both stay the same).
+    cpus: Vec<(Ns, &'static Label, u32)>,
 }
 
 impl CpuTime {
-    /// Every CPU of `ncpus` charging `[kernel]` from time 0.
+    /// Every CPU of `ncpus` charging `[kernel]` from time 0 (to no task
+    /// until its first step).
     pub fn new(ncpus: usize) -> Self {
         Self {
-            sums: Vec::new(),
-            cpus: vec![(0, &KERNEL); ncpus],
+            sums: vec![Vec::new()],
+            comms: vec![String::from("[none]")],
+            task_comm: Vec::new(),
+            cpus: vec![(0, &KERNEL, 0); ncpus],
         }
     }
 
-    /// At `now`, if `cpu` starts running something else than `label`,
-    /// charges its time since it started that, and starts on `label`.
+    /// The comm index of `task`, whose name `name` gives on first sight.
     #[inline]
-    pub fn switch(&mut self, cpu: CpuId, now: Ns, label: &'static Label) {
+    pub fn comm(&mut self, task: usize, name: impl FnOnce() -> String) -> u32 {
+        match self.task_comm.get(task) {
+            Some(&c) if c != u32::MAX => c,
+            _ => self.learn(task, name()),
+        }
+    }
+
+    /// Records the comm of a task seen for the first time. Per-CPU kernel
+    /// threads (`swapper/3`) count under their base name, as `perf report`
+    /// shows `swapper`: one row, not one per CPU.
+    #[cold]
+    fn learn(&mut self, task: usize, mut name: String) -> u32 {
+        if let Some((base, n)) = name.split_once('/') {
+            if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) {
+                name = base.to_string();
+            }
+        }
+        let c = match self.comms.iter().position(|n| *n == name) {
+            Some(c) => c,
+            None => {
+                self.comms.push(name);
+                self.sums.push(Vec::new());
+                self.comms.len() - 1
+            }
+        } as u32;
+        if self.task_comm.len() <= task {
+            self.task_comm.resize(task + 1, u32::MAX);
+        }
+        self.task_comm[task] = c;
+        c
+    }
+
+    /// At `now`, if `cpu` starts running something else than `label` for
+    /// `comm` (from [`CpuTime::comm`]), charges its time since it started
+    /// that, and starts on `label`.
+    #[inline]
+    pub fn switch(&mut self, cpu: CpuId, now: Ns, label: &'static Label, comm: u32) {
         let c = &mut self.cpus[cpu];
-        if !std::ptr::eq(c.1, label) {
-            let (since, was) = std::mem::replace(c, (now, label));
-            self.charge(was, now - since);
+        if !std::ptr::eq(c.1, label) || c.2 != comm {
+            let (since, was, whom) = std::mem::replace(c, (now, label, comm));
+            self.charge(whom, was, now - since);
         }
     }
 
+    /// [`CpuTime::switch`] to `label` for the comm `cpu` already runs.
     #[inline]
-    fn charge(&mut self, label: &'static Label, ns: Ns) {
+    pub fn relabel(&mut self, cpu: CpuId, now: Ns, label: &'static Label) {
+        let comm = self.cpus[cpu].2;
+        self.switch(cpu, now, label, comm);
+    }
+
+    #[inline]
+    fn charge(&mut self, comm: u32, label: &'static Label, ns: Ns) {
         let id = label.id();
-        match self.sums.get_mut(id) {
+        match self.sums[comm as usize].get_mut(id) {
             Some((sum, l)) => {
                 *sum += ns;
                 l.get_or_insert(label);
             }
-            None => self.grow(label, ns),
+            None => self.grow(comm, label, ns),
         }
     }
 
-    /// [`CpuTime::charge`] of a label whose id is past the end of `sums`.
+    /// [`CpuTime::charge`] of a label whose id is past the end of its sums.
     #[cold]
-    fn grow(&mut self, label: &'static Label, ns: Ns) {
-        self.sums.resize(label.id() + 1, (0, None));
-        self.sums[label.id()] = (ns, Some(label));
+    fn grow(&mut self, comm: u32, label: &'static Label, ns: Ns) {
+        let sums = &mut self.sums[comm as usize];
+        sums.resize(label.id() + 1, (0, None));
+        sums[label.id()] = (ns, Some(label));
     }
 
     /// Charges every CPU up to `now` and moves the sums into `stats`.
     pub fn drain_into(&mut self, stats: &mut Stats, now: Ns) {
         for cpu in 0..self.cpus.len() {
-            let (since, label) = self.cpus[cpu];
-            self.charge(label, now.saturating_sub(since));
+            let (since, label, comm) = self.cpus[cpu];
+            self.charge(comm, label, now.saturating_sub(since));
             self.cpus[cpu].0 = now;
         }
-        for (ns, label) in &mut self.sums {
-            if let (Some(l), true) = (*label, *ns > 0) {
-                let i = stats.cpu_time_slot(l.name());
-                stats.cpu_time[i].1 += std::mem::take(ns);
+        for (comm, sums) in self.comms.iter().zip(&mut self.sums) {
+            for (ns, label) in sums.iter_mut() {
+                if let (Some(l), true) = (*label, *ns > 0) {
+                    stats.add_cpu_time(comm, l.name(), std::mem::take(ns));
+                }
             }
         }
     }
@@ -96,25 +151,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_interval_goes_to_what_ran_over_it() {
+    fn each_interval_goes_to_what_ran_over_it_and_whom() {
         let flush = crate::label!("flush_tlb_range");
         let mut st = Stats::default();
         let mut c = CpuTime::new(2);
-        c.switch(0, 0, &USER);
-        c.switch(0, 100, flush);
-        c.switch(1, 120, &IDLE);
-        c.switch(0, 130, flush);
-        c.switch(0, 150, &USER);
+        let a = c.comm(7, || "a.out".into());
+        let idle = c.comm(0, || "swapper/1".into());
+        assert_eq!(
+            c.comm(1, || "swapper/0".into()),
+            idle,
+            "one row for idle tasks"
+        );
+        assert_eq!(c.comm(7, || unreachable!("known")), a);
+        c.switch(0, 0, &USER, a);
+        c.switch(0, 100, flush, a);
+        c.switch(1, 120, &IDLE, idle);
+        c.switch(0, 130, flush, a);
+        c.relabel(0, 150, &USER);
         c.drain_into(&mut st, 400);
         let mut got = st.cpu_time.clone();
         got.sort();
+        let s = String::from;
         let want = [
-            ("[idle]", 280),
-            ("[kernel]", 120),
-            ("[user]", 350),
-            ("flush_tlb_range", 50),
+            (s("[none]"), "[kernel]", 120),
+            (s("a.out"), "[user]", 350),
+            (s("a.out"), "flush_tlb_range", 50),
+            (s("swapper"), "[idle]", 280),
         ];
         assert_eq!(got, want);
-        assert_eq!(got.iter().map(|x| x.1).sum::<Ns>(), 2 * 400);
+        assert_eq!(got.iter().map(|x| x.2).sum::<Ns>(), 2 * 400);
     }
 }

@@ -223,6 +223,14 @@ fn cpu_time_by_function_covers_every_cpu_for_the_whole_run() {
         let pct: f64 = rows.iter().map(|r| r.share_pct).sum();
         assert!((pct - 100.0).abs() < 1e-9, "{pct}");
         assert!(rows.windows(2).all(|w| w[0].ns >= w[1].ns), "largest first");
+        let tasks = &o.stats.cpu_time_by_task;
+        assert_eq!(tasks.iter().map(|t| t.ns).sum::<u64>(), ns, "split by task");
+        for t in tasks {
+            assert_eq!(t.functions.iter().map(|f| f.ns).sum::<u64>(), t.ns);
+        }
+        let idle = tasks.iter().find(|t| t.comm == "swapper");
+        let idle = idle.expect("the idle tasks, under one name");
+        assert_eq!(idle.functions[0].function, "[idle]");
     }
     // Two threads of one mm on 4 CPUs: stock broadcasts and waits for the
     // DVM Sync in __flush_tlb_range; v2 flushes locally when it can.
