@@ -13,9 +13,10 @@
 //! After a change that is meant to change results, re-record them with
 //! `TLBSIM_BLESS=1` set, and say in the commit why they changed.
 //!
-//! Re-recorded once since 81d2ad5: to add `stats.cpu_time_by_function`
-//! (issue 14); every other field was checked unchanged (`jq -S
-//! 'del(.run.stats.cpu_time_by_function)'` on both versions).
+//! Re-recorded twice since 81d2ad5, each time to add one field (issue 14):
+//! `stats.cpu_time_by_function`, then `stats.cpu_time_by_task`; every
+//! other field was checked unchanged (`jq -S 'del(.run.stats.<field>)'` on
+//! both versions).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -142,6 +142,18 @@ impl TimingDriver {
         }
     }
 
+    /// From now, `cpu`'s time is charged to the task it runs (by name):
+    /// at the start and after each context switch.
+    fn charge_to_current(&mut self, cpu: CpuId) {
+        let w = &self.core.w;
+        let task = w.k.borrow().cpus[cpu].current;
+        let comm = self
+            .cpu_time
+            .comm(task, || w.k.borrow().tasks[task].name.clone());
+        let (now, label) = (w.now.get(), self.cpu_time.label(cpu));
+        self.cpu_time.switch(cpu, now, label, comm);
+    }
+
     fn w(&self) -> &Rc<World> {
         &self.core.w
     }
@@ -161,6 +173,7 @@ impl TimingDriver {
     /// Runs until `done(world)` holds after an event; returns the time then.
     pub fn run_until(&mut self, done: impl Fn(&World) -> bool) -> Result<Ns, RunError> {
         for cpu in 0..self.w().ncpus() {
+            self.charge_to_current(cpu);
             self.run(cpu);
         }
         // Counted here and added to the statistics once, on the way out.
@@ -392,12 +405,8 @@ impl TimingDriver {
     ) -> Option<OpResult> {
         // Charged to the kernel function posting it; user code and the idle
         // loop are told apart below, where their arms match anyway.
-        let w = &self.core.w;
-        let comm = self
-            .cpu_time
-            .comm(task, || w.k.borrow().tasks[task].name.clone());
         let label = func.unwrap_or(&cpu_time::KERNEL);
-        self.cpu_time.switch(cpu, w.now.get(), label, comm);
+        self.cpu_time.relabel(cpu, self.now(), label);
         if self.speculative {
             match op {
                 Op::Work { .. } => self.speculate(cpu),
@@ -439,6 +448,7 @@ impl TimingDriver {
                 self.hand_over(cpu, l, granted);
             }
             Applied::Switched => {
+                self.charge_to_current(cpu);
                 self.core.set_wait(cpu, Wait::Free);
                 self.run(cpu);
             }

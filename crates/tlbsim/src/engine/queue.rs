@@ -82,6 +82,7 @@ impl<E> Default for EventQueue<E> {
 
 impl<E> EventQueue<E> {
     /// Schedules `ev` at absolute time `at_ns`.
+    #[inline]
     pub fn push(&mut self, at_ns: Ns, ev: E) -> EventId {
         if self.seq >= self.renumber_at {
             self.renumber();
@@ -146,6 +147,7 @@ impl<E> EventQueue<E> {
     }
 
     /// Pops the earliest live event, with its time.
+    #[inline]
     pub fn pop(&mut self) -> Option<(Ns, E)> {
         while let Some(k) = self.front.take().or_else(|| self.heap.pop().map(|r| r.0)) {
             let slot = key_slot(k);

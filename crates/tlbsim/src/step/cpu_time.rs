@@ -102,6 +102,11 @@ impl CpuTime {
         }
     }
 
+    /// What `cpu` is charging now.
+    pub fn label(&self, cpu: CpuId) -> &'static Label {
+        self.cpus[cpu].1
+    }
+
     /// [`CpuTime::switch`] to `label` for the comm `cpu` already runs.
     #[inline]
     pub fn relabel(&mut self, cpu: CpuId, now: Ns, label: &'static Label) {

@@ -140,6 +140,7 @@ impl Cpus {
     /// Sets what the running context of `cpu` waits for; returns what it
     /// waited for before. Entering or leaving `Wait::Idle` is told to
     /// [`Cpus::stolen`].
+    #[inline]
     pub fn set_wait(&mut self, cpu: CpuId, w: Wait) -> Wait {
         let idle = matches!(w, Wait::Idle);
         let old = std::mem::replace(&mut self.wait[cpu], w);
