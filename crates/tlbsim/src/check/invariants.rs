@@ -22,7 +22,7 @@
 //! Completion (a DSB completes only its own CPU's TLBIs) is a property of the
 //! hardware model; the mutant tests show its consequences are caught.
 
-use super::shadow::{PteWriteRec, Shadow};
+use super::shadow::{huge_view, PteWriteRec, Shadow};
 use super::{Invariant, Violation};
 use crate::engine::Ns;
 use crate::hw::cpumask::CpuMask;
@@ -31,6 +31,9 @@ use crate::hw::tlb::{Asid, LeafEntry, MmId, Tlb, TlbiScope, WalkEntry};
 use crate::hw::{CpuId, Hw};
 use crate::observe::{Event, Observer};
 use rustc_hash::FxHashMap;
+
+/// A PTE's value before and after a write.
+type PteChange = (Option<Pte>, Option<Pte>);
 
 /// One PTE write of a call in progress: of a 4 KiB PTE, or (`huge`) of a
 /// 2 MiB leaf standing for its 512 pages, page `i` mapping frame `pfn + i`
@@ -371,38 +374,23 @@ impl Checker {
         }
     }
 
-    /// `PteWrite`: the shadow PTE changes, and the call in progress on
-    /// `cpu` records what it replaced (retired when the call returns).
-    fn pte_write(&mut self, cpu: CpuId, mm: MmId, va: u64, old: Option<Pte>, new: Option<Pte>) {
+    /// `PteWrite` (or, `huge`, `HugePteWrite`: a 2 MiB leaf, as the 512
+    /// 4 KiB writes of its pages would be): the shadow PTE changes, and
+    /// the call in progress on `cpu` records what it replaced (retired
+    /// when the call returns).
+    fn pte_write(&mut self, cpu: CpuId, mm: MmId, va: u64, (old, new): PteChange, huge: bool) {
         let vpn = va >> PAGE_SHIFT;
-        self.shadow.write(mm, vpn, new);
+        if huge {
+            self.shadow.write_huge(mm, vpn, new);
+        } else {
+            self.shadow.write(mm, vpn, new);
+        }
         if let Some(p) = new {
             self.version_bound = self.version_bound.max(p.version + 1);
         }
         self.pending[cpu].writes.push(PendingWrite {
             rec: (mm, vpn, old.map(|p| p.version), new),
-            huge: false,
-        });
-    }
-
-    /// `HugePteWrite`: the 2 MiB leaf at `va` changes, as the 512 4 KiB
-    /// writes of its pages would change them ([`Checker::pte_write`]).
-    fn huge_pte_write(
-        &mut self,
-        cpu: CpuId,
-        mm: MmId,
-        va: u64,
-        old: Option<Pte>,
-        new: Option<Pte>,
-    ) {
-        let vpn = va >> PAGE_SHIFT;
-        self.shadow.write_huge(mm, vpn, new);
-        if let Some(p) = new {
-            self.version_bound = self.version_bound.max(p.version + 1);
-        }
-        self.pending[cpu].writes.push(PendingWrite {
-            rec: (mm, vpn, old.map(|p| p.version), new),
-            huge: true,
+            huge,
         });
     }
 
@@ -894,14 +882,6 @@ fn per_page(writes: &[PendingWrite], out: &mut Vec<PteWriteRec>) {
     }
 }
 
-/// Page `i`'s view of a 2 MiB leaf value.
-pub(super) fn huge_view(p: Option<Pte>, i: u64) -> Option<Pte> {
-    p.map(|p| Pte {
-        pfn: p.pfn + i,
-        ..p
-    })
-}
-
 /// Page ranges `[first, end)` (vpns).
 type Spans = Vec<(u64, u64)>;
 
@@ -1000,14 +980,14 @@ impl Observer for Checker {
                 va,
                 old,
                 new,
-            } => self.pte_write(cpu, mm, va, old, new),
+            } => self.pte_write(cpu, mm, va, (old, new), false),
             Event::HugePteWrite {
                 cpu,
                 mm,
                 va,
                 old,
                 new,
-            } => self.huge_pte_write(cpu, mm, va, old, new),
+            } => self.pte_write(cpu, mm, va, (old, new), true),
             Event::HugeFrameFree { cpu, pfn, mm, va } => {
                 self.huge_frame_free(now, hw, cpu, pfn, mm, va)
             }

@@ -101,6 +101,14 @@ impl Chunk {
 /// (`None`: the PTE was empty) and the value it wrote.
 pub type PteWriteRec = (MmId, u64, Option<u64>, Option<Pte>);
 
+/// Page `i`'s view of a 2 MiB leaf value (frame `pfn + i`).
+pub fn huge_view(p: Option<Pte>, i: u64) -> Option<Pte> {
+    p.map(|p| Pte {
+        pfn: p.pfn + i,
+        ..p
+    })
+}
+
 /// Raises `mm`'s newest retirement in `mms` to at least `retired`.
 fn note_retired(mms: &mut FxHashMap<MmId, MmShadow>, mm: MmId, retired: u64) {
     let m = mms.entry(mm).or_default();
@@ -251,10 +259,7 @@ impl Shadow {
             let c = self.chunk_at(mm, id);
             c.written = u64::MAX;
             for (i, cur) in c.current.iter_mut().enumerate() {
-                *cur = new.map(|p| Pte {
-                    pfn: p.pfn + first + i as u64,
-                    ..p
-                });
+                *cur = huge_view(new, first + i as u64);
             }
         }
     }
