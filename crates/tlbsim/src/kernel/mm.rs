@@ -151,7 +151,7 @@ impl MmuGather {
                 split_huge_pmd(ctx, self.mm, base).await;
             }
         }
-        for (table_va, _) in pte_tables(&ctx.w, self.mm, start, end) {
+        for table_va in pte_tables(&ctx.w, self.mm, start, end) {
             let (lo, hi) = clip_table(table_va, start, end);
             ctx.ptl_lock(self.mm, table_va).await;
             let ptes = present_ptes(&ctx.w, self.mm, lo, hi);
@@ -292,16 +292,10 @@ async fn split_huge_range(ctx: &Ctx, mm: MmId, start: u64, end: u64) {
     }
 }
 
-/// The PTE tables covering `[start, end)` that exist, by the VA of the
-/// first byte they map (with a placeholder second field for callers).
-fn pte_tables(w: &crate::kernel::World, mm: MmId, start: u64, end: u64) -> Vec<(u64, ())> {
-    let shift = crate::kernel::PTE_TABLE_SHIFT;
-    let mut v: Vec<(u64, ())> = present_ptes(w, mm, start, end)
-        .iter()
-        .map(|(va, _)| ((va >> shift) << shift, ()))
-        .collect();
-    v.dedup();
-    v
+/// The PTE tables holding a present PTE in `[start, end)`, by the VA of
+/// the first byte they map.
+fn pte_tables(w: &crate::kernel::World, mm: MmId, start: u64, end: u64) -> Vec<u64> {
+    crate::kernel::pgtable::pte_tables_in_use(w, mm, start, end)
 }
 
 /// `[start, end)` clipped to the 2 MiB a PTE table at `table_va` maps.
@@ -405,23 +399,25 @@ fn split_at(vmas: &mut std::collections::BTreeMap<u64, Vma>, addr: u64) {
     }
 }
 
-/// Merges adjacent VMAs with equal protection.
+/// Merges adjacent VMAs with equal protection, in place (`vma_merge()`):
+/// a VMA that starts where the one before it ends, with the same
+/// protection, is folded into it.
 fn merge(vmas: &mut std::collections::BTreeMap<u64, Vma>) {
-    let list: Vec<Vma> = vmas.values().copied().collect();
-    vmas.clear();
-    let mut cur: Option<Vma> = None;
-    for v in list {
-        cur = match cur {
-            Some(c) if c.end == v.start && c.perms == v.perms => Some(Vma { end: v.end, ..c }),
-            Some(c) => {
-                vmas.insert(c.start, c);
-                Some(v)
-            }
-            None => Some(v),
+    use std::ops::Bound::{Excluded, Unbounded};
+    let Some(mut cur) = vmas.keys().next().copied() else {
+        return;
+    };
+    loop {
+        let c = vmas[&cur];
+        let Some((&next, &n)) = vmas.range((Excluded(cur), Unbounded)).next() else {
+            return;
         };
-    }
-    if let Some(c) = cur {
-        vmas.insert(c.start, c);
+        if c.end == n.start && c.perms == n.perms {
+            vmas.remove(&next);
+            vmas.get_mut(&cur).expect("just read").end = n.end;
+        } else {
+            cur = next;
+        }
     }
 }
 
@@ -465,7 +461,7 @@ pub async fn sys_mprotect(ctx: &Ctx, addr: u64, len: u64, perms: Perms) -> bool 
         split_huge_range(ctx, mm, addr, end).await;
         let pte_perms = Perms(perms.0 & !(Perms::RW.0 & !Perms::R.0));
         let mut changed = 0;
-        for (table_va, _) in pte_tables(w, mm, addr, end) {
+        for table_va in pte_tables(w, mm, addr, end) {
             let (lo, hi) = clip_table(table_va, addr, end);
             ctx.ptl_lock(mm, table_va).await;
             let ptes = present_ptes(w, mm, lo, hi);

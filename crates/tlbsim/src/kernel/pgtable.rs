@@ -127,39 +127,74 @@ pub fn huge_leaves(w: &World, mm: MmId, start: u64, end: u64) -> Vec<(u64, Pte)>
 /// The leaves at `level` of `mm` overlapping `[start, end)`, in address
 /// order, with the address each maps from.
 fn leaves(w: &World, mm: MmId, start: u64, end: u64, level: u8) -> Vec<(u64, Pte)> {
+    let mut out = Vec::new();
+    visit_level(w, mm, start, end, level, |_, lo, d| {
+        if let Desc::Page(p) = *d {
+            out.push((lo, p));
+        }
+    });
+    out
+}
+
+/// The PTE tables of `mm` holding a present PTE in `[start, end)`, in
+/// address order, by the first address each maps.
+pub fn pte_tables_in_use(w: &World, mm: MmId, start: u64, end: u64) -> Vec<u64> {
+    let mut out = Vec::new();
+    visit_level(w, mm, start, end, HUGE_LEVEL, |mem, lo, d| {
+        let Desc::Table(t) = *d else { return };
+        let sh = level_shift(LEVELS - 1);
+        let in_use = mem.table(t).entries.iter().any(|(&idx, d)| {
+            let va = lo | (u64::from(idx) << sh);
+            matches!(d, Desc::Page(_)) && va < end && va + (1u64 << sh) > start
+        });
+        if in_use {
+            out.push(lo);
+        }
+    });
+    out
+}
+
+/// Calls `f(mem, va, desc)` for every descriptor at `level` of `mm` whose
+/// span overlaps `[start, end)`, in address order.
+fn visit_level(
+    w: &World,
+    mm: MmId,
+    start: u64,
+    end: u64,
+    level: u8,
+    mut f: impl FnMut(&crate::hw::mem::PhysMem, u64, &Desc),
+) {
     let pgd = w.k.borrow().mms[mm as usize].pgd;
     let hw = w.hw.borrow();
-    let mut out = Vec::new();
     if start >= end {
-        return out;
+        return;
     }
     // A range inside one table at `level` (an mprotect or fault of a few
-    // pages): walk down to that table, then collect from it alone.
+    // pages): walk down to that table, then visit it alone.
     let parent_shift = level_shift(level) + PTRS_PER_TABLE.trailing_zeros();
     if level > 0 && start >> parent_shift == (end - 1) >> parent_shift {
         let mut table = pgd;
         for l in 0..level {
             match hw.mem.table(table).entries.get(&level_index(start, l)) {
                 Some(Desc::Table(next)) => table = *next,
-                _ => return out,
+                _ => return,
             }
         }
         let base = (start >> parent_shift) << parent_shift;
-        collect(&hw.mem, table, level, base, (start, end), level, &mut out);
-        return out;
+        visit(&hw.mem, table, level, base, (start, end), level, &mut f);
+        return;
     }
-    collect(&hw.mem, pgd, 0, 0, (start, end), level, &mut out);
-    out
+    visit(&hw.mem, pgd, 0, 0, (start, end), level, &mut f);
 }
 
-fn collect(
+fn visit(
     mem: &crate::hw::mem::PhysMem,
     table: TableId,
     level: u8,
     base: u64,
     (start, end): (u64, u64),
     leaf_level: u8,
-    out: &mut Vec<(u64, Pte)>,
+    f: &mut impl FnMut(&crate::hw::mem::PhysMem, u64, &Desc),
 ) {
     let sh = level_shift(level);
     for (&idx, d) in &mem.table(table).entries {
@@ -169,9 +204,9 @@ fn collect(
         }
         match *d {
             Desc::Table(next) if level < leaf_level => {
-                collect(mem, next, level + 1, lo, (start, end), leaf_level, out)
+                visit(mem, next, level + 1, lo, (start, end), leaf_level, f)
             }
-            Desc::Page(p) if level == leaf_level => out.push((lo, p)),
+            _ if level == leaf_level => f(mem, lo, d),
             _ => {}
         }
     }
