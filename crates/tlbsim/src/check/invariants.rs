@@ -153,6 +153,8 @@ pub struct Checker {
     scratch_cpus: Vec<CpuId>,
     /// A buffer for a returning call's writes page by page, likewise.
     scratch_writes: Vec<PteWriteRec>,
+    /// A buffer for the pages a returning call retired, likewise.
+    scratch_keys: Vec<(MmId, u64)>,
     /// One past the largest PTE version seen.
     version_bound: u64,
     failure: Option<Violation>,
@@ -180,6 +182,7 @@ impl Checker {
             free_streak: None,
             scratch_cpus: Vec::new(),
             scratch_writes: Vec::new(),
+            scratch_keys: Vec::new(),
             version_bound: 1,
             failure: None,
             events_seen: 0,
@@ -570,7 +573,7 @@ impl Checker {
     fn call_exit(&mut self, now: Ns, hw: &Hw, cpu: CpuId, call: &str) {
         let mut writes = std::mem::take(&mut self.pending[cpu].writes);
         let range = self.pending[cpu].range.take();
-        let mut keys: Vec<(MmId, u64)> = Vec::new();
+        let mut keys = std::mem::take(&mut self.scratch_keys);
         if let Some(r) = range {
             drop_subsumed(&mut writes, r);
         }
@@ -601,9 +604,11 @@ impl Checker {
         for g in keys.chunk_by(|a, b| a.0 == b.0) {
             self.check_retired(now, hw, g, (call, cpu));
             if self.failure.is_some() {
-                return;
+                break;
             }
         }
+        keys.clear();
+        self.scratch_keys = keys;
     }
 
     /// After `why` (a call and the CPU it returned on) retired versions of
