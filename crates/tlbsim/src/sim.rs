@@ -65,6 +65,9 @@ pub struct StatsReport {
     pub thp_split_pmd: u64,
     /// Driver events processed.
     pub events: u64,
+    /// Page reclaim and swap counters (left out when all zero).
+    #[serde(skip_serializing_if = "crate::stats::ReclaimStats::is_empty")]
+    pub reclaim: crate::stats::ReclaimStats,
     /// Per lock class: acquisitions and contended waits (ns).
     pub locks: std::collections::BTreeMap<String, LockReport>,
     /// Where simulated CPU time went, like `perf report`'s self time:
@@ -388,7 +391,7 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
     let alloc = (alloc_entry.new)(&kcfg, profile.tlb.asid_bits);
     debug_assert_eq!(policy.arch(), policy_entry.arch, "{}", policy_entry.name);
     check_kernel(&kcfg, &profile, alloc.as_ref(), alloc_entry.arch.is_some())?;
-    let wl = build_workload(exp)?;
+    let wl = build_workload(exp, &profile)?;
     let w = World::new(profile.clone(), kcfg.clone(), policy, alloc);
     if exp.checker.enabled {
         *w.observer.borrow_mut() = Some(Box::new(Checker::new(w.ncpus(), exp.checker.history)));
@@ -459,13 +462,13 @@ fn check_kernel(
 }
 
 /// Builds the workload of `exp`; an error names the offending parameter.
-fn build_workload(exp: &Experiment) -> Result<workload::Resolved, SimError> {
+fn build_workload(exp: &Experiment, profile: &Profile) -> Result<workload::Resolved, SimError> {
     let field = |key: &str, message: String| SimError::Field {
         section: "workload".into(),
         key: key.into(),
         message,
     };
-    workload::build(&exp.workload.name, &exp.workload.params).map_err(|e| {
+    let blame = |e: String| {
         // The offending parameter is the first backquoted word that is a
         // parameter (`parse_params` puts it first as "`key`: ...").
         let key = e
@@ -481,7 +484,10 @@ fn build_workload(exp: &Experiment) -> Result<workload::Resolved, SimError> {
             }
             None => field("name", e.clone()),
         }
-    })
+    };
+    let wl = workload::build(&exp.workload.name, &exp.workload.params).map_err(blame)?;
+    wl.workload.check(profile).map_err(blame)?;
+    Ok(wl)
 }
 
 /// Runs `exp`.
@@ -531,6 +537,7 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
             thp_fault_alloc: st.thp_fault_alloc,
             thp_split_pmd: st.thp_split_pmd,
             events: st.events,
+            reclaim: st.reclaim,
             locks: st
                 .locks
                 .iter()

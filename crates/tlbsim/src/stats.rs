@@ -167,6 +167,27 @@ pub struct LockStats {
     pub hold_ns: Samples,
 }
 
+/// Page reclaim and swap counters, named as in `/proc/vmstat`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ReclaimStats {
+    /// Folios reclaimed (freed) by reclaim.
+    pub pgsteal: u64,
+    /// Folios reclaim isolated but kept (locked, mapped again or
+    /// referenced meanwhile) and put back.
+    pub kept: u64,
+    /// Pages written to swap.
+    pub pswpout: u64,
+    /// Pages read from swap.
+    pub pswpin: u64,
+}
+
+impl ReclaimStats {
+    /// Nothing was reclaimed or swapped (the report then leaves it out).
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
 /// Everything the model counts during a run.
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
@@ -193,6 +214,8 @@ pub struct Stats {
     pub thp_split_pmd: u64,
     /// Events processed by the driver.
     pub events: u64,
+    /// Page reclaim and swap counters.
+    pub reclaim: ReclaimStats,
     /// Lock statistics by lock class name, in the order of first use (a
     /// handful of classes, found by a scan that compares the name's address
     /// before its text: cheaper than a map on every acquisition).

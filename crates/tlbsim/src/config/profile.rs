@@ -48,6 +48,36 @@ pub struct Profile {
     pub x86: Option<X86Params>,
     /// Kernel path costs.
     pub kernel: KernelCosts,
+    /// Reclaim, swap and zram costs: needed only by workloads that page
+    /// memory out (`madvise(MADV_PAGEOUT)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swap: Option<SwapCosts>,
+}
+
+/// Costs of page reclaim and of swapping to a zram device
+/// (`drivers/block/zram`), per 4 KiB page.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwapCosts {
+    /// `shrink_folio_list()`'s work on one folio besides unmapping it and
+    /// its I/O: isolation from the LRU, the folio lock, swap-slot
+    /// allocation, swap-cache insertion and removal, the free.
+    pub reclaim_folio_ns: u64,
+    /// A swap-in fault's work besides `page_fault_ns` and the device read:
+    /// swap-cache lookup, allocating the folio (not cleared), page-cache
+    /// insertion, `swap_free()`.
+    pub swapin_ns: u64,
+    /// zram write of a page: scanning it for one repeated word
+    /// (`page_same_filled()`), which every write does first.
+    pub zram_same_check_ns: u64,
+    /// zram read of a same-filled page: filling 4 KiB with its word
+    /// (`zram_fill_page()`, `memset64`).
+    pub zram_same_fill_ns: u64,
+    /// zram write of a page that is not same-filled: compressing it
+    /// (default `lzo-rle`) and storing it in zsmalloc.
+    pub zram_compress_ns: u64,
+    /// zram read of a compressed page: decompressing it.
+    pub zram_decompress_ns: u64,
 }
 
 /// Topology of a machine.

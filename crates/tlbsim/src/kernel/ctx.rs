@@ -88,6 +88,20 @@ impl Ctx {
         FuncGuard { ctx: self, outer }
     }
 
+    /// Enters a function that Linux declares `static inline` (arm64's
+    /// `flush_tlb_page()`, `__flush_tlb_range()`, ...): as in a `perf`
+    /// profile, its time is its caller's, so the function already entered
+    /// keeps it; only outside every named function is it named itself.
+    pub fn inline_func(&self, name: &'static Label) -> FuncGuard<'_> {
+        match self.mb.label() {
+            Some(outer) => FuncGuard {
+                ctx: self,
+                outer: Some(outer),
+            },
+            None => self.func(name),
+        }
+    }
+
     /// The CPU this task is on (`smp_processor_id()`).
     pub fn cpu(&self) -> CpuId {
         self.w.k.borrow().tasks[self.task].cpu

@@ -250,6 +250,39 @@ impl Ctx {
         }
     }
 
+    /// A lock whose waiters always sleep (`folio_lock()`:
+    /// `folio_wait_bit_common()`): one atomic; if it is held, the task
+    /// queues and sleeps until [`Ctx::up`] hands it over.
+    pub async fn lock_sleeping(&self, l: LockId) {
+        self.step(Op::LockWord(l)).await; // test_and_set_bit_lock()
+        if self.w.lock_acquire(l, self.task, false, self.now()) {
+            return;
+        }
+        loop {
+            self.w.k.borrow_mut().tasks[self.task].state = TaskState::Blocked;
+            sched::schedule(self).await;
+            let waiting = self.w.k.borrow().locks[l]
+                .waiters
+                .iter()
+                .any(|x| x.task == self.task);
+            if !waiting {
+                return;
+            }
+        }
+    }
+
+    /// Takes a [`Ctx::lock_sleeping`] lock if it is free (`folio_trylock()`);
+    /// never waits.
+    pub async fn trylock_sleeping(&self, l: LockId) -> bool {
+        self.step(Op::LockWord(l)).await;
+        let free = {
+            let k = self.w.k.borrow();
+            let lock = &k.locks[l];
+            lock.holder.is_none() && lock.readers == 0 && lock.waiters.is_empty()
+        };
+        free && self.w.lock_acquire(l, self.task, false, self.now())
+    }
+
     /// The split lock of the PTE table mapping `va` in `mm`.
     fn pte_lock_id(&self, mm: MmId, va: u64) -> LockId {
         let key = va >> crate::kernel::PTE_TABLE_SHIFT;

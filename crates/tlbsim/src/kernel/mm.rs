@@ -3,6 +3,7 @@
 //! `dup_mmap`, and teardown (`exit_mmap`), with the mmu_gather batching
 //! (include/asm-generic/tlb.h, mm/mmu_gather.c) that turns them into flushes.
 
+use super::mm_types::ShmemMap;
 use super::pgtable::{
     detach_empty_tables, get_pte, huge_leaves, pmd_none, present_ptes, set_huge, set_pte,
 };
@@ -41,7 +42,9 @@ pub async fn syscall_exit(ctx: &Ctx, name: &'static str) {
     sched::maybe_preempt(ctx).await;
 }
 
-/// Calls the policy's `flush_tlb_range`, timing it.
+/// Calls the policy's `flush_tlb_range`, timing it. Like the two below, a
+/// macro or `static inline` in Linux: the profile gives its time to the
+/// caller ([`Ctx::inline_func`]).
 pub async fn flush_tlb_range(
     ctx: &Ctx,
     mm: MmId,
@@ -50,7 +53,7 @@ pub async fn flush_tlb_range(
     stride: u64,
     last_level: bool,
 ) {
-    let _f = ctx.func(crate::label!("flush_tlb_range"));
+    let _f = ctx.inline_func(crate::label!("flush_tlb_range"));
     let t0 = ctx.now();
     ctx.w
         .policy
@@ -65,7 +68,7 @@ pub async fn flush_tlb_range(
 
 /// Calls the policy's `flush_tlb_mm`, timing it.
 pub async fn flush_tlb_mm(ctx: &Ctx, mm: MmId) {
-    let _f = ctx.func(crate::label!("flush_tlb_mm"));
+    let _f = ctx.inline_func(crate::label!("flush_tlb_mm"));
     let t0 = ctx.now();
     ctx.w.policy.flush_tlb_mm(ctx, mm).await;
     ctx.w
@@ -77,7 +80,7 @@ pub async fn flush_tlb_mm(ctx: &Ctx, mm: MmId) {
 
 /// Calls the policy's `flush_tlb_page`, timing it.
 pub async fn flush_tlb_page(ctx: &Ctx, mm: MmId, va: u64) {
-    let _f = ctx.func(crate::label!("flush_tlb_page"));
+    let _f = ctx.inline_func(crate::label!("flush_tlb_page"));
     let t0 = ctx.now();
     ctx.w.policy.flush_tlb_page(ctx, mm, va).await;
     ctx.w
@@ -332,7 +335,7 @@ pub async fn sys_mmap(ctx: &Ctx, len: u64, perms: Perms) -> u64 {
     let addr = {
         let mut k = ctx.w.k.borrow_mut();
         let m = &mut k.mms[mm as usize];
-        insert_vma(&mut m.vmas, m.mmap_base, len, perms)
+        insert_vma(&mut m.vmas, m.mmap_base, len, perms, None)
     };
     ctx.mmap_write_unlock(mm).await;
     syscall_exit(ctx, "mmap").await;
@@ -341,11 +344,12 @@ pub async fn sys_mmap(ctx: &Ctx, len: u64, perms: Perms) -> u64 {
 
 /// Places a new VMA of `len` bytes below `ceiling` (top-down, see
 /// [`unmapped_area_topdown`]) and inserts it; returns its start.
-fn insert_vma(
+pub(crate) fn insert_vma(
     vmas: &mut std::collections::BTreeMap<u64, Vma>,
     ceiling: u64,
     len: u64,
     perms: Perms,
+    shmem: Option<ShmemMap>,
 ) -> u64 {
     let start = unmapped_area_topdown(vmas, ceiling, len);
     vmas.insert(
@@ -354,6 +358,7 @@ fn insert_vma(
             start,
             end: start + len,
             perms,
+            shmem,
         },
     );
     start
@@ -394,14 +399,26 @@ fn split_at(vmas: &mut std::collections::BTreeMap<u64, Vma>, addr: u64) {
         .filter(|(_, v)| v.end > addr)
         .map(|(s, v)| (*s, *v));
     if let Some((s, v)) = hit {
+        let shmem = v.shmem.map(|m| ShmemMap {
+            pgoff: m.pgoff + (addr - v.start) / PAGE_SIZE,
+            ..m
+        });
         vmas.insert(s, Vma { end: addr, ..v });
-        vmas.insert(addr, Vma { start: addr, ..v });
+        vmas.insert(
+            addr,
+            Vma {
+                start: addr,
+                shmem,
+                ..v
+            },
+        );
     }
 }
 
 /// Merges adjacent VMAs with equal protection, in place (`vma_merge()`):
 /// a VMA that starts where the one before it ends, with the same
-/// protection, is folded into it.
+/// protection and, if shared, the next pages of the same object, is folded
+/// into it.
 fn merge(vmas: &mut std::collections::BTreeMap<u64, Vma>) {
     use std::ops::Bound::{Excluded, Unbounded};
     let Some(mut cur) = vmas.keys().next().copied() else {
@@ -412,7 +429,14 @@ fn merge(vmas: &mut std::collections::BTreeMap<u64, Vma>) {
         let Some((&next, &n)) = vmas.range((Excluded(cur), Unbounded)).next() else {
             return;
         };
-        if c.end == n.start && c.perms == n.perms {
+        let contiguous = match (c.shmem, n.shmem) {
+            (None, None) => true,
+            (Some(a), Some(b)) => {
+                a.id == b.id && b.pgoff == a.pgoff + (c.end - c.start) / PAGE_SIZE
+            }
+            _ => false,
+        };
+        if c.end == n.start && c.perms == n.perms && contiguous {
             vmas.remove(&next);
             vmas.get_mut(&cur).expect("just read").end = n.end;
         } else {
@@ -484,16 +508,14 @@ pub async fn sys_mprotect(ctx: &Ctx, addr: u64, len: u64, perms: Perms) -> bool 
     ok
 }
 
-/// Removes `[addr, end)` from the VMA tree.
-fn remove_vmas(ctx: &Ctx, mm: MmId, addr: u64, end: u64) {
+/// Removes `[addr, end)` from the VMA tree; returns the removed VMAs.
+fn remove_vmas(ctx: &Ctx, mm: MmId, addr: u64, end: u64) -> Vec<Vma> {
     let mut k = ctx.w.k.borrow_mut();
     let vmas = &mut k.mms[mm as usize].vmas;
     split_at(vmas, addr);
     split_at(vmas, end);
     let starts: Vec<u64> = vmas.range(addr..end).map(|(s, _)| *s).collect();
-    for s in starts {
-        vmas.remove(&s);
-    }
+    starts.iter().filter_map(|s| vmas.remove(s)).collect()
 }
 
 /// `munmap(addr, len)`: zaps the PTEs, frees empty page tables, flushes.
@@ -505,11 +527,12 @@ pub async fn sys_munmap(ctx: &Ctx, addr: u64, len: u64) {
     call_range(ctx, mm, addr, end);
     ctx.mmap_write_lock(mm).await;
     ctx.work(ctx.w.profile.kernel.munmap_ns).await;
-    remove_vmas(ctx, mm, addr, end);
+    let removed = remove_vmas(ctx, mm, addr, end);
     let mut g = MmuGather::begin(ctx, mm, false).await;
     g.zap(ctx, addr, end).await;
     g.free_pgtables(ctx, addr, end).await;
     g.finish(ctx).await;
+    super::shmem::release_unmapped(ctx, mm, &removed);
     ctx.mmap_write_unlock(mm).await;
     syscall_exit(ctx, "munmap").await;
 }
@@ -595,6 +618,7 @@ async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -> bool {
 async fn handle_pte_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
     let w = &ctx.w;
     match get_pte(w, mm, va) {
+        None if v.shared() => super::shmem::shmem_fault(ctx, mm, v, va, write).await,
         None if write && thp_fits(ctx, mm, v, va) => {
             do_huge_pmd_anonymous_page(ctx, mm, v, va).await;
         }
@@ -668,6 +692,10 @@ async fn wp_huge_pmd(ctx: &Ctx, mm: MmId, va: u64) {
 /// mapping holds is made writable in place ([`wp_page_reuse`]).
 async fn do_wp_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, p: Pte) {
     let _f = ctx.func(crate::label!("do_wp_page"));
+    if v.shared() {
+        // wp_page_shared(): a shared page is written in place.
+        return wp_page_reuse(ctx, mm, v, va, p).await;
+    }
     let shared = p.pfn == ZERO_PFN || ctx.w.hw.borrow().mem.frame_refs(p.pfn) > 1;
     if shared {
         wp_page_copy(ctx, mm, v, va, p).await;
@@ -728,6 +756,7 @@ async fn access_flags_flush(ctx: &Ctx, mm: MmId, va: u64) {
 fn thp_fits(ctx: &Ctx, mm: MmId, v: &Vma, va: u64) -> bool {
     let base = va & !(HPAGE_SIZE - 1);
     ctx.w.kcfg.thp == crate::config::Thp::Always
+        && !v.shared()
         && base >= v.start
         && base + HPAGE_SIZE <= v.end
         && pmd_none(&ctx.w, mm, base)
@@ -741,18 +770,30 @@ pub async fn dup_mmap(ctx: &Ctx, old: MmId) -> MmId {
     let w = &ctx.w;
     let new = w.new_mm();
     ctx.mmap_write_lock(old).await;
-    {
+    let vmas = {
         let mut k = w.k.borrow_mut();
         let vmas = k.mms[old as usize].vmas.clone();
         let base = k.mms[old as usize].mmap_base;
-        k.mms[new as usize].vmas = vmas;
+        k.mms[new as usize].vmas = vmas.clone();
         k.mms[new as usize].mmap_base = base;
-    }
+        for s in vmas.values().filter_map(|v| v.shmem) {
+            k.shmem[s.id as usize].mms.insert(new);
+        }
+        vmas
+    };
+    // vma_needs_copy(): a shared VMA's PTEs are not copied; the child
+    // faults its pages in from the object.
+    let shared = |va: u64| {
+        vmas.range(..=va)
+            .next_back()
+            .is_some_and(|(_, v)| v.end > va && v.shared())
+    };
     split_huge_range(ctx, old, 0, TASK_SIZE).await;
     // copy_pte_range() takes each source table's lock in turn; one lock
     // over the copy is modelled (the child is not yet visible).
     ctx.ptl_lock(old, 0).await;
-    let ptes = present_ptes(w, old, 0, TASK_SIZE);
+    let mut ptes = present_ptes(w, old, 0, TASK_SIZE);
+    ptes.retain(|&(va, _)| !shared(va));
     let cpu = ctx.cpu();
     let mut changed = false;
     for &(va, p) in &ptes {
@@ -792,9 +833,13 @@ pub async fn mmput(ctx: &Ctx, mm: MmId) {
     }
     let mut g = MmuGather::begin(ctx, mm, true).await;
     g.zap(ctx, 0, TASK_SIZE).await;
-    w.k.borrow_mut().mms[mm as usize].vmas.clear();
+    let removed: Vec<Vma> = std::mem::take(&mut w.k.borrow_mut().mms[mm as usize].vmas)
+        .into_values()
+        .filter(Vma::shared)
+        .collect();
     g.free_pgtables(ctx, 0, TASK_SIZE).await;
     g.finish(ctx).await;
+    super::shmem::release_unmapped(ctx, mm, &removed);
     mmdrop(ctx, mm).await;
 }
 
@@ -831,7 +876,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn map(vmas: &mut BTreeMap<u64, Vma>, ceiling: u64, len: u64) -> u64 {
-        insert_vma(vmas, ceiling, len, Perms::RW)
+        insert_vma(vmas, ceiling, len, Perms::RW, None)
     }
 
     #[test]

@@ -16,6 +16,48 @@ pub struct Vma {
     pub end: u64,
     /// Protection.
     pub perms: Perms,
+    /// A `MAP_SHARED | MAP_ANONYMOUS` mapping: the shmem object it maps
+    /// and the page of the object at `start` (`vm_file`, `vm_pgoff`).
+    /// `None`: private anonymous memory.
+    pub shmem: Option<ShmemMap>,
+}
+
+impl Vma {
+    /// Is this a shared mapping (`VM_SHARED`)?
+    pub fn shared(&self) -> bool {
+        self.shmem.is_some()
+    }
+
+    /// The object page mapped at `va` (inside the VMA), if shared.
+    pub fn shmem_index(&self, va: u64) -> Option<(ShmemId, u64)> {
+        self.shmem.map(|s| {
+            (
+                s.id,
+                s.pgoff + (va - self.start) / crate::hw::mem::PAGE_SIZE,
+            )
+        })
+    }
+
+    /// The address mapping object page `index` of `id`, if this VMA maps
+    /// it (`vma_address()`).
+    pub fn address_of(&self, id: ShmemId, index: u64) -> Option<u64> {
+        let s = self.shmem.filter(|s| s.id == id)?;
+        let pages = (self.end - self.start) / crate::hw::mem::PAGE_SIZE;
+        (index >= s.pgoff && index - s.pgoff < pages)
+            .then(|| self.start + (index - s.pgoff) * crate::hw::mem::PAGE_SIZE)
+    }
+}
+
+/// Index of a shmem object (`struct shmem_inode_info`) in [`super::KState`].
+pub type ShmemId = u32;
+
+/// What a shared VMA maps: an object and the page of it at the VMA's start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShmemMap {
+    /// The object.
+    pub id: ShmemId,
+    /// Page offset in the object of the VMA's first page (`vm_pgoff`).
+    pub pgoff: u64,
 }
 
 /// An address space (`struct mm_struct`).

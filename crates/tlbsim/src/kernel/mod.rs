@@ -6,13 +6,18 @@
 //! on [`Ctx::step`]. Code between awaits is atomic.
 
 pub mod arm64;
+pub mod madvise;
 pub mod mm;
 pub mod pgtable;
 pub mod pipe;
 pub mod policy;
 pub mod registry;
+pub mod rmap;
 pub mod sched;
+pub mod shmem;
+pub mod swap;
 pub mod tlbflush;
+pub mod vmscan;
 pub mod x86;
 
 mod ctx;
@@ -24,7 +29,7 @@ mod world;
 
 pub use ctx::Ctx;
 pub use lock::{Lock, LockWaiter};
-pub use mm_types::{Mm, Vma};
+pub use mm_types::{Mm, ShmemId, ShmemMap, Vma};
 pub use op::{Dsb, Op, OpResult, TaskMailbox};
 pub use task::{PerCpu, Task, TaskState};
 pub use world::{IpiHandler, KState, Program, TaskFuture, World};

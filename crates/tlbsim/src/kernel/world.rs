@@ -26,6 +26,15 @@ pub struct KState {
     pub cpus: Vec<PerCpu>,
     /// Spinlocks.
     pub locks: Vec<Lock>,
+    /// Shmem objects (shared anonymous memory) by id.
+    pub shmem: Vec<super::shmem::ShmemInode>,
+    /// Page-cache folios of shmem objects, by frame.
+    pub folios: BTreeMap<crate::hw::mem::Pfn, super::shmem::Folio>,
+    /// Folio locks by frame, created on first use and kept for the frame's
+    /// next lives (frames are reused).
+    pub folio_locks: BTreeMap<crate::hw::mem::Pfn, super::LockId>,
+    /// The swap device (zram).
+    pub swap: super::swap::SwapDevice,
 }
 
 /// A task's program.
@@ -270,6 +279,16 @@ impl World {
     pub fn failure(&self) -> Option<crate::check::Violation> {
         let o = self.observer.borrow();
         o.as_ref().filter(|o| o.failed()).and_then(|o| o.failure())
+    }
+
+    /// The profile's reclaim and swap costs. Experiments whose workload
+    /// swaps are refused at setup when the profile has none
+    /// (`sim::check_kernel`), so this holds while they run.
+    pub fn swap_costs(&self) -> &crate::config::SwapCosts {
+        self.profile
+            .swap
+            .as_ref()
+            .expect("a swapping workload runs only on a profile with [swap] (checked at setup)")
     }
 
     /// The ASID programmed for user accesses of `mm` (KPTI: the odd twin).

@@ -6,6 +6,7 @@ pub mod flushbench;
 pub mod hackbench;
 pub mod lifecycle;
 pub mod mprotect;
+pub mod swap_bench;
 pub mod threads;
 pub mod victim;
 
@@ -18,6 +19,15 @@ use std::rc::Rc;
 pub trait Workload {
     /// Creates the tasks; returns the root task.
     fn setup(&self, w: &Rc<World>, streams: &Streams) -> TaskId;
+
+    /// Checks the parameters against the machine before anything runs
+    /// (CPU numbers within the profile's, the costs the workload needs);
+    /// an error names the offending parameter first, in backquotes, as
+    /// [`parse_params`] does.
+    fn check(&self, profile: &crate::config::Profile) -> Result<(), String> {
+        let _ = profile;
+        Ok(())
+    }
 }
 
 /// Workload parameters as given in the config.
@@ -79,6 +89,7 @@ pub const WORKLOADS: &[&WorkloadEntry] = &[
     &lifecycle::TCMALLOC_ENTRY,
     &victim::ENTRY,
     &threads::ENTRY,
+    &swap_bench::ENTRY,
 ];
 
 /// Builds a workload by name, with its resolved parameters. Errors name the

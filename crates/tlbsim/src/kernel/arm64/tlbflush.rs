@@ -36,7 +36,7 @@ pub async fn __tlbi_aside1(ctx: &Ctx, asid: Asid, broadcast: bool) {
 
 /// `local_flush_tlb_all()`: `dsb(nshst); __tlbi(vmalle1); dsb(nsh); isb()`.
 pub async fn local_flush_tlb_all(ctx: &Ctx) {
-    let _f = ctx.func(crate::label!("local_flush_tlb_all"));
+    let _f = ctx.inline_func(crate::label!("local_flush_tlb_all"));
     ctx.dsb_nshst().await;
     ctx.tlbi(TlbiScope::All, false).await;
     ctx.dsb_nsh().await;
@@ -122,7 +122,7 @@ pub fn round_range(start: u64, end: u64, stride: u64) -> (u64, u64) {
 /// [`FlushScope::Broadcast`]; seed 000's `local_flush_tlb_asid()` for
 /// `Local`; nothing for `Skip`.
 pub async fn flush_tlb_mm(ctx: &Ctx, mm: MmId, flush: FlushScope) {
-    let _f = ctx.func(crate::label!("flush_tlb_mm"));
+    let _f = ctx.inline_func(crate::label!("flush_tlb_mm"));
     count_flush(ctx, flush);
     let asid = ctx.w.asid.asid_of(&ctx.w, mm);
     match flush {
@@ -149,7 +149,7 @@ pub async fn __flush_tlb_range(
     last_level: bool,
     flush: FlushScope,
 ) {
-    let _f = ctx.func(crate::label!("__flush_tlb_range"));
+    let _f = ctx.inline_func(crate::label!("__flush_tlb_range"));
     let (start, end) = round_range(start, end, stride);
     if __flush_tlb_range_limit_excess(ctx, start, end, stride) {
         return flush_tlb_mm(ctx, mm, flush).await;

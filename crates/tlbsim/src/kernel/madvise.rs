@@ -1,0 +1,88 @@
+//! `madvise(MADV_PAGEOUT)` (mm/madvise.c, Linux 5.4+): reclaims the pages
+//! of a range that only the calling address space maps, at once, whatever
+//! their age.
+//!
+//! Only shared anonymous (shmem) pages are paged out so far; private
+//! anonymous pages are skipped (the model has no swap PTEs yet), as are
+//! the zero page and pages mapped by more than one PTE.
+
+use super::mm::{syscall_enter, syscall_exit};
+use super::pgtable::{present_ptes, pte_tables_in_use};
+use super::vmscan::{reclaim_pages, Isolated};
+use super::{Ctx, Vma};
+use crate::hw::mem::{PAGE_SIZE, ZERO_PFN};
+use crate::hw::tlb::MmId;
+
+/// `madvise(addr, len, MADV_PAGEOUT)`: per VMA of the range, per PTE
+/// table, isolates the folios it may reclaim under the table's lock
+/// ([`madvise_pageout_pte_range`]), then reclaims them with the lock
+/// dropped, as `madvise_cold_or_pageout_pte_range()` does.
+pub async fn sys_madvise_pageout(ctx: &Ctx, addr: u64, len: u64) {
+    let _f = ctx.func(crate::label!("do_madvise"));
+    syscall_enter(ctx, "madvise").await;
+    let mm = ctx.mm().expect("user task");
+    let end = addr.saturating_add(len.div_ceil(PAGE_SIZE) * PAGE_SIZE);
+    ctx.mmap_read_lock(mm).await;
+    ctx.work(ctx.w.profile.kernel.madvise_ns).await;
+    // The VMAs cannot change while the mmap_lock is held.
+    let vmas: Vec<Vma> = ctx.w.k.borrow().mms[mm as usize]
+        .vmas
+        .values()
+        .filter(|v| v.start < end && v.end > addr)
+        .copied()
+        .collect();
+    for v in vmas {
+        let (lo, hi) = (addr.max(v.start), end.min(v.end));
+        for table_va in pte_tables_in_use(&ctx.w, mm, lo, hi) {
+            let span = 1u64 << crate::kernel::PTE_TABLE_SHIFT;
+            let (tlo, thi) = (lo.max(table_va), hi.min(table_va + span));
+            let isolated = madvise_pageout_pte_range(ctx, mm, &v, tlo, thi).await;
+            if !isolated.is_empty() {
+                reclaim_pages(ctx, &isolated).await;
+            }
+        }
+    }
+    ctx.mmap_read_unlock(mm).await;
+    syscall_exit(ctx, "madvise").await;
+}
+
+/// `madvise_cold_or_pageout_pte_range()` for pageout, over `[lo, hi)`
+/// inside one PTE table of `v`: under the table's lock, isolates each
+/// present page that is a shmem folio mapped by this PTE alone
+/// (`folio_mapcount() == 1`) and not already isolated.
+async fn madvise_pageout_pte_range(
+    ctx: &Ctx,
+    mm: MmId,
+    v: &Vma,
+    lo: u64,
+    hi: u64,
+) -> Vec<Isolated> {
+    let _f = ctx.func(crate::label!("madvise_cold_or_pageout_pte_range"));
+    let w = &ctx.w;
+    ctx.ptl_lock(mm, lo).await;
+    let ptes = present_ptes(w, mm, lo, hi);
+    let mut out = Vec::new();
+    if v.shared() {
+        let mut k = w.k.borrow_mut();
+        let hw = w.hw.borrow();
+        for &(va, p) in &ptes {
+            if p.pfn == ZERO_PFN || hw.mem.frame_refs(p.pfn) != 2 {
+                continue; // the cache's reference and this PTE's
+            }
+            let Some(f) = k.folios.get_mut(&p.pfn) else {
+                continue;
+            };
+            if !f.isolated {
+                f.isolated = true;
+                out.push(Isolated {
+                    pfn: p.pfn,
+                    found_at: (mm, va),
+                });
+            }
+        }
+    }
+    ctx.work(w.profile.kernel.pte_update_ns * ptes.len() as u64)
+        .await;
+    ctx.ptl_unlock(mm, lo).await;
+    out
+}

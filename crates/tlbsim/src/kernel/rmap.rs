@@ -1,0 +1,95 @@
+//! The reverse map (`mm/rmap.c`): from a folio to the PTEs that map it,
+//! and unmapping it from all of them (`try_to_unmap()`), which is where
+//! page reclaim flushes TLBs on behalf of address spaces that may be
+//! running on other CPUs.
+//!
+//! Only shmem folios are reclaimed so far: their mappers are found as
+//! Linux's `rmap_walk_file()` finds them, through the object's VMAs (the
+//! `i_mmap` tree), visited in (mm, address) order so that runs are
+//! deterministic.
+
+use super::mm::flush_tlb_page;
+use super::pgtable::{get_pte, set_pte};
+use super::{Ctx, World};
+use crate::hw::mem::{Pfn, Pte};
+use crate::hw::tlb::MmId;
+
+/// The (mm, address) pairs whose PTE may map shmem folio `pfn`: every VMA
+/// of a live address space mapping the folio's page of its object
+/// (`rmap_walk_file()`; `vma_address()`).
+pub fn folio_mappers(w: &World, pfn: Pfn) -> Vec<(MmId, u64)> {
+    let k = w.k.borrow();
+    let Some(f) = k.folios.get(&pfn) else {
+        return Vec::new();
+    };
+    let (id, index) = f.owner;
+    let mut out = Vec::new();
+    for &mm in &k.shmem[id as usize].mms {
+        let m = &k.mms[mm as usize];
+        if !m.live {
+            continue;
+        }
+        out.extend(
+            m.vmas
+                .values()
+                .filter_map(|v| v.address_of(id, index))
+                .map(|va| (mm, va)),
+        );
+    }
+    out
+}
+
+/// `try_to_unmap(folio, flags)`: unmaps folio `pfn` from every PTE mapping
+/// it ([`try_to_unmap_one`] per mapper); returns the last (mm, address)
+/// it was unmapped from, if any.
+pub async fn try_to_unmap(ctx: &Ctx, pfn: Pfn) -> Option<(MmId, u64)> {
+    let _f = ctx.func(crate::label!("try_to_unmap"));
+    let mut last = None;
+    for (mm, va) in folio_mappers(&ctx.w, pfn) {
+        if try_to_unmap_one(ctx, mm, va, pfn).await {
+            last = Some((mm, va));
+        }
+    }
+    last
+}
+
+/// `try_to_unmap_one()`: under the PTE lock (`page_vma_mapped_walk()`),
+/// clears the PTE of `mm` at `va` if it maps `pfn` and flushes it
+/// ([`ptep_clear_flush`]); a dirty (in the model: writable) PTE marks the
+/// folio dirty; the mapping's frame reference is dropped
+/// (`folio_remove_rmap_pte()`). Returns whether it unmapped.
+async fn try_to_unmap_one(ctx: &Ctx, mm: MmId, va: u64, pfn: Pfn) -> bool {
+    let _f = ctx.func(crate::label!("try_to_unmap_one"));
+    let w = &ctx.w;
+    ctx.ptl_lock(mm, va).await;
+    let unmapped = match get_pte(w, mm, va) {
+        Some(p) if p.pfn == pfn => {
+            ptep_clear_flush(ctx, mm, va).await;
+            if p.perms.write() {
+                // folio_mark_dirty(): the PTE was dirty.
+                if let Some(f) = w.k.borrow_mut().folios.get_mut(&pfn) {
+                    f.dirty = true;
+                }
+            }
+            w.put_frame(ctx.cpu(), pfn, mm, va);
+            ctx.work(w.profile.kernel.pte_update_ns).await;
+            true
+        }
+        _ => false,
+    };
+    ctx.ptl_unlock(mm, va).await;
+    unmapped
+}
+
+/// `ptep_clear_flush()` (mm/pgtable-generic.c): clears the PTE and, as it
+/// was present, flushes its translation from every CPU before returning
+/// (arm64 `flush_tlb_page()`: `DSB ISHST; TLBI VALE1IS; DSB ISH`, inlined
+/// here as in the kernel). Returns the old PTE.
+pub async fn ptep_clear_flush(ctx: &Ctx, mm: MmId, va: u64) -> Option<Pte> {
+    let _f = ctx.func(crate::label!("ptep_clear_flush"));
+    let (old, _) = set_pte(&ctx.w, ctx.cpu(), mm, va, None);
+    if old.is_some() {
+        flush_tlb_page(ctx, mm, va).await;
+    }
+    old
+}

@@ -1,0 +1,262 @@
+//! Shared anonymous memory (`mm/shmem.c`): `mmap(MAP_SHARED |
+//! MAP_ANONYMOUS)` creates a shmem object whose pages live in its page
+//! cache (resident folios) or in swap. A fault maps the object's page
+//! (`shmem_fault()`, swapping it in first if it was swapped out); reclaim
+//! writes it out (`shmem_writeout()`, [`super::vmscan`]); when no VMA maps
+//! the object any more its pages are freed (`shmem_evict_inode()`).
+//!
+//! Frame references: the page cache holds one on each resident folio,
+//! each mapping PTE one more (so a folio's mapcount is its references
+//! less one).
+
+use super::mm::{syscall_enter, syscall_exit};
+use super::mm_types::{ShmemId, ShmemMap};
+use super::pgtable::{get_pte, set_pte};
+use super::swap::{zram_read, PageData, SwapSlot};
+use super::{Ctx, Vma, World};
+use crate::hw::mem::{Perms, Pfn, PAGE_SIZE};
+use crate::hw::tlb::MmId;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One page of a shmem object (an entry of its `i_pages` xarray).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShmemEntry {
+    /// Resident in this frame.
+    Folio(Pfn),
+    /// Swapped out to this slot.
+    Swap(SwapSlot),
+}
+
+/// A shmem object (`struct shmem_inode_info` and its mapping).
+#[derive(Debug, Clone, Default)]
+pub struct ShmemInode {
+    /// Its pages by index; a missing index has never been touched (reads
+    /// as zeroes).
+    pub pages: BTreeMap<u64, ShmemEntry>,
+    /// What its pages hold once written (the model has no data).
+    pub data: PageData,
+    /// The address spaces that were given a VMA of it (the `i_mmap` tree,
+    /// by mm): the reverse map visits their VMAs.
+    pub mms: BTreeSet<MmId>,
+    /// Not yet evicted.
+    pub live: bool,
+}
+
+/// A page-cache folio of a shmem object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Folio {
+    /// The object and page index it caches.
+    pub owner: (ShmemId, u64),
+    /// `folio_test_dirty()`: its only up-to-date copy is in memory.
+    pub dirty: bool,
+    /// Taken off the LRU for reclaim (`folio_isolate_lru()`): nobody else
+    /// may isolate it until it is put back or freed.
+    pub isolated: bool,
+}
+
+/// `mmap(NULL, len, prot, MAP_SHARED | MAP_ANONYMOUS)`: a new shmem object
+/// of `len` bytes whose pages, once written, hold `data`; returns the
+/// address.
+pub async fn sys_mmap_shared(ctx: &Ctx, len: u64, perms: Perms, data: PageData) -> u64 {
+    let _f = ctx.func(crate::label!("do_mmap"));
+    syscall_enter(ctx, "mmap").await;
+    let mm = ctx.mm().expect("user task");
+    ctx.mmap_write_lock(mm).await;
+    ctx.work(ctx.w.profile.kernel.mmap_ns).await;
+    let addr = {
+        let mut k = ctx.w.k.borrow_mut();
+        let id = ShmemId::try_from(k.shmem.len()).expect("fewer than 2^32 shmem objects");
+        k.shmem.push(ShmemInode {
+            data,
+            mms: BTreeSet::from([mm]),
+            live: true,
+            ..Default::default()
+        });
+        let m = &mut k.mms[mm as usize];
+        let len = len.max(1).div_ceil(PAGE_SIZE) * PAGE_SIZE;
+        let shmem = Some(ShmemMap { id, pgoff: 0 });
+        super::mm::insert_vma(&mut m.vmas, m.mmap_base, len, perms, shmem)
+    };
+    ctx.mmap_write_unlock(mm).await;
+    syscall_exit(ctx, "mmap").await;
+    addr
+}
+
+/// `shmem_fault()` then `finish_fault()`: maps the object's page at `va`
+/// of the shared VMA `v`, allocating it (zeroed) if it was never touched
+/// and swapping it in if it was swapped out. A read maps it read-only: a
+/// clean PTE is read-only in the model (arm64 without hardware dirty-bit
+/// management marks it `PTE_RDONLY` until the first write faults), so a
+/// PTE is dirty exactly when it is writable.
+pub async fn shmem_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
+    let _f = ctx.func(crate::label!("shmem_fault"));
+    let w = &ctx.w;
+    let (id, index) = v.shmem_index(va).expect("a shared VMA");
+    loop {
+        let entry = w.k.borrow().shmem[id as usize].pages.get(&index).copied();
+        match entry {
+            None => {
+                // shmem_alloc_and_add_folio(): a new zeroed page.
+                ctx.work(w.profile.kernel.page_alloc_ns).await;
+                if w.k.borrow().shmem[id as usize].pages.contains_key(&index) {
+                    continue; // another fault added it meanwhile
+                }
+                let pfn = add_folio(w, id, index, false);
+                folio_lock_new(ctx, pfn);
+                finish_fault(ctx, mm, v, va, pfn, write).await;
+                folio_unlock(ctx, pfn).await;
+                return;
+            }
+            Some(ShmemEntry::Folio(pfn)) => {
+                // filemap_get_entry() takes a reference, so the folio is
+                // not freed (nor its frame reused) while we wait for it.
+                w.hw.borrow_mut().mem.get_frame(pfn);
+                folio_lock(ctx, pfn).await;
+                let still = w.k.borrow().shmem[id as usize].pages.get(&index).copied();
+                let mapped = still == Some(ShmemEntry::Folio(pfn));
+                if mapped {
+                    finish_fault(ctx, mm, v, va, pfn, write).await;
+                }
+                // Else reclaimed while we waited for the lock: look again.
+                folio_unlock(ctx, pfn).await;
+                w.put_frame(ctx.cpu(), pfn, mm, va);
+                if mapped {
+                    return;
+                }
+            }
+            Some(ShmemEntry::Swap(slot)) => {
+                shmem_swapin_folio(ctx, id, index, slot).await;
+            }
+        }
+    }
+}
+
+/// `shmem_swapin_folio()`: a new folio, locked before anyone can see it,
+/// replaces the swap entry; it is read from the device, marked dirty (the
+/// swap copy is dropped) and unlocked. The caller's next look finds it
+/// resident.
+async fn shmem_swapin_folio(ctx: &Ctx, id: ShmemId, index: u64, slot: SwapSlot) {
+    let _f = ctx.func(crate::label!("shmem_swapin_folio"));
+    let w = &ctx.w;
+    let pfn = add_folio(w, id, index, true);
+    folio_lock_new(ctx, pfn);
+    ctx.work(w.swap_costs().swapin_ns).await;
+    zram_read(ctx, slot).await;
+    w.k.borrow_mut().swap.free(slot);
+    folio_unlock(ctx, pfn).await;
+}
+
+/// Puts a new frame for page `index` of object `id` in its page cache
+/// (holding the cache's reference); returns the frame.
+fn add_folio(w: &World, id: ShmemId, index: u64, dirty: bool) -> Pfn {
+    let pfn = w.hw.borrow_mut().mem.alloc_frame();
+    let mut k = w.k.borrow_mut();
+    k.shmem[id as usize]
+        .pages
+        .insert(index, ShmemEntry::Folio(pfn));
+    k.folios.insert(
+        pfn,
+        Folio {
+            owner: (id, index),
+            dirty,
+            isolated: false,
+        },
+    );
+    pfn
+}
+
+/// `finish_fault()`: under the PTE lock, maps `pfn` at `va` unless the PTE
+/// was filled meanwhile; the mapping takes a frame reference.
+async fn finish_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, pfn: Pfn, write: bool) {
+    let w = &ctx.w;
+    ctx.ptl_lock(mm, va).await;
+    if get_pte(w, mm, va).is_none() {
+        let perms = if write {
+            v.perms
+        } else {
+            Perms(v.perms.0 & !(Perms::RW.0 & !Perms::R.0))
+        };
+        w.hw.borrow_mut().mem.get_frame(pfn);
+        let (_, tables) = set_pte(w, ctx.cpu(), mm, va, Some((pfn, perms)));
+        ctx.work(w.profile.kernel.page_alloc_ns * u64::from(tables))
+            .await;
+    }
+    ctx.ptl_unlock(mm, va).await;
+}
+
+/// The lock of folio `pfn` (created on first use).
+fn folio_lock_id(w: &World, pfn: Pfn) -> super::LockId {
+    if let Some(&l) = w.k.borrow().folio_locks.get(&pfn) {
+        return l;
+    }
+    let l = w.new_lock("folio_lock");
+    w.k.borrow_mut().folio_locks.insert(pfn, l);
+    l
+}
+
+/// `__folio_set_locked()` on a folio nobody else can see yet: cannot wait.
+fn folio_lock_new(ctx: &Ctx, pfn: Pfn) {
+    let l = folio_lock_id(&ctx.w, pfn);
+    let got = ctx.w.lock_acquire(l, ctx.task, false, ctx.now());
+    assert!(got, "a new folio's lock is free");
+}
+
+/// `folio_lock()`: sleeps until the folio is unlocked.
+pub async fn folio_lock(ctx: &Ctx, pfn: Pfn) {
+    let l = folio_lock_id(&ctx.w, pfn);
+    ctx.lock_sleeping(l).await;
+}
+
+/// `folio_trylock()`.
+pub async fn folio_trylock(ctx: &Ctx, pfn: Pfn) -> bool {
+    let l = folio_lock_id(&ctx.w, pfn);
+    ctx.trylock_sleeping(l).await
+}
+
+/// `folio_unlock()`: wakes the next waiter.
+pub async fn folio_unlock(ctx: &Ctx, pfn: Pfn) {
+    let l = folio_lock_id(&ctx.w, pfn);
+    ctx.up(l, false).await;
+}
+
+/// After `mm` unmapped the shared VMAs `removed` (and flushed), frees
+/// each object no live address space maps any more
+/// (`shmem_evict_inode()`): its resident frames, reported as last mapped
+/// by `mm` at the address the removed VMA gave them, and its swap slots.
+pub fn release_unmapped(ctx: &Ctx, mm: MmId, removed: &[Vma]) {
+    let w = &ctx.w;
+    for v in removed {
+        let Some(s) = v.shmem else { continue };
+        let mapped = {
+            let k = w.k.borrow();
+            k.shmem[s.id as usize].live
+                && k.shmem[s.id as usize].mms.iter().any(|&m| {
+                    let m = &k.mms[m as usize];
+                    m.live
+                        && m.vmas
+                            .values()
+                            .any(|x| x.shmem.is_some_and(|y| y.id == s.id))
+                })
+        };
+        if mapped || !w.k.borrow().shmem[s.id as usize].live {
+            continue;
+        }
+        let pages = {
+            let mut k = w.k.borrow_mut();
+            let inode = &mut k.shmem[s.id as usize];
+            inode.live = false;
+            inode.mms.clear();
+            std::mem::take(&mut inode.pages)
+        };
+        for (index, e) in pages {
+            match e {
+                ShmemEntry::Folio(pfn) => {
+                    w.k.borrow_mut().folios.remove(&pfn);
+                    let va = v.start + index.saturating_sub(s.pgoff) * PAGE_SIZE;
+                    w.put_frame(ctx.cpu(), pfn, mm, va);
+                }
+                ShmemEntry::Swap(slot) => w.k.borrow_mut().swap.free(slot),
+            }
+        }
+    }
+}
