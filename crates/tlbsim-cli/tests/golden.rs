@@ -123,6 +123,7 @@ golden! {
     seed000_switch_race => "seed000-switch-race",
     seed000_tcmalloc => "seed000-tcmalloc",
     seed000_victim => "seed000-victim",
+    seed001_explore => "seed001-explore",
     seed001_pageout => "seed001-pageout",
     seed002_explore => "seed002-explore",
     seed002_hackbench => "seed002-hackbench",

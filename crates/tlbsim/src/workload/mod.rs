@@ -6,6 +6,7 @@ pub mod flushbench;
 pub mod hackbench;
 pub mod lifecycle;
 pub mod mprotect;
+pub mod pageout_race;
 pub mod swap_bench;
 pub mod threads;
 pub mod victim;
@@ -90,6 +91,7 @@ pub const WORKLOADS: &[&WorkloadEntry] = &[
     &victim::ENTRY,
     &threads::ENTRY,
     &swap_bench::ENTRY,
+    &pageout_race::ENTRY,
 ];
 
 /// Builds a workload by name, with its resolved parameters. Errors name the

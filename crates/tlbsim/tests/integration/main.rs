@@ -8,4 +8,5 @@ mod kernel;
 mod mutants;
 mod scenarios;
 mod seed000;
+mod seed001;
 mod x86;

@@ -1,0 +1,184 @@
+//! Checker stress for reclaim: the main thread (CPU 0) pages a small
+//! shared anonymous mapping out with `madvise(MADV_PAGEOUT)` again and
+//! again while other tasks, each pinned to its own CPU, fault its pages
+//! back in and use them, so the page-out's unmap and flush race with
+//! translations cached on other CPUs.
+//!
+//! - `op = "touch"`: threads of the same process write and read each page
+//!   in turn.
+//! - `op = "mprotect"`: the threads also `mprotect` the range read-only
+//!   and back each round.
+//! - `op = "fork"`: the other tasks are forked child processes (other
+//!   address spaces mapping the same object): a page one of them maps is
+//!   skipped by the page-out, or unmapped from both if the child mapped
+//!   it after the parent's scan.
+
+use super::WorkloadEntry;
+use super::{parse_params, Params, Workload};
+use crate::engine::rng::Streams;
+use crate::hw::cpumask::CpuMask;
+use crate::hw::mem::{Perms, PAGE_SIZE};
+use crate::kernel::madvise::sys_madvise_pageout;
+use crate::kernel::mm::{sys_mprotect, sys_munmap};
+use crate::kernel::sched::{
+    spawn_user, sys_clone_thread, sys_fork, sys_sched_setaffinity, sys_wait,
+};
+use crate::kernel::shmem::sys_mmap_shared;
+use crate::kernel::swap::PageData;
+use crate::kernel::{Ctx, Program, TaskId, World};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use std::cell::Cell;
+use std::rc::Rc;
+
+/// Parameters.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PageoutRace {
+    /// Pages of the shared mapping.
+    #[serde(default = "two")]
+    pub pages: u64,
+    /// `MADV_PAGEOUT` calls of the main thread.
+    #[serde(default = "three")]
+    pub iterations: u64,
+    /// Tasks using the pages besides the main thread, task `i` pinned to
+    /// CPU `i` (modulo the CPUs).
+    #[serde(default = "one")]
+    pub users: u32,
+    /// `"touch"`, `"mprotect"` or `"fork"` (module doc).
+    #[serde(default = "default_op")]
+    pub op: String,
+    /// Mean user work between two page-outs and between a user's rounds
+    /// (ns); each gap is drawn from 0.5x..1.5x of it from the seeded
+    /// stream `pageout-race/userN`.
+    #[serde(default = "gap")]
+    pub gap_ns: u64,
+}
+
+fn two() -> u64 {
+    2
+}
+fn three() -> u64 {
+    3
+}
+fn one() -> u32 {
+    1
+}
+fn default_op() -> String {
+    "touch".into()
+}
+fn gap() -> u64 {
+    2000
+}
+
+/// Larger mappings are refused: this is a stress for the checker, whose
+/// explorer wants a handful of pages.
+const MAX_PAGES: u64 = 4096;
+
+impl PageoutRace {
+    /// From config parameters.
+    pub fn from_params(p: &Params) -> Result<Self, String> {
+        let t: PageoutRace = parse_params(p)?;
+        if t.pages == 0 || t.pages > MAX_PAGES {
+            return Err(format!("`pages` must be 1..={MAX_PAGES}"));
+        }
+        if t.users == 0 {
+            return Err("`users` must be >= 1".into());
+        }
+        if !["touch", "mprotect", "fork"].contains(&t.op.as_str()) {
+            return Err(format!(
+                "`op` must be touch, mprotect or fork, not \"{}\"",
+                t.op
+            ));
+        }
+        Ok(t)
+    }
+}
+
+/// One user of the pages: rounds of writing and reading each page (and,
+/// with `op = "mprotect"`, making the range read-only and back) until
+/// `done`.
+async fn user_loop(c: &Ctx, me: &PageoutRace, p: u64, done: &Cell<bool>, mut rng: impl Rng) {
+    let len = me.pages * PAGE_SIZE;
+    while !done.get() {
+        for k in 0..me.pages {
+            // Denied writes (the range read-only) are ignored.
+            c.user_access(p + k * PAGE_SIZE, true).await;
+            c.user_access(p + k * PAGE_SIZE, false).await;
+        }
+        if me.op == "mprotect" {
+            sys_mprotect(c, p, len, Perms::R).await;
+            c.user_access(p, false).await;
+            sys_mprotect(c, p, len, Perms::RW).await;
+        }
+        c.user_work(me.gap_ns / 2 + rng.gen_range(0..=me.gap_ns))
+            .await;
+    }
+}
+
+impl Workload for PageoutRace {
+    fn setup(&self, w: &Rc<World>, streams: &Streams) -> TaskId {
+        let me = self.clone();
+        let n = w.ncpus() as u32;
+        let streams = *streams;
+        spawn_user(
+            w,
+            "pageout-race",
+            0,
+            Box::new(move |ctx: Ctx| {
+                Box::pin(async move {
+                    let len = me.pages * PAGE_SIZE;
+                    let p = sys_mmap_shared(&ctx, len, Perms::RW, PageData::SameFilled).await;
+                    for k in 0..me.pages {
+                        ctx.user_access(p + k * PAGE_SIZE, true).await;
+                    }
+                    let done = Rc::new(Cell::new(false));
+                    for i in 1..=me.users {
+                        let (m, d) = (me.clone(), Rc::clone(&done));
+                        let rng = streams.stream(&format!("pageout-race/user{i}"));
+                        let cpu = (i % n) as usize;
+                        let program: Program = Box::new(move |c: Ctx| {
+                            Box::pin(async move {
+                                let mut only = CpuMask::new(c.w.ncpus());
+                                only.set(cpu);
+                                sys_sched_setaffinity(&c, Some(only)).await;
+                                user_loop(&c, &m, p, &d, rng).await;
+                            })
+                        });
+                        if me.op == "fork" {
+                            sys_fork(&ctx, "pageout-user", program).await;
+                        } else {
+                            sys_clone_thread(&ctx, "pageout-user", Some(cpu), program).await;
+                        }
+                    }
+                    let mut rng = streams.stream("pageout-race/main");
+                    for _ in 0..me.iterations {
+                        sys_madvise_pageout(&ctx, p, len).await;
+                        ctx.user_work(me.gap_ns / 2 + rng.gen_range(0..=me.gap_ns))
+                            .await;
+                    }
+                    done.set(true);
+                    while sys_wait(&ctx).await.is_some() {}
+                    sys_munmap(&ctx, p, len).await;
+                })
+            }),
+        )
+    }
+
+    fn check(&self, profile: &crate::config::Profile) -> Result<(), String> {
+        if profile.swap.is_none() {
+            return Err(format!(
+                "profile \"{}\" has no [swap] section (reclaim and zram costs), which pageout-race needs",
+                profile.name
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The registry entry of `pageout-race`.
+pub const ENTRY: WorkloadEntry = WorkloadEntry {
+    name: "pageout-race",
+    description: "checker stress: MADV_PAGEOUT of a shared mapping while threads or forked children on other CPUs use it",
+    new: |p| super::resolved(PageoutRace::from_params(p)?),
+};

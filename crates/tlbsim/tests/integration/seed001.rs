@@ -1,0 +1,114 @@
+//! Seed 001's kernel paths: shared anonymous memory, MADV_PAGEOUT through
+//! the reverse map and reclaim, swap-in from zram; the checker on them.
+
+use super::common::{arm64, experiment, file, run_ok};
+use tlbsim::explore::{check, CheckOptions, Strategy};
+use tlbsim::sim::{run, RunOptions, SimError};
+
+const SMALL_BENCH: &str = "name = \"swap-bench\"\nsize_bytes = 65536\niterations = 5\ncpu = 1";
+
+#[test]
+fn swap_bench_pages_every_page_out_each_round_and_back_in_the_next() {
+    let o = run_ok(&arm64("arm64-stock", 2, SMALL_BENCH));
+    let r = &o.stats.reclaim;
+    // 16 pages, 5 rounds: every round pages all 16 out; every round but
+    // the first faults them back in from zram (same-filled pages).
+    assert_eq!((r.pgsteal, r.pswpout, r.pswpin, r.kept), (80, 80, 64, 0));
+    assert_eq!(o.checker.verdict, "pass");
+    // Before batching, each page-out flushes its page at once, by
+    // broadcast (the process is pinned to CPU 1 but arm64-stock always
+    // broadcasts); the 81st flush is exit_mmap's flush_tlb_mm.
+    assert_eq!(o.stats.total.flushes_broadcast, 81);
+    let task = o.stats.cpu_time_by_task.iter().find(|t| t.comm == "a.out");
+    let task = task.expect("the benchmark's own row");
+    let share = |f: &str| {
+        task.functions
+            .iter()
+            .find(|x| x.function == f)
+            .map_or(0.0, |x| x.share_pct)
+    };
+    for f in [
+        "ptep_clear_flush",
+        "shrink_folio_list",
+        "zram_write_page",
+        "zram_read_page",
+    ] {
+        assert!(share(f) > 0.0, "{f} takes time");
+    }
+    // The flush is inlined into ptep_clear_flush (arm64 flush_tlb_page is
+    // static inline): no time of its own.
+    assert_eq!(share("flush_tlb_page"), 0.0);
+}
+
+#[test]
+fn a_local_flush_policy_flushes_a_pinned_process_locally() {
+    // Seed 000's v2 skips the broadcast when the mm runs only here: the
+    // page-out flush of a pinned process is local.
+    let o = run_ok(&arm64("arm64-skip-broadcast-v2", 2, SMALL_BENCH));
+    assert_eq!(o.stats.total.flushes_broadcast, 0);
+    assert_eq!(o.stats.total.flushes_local, 81);
+    assert_eq!(o.checker.verdict, "pass");
+}
+
+fn field_error(e: &tlbsim::config::Experiment) -> (String, String) {
+    match run(e, &RunOptions::default()) {
+        Err(SimError::Field {
+            section,
+            key,
+            message,
+        }) => (format!("{section}.{key}"), message),
+        other => panic!("expected a field error, got {other:?}"),
+    }
+}
+
+#[test]
+fn swapping_workloads_refuse_a_profile_without_swap_costs_and_a_missing_cpu() {
+    let e = experiment(
+        "skylake-4c8t",
+        "x86-tlb-gen",
+        2,
+        "asid_allocator = \"none\"\n",
+        SMALL_BENCH,
+        "",
+    );
+    let (key, message) = field_error(&e);
+    assert_eq!(key, "workload.name");
+    assert!(message.contains("[swap]"), "{message}");
+    let e = arm64("arm64-stock", 2, "name = \"swap-bench\"\ncpu = 2");
+    let (key, message) = field_error(&e);
+    assert_eq!(key, "workload.cpu");
+    assert!(message.contains("CPU 2 does not exist"), "{message}");
+    let e = arm64("arm64-stock", 2, "name = \"pageout-race\"\nop = \"swap\"");
+    assert_eq!(field_error(&e).0, "workload.op");
+}
+
+fn explore(policy: &str, op: &str) -> Option<tlbsim::explore::Failure> {
+    let mut e = file("experiments/seed001-explore.toml");
+    e.kernel.tlb_policy = policy.into();
+    e.workload
+        .params
+        .insert("op".into(), toml::Value::String(op.into()));
+    let o = CheckOptions {
+        strategy: Strategy::Random,
+        schedules: 300,
+        seed: 1,
+        max_actions: 200_000,
+        speculation: 2,
+        cpus: None,
+    };
+    check(&e, &o).expect("check runs").failure
+}
+
+#[test]
+fn page_out_races_pass_stock_and_a_local_only_flush_is_caught() {
+    for op in ["touch", "mprotect", "fork"] {
+        if let Some(f) = explore("arm64-stock", op) {
+            panic!("{op}: stock fails: {}", f.report);
+        }
+        let f = explore("mutant-range-no-broadcast", op);
+        assert!(
+            f.is_some(),
+            "{op}: a flush that never leaves the CPU is caught"
+        );
+    }
+}
