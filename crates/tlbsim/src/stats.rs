@@ -179,6 +179,10 @@ pub struct ReclaimStats {
     pub pswpout: u64,
     /// Pages read from swap.
     pub pswpin: u64,
+    /// Unmapped PTEs whose flush reclaim deferred to its batch.
+    pub flush_deferred: u64,
+    /// Batch flushes (`arch_tlbbatch_flush()`).
+    pub batch_flushes: u64,
 }
 
 impl ReclaimStats {

@@ -7,7 +7,8 @@
 //! the zero page and pages mapped by more than one PTE.
 
 use super::mm::{syscall_enter, syscall_exit};
-use super::pgtable::{present_ptes, pte_tables_in_use};
+use super::pgtable::{present_ptes, pte_tables};
+use super::tlbbatch::flush_tlb_batched_pending;
 use super::vmscan::{reclaim_pages, Isolated};
 use super::{Ctx, Vma};
 use crate::hw::mem::{PAGE_SIZE, ZERO_PFN};
@@ -33,7 +34,7 @@ pub async fn sys_madvise_pageout(ctx: &Ctx, addr: u64, len: u64) {
         .collect();
     for v in vmas {
         let (lo, hi) = (addr.max(v.start), end.min(v.end));
-        for table_va in pte_tables_in_use(&ctx.w, mm, lo, hi) {
+        for table_va in pte_tables(&ctx.w, mm, lo, hi) {
             let span = 1u64 << crate::kernel::PTE_TABLE_SHIFT;
             let (tlo, thi) = (lo.max(table_va), hi.min(table_va + span));
             let isolated = madvise_pageout_pte_range(ctx, mm, &v, tlo, thi).await;
@@ -60,6 +61,7 @@ async fn madvise_pageout_pte_range(
     let _f = ctx.func(crate::label!("madvise_cold_or_pageout_pte_range"));
     let w = &ctx.w;
     ctx.ptl_lock(mm, lo).await;
+    flush_tlb_batched_pending(ctx, mm).await;
     let ptes = present_ptes(w, mm, lo, hi);
     let mut out = Vec::new();
     if v.shared() {

@@ -5,8 +5,10 @@
 
 use super::mm_types::ShmemMap;
 use super::pgtable::{
-    detach_empty_tables, get_pte, huge_leaves, pmd_none, present_ptes, set_huge, set_pte,
+    detach_empty_tables, get_pte, huge_leaves, pmd_none, present_ptes, pte_tables, set_huge,
+    set_pte,
 };
+use super::tlbbatch::flush_tlb_batched_pending;
 use super::{sched, Ctx, Vma};
 use crate::hw::mem::{Perms, Pfn, Pte, TableId, HPAGE_PAGES, HPAGE_SIZE, PAGE_SIZE, ZERO_PFN};
 use crate::hw::tlb::MmId;
@@ -157,6 +159,7 @@ impl MmuGather {
         for table_va in pte_tables(&ctx.w, self.mm, start, end) {
             let (lo, hi) = clip_table(table_va, start, end);
             ctx.ptl_lock(self.mm, table_va).await;
+            flush_tlb_batched_pending(ctx, self.mm).await;
             let ptes = present_ptes(&ctx.w, self.mm, lo, hi);
             let cpu = ctx.cpu();
             for &(va, p) in &ptes {
@@ -293,12 +296,6 @@ async fn split_huge_range(ctx: &Ctx, mm: MmId, start: u64, end: u64) {
     for (base, _) in huge_leaves(&ctx.w, mm, start, end) {
         split_huge_pmd(ctx, mm, base).await;
     }
-}
-
-/// The PTE tables holding a present PTE in `[start, end)`, by the VA of
-/// the first byte they map.
-fn pte_tables(w: &crate::kernel::World, mm: MmId, start: u64, end: u64) -> Vec<u64> {
-    crate::kernel::pgtable::pte_tables_in_use(w, mm, start, end)
 }
 
 /// `[start, end)` clipped to the 2 MiB a PTE table at `table_va` maps.
@@ -488,6 +485,7 @@ pub async fn sys_mprotect(ctx: &Ctx, addr: u64, len: u64, perms: Perms) -> bool 
         for table_va in pte_tables(w, mm, addr, end) {
             let (lo, hi) = clip_table(table_va, addr, end);
             ctx.ptl_lock(mm, table_va).await;
+            flush_tlb_batched_pending(ctx, mm).await;
             let ptes = present_ptes(w, mm, lo, hi);
             let cpu = ctx.cpu();
             for (va, p) in &ptes {

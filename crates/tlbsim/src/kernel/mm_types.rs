@@ -91,4 +91,9 @@ pub struct Mm {
     /// Split PTE-table locks (`USE_SPLIT_PTE_PTLOCKS`): one per 2 MiB
     /// region that has a PTE table, by `va >> 21`, created on first use.
     pub pte_locks: BTreeMap<u64, LockId>,
+    /// `mm->tlb_flush_batched` (Linux 5.17+): bits 0-14 count the
+    /// reclaim flushes deferred for this mm (pending), bits 16-30 the
+    /// pending count the last `flush_tlb_batched_pending()` caught up with
+    /// (flushed); see `kernel/tlbbatch.rs`.
+    pub tlb_flush_batched: u32,
 }

@@ -16,6 +16,7 @@ pub mod rmap;
 pub mod sched;
 pub mod shmem;
 pub mod swap;
+pub mod tlbbatch;
 pub mod tlbflush;
 pub mod vmscan;
 pub mod x86;

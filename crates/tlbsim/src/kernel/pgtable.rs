@@ -136,18 +136,15 @@ fn leaves(w: &World, mm: MmId, start: u64, end: u64, level: u8) -> Vec<(u64, Pte
     out
 }
 
-/// The PTE tables of `mm` holding a present PTE in `[start, end)`, in
-/// address order, by the first address each maps.
-pub fn pte_tables_in_use(w: &World, mm: MmId, start: u64, end: u64) -> Vec<u64> {
+/// The PTE tables of `mm` that map part of `[start, end)`, in address
+/// order, by the first address each maps: what `change_pmd_range()` and
+/// `zap_pmd_range()` visit (every PMD that points at a table, even one
+/// whose PTEs in the range are all empty: the visit takes the table's
+/// lock, which orders it after whoever emptied them).
+pub fn pte_tables(w: &World, mm: MmId, start: u64, end: u64) -> Vec<u64> {
     let mut out = Vec::new();
-    visit_level(w, mm, start, end, HUGE_LEVEL, |mem, lo, d| {
-        let Desc::Table(t) = *d else { return };
-        let sh = level_shift(LEVELS - 1);
-        let in_use = mem.table(t).entries.iter().any(|(&idx, d)| {
-            let va = lo | (u64::from(idx) << sh);
-            matches!(d, Desc::Page(_)) && va < end && va + (1u64 << sh) > start
-        });
-        if in_use {
+    visit_level(w, mm, start, end, HUGE_LEVEL, |_, lo, d| {
+        if let Desc::Table(_) = *d {
             out.push(lo);
         }
     });

@@ -63,6 +63,34 @@ pub trait TlbPolicy {
             true,
         )
     }
+    /// `arch_tlbbatch_should_defer(mm)`: may reclaim defer the flush of a
+    /// PTE of `mm` it clears (`TTU_BATCH_FLUSH`) to one flush per batch?
+    /// Default: no, every unmap flushes at once (`ptep_clear_flush`).
+    fn arch_tlbbatch_should_defer(&self, ctx: &Ctx, mm: MmId) -> bool {
+        let _ = (ctx, mm);
+        false
+    }
+    /// `arch_tlbbatch_add_pending(&current->tlb_ubc.arch, mm, va)`: the
+    /// PTE of `mm` at `va` was cleared; start its invalidation (the
+    /// batch's state is the task's `tlb_ubc.arch`). Called only if
+    /// [`TlbPolicy::arch_tlbbatch_should_defer`] said yes; the default
+    /// flushes the page at once.
+    fn arch_tlbbatch_add_pending<'a>(&'a self, ctx: &'a Ctx, mm: MmId, va: u64) -> KFuture<'a, ()> {
+        Box::pin(crate::kernel::mm::flush_tlb_page(ctx, mm, va))
+    }
+    /// `arch_tlbbatch_flush(&current->tlb_ubc.arch)`: complete every
+    /// invalidation the task's batch started.
+    fn arch_tlbbatch_flush<'a>(&'a self, ctx: &'a Ctx) -> KFuture<'a, ()> {
+        let _ = ctx;
+        Box::pin(async {})
+    }
+    /// What `flush_tlb_batched_pending(mm)` does when a reclaim flush of
+    /// `mm` may still be outstanding: `flush_tlb_mm(mm)` (x86 always;
+    /// arm64 since v6.16), or, in arm64 v6.6-v6.15,
+    /// `arch_flush_tlb_batched_pending()`'s bare `DSB ISH`.
+    fn arch_flush_tlb_batched_pending<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
+        Box::pin(crate::kernel::mm::flush_tlb_mm(ctx, mm))
+    }
     /// Hook called by the ASID allocator, under its lock, when `mm`
     /// receives a fresh ASID number (not when it keeps its number into a
     /// new generation). Seed 000 clears mm_cpumask there.

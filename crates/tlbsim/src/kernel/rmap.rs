@@ -10,6 +10,7 @@
 
 use super::mm::flush_tlb_page;
 use super::pgtable::{get_pte, set_pte};
+use super::tlbbatch::{set_tlb_ubc_flush_pending, should_defer_flush};
 use super::{Ctx, World};
 use crate::hw::mem::{Pfn, Pte};
 use crate::hw::tlb::MmId;
@@ -40,13 +41,14 @@ pub fn folio_mappers(w: &World, pfn: Pfn) -> Vec<(MmId, u64)> {
 }
 
 /// `try_to_unmap(folio, flags)`: unmaps folio `pfn` from every PTE mapping
-/// it ([`try_to_unmap_one`] per mapper); returns the last (mm, address)
-/// it was unmapped from, if any.
-pub async fn try_to_unmap(ctx: &Ctx, pfn: Pfn) -> Option<(MmId, u64)> {
+/// it ([`try_to_unmap_one`] per mapper); `batch` is `TTU_BATCH_FLUSH`
+/// (the flushes may be deferred: `kernel/tlbbatch.rs`). Returns the last
+/// (mm, address) it was unmapped from, if any.
+pub async fn try_to_unmap(ctx: &Ctx, pfn: Pfn, batch: bool) -> Option<(MmId, u64)> {
     let _f = ctx.func(crate::label!("try_to_unmap"));
     let mut last = None;
     for (mm, va) in folio_mappers(&ctx.w, pfn) {
-        if try_to_unmap_one(ctx, mm, va, pfn).await {
+        if try_to_unmap_one(ctx, mm, va, pfn, batch).await {
             last = Some((mm, va));
         }
     }
@@ -54,17 +56,24 @@ pub async fn try_to_unmap(ctx: &Ctx, pfn: Pfn) -> Option<(MmId, u64)> {
 }
 
 /// `try_to_unmap_one()`: under the PTE lock (`page_vma_mapped_walk()`),
-/// clears the PTE of `mm` at `va` if it maps `pfn` and flushes it
-/// ([`ptep_clear_flush`]); a dirty (in the model: writable) PTE marks the
+/// clears the PTE of `mm` at `va` if it maps `pfn` and flushes it, at once
+/// ([`ptep_clear_flush`]) or deferred to the task's batch
+/// (`ptep_get_and_clear()`, [`set_tlb_ubc_flush_pending`]) when
+/// [`should_defer_flush`]; a dirty (in the model: writable) PTE marks the
 /// folio dirty; the mapping's frame reference is dropped
 /// (`folio_remove_rmap_pte()`). Returns whether it unmapped.
-async fn try_to_unmap_one(ctx: &Ctx, mm: MmId, va: u64, pfn: Pfn) -> bool {
+async fn try_to_unmap_one(ctx: &Ctx, mm: MmId, va: u64, pfn: Pfn, batch: bool) -> bool {
     let _f = ctx.func(crate::label!("try_to_unmap_one"));
     let w = &ctx.w;
     ctx.ptl_lock(mm, va).await;
     let unmapped = match get_pte(w, mm, va) {
         Some(p) if p.pfn == pfn => {
-            ptep_clear_flush(ctx, mm, va).await;
+            if should_defer_flush(ctx, mm, batch) {
+                set_pte(w, ctx.cpu(), mm, va, None);
+                set_tlb_ubc_flush_pending(ctx, mm, p, va).await;
+            } else {
+                ptep_clear_flush(ctx, mm, va).await;
+            }
             if p.perms.write() {
                 // folio_mark_dirty(): the PTE was dirty.
                 if let Some(f) = w.k.borrow_mut().folios.get_mut(&pfn) {

@@ -60,6 +60,8 @@ pub struct Task {
     pub queued: bool,
     /// Its mailbox.
     pub mb: Rc<TaskMailbox>,
+    /// Its deferred TLB flush from reclaim (`current->tlb_ubc`).
+    pub tlb_ubc: super::tlbbatch::TlbUbc,
 }
 
 /// Per-CPU scheduler state.

@@ -6,6 +6,7 @@
 use super::rmap::try_to_unmap;
 use super::shmem::{folio_trylock, folio_unlock, ShmemEntry};
 use super::swap::zram_write;
+use super::tlbbatch::{try_to_unmap_flush, try_to_unmap_flush_dirty};
 use super::Ctx;
 use crate::hw::mem::Pfn;
 use crate::hw::tlb::MmId;
@@ -39,8 +40,8 @@ enum Outcome {
 /// `pageout()` of a dirty one to zram (synchronous, so it is clean and
 /// off the swap cache at once), then the free; the frames are freed
 /// together at the end, after the list's deferred flush
-/// (`try_to_unmap_flush()`, a no-op while every unmap flushes at once).
-/// Returns the folios freed.
+/// (`try_to_unmap_flush()`; nothing to do when every unmap flushed at
+/// once). Returns the folios freed.
 pub async fn shrink_folio_list(ctx: &Ctx, folios: &[Isolated]) -> u64 {
     let _f = ctx.func(crate::label!("shrink_folio_list"));
     let mut free = Vec::new();
@@ -56,7 +57,9 @@ pub async fn shrink_folio_list(ctx: &Ctx, folios: &[Isolated]) -> u64 {
             }
         }
     }
-    // try_to_unmap_flush(); free_unref_folios().
+    // No page is freed while a translation of it may be live.
+    try_to_unmap_flush(ctx).await;
+    // free_unref_folios()
     let n = free.len() as u64;
     let cpu = ctx.cpu();
     for (pfn, (mm, va)) in free {
@@ -75,7 +78,7 @@ async fn shrink_folio(ctx: &Ctx, f: Isolated) -> Outcome {
         return Outcome::Keep;
     }
     let mut at = f.found_at;
-    if let Some(last) = try_to_unmap(ctx, f.pfn).await {
+    if let Some(last) = try_to_unmap(ctx, f.pfn, true).await {
         at = last;
     }
     // folio_mapped(), and __remove_mapping()'s reference freeze: only the
@@ -94,8 +97,10 @@ async fn shrink_folio(ctx: &Ctx, f: Isolated) -> Outcome {
     };
     let (id, index) = folio.owner;
     let entry = if folio.dirty {
-        // try_to_unmap_flush_dirty(); pageout() → shmem_writeout() →
-        // swap_writepage(): the page moves to a swap slot.
+        // No write-out while a writable translation may be live.
+        try_to_unmap_flush_dirty(ctx).await;
+        // pageout() → shmem_writeout() → swap_writepage(): the page moves
+        // to a swap slot.
         let data = w.k.borrow().shmem[id as usize].data;
         Some(ShmemEntry::Swap(zram_write(ctx, data).await))
     } else {

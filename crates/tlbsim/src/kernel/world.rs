@@ -169,6 +169,7 @@ impl World {
             on_cpu: false,
             queued: false,
             mb: Rc::default(),
+            tlb_ubc: Default::default(),
         });
         self.futures.borrow_mut().push(None);
         self.programs.borrow_mut().push(Some(program));
@@ -196,6 +197,7 @@ impl World {
             mmap_lock,
             ptl,
             pte_locks: BTreeMap::new(),
+            tlb_flush_batched: 0,
         });
         id
     }

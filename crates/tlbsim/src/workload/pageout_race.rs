@@ -4,14 +4,17 @@
 //! back in and use them, so the page-out's unmap and flush race with
 //! translations cached on other CPUs.
 //!
-//! - `op = "touch"`: threads of the same process write and read each page
-//!   in turn.
-//! - `op = "mprotect"`: the threads also `mprotect` the range read-only
-//!   and back each round.
-//! - `op = "fork"`: the other tasks are forked child processes (other
-//!   address spaces mapping the same object): a page one of them maps is
-//!   skipped by the page-out, or unmapped from both if the child mapped
-//!   it after the parent's scan.
+//! - `op = "touch"`: the users write and read each page in turn.
+//! - `op = "mprotect"`: they also `mprotect` the range read-only and back
+//!   each round.
+//! - `fork = false`: the users are threads of the process, whose page-out
+//!   holds the `mmap_lock` they need for `mprotect` (so the page-out's
+//!   deferred flush is done before their `mprotect` starts).
+//! - `fork = true`: the users are forked child processes (other address
+//!   spaces mapping the same object, each with its own `mmap_lock`): a
+//!   page a child maps is skipped by the page-out, or unmapped from both
+//!   if the child mapped it after the parent's scan, and the child's
+//!   `mprotect` can run while the parent's flush is still deferred.
 
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
@@ -45,9 +48,12 @@ pub struct PageoutRace {
     /// CPU `i` (modulo the CPUs).
     #[serde(default = "one")]
     pub users: u32,
-    /// `"touch"`, `"mprotect"` or `"fork"` (module doc).
+    /// `"touch"` or `"mprotect"` (module doc).
     #[serde(default = "default_op")]
     pub op: String,
+    /// The users are forked processes, not threads (module doc).
+    #[serde(default)]
+    pub fork: bool,
     /// Mean user work between two page-outs and between a user's rounds
     /// (ns); each gap is drawn from 0.5x..1.5x of it from the seeded
     /// stream `pageout-race/userN`.
@@ -85,11 +91,8 @@ impl PageoutRace {
         if t.users == 0 {
             return Err("`users` must be >= 1".into());
         }
-        if !["touch", "mprotect", "fork"].contains(&t.op.as_str()) {
-            return Err(format!(
-                "`op` must be touch, mprotect or fork, not \"{}\"",
-                t.op
-            ));
+        if !["touch", "mprotect"].contains(&t.op.as_str()) {
+            return Err(format!("`op` must be touch or mprotect, not \"{}\"", t.op));
         }
         Ok(t)
     }
@@ -145,7 +148,7 @@ impl Workload for PageoutRace {
                                 user_loop(&c, &m, p, &d, rng).await;
                             })
                         });
-                        if me.op == "fork" {
+                        if me.fork {
                             sys_fork(&ctx, "pageout-user", program).await;
                         } else {
                             sys_clone_thread(&ctx, "pageout-user", Some(cpu), program).await;

@@ -13,6 +13,8 @@ crate::kernel::registry::entries! {
         skip_v1,
         cpumask_tracking,
         skip_v2_posted,
+        tlbbatch,
+        tlbbatch_6_6,
     ];
     /// The arm64 (and 32-bit ARM) ASID allocators.
     pub ALLOCATORS: crate::kernel::registry::AllocatorEntry = [asid, asid_ipi];

@@ -103,6 +103,16 @@ pub async fn __flush_tlb_range_op(
     }
 }
 
+/// `__flush_tlb_page_nosync(mm, uaddr)` (v6.6; in v6.15+
+/// `__flush_tlb_range_nosync()` issues the same for one page): `dsb(ishst);
+/// __tlbi(vale1is); __tlbi_user(vale1is)` and no `dsb(ish)`: the
+/// invalidation is started, not completed (reclaim's
+/// `arch_tlbbatch_add_pending()`).
+pub async fn __flush_tlb_page_nosync(ctx: &Ctx, mm: MmId, va: u64) {
+    ctx.dsb_ishst().await;
+    __flush_tlb_range_op(ctx, mm, va, 1, crate::hw::mem::PAGE_SIZE, true, true).await;
+}
+
 /// `__flush_tlb_range_limit_excess()`: should a range flush fall back to a
 /// whole-ASID flush (too many per-stride TLBIs without FEAT_TLBIRANGE, or
 /// more pages than range TLBIs cover)?

@@ -1,0 +1,86 @@
+//! `arm64-tlbbatch`: arm64 with reclaim's batched, deferred TLB flush as in
+//! mainline since v6.16 (43b3dfdd0455 in v6.6, its race closed by
+//! 4b634918384c; the hook then removed, a9e056de661c, v6.17, without
+//! changing what runs). Each page reclaim unmaps gets its `TLBI VALE1IS`
+//! at once and no `DSB ISH`; one `DSB ISH` completes the whole batch on
+//! the reclaiming CPU (`__switch_to()`'s `DSB ISH` covers a task that
+//! migrates in between). A path that finds a deferred flush of the mm
+//! pending (`flush_tlb_batched_pending()`) flushes the mm (`flush_tlb_mm`):
+//! its own DSB cannot complete another CPU's TLBIs. Everything else is
+//! [`super::stock`].
+
+use super::stock::Stock;
+use super::tlbflush::__flush_tlb_page_nosync;
+use crate::config::Arch;
+use crate::engine::exec::KFuture;
+use crate::hw::tlb::MmId;
+use crate::kernel::policy::TlbPolicy;
+use crate::kernel::registry::{Allocators, PolicyEntry};
+use crate::kernel::Ctx;
+
+/// Stock arm64 with the mainline batch.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TlbBatch;
+
+/// `arch_tlbbatch_add_pending()`: [`__flush_tlb_page_nosync`], counted.
+pub async fn arch_tlbbatch_add_pending(ctx: &Ctx, mm: MmId, va: u64) {
+    ctx.w.stats.borrow_mut().reclaim.flush_deferred += 1;
+    __flush_tlb_page_nosync(ctx, mm, va).await;
+}
+
+/// `arch_tlbbatch_flush()`: `dsb(ish)`, completing this CPU's TLBIs.
+pub async fn arch_tlbbatch_flush(ctx: &Ctx) {
+    ctx.w.stats.borrow_mut().reclaim.batch_flushes += 1;
+    ctx.dsb_ish().await;
+}
+
+impl TlbPolicy for TlbBatch {
+    fn arch(&self) -> Arch {
+        Arch::Arm64
+    }
+
+    fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
+        Stock.switch_mm(ctx, prev, next)
+    }
+
+    fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
+        Stock.flush_tlb_mm(ctx, mm)
+    }
+
+    fn flush_tlb_range<'a>(
+        &'a self,
+        ctx: &'a Ctx,
+        mm: MmId,
+        start: u64,
+        end: u64,
+        stride: u64,
+        last_level: bool,
+    ) -> KFuture<'a, ()> {
+        Stock.flush_tlb_range(ctx, mm, start, end, stride, last_level)
+    }
+
+    /// Always (the REPEAT_TLBI erratum that turned it off before v7.0 is
+    /// not modelled).
+    fn arch_tlbbatch_should_defer(&self, _ctx: &Ctx, _mm: MmId) -> bool {
+        true
+    }
+
+    fn arch_tlbbatch_add_pending<'a>(&'a self, ctx: &'a Ctx, mm: MmId, va: u64) -> KFuture<'a, ()> {
+        Box::pin(arch_tlbbatch_add_pending(ctx, mm, va))
+    }
+
+    fn arch_tlbbatch_flush<'a>(&'a self, ctx: &'a Ctx) -> KFuture<'a, ()> {
+        Box::pin(arch_tlbbatch_flush(ctx))
+    }
+}
+
+/// The registry entry of `arm64-tlbbatch`.
+pub const ENTRY: PolicyEntry = PolicyEntry {
+    name: "arm64-tlbbatch",
+    description: "arm64 with reclaim's deferred flush, mainline (v6.16+): TLBI now, one DSB ISH per batch; a pending batch seen elsewhere costs flush_tlb_mm",
+    arch: Arch::Arm64,
+    requires: &[],
+    allocators: Allocators::OfArch,
+    breaks: None,
+    new: || Box::new(TlbBatch),
+};

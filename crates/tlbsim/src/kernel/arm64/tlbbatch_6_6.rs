@@ -1,0 +1,89 @@
+//! `arm64-tlbbatch-6.6`: reclaim's deferred flush as merged in v6.6
+//! (43b3dfdd0455, db6c1f6f236d) and shipped until v6.15 and the stable
+//! kernels fixed by 4b634918384c (June 2025): as [`super::tlbbatch`], but
+//! `arch_flush_tlb_batched_pending()` was a bare `DSB ISH`. A DSB
+//! completes only the TLBIs of the CPU that executes it, so an mprotect,
+//! munmap or madvise on another CPU that finds the reclaimer's flush
+//! pending, and the PTE already clear, returns while the reclaimer's TLBI
+//! may still be on its way: a translation the call should have removed can
+//! outlive it. The fix's message calls the race theoretical, found by
+//! review; the checker finds it (registry entry below).
+
+use super::tlbbatch::TlbBatch;
+use crate::check::Invariant;
+use crate::config::Arch;
+use crate::engine::exec::KFuture;
+use crate::hw::tlb::MmId;
+use crate::kernel::policy::TlbPolicy;
+use crate::kernel::registry::{Allocators, Breaks, PolicyEntry, Search, Source, Strategy};
+use crate::kernel::Ctx;
+
+/// The v6.6 batch.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TlbBatch66;
+
+impl TlbPolicy for TlbBatch66 {
+    fn arch(&self) -> Arch {
+        Arch::Arm64
+    }
+
+    fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
+        TlbBatch.switch_mm(ctx, prev, next)
+    }
+
+    fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
+        TlbBatch.flush_tlb_mm(ctx, mm)
+    }
+
+    fn flush_tlb_range<'a>(
+        &'a self,
+        ctx: &'a Ctx,
+        mm: MmId,
+        start: u64,
+        end: u64,
+        stride: u64,
+        last_level: bool,
+    ) -> KFuture<'a, ()> {
+        TlbBatch.flush_tlb_range(ctx, mm, start, end, stride, last_level)
+    }
+
+    fn arch_tlbbatch_should_defer(&self, ctx: &Ctx, mm: MmId) -> bool {
+        TlbBatch.arch_tlbbatch_should_defer(ctx, mm)
+    }
+
+    fn arch_tlbbatch_add_pending<'a>(&'a self, ctx: &'a Ctx, mm: MmId, va: u64) -> KFuture<'a, ()> {
+        TlbBatch.arch_tlbbatch_add_pending(ctx, mm, va)
+    }
+
+    fn arch_tlbbatch_flush<'a>(&'a self, ctx: &'a Ctx) -> KFuture<'a, ()> {
+        TlbBatch.arch_tlbbatch_flush(ctx)
+    }
+
+    /// v6.6 `arch_flush_tlb_batched_pending()`: `dsb(ish)`.
+    fn arch_flush_tlb_batched_pending<'a>(&'a self, ctx: &'a Ctx, _mm: MmId) -> KFuture<'a, ()> {
+        Box::pin(async move {
+            let _f = ctx.inline_func(crate::label!("arch_flush_tlb_batched_pending"));
+            ctx.dsb_ish().await;
+        })
+    }
+}
+
+/// The registry entry of `arm64-tlbbatch-6.6`.
+pub const ENTRY: PolicyEntry = PolicyEntry {
+    name: "arm64-tlbbatch-6.6",
+    description: "arm64 deferred reclaim flush as in v6.6-v6.15, whose flush_tlb_batched_pending() ran only a DSB ISH (fixed by 4b634918384c)",
+    arch: Arch::Arm64,
+    requires: &[],
+    allocators: Allocators::OfArch,
+    breaks: Some(Breaks {
+        invariant: Invariant::NoStaleHold,
+        search: Search::Explore {
+            experiment: Source::File("experiments/seed001-explore.toml"),
+            strategy: Strategy::Random,
+            schedules: 2_000,
+            seed: 1,
+            max_actions: 200_000,
+        },
+    }),
+    new: || Box::new(TlbBatch66),
+};
