@@ -98,6 +98,13 @@ pub struct KernelConfig {
     /// `"never"` (default) uses 4 KiB pages only. See docs/model.md.
     #[serde(default)]
     pub thp: Thp,
+    /// arm64 `__switch_to()` executes `dsb(ish)`, completing the TLB
+    /// maintenance the CPU issued before the task leaves it (every arm64
+    /// kernel; reclaim's deferred flush relies on it when the reclaiming
+    /// task migrates). 32-bit ARM's `__switch_to` has no such barrier:
+    /// `false` for an ARMv7 kernel (seed 002). Ignored on x86.
+    #[serde(default = "yes")]
+    pub switch_to_dsb: bool,
 }
 
 /// Transparent huge page mode.
@@ -121,6 +128,7 @@ impl Default for KernelConfig {
             mmap_lock_readers_sleep: false,
             zap_flush_always: false,
             thp: Thp::Never,
+            switch_to_dsb: true,
         }
     }
 }

@@ -26,9 +26,12 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
         invariant: Invariant::NoStaleHold,
         search: Search::Explore {
             experiment: Source::File("experiments/seed000-switch-race.toml"),
+            // A rare race: PCT runs of 1,000 schedules at depths 3-5 and
+            // seeds 1-6 find it in 3 of 18 (since arm64's __switch_to DSB
+            // was modelled; seed 3 found it before); seed 4 does.
             strategy: Strategy::Pct(4),
             schedules: 1_000,
-            seed: 3,
+            seed: 4,
             max_actions: 20_000,
         },
     }),
