@@ -6,7 +6,12 @@ use crate::kernel::registry::{Search, Source, Strategy};
 
 crate::kernel::registry::entries! {
     /// Mutant arm64 TLB-flush policies.
-    pub POLICIES: crate::kernel::registry::PolicyEntry = [range_no_broadcast, free_before_sync];
+    pub POLICIES: crate::kernel::registry::PolicyEntry = [
+        range_no_broadcast,
+        free_before_sync,
+        tlbbatch_no_pending_flush,
+        tlbbatch_no_batch_sync,
+    ];
     /// Mutant ASID allocators.
     pub ALLOCATORS: crate::kernel::registry::AllocatorEntry = [
         asid_no_reserve,
