@@ -64,7 +64,7 @@ fn field_error(e: &tlbsim::config::Experiment) -> (String, String) {
 #[test]
 fn swapping_workloads_refuse_a_profile_without_swap_costs_and_a_missing_cpu() {
     let e = experiment(
-        "skylake-4c8t",
+        "epyc-2s",
         "x86-tlb-gen",
         2,
         "asid_allocator = \"none\"\n",
@@ -136,4 +136,52 @@ fn the_v6_6_batched_pending_dsb_leaves_a_stale_translation_after_mprotect() {
     );
     let text = f.report.to_string();
     assert!(text.contains("after mprotect"), "{text}");
+}
+
+#[test]
+fn x86_defers_reclaim_flushes_to_its_batch_and_stays_safe() {
+    let race = "name = \"pageout-race\"\npages = 2\niterations = 30\nusers = 2\nop = \"touch\"";
+    let e = experiment(
+        "skylake-4c8t",
+        "x86-tlb-gen",
+        3,
+        "asid_allocator = \"none\"\n",
+        race,
+        "[checker]\nspeculative_walks = true\n",
+    );
+    let o = run_ok(&e);
+    let r = &o.stats.reclaim;
+    // The threads run on the other CPUs: every unmap defers. The users
+    // write the pages, so each unmapped PTE is dirty and its batch is
+    // flushed before that page's write-out (try_to_unmap_flush_dirty()):
+    // one batch flush per page here.
+    assert!(
+        r.flush_deferred > 0 && r.flush_deferred == r.pgsteal,
+        "{r:?}"
+    );
+    assert!(
+        r.batch_flushes > 0 && r.batch_flushes <= r.flush_deferred,
+        "{r:?}"
+    );
+    assert_eq!(o.checker.verdict, "pass");
+    for policy in ["x86-tlb-gen", "x86-pcid", "x86-lazy-legacy"] {
+        let mut e = file("experiments/seed001-explore.toml");
+        e.experiment.profile = "skylake-4c8t".into();
+        e.kernel.tlb_policy = policy.into();
+        e.kernel.asid_allocator = "none".into();
+        let o = CheckOptions {
+            strategy: Strategy::Random,
+            schedules: 500,
+            seed: 1,
+            max_actions: 20_000,
+            speculation: 2,
+            cpus: None,
+        };
+        let r = check(&e, &o).expect("check runs");
+        assert!(
+            r.failure.is_none(),
+            "{policy}: {:?}",
+            r.failure.map(|f| f.report)
+        );
+    }
 }

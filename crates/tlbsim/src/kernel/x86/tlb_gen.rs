@@ -21,6 +21,7 @@
 use super::{flush_tlb_info_local, load_cr3, FlushInfo, NR_DYN_ASIDS, TLB_FLUSH_ALL};
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
+use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{Asid, MmId};
 use crate::kernel::policy::TlbPolicy;
 use crate::kernel::registry::{Allocators, PolicyEntry};
@@ -355,15 +356,22 @@ impl Inner {
     /// it is in the mask and IPIs the other CPUs of the mask (lazy ones only
     /// when tables were freed), waiting for them.
     pub async fn native_flush_tlb_multi(&self, ctx: &Ctx, info: FlushInfo) {
+        let mm = info.mm.expect("user mm");
+        self.flush_tlb_multi(ctx, ctx.mm_cpumask(mm), info).await;
+    }
+
+    /// `native_flush_tlb_multi(mask, info)`: as above, for the CPUs of
+    /// `mask`; with `info.mm` `None` (reclaim's batch) each flushes
+    /// whatever mm it has loaded.
+    pub async fn flush_tlb_multi(&self, ctx: &Ctx, mask: CpuMask, info: FlushInfo) {
         let _f = ctx.func(crate::label!("native_flush_tlb_multi"));
         let cpu = ctx.cpu();
-        let mm = info.mm.expect("user mm");
-        let mask = ctx.mm_cpumask(mm);
         // on_each_cpu_cond_mask(tlb_is_not_lazy unless tables were freed):
         // the condition applies to this CPU too.
         let include_lazy = self.fns.flush_reaches_lazy(&info);
         let here = self.cpus.borrow()[cpu];
-        if mask.test(cpu) && here.loaded_mm == Some(mm) && (include_lazy || !here.is_lazy) {
+        let loaded = here.loaded_mm.is_some() && (info.mm.is_none() || here.loaded_mm == info.mm);
+        if mask.test(cpu) && loaded && (include_lazy || !here.is_lazy) {
             ctx.irq_save();
             self.flush_tlb_func(ctx, info).await;
             ctx.irq_restore();
@@ -467,6 +475,72 @@ impl TlbPolicy for TlbGen {
     ) -> KFuture<'a, ()> {
         let info = FlushInfo::range(mm, start, end, stride, last_level);
         Box::pin(self.inner.flush_tlb_mm_range(ctx, info))
+    }
+
+    /// x86 `arch_tlbbatch_should_defer()`: another CPU is in
+    /// `mm_cpumask(mm)` (a flush only this CPU needs is done at once).
+    fn arch_tlbbatch_should_defer(&self, ctx: &Ctx, mm: MmId) -> bool {
+        let mut others = ctx.mm_cpumask(mm);
+        others.clear(ctx.cpu());
+        !others.is_empty()
+    }
+
+    /// x86 `arch_tlbbatch_add_pending()`: `inc_mm_tlb_gen(mm)` (so the
+    /// batch's full flush finds every CPU of the mm behind) and the mm's
+    /// CPUs join the batch's mask; nothing is flushed yet.
+    fn arch_tlbbatch_add_pending<'a>(&'a self, ctx: &'a Ctx, mm: MmId, _va: u64) -> KFuture<'a, ()> {
+        Box::pin(async move {
+            let g = &self.inner;
+            ctx.w.stats.borrow_mut().reclaim.flush_deferred += 1;
+            ctx.atomic_inc_return(|| g.mm_mut(mm, |m| m.tlb_gen += 1))
+                .await;
+            let add = ctx.mm_cpumask(mm);
+            let mut k = ctx.w.k.borrow_mut();
+            let arch = &mut k.tasks[ctx.task].tlb_ubc.arch;
+            let mask = arch
+                .cpumask
+                .get_or_insert_with(|| CpuMask::new(ctx.w.ncpus()));
+            for c in add.iter() {
+                mask.set(c);
+            }
+            arch.unmapped_pages = true;
+        })
+    }
+
+    /// x86 `arch_tlbbatch_flush()`: one full flush (`TLB_FLUSH_ALL`, no
+    /// generation: each CPU catches up with its loaded mm's `tlb_gen`) on
+    /// the batch's CPUs, by IPIs if any is not this one; then the mask is
+    /// cleared. (6.15's INVLPGB form of it is not modelled: with
+    /// `x86-invlpgb` the batch also flushes by IPIs.)
+    fn arch_tlbbatch_flush<'a>(&'a self, ctx: &'a Ctx) -> KFuture<'a, ()> {
+        Box::pin(async move {
+            let mask = {
+                let mut k = ctx.w.k.borrow_mut();
+                let arch = &mut k.tasks[ctx.task].tlb_ubc.arch;
+                arch.unmapped_pages = false;
+                arch.cpumask.take()
+            };
+            let Some(mask) = mask else { return };
+            ctx.w.stats.borrow_mut().reclaim.batch_flushes += 1;
+            let cpu = ctx.cpu();
+            let info = FlushInfo {
+                mm: None,
+                start: 0,
+                end: TLB_FLUSH_ALL,
+                stride_shift: crate::hw::mem::PAGE_SHIFT,
+                new_tlb_gen: 0,
+                freed_tables: false,
+            };
+            let mut others = mask.clone();
+            others.clear(cpu);
+            if !others.is_empty() {
+                self.inner.flush_tlb_multi(ctx, mask, info).await;
+            } else if mask.test(cpu) {
+                ctx.irq_save();
+                self.inner.flush_tlb_func(ctx, info).await;
+                ctx.irq_restore();
+            }
+        })
     }
 }
 
