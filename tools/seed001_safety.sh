@@ -1,0 +1,32 @@
+#!/bin/sh
+# Seed 001's safety campaign (docs/validation.md, "Seed 001 ... Safety
+# verdict"): every arm64 policy on experiments/seed001-explore.toml in its
+# four variants (users are threads or forked children; they touch the
+# pages, or touch and mprotect them), 3,000 random and 3,000 PCT-3
+# schedules each, then 40 timing runs (seeds 1-20 x fork) of 20
+# page-outs. One line per search: schedules run and the verdict.
+#   tools/seed001_safety.sh        (needs target/release/tlbsim; ~3 min)
+T=${TLBSIM:-target/release/tlbsim}
+EXP=experiments/seed001-explore.toml
+for p in arm64-stock arm64-tlbbatch arm64-tlbbatch-6.6 arm64-skip-broadcast-v2 arm64-skip-broadcast-v1 arm64-cpumask-tracking; do
+	for fork in true false; do
+		for op in mprotect touch; do
+			for strat in random "pct --depth 3"; do
+				# shellcheck disable=SC2086
+				out=$($T check $EXP --policy $p --set workload.fork=$fork --set "workload.op=\"$op\"" \
+					--strategy $strat --schedules 3000 --seed 1 --max-actions 20000 2>&1)
+				runs=$(echo "$out" | grep -E '^[0-9]+ schedules' | sed 's/ actions.*//')
+				verdict=$(echo "$out" | grep -E '^checker: pass|^invariant' | head -1)
+				echo "$p fork=$fork op=$op $strat: $runs | $verdict"
+			done
+		done
+	done
+	bad=0
+	for s in $(seq 1 20); do
+		for fork in true false; do
+			$T run $EXP --policy $p --seed "$s" --set workload.fork=$fork \
+				--set workload.iterations=20 >/dev/null 2>&1 || bad=$((bad + 1))
+		done
+	done
+	echo "$p timing runs (20 seeds x 2, 20 page-outs each, speculative walks): $bad failed"
+done
