@@ -16,7 +16,7 @@ use crate::hw::tlb::MmId;
 
 /// `madvise(addr, len, MADV_PAGEOUT)`: per VMA of the range, per PTE
 /// table, isolates the folios it may reclaim under the table's lock
-/// ([`madvise_pageout_pte_range`]), then reclaims them with the lock
+/// (`madvise_pageout_pte_range`), then reclaims them with the lock
 /// dropped, as `madvise_cold_or_pageout_pte_range()` does.
 pub async fn sys_madvise_pageout(ctx: &Ctx, addr: u64, len: u64) {
     let _f = ctx.func(crate::label!("do_madvise"));

@@ -41,7 +41,7 @@ pub fn folio_mappers(w: &World, pfn: Pfn) -> Vec<(MmId, u64)> {
 }
 
 /// `try_to_unmap(folio, flags)`: unmaps folio `pfn` from every PTE mapping
-/// it ([`try_to_unmap_one`] per mapper); `batch` is `TTU_BATCH_FLUSH`
+/// it (`try_to_unmap_one()` per mapper); `batch` is `TTU_BATCH_FLUSH`
 /// (the flushes may be deferred: `kernel/tlbbatch.rs`). Returns the last
 /// (mm, address) it was unmapped from, if any.
 pub async fn try_to_unmap(ctx: &Ctx, pfn: Pfn, batch: bool) -> Option<(MmId, u64)> {
