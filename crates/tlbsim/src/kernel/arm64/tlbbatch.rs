@@ -18,9 +18,46 @@ use crate::kernel::policy::TlbPolicy;
 use crate::kernel::registry::{Allocators, PolicyEntry};
 use crate::kernel::Ctx;
 
-/// Stock arm64 with the mainline batch.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct TlbBatch;
+/// A hook of the batch: `arch_flush_tlb_batched_pending(mm)`.
+pub type PendingHook = for<'a> fn(&'a Ctx, MmId) -> KFuture<'a, ()>;
+/// A hook of the batch: `arch_tlbbatch_flush()`.
+pub type FlushHook = for<'a> fn(&'a Ctx) -> KFuture<'a, ()>;
+
+/// Stock arm64 with reclaim's batch; its two hooks are the seams where
+/// historical versions and mutants differ (each in its own file).
+#[derive(Debug, Clone, Copy)]
+pub struct TlbBatch {
+    pending: PendingHook,
+    flush: FlushHook,
+}
+
+impl Default for TlbBatch {
+    /// Mainline.
+    fn default() -> Self {
+        Self {
+            pending: |ctx, mm| Box::pin(crate::kernel::mm::flush_tlb_mm(ctx, mm)),
+            flush: |ctx| Box::pin(arch_tlbbatch_flush(ctx)),
+        }
+    }
+}
+
+impl TlbBatch {
+    /// Mainline but for `arch_flush_tlb_batched_pending()`.
+    pub fn with_pending(pending: PendingHook) -> Self {
+        Self {
+            pending,
+            ..Self::default()
+        }
+    }
+
+    /// Mainline but for `arch_tlbbatch_flush()`.
+    pub fn with_flush(flush: FlushHook) -> Self {
+        Self {
+            flush,
+            ..Self::default()
+        }
+    }
+}
 
 /// `arch_tlbbatch_add_pending()`: [`__flush_tlb_page_nosync`], counted.
 pub async fn arch_tlbbatch_add_pending(ctx: &Ctx, mm: MmId, va: u64) {
@@ -70,7 +107,11 @@ impl TlbPolicy for TlbBatch {
     }
 
     fn arch_tlbbatch_flush<'a>(&'a self, ctx: &'a Ctx) -> KFuture<'a, ()> {
-        Box::pin(arch_tlbbatch_flush(ctx))
+        (self.flush)(ctx)
+    }
+
+    fn arch_flush_tlb_batched_pending<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
+        (self.pending)(ctx, mm)
     }
 }
 
@@ -82,5 +123,5 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
     requires: &[],
     allocators: Allocators::OfArch,
     breaks: None,
-    new: || Box::new(TlbBatch),
+    new: || Box::new(TlbBatch::default()),
 };

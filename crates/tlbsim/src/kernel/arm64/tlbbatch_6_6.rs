@@ -14,58 +14,15 @@ use crate::check::Invariant;
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;
-use crate::kernel::policy::TlbPolicy;
 use crate::kernel::registry::{Allocators, Breaks, PolicyEntry, Search, Source, Strategy};
 use crate::kernel::Ctx;
 
-/// The v6.6 batch.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct TlbBatch66;
-
-impl TlbPolicy for TlbBatch66 {
-    fn arch(&self) -> Arch {
-        Arch::Arm64
-    }
-
-    fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
-        TlbBatch.switch_mm(ctx, prev, next)
-    }
-
-    fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
-        TlbBatch.flush_tlb_mm(ctx, mm)
-    }
-
-    fn flush_tlb_range<'a>(
-        &'a self,
-        ctx: &'a Ctx,
-        mm: MmId,
-        start: u64,
-        end: u64,
-        stride: u64,
-        last_level: bool,
-    ) -> KFuture<'a, ()> {
-        TlbBatch.flush_tlb_range(ctx, mm, start, end, stride, last_level)
-    }
-
-    fn arch_tlbbatch_should_defer(&self, ctx: &Ctx, mm: MmId) -> bool {
-        TlbBatch.arch_tlbbatch_should_defer(ctx, mm)
-    }
-
-    fn arch_tlbbatch_add_pending<'a>(&'a self, ctx: &'a Ctx, mm: MmId, va: u64) -> KFuture<'a, ()> {
-        TlbBatch.arch_tlbbatch_add_pending(ctx, mm, va)
-    }
-
-    fn arch_tlbbatch_flush<'a>(&'a self, ctx: &'a Ctx) -> KFuture<'a, ()> {
-        TlbBatch.arch_tlbbatch_flush(ctx)
-    }
-
-    /// v6.6 `arch_flush_tlb_batched_pending()`: `dsb(ish)`.
-    fn arch_flush_tlb_batched_pending<'a>(&'a self, ctx: &'a Ctx, _mm: MmId) -> KFuture<'a, ()> {
-        Box::pin(async move {
-            let _f = ctx.inline_func(crate::label!("arch_flush_tlb_batched_pending"));
-            ctx.dsb_ish().await;
-        })
-    }
+/// v6.6 `arch_flush_tlb_batched_pending()`: `dsb(ish)`.
+pub fn arch_flush_tlb_batched_pending(ctx: &Ctx, _mm: MmId) -> KFuture<'_, ()> {
+    Box::pin(async move {
+        let _f = ctx.inline_func(crate::label!("arch_flush_tlb_batched_pending"));
+        ctx.dsb_ish().await;
+    })
 }
 
 /// The registry entry of `arm64-tlbbatch-6.6`.
@@ -85,5 +42,5 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
             max_actions: 200_000,
         },
     }),
-    new: || Box::new(TlbBatch66),
+    new: || Box::new(TlbBatch::with_pending(arch_flush_tlb_batched_pending)),
 };
