@@ -183,6 +183,8 @@ pub struct ReclaimStats {
     pub flush_deferred: u64,
     /// Batch flushes (`arch_tlbbatch_flush()`).
     pub batch_flushes: u64,
+    /// Folios moved to another node (`pgmigrate_success`).
+    pub pgmigrate_success: u64,
 }
 
 impl ReclaimStats {

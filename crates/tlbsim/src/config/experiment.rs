@@ -105,6 +105,13 @@ pub struct KernelConfig {
     /// `false` for an ARMv7 kernel (seed 002). Ignored on x86.
     #[serde(default = "yes")]
     pub switch_to_dsb: bool,
+    /// `migrate_pages()` unmaps a batch of folios with `TTU_BATCH_FLUSH`
+    /// and flushes once before copying them (Linux 6.3+, 7e12beb8ca2a);
+    /// otherwise each unmap flushes at once. The flushes are deferred only
+    /// where the policy defers (x86's `tlb_gen` policies, arm64's
+    /// `arm64-tlbbatch*`). Left out of the JSON when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub migrate_batch_flush: bool,
 }
 
 /// Transparent huge page mode.
@@ -129,6 +136,7 @@ impl Default for KernelConfig {
             zap_flush_always: false,
             thp: Thp::Never,
             switch_to_dsb: true,
+            migrate_batch_flush: false,
         }
     }
 }

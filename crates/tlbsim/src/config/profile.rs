@@ -52,6 +52,27 @@ pub struct Profile {
     /// memory out (`madvise(MADV_PAGEOUT)`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub swap: Option<SwapCosts>,
+    /// NUMA nodes and page-copy costs: needed only by workloads that
+    /// migrate pages between nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa: Option<NumaParams>,
+}
+
+/// NUMA layout and the cost of moving a page (`migrate_pages()`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NumaParams {
+    /// Memory nodes; CPUs are split among them in order, equally (node
+    /// of CPU `c` = `c * nodes / cpus`).
+    pub nodes: u32,
+    /// Copying a 4 KiB page within a node (`folio_copy()`).
+    pub page_copy_local_ns: u64,
+    /// Copying a 4 KiB page to another node.
+    pub page_copy_remote_ns: u64,
+    /// `migrate_pages()`'s work on one folio besides unmapping, copying
+    /// and remapping it: isolation, destination allocation, the page-cache
+    /// slot update, the free.
+    pub migrate_folio_ns: u64,
 }
 
 /// Costs of page reclaim and of swapping to a zram device
@@ -463,6 +484,14 @@ impl Profile {
         }
         if self.kernel.ipi_cpus_per_send == 0 {
             return Err("kernel.ipi_cpus_per_send must be >= 1".into());
+        }
+        if let Some(n) = &self.numa {
+            if n.nodes == 0 || n.nodes > t.cpus {
+                return Err(format!(
+                    "numa.nodes = {} (must be 1..=topology.cpus = {})",
+                    n.nodes, t.cpus
+                ));
+            }
         }
         if self.kernel.time_slice_ns == 0 {
             return Err("kernel.time_slice_ns must be > 0".into());

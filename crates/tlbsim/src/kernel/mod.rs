@@ -7,6 +7,7 @@
 
 pub mod arm64;
 pub mod madvise;
+pub mod migrate;
 pub mod mm;
 pub mod pgtable;
 pub mod pipe;

@@ -48,11 +48,27 @@ pub async fn try_to_unmap(ctx: &Ctx, pfn: Pfn, batch: bool) -> Option<(MmId, u64
     let _f = ctx.func(crate::label!("try_to_unmap"));
     let mut last = None;
     for (mm, va) in folio_mappers(&ctx.w, pfn) {
-        if try_to_unmap_one(ctx, mm, va, pfn, batch).await {
+        if try_to_unmap_one(ctx, mm, va, pfn, batch).await.is_some() {
             last = Some((mm, va));
         }
     }
     last
+}
+
+/// `try_to_migrate(folio, flags)`: as [`try_to_unmap`], for migration
+/// (`try_to_migrate_one()`: the model leaves the PTE clear where Linux
+/// puts a migration entry; a fault on it finds the folio locked and waits,
+/// as on a migration entry). Returns every (mm, address, old PTE) it
+/// unmapped, for `remove_migration_ptes()`.
+pub async fn try_to_migrate(ctx: &Ctx, pfn: Pfn, batch: bool) -> Vec<(MmId, u64, Pte)> {
+    let _f = ctx.func(crate::label!("try_to_migrate"));
+    let mut out = Vec::new();
+    for (mm, va) in folio_mappers(&ctx.w, pfn) {
+        if let Some(p) = try_to_unmap_one(ctx, mm, va, pfn, batch).await {
+            out.push((mm, va, p));
+        }
+    }
+    out
 }
 
 /// `try_to_unmap_one()`: under the PTE lock (`page_vma_mapped_walk()`),
@@ -61,8 +77,8 @@ pub async fn try_to_unmap(ctx: &Ctx, pfn: Pfn, batch: bool) -> Option<(MmId, u64
 /// (`ptep_get_and_clear()`, [`set_tlb_ubc_flush_pending`]) when
 /// [`should_defer_flush`]; a dirty (in the model: writable) PTE marks the
 /// folio dirty; the mapping's frame reference is dropped
-/// (`folio_remove_rmap_pte()`). Returns whether it unmapped.
-async fn try_to_unmap_one(ctx: &Ctx, mm: MmId, va: u64, pfn: Pfn, batch: bool) -> bool {
+/// (`folio_remove_rmap_pte()`). Returns the PTE it cleared, if any.
+async fn try_to_unmap_one(ctx: &Ctx, mm: MmId, va: u64, pfn: Pfn, batch: bool) -> Option<Pte> {
     let _f = ctx.func(crate::label!("try_to_unmap_one"));
     let w = &ctx.w;
     ctx.ptl_lock(mm, va).await;
@@ -82,9 +98,9 @@ async fn try_to_unmap_one(ctx: &Ctx, mm: MmId, va: u64, pfn: Pfn, batch: bool) -
             }
             w.put_frame(ctx.cpu(), pfn, mm, va);
             ctx.work(w.profile.kernel.pte_update_ns).await;
-            true
+            Some(p)
         }
-        _ => false,
+        _ => None,
     };
     ctx.ptl_unlock(mm, va).await;
     unmapped

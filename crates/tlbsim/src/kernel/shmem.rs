@@ -52,6 +52,16 @@ pub struct Folio {
     /// Taken off the LRU for reclaim (`folio_isolate_lru()`): nobody else
     /// may isolate it until it is put back or freed.
     pub isolated: bool,
+    /// The NUMA node of its frame.
+    pub node: u32,
+}
+
+/// The NUMA node of `cpu` (node 0 without a `[numa]` profile section):
+/// CPUs are split among nodes in order.
+pub fn cpu_node(w: &World, cpu: crate::hw::CpuId) -> u32 {
+    w.profile.numa.as_ref().map_or(0, |n| {
+        (cpu as u64 * u64::from(n.nodes) / w.ncpus() as u64) as u32
+    })
 }
 
 /// `mmap(NULL, len, prot, MAP_SHARED | MAP_ANONYMOUS)`: a new shmem object
@@ -101,7 +111,7 @@ pub async fn shmem_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
                 if w.k.borrow().shmem[id as usize].pages.contains_key(&index) {
                     continue; // another fault added it meanwhile
                 }
-                let pfn = add_folio(w, id, index, false);
+                let pfn = add_folio(w, id, index, false, cpu_node(w, ctx.cpu()));
                 folio_lock_new(ctx, pfn);
                 finish_fault(ctx, mm, v, va, pfn, write).await;
                 folio_unlock(ctx, pfn).await;
@@ -138,7 +148,7 @@ pub async fn shmem_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
 async fn shmem_swapin_folio(ctx: &Ctx, id: ShmemId, index: u64, slot: SwapSlot) {
     let _f = ctx.func(crate::label!("shmem_swapin_folio"));
     let w = &ctx.w;
-    let pfn = add_folio(w, id, index, true);
+    let pfn = add_folio(w, id, index, true, cpu_node(w, ctx.cpu()));
     folio_lock_new(ctx, pfn);
     ctx.work(w.swap_costs().swapin_ns).await;
     zram_read(ctx, slot).await;
@@ -148,7 +158,7 @@ async fn shmem_swapin_folio(ctx: &Ctx, id: ShmemId, index: u64, slot: SwapSlot) 
 
 /// Puts a new frame for page `index` of object `id` in its page cache
 /// (holding the cache's reference); returns the frame.
-fn add_folio(w: &World, id: ShmemId, index: u64, dirty: bool) -> Pfn {
+pub(crate) fn add_folio(w: &World, id: ShmemId, index: u64, dirty: bool, node: u32) -> Pfn {
     let pfn = w.hw.borrow_mut().mem.alloc_frame();
     let mut k = w.k.borrow_mut();
     k.shmem[id as usize]
@@ -160,6 +170,7 @@ fn add_folio(w: &World, id: ShmemId, index: u64, dirty: bool) -> Pfn {
             owner: (id, index),
             dirty,
             isolated: false,
+            node,
         },
     );
     pfn
@@ -195,7 +206,7 @@ fn folio_lock_id(w: &World, pfn: Pfn) -> super::LockId {
 }
 
 /// `__folio_set_locked()` on a folio nobody else can see yet: cannot wait.
-fn folio_lock_new(ctx: &Ctx, pfn: Pfn) {
+pub(crate) fn folio_lock_new(ctx: &Ctx, pfn: Pfn) {
     let l = folio_lock_id(&ctx.w, pfn);
     let got = ctx.w.lock_acquire(l, ctx.task, false, ctx.now());
     assert!(got, "a new folio's lock is free");

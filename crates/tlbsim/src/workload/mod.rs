@@ -5,6 +5,7 @@ pub mod churn;
 pub mod flushbench;
 pub mod hackbench;
 pub mod lifecycle;
+pub mod migrate_bench;
 pub mod mprotect;
 pub mod pageout_race;
 pub mod swap_bench;
@@ -92,6 +93,7 @@ pub const WORKLOADS: &[&WorkloadEntry] = &[
     &threads::ENTRY,
     &swap_bench::ENTRY,
     &pageout_race::ENTRY,
+    &migrate_bench::ENTRY,
 ];
 
 /// Builds a workload by name, with its resolved parameters. Errors name the

@@ -185,3 +185,83 @@ fn x86_defers_reclaim_flushes_to_its_batch_and_stays_safe() {
         );
     }
 }
+
+/// A small migration run: `pages` pages, 2 round trips, on 4 CPUs.
+fn migrate(profile: &str, policy: &str, batch: bool) -> tlbsim::sim::RunOutput {
+    let alloc = if policy.starts_with("x86") {
+        "asid_allocator = \"none\"\n"
+    } else {
+        ""
+    };
+    let kernel = format!("{alloc}migrate_batch_flush = {batch}\n");
+    let wl = "name = \"migrate-bench\"\npages = 2048\nthreads = 3\niterations = 2\ntouches_per_round = 4";
+    run_ok(&experiment(profile, policy, 4, &kernel, wl, ""))
+}
+
+#[test]
+fn migration_batches_its_flushes_on_arm64_and_x86() {
+    // Before 6.3 every unmap flushes: one DSB ISH (arm64), IPIs to the
+    // threads' CPUs (x86) per page; batched, one per batch of 512.
+    let before = migrate("ampere-2s", "arm64-stock", false);
+    let after = migrate("ampere-2s", "arm64-tlbbatch", true);
+    for o in [&before, &after] {
+        assert_eq!(o.checker.verdict, "pass");
+        assert!(
+            o.stats.reclaim.pgmigrate_success > 7_000,
+            "{:?}",
+            o.stats.reclaim
+        );
+    }
+    assert!(before.stats.total.dsb_ish > after.stats.total.dsb_ish * 10);
+    assert!(after.elapsed_ns < before.elapsed_ns);
+    let before = migrate("epyc-2s", "x86-tlb-gen", false);
+    let after = migrate("epyc-2s", "x86-tlb-gen", true);
+    assert!(before.stats.total.ipi_call > 10 * after.stats.total.ipi_call.max(1));
+    assert_eq!(
+        after.stats.reclaim.batch_flushes, 16,
+        "2 round trips x 2 moves x 4 batches"
+    );
+    // A migrating workload refuses a profile without two NUMA nodes.
+    let e = super::common::arm64("arm64-stock", 4, "name = \"migrate-bench\"");
+    assert!(matches!(
+        tlbsim::sim::run(&e, &RunOptions::default()),
+        Err(SimError::Field { key, .. }) if key == "name"
+    ));
+}
+
+#[test]
+fn migration_races_pass_and_an_unsynced_batch_is_caught() {
+    let mut e = file("experiments/seed001-migrate.toml");
+    e.machine.cpus = Some(4);
+    e.kernel.migrate_batch_flush = true;
+    for (k, v) in [
+        ("pages", 4),
+        ("iterations", 2),
+        ("touches_per_round", 2),
+        ("gap_ns", 200),
+    ] {
+        e.workload.params.insert(k.into(), toml::Value::Integer(v));
+    }
+    let o = CheckOptions {
+        strategy: Strategy::Random,
+        schedules: 500,
+        seed: 1,
+        max_actions: 50_000,
+        speculation: 2,
+        cpus: None,
+    };
+    for (policy, fails) in [
+        ("arm64-stock", false),
+        ("arm64-tlbbatch", false),
+        ("mutant-tlbbatch-no-batch-sync", true),
+    ] {
+        e.kernel.tlb_policy = policy.into();
+        let r = check(&e, &o).expect("check runs");
+        assert_eq!(
+            r.failure.is_some(),
+            fails,
+            "{policy}: {:?}",
+            r.failure.map(|f| f.report)
+        );
+    }
+}

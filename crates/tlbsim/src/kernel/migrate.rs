@@ -1,0 +1,212 @@
+//! Page migration between NUMA nodes (mm/mempolicy.c, mm/migrate.c):
+//! `migrate_pages(2)`, as the `migratepages` tool drives it, moves every
+//! page of a process that lies on one node to another.
+//!
+//! `migrate_pages_batch()` unmaps each folio of a batch
+//! (`try_to_migrate()`), then, since Linux 6.3 (7e12beb8ca2a, `[kernel]
+//! migrate_batch_flush`), flushes the TLBs once for the whole batch
+//! (`try_to_unmap_flush()`) before any page is copied: a translation still
+//! live during the copy could write to the old page after it was copied
+//! (a lost write). Before 6.3 each unmap flushes at once.
+//!
+//! Only shmem folios move so far (the reverse map knows no other).
+
+use super::mm::{syscall_enter, syscall_exit};
+use super::pgtable::{get_pte, present_ptes, pte_tables, set_pte};
+use super::rmap::try_to_migrate;
+use super::shmem::{cpu_node, folio_lock, folio_lock_new, folio_unlock, Folio, ShmemEntry};
+use super::tlbbatch::try_to_unmap_flush;
+use super::{Ctx, TaskId, Vma};
+use crate::hw::mem::{Pfn, Pte};
+use crate::hw::tlb::MmId;
+
+/// `migrate_pages(pid, maxnode, old_nodes, new_nodes)` for one node pair
+/// (`do_migrate_pages()` with `MPOL_MF_MOVE_ALL`): under `target`'s
+/// `mmap_lock`, isolates every resident shmem folio it maps on node `from`
+/// and moves them to node `to`. Returns the folios moved.
+pub async fn sys_migrate_pages(ctx: &Ctx, target: TaskId, from: u32, to: u32) -> u64 {
+    let _f = ctx.func(crate::label!("kernel_migrate_pages"));
+    syscall_enter(ctx, "migrate_pages").await;
+    let mm = ctx.w.k.borrow().tasks[target].mm;
+    let mut moved = 0;
+    if let Some(mm) = mm.filter(|&m| ctx.w.k.borrow().mms[m as usize].live) {
+        ctx.mmap_read_lock(mm).await;
+        let folios = queue_pages(ctx, mm, from).await;
+        moved = migrate_pages(ctx, &folios, to).await;
+        ctx.mmap_read_unlock(mm).await;
+    }
+    syscall_exit(ctx, "migrate_pages").await;
+    moved
+}
+
+/// `queue_pages_range()` → `queue_folios_pte_range()`: per PTE table of
+/// each shared VMA of `mm`, under its lock, isolates the folios on node
+/// `from` not already isolated.
+async fn queue_pages(ctx: &Ctx, mm: MmId, from: u32) -> Vec<Pfn> {
+    let _f = ctx.func(crate::label!("queue_pages_range"));
+    let w = &ctx.w;
+    let vmas: Vec<Vma> = w.k.borrow().mms[mm as usize]
+        .vmas
+        .values()
+        .filter(|v| v.shared())
+        .copied()
+        .collect();
+    let mut out = Vec::new();
+    for v in vmas {
+        for table_va in pte_tables(w, mm, v.start, v.end) {
+            let span = 1u64 << crate::kernel::PTE_TABLE_SHIFT;
+            let (lo, hi) = (v.start.max(table_va), v.end.min(table_va + span));
+            ctx.ptl_lock(mm, lo).await;
+            let ptes = present_ptes(w, mm, lo, hi);
+            {
+                let mut k = w.k.borrow_mut();
+                for (_, p) in &ptes {
+                    if let Some(f) = k.folios.get_mut(&p.pfn) {
+                        if f.node == from && !f.isolated {
+                            f.isolated = true;
+                            out.push(p.pfn);
+                        }
+                    }
+                }
+            }
+            ctx.work(w.profile.kernel.pte_update_ns * ptes.len() as u64)
+                .await;
+            ctx.ptl_unlock(mm, lo).await;
+        }
+    }
+    out
+}
+
+/// One folio of a batch after its unmap.
+struct Unmapped {
+    src: Pfn,
+    dst: Pfn,
+    /// Where it was mapped, and how.
+    ptes: Vec<(MmId, u64, Pte)>,
+}
+
+/// `migrate_pages()`, by batches of [`NR_MAX_BATCHED_MIGRATION`]
+/// (`migrate_pages_batch()`): unmaps every folio
+/// (`migrate_folio_unmap()`: destination allocated and locked, source
+/// locked, `try_to_migrate()`), flushes once if batched, then moves each
+/// (`migrate_folio_move()`: copy, page-cache slot, `remove_migration_ptes()`,
+/// free the source). A folio someone else still references after its
+/// unmap (a fault waiting for its lock) is put back where it was (Linux's
+/// `folio_migrate_mapping()` fails with -EAGAIN and retries; the model
+/// does not retry). Returns the folios moved.
+pub async fn migrate_pages(ctx: &Ctx, folios: &[Pfn], to: u32) -> u64 {
+    let mut moved = 0;
+    for batch in folios.chunks(NR_MAX_BATCHED_MIGRATION) {
+        moved += migrate_pages_batch(ctx, batch, to).await;
+    }
+    moved
+}
+
+/// `NR_MAX_BATCHED_MIGRATION`: folios per batch (`HPAGE_PMD_NR`).
+pub const NR_MAX_BATCHED_MIGRATION: usize = 512;
+
+/// One batch of [`migrate_pages`].
+async fn migrate_pages_batch(ctx: &Ctx, folios: &[Pfn], to: u32) -> u64 {
+    let _f = ctx.func(crate::label!("migrate_pages_batch"));
+    let w = &ctx.w;
+    let batch = w.kcfg.migrate_batch_flush;
+    let mut unmapped = Vec::new();
+    for &src in folios {
+        let numa = w.profile.numa.clone().expect("checked by the workload");
+        ctx.work(numa.migrate_folio_ns).await;
+        let dst = w.hw.borrow_mut().mem.alloc_frame();
+        folio_lock_new(ctx, dst);
+        folio_lock(ctx, src).await;
+        let ptes = try_to_migrate(ctx, src, batch).await;
+        unmapped.push(Unmapped { src, dst, ptes });
+    }
+    if batch {
+        try_to_unmap_flush(ctx).await;
+    }
+    let mut moved = 0;
+    for u in unmapped {
+        if migrate_folio_move(ctx, &u, to).await {
+            moved += 1;
+        }
+    }
+    w.stats.borrow_mut().reclaim.pgmigrate_success += moved;
+    moved
+}
+
+/// `migrate_folio_move()`: copies `u.src` to `u.dst`, puts `u.dst` in the
+/// page-cache slot, maps it where `u.src` was mapped and frees `u.src`;
+/// or, if someone else still references `u.src`, maps `u.src` back and
+/// drops `u.dst`. Returns whether it moved.
+async fn migrate_folio_move(ctx: &Ctx, u: &Unmapped, to: u32) -> bool {
+    let w = &ctx.w;
+    let cpu = ctx.cpu();
+    let folio = w.k.borrow().folios.get(&u.src).copied();
+    let last = u.ptes.last().map(|&(mm, va, _)| (mm, va));
+    let moves = folio.is_some() && w.hw.borrow().mem.frame_refs(u.src) == 1;
+    let (keep, gone) = if moves {
+        (u.dst, u.src)
+    } else {
+        (u.src, u.dst)
+    };
+    if let (true, Some(f)) = (moves, folio) {
+        let numa = w.profile.numa.clone().expect("checked by the workload");
+        let remote = f.node != to || cpu_node(w, cpu) != to;
+        let copy = if remote {
+            numa.page_copy_remote_ns
+        } else {
+            numa.page_copy_local_ns
+        };
+        ctx.work(copy).await; // folio_copy()
+        let mut k = w.k.borrow_mut();
+        let (id, index) = f.owner;
+        k.shmem[id as usize]
+            .pages
+            .insert(index, ShmemEntry::Folio(u.dst));
+        k.folios.remove(&u.src);
+        k.folios.insert(
+            u.dst,
+            Folio {
+                isolated: false,
+                node: to,
+                ..f
+            },
+        );
+    } else if let Some(x) = w.k.borrow_mut().folios.get_mut(&u.src) {
+        x.isolated = false; // putback
+    }
+    remove_migration_ptes(ctx, keep, &u.ptes).await;
+    folio_unlock(ctx, u.dst).await;
+    folio_unlock(ctx, u.src).await;
+    // The page cache's reference on the one that goes (the source once
+    // moved; the unused destination otherwise).
+    let (mm, va) = last.unwrap_or((0, 0));
+    w.put_frame(cpu, gone, mm, va);
+    moves
+}
+
+/// `remove_migration_ptes()`: maps `pfn` at every address the migration
+/// unmapped, with the permissions it had there, unless the PTE was filled
+/// meanwhile.
+async fn remove_migration_ptes(ctx: &Ctx, pfn: Pfn, ptes: &[(MmId, u64, Pte)]) {
+    let w = &ctx.w;
+    for &(mm, va, old) in ptes {
+        ctx.ptl_lock(mm, va).await;
+        // The VMA may be gone (an address space that mapped the object
+        // exited meanwhile).
+        let mapped = {
+            let k = w.k.borrow();
+            let m = &k.mms[mm as usize];
+            m.live
+                && m.vmas
+                    .range(..=va)
+                    .next_back()
+                    .is_some_and(|(_, v)| v.end > va && v.shared())
+        };
+        if mapped && get_pte(w, mm, va).is_none() {
+            w.hw.borrow_mut().mem.get_frame(pfn);
+            set_pte(w, ctx.cpu(), mm, va, Some((pfn, old.perms)));
+            ctx.work(w.profile.kernel.pte_update_ns).await;
+        }
+        ctx.ptl_unlock(mm, va).await;
+    }
+}

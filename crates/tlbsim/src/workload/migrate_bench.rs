@@ -1,0 +1,207 @@
+//! Page migration under load (seed 001's second use of the batched flush):
+//! a process whose threads, pinned to CPUs `1..=threads`, keep touching
+//! random pages of a shared anonymous mapping (pmbench-like: reads, one
+//! access in 8 a write, drawn from the seeded stream `migrate-bench/T`),
+//! while
+//! `migratepages` (another process, pinned to CPU 0) moves its pages from
+//! node 0 to node 1 and back, `iterations` times (`migrate_pages(2)`).
+//! Every move unmaps each page from the CPUs that use it: per page, or,
+//! with `[kernel] migrate_batch_flush` (Linux 6.3+) and a policy that
+//! defers, once per batch of up to 512 pages.
+//!
+//! The seed names no benchmark for this; the shape is pmbench's (a
+//! memory-touching process) with `migratepages` run against it, as its
+//! cover letter describes the migration test. The model moves shmem
+//! pages only (`MAP_SHARED | MAP_ANONYMOUS`).
+
+use super::WorkloadEntry;
+use super::{parse_params, Params, Workload};
+use crate::engine::rng::Streams;
+use crate::hw::cpumask::CpuMask;
+use crate::hw::mem::{Perms, PAGE_SIZE};
+use crate::kernel::migrate::sys_migrate_pages;
+use crate::kernel::sched::{
+    spawn_user, sys_clone_thread, sys_fork, sys_sched_setaffinity, sys_wait,
+};
+use crate::kernel::shmem::sys_mmap_shared;
+use crate::kernel::swap::PageData;
+use crate::kernel::{Ctx, Program, TaskId, World};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use std::cell::Cell;
+use std::rc::Rc;
+
+/// Parameters.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MigrateBench {
+    /// Pages of the mapping.
+    #[serde(default = "default_pages")]
+    pub pages: u64,
+    /// Threads using it, thread `i` pinned to CPU `i` (1-based).
+    #[serde(default = "two")]
+    pub threads: u32,
+    /// Round trips (node 0 to 1 and back) of `migratepages`.
+    #[serde(default = "default_iterations")]
+    pub iterations: u64,
+    /// Page accesses of a thread per round.
+    #[serde(default = "default_touches")]
+    pub touches_per_round: u64,
+    /// User work of a thread between two rounds (ns).
+    #[serde(default = "gap")]
+    pub gap_ns: u64,
+}
+
+fn default_touches() -> u64 {
+    64
+}
+
+fn default_pages() -> u64 {
+    8192
+}
+fn two() -> u32 {
+    2
+}
+fn default_iterations() -> u64 {
+    3
+}
+fn gap() -> u64 {
+    1000
+}
+
+/// Larger mappings are refused: the model keeps every page.
+const MAX_PAGES: u64 = 1 << 22;
+
+impl MigrateBench {
+    /// From config parameters.
+    pub fn from_params(p: &Params) -> Result<Self, String> {
+        let b: MigrateBench = parse_params(p)?;
+        if b.pages == 0 || b.pages > MAX_PAGES {
+            return Err(format!("`pages` must be 1..={MAX_PAGES}"));
+        }
+        if b.threads == 0 {
+            return Err("`threads` must be >= 1".into());
+        }
+        Ok(b)
+    }
+}
+
+fn pin(c: &Ctx, cpu: usize) -> CpuMask {
+    let mut m = CpuMask::new(c.w.ncpus());
+    m.set(cpu);
+    m
+}
+
+/// A thread of the process: rounds of random accesses until `done`.
+async fn user_loop(c: &Ctx, me: &MigrateBench, p: u64, done: &Cell<bool>, mut rng: impl Rng) {
+    while !done.get() {
+        for _ in 0..me.touches_per_round {
+            let k = rng.gen_range(0..me.pages);
+            c.user_access(p + k * PAGE_SIZE, rng.gen_range(0..8) == 0)
+                .await;
+        }
+        c.user_work(me.gap_ns).await;
+    }
+}
+
+/// The memory-touching process: maps and writes the pages, starts the
+/// other threads, and runs the loop itself on CPU 1.
+async fn process_main(
+    c: &Ctx,
+    me: &MigrateBench,
+    ready: &Cell<bool>,
+    done: &Rc<Cell<bool>>,
+    streams: Streams,
+) {
+    sys_sched_setaffinity(c, Some(pin(c, 1))).await;
+    let len = me.pages * PAGE_SIZE;
+    let p = sys_mmap_shared(c, len, Perms::RW, PageData::Compressible).await;
+    for k in 0..me.pages {
+        c.user_access(p + k * PAGE_SIZE, true).await;
+    }
+    for i in 2..=me.threads {
+        let (m, d) = (me.clone(), Rc::clone(done));
+        let rng = streams.stream(&format!("migrate-bench/{i}"));
+        let program: Program =
+            Box::new(move |t: Ctx| Box::pin(async move { user_loop(&t, &m, p, &d, rng).await }));
+        sys_clone_thread(c, "pmbench", Some(i as usize), program).await;
+    }
+    ready.set(true);
+    user_loop(c, me, p, done, streams.stream("migrate-bench/1")).await;
+    while sys_wait(c).await.is_some() {}
+}
+
+impl Workload for MigrateBench {
+    fn setup(&self, w: &Rc<World>, streams: &Streams) -> TaskId {
+        let me = self.clone();
+        let streams = *streams;
+        spawn_user(
+            w,
+            "sh",
+            0,
+            Box::new(move |ctx: Ctx| {
+                Box::pin(async move {
+                    let ready = Rc::new(Cell::new(false));
+                    let done = Rc::new(Cell::new(false));
+                    let (m, r, d) = (me.clone(), Rc::clone(&ready), Rc::clone(&done));
+                    let target = sys_fork(
+                        &ctx,
+                        "pmbench",
+                        Box::new(move |c: Ctx| {
+                            Box::pin(async move { process_main(&c, &m, &r, &d, streams).await })
+                        }),
+                    )
+                    .await;
+                    let (r, d, n) = (Rc::clone(&ready), Rc::clone(&done), me.iterations);
+                    sys_fork(
+                        &ctx,
+                        "migratepages",
+                        Box::new(move |c: Ctx| {
+                            Box::pin(async move {
+                                sys_sched_setaffinity(&c, Some(pin(&c, 0))).await;
+                                while !r.get() {
+                                    c.user_work(10_000).await;
+                                }
+                                for _ in 0..n {
+                                    sys_migrate_pages(&c, target, 0, 1).await;
+                                    sys_migrate_pages(&c, target, 1, 0).await;
+                                }
+                                d.set(true);
+                            })
+                        }),
+                    )
+                    .await;
+                    while sys_wait(&ctx).await.is_some() {}
+                })
+            }),
+        )
+    }
+
+    fn check(&self, profile: &crate::config::Profile) -> Result<(), String> {
+        if self.threads >= profile.topology.cpus {
+            return Err(format!(
+                "`threads`: {} threads on CPUs 1..={} and migratepages on CPU 0 need {} CPUs; profile \"{}\" has {}",
+                self.threads,
+                self.threads,
+                self.threads + 1,
+                profile.name,
+                profile.topology.cpus
+            ));
+        }
+        match &profile.numa {
+            Some(n) if n.nodes >= 2 => Ok(()),
+            _ => Err(format!(
+                "profile \"{}\" has no [numa] section with 2 or more nodes, which migrate-bench needs",
+                profile.name
+            )),
+        }
+    }
+}
+
+/// The registry entry of `migrate-bench`.
+pub const ENTRY: WorkloadEntry = WorkloadEntry {
+    name: "migrate-bench",
+    description:
+        "seed 001: migratepages moving a busy process's pages between two NUMA nodes and back",
+    new: |p| super::resolved(MigrateBench::from_params(p)?),
+};
