@@ -126,6 +126,7 @@ golden! {
     seed001_explore => "seed001-explore",
     seed001_migrate => "seed001-migrate",
     seed001_pageout => "seed001-pageout",
+    seed001_pageout_kunpeng => "seed001-pageout-kunpeng",
     seed002_explore => "seed002-explore",
     seed002_hackbench => "seed002-hackbench",
     seed004_explore_ipis => "seed004-explore-ipis",

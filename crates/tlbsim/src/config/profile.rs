@@ -352,6 +352,14 @@ pub const BUILTIN_PROFILES: &[(&str, &str)] = &[
         include_str!("../../../../profiles/cortex-a15-2.toml"),
     ),
     (
+        "snapdragon-888",
+        include_str!("../../../../profiles/snapdragon-888.toml"),
+    ),
+    (
+        "kunpeng-920",
+        include_str!("../../../../profiles/kunpeng-920.toml"),
+    ),
+    (
         "skylake-4c8t",
         include_str!("../../../../profiles/skylake-4c8t.toml"),
     ),
