@@ -51,6 +51,15 @@ pub async fn invlpgb_flush_user_nr_nosync(
     ctx.tlbi(scope, true).await;
 }
 
+/// `invlpgb_flush_all_nonglobals()` then `__tlbsync()` (reclaim's batch
+/// flush, 6.15+): every non-global entry of every PCID on every CPU (the
+/// model has no global user entries), completed before it returns.
+pub async fn invlpgb_flush_all_nonglobals(ctx: &Ctx) {
+    super::count(ctx, FlushScope::Broadcast);
+    ctx.tlbi(TlbiScope::All, true).await;
+    tlbsync(ctx).await;
+}
+
 /// `tlbsync()` (the `TLBSYNC` instruction, `__tlbsync()`): waits until
 /// every INVLPGB this CPU issued has completed on every CPU (the model's
 /// `DSB ISH`).

@@ -510,16 +510,22 @@ impl TlbPolicy for TlbGen {
     /// x86 `arch_tlbbatch_flush()`: one full flush (`TLB_FLUSH_ALL`, no
     /// generation: each CPU catches up with its loaded mm's `tlb_gen`) on
     /// the batch's CPUs, by IPIs if any is not this one; then the mask is
-    /// cleared. (6.15's INVLPGB form of it is not modelled: with
-    /// `x86-invlpgb` the batch also flushes by IPIs.)
+    /// cleared. With INVLPGB (6.15+, 72a920eacd8a, 0b7eb55cb706), if pages
+    /// were unmapped: one broadcast `INVLPGB` of every non-global entry
+    /// and a `TLBSYNC` instead, no IPIs.
     fn arch_tlbbatch_flush<'a>(&'a self, ctx: &'a Ctx) -> KFuture<'a, ()> {
         Box::pin(async move {
-            let mask = {
+            let (mask, unmapped) = {
                 let mut k = ctx.w.k.borrow_mut();
                 let arch = &mut k.tasks[ctx.task].tlb_ubc.arch;
-                arch.unmapped_pages = false;
-                arch.cpumask.take()
+                let unmapped = std::mem::take(&mut arch.unmapped_pages);
+                (arch.cpumask.take(), unmapped)
             };
+            if self.inner.opts.invlpgb && unmapped {
+                ctx.w.stats.borrow_mut().reclaim.batch_flushes += 1;
+                super::invlpgb::invlpgb_flush_all_nonglobals(ctx).await;
+                return;
+            }
             let Some(mask) = mask else { return };
             ctx.w.stats.borrow_mut().reclaim.batch_flushes += 1;
             let cpu = ctx.cpu();
