@@ -153,6 +153,65 @@ impl TlbPolicy for Legacy {
         let info = FlushInfo::range(mm, start, end, stride, last_level);
         Box::pin(self.inner.flush_tlb_mm_range(ctx, info))
     }
+
+    /// 4.12 mm/rmap.c `should_defer_flush()`: another CPU is in
+    /// `mm_cpumask(mm)`.
+    fn arch_tlbbatch_should_defer(&self, ctx: &Ctx, mm: MmId) -> bool {
+        let mut others = ctx.mm_cpumask(mm);
+        others.clear(ctx.cpu());
+        !others.is_empty()
+    }
+
+    /// 4.12 `set_tlb_ubc_flush_pending()`: `cpumask_or(&tlb_ubc->cpumask,
+    /// mm_cpumask(mm))`; nothing is flushed yet.
+    fn arch_tlbbatch_add_pending<'a>(&'a self, ctx: &'a Ctx, mm: MmId, _va: u64) -> KFuture<'a, ()> {
+        Box::pin(async move {
+            ctx.w.stats.borrow_mut().reclaim.flush_deferred += 1;
+            let add = ctx.mm_cpumask(mm);
+            let mut k = ctx.w.k.borrow_mut();
+            let arch = &mut k.tasks[ctx.task].tlb_ubc.arch;
+            let mask = arch
+                .cpumask
+                .get_or_insert_with(|| crate::hw::cpumask::CpuMask::new(ctx.w.ncpus()));
+            for c in add.iter() {
+                mask.set(c);
+            }
+        })
+    }
+
+    /// 4.12 `try_to_unmap_flush()`: `flush_tlb_others(&tlb_ubc->cpumask,
+    /// NULL, 0, TLB_FLUSH_ALL)` and a local flush if this CPU is in it.
+    fn arch_tlbbatch_flush<'a>(&'a self, ctx: &'a Ctx) -> KFuture<'a, ()> {
+        Box::pin(async move {
+            let mask = ctx.w.k.borrow_mut().tasks[ctx.task].tlb_ubc.arch.cpumask.take();
+            let Some(mut mask) = mask else { return };
+            ctx.w.stats.borrow_mut().reclaim.batch_flushes += 1;
+            let cpu = ctx.cpu();
+            let info = FlushInfo {
+                mm: None,
+                start: 0,
+                end: super::TLB_FLUSH_ALL,
+                stride_shift: crate::hw::mem::PAGE_SHIFT,
+                new_tlb_gen: 0,
+                freed_tables: false,
+            };
+            if mask.test(cpu) {
+                super::count(ctx, FlushScope::Local);
+                flush_tlb_info_local(ctx, 0, &info).await;
+                mask.clear(cpu);
+            }
+            if !mask.is_empty() {
+                self.inner.ipi.send(ctx, mask, info).await;
+            }
+        })
+    }
+
+    /// Linux 4.12 had no `flush_tlb_batched_pending()` (3ea277194daa added
+    /// it in 4.13): an mprotect or munmap that finds a PTE reclaim already
+    /// cleared, its flush deferred, flushes nothing for it.
+    fn arch_flush_tlb_batched_pending<'a>(&'a self, _ctx: &'a Ctx, _mm: MmId) -> KFuture<'a, ()> {
+        Box::pin(async {})
+    }
 }
 
 impl Legacy {
