@@ -396,6 +396,9 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
     if exp.checker.enabled {
         *w.observer.borrow_mut() = Some(Box::new(Checker::new(w.ncpus(), exp.checker.history)));
     }
+    if kcfg.memory_limit_pages.is_some() {
+        crate::kernel::vmscan::start_kswapd(&w);
+    }
     let streams = Streams::new(seed);
     let root = wl.workload.setup(&w, &streams);
     Ok(Built {
@@ -430,6 +433,20 @@ fn check_kernel(
                 profile.name
             ),
         ));
+    }
+    if let Some(limit) = kcfg.memory_limit_pages {
+        if limit == 0 {
+            return Err(field("memory_limit_pages", "must be >= 1 (pages)".into()));
+        }
+        if profile.swap.is_none() {
+            return Err(field(
+                "memory_limit_pages",
+                format!(
+                    "profile \"{}\" has no [swap] section (reclaim and zram costs), which kswapd needs",
+                    profile.name
+                ),
+            ));
+        }
     }
     if kcfg.kpti && !alloc.supports_kpti() {
         return Err(field(

@@ -112,6 +112,12 @@ pub struct KernelConfig {
     /// `arm64-tlbbatch*`). Left out of the JSON when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub migrate_batch_flush: bool,
+    /// Resident shmem pages above which `kswapd` (a kernel thread on the
+    /// last CPU) reclaims, down to 15/16 of the limit (a stand-in for the
+    /// low and high watermarks). `None`: no kswapd, only `MADV_PAGEOUT`
+    /// reclaims. Left out of the JSON when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_limit_pages: Option<u64>,
 }
 
 /// Transparent huge page mode.
@@ -137,6 +143,7 @@ impl Default for KernelConfig {
             thp: Thp::Never,
             switch_to_dsb: true,
             migrate_batch_flush: false,
+            memory_limit_pages: None,
         }
     }
 }

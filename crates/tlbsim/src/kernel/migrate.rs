@@ -171,6 +171,7 @@ async fn migrate_folio_move(ctx: &Ctx, u: &Unmapped, to: u32) -> bool {
                 ..f
             },
         );
+        k.lru.push_back((u.dst, f.owner));
     } else if let Some(x) = w.k.borrow_mut().folios.get_mut(&u.src) {
         x.isolated = false; // putback
     }

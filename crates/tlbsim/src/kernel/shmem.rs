@@ -115,6 +115,7 @@ pub async fn shmem_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
                 folio_lock_new(ctx, pfn);
                 finish_fault(ctx, mm, v, va, pfn, write).await;
                 folio_unlock(ctx, pfn).await;
+                super::vmscan::wakeup_kswapd(ctx).await;
                 return;
             }
             Some(ShmemEntry::Folio(pfn)) => {
@@ -136,6 +137,7 @@ pub async fn shmem_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
             }
             Some(ShmemEntry::Swap(slot)) => {
                 shmem_swapin_folio(ctx, id, index, slot).await;
+                super::vmscan::wakeup_kswapd(ctx).await;
             }
         }
     }
@@ -173,6 +175,7 @@ pub(crate) fn add_folio(w: &World, id: ShmemId, index: u64, dirty: bool, node: u
             node,
         },
     );
+    k.lru.push_back((pfn, (id, index)));
     pfn
 }
 

@@ -49,10 +49,14 @@ pub async fn shrink_folio_list(ctx: &Ctx, folios: &[Isolated]) -> u64 {
         match shrink_folio(ctx, *f).await {
             Outcome::Free(pfn, at) => free.push((pfn, at)),
             Outcome::Keep => {
-                // putback_lru_page()
-                if let Some(x) = ctx.w.k.borrow_mut().folios.get_mut(&f.pfn) {
+                // putback_lru_page(): back on the list, youngest.
+                let mut k = ctx.w.k.borrow_mut();
+                if let Some(x) = k.folios.get_mut(&f.pfn) {
                     x.isolated = false;
+                    let owner = x.owner;
+                    k.lru.push_back((f.pfn, owner));
                 }
+                drop(k);
                 ctx.w.stats.borrow_mut().reclaim.kept += 1;
             }
         }
@@ -119,4 +123,113 @@ async fn shrink_folio(ctx: &Ctx, f: Isolated) -> Outcome {
     }
     folio_unlock(ctx, f.pfn).await;
     Outcome::Free(f.pfn, at)
+}
+
+/// Folios `kswapd` isolates per round (`SWAP_CLUSTER_MAX`).
+pub const SWAP_CLUSTER_MAX: usize = 32;
+
+/// Is the page cache above `[kernel] memory_limit_pages` (kswapd's wake-up
+/// point), and by how many folios is it above 15/16 of it (where kswapd
+/// stops)?
+fn over_limit(w: &crate::kernel::World) -> Option<u64> {
+    let limit = w.kcfg.memory_limit_pages?;
+    let resident = w.k.borrow().folios.len() as u64;
+    let high = limit - limit / 16;
+    (resident > high).then(|| resident - high)
+}
+
+/// `wakeup_kswapd()`: after a folio was added above the limit, wakes
+/// kswapd if it sleeps.
+pub async fn wakeup_kswapd(ctx: &Ctx) {
+    let w = &ctx.w;
+    let (Some(limit), Some(t)) = (w.kcfg.memory_limit_pages, w.k.borrow().kswapd) else {
+        return;
+    };
+    if w.k.borrow().folios.len() as u64 > limit {
+        super::sched::wake_up(ctx, t).await;
+    }
+}
+
+/// Starts `kswapd0` on the last CPU (with `[kernel] memory_limit_pages`).
+pub fn start_kswapd(w: &std::rc::Rc<crate::kernel::World>) {
+    let cpu = w.ncpus() - 1;
+    let t = super::sched::spawn_kthread(
+        w,
+        "kswapd0",
+        cpu,
+        Box::new(|ctx: Ctx| Box::pin(async move { kswapd(&ctx).await })),
+    );
+    w.k.borrow_mut().kswapd = Some(t);
+}
+
+/// `kswapd()` → `balance_pgdat()` → `shrink_inactive_list()`: while the
+/// page cache is above 15/16 of the limit, isolates up to
+/// [`SWAP_CLUSTER_MAX`] of the oldest resident folios and reclaims them
+/// (batched, `TTU_BATCH_FLUSH`); then sleeps until woken. Each round is a
+/// "call" for the checker: what it unmapped must be gone from every CPU
+/// when the round's batch flush is done.
+async fn kswapd(ctx: &Ctx) {
+    let w = &ctx.w;
+    loop {
+        let Some(excess) = over_limit(w) else {
+            w.k.borrow_mut().tasks[ctx.task].state = super::TaskState::Blocked;
+            super::sched::schedule(ctx).await;
+            continue;
+        };
+        let batch = isolate_lru_folios(w, (excess as usize).min(SWAP_CLUSTER_MAX));
+        if batch.is_empty() {
+            w.k.borrow_mut().tasks[ctx.task].state = super::TaskState::Blocked;
+            super::sched::schedule(ctx).await;
+            continue;
+        }
+        let (cpu, task) = (ctx.cpu(), ctx.task);
+        ctx.emit(crate::observe::Event::CallEnter {
+            cpu,
+            task,
+            call: "kswapd",
+        });
+        let _f = ctx.func(crate::label!("balance_pgdat"));
+        shrink_folio_list(ctx, &batch).await;
+        ctx.emit(crate::observe::Event::CallExit {
+            cpu: ctx.cpu(),
+            task,
+            call: "kswapd",
+        });
+        super::sched::maybe_preempt(ctx).await;
+    }
+}
+
+/// `isolate_lru_folios()`: up to `n` of the oldest resident folios not
+/// already isolated, taken off the list (stale entries dropped), each with
+/// a mapping for reports (its first mapper, if any).
+fn isolate_lru_folios(w: &crate::kernel::World, n: usize) -> Vec<Isolated> {
+    let mut out = Vec::new();
+    let mut keep = std::collections::VecDeque::new();
+    while out.len() < n {
+        let Some((pfn, owner)) = w.k.borrow_mut().lru.pop_front() else {
+            break;
+        };
+        let state = w.k.borrow().folios.get(&pfn).map(|f| (f.owner, f.isolated));
+        match state {
+            Some((o, false)) if o == owner => {
+                w.k.borrow_mut()
+                    .folios
+                    .get_mut(&pfn)
+                    .expect("just read")
+                    .isolated = true;
+                let found_at = super::rmap::folio_mappers(w, pfn).first().copied();
+                out.push(Isolated {
+                    pfn,
+                    found_at: found_at.unwrap_or((0, 0)),
+                });
+            }
+            Some((o, true)) if o == owner => keep.push_back((pfn, owner)),
+            _ => {} // stale
+        }
+    }
+    let mut k = w.k.borrow_mut();
+    while let Some(e) = keep.pop_back() {
+        k.lru.push_front(e);
+    }
+    out
 }

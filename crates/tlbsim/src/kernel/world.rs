@@ -35,6 +35,12 @@ pub struct KState {
     pub folio_locks: BTreeMap<crate::hw::mem::Pfn, super::LockId>,
     /// The swap device (zram).
     pub swap: super::swap::SwapDevice,
+    /// Resident shmem folios in the order they entered the page cache
+    /// (the inactive LRU list, oldest first), with their owner; an entry
+    /// whose frame no longer holds that page is stale and skipped.
+    pub lru: std::collections::VecDeque<(crate::hw::mem::Pfn, (super::ShmemId, u64))>,
+    /// The `kswapd` thread, if `[kernel] memory_limit_pages` is set.
+    pub kswapd: Option<super::TaskId>,
 }
 
 /// A task's program.

@@ -54,6 +54,11 @@ pub struct PageoutRace {
     /// The users are forked processes, not threads (module doc).
     #[serde(default)]
     pub fork: bool,
+    /// The main thread pages the mapping out (`MADV_PAGEOUT`); with
+    /// `false` it only waits, and reclaim is kswapd's (`[kernel]
+    /// memory_limit_pages`).
+    #[serde(default = "yes")]
+    pub madvise: bool,
     /// Mean user work between two page-outs and between a user's rounds
     /// (ns); each gap is drawn from 0.5x..1.5x of it from the seeded
     /// stream `pageout-race/userN`.
@@ -63,6 +68,9 @@ pub struct PageoutRace {
 
 fn two() -> u64 {
     2
+}
+fn yes() -> bool {
+    true
 }
 fn three() -> u64 {
     3
@@ -156,7 +164,9 @@ impl Workload for PageoutRace {
                     }
                     let mut rng = streams.stream("pageout-race/main");
                     for _ in 0..me.iterations {
-                        sys_madvise_pageout(&ctx, p, len).await;
+                        if me.madvise {
+                            sys_madvise_pageout(&ctx, p, len).await;
+                        }
                         ctx.user_work(me.gap_ns / 2 + rng.gen_range(0..=me.gap_ns))
                             .await;
                     }

@@ -314,3 +314,51 @@ fn linux_4_12_lacked_flush_tlb_batched_pending_and_the_checker_finds_the_race() 
     );
     assert!(search("x86-tlb-gen").is_none());
 }
+
+#[test]
+fn kswapd_reclaims_above_the_memory_limit_and_stays_safe() {
+    // No MADV_PAGEOUT: the main thread only waits; kswapd (on the last
+    // CPU, no mm, no mmap_lock) reclaims whenever a fault takes the page
+    // cache above one page, while the users fault, write and mprotect.
+    let mut e = file("experiments/seed001-explore.toml");
+    e.machine.cpus = Some(4);
+    e.kernel.memory_limit_pages = Some(1);
+    e.workload
+        .params
+        .insert("madvise".into(), toml::Value::Boolean(false));
+    e.workload
+        .params
+        .insert("iterations".into(), toml::Value::Integer(6));
+    e.workload
+        .params
+        .insert("fork".into(), toml::Value::Boolean(false));
+    let o = run_ok(&e);
+    assert!(o.stats.reclaim.pgsteal > 0, "{:?}", o.stats.reclaim);
+    assert_eq!(o.checker.verdict, "pass");
+    assert!(o.stats.cpu_time_by_task.iter().any(|t| t.comm == "kswapd0"));
+    let opts = CheckOptions {
+        strategy: Strategy::Random,
+        schedules: 1_000,
+        seed: 1,
+        max_actions: 50_000,
+        speculation: 2,
+        cpus: None,
+    };
+    for policy in ["arm64-stock", "arm64-tlbbatch"] {
+        e.kernel.tlb_policy = policy.into();
+        let r = check(&e, &opts).expect("check runs");
+        assert!(
+            r.failure.is_none(),
+            "{policy}: {:?}",
+            r.failure.map(|f| f.report)
+        );
+    }
+    // kswapd needs the profile's reclaim costs, and a limit of a page at
+    // least.
+    e.kernel.memory_limit_pages = Some(0);
+    let err = tlbsim::sim::run(&e, &RunOptions::default()).unwrap_err();
+    assert!(
+        matches!(err, SimError::Field { ref key, .. } if key == "memory_limit_pages"),
+        "{err}"
+    );
+}
