@@ -124,6 +124,7 @@ golden! {
     seed000_tcmalloc => "seed000-tcmalloc",
     seed000_victim => "seed000-victim",
     seed001_explore => "seed001-explore",
+    seed001_kswapd => "seed001-kswapd",
     seed001_migrate => "seed001-migrate",
     seed001_pageout => "seed001-pageout",
     seed001_pageout_kunpeng => "seed001-pageout-kunpeng",

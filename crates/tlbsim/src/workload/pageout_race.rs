@@ -7,6 +7,10 @@
 //! - `op = "touch"`: the users write and read each page in turn.
 //! - `op = "mprotect"`: they also `mprotect` the range read-only and back
 //!   each round.
+//! - `op = "mprotect-page"`: they `mprotect` one page each (user `i` page
+//!   `(i - 1) % pages`) read-only and back, so that a reclaim that cleared
+//!   that page leaves the call nothing to change (and nothing of its own
+//!   to flush).
 //! - `fork = false`: the users are threads of the process, whose page-out
 //!   holds the `mmap_lock` they need for `mprotect` (so the page-out's
 //!   deferred flush is done before their `mprotect` starts).
@@ -48,7 +52,7 @@ pub struct PageoutRace {
     /// CPU `i` (modulo the CPUs).
     #[serde(default = "one")]
     pub users: u32,
-    /// `"touch"` or `"mprotect"` (module doc).
+    /// `"touch"`, `"mprotect"` or `"mprotect-page"` (module doc).
     #[serde(default = "default_op")]
     pub op: String,
     /// The users are forked processes, not threads (module doc).
@@ -99,18 +103,28 @@ impl PageoutRace {
         if t.users == 0 {
             return Err("`users` must be >= 1".into());
         }
-        if !["touch", "mprotect"].contains(&t.op.as_str()) {
-            return Err(format!("`op` must be touch or mprotect, not \"{}\"", t.op));
+        if !["touch", "mprotect", "mprotect-page"].contains(&t.op.as_str()) {
+            return Err(format!(
+                "`op` must be touch, mprotect or mprotect-page, not \"{}\"",
+                t.op
+            ));
         }
         Ok(t)
     }
 }
 
-/// One user of the pages: rounds of writing and reading each page (and,
-/// with `op = "mprotect"`, making the range read-only and back) until
+/// User `i`: rounds of writing and reading each page (and, with an
+/// mprotect `op`, making the range or its page read-only and back) until
 /// `done`.
-async fn user_loop(c: &Ctx, me: &PageoutRace, p: u64, done: &Cell<bool>, mut rng: impl Rng) {
+async fn user_loop(
+    c: &Ctx,
+    me: &PageoutRace,
+    (p, i): (u64, u32),
+    done: &Cell<bool>,
+    mut rng: impl Rng,
+) {
     let len = me.pages * PAGE_SIZE;
+    let mine = p + (u64::from(i) - 1) % me.pages * PAGE_SIZE;
     while !done.get() {
         for k in 0..me.pages {
             // Denied writes (the range read-only) are ignored.
@@ -121,6 +135,10 @@ async fn user_loop(c: &Ctx, me: &PageoutRace, p: u64, done: &Cell<bool>, mut rng
             sys_mprotect(c, p, len, Perms::R).await;
             c.user_access(p, false).await;
             sys_mprotect(c, p, len, Perms::RW).await;
+        } else if me.op == "mprotect-page" {
+            sys_mprotect(c, mine, PAGE_SIZE, Perms::R).await;
+            c.user_access(mine, false).await;
+            sys_mprotect(c, mine, PAGE_SIZE, Perms::RW).await;
         }
         c.user_work(me.gap_ns / 2 + rng.gen_range(0..=me.gap_ns))
             .await;
@@ -153,7 +171,7 @@ impl Workload for PageoutRace {
                                 let mut only = CpuMask::new(c.w.ncpus());
                                 only.set(cpu);
                                 sys_sched_setaffinity(&c, Some(only)).await;
-                                user_loop(&c, &m, p, &d, rng).await;
+                                user_loop(&c, &m, (p, i), &d, rng).await;
                             })
                         });
                         if me.fork {

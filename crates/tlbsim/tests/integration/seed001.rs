@@ -362,3 +362,30 @@ fn kswapd_reclaims_above_the_memory_limit_and_stays_safe() {
         "{err}"
     );
 }
+
+#[test]
+fn the_v6_6_race_with_kswapd_reclaiming_on_another_cpu() {
+    // kswapd clears a page and defers its flush; a user's mprotect of
+    // that one page finds nothing to change and, on 6.6, runs only a DSB
+    // of its own CPU before returning.
+    let search = |policy: &str| {
+        let mut e = file("experiments/seed001-kswapd.toml");
+        e.kernel.tlb_policy = policy.into();
+        let o = CheckOptions {
+            strategy: Strategy::Random,
+            schedules: 5_000,
+            seed: 1,
+            max_actions: 50_000,
+            speculation: 2,
+            cpus: None,
+        };
+        check(&e, &o).expect("check runs").failure
+    };
+    let f = search("arm64-tlbbatch-6.6").expect("found with kswapd too");
+    assert_eq!(
+        f.report.invariant(),
+        Some(tlbsim::check::Invariant::NoStaleHold)
+    );
+    assert!(search("arm64-tlbbatch").is_none());
+    assert!(search("arm64-stock").is_none());
+}
