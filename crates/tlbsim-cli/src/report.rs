@@ -103,6 +103,32 @@ fn counters(s: &mut String, o: &RunOutput) {
         row(s, st.thp_fault_alloc, "thp.fault_alloc", String::new());
         row(s, st.thp_split_pmd, "thp.split_pmd", String::new());
     }
+    let r = &st.reclaim;
+    if !r.is_empty() {
+        let note = |t: &str| format!("# {t}");
+        row(s, r.pgsteal, "reclaim.freed", note("pgsteal"));
+        row(s, r.kept, "reclaim.kept", note("isolated, then put back"));
+        row(s, r.pswpout, "swap.out", note("pswpout"));
+        row(s, r.pswpin, "swap.in", note("pswpin"));
+        row(
+            s,
+            r.flush_deferred,
+            "flush.deferred",
+            note("unmaps flushed by a batch"),
+        );
+        row(
+            s,
+            r.batch_flushes,
+            "flush.batches",
+            note("arch_tlbbatch_flush"),
+        );
+        row(
+            s,
+            r.pgmigrate_success,
+            "migrate.pages",
+            note("pgmigrate_success"),
+        );
+    }
 }
 
 /// The latency rows (count and min / median / max) and one row per lock
