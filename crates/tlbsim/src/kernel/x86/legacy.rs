@@ -244,7 +244,7 @@ impl Legacy {
 /// The registry entry of `x86-lazy-legacy`.
 pub const ENTRY: PolicyEntry = PolicyEntry {
     name: "x86-lazy-legacy",
-    description: "x86 before seed 004 (Linux 4.12): lazy CPUs stay in mm_cpumask, the first flush IPI makes them leave_mm; no PCID",
+    description: "x86 before seed 004 (Linux 4.12): lazy CPUs stay in mm_cpumask, the first flush IPI makes them leave_mm; no PCID; reclaim batches flushes but has no flush_tlb_batched_pending (4.13)",
     arch: Arch::X86,
     requires: &[],
     allocators: Allocators::PicksOwnTags,

@@ -19,7 +19,7 @@ fn no_sync(_ctx: &Ctx) -> KFuture<'_, ()> {
 /// The registry entry.
 pub const ENTRY: PolicyEntry = PolicyEntry {
     name: "mutant-tlbbatch-no-batch-sync",
-    description: "arm64-tlbbatch whose batch flush omits its DSB ISH: pages freed before their TLBIs complete",
+    description: "MUTANT: arm64-tlbbatch whose batch flush omits its DSB ISH: pages freed before their TLBIs complete",
     arch: Arch::Arm64,
     requires: &[],
     allocators: Allocators::OfArch,

@@ -20,7 +20,7 @@ fn no_flush(_ctx: &Ctx, _mm: MmId) -> KFuture<'_, ()> {
 /// The registry entry.
 pub const ENTRY: PolicyEntry = PolicyEntry {
     name: "mutant-tlbbatch-no-pending-flush",
-    description: "arm64-tlbbatch whose flush_tlb_batched_pending() flushes nothing (no stale hold)",
+    description: "MUTANT: arm64-tlbbatch whose flush_tlb_batched_pending() flushes nothing",
     arch: Arch::Arm64,
     requires: &[],
     allocators: Allocators::OfArch,
