@@ -273,6 +273,7 @@ impl Ctx {
     /// A user access; page faults are handled (and retried) here. Returns
     /// false if the access is not allowed at all (would be SIGSEGV).
     pub async fn user_access(&self, va: u64, write: bool) -> bool {
+        self.w.rcu_quiescent(self.cpu()); // user mode: quiescent
         for _ in 0..4 {
             match self.step(Op::Access { va, write }).await {
                 OpResult::Access(Ok(())) => return true,
@@ -289,6 +290,7 @@ impl Ctx {
 
     /// User-mode computation for `ns`, preemptible at time-slice boundaries.
     pub async fn user_work(&self, ns: u64) {
+        self.w.rcu_quiescent(self.cpu()); // user mode: quiescent
         let slice = self.w.profile.kernel.time_slice_ns;
         let mut left = ns;
         while left > 0 {

@@ -228,6 +228,10 @@ impl MmuGather {
         let cpu = ctx.cpu();
         // tlb_flush_mmu_free(): page-table pages, then pages.
         for t in self.tables.drain(..) {
+            if w.policy.rcu_table_free() {
+                w.rcu_free_table(self.mm, t);
+                continue;
+            }
             let instance = w.hw.borrow().mem.table(t).instance;
             w.hw.borrow_mut().mem.free_table(t);
             w.stats.borrow_mut().tables_freed += 1;

@@ -12,6 +12,7 @@ pub mod mm;
 pub mod pgtable;
 pub mod pipe;
 pub mod policy;
+pub mod rcu;
 pub mod registry;
 pub mod rmap;
 pub mod sched;

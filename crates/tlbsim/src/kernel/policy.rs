@@ -91,6 +91,12 @@ pub trait TlbPolicy {
     fn arch_flush_tlb_batched_pending<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
         Box::pin(crate::kernel::mm::flush_tlb_mm(ctx, mm))
     }
+    /// Does this kernel free page-table pages after an RCU grace period
+    /// (`MMU_GATHER_RCU_TABLE_FREE`, `kernel/rcu.rs`)? Default: no, right
+    /// after the flush.
+    fn rcu_table_free(&self) -> bool {
+        false
+    }
     /// Hook called by the ASID allocator, under its lock, when `mm`
     /// receives a fresh ASID number (not when it keeps its number into a
     /// new generation). Seed 000 clears mm_cpumask there.

@@ -19,6 +19,7 @@ pub fn idle_main(ctx: Ctx) -> TaskFuture {
                 let k = ctx.w.k.borrow();
                 !k.cpus[cpu].rq.is_empty()
             };
+            ctx.w.rcu_quiescent(cpu);
             if work {
                 schedule(&ctx).await;
             } else {
@@ -204,6 +205,7 @@ pub async fn finish_task_switch(ctx: &Ctx) {
     }
     // finish_lock_switch(): raw_spin_unlock_irq(&rq->lock).
     ctx.irq_restore();
+    w.rcu_quiescent(cpu); // a context switch is an RCU quiescent state
     w.asid.finish_arch_post_lock_switch(ctx).await;
     if let Some(m) = drop_mm {
         mmdrop(ctx, m).await;

@@ -86,4 +86,8 @@ pub struct PerCpu {
     pub picked: Option<TaskId>,
     /// `local_irq_save()` nesting: IPIs wait while it is non-zero.
     pub irqs_off: u32,
+    /// IPI handlers running (nesting depth, 0 or 1 in the model).
+    pub in_irq: u32,
+    /// Quiescent states passed (`kernel/rcu.rs`).
+    pub rcu_qs: u64,
 }

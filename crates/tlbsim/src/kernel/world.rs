@@ -41,6 +41,8 @@ pub struct KState {
     pub lru: std::collections::VecDeque<(crate::hw::mem::Pfn, (super::ShmemId, u64))>,
     /// The `kswapd` thread, if `[kernel] memory_limit_pages` is set.
     pub kswapd: Option<super::TaskId>,
+    /// Page-table pages waiting for a grace period (`kernel/rcu.rs`).
+    pub rcu_frees: Vec<super::rcu::RcuFree>,
 }
 
 /// A task's program.
@@ -133,6 +135,8 @@ impl World {
                 last: None,
                 picked: None,
                 irqs_off: 0,
+                in_irq: 0,
+                rcu_qs: 0,
             });
             k.tasks[t].on_cpu = true;
         }

@@ -237,8 +237,18 @@ impl Cpus {
             // name for the profile (arm64 `do_handle_IPI`, x86
             // `sysvec_call_function`, both calling this).
             let _f = ctx.func(crate::label!("generic_smp_call_function_interrupt"));
+            ctx.w.k.borrow_mut().cpus[cpu].in_irq += 1; // irq_enter()
             ctx.work(entry).await;
             inner.await;
+            // irq_exit(): back to the idle loop is a quiescent state.
+            let idle = {
+                let mut k = ctx.w.k.borrow_mut();
+                k.cpus[cpu].in_irq -= 1;
+                k.cpus[cpu].current == k.cpus[cpu].idle
+            };
+            if idle {
+                ctx.w.rcu_quiescent(cpu);
+            }
         });
         let saved = self.set_wait(cpu, Wait::Free);
         self.irq[cpu] = Some(IrqRun {

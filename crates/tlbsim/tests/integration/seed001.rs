@@ -389,3 +389,43 @@ fn the_v6_6_race_with_kswapd_reclaiming_on_another_cpu() {
     assert!(search("arm64-tlbbatch").is_none());
     assert!(search("arm64-stock").is_none());
 }
+
+#[test]
+fn rcu_table_freeing_closes_the_lazy_switch_window_of_x86() {
+    // A lazy CPU handling a flush IPI clears its mm_cpumask bit one step
+    // before it writes CR3; an exit_mmap on another CPU then skips it. A
+    // kernel that frees page tables right after the flush IPIs (x86
+    // before 6.15) frees the table while that CPU still caches a walk to
+    // it; 6.15's RCU table freeing (x86-invlpgb) waits for the handler.
+    // docs/validation.md, "An open x86 finding".
+    let search = |policy: &str| {
+        let mut e = file("experiments/seed001-migrate.toml");
+        e.experiment.profile = "epyc-2s".into();
+        e.machine.cpus = Some(4);
+        e.kernel.tlb_policy = policy.into();
+        e.kernel.asid_allocator = "none".into();
+        for (k, v) in [
+            ("pages", 4),
+            ("iterations", 0),
+            ("touches_per_round", 2),
+            ("gap_ns", 200),
+        ] {
+            e.workload.params.insert(k.into(), toml::Value::Integer(v));
+        }
+        let o = CheckOptions {
+            strategy: Strategy::Random,
+            schedules: 3_000,
+            seed: 1,
+            max_actions: 50_000,
+            speculation: 2,
+            cpus: None,
+        };
+        check(&e, &o).expect("check runs").failure
+    };
+    let f = search("x86-tlb-gen").expect("the window is found before 6.15");
+    assert_eq!(
+        f.report.invariant(),
+        Some(tlbsim::check::Invariant::NoStaleWalk)
+    );
+    assert!(search("x86-invlpgb").is_none());
+}

@@ -477,6 +477,11 @@ impl TlbPolicy for TlbGen {
         Box::pin(self.inner.flush_tlb_mm_range(ctx, info))
     }
 
+    /// 6.15 made RCU table freeing unconditional on x86, with INVLPGB.
+    fn rcu_table_free(&self) -> bool {
+        self.inner.opts.invlpgb
+    }
+
     /// x86 `arch_tlbbatch_should_defer()`: another CPU is in
     /// `mm_cpumask(mm)` (a flush only this CPU needs is done at once).
     fn arch_tlbbatch_should_defer(&self, ctx: &Ctx, mm: MmId) -> bool {
