@@ -5,6 +5,18 @@ use super::common::{arm64, experiment, file, run_ok};
 use tlbsim::explore::{check, CheckOptions, Strategy};
 use tlbsim::sim::{run, RunOptions, SimError};
 
+/// `schedules` random schedules from seed 1, each cut at `max_actions`.
+fn random(schedules: u64, max_actions: usize) -> CheckOptions {
+    CheckOptions {
+        strategy: Strategy::Random,
+        schedules,
+        seed: 1,
+        max_actions,
+        speculation: 2,
+        cpus: None,
+    }
+}
+
 const SMALL_BENCH: &str = "name = \"swap-bench\"\nsize_bytes = 65536\niterations = 5\ncpu = 1";
 
 #[test]
@@ -88,14 +100,7 @@ fn explore(policy: &str, op: &str, fork: bool, schedules: u64) -> Option<tlbsim:
     let params = &mut e.workload.params;
     params.insert("op".into(), toml::Value::String(op.into()));
     params.insert("fork".into(), toml::Value::Boolean(fork));
-    let o = CheckOptions {
-        strategy: Strategy::Random,
-        schedules,
-        seed: 1,
-        max_actions: 200_000,
-        speculation: 2,
-        cpus: None,
-    };
+    let o = random(schedules, 200_000);
     check(&e, &o).expect("check runs").failure
 }
 
@@ -169,14 +174,7 @@ fn x86_defers_reclaim_flushes_to_its_batch_and_stays_safe() {
         e.experiment.profile = "skylake-4c8t".into();
         e.kernel.tlb_policy = policy.into();
         e.kernel.asid_allocator = "none".into();
-        let o = CheckOptions {
-            strategy: Strategy::Random,
-            schedules: 500,
-            seed: 1,
-            max_actions: 20_000,
-            speculation: 2,
-            cpus: None,
-        };
+        let o = random(500, 20_000);
         let r = check(&e, &o).expect("check runs");
         assert!(
             r.failure.is_none(),
@@ -242,14 +240,7 @@ fn migration_races_pass_and_an_unsynced_batch_is_caught() {
     ] {
         e.workload.params.insert(k.into(), toml::Value::Integer(v));
     }
-    let o = CheckOptions {
-        strategy: Strategy::Random,
-        schedules: 500,
-        seed: 1,
-        max_actions: 50_000,
-        speculation: 2,
-        cpus: None,
-    };
+    let o = random(500, 50_000);
     for (policy, fails) in [
         ("arm64-stock", false),
         ("arm64-tlbbatch", false),
@@ -292,14 +283,7 @@ fn linux_4_12_lacked_flush_tlb_batched_pending_and_the_checker_finds_the_race() 
         e.experiment.profile = "skylake-4c8t".into();
         e.kernel.tlb_policy = policy.into();
         e.kernel.asid_allocator = "none".into();
-        let o = CheckOptions {
-            strategy: Strategy::Random,
-            schedules: 3_000,
-            seed: 1,
-            max_actions: 20_000,
-            speculation: 2,
-            cpus: None,
-        };
+        let o = random(3_000, 20_000);
         check(&e, &o).expect("check runs").failure
     };
     let f = search("x86-lazy-legacy").expect("the 4.12 race is found");
@@ -336,14 +320,7 @@ fn kswapd_reclaims_above_the_memory_limit_and_stays_safe() {
     assert!(o.stats.reclaim.pgsteal > 0, "{:?}", o.stats.reclaim);
     assert_eq!(o.checker.verdict, "pass");
     assert!(o.stats.cpu_time_by_task.iter().any(|t| t.comm == "kswapd0"));
-    let opts = CheckOptions {
-        strategy: Strategy::Random,
-        schedules: 1_000,
-        seed: 1,
-        max_actions: 50_000,
-        speculation: 2,
-        cpus: None,
-    };
+    let opts = random(1_000, 50_000);
     for policy in ["arm64-stock", "arm64-tlbbatch"] {
         e.kernel.tlb_policy = policy.into();
         let r = check(&e, &opts).expect("check runs");
@@ -371,14 +348,7 @@ fn the_v6_6_race_with_kswapd_reclaiming_on_another_cpu() {
     let search = |policy: &str| {
         let mut e = file("experiments/seed001-kswapd.toml");
         e.kernel.tlb_policy = policy.into();
-        let o = CheckOptions {
-            strategy: Strategy::Random,
-            schedules: 5_000,
-            seed: 1,
-            max_actions: 50_000,
-            speculation: 2,
-            cpus: None,
-        };
+        let o = random(5_000, 50_000);
         check(&e, &o).expect("check runs").failure
     };
     let f = search("arm64-tlbbatch-6.6").expect("found with kswapd too");
@@ -412,14 +382,7 @@ fn rcu_table_freeing_closes_the_lazy_switch_window_of_x86() {
         ] {
             e.workload.params.insert(k.into(), toml::Value::Integer(v));
         }
-        let o = CheckOptions {
-            strategy: Strategy::Random,
-            schedules: 3_000,
-            seed: 1,
-            max_actions: 50_000,
-            speculation: 2,
-            cpus: None,
-        };
+        let o = random(3_000, 50_000);
         check(&e, &o).expect("check runs").failure
     };
     let f = search("x86-tlb-gen").expect("the window is found before 6.15");
