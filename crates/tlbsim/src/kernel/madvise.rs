@@ -82,6 +82,12 @@ async fn madvise_pageout_pte_range(
                 });
             }
         }
+        drop((k, hw));
+        // folio_isolate_lru() takes a reference: the folio cannot be freed
+        // (and its frame reused) while reclaim holds it.
+        for f in &out {
+            w.hw.borrow_mut().mem.get_frame(f.pfn);
+        }
     }
     ctx.work(w.profile.kernel.pte_update_ns * ptes.len() as u64)
         .await;

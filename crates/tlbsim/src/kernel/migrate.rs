@@ -65,6 +65,8 @@ async fn queue_pages(ctx: &Ctx, mm: MmId, from: u32) -> Vec<Pfn> {
                         if f.node == from && !f.isolated {
                             f.isolated = true;
                             out.push(p.pfn);
+                            // The isolation's reference.
+                            w.hw.borrow_mut().mem.get_frame(p.pfn);
                         }
                     }
                 }
@@ -142,7 +144,8 @@ async fn migrate_folio_move(ctx: &Ctx, u: &Unmapped, to: u32) -> bool {
     let cpu = ctx.cpu();
     let folio = w.k.borrow().folios.get(&u.src).copied();
     let last = u.ptes.last().map(|&(mm, va, _)| (mm, va));
-    let moves = folio.is_some() && w.hw.borrow().mem.frame_refs(u.src) == 1;
+    // Only the page cache and the isolation still hold it.
+    let moves = folio.is_some() && w.hw.borrow().mem.frame_refs(u.src) == 2;
     let (keep, gone) = if moves {
         (u.dst, u.src)
     } else {
@@ -178,9 +181,11 @@ async fn migrate_folio_move(ctx: &Ctx, u: &Unmapped, to: u32) -> bool {
     remove_migration_ptes(ctx, keep, &u.ptes).await;
     folio_unlock(ctx, u.dst).await;
     folio_unlock(ctx, u.src).await;
-    // The page cache's reference on the one that goes (the source once
-    // moved; the unused destination otherwise).
+    // The isolation's reference on the source; then the page cache's
+    // reference on the one that goes (the source once moved; the unused
+    // destination otherwise).
     let (mm, va) = last.unwrap_or((0, 0));
+    w.put_frame(cpu, u.src, mm, va);
     w.put_frame(cpu, gone, mm, va);
     moves
 }

@@ -49,7 +49,8 @@ pub async fn shrink_folio_list(ctx: &Ctx, folios: &[Isolated]) -> u64 {
         match shrink_folio(ctx, *f).await {
             Outcome::Free(pfn, at) => free.push((pfn, at)),
             Outcome::Keep => {
-                // putback_lru_page(): back on the list, youngest.
+                // putback_lru_page(): back on the list, youngest, and the
+                // isolation's reference dropped.
                 let mut k = ctx.w.k.borrow_mut();
                 if let Some(x) = k.folios.get_mut(&f.pfn) {
                     x.isolated = false;
@@ -57,6 +58,8 @@ pub async fn shrink_folio_list(ctx: &Ctx, folios: &[Isolated]) -> u64 {
                     k.lru.push_back((f.pfn, owner));
                 }
                 drop(k);
+                let (mm, va) = f.found_at;
+                ctx.w.put_frame(ctx.cpu(), f.pfn, mm, va);
                 ctx.w.stats.borrow_mut().reclaim.kept += 1;
             }
         }
@@ -67,6 +70,8 @@ pub async fn shrink_folio_list(ctx: &Ctx, folios: &[Isolated]) -> u64 {
     let n = free.len() as u64;
     let cpu = ctx.cpu();
     for (pfn, (mm, va)) in free {
+        // The isolation's reference, then the page cache's.
+        ctx.w.put_frame(cpu, pfn, mm, va);
         ctx.w.put_frame(cpu, pfn, mm, va);
     }
     ctx.w.stats.borrow_mut().reclaim.pgsteal += n;
@@ -86,11 +91,11 @@ async fn shrink_folio(ctx: &Ctx, f: Isolated) -> Outcome {
         at = last;
     }
     // folio_mapped(), and __remove_mapping()'s reference freeze: only the
-    // page cache may still hold it. A fault that found it before we locked
+    // page cache and the isolation may still hold it. A fault that found it before we locked
     // it holds a reference (and waits for the lock): keep it. (Linux
     // writes it out first and then keeps it in the swap cache; the model
     // keeps it before the write.)
-    if w.hw.borrow().mem.frame_refs(f.pfn) != 1 {
+    if w.hw.borrow().mem.frame_refs(f.pfn) != 2 {
         folio_unlock(ctx, f.pfn).await;
         return Outcome::Keep;
     }
@@ -217,6 +222,7 @@ fn isolate_lru_folios(w: &crate::kernel::World, n: usize) -> Vec<Isolated> {
                     .get_mut(&pfn)
                     .expect("just read")
                     .isolated = true;
+                w.hw.borrow_mut().mem.get_frame(pfn); // the isolation's reference
                 let found_at = super::rmap::folio_mappers(w, pfn).first().copied();
                 out.push(Isolated {
                     pfn,
