@@ -79,6 +79,15 @@ async fn queue_pages(ctx: &Ctx, mm: MmId, from: u32) -> Vec<Pfn> {
     out
 }
 
+/// The profile's NUMA costs; a workload that migrates refuses a profile
+/// without them before running (`Workload::check`).
+fn numa(w: &crate::kernel::World) -> &crate::config::NumaParams {
+    w.profile
+        .numa
+        .as_ref()
+        .expect("a migrating workload runs only on a profile with [numa] (checked at setup)")
+}
+
 /// One folio of a batch after its unmap.
 struct Unmapped {
     src: Pfn,
@@ -112,10 +121,11 @@ async fn migrate_pages_batch(ctx: &Ctx, folios: &[Pfn], to: u32) -> u64 {
     let _f = ctx.func(crate::label!("migrate_pages_batch"));
     let w = &ctx.w;
     let batch = w.kcfg.migrate_batch_flush;
+    // A migrating workload refuses a profile without [numa] (its check()).
+    let per_folio = numa(w).migrate_folio_ns;
     let mut unmapped = Vec::new();
     for &src in folios {
-        let numa = w.profile.numa.clone().expect("checked by the workload");
-        ctx.work(numa.migrate_folio_ns).await;
+        ctx.work(per_folio).await;
         let dst = w.hw.borrow_mut().mem.alloc_frame();
         folio_lock_new(ctx, dst);
         folio_lock(ctx, src).await;
@@ -152,12 +162,12 @@ async fn migrate_folio_move(ctx: &Ctx, u: &Unmapped, to: u32) -> bool {
         (u.src, u.dst)
     };
     if let (true, Some(f)) = (moves, folio) {
-        let numa = w.profile.numa.clone().expect("checked by the workload");
         let remote = f.node != to || cpu_node(w, cpu) != to;
+        let n = numa(w);
         let copy = if remote {
-            numa.page_copy_remote_ns
+            n.page_copy_remote_ns
         } else {
-            numa.page_copy_local_ns
+            n.page_copy_local_ns
         };
         ctx.work(copy).await; // folio_copy()
         let mut k = w.k.borrow_mut();

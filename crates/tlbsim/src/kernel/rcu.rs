@@ -53,14 +53,17 @@ impl World {
     }
 
     /// `cpu` passed a quiescent state: frees every table whose grace
-    /// period that ends (reported as freed by `cpu`).
+    /// period that ends (reported as freed by `cpu`). Counts only while a
+    /// free waits: a grace period compares counts from its own start, so
+    /// no count before it matters (and the hot paths that call this pay
+    /// one check).
     pub fn rcu_quiescent(&self, cpu: CpuId) {
         let done: Vec<RcuFree> = {
             let mut k = self.k.borrow_mut();
-            k.cpus[cpu].rcu_qs += 1;
             if k.rcu_frees.is_empty() {
                 return;
             }
+            k.cpus[cpu].rcu_qs += 1;
             let qs: Vec<u64> = k.cpus.iter().map(|c| c.rcu_qs).collect();
             let (done, wait): (Vec<RcuFree>, Vec<RcuFree>) =
                 std::mem::take(&mut k.rcu_frees).into_iter().partition(|f| {

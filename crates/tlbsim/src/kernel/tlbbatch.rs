@@ -65,6 +65,7 @@ pub async fn set_tlb_ubc_flush_pending(ctx: &Ctx, mm: MmId, pteval: Pte, va: u64
     let w = &ctx.w;
     // pte_dirty(): in the model a dirty PTE is a writable one.
     let writable = pteval.perms.write();
+    w.stats.borrow_mut().reclaim.flush_deferred += 1;
     w.policy.arch_tlbbatch_add_pending(ctx, mm, va).await;
     w.k.borrow_mut().tasks[ctx.task].tlb_ubc.flush_required = true;
     // barrier(): the PTE is clear before the count goes up. atomic_read()
@@ -106,6 +107,7 @@ pub async fn try_to_unmap_flush(ctx: &Ctx) {
     if !w.k.borrow().tasks[ctx.task].tlb_ubc.flush_required {
         return;
     }
+    w.stats.borrow_mut().reclaim.batch_flushes += 1;
     w.policy.arch_tlbbatch_flush(ctx).await;
     let mut k = w.k.borrow_mut();
     let ubc = &mut k.tasks[ctx.task].tlb_ubc;

@@ -61,9 +61,7 @@ impl MadvMigrate {
 }
 
 fn only(w: &World, cpu: u32) -> CpuMask {
-    let mut m = CpuMask::new(w.ncpus());
-    m.set(cpu as usize);
-    m
+    super::only_cpu(w, cpu as usize)
 }
 
 impl Workload for MadvMigrate {

@@ -87,9 +87,7 @@ impl MigrateBench {
 }
 
 fn pin(c: &Ctx, cpu: usize) -> CpuMask {
-    let mut m = CpuMask::new(c.w.ncpus());
-    m.set(cpu);
-    m
+    super::only_cpu(&c.w, cpu)
 }
 
 /// A thread of the process: rounds of random accesses until `done`.

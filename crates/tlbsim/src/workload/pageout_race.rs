@@ -23,7 +23,6 @@
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
-use crate::hw::cpumask::CpuMask;
 use crate::hw::mem::{Perms, PAGE_SIZE};
 use crate::kernel::madvise::sys_madvise_pageout;
 use crate::kernel::mm::{sys_mprotect, sys_munmap};
@@ -168,8 +167,7 @@ impl Workload for PageoutRace {
                         let cpu = (i % n) as usize;
                         let program: Program = Box::new(move |c: Ctx| {
                             Box::pin(async move {
-                                let mut only = CpuMask::new(c.w.ncpus());
-                                only.set(cpu);
+                                let only = super::only_cpu(&c.w, cpu);
                                 sys_sched_setaffinity(&c, Some(only)).await;
                                 user_loop(&c, &m, (p, i), &d, rng).await;
                             })

@@ -16,7 +16,6 @@
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
-use crate::hw::cpumask::CpuMask;
 use crate::hw::mem::{Perms, PAGE_SIZE};
 use crate::kernel::madvise::sys_madvise_pageout;
 use crate::kernel::sched::{spawn_user, sys_sched_setaffinity};
@@ -77,8 +76,7 @@ impl SwapBench {
 
 /// The benchmark's `main()`.
 async fn swap_bench_main(ctx: &Ctx, b: &SwapBench) {
-    let mut only = CpuMask::new(ctx.w.ncpus());
-    only.set(b.cpu as usize);
+    let only = super::only_cpu(&ctx.w, b.cpu as usize);
     sys_sched_setaffinity(ctx, Some(only)).await;
     let len = b.pages() * PAGE_SIZE;
     let p = sys_mmap_shared(ctx, len, Perms::RW, b.data).await;

@@ -59,15 +59,8 @@ impl TlbBatch {
     }
 }
 
-/// `arch_tlbbatch_add_pending()`: [`__flush_tlb_page_nosync`], counted.
-pub async fn arch_tlbbatch_add_pending(ctx: &Ctx, mm: MmId, va: u64) {
-    ctx.w.stats.borrow_mut().reclaim.flush_deferred += 1;
-    __flush_tlb_page_nosync(ctx, mm, va).await;
-}
-
 /// `arch_tlbbatch_flush()`: `dsb(ish)`, completing this CPU's TLBIs.
 pub async fn arch_tlbbatch_flush(ctx: &Ctx) {
-    ctx.w.stats.borrow_mut().reclaim.batch_flushes += 1;
     ctx.dsb_ish().await;
 }
 
@@ -103,7 +96,8 @@ impl TlbPolicy for TlbBatch {
     }
 
     fn arch_tlbbatch_add_pending<'a>(&'a self, ctx: &'a Ctx, mm: MmId, va: u64) -> KFuture<'a, ()> {
-        Box::pin(arch_tlbbatch_add_pending(ctx, mm, va))
+        // __flush_tlb_page_nosync()
+        Box::pin(__flush_tlb_page_nosync(ctx, mm, va))
     }
 
     fn arch_tlbbatch_flush<'a>(&'a self, ctx: &'a Ctx) -> KFuture<'a, ()> {

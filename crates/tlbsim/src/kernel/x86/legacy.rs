@@ -157,26 +157,13 @@ impl TlbPolicy for Legacy {
     /// 4.12 mm/rmap.c `should_defer_flush()`: another CPU is in
     /// `mm_cpumask(mm)`.
     fn arch_tlbbatch_should_defer(&self, ctx: &Ctx, mm: MmId) -> bool {
-        let mut others = ctx.mm_cpumask(mm);
-        others.clear(ctx.cpu());
-        !others.is_empty()
+        super::batch_should_defer(ctx, mm)
     }
 
     /// 4.12 `set_tlb_ubc_flush_pending()`: `cpumask_or(&tlb_ubc->cpumask,
     /// mm_cpumask(mm))`; nothing is flushed yet.
     fn arch_tlbbatch_add_pending<'a>(&'a self, ctx: &'a Ctx, mm: MmId, _va: u64) -> KFuture<'a, ()> {
-        Box::pin(async move {
-            ctx.w.stats.borrow_mut().reclaim.flush_deferred += 1;
-            let add = ctx.mm_cpumask(mm);
-            let mut k = ctx.w.k.borrow_mut();
-            let arch = &mut k.tasks[ctx.task].tlb_ubc.arch;
-            let mask = arch
-                .cpumask
-                .get_or_insert_with(|| crate::hw::cpumask::CpuMask::new(ctx.w.ncpus()));
-            for c in add.iter() {
-                mask.set(c);
-            }
-        })
+        Box::pin(async move { super::batch_add_mm_cpumask(ctx, mm) })
     }
 
     /// 4.12 `try_to_unmap_flush()`: `flush_tlb_others(&tlb_ubc->cpumask,
@@ -185,16 +172,8 @@ impl TlbPolicy for Legacy {
         Box::pin(async move {
             let mask = ctx.w.k.borrow_mut().tasks[ctx.task].tlb_ubc.arch.cpumask.take();
             let Some(mut mask) = mask else { return };
-            ctx.w.stats.borrow_mut().reclaim.batch_flushes += 1;
             let cpu = ctx.cpu();
-            let info = FlushInfo {
-                mm: None,
-                start: 0,
-                end: super::TLB_FLUSH_ALL,
-                stride_shift: crate::hw::mem::PAGE_SHIFT,
-                new_tlb_gen: 0,
-                freed_tables: false,
-            };
+            let info = FlushInfo::batch();
             if mask.test(cpu) {
                 super::count(ctx, FlushScope::Local);
                 flush_tlb_info_local(ctx, 0, &info).await;

@@ -70,6 +70,20 @@ impl FlushInfo {
         }
     }
 
+    /// The full flush of reclaim's batch (`arch_tlbbatch_flush()`): no
+    /// mm, `TLB_FLUSH_ALL`, no generation (each CPU catches up with the mm
+    /// it has loaded).
+    pub fn batch() -> Self {
+        Self {
+            mm: None,
+            start: 0,
+            end: TLB_FLUSH_ALL,
+            stride_shift: PAGE_SHIFT,
+            new_tlb_gen: 0,
+            freed_tables: false,
+        }
+    }
+
     /// `flush_tlb_range()`: `[start, end)` rounded out to `stride` bytes
     /// (at least a page); `last_level` false when tables were freed.
     pub fn range(mm: MmId, start: u64, end: u64, stride: u64, last_level: bool) -> Self {
@@ -196,5 +210,27 @@ impl FlushIpi {
         })
         .await;
         self.infos.borrow_mut()[cpu] = None;
+    }
+}
+
+/// x86 `arch_tlbbatch_should_defer(mm)` (mm/rmap.c before 6.6): another
+/// CPU is in `mm_cpumask(mm)`; a flush only this CPU needs is done at once.
+pub fn batch_should_defer(ctx: &Ctx, mm: MmId) -> bool {
+    let mut others = ctx.mm_cpumask(mm);
+    others.clear(ctx.cpu());
+    !others.is_empty()
+}
+
+/// The part of x86 `arch_tlbbatch_add_pending()` every version has:
+/// `cpumask_or(&batch->cpumask, mm_cpumask(mm))` into the task's batch.
+pub fn batch_add_mm_cpumask(ctx: &Ctx, mm: MmId) {
+    let add = ctx.mm_cpumask(mm);
+    let mut k = ctx.w.k.borrow_mut();
+    let arch = &mut k.tasks[ctx.task].tlb_ubc.arch;
+    let mask = arch
+        .cpumask
+        .get_or_insert_with(|| crate::hw::cpumask::CpuMask::new(ctx.w.ncpus()));
+    for c in add.iter() {
+        mask.set(c);
     }
 }

@@ -485,9 +485,7 @@ impl TlbPolicy for TlbGen {
     /// x86 `arch_tlbbatch_should_defer()`: another CPU is in
     /// `mm_cpumask(mm)` (a flush only this CPU needs is done at once).
     fn arch_tlbbatch_should_defer(&self, ctx: &Ctx, mm: MmId) -> bool {
-        let mut others = ctx.mm_cpumask(mm);
-        others.clear(ctx.cpu());
-        !others.is_empty()
+        super::batch_should_defer(ctx, mm)
     }
 
     /// x86 `arch_tlbbatch_add_pending()`: `inc_mm_tlb_gen(mm)` (so the
@@ -496,19 +494,13 @@ impl TlbPolicy for TlbGen {
     fn arch_tlbbatch_add_pending<'a>(&'a self, ctx: &'a Ctx, mm: MmId, _va: u64) -> KFuture<'a, ()> {
         Box::pin(async move {
             let g = &self.inner;
-            ctx.w.stats.borrow_mut().reclaim.flush_deferred += 1;
             ctx.atomic_inc_return(|| g.mm_mut(mm, |m| m.tlb_gen += 1))
                 .await;
-            let add = ctx.mm_cpumask(mm);
-            let mut k = ctx.w.k.borrow_mut();
-            let arch = &mut k.tasks[ctx.task].tlb_ubc.arch;
-            let mask = arch
-                .cpumask
-                .get_or_insert_with(|| CpuMask::new(ctx.w.ncpus()));
-            for c in add.iter() {
-                mask.set(c);
-            }
-            arch.unmapped_pages = true;
+            super::batch_add_mm_cpumask(ctx, mm);
+            ctx.w.k.borrow_mut().tasks[ctx.task]
+                .tlb_ubc
+                .arch
+                .unmapped_pages = true;
         })
     }
 
@@ -527,21 +519,12 @@ impl TlbPolicy for TlbGen {
                 (arch.cpumask.take(), unmapped)
             };
             if self.inner.opts.invlpgb && unmapped {
-                ctx.w.stats.borrow_mut().reclaim.batch_flushes += 1;
                 super::invlpgb::invlpgb_flush_all_nonglobals(ctx).await;
                 return;
             }
             let Some(mask) = mask else { return };
-            ctx.w.stats.borrow_mut().reclaim.batch_flushes += 1;
             let cpu = ctx.cpu();
-            let info = FlushInfo {
-                mm: None,
-                start: 0,
-                end: TLB_FLUSH_ALL,
-                stride_shift: crate::hw::mem::PAGE_SHIFT,
-                new_tlb_gen: 0,
-                freed_tables: false,
-            };
+            let info = FlushInfo::batch();
             let mut others = mask.clone();
             others.clear(cpu);
             if !others.is_empty() {
