@@ -105,6 +105,15 @@ pub enum Event {
         /// Virtual address of the last mapping.
         va: u64,
     },
+    /// The kernel began copying data frame `pfn`'s contents elsewhere: its
+    /// write-out to swap (`pageout()`) or its copy to a new frame
+    /// (`migrate_folio()`). A store to the frame after this is lost.
+    CopyOut {
+        /// CPU copying.
+        cpu: CpuId,
+        /// Frame.
+        pfn: crate::hw::mem::Pfn,
+    },
     /// A page-table page was freed (returned to the allocator).
     TableFree {
         /// CPU freeing it.
@@ -124,6 +133,8 @@ pub enum Event {
         running: MmId,
         /// The entry.
         entry: LeafEntry,
+        /// The access stored through it (a write that did not fault).
+        store: bool,
     },
     /// A walk went through a cached intermediate entry.
     WalkUse {

@@ -18,6 +18,11 @@
 //!   entries of another address space under that ASID, and no two CPUs run
 //!   different address spaces under one ASID at once. No CPU keeps TTBR0 on
 //!   a freed top-level table.
+//! - **no lost write**: once the kernel began copying a data frame out
+//!   (writing it to swap, copying it to a migration target: `CopyOut`), no
+//!   store reaches the frame through any translation until it is freed
+//!   (`try_to_unmap_flush_dirty()` before `pageout()`, the batch flush
+//!   before `migrate_folio()`); after the free, "no use after free" holds.
 //!
 //! Completion (a DSB completes only its own CPU's TLBIs) is a property of the
 //! hardware model; the mutant tests show its consequences are caught.
@@ -155,6 +160,9 @@ pub struct Checker {
     scratch_writes: Vec<PteWriteRec>,
     /// A buffer for the pages a returning call retired, likewise.
     scratch_keys: Vec<(MmId, u64)>,
+    /// Data frames whose contents the kernel began copying out
+    /// (`CopyOut`) and that are not freed since.
+    copied_out: std::collections::BTreeSet<Pfn>,
     /// One past the largest PTE version seen.
     version_bound: u64,
     failure: Option<Violation>,
@@ -183,6 +191,7 @@ impl Checker {
             scratch_cpus: Vec::new(),
             scratch_writes: Vec::new(),
             scratch_keys: Vec::new(),
+            copied_out: std::collections::BTreeSet::new(),
             version_bound: 1,
             failure: None,
             events_seen: 0,
@@ -472,6 +481,7 @@ impl Checker {
     /// each CPU is first asked with one probe of that range whether it
     /// holds anything there ([`Checker::holds_none_in`]).
     fn frame_free(&mut self, now: Ns, hw: &Hw, cpu: CpuId, pfn: Pfn, mm: MmId, va: u64) {
+        self.copied_out.remove(&pfn);
         let vpn = va >> PAGE_SHIFT;
         let region = vpn / HPAGE_PAGES;
         let streak = match self.free_streak {
@@ -541,6 +551,16 @@ impl Checker {
     /// something there, so the first page found held (and the first such
     /// CPU) is the one page-by-page frees would report.
     fn huge_frame_free(&mut self, now: Ns, hw: &Hw, cpu: CpuId, pfn: Pfn, mm: MmId, va: u64) {
+        if !self.copied_out.is_empty() {
+            let gone: Vec<Pfn> = self
+                .copied_out
+                .range(pfn..pfn + HPAGE_PAGES)
+                .copied()
+                .collect();
+            for p in gone {
+                self.copied_out.remove(&p);
+            }
+        }
         let vpn = va >> PAGE_SHIFT;
         let region = vpn / HPAGE_PAGES;
         self.free_streak = Some((mm, region, HPAGE_PAGES as u32));
@@ -678,6 +698,27 @@ impl Checker {
                 Some(va),
                 format!(
                     "cpu{cpu} used a stale translation of mm {} va {va:#x}: {entry:?}, current PTE {:?}",
+                    entry.mm,
+                    self.shadow.current(entry.mm, entry.vpn)
+                ),
+            );
+        }
+    }
+
+    /// A store through `entry` (after its `LeafUse` checks): the frame must
+    /// not be copied out since it was last allocated (no lost write).
+    fn store(&mut self, now: Ns, cpu: CpuId, entry: &LeafEntry) {
+        if self.copied_out.contains(&entry.pfn) {
+            let va = entry.vpn << PAGE_SHIFT;
+            self.fail(
+                now,
+                Invariant::NoLostWrite,
+                &[cpu],
+                Some(entry.mm),
+                Some(va),
+                format!(
+                    "cpu{cpu} stored to frame {} of mm {} va {va:#x} after the kernel began copying it out: the write is lost ({entry:?}, current PTE {:?})",
+                    entry.pfn,
                     entry.mm,
                     self.shadow.current(entry.mm, entry.vpn)
                 ),
@@ -1013,7 +1054,16 @@ impl Observer for Checker {
                 cpu,
                 running,
                 entry,
-            } => self.leaf_use(now, cpu, running, &entry),
+                store,
+            } => {
+                self.leaf_use(now, cpu, running, &entry);
+                if store && self.failure.is_none() {
+                    self.store(now, cpu, &entry);
+                }
+            }
+            Event::CopyOut { pfn, .. } => {
+                self.copied_out.insert(pfn);
+            }
             Event::WalkUse {
                 cpu,
                 running,
@@ -1053,7 +1103,7 @@ impl Observer for Checker {
 mod tests {
     use super::*;
     use crate::config::builtin_profile;
-    use crate::hw::mem::Perms;
+    use crate::hw::mem::{Perms, PAGE_SIZE};
     use crate::hw::tlb::LeafEntry;
     use crate::hw::Ttbr0;
 
@@ -1225,6 +1275,54 @@ mod tests {
             }
         }
         c
+    }
+
+    /// A store through `entry` on cpu1 at `now`.
+    fn store(c: &mut Checker, hw: &Hw, now: Ns, entry: LeafEntry, store: bool) {
+        let ev = Event::LeafUse {
+            cpu: 1,
+            running: 0,
+            entry,
+            store,
+        };
+        c.event(now, &ev, hw);
+    }
+
+    #[test]
+    fn a_store_to_a_frame_being_copied_out_is_a_lost_write_until_the_frame_is_freed() {
+        let entry = LeafEntry {
+            asid: 1,
+            vpn: (VA >> PAGE_SHIFT) + 1,
+            pfn: 9,
+            perms: Perms::RW,
+            version: 1,
+            mm: 0,
+        };
+        let mut c = Checker::new(3, 8);
+        let hw = Hw::new(&builtin_profile("ampere-32").unwrap());
+        // A store before the copy-out, and a load after it, are fine.
+        store(&mut c, &hw, 1, entry, true);
+        c.event(2, &Event::CopyOut { cpu: 0, pfn: 9 }, &hw);
+        store(&mut c, &hw, 3, entry, false);
+        assert!(c.failure().is_none());
+        // Once freed (and reused), the frame may be written again.
+        let free = Event::FrameFree {
+            cpu: 0,
+            pfn: 9,
+            mm: 0,
+            va: VA,
+        };
+        let mut freed = Checker::new(3, 8);
+        freed.event(2, &Event::CopyOut { cpu: 0, pfn: 9 }, &hw);
+        freed.event(3, &free, &hw);
+        store(&mut freed, &hw, 4, entry, true);
+        assert!(freed.failure().is_none());
+        // A store after the copy-out is lost.
+        store(&mut c, &hw, 4, entry, true);
+        let f = c.failure().expect("a lost write");
+        assert_eq!(f.invariant, Invariant::NoLostWrite, "{f}");
+        assert_eq!(f.va, Some(VA + PAGE_SIZE));
+        assert_eq!(f.cpus, vec![1]);
     }
 
     #[test]

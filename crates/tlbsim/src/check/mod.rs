@@ -26,16 +26,20 @@ pub enum Invariant {
     NoStaleWalk,
     /// Two address spaces met under one ASID on one CPU.
     AsidIsolation,
+    /// A store reached a data frame after the kernel began copying it out
+    /// (to swap or to a migration target): the write is lost.
+    NoLostWrite,
 }
 
 impl Invariant {
     /// Every invariant, in a fixed order.
-    pub const ALL: [Invariant; 5] = [
+    pub const ALL: [Invariant; 6] = [
         Invariant::NoStaleUse,
         Invariant::NoStaleHold,
         Invariant::NoUseAfterFree,
         Invariant::NoStaleWalk,
         Invariant::AsidIsolation,
+        Invariant::NoLostWrite,
     ];
 
     /// The name reports print (`invariant: <name>`).
@@ -46,6 +50,7 @@ impl Invariant {
             Invariant::NoUseAfterFree => "no use after free",
             Invariant::NoStaleWalk => "no stale walk",
             Invariant::AsidIsolation => "ASID isolation",
+            Invariant::NoLostWrite => "no lost write",
         }
     }
 }

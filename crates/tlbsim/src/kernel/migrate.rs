@@ -169,6 +169,7 @@ async fn migrate_folio_move(ctx: &Ctx, u: &Unmapped, to: u32) -> bool {
         } else {
             n.page_copy_local_ns
         };
+        ctx.emit(crate::observe::Event::CopyOut { cpu, pfn: u.src });
         ctx.work(copy).await; // folio_copy()
         let mut k = w.k.borrow_mut();
         let (id, index) = f.owner;

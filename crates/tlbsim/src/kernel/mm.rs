@@ -696,7 +696,9 @@ async fn do_wp_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, p: Pte) {
     let _f = ctx.func(crate::label!("do_wp_page"));
     if v.shared() {
         // wp_page_shared(): a shared page is written in place.
-        return wp_page_reuse(ctx, mm, v, va, p).await;
+        wp_page_reuse(ctx, mm, v, va, p).await;
+        super::shmem::fault_dirty_shared_page(&ctx.w, p.pfn);
+        return;
     }
     let shared = p.pfn == ZERO_PFN || ctx.w.hw.borrow().mem.frame_refs(p.pfn) > 1;
     if shared {

@@ -97,12 +97,27 @@ pub trait TlbPolicy {
     fn rcu_table_free(&self) -> bool {
         false
     }
+    /// `pte_dirty(pte)` of a PTE reclaim or migration just cleared: was
+    /// the page written through it? It decides `folio_mark_dirty()` in
+    /// `try_to_unmap_one()` and whether the task's batch must be flushed
+    /// before the page is written out (`tlb_ubc->writable`,
+    /// `try_to_unmap_flush_dirty()`). Default: a writable PTE is dirty (the
+    /// model maps a page writable only at a write fault, and has no
+    /// hardware dirty-bit management).
+    fn pte_dirty(&self, pte: crate::hw::mem::Pte) -> bool {
+        pte_dirty(pte)
+    }
     /// Hook called by the ASID allocator, under its lock, when `mm`
     /// receives a fresh ASID number (not when it keeps its number into a
     /// new generation). Seed 000 clears mm_cpumask there.
     fn on_new_context(&self, w: &World, mm: MmId) {
         let _ = (w, mm);
     }
+}
+
+/// The default [`TlbPolicy::pte_dirty`]: a writable PTE is dirty.
+pub fn pte_dirty(pte: crate::hw::mem::Pte) -> bool {
+    pte.perms.write()
 }
 
 /// ASID allocation (arch/arm64/mm/context.c).

@@ -75,7 +75,7 @@ pub async fn try_to_migrate(ctx: &Ctx, pfn: Pfn, batch: bool) -> Vec<(MmId, u64,
 /// clears the PTE of `mm` at `va` if it maps `pfn` and flushes it, at once
 /// ([`ptep_clear_flush`]) or deferred to the task's batch
 /// (`ptep_get_and_clear()`, [`set_tlb_ubc_flush_pending`]) when
-/// [`should_defer_flush`]; a dirty (in the model: writable) PTE marks the
+/// [`should_defer_flush`]; a dirty PTE (`pte_dirty()`) marks the
 /// folio dirty; the mapping's frame reference is dropped
 /// (`folio_remove_rmap_pte()`). Returns the PTE it cleared, if any.
 async fn try_to_unmap_one(ctx: &Ctx, mm: MmId, va: u64, pfn: Pfn, batch: bool) -> Option<Pte> {
@@ -90,8 +90,8 @@ async fn try_to_unmap_one(ctx: &Ctx, mm: MmId, va: u64, pfn: Pfn, batch: bool) -
             } else {
                 ptep_clear_flush(ctx, mm, va).await;
             }
-            if p.perms.write() {
-                // folio_mark_dirty(): the PTE was dirty.
+            if w.policy.pte_dirty(p) {
+                // folio_mark_dirty()
                 if let Some(f) = w.k.borrow_mut().folios.get_mut(&pfn) {
                     f.dirty = true;
                 }

@@ -97,7 +97,8 @@ pub async fn sys_mmap_shared(ctx: &Ctx, len: u64, perms: Perms, data: PageData) 
 /// and swapping it in if it was swapped out. A read maps it read-only: a
 /// clean PTE is read-only in the model (arm64 without hardware dirty-bit
 /// management marks it `PTE_RDONLY` until the first write faults), so a
-/// PTE is dirty exactly when it is writable.
+/// PTE is dirty exactly when it is writable; a write marks the folio dirty
+/// ([`fault_dirty_shared_page`]).
 pub async fn shmem_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
     let _f = ctx.func(crate::label!("shmem_fault"));
     let w = &ctx.w;
@@ -114,6 +115,9 @@ pub async fn shmem_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
                 let pfn = add_folio(w, id, index, false, cpu_node(w, ctx.cpu()));
                 folio_lock_new(ctx, pfn);
                 finish_fault(ctx, mm, v, va, pfn, write).await;
+                if write {
+                    fault_dirty_shared_page(w, pfn);
+                }
                 folio_unlock(ctx, pfn).await;
                 super::vmscan::wakeup_kswapd(ctx).await;
                 return;
@@ -127,6 +131,9 @@ pub async fn shmem_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
                 let mapped = still == Some(ShmemEntry::Folio(pfn));
                 if mapped {
                     finish_fault(ctx, mm, v, va, pfn, write).await;
+                    if write {
+                        fault_dirty_shared_page(w, pfn);
+                    }
                 }
                 // Else reclaimed while we waited for the lock: look again.
                 folio_unlock(ctx, pfn).await;
@@ -156,6 +163,16 @@ async fn shmem_swapin_folio(ctx: &Ctx, id: ShmemId, index: u64, slot: SwapSlot) 
     zram_read(ctx, slot).await;
     w.k.borrow_mut().swap.free(slot);
     folio_unlock(ctx, pfn).await;
+}
+
+/// `fault_dirty_shared_page()` (mm/memory.c, after a write fault on a
+/// shared mapping, `do_shared_fault()` or `wp_page_shared()`): the folio
+/// is dirty (`folio_mark_dirty()`), whatever later becomes of the PTE
+/// (an mprotect to read-only keeps the page dirty).
+pub(crate) fn fault_dirty_shared_page(w: &World, pfn: Pfn) {
+    if let Some(f) = w.k.borrow_mut().folios.get_mut(&pfn) {
+        f.dirty = true;
+    }
 }
 
 /// Puts a new frame for page `index` of object `id` in its page cache

@@ -63,8 +63,7 @@ pub fn should_defer_flush(ctx: &Ctx, mm: MmId, batch: bool) -> bool {
 pub async fn set_tlb_ubc_flush_pending(ctx: &Ctx, mm: MmId, pteval: Pte, va: u64) {
     let _f = ctx.func(crate::label!("set_tlb_ubc_flush_pending"));
     let w = &ctx.w;
-    // pte_dirty(): in the model a dirty PTE is a writable one.
-    let writable = pteval.perms.write();
+    let writable = w.policy.pte_dirty(pteval);
     w.stats.borrow_mut().reclaim.flush_deferred += 1;
     w.policy.arch_tlbbatch_add_pending(ctx, mm, va).await;
     w.k.borrow_mut().tasks[ctx.task].tlb_ubc.flush_required = true;

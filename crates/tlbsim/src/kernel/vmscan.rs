@@ -111,6 +111,10 @@ async fn shrink_folio(ctx: &Ctx, f: Isolated) -> Outcome {
         // pageout() → shmem_writeout() → swap_writepage(): the page moves
         // to a swap slot.
         let data = w.k.borrow().shmem[id as usize].data;
+        ctx.emit(crate::observe::Event::CopyOut {
+            cpu: ctx.cpu(),
+            pfn: f.pfn,
+        });
         Some(ShmemEntry::Swap(zram_write(ctx, data).await))
     } else {
         // A clean shmem page was never written: it reads as zeroes, and

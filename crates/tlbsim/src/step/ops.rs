@@ -237,12 +237,14 @@ pub fn access(
     }
     let running = w.hw.borrow().cpus[cpu].ttbr0.map(|t| t.mm);
     if let Some(running) = running {
+        let store = write && r.is_ok();
         for tr in trace.drain(..) {
             w.emit(match tr {
                 AccessTrace::UsedLeaf(entry) => Event::LeafUse {
                     cpu,
                     running,
                     entry,
+                    store,
                 },
                 AccessTrace::UsedWalk(entry) => Event::WalkUse {
                     cpu,

@@ -11,11 +11,12 @@
 //! a kernel thread on the old tables).
 
 use super::skip_v2::flush_if_stale;
+use crate::check::Invariant;
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;
 use crate::kernel::policy::TlbPolicy;
-use crate::kernel::registry::{Allocators, PolicyEntry};
+use crate::kernel::registry::{Allocators, Breaks, PolicyEntry, Search, Source, Strategy};
 use crate::kernel::tlbflush::FlushScope;
 use crate::kernel::Ctx;
 
@@ -83,6 +84,18 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
     arch: Arch::Arm64,
     requires: &[],
     allocators: Allocators::OfArch,
-    breaks: None,
+    // Catalin Marinas's objection to v1 (docs/validation.md): a CPU the
+    // process left keeps its TTBR0 and walk-cache entries, and a local-only
+    // flush frees a page-table page they point to.
+    breaks: Some(Breaks {
+        invariant: Invariant::NoStaleWalk,
+        search: Search::Explore {
+            experiment: Source::File("experiments/seed000-safety.toml"),
+            strategy: Strategy::Random,
+            schedules: 100,
+            seed: 1,
+            max_actions: 200_000,
+        },
+    }),
     new: || Box::new(SkipV1),
 };

@@ -13,6 +13,7 @@ use super::stock::Stock;
 use super::tlbflush::__flush_tlb_page_nosync;
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
+use crate::hw::mem::Pte;
 use crate::hw::tlb::MmId;
 use crate::kernel::policy::TlbPolicy;
 use crate::kernel::registry::{Allocators, PolicyEntry};
@@ -22,13 +23,16 @@ use crate::kernel::Ctx;
 pub type PendingHook = for<'a> fn(&'a Ctx, MmId) -> KFuture<'a, ()>;
 /// A hook of the batch: `arch_tlbbatch_flush()`.
 pub type FlushHook = for<'a> fn(&'a Ctx) -> KFuture<'a, ()>;
+/// A hook of the batch: `pte_dirty()` of a PTE reclaim cleared.
+pub type DirtyHook = fn(Pte) -> bool;
 
-/// Stock arm64 with reclaim's batch; its two hooks are the seams where
+/// Stock arm64 with reclaim's batch; its hooks are the seams where
 /// historical versions and mutants differ (each in its own file).
 #[derive(Debug, Clone, Copy)]
 pub struct TlbBatch {
     pending: PendingHook,
     flush: FlushHook,
+    dirty: DirtyHook,
 }
 
 impl Default for TlbBatch {
@@ -37,6 +41,7 @@ impl Default for TlbBatch {
         Self {
             pending: |ctx, mm| Box::pin(crate::kernel::mm::flush_tlb_mm(ctx, mm)),
             flush: |ctx| Box::pin(arch_tlbbatch_flush(ctx)),
+            dirty: crate::kernel::policy::pte_dirty,
         }
     }
 }
@@ -54,6 +59,14 @@ impl TlbBatch {
     pub fn with_flush(flush: FlushHook) -> Self {
         Self {
             flush,
+            ..Self::default()
+        }
+    }
+
+    /// Mainline but for `pte_dirty()`.
+    pub fn with_dirty(dirty: DirtyHook) -> Self {
+        Self {
+            dirty,
             ..Self::default()
         }
     }
@@ -106,6 +119,10 @@ impl TlbPolicy for TlbBatch {
 
     fn arch_flush_tlb_batched_pending<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
         (self.pending)(ctx, mm)
+    }
+
+    fn pte_dirty(&self, pte: Pte) -> bool {
+        (self.dirty)(pte)
     }
 }
 

@@ -11,6 +11,7 @@ crate::kernel::registry::entries! {
         free_before_sync,
         tlbbatch_no_pending_flush,
         tlbbatch_no_batch_sync,
+        tlbbatch_clean_pte,
     ];
     /// Mutant ASID allocators.
     pub ALLOCATORS: crate::kernel::registry::AllocatorEntry = [
