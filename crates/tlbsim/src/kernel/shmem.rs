@@ -98,7 +98,7 @@ pub async fn sys_mmap_shared(ctx: &Ctx, len: u64, perms: Perms, data: PageData) 
 /// clean PTE is read-only in the model (arm64 without hardware dirty-bit
 /// management marks it `PTE_RDONLY` until the first write faults), so a
 /// PTE is dirty exactly when it is writable; a write marks the folio dirty
-/// ([`fault_dirty_shared_page`]).
+/// (`fault_dirty_shared_page()`).
 pub async fn shmem_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
     let _f = ctx.func(crate::label!("shmem_fault"));
     let w = &ctx.w;
