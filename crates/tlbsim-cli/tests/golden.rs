@@ -126,6 +126,7 @@ golden! {
     seed001_explore => "seed001-explore",
     seed001_kswapd => "seed001-kswapd",
     seed001_migrate => "seed001-migrate",
+    seed001_mremap => "seed001-mremap",
     seed001_pageout => "seed001-pageout",
     seed001_pageout_kunpeng => "seed001-pageout-kunpeng",
     seed002_explore => "seed002-explore",

@@ -160,6 +160,9 @@ pub struct Checker {
     scratch_writes: Vec<PteWriteRec>,
     /// A buffer for the pages a returning call retired, likewise.
     scratch_keys: Vec<(MmId, u64)>,
+    /// Per data frame, the version bound when it was last freed: a
+    /// translation of it from an older PTE is one of a previous life.
+    freed_below: Vec<u64>,
     /// Data frames whose contents the kernel began copying out
     /// (`CopyOut`) and that are not freed since.
     copied_out: std::collections::BTreeSet<Pfn>,
@@ -191,6 +194,7 @@ impl Checker {
             scratch_cpus: Vec::new(),
             scratch_writes: Vec::new(),
             scratch_keys: Vec::new(),
+            freed_below: Vec::new(),
             copied_out: std::collections::BTreeSet::new(),
             version_bound: 1,
             failure: None,
@@ -482,6 +486,7 @@ impl Checker {
     /// holds anything there ([`Checker::holds_none_in`]).
     fn frame_free(&mut self, now: Ns, hw: &Hw, cpu: CpuId, pfn: Pfn, mm: MmId, va: u64) {
         self.copied_out.remove(&pfn);
+        self.note_freed(pfn, 1);
         let vpn = va >> PAGE_SHIFT;
         let region = vpn / HPAGE_PAGES;
         let streak = match self.free_streak {
@@ -551,6 +556,7 @@ impl Checker {
     /// something there, so the first page found held (and the first such
     /// CPU) is the one page-by-page frees would report.
     fn huge_frame_free(&mut self, now: Ns, hw: &Hw, cpu: CpuId, pfn: Pfn, mm: MmId, va: u64) {
+        self.note_freed(pfn, HPAGE_PAGES);
         if !self.copied_out.is_empty() {
             let gone: Vec<Pfn> = self
                 .copied_out
@@ -699,6 +705,43 @@ impl Checker {
                 format!(
                     "cpu{cpu} used a stale translation of mm {} va {va:#x}: {entry:?}, current PTE {:?}",
                     entry.mm,
+                    self.shadow.current(entry.mm, entry.vpn)
+                ),
+            );
+        }
+    }
+
+    /// Frames `pfn..pfn + n` were freed: every translation of them from a
+    /// PTE written so far belongs to their previous life.
+    fn note_freed(&mut self, pfn: Pfn, n: u64) {
+        let end = usize::try_from(pfn + n).expect("frame numbers fit in memory");
+        if self.freed_below.len() < end {
+            self.freed_below.resize(end, 0);
+        }
+        for b in &mut self.freed_below[pfn as usize..end] {
+            *b = self.version_bound;
+        }
+    }
+
+    /// `LeafUse` of a translation filled before its frame was last freed
+    /// (no use after free): the free found no CPU running the mm holding it
+    /// (it was lazy, or the mm was not loaded), but the translation
+    /// survived to be used. A use the range contract of a completed call
+    /// already forbids is reported as a stale use first.
+    fn used_after_free(&mut self, now: Ns, cpu: CpuId, entry: &LeafEntry) {
+        let freed = self.freed_below.get(entry.pfn as usize).copied();
+        if freed.is_some_and(|b| entry.version < b) {
+            let va = entry.vpn << PAGE_SHIFT;
+            self.fail(
+                now,
+                Invariant::NoUseAfterFree,
+                &[cpu],
+                Some(entry.mm),
+                Some(va),
+                format!(
+                    "cpu{cpu} used a translation of mm {} va {va:#x} to frame {} filled before the frame was freed: {entry:?}, current PTE {:?}",
+                    entry.mm,
+                    entry.pfn,
                     self.shadow.current(entry.mm, entry.vpn)
                 ),
             );
@@ -1057,6 +1100,9 @@ impl Observer for Checker {
                 store,
             } => {
                 self.leaf_use(now, cpu, running, &entry);
+                if self.failure.is_none() {
+                    self.used_after_free(now, cpu, &entry);
+                }
                 if store && self.failure.is_none() {
                     self.store(now, cpu, &entry);
                 }
@@ -1286,6 +1332,43 @@ mod tests {
             store,
         };
         c.event(now, &ev, hw);
+    }
+
+    #[test]
+    fn a_translation_filled_before_its_frame_was_freed_may_not_be_used_later() {
+        let hw = Hw::new(&builtin_profile("ampere-32").unwrap());
+        let entry = |version| LeafEntry {
+            asid: 1,
+            vpn: VA >> PAGE_SHIFT,
+            pfn: 9,
+            perms: Perms::R,
+            version,
+            mm: 0,
+        };
+        let mut c = Checker::new(3, 8);
+        let map = Event::PteWrite {
+            cpu: 0,
+            mm: 0,
+            va: VA,
+            old: None,
+            new: pte(9, 3),
+        };
+        c.event(1, &map, &hw);
+        // Freed while no CPU ran the mm (nobody to find holding it).
+        let free = Event::FrameFree {
+            cpu: 0,
+            pfn: 9,
+            mm: 0,
+            va: VA,
+        };
+        c.event(2, &free, &hw);
+        // A translation from a PTE written after the free is the frame's
+        // new life; one from before is not.
+        store(&mut c, &hw, 3, entry(4), false);
+        assert!(c.failure().is_none());
+        store(&mut c, &hw, 4, entry(3), false);
+        let f = c.failure().expect("a use after free");
+        assert_eq!(f.invariant, Invariant::NoUseAfterFree, "{f}");
     }
 
     #[test]

@@ -112,6 +112,15 @@ pub struct KernelConfig {
     /// `arm64-tlbbatch*`). Left out of the JSON when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub migrate_batch_flush: bool,
+    /// `mremap()`'s `move_ptes()` as in Linux 4.9-4.18 (5d1904204c99 until
+    /// eb66ae030829, CVE-2018-18281): the old range of a PTE table is
+    /// flushed after the new table's lock is dropped and only if a moved
+    /// PTE was dirty; otherwise once after the whole move, with every lock
+    /// dropped. `false` (4.19+): flushed under both locks whenever a
+    /// present PTE moved (`kernel/mremap.rs`). Left out of the JSON when
+    /// false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mremap_flush_unlocked: bool,
     /// Resident shmem pages above which `kswapd` (a kernel thread on the
     /// last CPU) reclaims, down to 15/16 of the limit (a stand-in for the
     /// low and high watermarks). `None`: no kswapd, only `MADV_PAGEOUT`
@@ -143,6 +152,7 @@ impl Default for KernelConfig {
             thp: Thp::Never,
             switch_to_dsb: true,
             migrate_batch_flush: false,
+            mremap_flush_unlocked: false,
             memory_limit_pages: None,
         }
     }

@@ -296,7 +296,7 @@ pub async fn split_huge_pmd(ctx: &Ctx, mm: MmId, base: u64) {
 
 /// Splits every huge page of `mm` overlapping `[start, end)` (callers that
 /// only handle 4 KiB PTEs: mprotect and fork; docs/model.md).
-async fn split_huge_range(ctx: &Ctx, mm: MmId, start: u64, end: u64) {
+pub(crate) async fn split_huge_range(ctx: &Ctx, mm: MmId, start: u64, end: u64) {
     for (base, _) in huge_leaves(&ctx.w, mm, start, end) {
         split_huge_pmd(ctx, mm, base).await;
     }
@@ -309,7 +309,7 @@ fn clip_table(table_va: u64, start: u64, end: u64) -> (u64, u64) {
 }
 
 /// Declares the range contract of the call in progress (`Event::CallRange`).
-fn call_range(ctx: &Ctx, mm: MmId, start: u64, end: u64) {
+pub(crate) fn call_range(ctx: &Ctx, mm: MmId, start: u64, end: u64) {
     ctx.emit(Event::CallRange {
         cpu: ctx.cpu(),
         mm,
@@ -321,7 +321,7 @@ fn call_range(ctx: &Ctx, mm: MmId, start: u64, end: u64) {
 /// Top of the user address space (48-bit VA).
 pub const TASK_SIZE: u64 = 1 << 48;
 
-fn page_align(x: u64) -> u64 {
+pub(crate) fn page_align(x: u64) -> u64 {
     x.div_ceil(PAGE_SIZE) * PAGE_SIZE
 }
 
@@ -372,7 +372,7 @@ const MMAP_MIN_ADDR: u64 = 0x1000_0000;
 /// bytes below `ceiling` (`mm->mmap_base`), so that ranges freed by munmap
 /// are reused as in Linux. A free page is kept above and below each
 /// mapping so that separate mappings never merge into one VMA.
-fn unmapped_area_topdown(
+pub(crate) fn unmapped_area_topdown(
     vmas: &std::collections::BTreeMap<u64, Vma>,
     ceiling: u64,
     len: u64,
@@ -511,7 +511,7 @@ pub async fn sys_mprotect(ctx: &Ctx, addr: u64, len: u64, perms: Perms) -> bool 
 }
 
 /// Removes `[addr, end)` from the VMA tree; returns the removed VMAs.
-fn remove_vmas(ctx: &Ctx, mm: MmId, addr: u64, end: u64) -> Vec<Vma> {
+pub(crate) fn remove_vmas(ctx: &Ctx, mm: MmId, addr: u64, end: u64) -> Vec<Vma> {
     let mut k = ctx.w.k.borrow_mut();
     let vmas = &mut k.mms[mm as usize].vmas;
     split_at(vmas, addr);

@@ -9,6 +9,7 @@ pub mod arm64;
 pub mod madvise;
 pub mod migrate;
 pub mod mm;
+pub mod mremap;
 pub mod pgtable;
 pub mod pipe;
 pub mod policy;

@@ -455,6 +455,13 @@ pub async fn do_exit(ctx: &Ctx) {
     if let Some(m) = mm {
         w.k.borrow_mut().mms[m as usize].count += 1; // mmgrab(): stay lazy on it
         w.policy.enter_lazy_tlb(ctx, m, false).await;
+        // exit_mm(): the task runs on without a user address space (it
+        // never returns to user mode), the CPU keeps the mm lazily.
+        w.emit(crate::observe::Event::Running {
+            cpu: ctx.cpu(),
+            task: ctx.task,
+            mm: None,
+        });
         mmput(ctx, m).await;
     }
     let parent = {

@@ -5,6 +5,10 @@
 //! translations cached on other CPUs.
 //!
 //! - `op = "touch"`: the users write and read each page in turn.
+//! - `op = "read"`: they only read (a page they fault back in is mapped
+//!   read-only: its PTE is clean).
+//! - `op = "read-page"`: each only reads its page (user `i` page `(i - 1)
+//!   % pages`), so it faults only when reclaim took that page.
 //! - `op = "mprotect"`: they also `mprotect` the range read-only and back
 //!   each round.
 //! - `op = "mprotect-page"`: they `mprotect` one page each (user `i` page
@@ -19,6 +23,12 @@
 //!   page a child maps is skipped by the page-out, or unmapped from both
 //!   if the child mapped it after the parent's scan, and the child's
 //!   `mprotect` can run while the parent's flush is still deferred.
+//! - `mremap = true`: after each page-out (if any) the main thread moves
+//!   the mapping elsewhere (`mremap(MREMAP_MAYMOVE)`); thread users follow
+//!   it to its new address (an access that lands on the old one in between
+//!   faults and is dropped), forked children keep their own mapping. With
+//!   kswapd reclaiming (`madvise = false`, `[kernel] memory_limit_pages`),
+//!   this is the race of CVE-2018-18281 (`kernel/mremap.rs`).
 
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
@@ -26,6 +36,7 @@ use crate::engine::rng::Streams;
 use crate::hw::mem::{Perms, PAGE_SIZE};
 use crate::kernel::madvise::sys_madvise_pageout;
 use crate::kernel::mm::{sys_mprotect, sys_munmap};
+use crate::kernel::mremap::sys_mremap;
 use crate::kernel::sched::{
     spawn_user, sys_clone_thread, sys_fork, sys_sched_setaffinity, sys_wait,
 };
@@ -51,7 +62,8 @@ pub struct PageoutRace {
     /// CPU `i` (modulo the CPUs).
     #[serde(default = "one")]
     pub users: u32,
-    /// `"touch"`, `"mprotect"` or `"mprotect-page"` (module doc).
+    /// `"touch"`, `"read"`, `"read-page"`, `"mprotect"` or
+    /// `"mprotect-page"` (module doc).
     #[serde(default = "default_op")]
     pub op: String,
     /// The users are forked processes, not threads (module doc).
@@ -62,6 +74,10 @@ pub struct PageoutRace {
     /// memory_limit_pages`).
     #[serde(default = "yes")]
     pub madvise: bool,
+    /// The main thread moves the mapping each iteration (module doc).
+    /// Left out of the JSON when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mremap: bool,
     /// Mean user work between two page-outs and between a user's rounds
     /// (ns); each gap is drawn from 0.5x..1.5x of it from the seeded
     /// stream `pageout-race/userN`.
@@ -102,9 +118,9 @@ impl PageoutRace {
         if t.users == 0 {
             return Err("`users` must be >= 1".into());
         }
-        if !["touch", "mprotect", "mprotect-page"].contains(&t.op.as_str()) {
+        if !["touch", "read", "read-page", "mprotect", "mprotect-page"].contains(&t.op.as_str()) {
             return Err(format!(
-                "`op` must be touch, mprotect or mprotect-page, not \"{}\"",
+                "`op` must be touch, read, read-page, mprotect or mprotect-page, not \"{}\"",
                 t.op
             ));
         }
@@ -118,16 +134,25 @@ impl PageoutRace {
 async fn user_loop(
     c: &Ctx,
     me: &PageoutRace,
-    (p, i): (u64, u32),
+    (base, i): (&Cell<u64>, u32),
     done: &Cell<bool>,
     mut rng: impl Rng,
 ) {
     let len = me.pages * PAGE_SIZE;
-    let mine = p + (u64::from(i) - 1) % me.pages * PAGE_SIZE;
     while !done.get() {
-        for k in 0..me.pages {
+        let p = base.get();
+        let mine = p + (u64::from(i) - 1) % me.pages * PAGE_SIZE;
+        let pages = if me.op == "read-page" {
+            (u64::from(i) - 1) % me.pages..(u64::from(i) - 1) % me.pages + 1
+        } else {
+            0..me.pages
+        };
+        for k in pages {
+            let p = base.get();
             // Denied writes (the range read-only) are ignored.
-            c.user_access(p + k * PAGE_SIZE, true).await;
+            if !me.op.starts_with("read") {
+                c.user_access(p + k * PAGE_SIZE, true).await;
+            }
             c.user_access(p + k * PAGE_SIZE, false).await;
         }
         if me.op == "mprotect" {
@@ -161,15 +186,23 @@ impl Workload for PageoutRace {
                         ctx.user_access(p + k * PAGE_SIZE, true).await;
                     }
                     let done = Rc::new(Cell::new(false));
+                    // Where the main thread's mapping is now (threads
+                    // follow it; forked children keep their own at `p`).
+                    let base = Rc::new(Cell::new(p));
                     for i in 1..=me.users {
                         let (m, d) = (me.clone(), Rc::clone(&done));
+                        let b = if me.fork {
+                            Rc::new(Cell::new(p))
+                        } else {
+                            Rc::clone(&base)
+                        };
                         let rng = streams.stream(&format!("pageout-race/user{i}"));
                         let cpu = (i % n) as usize;
                         let program: Program = Box::new(move |c: Ctx| {
                             Box::pin(async move {
                                 let only = super::only_cpu(&c.w, cpu);
                                 sys_sched_setaffinity(&c, Some(only)).await;
-                                user_loop(&c, &m, (p, i), &d, rng).await;
+                                user_loop(&c, &m, (&b, i), &d, rng).await;
                             })
                         });
                         if me.fork {
@@ -181,14 +214,26 @@ impl Workload for PageoutRace {
                     let mut rng = streams.stream("pageout-race/main");
                     for _ in 0..me.iterations {
                         if me.madvise {
-                            sys_madvise_pageout(&ctx, p, len).await;
+                            sys_madvise_pageout(&ctx, base.get(), len).await;
+                        }
+                        if me.mremap {
+                            // Refused (the range split by a user's
+                            // mprotect): it stays where it is.
+                            if let Some(to) = sys_mremap(&ctx, base.get(), len).await {
+                                base.set(to);
+                            }
+                            // It reads what it moved (faulting in what
+                            // reclaim took).
+                            for k in 0..me.pages {
+                                ctx.user_access(base.get() + k * PAGE_SIZE, false).await;
+                            }
                         }
                         ctx.user_work(me.gap_ns / 2 + rng.gen_range(0..=me.gap_ns))
                             .await;
                     }
                     done.set(true);
                     while sys_wait(&ctx).await.is_some() {}
-                    sys_munmap(&ctx, p, len).await;
+                    sys_munmap(&ctx, base.get(), len).await;
                 })
             }),
         )

@@ -392,3 +392,29 @@ fn rcu_table_freeing_closes_the_lazy_switch_window_of_x86() {
     );
     assert!(search("x86-invlpgb").is_none());
 }
+
+#[test]
+fn mremap_before_4_19_lets_reclaim_free_a_page_another_cpu_still_uses() {
+    // CVE-2018-18281: Linux 4.9-4.18 flushed a moved clean PTE's old
+    // address only after the whole move, its locks dropped; kswapd found
+    // the page at its new address, unmapped it (arm64 flushes that
+    // address only) and freed it while CPU 1 still read it through the old
+    // translation. 4.19 flushes under both page-table locks.
+    let search = |policy: &str, unlocked: bool| {
+        let mut e = file("experiments/seed001-mremap.toml");
+        e.kernel.tlb_policy = policy.into();
+        e.kernel.mremap_flush_unlocked = unlocked;
+        check(&e, &random(3_000, 20_000))
+            .expect("check runs")
+            .failure
+    };
+    for policy in ["arm64-stock", "arm64-tlbbatch"] {
+        let f = search(policy, true).expect("the 4.9-4.18 window is found");
+        assert_eq!(
+            f.report.invariant(),
+            Some(tlbsim::check::Invariant::NoUseAfterFree),
+            "{policy}"
+        );
+        assert!(search(policy, false).is_none(), "{policy} on 4.19+");
+    }
+}
