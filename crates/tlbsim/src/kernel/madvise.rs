@@ -1,11 +1,14 @@
 //! `madvise(MADV_PAGEOUT)` (mm/madvise.c, Linux 5.4+): reclaims the pages
 //! of a range that only the calling address space maps, at once, whatever
-//! their age.
+//! their age. `madvise(MADV_COLD)` (5.4+): makes them the next ones
+//! reclaim takes (`folio_deactivate()`), after marking their PTEs old and
+//! flushing those translations, so that a later access is seen.
 //!
 //! Only shared anonymous (shmem) pages are paged out so far; private
 //! anonymous pages are skipped (the model has no swap PTEs yet), as are
 //! the zero page and pages mapped by more than one PTE.
 
+use super::mm::MmuGather;
 use super::mm::{syscall_enter, syscall_exit};
 use super::pgtable::{present_ptes, pte_tables};
 use super::tlbbatch::flush_tlb_batched_pending;
@@ -26,25 +29,92 @@ pub async fn sys_madvise_pageout(ctx: &Ctx, addr: u64, len: u64) {
     ctx.mmap_read_lock(mm).await;
     ctx.work(ctx.w.profile.kernel.madvise_ns).await;
     // The VMAs cannot change while the mmap_lock is held.
+    for (v, tlo, thi) in table_ranges(ctx, mm, addr, end) {
+        let isolated = madvise_pageout_pte_range(ctx, mm, &v, tlo, thi).await;
+        if !isolated.is_empty() {
+            reclaim_pages(ctx, &isolated).await;
+        }
+    }
+    ctx.mmap_read_unlock(mm).await;
+    syscall_exit(ctx, "madvise").await;
+}
+
+/// The parts of `[addr, end)` inside one VMA and one PTE table each, with
+/// their VMA, in address order (`walk_page_range()` as madvise uses it);
+/// the VMAs cannot change while the caller holds the mmap_lock.
+fn table_ranges(ctx: &Ctx, mm: MmId, addr: u64, end: u64) -> Vec<(Vma, u64, u64)> {
     let vmas: Vec<Vma> = ctx.w.k.borrow().mms[mm as usize]
         .vmas
         .values()
         .filter(|v| v.start < end && v.end > addr)
         .copied()
         .collect();
+    let span = 1u64 << crate::kernel::PTE_TABLE_SHIFT;
+    let mut out = Vec::new();
     for v in vmas {
         let (lo, hi) = (addr.max(v.start), end.min(v.end));
         for table_va in pte_tables(&ctx.w, mm, lo, hi) {
-            let span = 1u64 << crate::kernel::PTE_TABLE_SHIFT;
-            let (tlo, thi) = (lo.max(table_va), hi.min(table_va + span));
-            let isolated = madvise_pageout_pte_range(ctx, mm, &v, tlo, thi).await;
-            if !isolated.is_empty() {
-                reclaim_pages(ctx, &isolated).await;
-            }
+            out.push((v, lo.max(table_va), hi.min(table_va + span)));
         }
     }
+    out
+}
+
+/// `madvise(addr, len, MADV_COLD)`: per PTE table of the range, under its
+/// lock, each present page that only this PTE maps (not the zero page)
+/// has its PTE made old and its translation queued for the flush
+/// (`ptep_get_and_clear_full()`, `pte_mkold()`, `tlb_remove_tlb_entry()`;
+/// the model has no access flag, so every mapped PTE counts as young and
+/// keeps its value), and a shmem folio moves to where reclaim looks first
+/// (`folio_deactivate()`: the head of the model's one list). The range's
+/// translations are flushed once at the end (`tlb_finish_mmu()`).
+pub async fn sys_madvise_cold(ctx: &Ctx, addr: u64, len: u64) {
+    let _f = ctx.func(crate::label!("do_madvise"));
+    syscall_enter(ctx, "madvise").await;
+    let mm = ctx.mm().expect("user task");
+    let end = addr.saturating_add(len.div_ceil(PAGE_SIZE) * PAGE_SIZE);
+    ctx.mmap_read_lock(mm).await;
+    ctx.work(ctx.w.profile.kernel.madvise_ns).await;
+    let mut tlb = MmuGather::begin(ctx, mm, false).await;
+    for (_, tlo, thi) in table_ranges(ctx, mm, addr, end) {
+        madvise_cold_pte_range(ctx, mm, &mut tlb, tlo, thi).await;
+    }
+    tlb.finish(ctx).await;
     ctx.mmap_read_unlock(mm).await;
     syscall_exit(ctx, "madvise").await;
+}
+
+/// `madvise_cold_or_pageout_pte_range()` for cold, over `[lo, hi)` inside
+/// one PTE table (see [`sys_madvise_cold`]).
+async fn madvise_cold_pte_range(ctx: &Ctx, mm: MmId, tlb: &mut MmuGather, lo: u64, hi: u64) {
+    let _f = ctx.func(crate::label!("madvise_cold_or_pageout_pte_range"));
+    let w = &ctx.w;
+    ctx.ptl_lock(mm, lo).await;
+    flush_tlb_batched_pending(ctx, mm).await;
+    let ptes = present_ptes(w, mm, lo, hi);
+    let mut old = 0;
+    for &(va, p) in &ptes {
+        let refs = w.hw.borrow().mem.frame_refs(p.pfn);
+        let mut k = w.k.borrow_mut();
+        let folio = k.folios.get(&p.pfn).copied();
+        // folio_mapcount() == 1: the PTE's reference, and the page cache's
+        // for a shmem folio.
+        let alone = match folio {
+            Some(_) => refs == 2,
+            None => refs == 1,
+        };
+        if p.pfn == ZERO_PFN || !alone {
+            continue;
+        }
+        tlb.remove_tlb_entry(va);
+        old += 1;
+        if let Some(f) = folio.filter(|f| !f.isolated) {
+            // folio_deactivate(): reclaim takes it next.
+            k.lru.push_front((p.pfn, f.owner));
+        }
+    }
+    ctx.work(w.profile.kernel.pte_update_ns * old).await;
+    ctx.ptl_unlock(mm, lo).await;
 }
 
 /// `madvise_cold_or_pageout_pte_range()` for pageout, over `[lo, hi)`

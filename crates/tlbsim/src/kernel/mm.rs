@@ -126,6 +126,13 @@ impl MmuGather {
         }
     }
 
+    /// `tlb_remove_tlb_entry()`: the PTE at `va` changed in place (made
+    /// old): its translation is flushed with the rest at [`Self::finish`].
+    pub fn remove_tlb_entry(&mut self, va: u64) {
+        self.add_range(va, va + PAGE_SIZE);
+        self.cleared_ptes = true;
+    }
+
     fn add_range(&mut self, start: u64, end: u64) {
         self.start = self.start.min(start);
         self.end = self.end.max(end);

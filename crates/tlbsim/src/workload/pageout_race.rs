@@ -23,6 +23,8 @@
 //!   page a child maps is skipped by the page-out, or unmapped from both
 //!   if the child mapped it after the parent's scan, and the child's
 //!   `mprotect` can run while the parent's flush is still deferred.
+//! - `advice = "cold"`: the main thread's madvise is `MADV_COLD` (with
+//!   kswapd reclaiming, the pages it marks are taken first).
 //! - `mremap = true`: after each page-out (if any) the main thread moves
 //!   the mapping elsewhere (`mremap(MREMAP_MAYMOVE)`); thread users follow
 //!   it to its new address (an access that lands on the old one in between
@@ -34,7 +36,7 @@ use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::mem::{Perms, PAGE_SIZE};
-use crate::kernel::madvise::sys_madvise_pageout;
+use crate::kernel::madvise::{sys_madvise_cold, sys_madvise_pageout};
 use crate::kernel::mm::{sys_mprotect, sys_munmap};
 use crate::kernel::mremap::sys_mremap;
 use crate::kernel::sched::{
@@ -69,11 +71,16 @@ pub struct PageoutRace {
     /// The users are forked processes, not threads (module doc).
     #[serde(default)]
     pub fork: bool,
-    /// The main thread pages the mapping out (`MADV_PAGEOUT`); with
+    /// The main thread calls `madvise` on the mapping (`advice`); with
     /// `false` it only waits, and reclaim is kswapd's (`[kernel]
     /// memory_limit_pages`).
     #[serde(default = "yes")]
     pub madvise: bool,
+    /// What the main thread's `madvise` asks: `"pageout"` (`MADV_PAGEOUT`)
+    /// or `"cold"` (`MADV_COLD`: reclaim, by kswapd, takes those pages
+    /// first). Left out of the JSON when `"pageout"`.
+    #[serde(default = "pageout", skip_serializing_if = "is_pageout")]
+    pub advice: String,
     /// The main thread moves the mapping each iteration (module doc).
     /// Left out of the JSON when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -93,6 +100,12 @@ fn yes() -> bool {
 }
 fn three() -> u64 {
     3
+}
+fn pageout() -> String {
+    "pageout".into()
+}
+fn is_pageout(a: &String) -> bool {
+    a == "pageout"
 }
 fn one() -> u32 {
     1
@@ -122,6 +135,12 @@ impl PageoutRace {
             return Err(format!(
                 "`op` must be touch, read, read-page, mprotect or mprotect-page, not \"{}\"",
                 t.op
+            ));
+        }
+        if !["pageout", "cold"].contains(&t.advice.as_str()) {
+            return Err(format!(
+                "`advice` must be pageout or cold, not \"{}\"",
+                t.advice
             ));
         }
         Ok(t)
@@ -213,7 +232,9 @@ impl Workload for PageoutRace {
                     }
                     let mut rng = streams.stream("pageout-race/main");
                     for _ in 0..me.iterations {
-                        if me.madvise {
+                        if me.madvise && me.advice == "cold" {
+                            sys_madvise_cold(&ctx, base.get(), len).await;
+                        } else if me.madvise {
                             sys_madvise_pageout(&ctx, base.get(), len).await;
                         }
                         if me.mremap {

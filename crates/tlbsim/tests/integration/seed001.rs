@@ -418,3 +418,37 @@ fn mremap_before_4_19_lets_reclaim_free_a_page_another_cpu_still_uses() {
         assert!(search(policy, false).is_none(), "{policy} on 4.19+");
     }
 }
+
+#[test]
+fn madv_cold_flushes_the_translations_it_makes_old_and_keeps_the_race_checks() {
+    let kswapd = |cold: bool, policy: &str| {
+        let mut e = file("experiments/seed001-kswapd.toml");
+        e.kernel.tlb_policy = policy.into();
+        let p = &mut e.workload.params;
+        p.insert("madvise".into(), toml::Value::Boolean(cold));
+        p.insert("advice".into(), toml::Value::String("cold".into()));
+        e
+    };
+    // Each MADV_COLD that finds mapped pages flushes them (one range flush
+    // at tlb_finish_mmu()); kswapd still reclaims; nothing goes stale.
+    let (cold, none) = (
+        run_ok(&kswapd(true, "arm64-stock")),
+        run_ok(&kswapd(false, "arm64-stock")),
+    );
+    assert!(cold.stats.total.flushes_broadcast > none.stats.total.flushes_broadcast);
+    assert!(cold.stats.reclaim.pgsteal > 0);
+    assert_eq!(cold.checker.verdict, "pass");
+    // Its flush_tlb_batched_pending() is where v6.6's bare DSB falls short.
+    let search = |policy: &str| {
+        let o = random(3_000, 50_000);
+        check(&kswapd(true, policy), &o)
+            .expect("check runs")
+            .failure
+    };
+    assert!(search("arm64-tlbbatch").is_none());
+    let f = search("arm64-tlbbatch-6.6").expect("v6.6's race");
+    assert_eq!(
+        f.report.invariant(),
+        Some(tlbsim::check::Invariant::NoStaleHold)
+    );
+}
