@@ -15,6 +15,9 @@
 //!   `(i - 1) % pages`) read-only and back, so that a reclaim that cleared
 //!   that page leaves the call nothing to change (and nothing of its own
 //!   to flush).
+//! - `op = "dontneed-page"`: each drops its page with
+//!   `madvise(MADV_DONTNEED)` (under the mmap_lock for reading, so threads
+//!   zap concurrently) instead of mprotecting it.
 //! - `fork = false`: the users are threads of the process, whose page-out
 //!   holds the `mmap_lock` they need for `mprotect` (so the page-out's
 //!   deferred flush is done before their `mprotect` starts).
@@ -23,6 +26,9 @@
 //!   page a child maps is skipped by the page-out, or unmapped from both
 //!   if the child mapped it after the parent's scan, and the child's
 //!   `mprotect` can run while the parent's flush is still deferred.
+//! - `stride_pages = N`: only every N-th page of a mapping N times longer
+//!   is used (512: each in its own PTE table, so their page-table locks
+//!   differ).
 //! - `advice = "cold"`: the main thread's madvise is `MADV_COLD` (with
 //!   kswapd reclaiming, the pages it marks are taken first).
 //! - `mremap = true`: after each page-out (if any) the main thread moves
@@ -37,7 +43,7 @@ use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::mem::{Perms, PAGE_SIZE};
 use crate::kernel::madvise::{sys_madvise_cold, sys_madvise_pageout};
-use crate::kernel::mm::{sys_mprotect, sys_munmap};
+use crate::kernel::mm::{sys_madvise_dontneed, sys_mprotect, sys_munmap};
 use crate::kernel::mremap::sys_mremap;
 use crate::kernel::sched::{
     spawn_user, sys_clone_thread, sys_fork, sys_sched_setaffinity, sys_wait,
@@ -64,8 +70,8 @@ pub struct PageoutRace {
     /// CPU `i` (modulo the CPUs).
     #[serde(default = "one")]
     pub users: u32,
-    /// `"touch"`, `"read"`, `"read-page"`, `"mprotect"` or
-    /// `"mprotect-page"` (module doc).
+    /// `"touch"`, `"read"`, `"read-page"`, `"mprotect"`, `"mprotect-page"`
+    /// or `"dontneed-page"` (module doc).
     #[serde(default = "default_op")]
     pub op: String,
     /// The users are forked processes, not threads (module doc).
@@ -81,6 +87,11 @@ pub struct PageoutRace {
     /// first). Left out of the JSON when `"pageout"`.
     #[serde(default = "pageout", skip_serializing_if = "is_pageout")]
     pub advice: String,
+    /// Distance between the pages used, in pages: the mapping is `pages x
+    /// stride_pages` long and only every `stride_pages`-th page is touched
+    /// (512 puts each in its own PTE table). Left out of the JSON when 1.
+    #[serde(default = "one_page", skip_serializing_if = "is_one_page")]
+    pub stride_pages: u64,
     /// The main thread moves the mapping each iteration (module doc).
     /// Left out of the JSON when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -107,6 +118,12 @@ fn pageout() -> String {
 fn is_pageout(a: &String) -> bool {
     a == "pageout"
 }
+fn one_page() -> u64 {
+    1
+}
+fn is_one_page(n: &u64) -> bool {
+    *n == 1
+}
 fn one() -> u32 {
     1
 }
@@ -121,19 +138,47 @@ fn gap() -> u64 {
 /// explorer wants a handful of pages.
 const MAX_PAGES: u64 = 4096;
 
+/// The longest mapping, in pages (4 GiB of address space).
+const MAX_SPAN_PAGES: u64 = 1 << 20;
+
 impl PageoutRace {
+    /// The mapping's length in bytes.
+    fn len(&self) -> u64 {
+        self.pages * self.stride_pages * PAGE_SIZE
+    }
+
+    /// Bytes between two pages used.
+    fn step(&self) -> u64 {
+        self.stride_pages * PAGE_SIZE
+    }
+
     /// From config parameters.
     pub fn from_params(p: &Params) -> Result<Self, String> {
         let t: PageoutRace = parse_params(p)?;
         if t.pages == 0 || t.pages > MAX_PAGES {
             return Err(format!("`pages` must be 1..={MAX_PAGES}"));
         }
+        let span = t.pages.checked_mul(t.stride_pages);
+        if t.stride_pages == 0 || span.is_none_or(|n| n > MAX_SPAN_PAGES) {
+            return Err(format!(
+                "`stride_pages` must be >= 1, and `pages` x `stride_pages` at most {MAX_SPAN_PAGES}"
+            ));
+        }
         if t.users == 0 {
             return Err("`users` must be >= 1".into());
         }
-        if !["touch", "read", "read-page", "mprotect", "mprotect-page"].contains(&t.op.as_str()) {
+        const OPS: [&str; 6] = [
+            "touch",
+            "read",
+            "read-page",
+            "mprotect",
+            "mprotect-page",
+            "dontneed-page",
+        ];
+        if !OPS.contains(&t.op.as_str()) {
             return Err(format!(
-                "`op` must be touch, read, read-page, mprotect or mprotect-page, not \"{}\"",
+                "`op` must be one of {}, not \"{}\"",
+                OPS.join(", "),
                 t.op
             ));
         }
@@ -157,10 +202,10 @@ async fn user_loop(
     done: &Cell<bool>,
     mut rng: impl Rng,
 ) {
-    let len = me.pages * PAGE_SIZE;
+    let (len, step) = (me.len(), me.step());
     while !done.get() {
         let p = base.get();
-        let mine = p + (u64::from(i) - 1) % me.pages * PAGE_SIZE;
+        let mine = p + (u64::from(i) - 1) % me.pages * step;
         let pages = if me.op == "read-page" {
             (u64::from(i) - 1) % me.pages..(u64::from(i) - 1) % me.pages + 1
         } else {
@@ -170,14 +215,16 @@ async fn user_loop(
             let p = base.get();
             // Denied writes (the range read-only) are ignored.
             if !me.op.starts_with("read") {
-                c.user_access(p + k * PAGE_SIZE, true).await;
+                c.user_access(p + k * step, true).await;
             }
-            c.user_access(p + k * PAGE_SIZE, false).await;
+            c.user_access(p + k * step, false).await;
         }
         if me.op == "mprotect" {
             sys_mprotect(c, p, len, Perms::R).await;
             c.user_access(p, false).await;
             sys_mprotect(c, p, len, Perms::RW).await;
+        } else if me.op == "dontneed-page" {
+            sys_madvise_dontneed(c, mine, PAGE_SIZE).await;
         } else if me.op == "mprotect-page" {
             sys_mprotect(c, mine, PAGE_SIZE, Perms::R).await;
             c.user_access(mine, false).await;
@@ -199,10 +246,10 @@ impl Workload for PageoutRace {
             0,
             Box::new(move |ctx: Ctx| {
                 Box::pin(async move {
-                    let len = me.pages * PAGE_SIZE;
+                    let (len, step) = (me.len(), me.step());
                     let p = sys_mmap_shared(&ctx, len, Perms::RW, PageData::SameFilled).await;
                     for k in 0..me.pages {
-                        ctx.user_access(p + k * PAGE_SIZE, true).await;
+                        ctx.user_access(p + k * step, true).await;
                     }
                     let done = Rc::new(Cell::new(false));
                     // Where the main thread's mapping is now (threads
@@ -246,7 +293,7 @@ impl Workload for PageoutRace {
                             // It reads what it moved (faulting in what
                             // reclaim took).
                             for k in 0..me.pages {
-                                ctx.user_access(base.get() + k * PAGE_SIZE, false).await;
+                                ctx.user_access(base.get() + k * step, false).await;
                             }
                         }
                         ctx.user_work(me.gap_ns / 2 + rng.gen_range(0..=me.gap_ns))

@@ -452,3 +452,33 @@ fn madv_cold_flushes_the_translations_it_makes_old_and_keeps_the_race_checks() {
         Some(tlbsim::check::Invariant::NoStaleHold)
     );
 }
+
+#[test]
+fn a_zap_that_finds_the_pte_cleared_by_kswapd_must_flush_the_deferred_batch() {
+    // Threads drop their page with MADV_DONTNEED (mmap_lock for reading:
+    // zaps run beside each other and beside kswapd); pages one per PTE
+    // table. Without flush_tlb_batched_pending() in zap_pte_range() a zap
+    // that finds its PTE already cleared returns with the translation live.
+    let search = |policy: &str, schedules: u64| {
+        let mut e = file("experiments/seed001-kswapd.toml");
+        e.kernel.tlb_policy = policy.into();
+        let p = &mut e.workload.params;
+        p.insert("fork".into(), toml::Value::Boolean(false));
+        p.insert("stride_pages".into(), toml::Value::Integer(512));
+        p.insert("op".into(), toml::Value::String("dontneed-page".into()));
+        check(&e, &random(schedules, 50_000))
+            .expect("check runs")
+            .failure
+    };
+    let f = search("mutant-tlbbatch-no-pending-flush", 15_000).expect("found");
+    assert_eq!(
+        f.report.invariant(),
+        Some(tlbsim::check::Invariant::NoStaleHold)
+    );
+    assert!(
+        f.report.to_string().contains("after madvise"),
+        "{}",
+        f.report
+    );
+    assert!(search("arm64-tlbbatch", 3_000).is_none());
+}
