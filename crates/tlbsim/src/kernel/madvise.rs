@@ -17,26 +17,48 @@ use super::{Ctx, Vma};
 use crate::hw::mem::{PAGE_SIZE, ZERO_PFN};
 use crate::hw::tlb::MmId;
 
-/// `madvise(addr, len, MADV_PAGEOUT)`: per VMA of the range, per PTE
-/// table, isolates the folios it may reclaim under the table's lock
-/// (`madvise_pageout_pte_range`), then reclaims them with the lock
-/// dropped, as `madvise_cold_or_pageout_pte_range()` does.
-pub async fn sys_madvise_pageout(ctx: &Ctx, addr: u64, len: u64) {
+/// The `madvise()` advice modelled here besides `MADV_DONTNEED`
+/// (`kernel/mm.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Advice {
+    /// `MADV_PAGEOUT`.
+    Pageout,
+    /// `MADV_COLD`.
+    Cold,
+}
+
+/// `do_madvise()` for the advice that walks the range's PTE tables under
+/// the mmap_lock for reading (`madvise_walk_vmas()`).
+async fn do_madvise(ctx: &Ctx, addr: u64, len: u64, advice: Advice) {
     let _f = ctx.func(crate::label!("do_madvise"));
     syscall_enter(ctx, "madvise").await;
     let mm = ctx.mm().expect("user task");
     let end = addr.saturating_add(len.div_ceil(PAGE_SIZE) * PAGE_SIZE);
     ctx.mmap_read_lock(mm).await;
     ctx.work(ctx.w.profile.kernel.madvise_ns).await;
-    // The VMAs cannot change while the mmap_lock is held.
+    match advice {
+        Advice::Pageout => madvise_pageout(ctx, mm, addr, end).await,
+        Advice::Cold => madvise_cold(ctx, mm, addr, end).await,
+    }
+    ctx.mmap_read_unlock(mm).await;
+    syscall_exit(ctx, "madvise").await;
+}
+
+/// `madvise(addr, len, MADV_PAGEOUT)`: per VMA of the range, per PTE
+/// table, isolates the folios it may reclaim under the table's lock
+/// (`madvise_pageout_pte_range`), then reclaims them with the lock
+/// dropped, as `madvise_cold_or_pageout_pte_range()` does.
+pub async fn sys_madvise_pageout(ctx: &Ctx, addr: u64, len: u64) {
+    do_madvise(ctx, addr, len, Advice::Pageout).await;
+}
+
+async fn madvise_pageout(ctx: &Ctx, mm: MmId, addr: u64, end: u64) {
     for (v, tlo, thi) in table_ranges(ctx, mm, addr, end) {
         let isolated = madvise_pageout_pte_range(ctx, mm, &v, tlo, thi).await;
         if !isolated.is_empty() {
             reclaim_pages(ctx, &isolated).await;
         }
     }
-    ctx.mmap_read_unlock(mm).await;
-    syscall_exit(ctx, "madvise").await;
 }
 
 /// The parts of `[addr, end)` inside one VMA and one PTE table each, with
@@ -69,19 +91,15 @@ fn table_ranges(ctx: &Ctx, mm: MmId, addr: u64, end: u64) -> Vec<(Vma, u64, u64)
 /// (`folio_deactivate()`: the head of the model's one list). The range's
 /// translations are flushed once at the end (`tlb_finish_mmu()`).
 pub async fn sys_madvise_cold(ctx: &Ctx, addr: u64, len: u64) {
-    let _f = ctx.func(crate::label!("do_madvise"));
-    syscall_enter(ctx, "madvise").await;
-    let mm = ctx.mm().expect("user task");
-    let end = addr.saturating_add(len.div_ceil(PAGE_SIZE) * PAGE_SIZE);
-    ctx.mmap_read_lock(mm).await;
-    ctx.work(ctx.w.profile.kernel.madvise_ns).await;
+    do_madvise(ctx, addr, len, Advice::Cold).await;
+}
+
+async fn madvise_cold(ctx: &Ctx, mm: MmId, addr: u64, end: u64) {
     let mut tlb = MmuGather::begin(ctx, mm, false).await;
     for (_, tlo, thi) in table_ranges(ctx, mm, addr, end) {
         madvise_cold_pte_range(ctx, mm, &mut tlb, tlo, thi).await;
     }
     tlb.finish(ctx).await;
-    ctx.mmap_read_unlock(mm).await;
-    syscall_exit(ctx, "madvise").await;
 }
 
 /// `madvise_cold_or_pageout_pte_range()` for cold, over `[lo, hi)` inside

@@ -595,21 +595,23 @@ pub async fn handle_page_fault(ctx: &Ctx, va: u64, write: bool, _f: Fault) -> bo
     ok
 }
 
+/// `vma_lookup(mm, addr)`: the VMA of `mm` containing `addr`, if any.
+pub(crate) fn find_vma(w: &crate::kernel::World, mm: MmId, addr: u64) -> Option<Vma> {
+    let k = w.k.borrow();
+    k.mms[mm as usize]
+        .vmas
+        .range(..=addr)
+        .next_back()
+        .map(|(_, v)| *v)
+        .filter(|v| v.end > addr)
+}
+
 /// `handle_mm_fault()` with the mmap_lock held for reading: finds the VMA
 /// (`lock_mm_and_find_vma()`), checks the access against it
 /// (`access_error()`), and handles the fault. False: SIGSEGV.
 async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -> bool {
     let _f = ctx.func(crate::label!("handle_mm_fault"));
-    let vma = {
-        let k = ctx.w.k.borrow();
-        k.mms[mm as usize]
-            .vmas
-            .range(..=va)
-            .next_back()
-            .map(|(_, v)| *v)
-            .filter(|v| v.end > va)
-    };
-    match vma {
+    match find_vma(&ctx.w, mm, va) {
         Some(v) if v.perms.read() && (!write || v.perms.write()) => {
             handle_pte_fault(ctx, mm, &v, va, write).await;
             true

@@ -21,7 +21,7 @@
 //! `move_huge_pmd()`).
 
 use super::mm::{
-    call_range, page_align, remove_vmas, split_huge_range, syscall_enter, syscall_exit,
+    call_range, find_vma, page_align, remove_vmas, split_huge_range, syscall_enter, syscall_exit,
     unmapped_area_topdown, MmuGather,
 };
 use super::pgtable::{present_ptes, pte_tables, set_pte};
@@ -45,15 +45,7 @@ pub async fn sys_mremap(ctx: &Ctx, addr: u64, len: u64) -> Option<u64> {
     // vma_to_resize(): the range must lie inside one VMA.
     let vma = end
         .filter(|_| addr.is_multiple_of(PAGE_SIZE) && len > 0)
-        .and_then(|end| {
-            let k = ctx.w.k.borrow();
-            k.mms[mm as usize]
-                .vmas
-                .range(..=addr)
-                .next_back()
-                .map(|(_, v)| *v)
-                .filter(|v| v.end >= end)
-        });
+        .and_then(|end| find_vma(&ctx.w, mm, addr).filter(|v| v.end >= end));
     let moved = match (vma, end) {
         (Some(v), Some(end)) => {
             call_range(ctx, mm, addr, end);
