@@ -4,7 +4,8 @@
 # four variants (users are threads or forked children; they touch the
 # pages, or touch and mprotect them), 3,000 random and 3,000 PCT-3
 # schedules each, then 40 timing runs (seeds 1-20 x fork) of 20
-# page-outs. One line per search: schedules run and the verdict.
+# page-outs; part two (below) the kswapd, MADV_COLD, MADV_DONTNEED and
+# mremap experiments. One line per search: schedules run and the verdict.
 #   tools/seed001_safety.sh        (needs target/release/tlbsim; ~3 min)
 T=${TLBSIM:-target/release/tlbsim}
 EXP=experiments/seed001-explore.toml
@@ -29,4 +30,28 @@ for p in arm64-stock arm64-tlbbatch arm64-tlbbatch-6.6 arm64-skip-broadcast-v2 a
 		done
 	done
 	echo "$p timing runs (20 seeds x 2, 20 page-outs each, speculative walks): $bad failed"
+done
+
+# Part two: reclaim by kswapd beside users that mprotect, MADV_COLD or
+# MADV_DONTNEED their page, and mremap racing kswapd (Linux 4.19+'s flush
+# order and 4.9-4.18's). 3,000 random schedules each; the summary line
+# gives schedules, time and the verdict.
+KS=experiments/seed001-kswapd.toml
+MR=experiments/seed001-mremap.toml
+for p in arm64-stock arm64-tlbbatch arm64-tlbbatch-6.6 arm64-skip-broadcast-v2 arm64-skip-broadcast-v1 arm64-cpumask-tracking; do
+	for v in "$KS|fork=true" "$KS|fork=false" \
+		"$KS|fork=true|madvise=true|advice=\"cold\"" "$KS|fork=false|madvise=true|advice=\"cold\"" \
+		"$KS|fork=false|stride_pages=512|op=\"dontneed-page\"" \
+		"$MR|" "$MR|kernel.mremap_flush_unlocked=true"; do
+		exp=${v%%|*}
+		sets=""
+		for kv in $(echo "${v#*|}" | tr '|' ' '); do
+			case $kv in kernel.*) sets="$sets --set $kv" ;; *) sets="$sets --set workload.$kv" ;; esac
+		done
+		# shellcheck disable=SC2086
+		out=$($T check $exp --policy $p $sets --schedules 3000 --seed 1 --max-actions 50000 2>&1)
+		runs=$(echo "$out" | grep -E '^[0-9]+ schedules' | sed 's/ actions[^,]*,/,/; s/:.*//')
+		verdict=$(echo "$out" | grep -E '^checker: pass|^invariant' | head -1)
+		echo "$p $(basename "$exp" .toml)$sets: $runs | $verdict"
+	done
 done
