@@ -448,6 +448,23 @@ fn check_kernel(
             ));
         }
     }
+    if let Some(min) = kcfg.memory_min_pages {
+        match kcfg.memory_limit_pages {
+            None => {
+                return Err(field(
+                    "memory_min_pages",
+                    "needs memory_limit_pages (kswapd's watermark) too".into(),
+                ))
+            }
+            Some(limit) if min < limit => {
+                return Err(field(
+                    "memory_min_pages",
+                    format!("must be >= memory_limit_pages ({limit})"),
+                ))
+            }
+            _ => {}
+        }
+    }
     if kcfg.kpti && !alloc.supports_kpti() {
         return Err(field(
             "kpti",

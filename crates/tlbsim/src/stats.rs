@@ -185,6 +185,15 @@ pub struct ReclaimStats {
     pub batch_flushes: u64,
     /// Folios moved to another node (`pgmigrate_success`).
     pub pgmigrate_success: u64,
+    /// Direct reclaims: allocations that reclaimed themselves
+    /// (`allocstall`). Left out of the JSON when zero.
+    #[serde(skip_serializing_if = "crate::stats::is_zero")]
+    pub allocstall: u64,
+}
+
+/// For `skip_serializing_if`: a counter that stayed zero.
+pub fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl ReclaimStats {

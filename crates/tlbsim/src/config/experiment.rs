@@ -127,6 +127,18 @@ pub struct KernelConfig {
     /// reclaims. Left out of the JSON when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_limit_pages: Option<u64>,
+    /// Resident shmem pages above which an allocation reclaims itself
+    /// before it proceeds (direct reclaim, `__alloc_pages_direct_reclaim()`
+    /// → `try_to_free_pages()`: the faulting task runs
+    /// `shrink_folio_list()` on the oldest folios, with its own deferred
+    /// batch). Linux spaces its min, low and high watermarks evenly; with
+    /// `memory_limit_pages` as the low one and kswapd stopping 1/16 below,
+    /// `memory_limit_pages + memory_limit_pages / 16` is the faithful
+    /// choice. Needs `memory_limit_pages`, and must not be below it.
+    /// `None`: no direct reclaim (kswapd alone). Left out of the JSON when
+    /// `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_min_pages: Option<u64>,
 }
 
 /// Transparent huge page mode.
@@ -154,6 +166,7 @@ impl Default for KernelConfig {
             migrate_batch_flush: false,
             mremap_flush_unlocked: false,
             memory_limit_pages: None,
+            memory_min_pages: None,
         }
     }
 }

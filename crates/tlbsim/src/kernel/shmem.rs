@@ -108,6 +108,7 @@ pub async fn shmem_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
         match entry {
             None => {
                 // shmem_alloc_and_add_folio(): a new zeroed page.
+                super::vmscan::direct_reclaim(ctx).await;
                 ctx.work(w.profile.kernel.page_alloc_ns).await;
                 if w.k.borrow().shmem[id as usize].pages.contains_key(&index) {
                     continue; // another fault added it meanwhile
@@ -143,6 +144,12 @@ pub async fn shmem_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
                 }
             }
             Some(ShmemEntry::Swap(slot)) => {
+                super::vmscan::direct_reclaim(ctx).await;
+                if w.k.borrow().shmem[id as usize].pages.get(&index)
+                    != Some(&ShmemEntry::Swap(slot))
+                {
+                    continue; // swapped in by someone else meanwhile
+                }
                 shmem_swapin_folio(ctx, id, index, slot).await;
                 super::vmscan::wakeup_kswapd(ctx).await;
             }

@@ -159,6 +159,33 @@ pub async fn wakeup_kswapd(ctx: &Ctx) {
     }
 }
 
+/// Direct reclaim before a page-cache allocation
+/// (`__alloc_pages_direct_reclaim()` → `try_to_free_pages()` →
+/// `shrink_inactive_list()`): if the page cache is above `[kernel]
+/// memory_min_pages`, the allocating task isolates up to
+/// [`SWAP_CLUSTER_MAX`] of the oldest folios, as many as bring it back to
+/// the min, and reclaims them itself, batched (`TTU_BATCH_FLUSH`, its own
+/// `tlb_ubc`). The caller holds no PTE or folio lock.
+pub async fn direct_reclaim(ctx: &Ctx) {
+    let w = &ctx.w;
+    let Some(min) = w.kcfg.memory_min_pages else {
+        return;
+    };
+    let resident = w.k.borrow().folios.len() as u64;
+    if resident < min {
+        return;
+    }
+    // The allocation about to happen counts too.
+    let excess = resident + 1 - min;
+    let batch = isolate_lru_folios(w, (excess as usize).min(SWAP_CLUSTER_MAX));
+    if batch.is_empty() {
+        return;
+    }
+    let _f = ctx.func(crate::label!("try_to_free_pages"));
+    w.stats.borrow_mut().reclaim.allocstall += 1;
+    shrink_folio_list(ctx, &batch).await;
+}
+
 /// Starts `kswapd0` on the last CPU (with `[kernel] memory_limit_pages`).
 pub fn start_kswapd(w: &std::rc::Rc<crate::kernel::World>) {
     let cpu = w.ncpus() - 1;

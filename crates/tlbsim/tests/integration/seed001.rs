@@ -476,3 +476,40 @@ fn a_zap_that_finds_the_pte_cleared_by_kswapd_must_flush_the_deferred_batch() {
     );
     assert!(search("arm64-tlbbatch", 3_000).is_none());
 }
+
+#[test]
+fn above_the_min_watermark_a_fault_reclaims_for_itself() {
+    let kswapd = |min: Option<u64>| {
+        let mut e = file("experiments/seed001-kswapd.toml");
+        e.kernel.memory_min_pages = min;
+        e
+    };
+    // With the min at the limit, faults over it reclaim before they
+    // allocate (allocstall); without it only kswapd reclaims.
+    let direct = run_ok(&kswapd(Some(1)));
+    let only_kswapd = run_ok(&kswapd(None));
+    assert!(direct.stats.reclaim.allocstall > 0);
+    assert_eq!(only_kswapd.stats.reclaim.allocstall, 0);
+    assert!(direct.stats.reclaim.pgsteal > 0);
+    assert_eq!(direct.checker.verdict, "pass");
+    let faulting_task_reclaims = direct
+        .stats
+        .cpu_time_by_task
+        .iter()
+        .filter(|t| t.comm != "kswapd0")
+        .flat_map(|t| t.functions.iter())
+        .any(|f| f.function == "shrink_folio_list");
+    assert!(faulting_task_reclaims, "a user task ran shrink_folio_list");
+    let mut e = kswapd(Some(1));
+    e.kernel.tlb_policy = "arm64-tlbbatch".into();
+    let o = random(3_000, 50_000);
+    assert!(check(&e, &o).expect("check runs").failure.is_none());
+    // A min below the limit, or without kswapd's watermark, is refused.
+    let (key, _) = field_error(&kswapd(Some(0)));
+    assert_eq!(key, "kernel.memory_min_pages");
+    let mut e = kswapd(Some(4));
+    e.kernel.memory_limit_pages = None;
+    let (key, message) = field_error(&e);
+    assert_eq!(key, "kernel.memory_min_pages");
+    assert!(message.contains("memory_limit_pages"), "{message}");
+}
