@@ -31,6 +31,9 @@
 //!   differ).
 //! - `advice = "cold"`: the main thread's madvise is `MADV_COLD` (with
 //!   kswapd reclaiming, the pages it marks are taken first).
+//! - `migrate = true`: the main thread also migrates its pages between
+//!   NUMA nodes 0 and 1 each iteration (`migrate_pages(2)` on itself), so
+//!   migration's unmaps race the users too.
 //! - `mremap = true`: after each page-out (if any) the main thread moves
 //!   the mapping elsewhere (`mremap(MREMAP_MAYMOVE)`); thread users follow
 //!   it to its new address (an access that lands on the old one in between
@@ -43,6 +46,7 @@ use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::mem::{Perms, PAGE_SIZE};
 use crate::kernel::madvise::{sys_madvise_cold, sys_madvise_pageout};
+use crate::kernel::migrate::sys_migrate_pages;
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mprotect, sys_munmap};
 use crate::kernel::mremap::sys_mremap;
 use crate::kernel::sched::{
@@ -92,6 +96,11 @@ pub struct PageoutRace {
     /// (512 puts each in its own PTE table). Left out of the JSON when 1.
     #[serde(default = "one_page", skip_serializing_if = "is_one_page")]
     pub stride_pages: u64,
+    /// The main thread also migrates its pages to the other NUMA node each
+    /// iteration (`migrate_pages(2)` on itself, nodes 0 and 1 in turn;
+    /// needs a profile with `[numa]`). Left out of the JSON when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub migrate: bool,
     /// The main thread moves the mapping each iteration (module doc).
     /// Left out of the JSON when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -278,11 +287,15 @@ impl Workload for PageoutRace {
                         }
                     }
                     let mut rng = streams.stream("pageout-race/main");
-                    for _ in 0..me.iterations {
+                    for it in 0..me.iterations {
                         if me.madvise && me.advice == "cold" {
                             sys_madvise_cold(&ctx, base.get(), len).await;
                         } else if me.madvise {
                             sys_madvise_pageout(&ctx, base.get(), len).await;
+                        }
+                        if me.migrate {
+                            let from = (it % 2) as u32;
+                            sys_migrate_pages(&ctx, ctx.task, from, 1 - from).await;
                         }
                         if me.mremap {
                             // Refused (the range split by a user's
@@ -308,6 +321,12 @@ impl Workload for PageoutRace {
     }
 
     fn check(&self, profile: &crate::config::Profile) -> Result<(), String> {
+        if self.migrate && profile.numa.as_ref().is_none_or(|n| n.nodes < 2) {
+            return Err(format!(
+                "`migrate` needs a profile with two NUMA nodes ([numa]); \"{}\" has none",
+                profile.name
+            ));
+        }
         if profile.swap.is_none() {
             return Err(format!(
                 "profile \"{}\" has no [swap] section (reclaim and zram costs), which pageout-race needs",

@@ -75,8 +75,8 @@ fn field_error(e: &tlbsim::config::Experiment) -> (String, String) {
 
 #[test]
 fn swapping_workloads_refuse_a_profile_without_swap_costs_and_a_missing_cpu() {
-    // ampere-2s has no [swap] section.
-    let e = experiment("ampere-2s", "arm64-stock", 2, "", SMALL_BENCH, "");
+    // cortex-a15-2 (seed 002's board) has no [swap] section.
+    let e = experiment("cortex-a15-2", "arm64-stock", 2, "", SMALL_BENCH, "");
     let (key, message) = field_error(&e);
     assert_eq!(key, "workload.name");
     assert!(message.contains("[swap]"), "{message}");
@@ -512,4 +512,35 @@ fn above_the_min_watermark_a_fault_reclaims_for_itself() {
     let (key, message) = field_error(&e);
     assert_eq!(key, "kernel.memory_min_pages");
     assert!(message.contains("memory_limit_pages"), "{message}");
+}
+
+#[test]
+fn reclaim_and_migration_race_mprotect_fork_and_faults_on_the_same_mms() {
+    // seed001-explore on the 2-socket profile, the main thread paging out
+    // and migrating its pages between the nodes (batched, 6.3+) while
+    // forked children fault and mprotect them, and munmap at the end.
+    let search = |policy: &str| {
+        let mut e = file("experiments/seed001-explore.toml");
+        e.experiment.profile = "ampere-2s".into();
+        e.kernel.tlb_policy = policy.into();
+        e.kernel.migrate_batch_flush = true;
+        e.workload
+            .params
+            .insert("migrate".into(), toml::Value::Boolean(true));
+        check(&e, &random(2_000, 50_000))
+            .expect("check runs")
+            .failure
+    };
+    assert!(search("arm64-tlbbatch").is_none());
+    assert!(search("arm64-stock").is_none());
+    let f = search("arm64-tlbbatch-6.6").expect("v6.6's race");
+    assert_eq!(
+        f.report.invariant(),
+        Some(tlbsim::check::Invariant::NoStaleHold)
+    );
+    let f = search("mutant-tlbbatch-no-batch-sync").expect("frees before the DSB");
+    assert_eq!(
+        f.report.invariant(),
+        Some(tlbsim::check::Invariant::NoUseAfterFree)
+    );
 }
