@@ -244,10 +244,69 @@ async fn user_loop(
     }
 }
 
+/// Starts the users (threads, or forked children with their own copy of
+/// where the mapping is), each pinned to its CPU.
+async fn start_users(
+    ctx: &Ctx,
+    me: &PageoutRace,
+    (p, base): (u64, &Rc<Cell<u64>>),
+    done: &Rc<Cell<bool>>,
+    streams: &Streams,
+) {
+    let n = ctx.w.ncpus() as u32;
+    for i in 1..=me.users {
+        let (m, d) = (me.clone(), Rc::clone(done));
+        let b = if me.fork {
+            Rc::new(Cell::new(p))
+        } else {
+            Rc::clone(base)
+        };
+        let rng = streams.stream(&format!("pageout-race/user{i}"));
+        let cpu = (i % n) as usize;
+        let program: Program = Box::new(move |c: Ctx| {
+            Box::pin(async move {
+                let only = super::only_cpu(&c.w, cpu);
+                sys_sched_setaffinity(&c, Some(only)).await;
+                user_loop(&c, &m, (&b, i), &d, rng).await;
+            })
+        });
+        if me.fork {
+            sys_fork(ctx, "pageout-user", program).await;
+        } else {
+            sys_clone_thread(ctx, "pageout-user", Some(cpu), program).await;
+        }
+    }
+}
+
+/// Iteration `it` of the main thread: its madvise, migration and mremap
+/// (each if asked), on the mapping now at `base`.
+async fn main_round(ctx: &Ctx, me: &PageoutRace, base: &Cell<u64>, it: u64) {
+    let len = me.len();
+    if me.madvise && me.advice == "cold" {
+        sys_madvise_cold(ctx, base.get(), len).await;
+    } else if me.madvise {
+        sys_madvise_pageout(ctx, base.get(), len).await;
+    }
+    if me.migrate {
+        let from = (it % 2) as u32;
+        sys_migrate_pages(ctx, ctx.task, from, 1 - from).await;
+    }
+    if me.mremap {
+        // Refused (the range split by a user's mprotect): it stays where
+        // it is.
+        if let Some(to) = sys_mremap(ctx, base.get(), len).await {
+            base.set(to);
+        }
+        // It reads what it moved (faulting in what reclaim took).
+        for k in 0..me.pages {
+            ctx.user_access(base.get() + k * me.step(), false).await;
+        }
+    }
+}
+
 impl Workload for PageoutRace {
     fn setup(&self, w: &Rc<World>, streams: &Streams) -> TaskId {
         let me = self.clone();
-        let n = w.ncpus() as u32;
         let streams = *streams;
         spawn_user(
             w,
@@ -255,66 +314,24 @@ impl Workload for PageoutRace {
             0,
             Box::new(move |ctx: Ctx| {
                 Box::pin(async move {
-                    let (len, step) = (me.len(), me.step());
-                    let p = sys_mmap_shared(&ctx, len, Perms::RW, PageData::SameFilled).await;
+                    let p = sys_mmap_shared(&ctx, me.len(), Perms::RW, PageData::SameFilled).await;
                     for k in 0..me.pages {
-                        ctx.user_access(p + k * step, true).await;
+                        ctx.user_access(p + k * me.step(), true).await;
                     }
                     let done = Rc::new(Cell::new(false));
                     // Where the main thread's mapping is now (threads
                     // follow it; forked children keep their own at `p`).
                     let base = Rc::new(Cell::new(p));
-                    for i in 1..=me.users {
-                        let (m, d) = (me.clone(), Rc::clone(&done));
-                        let b = if me.fork {
-                            Rc::new(Cell::new(p))
-                        } else {
-                            Rc::clone(&base)
-                        };
-                        let rng = streams.stream(&format!("pageout-race/user{i}"));
-                        let cpu = (i % n) as usize;
-                        let program: Program = Box::new(move |c: Ctx| {
-                            Box::pin(async move {
-                                let only = super::only_cpu(&c.w, cpu);
-                                sys_sched_setaffinity(&c, Some(only)).await;
-                                user_loop(&c, &m, (&b, i), &d, rng).await;
-                            })
-                        });
-                        if me.fork {
-                            sys_fork(&ctx, "pageout-user", program).await;
-                        } else {
-                            sys_clone_thread(&ctx, "pageout-user", Some(cpu), program).await;
-                        }
-                    }
+                    start_users(&ctx, &me, (p, &base), &done, &streams).await;
                     let mut rng = streams.stream("pageout-race/main");
                     for it in 0..me.iterations {
-                        if me.madvise && me.advice == "cold" {
-                            sys_madvise_cold(&ctx, base.get(), len).await;
-                        } else if me.madvise {
-                            sys_madvise_pageout(&ctx, base.get(), len).await;
-                        }
-                        if me.migrate {
-                            let from = (it % 2) as u32;
-                            sys_migrate_pages(&ctx, ctx.task, from, 1 - from).await;
-                        }
-                        if me.mremap {
-                            // Refused (the range split by a user's
-                            // mprotect): it stays where it is.
-                            if let Some(to) = sys_mremap(&ctx, base.get(), len).await {
-                                base.set(to);
-                            }
-                            // It reads what it moved (faulting in what
-                            // reclaim took).
-                            for k in 0..me.pages {
-                                ctx.user_access(base.get() + k * step, false).await;
-                            }
-                        }
+                        main_round(&ctx, &me, &base, it).await;
                         ctx.user_work(me.gap_ns / 2 + rng.gen_range(0..=me.gap_ns))
                             .await;
                     }
                     done.set(true);
                     while sys_wait(&ctx).await.is_some() {}
-                    sys_munmap(&ctx, base.get(), len).await;
+                    sys_munmap(&ctx, base.get(), me.len()).await;
                 })
             }),
         )
