@@ -68,6 +68,10 @@ pub struct World {
     pub stats: RefCell<Stats>,
     /// The observer (checker), if any.
     pub observer: RefCell<Option<Box<dyn Observer>>>,
+    /// The observer reported a violation after an event ([`World::emit`]
+    /// asks it): the run loops read this instead of asking after every
+    /// step.
+    observer_failed: Cell<bool>,
     /// TLB-flush policy.
     pub policy: Box<dyn TlbPolicy>,
     /// ASID allocator.
@@ -106,6 +110,7 @@ impl World {
             k: RefCell::new(KState::default()),
             stats: RefCell::new(Stats::new(n)),
             observer: RefCell::new(None),
+            observer_failed: Cell::new(false),
             policy,
             asid,
             now: Cell::new(0),
@@ -265,6 +270,9 @@ impl World {
     pub fn emit(&self, ev: Event) {
         if let Some(o) = self.observer.borrow_mut().as_mut() {
             o.event(self.now.get(), &ev, &self.hw.borrow());
+            if o.failed() {
+                self.observer_failed.set(true);
+            }
         }
     }
 
@@ -289,6 +297,9 @@ impl World {
 
     /// The first violation the observer found, if any.
     pub fn failure(&self) -> Option<crate::check::Violation> {
+        if !self.observer_failed.get() {
+            return None;
+        }
         let o = self.observer.borrow();
         o.as_ref().filter(|o| o.failed()).and_then(|o| o.failure())
     }
