@@ -2,7 +2,9 @@
 //! the reverse map and reclaim, swap-in from zram; the checker on them.
 
 use super::common::{arm64, experiment, file, run_ok};
-use tlbsim::explore::{check, CheckOptions, Strategy};
+use tlbsim::check::Invariant;
+use tlbsim::config::Experiment;
+use tlbsim::explore::{check, CheckOptions, Failure, Strategy};
 use tlbsim::sim::{run, RunOptions, SimError};
 
 /// `schedules` random schedules from seed 1, each cut at `max_actions`.
@@ -15,6 +17,26 @@ fn random(schedules: u64, max_actions: usize) -> CheckOptions {
         speculation: 2,
         cpus: None,
     }
+}
+
+/// The first violation of `schedules` random schedules of `e` (each cut
+/// at `max_actions`), if any.
+fn first_failure(e: &Experiment, schedules: u64, max_actions: usize) -> Option<Failure> {
+    check(e, &random(schedules, max_actions))
+        .expect("check runs")
+        .failure
+}
+
+/// Sets `[workload]` parameters of `e`.
+fn set_params(e: &mut Experiment, params: &[(&str, toml::Value)]) {
+    for (k, v) in params {
+        e.workload.params.insert((*k).into(), v.clone());
+    }
+}
+
+/// The search found a violation of `invariant`.
+fn assert_breaks(f: &Failure, invariant: Invariant) {
+    assert_eq!(f.report.invariant(), Some(invariant), "{}", f.report);
 }
 
 const SMALL_BENCH: &str = "name = \"swap-bench\"\nsize_bytes = 65536\niterations = 5\ncpu = 1";
@@ -88,14 +110,17 @@ fn swapping_workloads_refuse_a_profile_without_swap_costs_and_a_missing_cpu() {
     assert_eq!(field_error(&e).0, "workload.op");
 }
 
-fn explore(policy: &str, op: &str, fork: bool, schedules: u64) -> Option<tlbsim::explore::Failure> {
+fn explore(policy: &str, op: &str, fork: bool, schedules: u64) -> Option<Failure> {
     let mut e = file("experiments/seed001-explore.toml");
     e.kernel.tlb_policy = policy.into();
-    let params = &mut e.workload.params;
-    params.insert("op".into(), toml::Value::String(op.into()));
-    params.insert("fork".into(), toml::Value::Boolean(fork));
-    let o = random(schedules, 200_000);
-    check(&e, &o).expect("check runs").failure
+    set_params(
+        &mut e,
+        &[
+            ("op", toml::Value::String(op.into())),
+            ("fork", toml::Value::Boolean(fork)),
+        ],
+    );
+    first_failure(&e, schedules, 200_000)
 }
 
 const RACES: [(&str, bool); 4] = [
@@ -129,10 +154,7 @@ fn the_v6_6_batched_pending_dsb_leaves_a_stale_translation_after_mprotect() {
     // (4b634918384c). The same search passes the mainline batch.
     assert!(explore("arm64-tlbbatch", "mprotect", true, 2_000).is_none());
     let f = explore("arm64-tlbbatch-6.6", "mprotect", true, 2_000).expect("the 6.6 race is found");
-    assert_eq!(
-        f.report.invariant(),
-        Some(tlbsim::check::Invariant::NoStaleHold)
-    );
+    assert_breaks(&f, Invariant::NoStaleHold);
     let text = f.report.to_string();
     assert!(text.contains("after mprotect"), "{text}");
 }
@@ -277,14 +299,10 @@ fn linux_4_12_lacked_flush_tlb_batched_pending_and_the_checker_finds_the_race() 
         e.experiment.profile = "skylake-4c8t".into();
         e.kernel.tlb_policy = policy.into();
         e.kernel.asid_allocator = "none".into();
-        let o = random(3_000, 20_000);
-        check(&e, &o).expect("check runs").failure
+        first_failure(&e, 3_000, 20_000)
     };
     let f = search("x86-lazy-legacy").expect("the 4.12 race is found");
-    assert_eq!(
-        f.report.invariant(),
-        Some(tlbsim::check::Invariant::NoStaleHold)
-    );
+    assert_breaks(&f, Invariant::NoStaleHold);
     assert!(
         f.report.to_string().contains("after mprotect"),
         "{}",
@@ -342,14 +360,10 @@ fn the_v6_6_race_with_kswapd_reclaiming_on_another_cpu() {
     let search = |policy: &str| {
         let mut e = file("experiments/seed001-kswapd.toml");
         e.kernel.tlb_policy = policy.into();
-        let o = random(5_000, 50_000);
-        check(&e, &o).expect("check runs").failure
+        first_failure(&e, 5_000, 50_000)
     };
     let f = search("arm64-tlbbatch-6.6").expect("found with kswapd too");
-    assert_eq!(
-        f.report.invariant(),
-        Some(tlbsim::check::Invariant::NoStaleHold)
-    );
+    assert_breaks(&f, Invariant::NoStaleHold);
     assert!(search("arm64-tlbbatch").is_none());
     assert!(search("arm64-stock").is_none());
 }
@@ -376,14 +390,10 @@ fn rcu_table_freeing_closes_the_lazy_switch_window_of_x86() {
         ] {
             e.workload.params.insert(k.into(), toml::Value::Integer(v));
         }
-        let o = random(3_000, 50_000);
-        check(&e, &o).expect("check runs").failure
+        first_failure(&e, 3_000, 50_000)
     };
     let f = search("x86-tlb-gen").expect("the window is found before 6.15");
-    assert_eq!(
-        f.report.invariant(),
-        Some(tlbsim::check::Invariant::NoStaleWalk)
-    );
+    assert_breaks(&f, Invariant::NoStaleWalk);
     assert!(search("x86-invlpgb").is_none());
 }
 
@@ -398,15 +408,13 @@ fn mremap_before_4_19_lets_reclaim_free_a_page_another_cpu_still_uses() {
         let mut e = file("experiments/seed001-mremap.toml");
         e.kernel.tlb_policy = policy.into();
         e.kernel.mremap_flush_unlocked = unlocked;
-        check(&e, &random(3_000, 20_000))
-            .expect("check runs")
-            .failure
+        first_failure(&e, 3_000, 20_000)
     };
     for policy in ["arm64-stock", "arm64-tlbbatch"] {
         let f = search(policy, true).expect("the 4.9-4.18 window is found");
         assert_eq!(
             f.report.invariant(),
-            Some(tlbsim::check::Invariant::NoUseAfterFree),
+            Some(Invariant::NoUseAfterFree),
             "{policy}"
         );
         assert!(search(policy, false).is_none(), "{policy} on 4.19+");
@@ -418,9 +426,13 @@ fn madv_cold_flushes_the_translations_it_makes_old_and_keeps_the_race_checks() {
     let kswapd = |cold: bool, policy: &str| {
         let mut e = file("experiments/seed001-kswapd.toml");
         e.kernel.tlb_policy = policy.into();
-        let p = &mut e.workload.params;
-        p.insert("madvise".into(), toml::Value::Boolean(cold));
-        p.insert("advice".into(), toml::Value::String("cold".into()));
+        set_params(
+            &mut e,
+            &[
+                ("madvise", toml::Value::Boolean(cold)),
+                ("advice", toml::Value::String("cold".into())),
+            ],
+        );
         e
     };
     // Each MADV_COLD that finds mapped pages flushes them (one range flush
@@ -433,18 +445,10 @@ fn madv_cold_flushes_the_translations_it_makes_old_and_keeps_the_race_checks() {
     assert!(cold.stats.reclaim.pgsteal > 0);
     assert_eq!(cold.checker.verdict, "pass");
     // Its flush_tlb_batched_pending() is where v6.6's bare DSB falls short.
-    let search = |policy: &str| {
-        let o = random(3_000, 50_000);
-        check(&kswapd(true, policy), &o)
-            .expect("check runs")
-            .failure
-    };
+    let search = |policy: &str| first_failure(&kswapd(true, policy), 3_000, 50_000);
     assert!(search("arm64-tlbbatch").is_none());
     let f = search("arm64-tlbbatch-6.6").expect("v6.6's race");
-    assert_eq!(
-        f.report.invariant(),
-        Some(tlbsim::check::Invariant::NoStaleHold)
-    );
+    assert_breaks(&f, Invariant::NoStaleHold);
 }
 
 #[test]
@@ -456,19 +460,18 @@ fn a_zap_that_finds_the_pte_cleared_by_kswapd_must_flush_the_deferred_batch() {
     let search = |policy: &str, schedules: u64| {
         let mut e = file("experiments/seed001-kswapd.toml");
         e.kernel.tlb_policy = policy.into();
-        let p = &mut e.workload.params;
-        p.insert("fork".into(), toml::Value::Boolean(false));
-        p.insert("stride_pages".into(), toml::Value::Integer(512));
-        p.insert("op".into(), toml::Value::String("dontneed-page".into()));
-        check(&e, &random(schedules, 50_000))
-            .expect("check runs")
-            .failure
+        set_params(
+            &mut e,
+            &[
+                ("fork", toml::Value::Boolean(false)),
+                ("stride_pages", toml::Value::Integer(512)),
+                ("op", toml::Value::String("dontneed-page".into())),
+            ],
+        );
+        first_failure(&e, schedules, 50_000)
     };
     let f = search("mutant-tlbbatch-no-pending-flush", 15_000).expect("found");
-    assert_eq!(
-        f.report.invariant(),
-        Some(tlbsim::check::Invariant::NoStaleHold)
-    );
+    assert_breaks(&f, Invariant::NoStaleHold);
     assert!(
         f.report.to_string().contains("after madvise"),
         "{}",
@@ -502,8 +505,7 @@ fn above_the_min_watermark_a_fault_reclaims_for_itself() {
     assert!(faulting_task_reclaims, "a user task ran shrink_folio_list");
     let mut e = kswapd(Some(1));
     e.kernel.tlb_policy = "arm64-tlbbatch".into();
-    let o = random(3_000, 50_000);
-    assert!(check(&e, &o).expect("check runs").failure.is_none());
+    assert!(first_failure(&e, 3_000, 50_000).is_none());
     // A min below the limit, or without kswapd's watermark, is refused.
     let (key, _) = field_error(&kswapd(Some(0)));
     assert_eq!(key, "kernel.memory_min_pages");
@@ -524,23 +526,13 @@ fn reclaim_and_migration_race_mprotect_fork_and_faults_on_the_same_mms() {
         e.experiment.profile = "ampere-2s".into();
         e.kernel.tlb_policy = policy.into();
         e.kernel.migrate_batch_flush = true;
-        e.workload
-            .params
-            .insert("migrate".into(), toml::Value::Boolean(true));
-        check(&e, &random(2_000, 50_000))
-            .expect("check runs")
-            .failure
+        set_params(&mut e, &[("migrate", toml::Value::Boolean(true))]);
+        first_failure(&e, 2_000, 50_000)
     };
     assert!(search("arm64-tlbbatch").is_none());
     assert!(search("arm64-stock").is_none());
     let f = search("arm64-tlbbatch-6.6").expect("v6.6's race");
-    assert_eq!(
-        f.report.invariant(),
-        Some(tlbsim::check::Invariant::NoStaleHold)
-    );
+    assert_breaks(&f, Invariant::NoStaleHold);
     let f = search("mutant-tlbbatch-no-batch-sync").expect("frees before the DSB");
-    assert_eq!(
-        f.report.invariant(),
-        Some(tlbsim::check::Invariant::NoUseAfterFree)
-    );
+    assert_breaks(&f, Invariant::NoUseAfterFree);
 }

@@ -16,7 +16,7 @@ use crate::engine::exec::KFuture;
 use crate::hw::mem::Pte;
 use crate::hw::tlb::MmId;
 use crate::kernel::policy::TlbPolicy;
-use crate::kernel::registry::{Allocators, PolicyEntry};
+use crate::kernel::registry::{Allocators, PolicyEntry, Search, Source, Strategy};
 use crate::kernel::Ctx;
 
 /// A hook of the batch: `arch_flush_tlb_batched_pending(mm)`.
@@ -69,6 +69,19 @@ impl TlbBatch {
             dirty,
             ..Self::default()
         }
+    }
+}
+
+/// The search that shows a broken version of the batch (historical or
+/// mutant): 2,000 random schedules of `experiment` from seed 1, at most
+/// 200,000 steps each (seed 001's explore experiments finish well within).
+pub const fn batch_search(experiment: Source) -> Search {
+    Search::Explore {
+        experiment,
+        strategy: Strategy::Random,
+        schedules: 2_000,
+        seed: 1,
+        max_actions: 200_000,
     }
 }
 

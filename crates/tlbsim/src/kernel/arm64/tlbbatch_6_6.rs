@@ -9,12 +9,12 @@
 //! outlive it. The fix's message calls the race theoretical, found by
 //! review; the checker finds it (registry entry below).
 
-use super::tlbbatch::TlbBatch;
+use super::tlbbatch::{batch_search, TlbBatch};
 use crate::check::Invariant;
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;
-use crate::kernel::registry::{Allocators, Breaks, PolicyEntry, Search, Source, Strategy};
+use crate::kernel::registry::{Allocators, Breaks, PolicyEntry, Source};
 use crate::kernel::Ctx;
 
 /// v6.6 `arch_flush_tlb_batched_pending()`: `dsb(ish)`.
@@ -34,13 +34,7 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
     allocators: Allocators::OfArch,
     breaks: Some(Breaks {
         invariant: Invariant::NoStaleHold,
-        search: Search::Explore {
-            experiment: Source::File("experiments/seed001-explore.toml"),
-            strategy: Strategy::Random,
-            schedules: 2_000,
-            seed: 1,
-            max_actions: 200_000,
-        },
+        search: batch_search(Source::File("experiments/seed001-explore.toml")),
     }),
     new: || Box::new(TlbBatch::with_pending(arch_flush_tlb_batched_pending)),
 };

@@ -12,8 +12,8 @@
 use crate::check::Invariant;
 use crate::config::Arch;
 use crate::hw::mem::Pte;
-use crate::kernel::arm64::tlbbatch::TlbBatch;
-use crate::kernel::registry::{Allocators, Breaks, PolicyEntry, Search, Source, Strategy};
+use crate::kernel::arm64::tlbbatch::{batch_search, TlbBatch};
+use crate::kernel::registry::{Allocators, Breaks, PolicyEntry, Source};
 
 /// The mutant's `pte_dirty()`.
 fn always_clean(_pte: Pte) -> bool {
@@ -34,13 +34,7 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
     allocators: Allocators::OfArch,
     breaks: Some(Breaks {
         invariant: Invariant::NoLostWrite,
-        search: Search::Explore {
-            experiment: Source::Inline(PAGEOUT_THREADS),
-            strategy: Strategy::Random,
-            schedules: 2_000,
-            seed: 1,
-            max_actions: 200_000,
-        },
+        search: batch_search(Source::Inline(PAGEOUT_THREADS)),
     }),
     new: || Box::new(TlbBatch::with_dirty(always_clean)),
 };

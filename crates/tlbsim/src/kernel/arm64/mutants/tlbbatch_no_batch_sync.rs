@@ -7,8 +7,8 @@
 use crate::check::Invariant;
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
-use crate::kernel::arm64::tlbbatch::TlbBatch;
-use crate::kernel::registry::{Allocators, Breaks, PolicyEntry, Search, Source, Strategy};
+use crate::kernel::arm64::tlbbatch::{batch_search, TlbBatch};
+use crate::kernel::registry::{Allocators, Breaks, PolicyEntry, Source};
 use crate::kernel::Ctx;
 
 /// The mutant's `arch_tlbbatch_flush()`.
@@ -25,13 +25,7 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
     allocators: Allocators::OfArch,
     breaks: Some(Breaks {
         invariant: Invariant::NoUseAfterFree,
-        search: Search::Explore {
-            experiment: Source::File("experiments/seed001-explore.toml"),
-            strategy: Strategy::Random,
-            schedules: 2_000,
-            seed: 1,
-            max_actions: 200_000,
-        },
+        search: batch_search(Source::File("experiments/seed001-explore.toml")),
     }),
     new: || Box::new(TlbBatch::with_flush(no_sync)),
 };
