@@ -83,6 +83,10 @@ pub enum Desc {
     /// A leaf: a 4 KiB page at level 3, a 2 MiB huge page at
     /// [`HUGE_LEVEL`] (whose `pfn` is the first of 512 contiguous frames).
     Page(Pte),
+    /// A non-present 4 KiB leaf that holds a swap entry (the slot's
+    /// offset): the walker treats it as no translation and faults; only
+    /// the kernel reads it (`is_swap_pte()`).
+    Swap(u32),
 }
 
 /// One page-table page.

@@ -338,7 +338,7 @@ impl Hw {
                         ..*p
                     })
                 }
-                None => return None,
+                Some(Desc::Swap(_)) | None => return None,
             }
         }
         None

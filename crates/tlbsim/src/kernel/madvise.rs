@@ -4,9 +4,9 @@
 //! reclaim takes (`folio_deactivate()`), after marking their PTEs old and
 //! flushing those translations, so that a later access is seen.
 //!
-//! Only shared anonymous (shmem) pages are paged out so far; private
-//! anonymous pages are skipped (the model has no swap PTEs yet), as are
-//! the zero page and pages mapped by more than one PTE.
+//! Shared (shmem) and private anonymous pages are paged out; the zero
+//! page, transparent huge pages and pages mapped by more than one PTE are
+//! skipped.
 
 use super::mm::MmuGather;
 use super::mm::{syscall_enter, syscall_exit};
@@ -53,8 +53,8 @@ pub async fn sys_madvise_pageout(ctx: &Ctx, addr: u64, len: u64) {
 }
 
 async fn madvise_pageout(ctx: &Ctx, mm: MmId, addr: u64, end: u64) {
-    for (v, tlo, thi) in table_ranges(ctx, mm, addr, end) {
-        let isolated = madvise_pageout_pte_range(ctx, mm, &v, tlo, thi).await;
+    for (_, tlo, thi) in table_ranges(ctx, mm, addr, end) {
+        let isolated = madvise_pageout_pte_range(ctx, mm, tlo, thi).await;
         if !isolated.is_empty() {
             reclaim_pages(ctx, &isolated).await;
         }
@@ -117,18 +117,15 @@ async fn madvise_cold_pte_range(ctx: &Ctx, mm: MmId, tlb: &mut MmuGather, lo: u6
         let folio = k.folios.get(&p.pfn).copied();
         // folio_mapcount() == 1: the PTE's reference, and the page cache's
         // for a shmem folio.
-        let alone = match folio {
-            Some(_) => refs == 2,
-            None => refs == 1,
-        };
+        let alone = refs == 1 + folio.map_or(0, |f| f.cache_refs());
         if p.pfn == ZERO_PFN || !alone {
             continue;
         }
         tlb.remove_tlb_entry(va);
         old += 1;
-        if let Some(f) = folio.filter(|f| !f.isolated) {
+        if folio.is_some_and(|f| !f.isolated) {
             // folio_deactivate(): reclaim takes it next.
-            k.lru.push_front((p.pfn, f.owner));
+            k.folios.deactivate(p.pfn);
         }
     }
     ctx.work(w.profile.kernel.pte_update_ns * old).await;
@@ -136,46 +133,38 @@ async fn madvise_cold_pte_range(ctx: &Ctx, mm: MmId, tlb: &mut MmuGather, lo: u6
 }
 
 /// `madvise_cold_or_pageout_pte_range()` for pageout, over `[lo, hi)`
-/// inside one PTE table of `v`: under the table's lock, isolates each
-/// present page that is a shmem folio mapped by this PTE alone
-/// (`folio_mapcount() == 1`) and not already isolated.
-async fn madvise_pageout_pte_range(
-    ctx: &Ctx,
-    mm: MmId,
-    v: &Vma,
-    lo: u64,
-    hi: u64,
-) -> Vec<Isolated> {
+/// inside one PTE table: under the table's lock, isolates each present
+/// page that is a folio mapped by this PTE alone (`folio_mapcount() ==
+/// 1`) and not already isolated.
+async fn madvise_pageout_pte_range(ctx: &Ctx, mm: MmId, lo: u64, hi: u64) -> Vec<Isolated> {
     let _f = ctx.func(crate::label!("madvise_cold_or_pageout_pte_range"));
     let w = &ctx.w;
     ctx.ptl_lock(mm, lo).await;
     flush_tlb_batched_pending(ctx, mm).await;
     let ptes = present_ptes(w, mm, lo, hi);
     let mut out = Vec::new();
-    if v.shared() {
+    {
         let mut k = w.k.borrow_mut();
         let hw = w.hw.borrow();
         for &(va, p) in &ptes {
-            if p.pfn == ZERO_PFN || hw.mem.frame_refs(p.pfn) != 2 {
-                continue; // the cache's reference and this PTE's
-            }
-            let Some(f) = k.folios.get_mut(&p.pfn) else {
+            // This PTE's reference and its cache's: mapped here alone
+            // (not the zero page, not shared with a fork).
+            let alone = |f: &super::folio::Folio| hw.mem.frame_refs(p.pfn) == 1 + f.cache_refs();
+            if p.pfn == ZERO_PFN || !k.folios.get(&p.pfn).is_some_and(alone) {
                 continue;
-            };
-            if !f.isolated {
-                f.isolated = true;
+            }
+            if k.folios.isolate(p.pfn) {
                 out.push(Isolated {
                     pfn: p.pfn,
                     found_at: (mm, va),
                 });
             }
         }
-        drop((k, hw));
-        // folio_isolate_lru() takes a reference: the folio cannot be freed
-        // (and its frame reused) while reclaim holds it.
-        for f in &out {
-            w.hw.borrow_mut().mem.get_frame(f.pfn);
-        }
+    }
+    // folio_isolate_lru() takes a reference: the folio cannot be freed
+    // (and its frame reused) while reclaim holds it.
+    for f in &out {
+        w.hw.borrow_mut().mem.get_frame(f.pfn);
     }
     ctx.work(w.profile.kernel.pte_update_ns * ptes.len() as u64)
         .await;

@@ -14,7 +14,8 @@
 use super::mm::{syscall_enter, syscall_exit};
 use super::pgtable::{get_pte, present_ptes, pte_tables, set_pte};
 use super::rmap::try_to_migrate;
-use super::shmem::{cpu_node, folio_lock, folio_lock_new, folio_unlock, Folio, ShmemEntry};
+use super::folio::{folio_lock, folio_lock_new, folio_unlock, Folio, Mapping};
+use super::shmem::{cpu_node, ShmemEntry};
 use super::tlbbatch::try_to_unmap_flush;
 use super::{Ctx, TaskId, Vma};
 use crate::hw::mem::{Pfn, Pte};
@@ -61,13 +62,11 @@ async fn queue_pages(ctx: &Ctx, mm: MmId, from: u32) -> Vec<Pfn> {
             {
                 let mut k = w.k.borrow_mut();
                 for (_, p) in &ptes {
-                    if let Some(f) = k.folios.get_mut(&p.pfn) {
-                        if f.node == from && !f.isolated {
-                            f.isolated = true;
-                            out.push(p.pfn);
-                            // The isolation's reference.
-                            w.hw.borrow_mut().mem.get_frame(p.pfn);
-                        }
+                    let on_node = k.folios.get(&p.pfn).is_some_and(|f| f.node == from);
+                    if on_node && k.folios.isolate(p.pfn) {
+                        out.push(p.pfn);
+                        // The isolation's reference.
+                        w.hw.borrow_mut().mem.get_frame(p.pfn);
                     }
                 }
             }
@@ -172,12 +171,13 @@ async fn migrate_folio_move(ctx: &Ctx, u: &Unmapped, to: u32) -> bool {
         ctx.emit(crate::observe::Event::CopyOut { cpu, pfn: u.src });
         ctx.work(copy).await; // folio_copy()
         let mut k = w.k.borrow_mut();
-        let (id, index) = f.owner;
-        k.shmem[id as usize]
-            .pages
-            .insert(index, ShmemEntry::Folio(u.dst));
+        if let Mapping::Shmem { id, index } = f.mapping {
+            k.shmem[id as usize]
+                .pages
+                .insert(index, ShmemEntry::Folio(u.dst));
+        }
         k.folios.remove(&u.src);
-        k.folios.insert(
+        k.folios.add(
             u.dst,
             Folio {
                 isolated: false,
@@ -185,9 +185,8 @@ async fn migrate_folio_move(ctx: &Ctx, u: &Unmapped, to: u32) -> bool {
                 ..f
             },
         );
-        k.lru.push_back((u.dst, f.owner));
-    } else if let Some(x) = w.k.borrow_mut().folios.get_mut(&u.src) {
-        x.isolated = false; // putback
+    } else {
+        w.k.borrow_mut().folios.putback(u.src);
     }
     remove_migration_ptes(ctx, keep, &u.ptes).await;
     folio_unlock(ctx, u.dst).await;

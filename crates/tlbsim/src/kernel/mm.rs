@@ -3,10 +3,12 @@
 //! `dup_mmap`, and teardown (`exit_mmap`), with the mmu_gather batching
 //! (include/asm-generic/tlb.h, mm/mmu_gather.c) that turns them into flushes.
 
-use super::mm_types::ShmemMap;
+use super::anon::{copy_swap_pte, do_swap_page, free_swap_and_cache, new_anon_folio, wp_free_swap};
+use super::mm_types::{AnonId, AnonMap, ShmemMap};
+use super::swap::PageData;
 use super::pgtable::{
-    detach_empty_tables, get_pte, huge_leaves, pmd_none, present_ptes, pte_tables, set_huge,
-    set_pte,
+    detach_empty_tables, get_pte, get_swap_pte, huge_leaves, pmd_none, present_ptes, pte_none,
+    pte_tables, set_huge, set_pte, set_swap_pte, swap_ptes,
 };
 use super::tlbbatch::flush_tlb_batched_pending;
 use super::{sched, Ctx, Vma};
@@ -175,7 +177,14 @@ impl MmuGather {
                 self.add_range(va, va + PAGE_SIZE);
                 self.cleared_ptes = true;
             }
-            ctx.work(per * ptes.len() as u64).await;
+            // Swap entries: no translation to flush, a slot reference to
+            // drop (zap_nonpresent_ptes()).
+            let swapped = swap_ptes(&ctx.w, self.mm, lo, hi);
+            for &(va, slot) in &swapped {
+                set_swap_pte(&ctx.w, self.mm, va, None);
+                free_swap_and_cache(&ctx.w, slot);
+            }
+            ctx.work(per * (ptes.len() + swapped.len()) as u64).await;
             ctx.ptl_unlock(self.mm, table_va).await;
         }
     }
@@ -332,8 +341,17 @@ pub(crate) fn page_align(x: u64) -> u64 {
     x.div_ceil(PAGE_SIZE) * PAGE_SIZE
 }
 
-/// `mmap(NULL, len, prot, MAP_PRIVATE | MAP_ANONYMOUS)`: returns the address.
+/// `mmap(NULL, len, prot, MAP_PRIVATE | MAP_ANONYMOUS)`: returns the
+/// address. Its pages, once written, hold compressible data (see
+/// [`sys_mmap_private`]).
 pub async fn sys_mmap(ctx: &Ctx, len: u64, perms: Perms) -> u64 {
+    sys_mmap_private(ctx, len, perms, PageData::Compressible).await
+}
+
+/// `mmap(NULL, len, prot, MAP_PRIVATE | MAP_ANONYMOUS)` of memory whose
+/// pages, once written, hold `data` (the model has no contents; swap
+/// costs depend on it). Returns the address.
+pub async fn sys_mmap_private(ctx: &Ctx, len: u64, perms: Perms, data: PageData) -> u64 {
     let _f = ctx.func(crate::label!("do_mmap"));
     syscall_enter(ctx, "mmap").await;
     let mm = ctx.mm().expect("user task");
@@ -342,8 +360,10 @@ pub async fn sys_mmap(ctx: &Ctx, len: u64, perms: Perms) -> u64 {
     let len = page_align(len.max(1));
     let addr = {
         let mut k = ctx.w.k.borrow_mut();
+        k.anon_ids += 1;
+        let anon = Some((k.anon_ids, data));
         let m = &mut k.mms[mm as usize];
-        insert_vma(&mut m.vmas, m.mmap_base, len, perms, None)
+        insert_vma(&mut m.vmas, m.mmap_base, len, perms, None, anon)
     };
     ctx.mmap_write_unlock(mm).await;
     syscall_exit(ctx, "mmap").await;
@@ -351,13 +371,16 @@ pub async fn sys_mmap(ctx: &Ctx, len: u64, perms: Perms) -> u64 {
 }
 
 /// Places a new VMA of `len` bytes below `ceiling` (top-down, see
-/// [`unmapped_area_topdown`]) and inserts it; returns its start.
+/// [`unmapped_area_topdown`]) and inserts it, mapping `shmem` or, for
+/// private memory, the anon id and data in `anon` (its `vm_pgoff` is the
+/// page number of its start); returns its start.
 pub(crate) fn insert_vma(
     vmas: &mut std::collections::BTreeMap<u64, Vma>,
     ceiling: u64,
     len: u64,
     perms: Perms,
     shmem: Option<ShmemMap>,
+    anon: Option<(AnonId, PageData)>,
 ) -> u64 {
     let start = unmapped_area_topdown(vmas, ceiling, len);
     vmas.insert(
@@ -367,6 +390,11 @@ pub(crate) fn insert_vma(
             end: start + len,
             perms,
             shmem,
+            anon: anon.map(|(id, data)| AnonMap {
+                id,
+                pgoff: start / PAGE_SIZE,
+                data,
+            }),
         },
     );
     start
@@ -407,26 +435,15 @@ fn split_at(vmas: &mut std::collections::BTreeMap<u64, Vma>, addr: u64) {
         .filter(|(_, v)| v.end > addr)
         .map(|(s, v)| (*s, *v));
     if let Some((s, v)) = hit {
-        let shmem = v.shmem.map(|m| ShmemMap {
-            pgoff: m.pgoff + (addr - v.start) / PAGE_SIZE,
-            ..m
-        });
         vmas.insert(s, Vma { end: addr, ..v });
-        vmas.insert(
-            addr,
-            Vma {
-                start: addr,
-                shmem,
-                ..v
-            },
-        );
+        vmas.insert(addr, v.tail_from(addr));
     }
 }
 
 /// Merges adjacent VMAs with equal protection, in place (`vma_merge()`):
 /// a VMA that starts where the one before it ends, with the same
-/// protection and, if shared, the next pages of the same object, is folded
-/// into it.
+/// protection and the next pages of the same object or `anon_vma`
+/// ([`Vma::continued_by`]), is folded into it.
 fn merge(vmas: &mut std::collections::BTreeMap<u64, Vma>) {
     use std::ops::Bound::{Excluded, Unbounded};
     let Some(mut cur) = vmas.keys().next().copied() else {
@@ -437,14 +454,7 @@ fn merge(vmas: &mut std::collections::BTreeMap<u64, Vma>) {
         let Some((&next, &n)) = vmas.range((Excluded(cur), Unbounded)).next() else {
             return;
         };
-        let contiguous = match (c.shmem, n.shmem) {
-            (None, None) => true,
-            (Some(a), Some(b)) => {
-                a.id == b.id && b.pgoff == a.pgoff + (c.end - c.start) / PAGE_SIZE
-            }
-            _ => false,
-        };
-        if c.end == n.start && c.perms == n.perms && contiguous {
+        if c.perms == n.perms && c.continued_by(&n) {
             vmas.remove(&next);
             vmas.get_mut(&cur).expect("just read").end = n.end;
         } else {
@@ -621,7 +631,7 @@ async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -> bool {
 }
 
 /// `__handle_mm_fault()` and `handle_pte_fault()`: what the entry for `va`
-/// calls for. No entry: a new page, huge where it fits
+/// calls for. A swap entry: [`do_swap_page`]. No entry: a new page, huge where it fits
 /// ([`do_huge_pmd_anonymous_page`]) or not ([`do_anonymous_page`]); a
 /// write to a read-only huge page ([`wp_huge_pmd`]) or page
 /// ([`do_wp_page`]); anything else was spurious (the retry walks the
@@ -630,6 +640,10 @@ async fn handle_pte_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
     let w = &ctx.w;
     match get_pte(w, mm, va) {
         None if v.shared() => super::shmem::shmem_fault(ctx, mm, v, va, write).await,
+        None if get_swap_pte(w, mm, va).is_some() => {
+            let slot = get_swap_pte(w, mm, va).expect("just read");
+            do_swap_page(ctx, mm, v, va, slot, write).await;
+        }
         None if write && thp_fits(ctx, mm, v, va) => {
             do_huge_pmd_anonymous_page(ctx, mm, v, va).await;
         }
@@ -680,8 +694,11 @@ async fn do_anonymous_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
     // Under the PT lock: another CPU may have faulted the page in meanwhile
     // (`if (!pte_none(*vmf->pte))` → back off).
     ctx.ptl_lock(mm, va).await;
-    if get_pte(w, mm, va).is_none() {
+    if pte_none(w, mm, va) {
         let perms = if write { v.perms } else { Perms::R };
+        if pfn != ZERO_PFN {
+            new_anon_folio(w, ctx.cpu(), mm, v, va, pfn);
+        }
         let (_, tables) = set_pte(w, ctx.cpu(), mm, va, Some((pfn, perms)));
         ctx.work(w.profile.kernel.page_alloc_ns * u64::from(tables))
             .await;
@@ -700,7 +717,8 @@ async fn wp_huge_pmd(ctx: &Ctx, mm: MmId, va: u64) {
 
 /// `do_wp_page()`: a write to the read-only PTE `p`. A page someone else
 /// maps too (or the zero page) is copied ([`wp_page_copy`]); one only this
-/// mapping holds is made writable in place ([`wp_page_reuse`]).
+/// mapping holds is made writable in place ([`wp_page_reuse`]), after
+/// leaving the swap cache if it can ([`wp_free_swap`]).
 async fn do_wp_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, p: Pte) {
     let _f = ctx.func(crate::label!("do_wp_page"));
     if v.shared() {
@@ -708,6 +726,9 @@ async fn do_wp_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, p: Pte) {
         wp_page_reuse(ctx, mm, v, va, p).await;
         super::shmem::fault_dirty_shared_page(&ctx.w, p.pfn);
         return;
+    }
+    if p.pfn != ZERO_PFN {
+        wp_free_swap(ctx, p.pfn, mm, va).await;
     }
     let shared = p.pfn == ZERO_PFN || ctx.w.hw.borrow().mem.frame_refs(p.pfn) > 1;
     if shared {
@@ -728,6 +749,7 @@ async fn wp_page_copy(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, p: Pte) {
     if get_pte(w, mm, va) == Some(p) {
         set_pte(w, ctx.cpu(), mm, va, None);
         flush_tlb_page(ctx, mm, va).await;
+        new_anon_folio(w, ctx.cpu(), mm, v, va, pfn);
         set_pte(w, ctx.cpu(), mm, va, Some((pfn, v.perms)));
         w.put_frame(ctx.cpu(), p.pfn, mm, va);
     } else {
@@ -775,9 +797,9 @@ fn thp_fits(ctx: &Ctx, mm: MmId, v: &Vma, va: u64) -> bool {
         && pmd_none(&ctx.w, mm, base)
 }
 
-/// `dup_mmap()`: copies VMAs and PTEs into a new address space,
-/// write-protecting private writable pages in both (copy-on-write), then
-/// `flush_tlb_mm(oldmm)`.
+/// `dup_mmap()`: copies VMAs and PTEs into a new address space of the
+/// same fork tree, write-protecting private writable pages in both
+/// (copy-on-write) and sharing swap entries, then `flush_tlb_mm(oldmm)`.
 pub async fn dup_mmap(ctx: &Ctx, old: MmId) -> MmId {
     let _f = ctx.func(crate::label!("dup_mmap"));
     let w = &ctx.w;
@@ -787,8 +809,11 @@ pub async fn dup_mmap(ctx: &Ctx, old: MmId) -> MmId {
         let mut k = w.k.borrow_mut();
         let vmas = k.mms[old as usize].vmas.clone();
         let base = k.mms[old as usize].mmap_base;
-        k.mms[new as usize].vmas = vmas.clone();
-        k.mms[new as usize].mmap_base = base;
+        let family = k.mms[old as usize].family;
+        let child = &mut k.mms[new as usize];
+        child.vmas = vmas.clone();
+        child.mmap_base = base;
+        child.family = family;
         for s in vmas.values().filter_map(|v| v.shmem) {
             k.shmem[s.id as usize].mms.insert(new);
         }
@@ -818,7 +843,13 @@ pub async fn dup_mmap(ctx: &Ctx, old: MmId) -> MmId {
         w.hw.borrow_mut().mem.get_frame(p.pfn);
         set_pte(w, cpu, new, va, Some((p.pfn, ro)));
     }
-    ctx.work(w.profile.kernel.fork_per_pte_ns * ptes.len() as u64)
+    // copy_nonpresent_pte(): swap entries are shared with the child.
+    let mut swapped = swap_ptes(w, old, 0, TASK_SIZE);
+    swapped.retain(|&(va, _)| !shared(va));
+    for &(va, slot) in &swapped {
+        copy_swap_pte(w, new, va, slot);
+    }
+    ctx.work(w.profile.kernel.fork_per_pte_ns * (ptes.len() + swapped.len()) as u64)
         .await;
     ctx.ptl_unlock(old, 0).await;
     if changed {
@@ -889,7 +920,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn map(vmas: &mut BTreeMap<u64, Vma>, ceiling: u64, len: u64) -> u64 {
-        insert_vma(vmas, ceiling, len, Perms::RW, None)
+        insert_vma(vmas, ceiling, len, Perms::RW, None, None)
     }
 
     #[test]

@@ -20,6 +20,9 @@ pub struct Vma {
     /// and the page of the object at `start` (`vm_file`, `vm_pgoff`).
     /// `None`: private anonymous memory.
     pub shmem: Option<ShmemMap>,
+    /// Private anonymous memory: its `anon_vma` and the linear page index
+    /// of `start` (see [`AnonMap`]). `None` for shared mappings.
+    pub anon: Option<AnonMap>,
 }
 
 impl Vma {
@@ -42,10 +45,84 @@ impl Vma {
     /// it (`vma_address()`).
     pub fn address_of(&self, id: ShmemId, index: u64) -> Option<u64> {
         let s = self.shmem.filter(|s| s.id == id)?;
-        let pages = (self.end - self.start) / crate::hw::mem::PAGE_SIZE;
-        (index >= s.pgoff && index - s.pgoff < pages)
-            .then(|| self.start + (index - s.pgoff) * crate::hw::mem::PAGE_SIZE)
+        self.page_address(s.pgoff, index)
     }
+
+    /// The address of anonymous page `index` of anon id `anon`, if this
+    /// VMA maps it (`vma_address()` for an anonymous folio).
+    pub fn anon_address_of(&self, anon: AnonId, index: u64) -> Option<u64> {
+        let a = self.anon.filter(|a| a.id == anon)?;
+        self.page_address(a.pgoff, index)
+    }
+
+    /// The linear page index of `va` (inside the VMA) in its anon mapping.
+    pub fn anon_index(&self, va: u64) -> Option<(AnonId, u64)> {
+        self.anon
+            .map(|a| (a.id, a.pgoff + (va - self.start) / crate::hw::mem::PAGE_SIZE))
+    }
+
+    fn page_address(&self, pgoff: u64, index: u64) -> Option<u64> {
+        let pages = (self.end - self.start) / crate::hw::mem::PAGE_SIZE;
+        (index >= pgoff && index - pgoff < pages)
+            .then(|| self.start + (index - pgoff) * crate::hw::mem::PAGE_SIZE)
+    }
+
+    /// The VMA from `addr` on (inside it), its page offsets advanced.
+    pub fn tail_from(&self, addr: u64) -> Vma {
+        let pages = (addr - self.start) / crate::hw::mem::PAGE_SIZE;
+        Vma {
+            start: addr,
+            shmem: self.shmem.map(|m| ShmemMap {
+                pgoff: m.pgoff + pages,
+                ..m
+            }),
+            anon: self.anon.map(|a| AnonMap {
+                pgoff: a.pgoff + pages,
+                ..a
+            }),
+            ..*self
+        }
+    }
+
+    /// Does `next`, starting where `self` ends, continue the same object
+    /// at the next page (so that the two may merge)?
+    pub fn continued_by(&self, next: &Vma) -> bool {
+        let pages = (self.end - self.start) / crate::hw::mem::PAGE_SIZE;
+        let shmem = match (self.shmem, next.shmem) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.id == b.id && b.pgoff == a.pgoff + pages,
+            _ => false,
+        };
+        let anon = match (self.anon, next.anon) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.id == b.id && b.pgoff == a.pgoff + pages,
+            _ => false,
+        };
+        self.end == next.start && shmem && anon
+    }
+}
+
+/// Id of an `anon_vma` (unique per run, never reused).
+pub type AnonId = u64;
+
+/// A private anonymous VMA's `anon_vma` and `vm_pgoff`. Linux gives each
+/// VMA an `anon_vma` when it first faults (`anon_vma_prepare()`) and links
+/// the child's VMAs to it on fork (`anon_vma_fork()`); a folio points at
+/// the `anon_vma` it was faulted under and has the linear page index of
+/// its address, which `mremap` keeps (it keeps `vm_pgoff`). The model
+/// gives the id at `mmap` and shares it with every fork of the VMA, so the
+/// reverse-map walk of a folio visits every VMA descended from the one it
+/// was faulted in (Linux visits the same set, or fewer for folios faulted
+/// after a fork: docs/model.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnonMap {
+    /// The `anon_vma`.
+    pub id: AnonId,
+    /// Linear page index of the VMA's first page (`vm_pgoff`).
+    pub pgoff: u64,
+    /// What its pages hold once written (the model has no contents; the
+    /// workload declares them at `mmap`).
+    pub data: super::swap::PageData,
 }
 
 /// Index of a shmem object (`struct shmem_inode_info`) in [`super::KState`].
@@ -96,4 +173,7 @@ pub struct Mm {
     /// pending count the last `flush_tlb_batched_pending()` caught up with
     /// (flushed); see `kernel/tlbbatch.rs`.
     pub tlb_flush_batched: u32,
+    /// The first address space of this one's fork tree (itself if it was
+    /// not forked): anonymous folios' reverse map walks the tree.
+    pub family: MmId,
 }

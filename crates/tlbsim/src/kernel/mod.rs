@@ -5,7 +5,9 @@
 //! every access to shared kernel state that other CPUs race with is an await
 //! on [`Ctx::step`]. Code between awaits is atomic.
 
+pub mod anon;
 pub mod arm64;
+pub mod folio;
 pub mod madvise;
 pub mod migrate;
 pub mod mm;
@@ -33,7 +35,7 @@ mod world;
 
 pub use ctx::Ctx;
 pub use lock::{Lock, LockWaiter};
-pub use mm_types::{Mm, ShmemId, ShmemMap, Vma};
+pub use mm_types::{AnonId, AnonMap, Mm, ShmemId, ShmemMap, Vma};
 pub use op::{Dsb, Op, OpResult, TaskMailbox};
 pub use task::{PerCpu, Task, TaskState};
 pub use world::{IpiHandler, KState, Program, TaskFuture, World};

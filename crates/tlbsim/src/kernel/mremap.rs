@@ -24,9 +24,9 @@ use super::mm::{
     call_range, find_vma, page_align, remove_vmas, split_huge_range, syscall_enter, syscall_exit,
     unmapped_area_topdown, MmuGather,
 };
-use super::pgtable::{present_ptes, pte_tables, set_pte};
+use super::pgtable::{present_ptes, pte_tables, set_pte, set_swap_pte, swap_ptes};
 use super::tlbbatch::flush_tlb_batched_pending;
-use super::{Ctx, ShmemMap, Vma};
+use super::{Ctx, Vma};
 use crate::hw::mem::PAGE_SIZE;
 use crate::hw::tlb::MmId;
 use crate::kernel::mm::flush_tlb_range;
@@ -72,16 +72,13 @@ async fn move_vma(ctx: &Ctx, mm: MmId, v: &Vma, addr: u64, len: u64) -> u64 {
         let mut k = w.k.borrow_mut();
         let m = &mut k.mms[mm as usize];
         let start = unmapped_area_topdown(&m.vmas, m.mmap_base, len);
-        let shmem = v
-            .shmem_index(addr)
-            .map(|(id, pgoff)| ShmemMap { id, pgoff });
+        // copy_vma(): the new VMA maps the same pages (vm_pgoff kept).
         m.vmas.insert(
             start,
             Vma {
                 start,
                 end: start + len,
-                perms: v.perms,
-                shmem,
+                ..v.tail_from(addr)
             },
         );
         start
@@ -150,8 +147,15 @@ async fn move_ptes(ctx: &Ctx, mm: MmId, old: (u64, u64), new: u64) -> bool {
         tables += u64::from(allocated);
         dirty |= w.policy.pte_dirty(p);
     }
+    // Swap entries move as they are (no translation to flush).
+    let swapped = swap_ptes(w, mm, lo, hi);
+    for &(va, slot) in &swapped {
+        set_swap_pte(w, mm, va, None);
+        tables += u64::from(set_swap_pte(w, mm, new + (va - lo), Some(slot)).1);
+    }
     let k = &w.profile.kernel;
-    ctx.work(k.pte_update_ns * 2 * ptes.len() as u64 + k.page_alloc_ns * tables)
+    let moved = (ptes.len() + swapped.len()) as u64;
+    ctx.work(k.pte_update_ns * 2 * moved + k.page_alloc_ns * tables)
         .await;
     let force_flush = !ptes.is_empty();
     let unlocked = w.kcfg.mremap_flush_unlocked;

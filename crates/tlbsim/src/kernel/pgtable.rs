@@ -1,6 +1,7 @@
 //! Page-table manipulation by the kernel (software walks; no TLB involved).
 //! Every PTE write gets a fresh version and is reported to observers.
 
+use super::swap::SwapSlot;
 use super::World;
 use crate::hw::mem::{
     level_index, level_shift, Desc, Perms, Pfn, Pte, TableId, HPAGE_SIZE, HUGE_LEVEL, LEVELS,
@@ -33,7 +34,9 @@ fn table_at(
         let idx = level_index(va, l);
         match mem.table(table).entries.get(&idx).copied() {
             Some(Desc::Table(next)) => table = next,
-            Some(Desc::Page(_)) => panic!("page-table update at {va:#x} under a huge page"),
+            Some(Desc::Page(_) | Desc::Swap(_)) => {
+                panic!("page-table update at {va:#x} under a huge page")
+            }
             None if alloc => {
                 let next = mem.alloc_table(l + 1);
                 *allocated += 1;
@@ -83,6 +86,7 @@ fn set_leaf(
     let old = match old {
         Some(Desc::Page(p)) => Some(p),
         Some(Desc::Table(_)) => panic!("leaf write at {va:#x} over a table"),
+        Some(Desc::Swap(_)) => panic!("present-PTE write at {va:#x} over a swap entry"),
         None => None,
     };
     (old, newpte, allocated)
@@ -110,6 +114,64 @@ pub fn set_pte(
         });
     }
     (old, allocated)
+}
+
+/// The swap entry in the PTE of `mm` at `va`, if it holds one
+/// (`is_swap_pte()`, `pte_to_swp_entry()`).
+pub fn get_swap_pte(w: &World, mm: MmId, va: u64) -> Option<SwapSlot> {
+    let pgd = w.k.borrow().mms[mm as usize].pgd;
+    let hw = w.hw.borrow();
+    let mut table = pgd;
+    for level in 0..LEVELS {
+        match hw.mem.table(table).entries.get(&level_index(va, level)) {
+            Some(Desc::Table(next)) => table = *next,
+            Some(Desc::Swap(s)) if level == LEVELS - 1 => return Some(*s),
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// Is the PTE of `mm` at `va` empty, neither present nor a swap entry
+/// (`pte_none()`)?
+pub fn pte_none(w: &World, mm: MmId, va: u64) -> bool {
+    get_pte(w, mm, va).is_none() && get_swap_pte(w, mm, va).is_none()
+}
+
+/// Writes swap entry `slot` into the empty PTE of `mm` at `va`, or clears
+/// the swap entry there (`None`), allocating tables above it for a write.
+/// No observer is told: a swap entry translates nothing. Returns the swap
+/// entry it replaced and the number of table pages allocated.
+pub fn set_swap_pte(w: &World, mm: MmId, va: u64, slot: Option<SwapSlot>) -> (Option<SwapSlot>, u32) {
+    let pgd = w.k.borrow().mms[mm as usize].pgd;
+    let mut allocated = 0;
+    let mut hw = w.hw.borrow_mut();
+    let alloc = slot.is_some();
+    let Some(table) = table_at(&mut hw.mem, pgd, va, LEVELS - 1, alloc, &mut allocated) else {
+        return (None, 0);
+    };
+    let idx = level_index(va, LEVELS - 1);
+    let t = hw.mem.table_mut(table);
+    let old = match slot {
+        Some(s) => t.entries.insert(idx, Desc::Swap(s)),
+        None => t.entries.remove(&idx),
+    };
+    match old {
+        Some(Desc::Swap(s)) => (Some(s), allocated),
+        None => (None, allocated),
+        Some(d) => panic!("swap-entry write at {va:#x} over {d:?}"),
+    }
+}
+
+/// The swap entries of `mm` in `[start, end)`, in address order.
+pub fn swap_ptes(w: &World, mm: MmId, start: u64, end: u64) -> Vec<(u64, SwapSlot)> {
+    let mut out = Vec::new();
+    visit_level(w, mm, start, end, LEVELS - 1, |_, lo, d| {
+        if let Desc::Swap(s) = *d {
+            out.push((lo, s));
+        }
+    });
+    out
 }
 
 /// Present 4 KiB PTEs of `mm` in `[start, end)`, in address order (huge
@@ -288,7 +350,7 @@ fn detach(
         .iter()
         .filter_map(|(&i, d)| match d {
             Desc::Table(t) => Some((i, *t)),
-            Desc::Page(_) => None,
+            Desc::Page(_) | Desc::Swap(_) => None,
         })
         .collect();
     for (idx, child) in children {

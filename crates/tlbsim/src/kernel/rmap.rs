@@ -3,27 +3,38 @@
 //! page reclaim flushes TLBs on behalf of address spaces that may be
 //! running on other CPUs.
 //!
-//! Only shmem folios are reclaimed so far: their mappers are found as
-//! Linux's `rmap_walk_file()` finds them, through the object's VMAs (the
-//! `i_mmap` tree), visited in (mm, address) order so that runs are
-//! deterministic.
+//! A shmem folio's mappers are found as Linux's `rmap_walk_file()` finds
+//! them, through the object's VMAs (the `i_mmap` tree); an anonymous
+//! folio's through its `anon_vma` ([`super::anon`]). Both are visited in
+//! (mm, address) order so that runs are deterministic.
 
 use super::mm::flush_tlb_page;
-use super::pgtable::{get_pte, set_pte};
+use super::anon::anon_mappers;
+use super::folio::Mapping;
+use super::pgtable::{get_pte, set_pte, set_swap_pte};
 use super::tlbbatch::{set_tlb_ubc_flush_pending, should_defer_flush};
 use super::{Ctx, World};
 use crate::hw::mem::{Pfn, Pte};
 use crate::hw::tlb::MmId;
 
-/// The (mm, address) pairs whose PTE may map shmem folio `pfn`: every VMA
-/// of a live address space mapping the folio's page of its object
-/// (`rmap_walk_file()`; `vma_address()`).
+/// The (mm, address) pairs whose PTE may map folio `pfn`, in (mm,
+/// address) order: for a shmem folio every VMA of a live address space
+/// mapping the folio's page of its object (`rmap_walk_file()`;
+/// `vma_address()`), for an anonymous one every VMA of its fork tree that
+/// covers its page ([`anon_mappers`]).
 pub fn folio_mappers(w: &World, pfn: Pfn) -> Vec<(MmId, u64)> {
-    let k = w.k.borrow();
-    let Some(f) = k.folios.get(&pfn) else {
+    let Some(mapping) = w.k.borrow().folios.get(&pfn).map(|f| f.mapping) else {
         return Vec::new();
     };
-    let (id, index) = f.owner;
+    let (id, index) = match mapping {
+        Mapping::Shmem { id, index } => (id, index),
+        Mapping::Anon {
+            family,
+            anon,
+            index,
+        } => return anon_mappers(w, family, anon, index),
+    };
+    let k = w.k.borrow();
     let mut out = Vec::new();
     for &mm in &k.shmem[id as usize].mms {
         let m = &k.mms[mm as usize];
@@ -76,8 +87,10 @@ pub async fn try_to_migrate(ctx: &Ctx, pfn: Pfn, batch: bool) -> Vec<(MmId, u64,
 /// ([`ptep_clear_flush`]) or deferred to the task's batch
 /// (`ptep_get_and_clear()`, [`set_tlb_ubc_flush_pending`]) when
 /// [`should_defer_flush`]; a dirty PTE (`pte_dirty()`) marks the
-/// folio dirty; the mapping's frame reference is dropped
-/// (`folio_remove_rmap_pte()`). Returns the PTE it cleared, if any.
+/// folio dirty; an anonymous folio in the swap cache leaves its swap
+/// entry in the PTE (`swap_duplicate()`, `set_pte_at(swp_pte)`); the
+/// mapping's frame reference is dropped (`folio_remove_rmap_pte()`).
+/// Returns the PTE it cleared, if any.
 async fn try_to_unmap_one(ctx: &Ctx, mm: MmId, va: u64, pfn: Pfn, batch: bool) -> Option<Pte> {
     let _f = ctx.func(crate::label!("try_to_unmap_one"));
     let w = &ctx.w;
@@ -95,6 +108,11 @@ async fn try_to_unmap_one(ctx: &Ctx, mm: MmId, va: u64, pfn: Pfn, batch: bool) -
                 if let Some(f) = w.k.borrow_mut().folios.get_mut(&pfn) {
                     f.dirty = true;
                 }
+            }
+            let swap = w.k.borrow().folios.get(&pfn).and_then(|f| f.swap);
+            if let Some(slot) = swap {
+                w.k.borrow_mut().swap.dup(slot);
+                set_swap_pte(w, mm, va, Some(slot));
             }
             w.put_frame(ctx.cpu(), pfn, mm, va);
             ctx.work(w.profile.kernel.pte_update_ns).await;

@@ -12,6 +12,7 @@
 use super::mm::{syscall_enter, syscall_exit};
 use super::mm_types::{ShmemId, ShmemMap};
 use super::pgtable::{get_pte, set_pte};
+use super::folio::{folio_lock, folio_lock_new, folio_unlock, Folio, Mapping};
 use super::swap::{zram_read, PageData, SwapSlot};
 use super::{Ctx, Vma, World};
 use crate::hw::mem::{Perms, Pfn, PAGE_SIZE};
@@ -40,20 +41,6 @@ pub struct ShmemInode {
     pub mms: BTreeSet<MmId>,
     /// Not yet evicted.
     pub live: bool,
-}
-
-/// A page-cache folio of a shmem object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Folio {
-    /// The object and page index it caches.
-    pub owner: (ShmemId, u64),
-    /// `folio_test_dirty()`: its only up-to-date copy is in memory.
-    pub dirty: bool,
-    /// Taken off the LRU for reclaim (`folio_isolate_lru()`): nobody else
-    /// may isolate it until it is put back or freed.
-    pub isolated: bool,
-    /// The NUMA node of its frame.
-    pub node: u32,
 }
 
 /// The NUMA node of `cpu` (node 0 without a `[numa]` profile section):
@@ -85,7 +72,7 @@ pub async fn sys_mmap_shared(ctx: &Ctx, len: u64, perms: Perms, data: PageData) 
         let m = &mut k.mms[mm as usize];
         let len = len.max(1).div_ceil(PAGE_SIZE) * PAGE_SIZE;
         let shmem = Some(ShmemMap { id, pgoff: 0 });
-        super::mm::insert_vma(&mut m.vmas, m.mmap_base, len, perms, shmem)
+        super::mm::insert_vma(&mut m.vmas, m.mmap_base, len, perms, shmem, None)
     };
     ctx.mmap_write_unlock(mm).await;
     syscall_exit(ctx, "mmap").await;
@@ -168,7 +155,7 @@ async fn shmem_swapin_folio(ctx: &Ctx, id: ShmemId, index: u64, slot: SwapSlot) 
     folio_lock_new(ctx, pfn);
     ctx.work(w.swap_costs().swapin_ns).await;
     zram_read(ctx, slot).await;
-    w.k.borrow_mut().swap.free(slot);
+    w.k.borrow_mut().swap.put(slot);
     folio_unlock(ctx, pfn).await;
 }
 
@@ -190,16 +177,10 @@ pub(crate) fn add_folio(w: &World, id: ShmemId, index: u64, dirty: bool, node: u
     k.shmem[id as usize]
         .pages
         .insert(index, ShmemEntry::Folio(pfn));
-    k.folios.insert(
-        pfn,
-        Folio {
-            owner: (id, index),
-            dirty,
-            isolated: false,
-            node,
-        },
-    );
-    k.lru.push_back((pfn, (id, index)));
+    let data = k.shmem[id as usize].data;
+    let mut f = Folio::new(Mapping::Shmem { id, index }, node, data);
+    f.dirty = dirty;
+    k.folios.add(pfn, f);
     pfn
 }
 
@@ -220,41 +201,6 @@ async fn finish_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, pfn: Pfn, write: bo
             .await;
     }
     ctx.ptl_unlock(mm, va).await;
-}
-
-/// The lock of folio `pfn` (created on first use).
-fn folio_lock_id(w: &World, pfn: Pfn) -> super::LockId {
-    if let Some(&l) = w.k.borrow().folio_locks.get(&pfn) {
-        return l;
-    }
-    let l = w.new_lock("folio_lock");
-    w.k.borrow_mut().folio_locks.insert(pfn, l);
-    l
-}
-
-/// `__folio_set_locked()` on a folio nobody else can see yet: cannot wait.
-pub(crate) fn folio_lock_new(ctx: &Ctx, pfn: Pfn) {
-    let l = folio_lock_id(&ctx.w, pfn);
-    let got = ctx.w.lock_acquire(l, ctx.task, false, ctx.now());
-    assert!(got, "a new folio's lock is free");
-}
-
-/// `folio_lock()`: sleeps until the folio is unlocked.
-pub async fn folio_lock(ctx: &Ctx, pfn: Pfn) {
-    let l = folio_lock_id(&ctx.w, pfn);
-    ctx.lock_sleeping(l).await;
-}
-
-/// `folio_trylock()`.
-pub async fn folio_trylock(ctx: &Ctx, pfn: Pfn) -> bool {
-    let l = folio_lock_id(&ctx.w, pfn);
-    ctx.trylock_sleeping(l).await
-}
-
-/// `folio_unlock()`: wakes the next waiter.
-pub async fn folio_unlock(ctx: &Ctx, pfn: Pfn) {
-    let l = folio_lock_id(&ctx.w, pfn);
-    ctx.up(l, false).await;
 }
 
 /// After `mm` unmapped the shared VMAs `removed` (and flushed), frees
@@ -293,7 +239,9 @@ pub fn release_unmapped(ctx: &Ctx, mm: MmId, removed: &[Vma]) {
                     let va = v.start + index.saturating_sub(s.pgoff) * PAGE_SIZE;
                     w.put_frame(ctx.cpu(), pfn, mm, va);
                 }
-                ShmemEntry::Swap(slot) => w.k.borrow_mut().swap.free(slot),
+                ShmemEntry::Swap(slot) => {
+                    w.k.borrow_mut().swap.put(slot);
+                }
             }
         }
     }

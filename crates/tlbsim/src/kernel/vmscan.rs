@@ -4,8 +4,9 @@
 //! with `ignore_references`).
 
 use super::rmap::try_to_unmap;
-use super::shmem::{folio_trylock, folio_unlock, ShmemEntry};
-use super::swap::zram_write;
+use super::folio::{folio_trylock, folio_unlock, Folio, Mapping};
+use super::shmem::ShmemEntry;
+use super::swap::{zram_write, SwapSlot};
 use super::tlbbatch::{try_to_unmap_flush, try_to_unmap_flush_dirty};
 use super::Ctx;
 use crate::hw::mem::Pfn;
@@ -51,13 +52,7 @@ pub async fn shrink_folio_list(ctx: &Ctx, folios: &[Isolated]) -> u64 {
             Outcome::Keep => {
                 // putback_lru_page(): back on the list, youngest, and the
                 // isolation's reference dropped.
-                let mut k = ctx.w.k.borrow_mut();
-                if let Some(x) = k.folios.get_mut(&f.pfn) {
-                    x.isolated = false;
-                    let owner = x.owner;
-                    k.lru.push_back((f.pfn, owner));
-                }
-                drop(k);
+                ctx.w.k.borrow_mut().folios.putback(f.pfn);
                 let (mm, va) = f.found_at;
                 ctx.w.put_frame(ctx.cpu(), f.pfn, mm, va);
                 ctx.w.stats.borrow_mut().reclaim.kept += 1;
@@ -86,52 +81,66 @@ async fn shrink_folio(ctx: &Ctx, f: Isolated) -> Outcome {
     if !folio_trylock(ctx, f.pfn).await {
         return Outcome::Keep;
     }
+    let anon_unswapped = w.k.borrow().folios.get(&f.pfn).is_some_and(|x| x.anon() && x.swap.is_none());
+    if anon_unswapped {
+        super::anon::add_to_swap(w, f.pfn);
+    }
     let mut at = f.found_at;
     if let Some(last) = try_to_unmap(ctx, f.pfn, true).await {
         at = last;
     }
     // folio_mapped(), and __remove_mapping()'s reference freeze: only the
-    // page cache and the isolation may still hold it. A fault that found it before we locked
+    // cache (page cache, or swap cache for an anonymous folio) and the
+    // isolation may still hold it. A fault that found it before we locked
     // it holds a reference (and waits for the lock): keep it. (Linux
-    // writes it out first and then keeps it in the swap cache; the model
-    // keeps it before the write.)
-    if w.hw.borrow().mem.frame_refs(f.pfn) != 2 {
-        folio_unlock(ctx, f.pfn).await;
-        return Outcome::Keep;
-    }
+    // writes it out first and then keeps it in the cache; the model keeps
+    // it before the write.)
     let folio = w.k.borrow().folios.get(&f.pfn).copied();
-    let Some(folio) = folio else {
+    let Some(folio) = folio.filter(|x| w.hw.borrow().mem.frame_refs(f.pfn) == x.cache_refs() + 1)
+    else {
         folio_unlock(ctx, f.pfn).await;
         return Outcome::Keep;
     };
-    let (id, index) = folio.owner;
-    let entry = if folio.dirty {
+    if folio.dirty {
         // No write-out while a writable translation may be live.
         try_to_unmap_flush_dirty(ctx).await;
-        // pageout() → shmem_writeout() → swap_writepage(): the page moves
-        // to a swap slot.
-        let data = w.k.borrow().shmem[id as usize].data;
+        // pageout() → shmem_writeout() / swap_writepage(): the page moves
+        // to a swap slot (an anonymous folio has one since add_to_swap()).
         ctx.emit(crate::observe::Event::CopyOut {
             cpu: ctx.cpu(),
             pfn: f.pfn,
         });
-        Some(ShmemEntry::Swap(zram_write(ctx, data).await))
+        let slot = folio.swap.unwrap_or_else(|| w.k.borrow_mut().swap.alloc());
+        zram_write(ctx, slot, folio.data).await;
+        remove_mapping(w, f.pfn, folio, Some(slot));
     } else {
         // A clean shmem page was never written: it reads as zeroes, and
-        // dropping it loses nothing (__remove_mapping()).
-        None
-    };
-    {
-        let mut k = w.k.borrow_mut();
-        let pages = &mut k.shmem[id as usize].pages;
-        match entry {
-            Some(e) => pages.insert(index, e),
-            None => pages.remove(&index),
-        };
-        k.folios.remove(&f.pfn);
+        // dropping it loses nothing; a clean anonymous folio's copy is in
+        // its swap slot (__remove_mapping()).
+        remove_mapping(w, f.pfn, folio, None);
     }
     folio_unlock(ctx, f.pfn).await;
     Outcome::Free(f.pfn, at)
+}
+
+/// `__remove_mapping()`: takes the written or clean folio `pfn` out of its
+/// cache (the caller drops the cache's frame reference): a shmem page's
+/// index then holds the swap slot it was `written` to, or nothing; an
+/// anonymous folio leaves the swap cache (its slot stays while swap PTEs
+/// refer to it).
+fn remove_mapping(w: &crate::kernel::World, pfn: Pfn, folio: Folio, written: Option<SwapSlot>) {
+    if folio.anon() {
+        super::anon::delete_from_swap_cache(w, pfn);
+    }
+    let mut k = w.k.borrow_mut();
+    if let Mapping::Shmem { id, index } = folio.mapping {
+        let pages = &mut k.shmem[id as usize].pages;
+        match written {
+            Some(s) => pages.insert(index, ShmemEntry::Swap(s)),
+            None => pages.remove(&index),
+        };
+    }
+    k.folios.remove(&pfn);
 }
 
 /// Folios `kswapd` isolates per round (`SWAP_CLUSTER_MAX`).
@@ -240,33 +249,16 @@ async fn kswapd(ctx: &Ctx) {
 /// a mapping for reports (its first mapper, if any).
 fn isolate_lru_folios(w: &crate::kernel::World, n: usize) -> Vec<Isolated> {
     let mut out = Vec::new();
-    let mut keep = std::collections::VecDeque::new();
     while out.len() < n {
-        let Some((pfn, owner)) = w.k.borrow_mut().lru.pop_front() else {
+        let Some(pfn) = w.k.borrow_mut().folios.isolate_oldest() else {
             break;
         };
-        let state = w.k.borrow().folios.get(&pfn).map(|f| (f.owner, f.isolated));
-        match state {
-            Some((o, false)) if o == owner => {
-                w.k.borrow_mut()
-                    .folios
-                    .get_mut(&pfn)
-                    .expect("just read")
-                    .isolated = true;
-                w.hw.borrow_mut().mem.get_frame(pfn); // the isolation's reference
-                let found_at = super::rmap::folio_mappers(w, pfn).first().copied();
-                out.push(Isolated {
-                    pfn,
-                    found_at: found_at.unwrap_or((0, 0)),
-                });
-            }
-            Some((o, true)) if o == owner => keep.push_back((pfn, owner)),
-            _ => {} // stale
-        }
-    }
-    let mut k = w.k.borrow_mut();
-    while let Some(e) = keep.pop_back() {
-        k.lru.push_front(e);
+        w.hw.borrow_mut().mem.get_frame(pfn); // the isolation's reference
+        let found_at = super::rmap::folio_mappers(w, pfn).first().copied();
+        out.push(Isolated {
+            pfn,
+            found_at: found_at.unwrap_or((0, 0)),
+        });
     }
     out
 }

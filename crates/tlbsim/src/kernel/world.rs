@@ -28,17 +28,16 @@ pub struct KState {
     pub locks: Vec<Lock>,
     /// Shmem objects (shared anonymous memory) by id.
     pub shmem: Vec<super::shmem::ShmemInode>,
-    /// Page-cache folios of shmem objects, by frame.
-    pub folios: BTreeMap<crate::hw::mem::Pfn, super::shmem::Folio>,
+    /// Resident folios (shmem and private anonymous pages) by frame, and
+    /// their LRU list.
+    pub folios: super::folio::Folios,
     /// Folio locks by frame, created on first use and kept for the frame's
     /// next lives (frames are reused).
     pub folio_locks: BTreeMap<crate::hw::mem::Pfn, super::LockId>,
+    /// Anon ids handed out (`anon_vma`s, see [`super::AnonMap`]).
+    pub anon_ids: u64,
     /// The swap device (zram).
     pub swap: super::swap::SwapDevice,
-    /// Resident shmem folios in the order they entered the page cache
-    /// (the inactive LRU list, oldest first), with their owner; an entry
-    /// whose frame no longer holds that page is stale and skipped.
-    pub lru: std::collections::VecDeque<(crate::hw::mem::Pfn, (super::ShmemId, u64))>,
     /// The `kswapd` thread, if `[kernel] memory_limit_pages` is set.
     pub kswapd: Option<super::TaskId>,
     /// Page-table pages waiting for a grace period (`kernel/rcu.rs`).
@@ -213,6 +212,7 @@ impl World {
             ptl,
             pte_locks: BTreeMap::new(),
             tlb_flush_batched: 0,
+            family: id,
         });
         id
     }
@@ -228,6 +228,9 @@ impl World {
     pub fn put_frame(&self, cpu: CpuId, pfn: crate::hw::mem::Pfn, mm: MmId, va: u64) {
         let freed = self.hw.borrow_mut().mem.put_frame(pfn);
         if freed {
+            // An anonymous folio goes with its last reference (a shmem
+            // folio left its page cache before).
+            self.k.borrow_mut().folios.remove(&pfn);
             self.emit(Event::FrameFree { cpu, pfn, mm, va });
         }
     }
