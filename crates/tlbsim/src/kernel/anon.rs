@@ -107,12 +107,35 @@ fn folio_free_swap(ctx: &Ctx, pfn: Pfn, mm: MmId, va: u64) -> bool {
     true
 }
 
-/// `free_swap_and_cache()` for a zapped swap PTE: drops its reference to
-/// the slot. A folio left in the swap cache with no user is freed when
-/// reclaim reaches it (Linux frees it at once when it can take its lock;
-/// docs/model.md).
-pub fn free_swap_and_cache(w: &World, slot: SwapSlot) {
-    w.k.borrow_mut().swap.put(slot);
+/// `free_swap_and_cache()` for a zapped swap PTE of `mm` at `va`: drops
+/// its reference to the slot; a folio of the slot left in the swap cache
+/// with no other user goes too ([`free_swap_cache`]).
+pub fn free_swap_and_cache(w: &World, cpu: crate::hw::CpuId, slot: SwapSlot, mm: MmId, va: u64) {
+    let cached = {
+        let mut k = w.k.borrow_mut();
+        k.swap.put(slot);
+        k.swap.cache.get(&slot).copied()
+    };
+    if let Some(pfn) = cached {
+        free_swap_cache(w, cpu, pfn, mm, va);
+    }
+}
+
+/// `free_swap_cache()` (after a zap released a mapping of `pfn`, last
+/// mapped by `mm` at `va`): an anonymous folio in the swap cache that
+/// nobody maps or holds any more and no swap PTE refers to leaves the
+/// cache and is freed. (Linux takes the folio lock with a trylock; in the
+/// model whoever holds the lock holds a reference too, so a folio only
+/// the cache holds is unlocked.)
+pub fn free_swap_cache(w: &World, cpu: crate::hw::CpuId, pfn: Pfn, mm: MmId, va: u64) {
+    let Some(slot) = w.k.borrow().folios.get(&pfn).and_then(|f| f.swap) else {
+        return;
+    };
+    let unused = w.hw.borrow().mem.frame_refs(pfn) == 1 && w.k.borrow().swap.refs(slot) == 1;
+    if unused {
+        delete_from_swap_cache(w, pfn);
+        w.put_frame(cpu, pfn, mm, va);
+    }
 }
 
 /// `copy_nonpresent_pte()` for a swap entry: the child's PTE refers to
@@ -168,7 +191,8 @@ pub async fn do_swap_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, slot: SwapSlot,
         if exclusive {
             folio_free_swap(ctx, pfn, mm, va);
         }
-        ctx.work(w.profile.kernel.pte_update_ns + w.profile.kernel.page_alloc_ns * u64::from(tables))
+        // As finish_fault() for a shmem page: the tables it allocated.
+        ctx.work(w.profile.kernel.page_alloc_ns * u64::from(tables))
             .await;
     } else {
         w.put_frame(ctx.cpu(), pfn, mm, va);
@@ -185,7 +209,8 @@ pub async fn do_swap_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, slot: SwapSlot,
 async fn swapin_folio(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, slot: SwapSlot) -> Option<Pfn> {
     let w = &ctx.w;
     super::vmscan::direct_reclaim(ctx).await;
-    let raced = get_swap_pte(w, mm, va) != Some(slot) || w.k.borrow().swap.cache.contains_key(&slot);
+    let raced =
+        get_swap_pte(w, mm, va) != Some(slot) || w.k.borrow().swap.cache.contains_key(&slot);
     if raced {
         return None; // the retry finds the page
     }
@@ -210,7 +235,13 @@ async fn swapin_folio(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, slot: SwapSlot) -> 
 /// PTE refers to it and its lock is free (`wp_can_reuse_anon_folio()`
 /// → `folio_free_swap()`), so the page may be reused in place.
 pub async fn wp_free_swap(ctx: &Ctx, pfn: Pfn, mm: MmId, va: u64) {
-    let in_cache = ctx.w.k.borrow().folios.get(&pfn).is_some_and(|f| f.swap.is_some());
+    let in_cache = ctx
+        .w
+        .k
+        .borrow()
+        .folios
+        .get(&pfn)
+        .is_some_and(|f| f.swap.is_some());
     if in_cache && super::folio::folio_trylock(ctx, pfn).await {
         folio_free_swap(ctx, pfn, mm, va);
         folio_unlock(ctx, pfn).await;

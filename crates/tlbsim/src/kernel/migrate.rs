@@ -11,10 +11,10 @@
 //!
 //! Only shmem folios move so far (the reverse map knows no other).
 
+use super::folio::{folio_lock, folio_lock_new, folio_unlock, Folio, Mapping};
 use super::mm::{syscall_enter, syscall_exit};
 use super::pgtable::{get_pte, present_ptes, pte_tables, set_pte};
 use super::rmap::try_to_migrate;
-use super::folio::{folio_lock, folio_lock_new, folio_unlock, Folio, Mapping};
 use super::shmem::{cpu_node, ShmemEntry};
 use super::tlbbatch::try_to_unmap_flush;
 use super::{Ctx, TaskId, Vma};

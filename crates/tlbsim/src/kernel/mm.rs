@@ -3,13 +3,15 @@
 //! `dup_mmap`, and teardown (`exit_mmap`), with the mmu_gather batching
 //! (include/asm-generic/tlb.h, mm/mmu_gather.c) that turns them into flushes.
 
-use super::anon::{copy_swap_pte, do_swap_page, free_swap_and_cache, new_anon_folio, wp_free_swap};
+use super::anon::{
+    copy_swap_pte, do_swap_page, free_swap_and_cache, free_swap_cache, new_anon_folio, wp_free_swap,
+};
 use super::mm_types::{AnonId, AnonMap, ShmemMap};
-use super::swap::PageData;
 use super::pgtable::{
     detach_empty_tables, get_pte, get_swap_pte, huge_leaves, pmd_none, present_ptes, pte_none,
     pte_tables, set_huge, set_pte, set_swap_pte, swap_ptes,
 };
+use super::swap::PageData;
 use super::tlbbatch::flush_tlb_batched_pending;
 use super::{sched, Ctx, Vma};
 use crate::hw::mem::{Perms, Pfn, Pte, TableId, HPAGE_PAGES, HPAGE_SIZE, PAGE_SIZE, ZERO_PFN};
@@ -182,7 +184,7 @@ impl MmuGather {
             let swapped = swap_ptes(&ctx.w, self.mm, lo, hi);
             for &(va, slot) in &swapped {
                 set_swap_pte(&ctx.w, self.mm, va, None);
-                free_swap_and_cache(&ctx.w, slot);
+                free_swap_and_cache(&ctx.w, cpu, slot, self.mm, va);
             }
             ctx.work(per * (ptes.len() + swapped.len()) as u64).await;
             ctx.ptl_unlock(self.mm, table_va).await;
@@ -260,6 +262,7 @@ impl MmuGather {
         }
         for (f, va) in std::mem::take(&mut self.frames) {
             w.put_frame(cpu, f, self.mm, va);
+            free_swap_cache(w, cpu, f, self.mm, va);
         }
         for (f, va) in std::mem::take(&mut self.huge) {
             w.put_huge(cpu, f, self.mm, va);
@@ -680,12 +683,14 @@ async fn do_huge_pmd_anonymous_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64) {
     ctx.ptl_unlock(mm, base).await;
 }
 
-/// `do_anonymous_page()`: a write maps a new zeroed page, a read the zero
-/// page read-only.
+/// `do_anonymous_page()`: a write maps a new zeroed page (an anonymous
+/// folio, after direct reclaim if memory is low, waking kswapd if above
+/// its limit), a read the zero page read-only.
 async fn do_anonymous_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
     let _f = ctx.func(crate::label!("do_anonymous_page"));
     let w = &ctx.w;
     let pfn = if write {
+        super::vmscan::direct_reclaim(ctx).await;
         ctx.work(w.profile.kernel.page_alloc_ns).await;
         w.hw.borrow_mut().mem.alloc_frame()
     } else {
@@ -706,6 +711,9 @@ async fn do_anonymous_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
         w.put_frame(ctx.cpu(), pfn, mm, va);
     }
     ctx.ptl_unlock(mm, va).await;
+    if write {
+        super::vmscan::wakeup_kswapd(ctx).await;
+    }
 }
 
 /// `wp_huge_pmd()` on a write-protected huge page (none is made today:
@@ -743,6 +751,7 @@ async fn do_wp_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, p: Pte) {
 async fn wp_page_copy(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, p: Pte) {
     let _f = ctx.func(crate::label!("wp_page_copy"));
     let w = &ctx.w;
+    super::vmscan::direct_reclaim(ctx).await;
     ctx.work(w.profile.kernel.page_alloc_ns).await;
     let pfn = w.hw.borrow_mut().mem.alloc_frame();
     ctx.ptl_lock(mm, va).await;
@@ -756,6 +765,7 @@ async fn wp_page_copy(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, p: Pte) {
         w.put_frame(ctx.cpu(), pfn, mm, va);
     }
     ctx.ptl_unlock(mm, va).await;
+    super::vmscan::wakeup_kswapd(ctx).await;
 }
 
 /// `wp_page_reuse()`: make the PTE writable and dirty

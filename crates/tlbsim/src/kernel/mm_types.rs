@@ -57,8 +57,12 @@ impl Vma {
 
     /// The linear page index of `va` (inside the VMA) in its anon mapping.
     pub fn anon_index(&self, va: u64) -> Option<(AnonId, u64)> {
-        self.anon
-            .map(|a| (a.id, a.pgoff + (va - self.start) / crate::hw::mem::PAGE_SIZE))
+        self.anon.map(|a| {
+            (
+                a.id,
+                a.pgoff + (va - self.start) / crate::hw::mem::PAGE_SIZE,
+            )
+        })
     }
 
     fn page_address(&self, pgoff: u64, index: u64) -> Option<u64> {

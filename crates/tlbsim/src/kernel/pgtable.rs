@@ -142,7 +142,12 @@ pub fn pte_none(w: &World, mm: MmId, va: u64) -> bool {
 /// the swap entry there (`None`), allocating tables above it for a write.
 /// No observer is told: a swap entry translates nothing. Returns the swap
 /// entry it replaced and the number of table pages allocated.
-pub fn set_swap_pte(w: &World, mm: MmId, va: u64, slot: Option<SwapSlot>) -> (Option<SwapSlot>, u32) {
+pub fn set_swap_pte(
+    w: &World,
+    mm: MmId,
+    va: u64,
+    slot: Option<SwapSlot>,
+) -> (Option<SwapSlot>, u32) {
     let pgd = w.k.borrow().mms[mm as usize].pgd;
     let mut allocated = 0;
     let mut hw = w.hw.borrow_mut();

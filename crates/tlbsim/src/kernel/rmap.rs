@@ -8,9 +8,9 @@
 //! folio's through its `anon_vma` ([`super::anon`]). Both are visited in
 //! (mm, address) order so that runs are deterministic.
 
-use super::mm::flush_tlb_page;
 use super::anon::anon_mappers;
 use super::folio::Mapping;
+use super::mm::flush_tlb_page;
 use super::pgtable::{get_pte, set_pte, set_swap_pte};
 use super::tlbbatch::{set_tlb_ubc_flush_pending, should_defer_flush};
 use super::{Ctx, World};

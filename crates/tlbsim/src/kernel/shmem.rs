@@ -9,10 +9,10 @@
 //! each mapping PTE one more (so a folio's mapcount is its references
 //! less one).
 
+use super::folio::{folio_lock, folio_lock_new, folio_unlock, Folio, Mapping};
 use super::mm::{syscall_enter, syscall_exit};
 use super::mm_types::{ShmemId, ShmemMap};
 use super::pgtable::{get_pte, set_pte};
-use super::folio::{folio_lock, folio_lock_new, folio_unlock, Folio, Mapping};
 use super::swap::{zram_read, PageData, SwapSlot};
 use super::{Ctx, Vma, World};
 use crate::hw::mem::{Perms, Pfn, PAGE_SIZE};

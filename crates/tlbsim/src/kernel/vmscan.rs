@@ -3,8 +3,8 @@
 //! frees them, as `madvise(MADV_PAGEOUT)` drives it (`reclaim_pages()`,
 //! with `ignore_references`).
 
-use super::rmap::try_to_unmap;
 use super::folio::{folio_trylock, folio_unlock, Folio, Mapping};
+use super::rmap::try_to_unmap;
 use super::shmem::ShmemEntry;
 use super::swap::{zram_write, SwapSlot};
 use super::tlbbatch::{try_to_unmap_flush, try_to_unmap_flush_dirty};
@@ -81,7 +81,11 @@ async fn shrink_folio(ctx: &Ctx, f: Isolated) -> Outcome {
     if !folio_trylock(ctx, f.pfn).await {
         return Outcome::Keep;
     }
-    let anon_unswapped = w.k.borrow().folios.get(&f.pfn).is_some_and(|x| x.anon() && x.swap.is_none());
+    let anon_unswapped =
+        w.k.borrow()
+            .folios
+            .get(&f.pfn)
+            .is_some_and(|x| x.anon() && x.swap.is_none());
     if anon_unswapped {
         super::anon::add_to_swap(w, f.pfn);
     }

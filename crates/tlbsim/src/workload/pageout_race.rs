@@ -1,5 +1,5 @@
 //! Checker stress for reclaim: the main thread (CPU 0) pages a small
-//! shared anonymous mapping out with `madvise(MADV_PAGEOUT)` again and
+//! anonymous mapping (shared unless `shared = false`) out with `madvise(MADV_PAGEOUT)` again and
 //! again while other tasks, each pinned to its own CPU, fault its pages
 //! back in and use them, so the page-out's unmap and flush race with
 //! translations cached on other CPUs.
@@ -40,6 +40,9 @@
 //!   faults and is dropped), forked children keep their own mapping. With
 //!   kswapd reclaiming (`madvise = false`, `[kernel] memory_limit_pages`),
 //!   this is the race of CVE-2018-18281 (`kernel/mremap.rs`).
+//! - `shared = false`: the mapping is private anonymous memory: reclaim
+//!   leaves swap entries in the PTEs, and forked children share its pages
+//!   copy-on-write (and its swap entries) until they write them.
 
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
@@ -47,7 +50,7 @@ use crate::engine::rng::Streams;
 use crate::hw::mem::{Perms, PAGE_SIZE};
 use crate::kernel::madvise::{sys_madvise_cold, sys_madvise_pageout};
 use crate::kernel::migrate::sys_migrate_pages;
-use crate::kernel::mm::{sys_madvise_dontneed, sys_mprotect, sys_munmap};
+use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap_private, sys_mprotect, sys_munmap};
 use crate::kernel::mremap::sys_mremap;
 use crate::kernel::sched::{
     spawn_user, sys_clone_thread, sys_fork, sys_sched_setaffinity, sys_wait,
@@ -110,6 +113,15 @@ pub struct PageoutRace {
     /// stream `pageout-race/userN`.
     #[serde(default = "gap")]
     pub gap_ns: u64,
+    /// The mapping is `MAP_SHARED | MAP_ANONYMOUS` (shmem); `false`:
+    /// `MAP_PRIVATE | MAP_ANONYMOUS` (module doc). Left out of the JSON
+    /// when true.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub shared: bool,
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 fn two() -> u64 {
@@ -190,6 +202,12 @@ impl PageoutRace {
                 OPS.join(", "),
                 t.op
             ));
+        }
+        if t.migrate && !t.shared {
+            return Err(
+                "`migrate` needs `shared = true`: migration of private anonymous pages is not modelled"
+                    .into(),
+            );
         }
         if !["pageout", "cold"].contains(&t.advice.as_str()) {
             return Err(format!(
@@ -314,7 +332,11 @@ impl Workload for PageoutRace {
             0,
             Box::new(move |ctx: Ctx| {
                 Box::pin(async move {
-                    let p = sys_mmap_shared(&ctx, me.len(), Perms::RW, PageData::SameFilled).await;
+                    let p = if me.shared {
+                        sys_mmap_shared(&ctx, me.len(), Perms::RW, PageData::SameFilled).await
+                    } else {
+                        sys_mmap_private(&ctx, me.len(), Perms::RW, PageData::SameFilled).await
+                    };
                     for k in 0..me.pages {
                         ctx.user_access(p + k * me.step(), true).await;
                     }

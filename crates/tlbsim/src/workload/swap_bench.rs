@@ -12,12 +12,15 @@
 //!
 //! Every page-out unmaps a page that only this process maps, on the CPU
 //! it runs on: the cost is the flush alone, not any IPI or remote CPU.
+//! `shared = false` maps the region `MAP_PRIVATE` instead (anonymous
+//! pages, swap entries in the PTEs).
 
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::mem::{Perms, PAGE_SIZE};
 use crate::kernel::madvise::sys_madvise_pageout;
+use crate::kernel::mm::sys_mmap_private;
 use crate::kernel::sched::{spawn_user, sys_sched_setaffinity};
 use crate::kernel::shmem::sys_mmap_shared;
 use crate::kernel::swap::PageData;
@@ -42,6 +45,20 @@ pub struct SwapBench {
     /// `same-filled`, which zram stores without compressing).
     #[serde(default)]
     pub data: PageData,
+    /// Map `MAP_SHARED | MAP_ANONYMOUS` (shmem, the seed's program: pages
+    /// swap through the object's page cache) or, if false, `MAP_PRIVATE |
+    /// MAP_ANONYMOUS` (pages swap through swap entries in the PTEs).
+    /// Left out of the JSON when true.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub shared: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 fn default_size() -> u64 {
@@ -79,7 +96,11 @@ async fn swap_bench_main(ctx: &Ctx, b: &SwapBench) {
     let only = super::only_cpu(&ctx.w, b.cpu as usize);
     sys_sched_setaffinity(ctx, Some(only)).await;
     let len = b.pages() * PAGE_SIZE;
-    let p = sys_mmap_shared(ctx, len, Perms::RW, b.data).await;
+    let p = if b.shared {
+        sys_mmap_shared(ctx, len, Perms::RW, b.data).await
+    } else {
+        sys_mmap_private(ctx, len, Perms::RW, b.data).await
+    };
     for i in 0..b.pages() {
         ctx.user_access(p + i * PAGE_SIZE, true).await;
     }

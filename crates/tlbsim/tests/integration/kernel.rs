@@ -84,3 +84,66 @@ fn a_kernel_thread_borrows_the_previous_mm_lazily() {
         "a preempted task is re-queued on the idle CPU"
     );
 }
+
+#[test]
+fn swap_entries_survive_fork_and_mremap_and_every_slot_is_freed_at_the_end() {
+    use tlbsim::kernel::madvise::sys_madvise_pageout;
+    use tlbsim::kernel::mm::{sys_mmap_private, sys_munmap};
+    use tlbsim::kernel::mremap::sys_mremap;
+    use tlbsim::kernel::sched::{sys_fork, sys_wait};
+    use tlbsim::kernel::swap::PageData;
+    const PAGES: u64 = 4;
+    let w = world(2);
+    let swapped: Rc<Cell<(usize, usize)>> = Rc::default();
+    let seen = Rc::clone(&swapped);
+    let parent = spawn_user(
+        &w,
+        "parent",
+        0,
+        Box::new(move |ctx: Ctx| {
+            Box::pin(async move {
+                let len = PAGES * PAGE_SIZE;
+                let p = sys_mmap_private(&ctx, len, Perms::RW, PageData::Compressible).await;
+                for i in 0..PAGES {
+                    ctx.user_access(p + i * PAGE_SIZE, true).await;
+                }
+                sys_madvise_pageout(&ctx, p, len).await;
+                {
+                    let k = ctx.w.k.borrow();
+                    seen.set((k.swap.used, k.folios.len()));
+                }
+                // The child shares the swap entries: it reads page 0 (into
+                // the swap cache: the parent's entry still refers to the
+                // slot) and writes page 1 (a copy of its own).
+                let child = Box::new(move |c: Ctx| -> tlbsim::kernel::TaskFuture {
+                    Box::pin(async move {
+                        c.user_access(p, false).await;
+                        c.user_access(p + PAGE_SIZE, true).await;
+                    })
+                });
+                sys_fork(&ctx, "child", child).await;
+                while sys_wait(&ctx).await.is_some() {}
+                // The parent moves the mapping and reads every page back.
+                let q = sys_mremap(&ctx, p, len).await.expect("one VMA");
+                for i in 0..PAGES {
+                    ctx.user_access(q + i * PAGE_SIZE, false).await;
+                }
+                sys_munmap(&ctx, q, len).await;
+            })
+        }),
+    );
+    let mut d = TimingDriver::new(Rc::clone(&w), 1_000_000_000);
+    d.run_until(|w| w.k.borrow().tasks[parent].state == TaskState::Zombie)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(w.failure().is_none(), "{:?}", w.failure());
+    assert_eq!(swapped.get(), (PAGES as usize, 0), "all paged out");
+    let st = w.stats.borrow();
+    // 4 out, no second write; 4 in: the child reads pages 0 and 1 into
+    // the swap cache (the parent's entries still refer to their slots),
+    // where the parent finds them, and the parent reads pages 2 and 3.
+    assert_eq!((st.reclaim.pswpout, st.reclaim.pswpin), (4, 4));
+    let k = w.k.borrow();
+    assert_eq!(k.swap.used, 0, "every slot freed");
+    assert!(k.swap.cache.is_empty());
+    assert!(k.folios.is_empty(), "every folio freed");
+}

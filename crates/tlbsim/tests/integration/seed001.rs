@@ -536,3 +536,89 @@ fn reclaim_and_migration_race_mprotect_fork_and_faults_on_the_same_mms() {
     let f = search("mutant-tlbbatch-no-batch-sync").expect("frees before the DSB");
     assert_breaks(&f, Invariant::NoUseAfterFree);
 }
+
+#[test]
+fn private_pages_swap_through_swap_entries_and_each_round_writes_them_again() {
+    let bench = format!("{SMALL_BENCH}\nshared = false");
+    let o = run_ok(&arm64("arm64-stock", 2, &bench));
+    let r = &o.stats.reclaim;
+    // As the shared benchmark: every round pages all 16 out and every
+    // round but the first faults them back in. zram's synchronous swap-in
+    // frees the slot of a page only this process maps, so each page-out
+    // writes the page again.
+    assert_eq!((r.pgsteal, r.pswpout, r.pswpin, r.kept), (80, 80, 64, 0));
+    assert_eq!(o.checker.verdict, "pass");
+    let task = o.stats.cpu_time_by_task.iter().find(|t| t.comm == "a.out");
+    let has = |f: &str| task.is_some_and(|t| t.functions.iter().any(|x| x.function == f));
+    assert!(has("do_swap_page"), "faults go through the swap entries");
+    assert!(!has("shmem_swapin_folio"));
+}
+
+/// seed001-kswapd.toml on private memory (forked children share its pages
+/// copy-on-write, and their swap entries) under `policy`.
+fn private_kswapd(policy: &str) -> Experiment {
+    let mut e = file("experiments/seed001-kswapd.toml");
+    e.kernel.tlb_policy = policy.into();
+    set_params(&mut e, &[("shared", toml::Value::Boolean(false))]);
+    e
+}
+
+#[test]
+fn kswapd_swaps_private_pages_shared_after_fork_through_the_swap_cache() {
+    let o = run_ok(&private_kswapd("arm64-tlbbatch"));
+    let r = &o.stats.reclaim;
+    assert!(r.pswpout > 0 && r.pswpin > 0, "{r:?}");
+    // A page shared with a fork comes back into the swap cache and keeps
+    // its slot; reclaiming it again frees it without a write.
+    assert!(r.pgsteal > r.pswpout, "{r:?}");
+    assert_eq!(o.checker.verdict, "pass");
+    for policy in ["arm64-stock", "arm64-tlbbatch"] {
+        let f = first_failure(&private_kswapd(policy), 2_000, 50_000);
+        assert!(f.is_none(), "{policy}: {:?}", f.map(|f| f.report));
+    }
+    // The v6.6 race, and the mutants of the batch, on anonymous pages.
+    let f = first_failure(&private_kswapd("arm64-tlbbatch-6.6"), 2_000, 50_000);
+    assert_breaks(&f.expect("v6.6 fails"), Invariant::NoStaleHold);
+    let f = first_failure(
+        &private_kswapd("mutant-tlbbatch-no-batch-sync"),
+        200,
+        50_000,
+    );
+    assert_breaks(&f.expect("caught"), Invariant::NoUseAfterFree);
+}
+
+#[test]
+fn a_private_page_written_after_copy_out_is_a_lost_write() {
+    // Threads write the pages while MADV_PAGEOUT writes them to swap; the
+    // mutant forgets that the cleared PTEs were dirty, so the write-out
+    // does not wait for the deferred flush.
+    let mut e = file("experiments/seed001-explore.toml");
+    let params = [
+        ("shared", toml::Value::Boolean(false)),
+        ("fork", toml::Value::Boolean(false)),
+        ("op", toml::Value::String("touch".into())),
+    ];
+    set_params(&mut e, &params);
+    e.kernel.tlb_policy = "mutant-tlbbatch-clean-pte".into();
+    let f = first_failure(&e, 200, 50_000).expect("caught");
+    assert_breaks(&f, Invariant::NoLostWrite);
+    e.kernel.tlb_policy = "arm64-tlbbatch".into();
+    assert!(first_failure(&e, 2_000, 50_000).is_none());
+}
+
+#[test]
+fn private_migration_is_refused_clearly() {
+    let mut e = file("experiments/seed001-explore.toml");
+    set_params(
+        &mut e,
+        &[
+            ("shared", toml::Value::Boolean(false)),
+            ("migrate", toml::Value::Boolean(true)),
+        ],
+    );
+    let err = run(&e, &RunOptions::default()).unwrap_err().to_string();
+    assert!(
+        err.contains("migration of private anonymous pages"),
+        "{err}"
+    );
+}
