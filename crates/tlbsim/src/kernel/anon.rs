@@ -194,11 +194,15 @@ pub async fn do_swap_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, slot: SwapSlot,
         // As finish_fault() for a shmem page: the tables it allocated.
         ctx.work(w.profile.kernel.page_alloc_ns * u64::from(tables))
             .await;
+        // Unlocked before the PTE lock is dropped: from then on only the
+        // mapping holds the folio, and a zap may free it.
+        folio_unlock(ctx, pfn).await;
+        ctx.ptl_unlock(mm, va).await;
     } else {
+        ctx.ptl_unlock(mm, va).await;
+        folio_unlock(ctx, pfn).await;
         w.put_frame(ctx.cpu(), pfn, mm, va);
     }
-    ctx.ptl_unlock(mm, va).await;
-    folio_unlock(ctx, pfn).await;
 }
 
 /// `swapin_readahead()` of one page: a new anonymous folio for `va`,
@@ -230,20 +234,26 @@ async fn swapin_folio(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, slot: SwapSlot) -> 
     Some(pfn)
 }
 
-/// A write fault on anonymous folio `pfn`, mapped read-only at `va` of
-/// `mm`, found it in the swap cache: frees its swap copy if no other swap
+/// A write fault found anonymous folio `p.pfn` mapped read-only by `p` at
+/// `va` of `mm`, in the swap cache: frees its swap copy if no other swap
 /// PTE refers to it and its lock is free (`wp_can_reuse_anon_folio()`
-/// → `folio_free_swap()`), so the page may be reused in place.
-pub async fn wp_free_swap(ctx: &Ctx, pfn: Pfn, mm: MmId, va: u64) {
-    let in_cache = ctx
-        .w
-        .k
-        .borrow()
-        .folios
-        .get(&pfn)
-        .is_some_and(|f| f.swap.is_some());
-    if in_cache && super::folio::folio_trylock(ctx, pfn).await {
-        folio_free_swap(ctx, pfn, mm, va);
-        folio_unlock(ctx, pfn).await;
+/// → `folio_free_swap()`), so the page may be reused in place. The
+/// caller read `p` without the PTE lock: the folio is used only if the
+/// PTE still maps it, and a reference is held across the lock.
+pub async fn wp_free_swap(ctx: &Ctx, mm: MmId, va: u64, p: crate::hw::mem::Pte) {
+    let w = &ctx.w;
+    let in_cache =
+        w.k.borrow()
+            .folios
+            .get(&p.pfn)
+            .is_some_and(|f| f.swap.is_some());
+    if !in_cache || super::pgtable::get_pte(w, mm, va) != Some(p) {
+        return;
     }
+    w.hw.borrow_mut().mem.get_frame(p.pfn);
+    if super::folio::folio_trylock(ctx, p.pfn).await {
+        folio_free_swap(ctx, p.pfn, mm, va);
+        folio_unlock(ctx, p.pfn).await;
+    }
+    w.put_frame(ctx.cpu(), p.pfn, mm, va);
 }

@@ -57,6 +57,10 @@ pub struct Folio {
     /// An anonymous folio in the swap cache: its swap slot
     /// (`folio_test_swapcache()`, `folio->swap`).
     pub swap: Option<SwapSlot>,
+    /// An anonymous folio `MADV_FREE` made lazily freeable (no longer
+    /// `folio_test_swapbacked()`): reclaim drops it unless it was written
+    /// again.
+    pub lazyfree: bool,
 }
 
 impl Folio {
@@ -70,6 +74,7 @@ impl Folio {
             node,
             data,
             swap: None,
+            lazyfree: false,
         }
     }
 

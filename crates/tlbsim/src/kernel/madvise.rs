@@ -1,6 +1,7 @@
 //! `madvise(MADV_PAGEOUT)` (mm/madvise.c, Linux 5.4+): reclaims the pages
 //! of a range that only the calling address space maps, at once, whatever
-//! their age. `madvise(MADV_COLD)` (5.4+): makes them the next ones
+//! their age. `madvise(MADV_FREE)` (4.5+): lets reclaim drop the range's
+//! private pages without writing them, unless they are written again. `madvise(MADV_COLD)` (5.4+): makes them the next ones
 //! reclaim takes (`folio_deactivate()`), after marking their PTEs old and
 //! flushing those translations, so that a later access is seen.
 //!
@@ -8,13 +9,14 @@
 //! page, transparent huge pages and pages mapped by more than one PTE are
 //! skipped.
 
+use super::anon::{delete_from_swap_cache, free_swap_and_cache};
 use super::mm::MmuGather;
 use super::mm::{syscall_enter, syscall_exit};
-use super::pgtable::{present_ptes, pte_tables};
+use super::pgtable::{present_ptes, pte_tables, set_pte, set_swap_pte, swap_ptes};
 use super::tlbbatch::flush_tlb_batched_pending;
 use super::vmscan::{reclaim_pages, Isolated};
 use super::{Ctx, Vma};
-use crate::hw::mem::{PAGE_SIZE, ZERO_PFN};
+use crate::hw::mem::{Perms, PAGE_SIZE, ZERO_PFN};
 use crate::hw::tlb::MmId;
 
 /// The `madvise()` advice modelled here besides `MADV_DONTNEED`
@@ -25,6 +27,8 @@ enum Advice {
     Pageout,
     /// `MADV_COLD`.
     Cold,
+    /// `MADV_FREE`.
+    Free,
 }
 
 /// `do_madvise()` for the advice that walks the range's PTE tables under
@@ -39,6 +43,7 @@ async fn do_madvise(ctx: &Ctx, addr: u64, len: u64, advice: Advice) {
     match advice {
         Advice::Pageout => madvise_pageout(ctx, mm, addr, end).await,
         Advice::Cold => madvise_cold(ctx, mm, addr, end).await,
+        Advice::Free => madvise_free(ctx, mm, addr, end).await,
     }
     ctx.mmap_read_unlock(mm).await;
     syscall_exit(ctx, "madvise").await;
@@ -170,4 +175,80 @@ async fn madvise_pageout_pte_range(ctx: &Ctx, mm: MmId, lo: u64, hi: u64) -> Vec
         .await;
     ctx.ptl_unlock(mm, lo).await;
     out
+}
+
+/// `madvise(addr, len, MADV_FREE)` (mm/madvise.c, 4.5+): the private
+/// anonymous pages of the range may be dropped instead of swapped if
+/// nobody writes them again. Per PTE table, under its lock, after
+/// `flush_tlb_batched_pending()` ([`madvise_free_pte_range`]); the
+/// translations it changed are flushed once at the end
+/// (`tlb_finish_mmu()`, which flushes the whole range if another gather
+/// of the mm ran meanwhile: 99baac21e458, v4.13). Shared VMAs are left
+/// alone (Linux fails them with `EINVAL`).
+pub async fn sys_madvise_free(ctx: &Ctx, addr: u64, len: u64) {
+    do_madvise(ctx, addr, len, Advice::Free).await;
+}
+
+async fn madvise_free(ctx: &Ctx, mm: MmId, addr: u64, end: u64) {
+    let mut tlb = MmuGather::begin(ctx, mm, false).await;
+    for (v, tlo, thi) in table_ranges(ctx, mm, addr, end) {
+        if !v.shared() {
+            madvise_free_pte_range(ctx, mm, &mut tlb, tlo, thi).await;
+        }
+    }
+    tlb.finish(ctx).await;
+}
+
+/// `madvise_free_pte_range()` over `[lo, hi)` inside one PTE table: swap
+/// entries are dropped (`free_swap_and_cache()`: the data is not
+/// wanted); each present page that is an anonymous folio only this PTE
+/// maps leaves the swap cache and is marked clean (`folio_free_swap()`,
+/// `folio_clear_dirty()`), its PTE made clean and old
+/// (`ptep_get_and_clear_full()`, `pte_mkold(pte_mkclean())`, read-only in
+/// the model, where dirty is writable) with its translation queued for
+/// the gather's flush (`tlb_remove_tlb_entry()`: every mapped PTE counts
+/// as young), and the folio is made lazily freeable
+/// (`folio_mark_lazyfree()`: no longer swap-backed, youngest on the
+/// list).
+async fn madvise_free_pte_range(ctx: &Ctx, mm: MmId, tlb: &mut MmuGather, lo: u64, hi: u64) {
+    let _f = ctx.func(crate::label!("madvise_free_pte_range"));
+    let w = &ctx.w;
+    let cpu = ctx.cpu();
+    ctx.ptl_lock(mm, lo).await;
+    flush_tlb_batched_pending(ctx, mm).await;
+    let swapped = swap_ptes(w, mm, lo, hi);
+    for &(va, slot) in &swapped {
+        set_swap_pte(w, mm, va, None);
+        free_swap_and_cache(w, cpu, slot, mm, va);
+    }
+    let ptes = present_ptes(w, mm, lo, hi);
+    let mut changed = 0;
+    for &(va, p) in &ptes {
+        let refs = w.hw.borrow().mem.frame_refs(p.pfn);
+        let folio = w.k.borrow().folios.get(&p.pfn).copied();
+        let Some(f) = folio.filter(|f| f.anon() && refs == 1 + f.cache_refs()) else {
+            continue; // the zero page, a huge page's part, or shared
+        };
+        if f.swap.is_some() {
+            // Only this PTE and the cache hold it: its lock is free.
+            delete_from_swap_cache(w, p.pfn);
+            w.put_frame(cpu, p.pfn, mm, va);
+        }
+        if p.perms.write() {
+            let clean = Perms(p.perms.0 & !(Perms::RW.0 & !Perms::R.0));
+            set_pte(w, cpu, mm, va, Some((p.pfn, clean)));
+        }
+        tlb.remove_tlb_entry(va);
+        changed += 1;
+        let mut k = w.k.borrow_mut();
+        let x = k.folios.get_mut(&p.pfn).expect("read above");
+        x.dirty = false;
+        x.lazyfree = true;
+        if !x.isolated {
+            k.folios.putback(p.pfn);
+        }
+    }
+    ctx.work(w.profile.kernel.pte_update_ns * (changed + swapped.len() as u64))
+        .await;
+    ctx.ptl_unlock(mm, lo).await;
 }

@@ -736,7 +736,7 @@ async fn do_wp_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, p: Pte) {
         return;
     }
     if p.pfn != ZERO_PFN {
-        wp_free_swap(ctx, p.pfn, mm, va).await;
+        wp_free_swap(ctx, mm, va, p).await;
     }
     let shared = p.pfn == ZERO_PFN || ctx.w.hw.borrow().mem.frame_refs(p.pfn) > 1;
     if shared {

@@ -57,10 +57,15 @@ pub fn folio_mappers(w: &World, pfn: Pfn) -> Vec<(MmId, u64)> {
 /// (mm, address) it was unmapped from, if any.
 pub async fn try_to_unmap(ctx: &Ctx, pfn: Pfn, batch: bool) -> Option<(MmId, u64)> {
     let _f = ctx.func(crate::label!("try_to_unmap"));
+    let lazyfree = |w: &World| w.k.borrow().folios.get(&pfn).is_some_and(|f| f.lazyfree);
+    let was_lazyfree = lazyfree(&ctx.w);
     let mut last = None;
     for (mm, va) in folio_mappers(&ctx.w, pfn) {
         if try_to_unmap_one(ctx, mm, va, pfn, batch).await.is_some() {
             last = Some((mm, va));
+        }
+        if was_lazyfree && !lazyfree(&ctx.w) {
+            break; // written again: kept, still mapped
         }
     }
     last
@@ -109,19 +114,39 @@ async fn try_to_unmap_one(ctx: &Ctx, mm: MmId, va: u64, pfn: Pfn, batch: bool) -
                     f.dirty = true;
                 }
             }
-            let swap = w.k.borrow().folios.get(&pfn).and_then(|f| f.swap);
-            if let Some(slot) = swap {
-                w.k.borrow_mut().swap.dup(slot);
-                set_swap_pte(w, mm, va, Some(slot));
-            }
-            w.put_frame(ctx.cpu(), pfn, mm, va);
             ctx.work(w.profile.kernel.pte_update_ns).await;
-            Some(p)
+            if lazyfree_redirtied(w, ctx.cpu(), mm, va, p) {
+                None
+            } else {
+                let swap = w.k.borrow().folios.get(&pfn).and_then(|f| f.swap);
+                if let Some(slot) = swap {
+                    w.k.borrow_mut().swap.dup(slot);
+                    set_swap_pte(w, mm, va, Some(slot));
+                }
+                w.put_frame(ctx.cpu(), pfn, mm, va);
+                Some(p)
+            }
         }
         _ => None,
     };
     ctx.ptl_unlock(mm, va).await;
     unmapped
+}
+
+/// `try_to_unmap_one()` on a folio `MADV_FREE` made lazily freeable: if
+/// it was written since (a dirty PTE or folio), the PTE `p` just cleared
+/// at `va` of `mm` is put back (`set_pte_at(pteval)`,
+/// `folio_set_swapbacked()`) and the walk stops; a clean one is dropped
+/// as it is (no swap entry). Returns whether it was put back.
+fn lazyfree_redirtied(w: &World, cpu: crate::hw::CpuId, mm: MmId, va: u64, p: Pte) -> bool {
+    let mut k = w.k.borrow_mut();
+    let Some(f) = k.folios.get_mut(&p.pfn).filter(|f| f.lazyfree && f.dirty) else {
+        return false;
+    };
+    f.lazyfree = false;
+    drop(k);
+    set_pte(w, cpu, mm, va, Some((p.pfn, p.perms)));
+    true
 }
 
 /// `ptep_clear_flush()` (mm/pgtable-generic.c): clears the PTE and, as it

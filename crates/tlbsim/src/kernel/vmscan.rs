@@ -81,11 +81,13 @@ async fn shrink_folio(ctx: &Ctx, f: Isolated) -> Outcome {
     if !folio_trylock(ctx, f.pfn).await {
         return Outcome::Keep;
     }
+    // An anonymous folio needs a slot first (add_to_swap()), unless
+    // MADV_FREE made it lazily freeable.
     let anon_unswapped =
         w.k.borrow()
             .folios
             .get(&f.pfn)
-            .is_some_and(|x| x.anon() && x.swap.is_none());
+            .is_some_and(|x| x.anon() && x.swap.is_none() && !x.lazyfree);
     if anon_unswapped {
         super::anon::add_to_swap(w, f.pfn);
     }

@@ -30,7 +30,9 @@
 //!   is used (512: each in its own PTE table, so their page-table locks
 //!   differ).
 //! - `advice = "cold"`: the main thread's madvise is `MADV_COLD` (with
-//!   kswapd reclaiming, the pages it marks are taken first).
+//!   kswapd reclaiming, the pages it marks are taken first); `advice =
+//!   "free"`: `MADV_FREE` on private memory (`shared = false`): kswapd
+//!   drops the pages nobody wrote since, and keeps the others.
 //! - `migrate = true`: the main thread also migrates its pages between
 //!   NUMA nodes 0 and 1 each iteration (`migrate_pages(2)` on itself), so
 //!   migration's unmaps race the users too.
@@ -48,7 +50,7 @@ use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::mem::{Perms, PAGE_SIZE};
-use crate::kernel::madvise::{sys_madvise_cold, sys_madvise_pageout};
+use crate::kernel::madvise::{sys_madvise_cold, sys_madvise_free, sys_madvise_pageout};
 use crate::kernel::migrate::sys_migrate_pages;
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap_private, sys_mprotect, sys_munmap};
 use crate::kernel::mremap::sys_mremap;
@@ -89,9 +91,11 @@ pub struct PageoutRace {
     /// memory_limit_pages`).
     #[serde(default = "yes")]
     pub madvise: bool,
-    /// What the main thread's `madvise` asks: `"pageout"` (`MADV_PAGEOUT`)
-    /// or `"cold"` (`MADV_COLD`: reclaim, by kswapd, takes those pages
-    /// first). Left out of the JSON when `"pageout"`.
+    /// What the main thread's `madvise` asks: `"pageout"` (`MADV_PAGEOUT`),
+    /// `"cold"` (`MADV_COLD`: reclaim, by kswapd, takes those pages
+    /// first) or `"free"` (`MADV_FREE`, with `shared = false`: reclaim
+    /// drops the pages nobody wrote since). Left out of the JSON when
+    /// `"pageout"`.
     #[serde(default = "pageout", skip_serializing_if = "is_pageout")]
     pub advice: String,
     /// Distance between the pages used, in pages: the mapping is `pages x
@@ -209,11 +213,17 @@ impl PageoutRace {
                     .into(),
             );
         }
-        if !["pageout", "cold"].contains(&t.advice.as_str()) {
+        if !["pageout", "cold", "free"].contains(&t.advice.as_str()) {
             return Err(format!(
-                "`advice` must be pageout or cold, not \"{}\"",
+                "`advice` must be pageout, cold or free, not \"{}\"",
                 t.advice
             ));
+        }
+        if t.advice == "free" && t.shared {
+            return Err(
+                "`advice = \"free\"` needs `shared = false` (MADV_FREE applies to private anonymous memory)"
+                    .into(),
+            );
         }
         Ok(t)
     }
@@ -302,6 +312,8 @@ async fn main_round(ctx: &Ctx, me: &PageoutRace, base: &Cell<u64>, it: u64) {
     let len = me.len();
     if me.madvise && me.advice == "cold" {
         sys_madvise_cold(ctx, base.get(), len).await;
+    } else if me.madvise && me.advice == "free" {
+        sys_madvise_free(ctx, base.get(), len).await;
     } else if me.madvise {
         sys_madvise_pageout(ctx, base.get(), len).await;
     }

@@ -147,3 +147,52 @@ fn swap_entries_survive_fork_and_mremap_and_every_slot_is_freed_at_the_end() {
     assert!(k.swap.cache.is_empty());
     assert!(k.folios.is_empty(), "every folio freed");
 }
+
+#[test]
+fn madv_free_pages_are_dropped_unless_written_again() {
+    use tlbsim::kernel::madvise::{sys_madvise_free, sys_madvise_pageout};
+    use tlbsim::kernel::mm::sys_mmap_private;
+    use tlbsim::kernel::swap::PageData;
+    const PAGES: u64 = 4;
+    let w = world(2);
+    let after: Rc<Cell<[u64; 3]>> = Rc::default();
+    let seen = Rc::clone(&after);
+    let t = spawn_user(
+        &w,
+        "free",
+        0,
+        Box::new(move |ctx: Ctx| {
+            Box::pin(async move {
+                let len = PAGES * PAGE_SIZE;
+                let p = sys_mmap_private(&ctx, len, Perms::RW, PageData::Compressible).await;
+                for i in 0..PAGES {
+                    ctx.user_access(p + i * PAGE_SIZE, true).await;
+                }
+                sys_madvise_free(&ctx, p, len).await;
+                // Page 0 is written again: it must not be dropped.
+                ctx.user_access(p, true).await;
+                sys_madvise_pageout(&ctx, p, len).await;
+                let r = ctx.w.stats.borrow().reclaim;
+                seen.set([r.pgsteal, r.kept, r.pswpout]);
+                // The next page-out writes page 0 to swap.
+                sys_madvise_pageout(&ctx, p, len).await;
+                for i in 0..PAGES {
+                    ctx.user_access(p + i * PAGE_SIZE, false).await;
+                }
+            })
+        }),
+    );
+    let mut d = TimingDriver::new(Rc::clone(&w), 1_000_000_000);
+    d.run_until(|w| w.k.borrow().tasks[t].state == TaskState::Zombie)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(w.failure().is_none(), "{:?}", w.failure());
+    // Three clean pages dropped without a write; page 0, written again,
+    // kept mapped (its PTE put back) and swap-backed again.
+    assert_eq!(after.get(), [3, 1, 0]);
+    let r = &w.stats.borrow().reclaim;
+    // Then written out and read back; the dropped pages read as the zero
+    // page (no swap-in).
+    assert_eq!((r.pgsteal, r.pswpout, r.pswpin), (4, 1, 1));
+    let k = w.k.borrow();
+    assert_eq!(k.swap.used, 0, "every slot freed at exit");
+}

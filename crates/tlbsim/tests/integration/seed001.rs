@@ -622,3 +622,35 @@ fn private_migration_is_refused_clearly() {
         "{err}"
     );
 }
+
+#[test]
+fn madv_free_beside_kswapd_keeps_the_batch_checks() {
+    // The main thread MADV_FREEs its private pages each round (under the
+    // PTE lock, after flush_tlb_batched_pending()); kswapd drops the ones
+    // nobody wrote since and swaps the others, while threads write them
+    // and mprotect one page each.
+    let with = |policy: &str| {
+        let mut e = private_kswapd(policy);
+        let params = [
+            ("madvise", toml::Value::Boolean(true)),
+            ("advice", toml::Value::String("free".into())),
+            ("fork", toml::Value::Boolean(false)),
+        ];
+        set_params(&mut e, &params);
+        e
+    };
+    let o = run_ok(&with("arm64-tlbbatch"));
+    let r = &o.stats.reclaim;
+    assert!(r.pgsteal > r.pswpout, "some pages dropped unwritten: {r:?}");
+    assert_eq!(o.checker.verdict, "pass");
+    assert!(first_failure(&with("arm64-tlbbatch"), 2_000, 50_000).is_none());
+    let f = first_failure(&with("arm64-tlbbatch-6.6"), 2_000, 50_000);
+    assert_breaks(&f.expect("v6.6 fails"), Invariant::NoStaleHold);
+    let f = first_failure(&with("mutant-tlbbatch-no-pending-flush"), 2_000, 50_000);
+    assert_breaks(&f.expect("caught"), Invariant::NoStaleHold);
+    // MADV_FREE is for private memory.
+    let mut e = with("arm64-tlbbatch");
+    set_params(&mut e, &[("shared", toml::Value::Boolean(true))]);
+    let err = run(&e, &RunOptions::default()).unwrap_err().to_string();
+    assert!(err.contains("needs `shared = false`"), "{err}");
+}
