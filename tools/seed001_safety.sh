@@ -66,14 +66,18 @@ done
 
 # Part three: the same experiments on private anonymous memory
 # (workload.shared=false: swap entries in the PTEs, pages and swap entries
-# shared with forked children), with the batch's mutants
+# shared with forked children), and MADV_FREE beside kswapd, with the
+# batch's mutants
 # (docs/validation.md, "Private anonymous memory").
 EX=experiments/seed001-explore.toml
 for p in arm64-stock arm64-tlbbatch arm64-tlbbatch-6.6 arm64-skip-broadcast-v2 arm64-cpumask-tracking \
 	mutant-tlbbatch-no-pending-flush mutant-tlbbatch-no-batch-sync mutant-tlbbatch-clean-pte; do
 	for v in "$EX|fork=true" "$EX|fork=false|op=\"touch\"" "$KS|fork=true" "$KS|fork=false|op=\"touch\"" \
 		"$KS|fork=false|stride_pages=512|op=\"dontneed-page\"" \
-		"$MR|" "$MR|kernel.mremap_flush_unlocked=true"; do
+		"$MR|" "$MR|kernel.mremap_flush_unlocked=true" \
+		"$KS|madvise=true|advice=\"free\"|fork=true" "$KS|madvise=true|advice=\"free\"|fork=false|op=\"touch\"" \
+		"$KS|madvise=true|advice=\"free\"|fork=false" \
+		"$KS|madvise=true|advice=\"free\"|fork=false|op=\"dontneed-page\""; do
 		search $p "$v" " --set workload.shared=false"
 	done
 done
