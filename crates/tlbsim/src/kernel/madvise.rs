@@ -180,7 +180,7 @@ async fn madvise_pageout_pte_range(ctx: &Ctx, mm: MmId, lo: u64, hi: u64) -> Vec
 /// `madvise(addr, len, MADV_FREE)` (mm/madvise.c, 4.5+): the private
 /// anonymous pages of the range may be dropped instead of swapped if
 /// nobody writes them again. Per PTE table, under its lock, after
-/// `flush_tlb_batched_pending()` ([`madvise_free_pte_range`]); the
+/// `flush_tlb_batched_pending()` (`madvise_free_pte_range()`); the
 /// translations it changed are flushed once at the end
 /// (`tlb_finish_mmu()`, which flushes the whole range if another gather
 /// of the mm ran meanwhile: 99baac21e458, v4.13). Shared VMAs are left
