@@ -83,10 +83,21 @@ pub enum Desc {
     /// A leaf: a 4 KiB page at level 3, a 2 MiB huge page at
     /// [`HUGE_LEVEL`] (whose `pfn` is the first of 512 contiguous frames).
     Page(Pte),
-    /// A non-present 4 KiB leaf that holds a swap entry (the slot's
-    /// offset): the walker treats it as no translation and faults; only
-    /// the kernel reads it (`is_swap_pte()`).
+    /// A non-present 4 KiB leaf whose other bits the kernel uses (a swap
+    /// or migration entry, `is_swap_pte()`): the walker treats it as no
+    /// translation and faults.
+    NonPresent(SwpEntry),
+}
+
+/// What a non-present leaf holds for the kernel (`swp_entry_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SwpEntry {
+    /// The page is in this swap slot.
     Swap(u32),
+    /// The page is being migrated: the PTE it had (frame, permissions,
+    /// version), put back or redirected to the new frame when the
+    /// migration ends (`make_migration_entry()`).
+    Migration(Pte),
 }
 
 /// One page-table page.

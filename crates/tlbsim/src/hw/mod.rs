@@ -338,7 +338,7 @@ impl Hw {
                         ..*p
                     })
                 }
-                Some(Desc::Swap(_)) | None => return None,
+                Some(Desc::NonPresent(_)) | None => return None,
             }
         }
         None

@@ -12,11 +12,11 @@
 use super::anon::{delete_from_swap_cache, free_swap_and_cache};
 use super::mm::MmuGather;
 use super::mm::{syscall_enter, syscall_exit};
-use super::pgtable::{present_ptes, pte_tables, set_pte, set_swap_pte, swap_ptes};
+use super::pgtable::{present_ptes, pte_tables, set_pte, set_swap_pte, swp_entries};
 use super::tlbbatch::flush_tlb_batched_pending;
 use super::vmscan::{reclaim_pages, Isolated};
 use super::{Ctx, Vma};
-use crate::hw::mem::{Perms, PAGE_SIZE, ZERO_PFN};
+use crate::hw::mem::{Perms, SwpEntry, PAGE_SIZE, ZERO_PFN};
 use crate::hw::tlb::MmId;
 
 /// The `madvise()` advice modelled here besides `MADV_DONTNEED`
@@ -216,10 +216,14 @@ async fn madvise_free_pte_range(ctx: &Ctx, mm: MmId, tlb: &mut MmuGather, lo: u6
     let cpu = ctx.cpu();
     ctx.ptl_lock(mm, lo).await;
     flush_tlb_batched_pending(ctx, mm).await;
-    let swapped = swap_ptes(w, mm, lo, hi);
-    for &(va, slot) in &swapped {
-        set_swap_pte(w, mm, va, None);
-        free_swap_and_cache(w, cpu, slot, mm, va);
+    // Migration entries are left as they are.
+    let mut swapped = 0;
+    for (va, e) in swp_entries(w, mm, lo, hi) {
+        if let SwpEntry::Swap(slot) = e {
+            set_swap_pte(w, mm, va, None);
+            free_swap_and_cache(w, cpu, slot, mm, va);
+            swapped += 1;
+        }
     }
     let ptes = present_ptes(w, mm, lo, hi);
     let mut changed = 0;
@@ -248,7 +252,7 @@ async fn madvise_free_pte_range(ctx: &Ctx, mm: MmId, tlb: &mut MmuGather, lo: u6
             k.folios.putback(p.pfn);
         }
     }
-    ctx.work(w.profile.kernel.pte_update_ns * (changed + swapped.len() as u64))
+    ctx.work(w.profile.kernel.pte_update_ns * (changed + swapped))
         .await;
     ctx.ptl_unlock(mm, lo).await;
 }

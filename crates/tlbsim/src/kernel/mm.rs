@@ -9,12 +9,14 @@ use super::anon::{
 use super::mm_types::{AnonId, AnonMap, ShmemMap};
 use super::pgtable::{
     detach_empty_tables, get_pte, get_swap_pte, huge_leaves, pmd_none, present_ptes, pte_none,
-    pte_tables, set_huge, set_pte, set_swap_pte, swap_ptes,
+    pte_tables, set_huge, set_pte, set_swp_entry, swp_entries,
 };
 use super::swap::PageData;
 use super::tlbbatch::flush_tlb_batched_pending;
 use super::{sched, Ctx, Vma};
-use crate::hw::mem::{Perms, Pfn, Pte, TableId, HPAGE_PAGES, HPAGE_SIZE, PAGE_SIZE, ZERO_PFN};
+use crate::hw::mem::{
+    Perms, Pfn, Pte, SwpEntry, TableId, HPAGE_PAGES, HPAGE_SIZE, PAGE_SIZE, ZERO_PFN,
+};
 use crate::hw::tlb::MmId;
 use crate::hw::Fault;
 use crate::observe::Event;
@@ -179,12 +181,14 @@ impl MmuGather {
                 self.add_range(va, va + PAGE_SIZE);
                 self.cleared_ptes = true;
             }
-            // Swap entries: no translation to flush, a slot reference to
-            // drop (zap_nonpresent_ptes()).
-            let swapped = swap_ptes(&ctx.w, self.mm, lo, hi);
-            for &(va, slot) in &swapped {
-                set_swap_pte(&ctx.w, self.mm, va, None);
-                free_swap_and_cache(&ctx.w, cpu, slot, self.mm, va);
+            // Swap and migration entries: no translation to flush; a swap
+            // entry's slot reference to drop (zap_nonpresent_ptes()).
+            let swapped = swp_entries(&ctx.w, self.mm, lo, hi);
+            for &(va, e) in &swapped {
+                set_swp_entry(&ctx.w, self.mm, va, None);
+                if let SwpEntry::Swap(slot) = e {
+                    free_swap_and_cache(&ctx.w, cpu, slot, self.mm, va);
+                }
             }
             ctx.work(per * (ptes.len() + swapped.len()) as u64).await;
             ctx.ptl_unlock(self.mm, table_va).await;
@@ -853,11 +857,15 @@ pub async fn dup_mmap(ctx: &Ctx, old: MmId) -> MmId {
         w.hw.borrow_mut().mem.get_frame(p.pfn);
         set_pte(w, cpu, new, va, Some((p.pfn, ro)));
     }
-    // copy_nonpresent_pte(): swap entries are shared with the child.
-    let mut swapped = swap_ptes(w, old, 0, TASK_SIZE);
+    // copy_nonpresent_pte(): swap entries are shared with the child. (No
+    // migration entry is here: migrate_pages(2) holds this mmap_lock for
+    // reading while its entries exist.)
+    let mut swapped = swp_entries(w, old, 0, TASK_SIZE);
     swapped.retain(|&(va, _)| !shared(va));
-    for &(va, slot) in &swapped {
-        copy_swap_pte(w, new, va, slot);
+    for &(va, e) in &swapped {
+        if let SwpEntry::Swap(slot) = e {
+            copy_swap_pte(w, new, va, slot);
+        }
     }
     ctx.work(w.profile.kernel.fork_per_pte_ns * (ptes.len() + swapped.len()) as u64)
         .await;

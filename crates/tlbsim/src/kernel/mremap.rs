@@ -24,7 +24,7 @@ use super::mm::{
     call_range, find_vma, page_align, remove_vmas, split_huge_range, syscall_enter, syscall_exit,
     unmapped_area_topdown, MmuGather,
 };
-use super::pgtable::{present_ptes, pte_tables, set_pte, set_swap_pte, swap_ptes};
+use super::pgtable::{present_ptes, pte_tables, set_pte, set_swp_entry, swp_entries};
 use super::tlbbatch::flush_tlb_batched_pending;
 use super::{Ctx, Vma};
 use crate::hw::mem::PAGE_SIZE;
@@ -148,10 +148,10 @@ async fn move_ptes(ctx: &Ctx, mm: MmId, old: (u64, u64), new: u64) -> bool {
         dirty |= w.policy.pte_dirty(p);
     }
     // Swap entries move as they are (no translation to flush).
-    let swapped = swap_ptes(w, mm, lo, hi);
-    for &(va, slot) in &swapped {
-        set_swap_pte(w, mm, va, None);
-        tables += u64::from(set_swap_pte(w, mm, new + (va - lo), Some(slot)).1);
+    let swapped = swp_entries(w, mm, lo, hi);
+    for &(va, e) in &swapped {
+        set_swp_entry(w, mm, va, None);
+        tables += u64::from(set_swp_entry(w, mm, new + (va - lo), Some(e)).1);
     }
     let k = &w.profile.kernel;
     let moved = (ptes.len() + swapped.len()) as u64;

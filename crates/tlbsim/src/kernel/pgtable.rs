@@ -4,7 +4,7 @@
 use super::swap::SwapSlot;
 use super::World;
 use crate::hw::mem::{
-    level_index, level_shift, Desc, Perms, Pfn, Pte, TableId, HPAGE_SIZE, HUGE_LEVEL, LEVELS,
+    level_index, level_shift, Desc, Perms, Pfn, Pte, SwpEntry, TableId, HPAGE_SIZE, HUGE_LEVEL, LEVELS,
     PAGE_SIZE, PTRS_PER_TABLE,
 };
 use crate::hw::tlb::MmId;
@@ -34,7 +34,7 @@ fn table_at(
         let idx = level_index(va, l);
         match mem.table(table).entries.get(&idx).copied() {
             Some(Desc::Table(next)) => table = next,
-            Some(Desc::Page(_) | Desc::Swap(_)) => {
+            Some(Desc::Page(_) | Desc::NonPresent(_)) => {
                 panic!("page-table update at {va:#x} under a huge page")
             }
             None if alloc => {
@@ -86,7 +86,7 @@ fn set_leaf(
     let old = match old {
         Some(Desc::Page(p)) => Some(p),
         Some(Desc::Table(_)) => panic!("leaf write at {va:#x} over a table"),
-        Some(Desc::Swap(_)) => panic!("present-PTE write at {va:#x} over a swap entry"),
+        Some(Desc::NonPresent(e)) => panic!("present-PTE write at {va:#x} over {e:?}"),
         None => None,
     };
     (old, newpte, allocated)
@@ -116,64 +116,79 @@ pub fn set_pte(
     (old, allocated)
 }
 
-/// The swap entry in the PTE of `mm` at `va`, if it holds one
-/// (`is_swap_pte()`, `pte_to_swp_entry()`).
-pub fn get_swap_pte(w: &World, mm: MmId, va: u64) -> Option<SwapSlot> {
+/// The swap or migration entry in the PTE of `mm` at `va`, if it holds
+/// one (`is_swap_pte()`, `pte_to_swp_entry()`).
+pub fn get_swp_entry(w: &World, mm: MmId, va: u64) -> Option<SwpEntry> {
     let pgd = w.k.borrow().mms[mm as usize].pgd;
     let hw = w.hw.borrow();
     let mut table = pgd;
     for level in 0..LEVELS {
         match hw.mem.table(table).entries.get(&level_index(va, level)) {
             Some(Desc::Table(next)) => table = *next,
-            Some(Desc::Swap(s)) if level == LEVELS - 1 => return Some(*s),
+            Some(Desc::NonPresent(e)) if level == LEVELS - 1 => return Some(*e),
             _ => return None,
         }
     }
     None
 }
 
-/// Is the PTE of `mm` at `va` empty, neither present nor a swap entry
-/// (`pte_none()`)?
-pub fn pte_none(w: &World, mm: MmId, va: u64) -> bool {
-    get_pte(w, mm, va).is_none() && get_swap_pte(w, mm, va).is_none()
+/// The swap slot in the PTE of `mm` at `va`, if it holds a swap entry.
+pub fn get_swap_pte(w: &World, mm: MmId, va: u64) -> Option<SwapSlot> {
+    match get_swp_entry(w, mm, va)? {
+        SwpEntry::Swap(s) => Some(s),
+        SwpEntry::Migration(_) => None,
+    }
 }
 
-/// Writes swap entry `slot` into the empty PTE of `mm` at `va`, or clears
-/// the swap entry there (`None`), allocating tables above it for a write.
-/// No observer is told: a swap entry translates nothing. Returns the swap
-/// entry it replaced and the number of table pages allocated.
-pub fn set_swap_pte(
+/// Is the PTE of `mm` at `va` empty, neither present nor a swap or
+/// migration entry (`pte_none()`)?
+pub fn pte_none(w: &World, mm: MmId, va: u64) -> bool {
+    get_pte(w, mm, va).is_none() && get_swp_entry(w, mm, va).is_none()
+}
+
+/// Writes swap or migration entry `e` into the empty PTE of `mm` at `va`,
+/// or clears the entry there (`None`), allocating tables above it for a
+/// write. No observer is told: such an entry translates nothing. Returns
+/// the entry it replaced and the number of table pages allocated.
+pub fn set_swp_entry(
     w: &World,
     mm: MmId,
     va: u64,
-    slot: Option<SwapSlot>,
-) -> (Option<SwapSlot>, u32) {
+    e: Option<SwpEntry>,
+) -> (Option<SwpEntry>, u32) {
     let pgd = w.k.borrow().mms[mm as usize].pgd;
     let mut allocated = 0;
     let mut hw = w.hw.borrow_mut();
-    let alloc = slot.is_some();
+    let alloc = e.is_some();
     let Some(table) = table_at(&mut hw.mem, pgd, va, LEVELS - 1, alloc, &mut allocated) else {
         return (None, 0);
     };
     let idx = level_index(va, LEVELS - 1);
     let t = hw.mem.table_mut(table);
-    let old = match slot {
-        Some(s) => t.entries.insert(idx, Desc::Swap(s)),
+    let old = match e {
+        Some(e) => t.entries.insert(idx, Desc::NonPresent(e)),
         None => t.entries.remove(&idx),
     };
     match old {
-        Some(Desc::Swap(s)) => (Some(s), allocated),
+        Some(Desc::NonPresent(o)) => (Some(o), allocated),
         None => (None, allocated),
         Some(d) => panic!("swap-entry write at {va:#x} over {d:?}"),
     }
 }
 
-/// The swap entries of `mm` in `[start, end)`, in address order.
-pub fn swap_ptes(w: &World, mm: MmId, start: u64, end: u64) -> Vec<(u64, SwapSlot)> {
+/// Writes swap entry `slot` into the empty PTE of `mm` at `va`, or clears
+/// the entry there (see [`set_swp_entry`]).
+pub fn set_swap_pte(w: &World, mm: MmId, va: u64, slot: Option<SwapSlot>) -> (Option<SwpEntry>, u32) {
+    set_swp_entry(w, mm, va, slot.map(SwpEntry::Swap))
+}
+
+/// The swap and migration entries of `mm` in `[start, end)`, in address
+/// order.
+pub fn swp_entries(w: &World, mm: MmId, start: u64, end: u64) -> Vec<(u64, SwpEntry)> {
     let mut out = Vec::new();
     visit_level(w, mm, start, end, LEVELS - 1, |_, lo, d| {
-        if let Desc::Swap(s) = *d {
-            out.push((lo, s));
+        if let Desc::NonPresent(e) = *d {
+            out.push((lo, e));
         }
     });
     out
@@ -355,7 +370,7 @@ fn detach(
         .iter()
         .filter_map(|(&i, d)| match d {
             Desc::Table(t) => Some((i, *t)),
-            Desc::Page(_) | Desc::Swap(_) => None,
+            Desc::Page(_) | Desc::NonPresent(_) => None,
         })
         .collect();
     for (idx, child) in children {
