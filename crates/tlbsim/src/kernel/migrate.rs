@@ -9,16 +9,18 @@
 //! live during the copy could write to the old page after it was copied
 //! (a lost write). Before 6.3 each unmap flushes at once.
 //!
-//! Only shmem folios move so far (the reverse map knows no other).
+//! Shmem and private anonymous folios move (an anonymous one leaves
+//! migration entries in its PTEs while it moves); anonymous folios in the
+//! swap cache stay where they are.
 
 use super::folio::{folio_lock, folio_lock_new, folio_unlock, Folio, Mapping};
 use super::mm::{syscall_enter, syscall_exit};
-use super::pgtable::{get_pte, present_ptes, pte_tables, set_pte};
+use super::pgtable::{get_pte, get_swp_entry, present_ptes, pte_tables, set_pte, set_swp_entry};
 use super::rmap::try_to_migrate;
 use super::shmem::{cpu_node, ShmemEntry};
 use super::tlbbatch::try_to_unmap_flush;
 use super::{Ctx, TaskId, Vma};
-use crate::hw::mem::{Pfn, Pte};
+use crate::hw::mem::{Pfn, Pte, SwpEntry};
 use crate::hw::tlb::MmId;
 
 /// `migrate_pages(pid, maxnode, old_nodes, new_nodes)` for one node pair
@@ -41,15 +43,14 @@ pub async fn sys_migrate_pages(ctx: &Ctx, target: TaskId, from: u32, to: u32) ->
 }
 
 /// `queue_pages_range()` → `queue_folios_pte_range()`: per PTE table of
-/// each shared VMA of `mm`, under its lock, isolates the folios on node
-/// `from` not already isolated.
+/// each VMA of `mm`, under its lock, isolates the folios on node `from`
+/// not already isolated.
 async fn queue_pages(ctx: &Ctx, mm: MmId, from: u32) -> Vec<Pfn> {
     let _f = ctx.func(crate::label!("queue_pages_range"));
     let w = &ctx.w;
     let vmas: Vec<Vma> = w.k.borrow().mms[mm as usize]
         .vmas
         .values()
-        .filter(|v| v.shared())
         .copied()
         .collect();
     let mut out = Vec::new();
@@ -62,7 +63,12 @@ async fn queue_pages(ctx: &Ctx, mm: MmId, from: u32) -> Vec<Pfn> {
             {
                 let mut k = w.k.borrow_mut();
                 for (_, p) in &ptes {
-                    let on_node = k.folios.get(&p.pfn).is_some_and(|f| f.node == from);
+                    // (An anonymous folio in the swap cache is left
+                    // where it is: the model does not move the cache.)
+                    let on_node = k
+                        .folios
+                        .get(&p.pfn)
+                        .is_some_and(|f| f.node == from && f.swap.is_none());
                     if on_node && k.folios.isolate(p.pfn) {
                         out.push(p.pfn);
                         // The isolation's reference.
@@ -153,8 +159,11 @@ async fn migrate_folio_move(ctx: &Ctx, u: &Unmapped, to: u32) -> bool {
     let cpu = ctx.cpu();
     let folio = w.k.borrow().folios.get(&u.src).copied();
     let last = u.ptes.last().map(|&(mm, va, _)| (mm, va));
-    // Only the page cache and the isolation still hold it.
-    let moves = folio.is_some() && w.hw.borrow().mem.frame_refs(u.src) == 2;
+    // Only its cache (a shmem folio's page cache) and the isolation still
+    // hold it.
+    let refs = w.hw.borrow().mem.frame_refs(u.src);
+    let moves = folio.is_some_and(|f| refs == f.cache_refs() + 1);
+    let anon = folio.is_some_and(|f| f.anon());
     let (keep, gone) = if moves {
         (u.dst, u.src)
     } else {
@@ -191,25 +200,31 @@ async fn migrate_folio_move(ctx: &Ctx, u: &Unmapped, to: u32) -> bool {
     remove_migration_ptes(ctx, keep, &u.ptes).await;
     folio_unlock(ctx, u.dst).await;
     folio_unlock(ctx, u.src).await;
-    // The isolation's reference on the source; then the page cache's
-    // reference on the one that goes (the source once moved; the unused
-    // destination otherwise).
+    // The isolation's reference on the source; then, for shmem, the page
+    // cache's reference on the one that goes (the source once moved; the
+    // unused destination otherwise); for an anonymous folio, the
+    // destination's allocation reference (its PTEs hold their own).
     let (mm, va) = last.unwrap_or((0, 0));
     w.put_frame(cpu, u.src, mm, va);
-    w.put_frame(cpu, gone, mm, va);
+    w.put_frame(cpu, if anon { u.dst } else { gone }, mm, va);
     moves
 }
 
 /// `remove_migration_ptes()`: maps `pfn` at every address the migration
-/// unmapped, with the permissions it had there, unless the PTE was filled
-/// meanwhile.
+/// unmapped, with the permissions it had there: where an anonymous
+/// folio's migration entry still is (a zap may have removed it), or
+/// where a shmem folio's PTE is still empty in a live shared VMA.
 async fn remove_migration_ptes(ctx: &Ctx, pfn: Pfn, ptes: &[(MmId, u64, Pte)]) {
     let w = &ctx.w;
     for &(mm, va, old) in ptes {
         ctx.ptl_lock(mm, va).await;
+        let entry = get_swp_entry(w, mm, va) == Some(SwpEntry::Migration(old));
+        if entry {
+            set_swp_entry(w, mm, va, None);
+        }
         // The VMA may be gone (an address space that mapped the object
         // exited meanwhile).
-        let mapped = {
+        let mapped = entry || {
             let k = w.k.borrow();
             let m = &k.mms[mm as usize];
             m.live
@@ -225,4 +240,18 @@ async fn remove_migration_ptes(ctx: &Ctx, pfn: Pfn, ptes: &[(MmId, u64, Pte)]) {
         }
         ctx.ptl_unlock(mm, va).await;
     }
+}
+
+/// `migration_entry_wait()`: a fault found the migration entry of `old`
+/// in the PTE of `mm` at `va`; it waits for the folio's lock (held until
+/// the migration ends), then returns, and the access retries. The folio
+/// is alive while an entry refers to it (its isolation holds it); a
+/// reference is taken before the wait.
+pub async fn migration_entry_wait(ctx: &Ctx, mm: MmId, va: u64, old: Pte) {
+    let _f = ctx.func(crate::label!("migration_entry_wait"));
+    let w = &ctx.w;
+    w.hw.borrow_mut().mem.get_frame(old.pfn);
+    folio_lock(ctx, old.pfn).await;
+    folio_unlock(ctx, old.pfn).await;
+    w.put_frame(ctx.cpu(), old.pfn, mm, va);
 }

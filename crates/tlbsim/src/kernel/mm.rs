@@ -8,7 +8,7 @@ use super::anon::{
 };
 use super::mm_types::{AnonId, AnonMap, ShmemMap};
 use super::pgtable::{
-    detach_empty_tables, get_pte, get_swap_pte, huge_leaves, pmd_none, present_ptes, pte_none,
+    detach_empty_tables, get_pte, get_swp_entry, huge_leaves, pmd_none, present_ptes, pte_none,
     pte_tables, set_huge, set_pte, set_swp_entry, swp_entries,
 };
 use super::swap::PageData;
@@ -638,7 +638,8 @@ async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -> bool {
 }
 
 /// `__handle_mm_fault()` and `handle_pte_fault()`: what the entry for `va`
-/// calls for. A swap entry: [`do_swap_page`]. No entry: a new page, huge where it fits
+/// calls for. A swap entry: [`do_swap_page`]; a migration entry: wait
+/// for the migration (`migration_entry_wait()`). No entry: a new page, huge where it fits
 /// ([`do_huge_pmd_anonymous_page`]) or not ([`do_anonymous_page`]); a
 /// write to a read-only huge page ([`wp_huge_pmd`]) or page
 /// ([`do_wp_page`]); anything else was spurious (the retry walks the
@@ -647,9 +648,13 @@ async fn handle_pte_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
     let w = &ctx.w;
     match get_pte(w, mm, va) {
         None if v.shared() => super::shmem::shmem_fault(ctx, mm, v, va, write).await,
-        None if get_swap_pte(w, mm, va).is_some() => {
-            let slot = get_swap_pte(w, mm, va).expect("just read");
-            do_swap_page(ctx, mm, v, va, slot, write).await;
+        None if !v.shared() && get_swp_entry(w, mm, va).is_some() => {
+            match get_swp_entry(w, mm, va).expect("just read") {
+                SwpEntry::Swap(slot) => do_swap_page(ctx, mm, v, va, slot, write).await,
+                SwpEntry::Migration(old) => {
+                    super::migrate::migration_entry_wait(ctx, mm, va, old).await;
+                }
+            }
         }
         None if write && thp_fits(ctx, mm, v, va) => {
             do_huge_pmd_anonymous_page(ctx, mm, v, va).await;

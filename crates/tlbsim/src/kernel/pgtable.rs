@@ -4,8 +4,8 @@
 use super::swap::SwapSlot;
 use super::World;
 use crate::hw::mem::{
-    level_index, level_shift, Desc, Perms, Pfn, Pte, SwpEntry, TableId, HPAGE_SIZE, HUGE_LEVEL, LEVELS,
-    PAGE_SIZE, PTRS_PER_TABLE,
+    level_index, level_shift, Desc, Perms, Pfn, Pte, SwpEntry, TableId, HPAGE_SIZE, HUGE_LEVEL,
+    LEVELS, PAGE_SIZE, PTRS_PER_TABLE,
 };
 use crate::hw::tlb::MmId;
 use crate::hw::CpuId;
@@ -150,12 +150,7 @@ pub fn pte_none(w: &World, mm: MmId, va: u64) -> bool {
 /// or clears the entry there (`None`), allocating tables above it for a
 /// write. No observer is told: such an entry translates nothing. Returns
 /// the entry it replaced and the number of table pages allocated.
-pub fn set_swp_entry(
-    w: &World,
-    mm: MmId,
-    va: u64,
-    e: Option<SwpEntry>,
-) -> (Option<SwpEntry>, u32) {
+pub fn set_swp_entry(w: &World, mm: MmId, va: u64, e: Option<SwpEntry>) -> (Option<SwpEntry>, u32) {
     let pgd = w.k.borrow().mms[mm as usize].pgd;
     let mut allocated = 0;
     let mut hw = w.hw.borrow_mut();
@@ -178,7 +173,12 @@ pub fn set_swp_entry(
 
 /// Writes swap entry `slot` into the empty PTE of `mm` at `va`, or clears
 /// the entry there (see [`set_swp_entry`]).
-pub fn set_swap_pte(w: &World, mm: MmId, va: u64, slot: Option<SwapSlot>) -> (Option<SwpEntry>, u32) {
+pub fn set_swap_pte(
+    w: &World,
+    mm: MmId,
+    va: u64,
+    slot: Option<SwapSlot>,
+) -> (Option<SwpEntry>, u32) {
     set_swp_entry(w, mm, va, slot.map(SwpEntry::Swap))
 }
 

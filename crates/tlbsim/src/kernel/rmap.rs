@@ -11,10 +11,10 @@
 use super::anon::anon_mappers;
 use super::folio::Mapping;
 use super::mm::flush_tlb_page;
-use super::pgtable::{get_pte, set_pte, set_swap_pte};
+use super::pgtable::{get_pte, set_pte, set_swap_pte, set_swp_entry};
 use super::tlbbatch::{set_tlb_ubc_flush_pending, should_defer_flush};
 use super::{Ctx, World};
-use crate::hw::mem::{Pfn, Pte};
+use crate::hw::mem::{Pfn, Pte, SwpEntry};
 use crate::hw::tlb::MmId;
 
 /// The (mm, address) pairs whose PTE may map folio `pfn`, in (mm,
@@ -61,7 +61,10 @@ pub async fn try_to_unmap(ctx: &Ctx, pfn: Pfn, batch: bool) -> Option<(MmId, u64
     let was_lazyfree = lazyfree(&ctx.w);
     let mut last = None;
     for (mm, va) in folio_mappers(&ctx.w, pfn) {
-        if try_to_unmap_one(ctx, mm, va, pfn, batch).await.is_some() {
+        if try_to_unmap_one(ctx, (mm, va), pfn, batch, Ttu::Reclaim)
+            .await
+            .is_some()
+        {
             last = Some((mm, va));
         }
         if was_lazyfree && !lazyfree(&ctx.w) {
@@ -72,15 +75,16 @@ pub async fn try_to_unmap(ctx: &Ctx, pfn: Pfn, batch: bool) -> Option<(MmId, u64
 }
 
 /// `try_to_migrate(folio, flags)`: as [`try_to_unmap`], for migration
-/// (`try_to_migrate_one()`: the model leaves the PTE clear where Linux
-/// puts a migration entry; a fault on it finds the folio locked and waits,
-/// as on a migration entry). Returns every (mm, address, old PTE) it
-/// unmapped, for `remove_migration_ptes()`.
+/// (`try_to_migrate_one()`): an anonymous folio leaves a migration entry
+/// in each PTE, on which a fault waits for the folio's lock; a shmem
+/// folio's PTE is left clear (the model's stand-in: a fault there finds
+/// the page-cache folio locked and waits the same way). Returns every
+/// (mm, address, old PTE) it unmapped, for `remove_migration_ptes()`.
 pub async fn try_to_migrate(ctx: &Ctx, pfn: Pfn, batch: bool) -> Vec<(MmId, u64, Pte)> {
     let _f = ctx.func(crate::label!("try_to_migrate"));
     let mut out = Vec::new();
     for (mm, va) in folio_mappers(&ctx.w, pfn) {
-        if let Some(p) = try_to_unmap_one(ctx, mm, va, pfn, batch).await {
+        if let Some(p) = try_to_unmap_one(ctx, (mm, va), pfn, batch, Ttu::Migrate).await {
             out.push((mm, va, p));
         }
     }
@@ -96,7 +100,17 @@ pub async fn try_to_migrate(ctx: &Ctx, pfn: Pfn, batch: bool) -> Vec<(MmId, u64,
 /// entry in the PTE (`swap_duplicate()`, `set_pte_at(swp_pte)`); the
 /// mapping's frame reference is dropped (`folio_remove_rmap_pte()`).
 /// Returns the PTE it cleared, if any.
-async fn try_to_unmap_one(ctx: &Ctx, mm: MmId, va: u64, pfn: Pfn, batch: bool) -> Option<Pte> {
+///
+/// For migration (`try_to_migrate_one()`), an anonymous folio leaves a
+/// migration entry instead (`make_migration_entry()`), and `MADV_FREE`'s
+/// lazy freeing plays no part.
+async fn try_to_unmap_one(
+    ctx: &Ctx,
+    (mm, va): (MmId, u64),
+    pfn: Pfn,
+    batch: bool,
+    why: Ttu,
+) -> Option<Pte> {
     let _f = ctx.func(crate::label!("try_to_unmap_one"));
     let w = &ctx.w;
     ctx.ptl_lock(mm, va).await;
@@ -115,11 +129,17 @@ async fn try_to_unmap_one(ctx: &Ctx, mm: MmId, va: u64, pfn: Pfn, batch: bool) -
                 }
             }
             ctx.work(w.profile.kernel.pte_update_ns).await;
-            if lazyfree_redirtied(w, ctx.cpu(), mm, va, p) {
+            let (anon, swap) =
+                w.k.borrow()
+                    .folios
+                    .get(&pfn)
+                    .map_or((false, None), |f| (f.anon(), f.swap));
+            if why == Ttu::Reclaim && lazyfree_redirtied(w, ctx.cpu(), mm, va, p) {
                 None
             } else {
-                let swap = w.k.borrow().folios.get(&pfn).and_then(|f| f.swap);
-                if let Some(slot) = swap {
+                if why == Ttu::Migrate && anon {
+                    set_swp_entry(w, mm, va, Some(SwpEntry::Migration(p)));
+                } else if let Some(slot) = swap {
                     w.k.borrow_mut().swap.dup(slot);
                     set_swap_pte(w, mm, va, Some(slot));
                 }
@@ -131,6 +151,15 @@ async fn try_to_unmap_one(ctx: &Ctx, mm: MmId, va: u64, pfn: Pfn, batch: bool) -
     };
     ctx.ptl_unlock(mm, va).await;
     unmapped
+}
+
+/// Why [`try_to_unmap_one`] unmaps (`TTU_*` flags and the caller).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ttu {
+    /// Reclaim (`try_to_unmap()`).
+    Reclaim,
+    /// Migration (`try_to_migrate()`).
+    Migrate,
 }
 
 /// `try_to_unmap_one()` on a folio `MADV_FREE` made lazily freeable: if

@@ -11,8 +11,9 @@
 //!
 //! The seed names no benchmark for this; the shape is pmbench's (a
 //! memory-touching process) with `migratepages` run against it, as its
-//! cover letter describes the migration test. The model moves shmem
-//! pages only (`MAP_SHARED | MAP_ANONYMOUS`).
+//! cover letter describes the migration test. The mapping is shared
+//! (`MAP_SHARED | MAP_ANONYMOUS`) by default; `shared = false` makes it
+//! private, as pmbench's own memory is.
 
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
@@ -20,6 +21,7 @@ use crate::engine::rng::Streams;
 use crate::hw::cpumask::CpuMask;
 use crate::hw::mem::{Perms, PAGE_SIZE};
 use crate::kernel::migrate::sys_migrate_pages;
+use crate::kernel::mm::sys_mmap_private;
 use crate::kernel::sched::{
     spawn_user, sys_clone_thread, sys_fork, sys_sched_setaffinity, sys_wait,
 };
@@ -50,6 +52,20 @@ pub struct MigrateBench {
     /// User work of a thread between two rounds (ns).
     #[serde(default = "gap")]
     pub gap_ns: u64,
+    /// The mapping is `MAP_SHARED | MAP_ANONYMOUS` (shmem); `false`:
+    /// `MAP_PRIVATE | MAP_ANONYMOUS`, as pmbench's own memory (migration
+    /// entries in the PTEs while a page moves). Left out of the JSON when
+    /// true.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub shared: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 fn default_touches() -> u64 {
@@ -113,7 +129,11 @@ async fn process_main(
 ) {
     sys_sched_setaffinity(c, Some(pin(c, 1))).await;
     let len = me.pages * PAGE_SIZE;
-    let p = sys_mmap_shared(c, len, Perms::RW, PageData::Compressible).await;
+    let p = if me.shared {
+        sys_mmap_shared(c, len, Perms::RW, PageData::Compressible).await
+    } else {
+        sys_mmap_private(c, len, Perms::RW, PageData::Compressible).await
+    };
     for k in 0..me.pages {
         c.user_access(p + k * PAGE_SIZE, true).await;
     }

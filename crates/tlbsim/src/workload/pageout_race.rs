@@ -43,8 +43,9 @@
 //!   kswapd reclaiming (`madvise = false`, `[kernel] memory_limit_pages`),
 //!   this is the race of CVE-2018-18281 (`kernel/mremap.rs`).
 //! - `shared = false`: the mapping is private anonymous memory: reclaim
-//!   leaves swap entries in the PTEs, and forked children share its pages
-//!   copy-on-write (and its swap entries) until they write them.
+//!   leaves swap entries in the PTEs, migration leaves migration entries,
+//!   and forked children share its pages copy-on-write (and its swap
+//!   entries) until they write them.
 
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
@@ -206,12 +207,6 @@ impl PageoutRace {
                 OPS.join(", "),
                 t.op
             ));
-        }
-        if t.migrate && !t.shared {
-            return Err(
-                "`migrate` needs `shared = true`: migration of private anonymous pages is not modelled"
-                    .into(),
-            );
         }
         if !["pageout", "cold", "free"].contains(&t.advice.as_str()) {
             return Err(format!(
