@@ -21,6 +21,27 @@ fn world(cpus: u32) -> Rc<World> {
     w
 }
 
+/// Runs `program` as a user process on CPU 0 of `w` until it exits, and
+/// asserts the checker found nothing.
+fn run_process(w: &Rc<World>, program: tlbsim::kernel::Program) {
+    let t = spawn_user(w, "test", 0, program);
+    let mut d = TimingDriver::new(Rc::clone(w), 1_000_000_000);
+    d.run_until(|w| w.k.borrow().tasks[t].state == TaskState::Zombie)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(w.failure().is_none(), "{:?}", w.failure());
+}
+
+/// Maps `pages` private pages and writes each; returns the address.
+async fn written_private_pages(ctx: &Ctx, pages: u64) -> u64 {
+    use tlbsim::kernel::mm::sys_mmap_private;
+    use tlbsim::kernel::swap::PageData;
+    let p = sys_mmap_private(ctx, pages * PAGE_SIZE, Perms::RW, PageData::Compressible).await;
+    for i in 0..pages {
+        ctx.user_access(p + i * PAGE_SIZE, true).await;
+    }
+    p
+}
+
 /// What the kernel thread saw: its active_mm, TTBR0's mm, that mm's mm_count.
 type Seen = (Option<u32>, Option<u32>, u32);
 
@@ -88,25 +109,19 @@ fn a_kernel_thread_borrows_the_previous_mm_lazily() {
 #[test]
 fn swap_entries_survive_fork_and_mremap_and_every_slot_is_freed_at_the_end() {
     use tlbsim::kernel::madvise::sys_madvise_pageout;
-    use tlbsim::kernel::mm::{sys_mmap_private, sys_munmap};
+    use tlbsim::kernel::mm::sys_munmap;
     use tlbsim::kernel::mremap::sys_mremap;
     use tlbsim::kernel::sched::{sys_fork, sys_wait};
-    use tlbsim::kernel::swap::PageData;
     const PAGES: u64 = 4;
     let w = world(2);
     let swapped: Rc<Cell<(usize, usize)>> = Rc::default();
     let seen = Rc::clone(&swapped);
-    let parent = spawn_user(
+    run_process(
         &w,
-        "parent",
-        0,
         Box::new(move |ctx: Ctx| {
             Box::pin(async move {
                 let len = PAGES * PAGE_SIZE;
-                let p = sys_mmap_private(&ctx, len, Perms::RW, PageData::Compressible).await;
-                for i in 0..PAGES {
-                    ctx.user_access(p + i * PAGE_SIZE, true).await;
-                }
+                let p = written_private_pages(&ctx, PAGES).await;
                 sys_madvise_pageout(&ctx, p, len).await;
                 {
                     let k = ctx.w.k.borrow();
@@ -132,10 +147,6 @@ fn swap_entries_survive_fork_and_mremap_and_every_slot_is_freed_at_the_end() {
             })
         }),
     );
-    let mut d = TimingDriver::new(Rc::clone(&w), 1_000_000_000);
-    d.run_until(|w| w.k.borrow().tasks[parent].state == TaskState::Zombie)
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(w.failure().is_none(), "{:?}", w.failure());
     assert_eq!(swapped.get(), (PAGES as usize, 0), "all paged out");
     let st = w.stats.borrow();
     // 4 out, no second write; 4 in: the child reads pages 0 and 1 into
@@ -151,23 +162,16 @@ fn swap_entries_survive_fork_and_mremap_and_every_slot_is_freed_at_the_end() {
 #[test]
 fn madv_free_pages_are_dropped_unless_written_again() {
     use tlbsim::kernel::madvise::{sys_madvise_free, sys_madvise_pageout};
-    use tlbsim::kernel::mm::sys_mmap_private;
-    use tlbsim::kernel::swap::PageData;
     const PAGES: u64 = 4;
     let w = world(2);
     let after: Rc<Cell<[u64; 3]>> = Rc::default();
     let seen = Rc::clone(&after);
-    let t = spawn_user(
+    run_process(
         &w,
-        "free",
-        0,
         Box::new(move |ctx: Ctx| {
             Box::pin(async move {
                 let len = PAGES * PAGE_SIZE;
-                let p = sys_mmap_private(&ctx, len, Perms::RW, PageData::Compressible).await;
-                for i in 0..PAGES {
-                    ctx.user_access(p + i * PAGE_SIZE, true).await;
-                }
+                let p = written_private_pages(&ctx, PAGES).await;
                 sys_madvise_free(&ctx, p, len).await;
                 // Page 0 is written again: it must not be dropped.
                 ctx.user_access(p, true).await;
@@ -182,10 +186,6 @@ fn madv_free_pages_are_dropped_unless_written_again() {
             })
         }),
     );
-    let mut d = TimingDriver::new(Rc::clone(&w), 1_000_000_000);
-    d.run_until(|w| w.k.borrow().tasks[t].state == TaskState::Zombie)
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(w.failure().is_none(), "{:?}", w.failure());
     // Three clean pages dropped without a write; page 0, written again,
     // kept mapped (its PTE put back) and swap-backed again.
     assert_eq!(after.get(), [3, 1, 0]);
