@@ -160,6 +160,8 @@ pub struct Checker {
     scratch_writes: Vec<PteWriteRec>,
     /// A buffer for the pages a returning call retired, likewise.
     scratch_keys: Vec<(MmId, u64)>,
+    /// Reused by [`Checker::check_retired`]: the CPUs to check and where.
+    scratch_spans: Vec<(CpuId, Option<Spans>)>,
     /// Per data frame, the version bound when it was last freed: a
     /// translation of it from an older PTE is one of a previous life.
     freed_below: Vec<u64>,
@@ -194,6 +196,7 @@ impl Checker {
             scratch_cpus: Vec::new(),
             scratch_writes: Vec::new(),
             scratch_keys: Vec::new(),
+            scratch_spans: Vec::new(),
             freed_below: Vec::new(),
             copied_out: std::collections::BTreeSet::new(),
             version_bound: 1,
@@ -650,7 +653,8 @@ impl Checker {
         let mut cpus = std::mem::take(&mut self.scratch_cpus);
         self.cpus_running(mm, &mut cpus);
         // Per CPU with `mm` loaded: where its candidates lie (`None`: anywhere).
-        let mut spans: Vec<(CpuId, Option<Spans>)> = Vec::new();
+        let mut spans = std::mem::take(&mut self.scratch_spans);
+        spans.clear();
         for &c in &cpus {
             let Some(t) = hw.cpus[c].ttbr0.filter(|t| t.mm == mm) else {
                 continue;
@@ -674,9 +678,10 @@ impl Checker {
                 }
             }
             if self.failure.is_some() {
-                return;
+                break;
             }
         }
+        self.scratch_spans = spans;
     }
 
     /// `LeafUse`: the translation used must belong to the running mm (ASID
