@@ -197,7 +197,17 @@ async fn migrate_folio_move(ctx: &Ctx, u: &Unmapped, to: u32) -> bool {
     } else {
         w.k.borrow_mut().folios.putback(u.src);
     }
-    remove_migration_ptes(ctx, keep, &u.ptes).await;
+    match folio.map(|f| f.mapping) {
+        Some(Mapping::Anon {
+            family,
+            anon,
+            index,
+        }) => {
+            let mappers = crate::kernel::anon::anon_mappers(w, family, anon, index);
+            remove_migration_entries(ctx, keep, u.src, &mappers).await;
+        }
+        _ => remove_migration_ptes(ctx, keep, &u.ptes).await,
+    }
     folio_unlock(ctx, u.dst).await;
     folio_unlock(ctx, u.src).await;
     // The isolation's reference on the source; then, for shmem, the page
@@ -210,21 +220,16 @@ async fn migrate_folio_move(ctx: &Ctx, u: &Unmapped, to: u32) -> bool {
     moves
 }
 
-/// `remove_migration_ptes()`: maps `pfn` at every address the migration
-/// unmapped, with the permissions it had there: where an anonymous
-/// folio's migration entry still is (a zap may have removed it), or
-/// where a shmem folio's PTE is still empty in a live shared VMA.
+/// `remove_migration_ptes()` for a shmem folio: maps `pfn` at every
+/// address the migration unmapped, with the permissions it had there,
+/// where the PTE is still empty in a live shared VMA.
 async fn remove_migration_ptes(ctx: &Ctx, pfn: Pfn, ptes: &[(MmId, u64, Pte)]) {
     let w = &ctx.w;
     for &(mm, va, old) in ptes {
         ctx.ptl_lock(mm, va).await;
-        let entry = get_swp_entry(w, mm, va) == Some(SwpEntry::Migration(old));
-        if entry {
-            set_swp_entry(w, mm, va, None);
-        }
         // The VMA may be gone (an address space that mapped the object
         // exited meanwhile).
-        let mapped = entry || {
+        let mapped = {
             let k = w.k.borrow();
             let m = &k.mms[mm as usize];
             m.live
@@ -237,6 +242,27 @@ async fn remove_migration_ptes(ctx: &Ctx, pfn: Pfn, ptes: &[(MmId, u64, Pte)]) {
             w.hw.borrow_mut().mem.get_frame(pfn);
             set_pte(w, ctx.cpu(), mm, va, Some((pfn, old.perms)));
             ctx.work(w.profile.kernel.pte_update_ns).await;
+        }
+        ctx.ptl_unlock(mm, va).await;
+    }
+}
+
+/// `remove_migration_ptes()` for an anonymous folio (`rmap_walk()` with
+/// `remove_migration_pte()`): at every address the reverse map gives for
+/// its page (`mappers`: where its PTEs are now, also after an mremap or
+/// in a fork made meanwhile), a migration entry for `src` becomes a PTE
+/// mapping `pfn` with the entry's permissions.
+async fn remove_migration_entries(ctx: &Ctx, pfn: Pfn, src: Pfn, mappers: &[(MmId, u64)]) {
+    let w = &ctx.w;
+    for &(mm, va) in mappers {
+        ctx.ptl_lock(mm, va).await;
+        if let Some(SwpEntry::Migration(old)) = get_swp_entry(w, mm, va) {
+            if old.pfn == src {
+                set_swp_entry(w, mm, va, None);
+                w.hw.borrow_mut().mem.get_frame(pfn);
+                set_pte(w, ctx.cpu(), mm, va, Some((pfn, old.perms)));
+                ctx.work(w.profile.kernel.pte_update_ns).await;
+            }
         }
         ctx.ptl_unlock(mm, va).await;
     }

@@ -862,14 +862,26 @@ pub async fn dup_mmap(ctx: &Ctx, old: MmId) -> MmId {
         w.hw.borrow_mut().mem.get_frame(p.pfn);
         set_pte(w, cpu, new, va, Some((p.pfn, ro)));
     }
-    // copy_nonpresent_pte(): swap entries are shared with the child. (No
-    // migration entry is here: migrate_pages(2) holds this mmap_lock for
-    // reading while its entries exist.)
+    // copy_nonpresent_pte(): swap entries are shared with the child; a
+    // migration entry (a page another task is migrating) is copied,
+    // read-only in both (the migration's reverse-map walk finds the
+    // child's too).
     let mut swapped = swp_entries(w, old, 0, TASK_SIZE);
     swapped.retain(|&(va, _)| !shared(va));
     for &(va, e) in &swapped {
-        if let SwpEntry::Swap(slot) = e {
-            copy_swap_pte(w, new, va, slot);
+        match e {
+            SwpEntry::Swap(slot) => {
+                copy_swap_pte(w, new, va, slot);
+            }
+            SwpEntry::Migration(p) => {
+                let ro = SwpEntry::Migration(Pte {
+                    perms: Perms(p.perms.0 & !2),
+                    ..p
+                });
+                set_swp_entry(w, old, va, None);
+                set_swp_entry(w, old, va, Some(ro));
+                set_swp_entry(w, new, va, Some(ro));
+            }
         }
     }
     ctx.work(w.profile.kernel.fork_per_pte_ns * (ptes.len() + swapped.len()) as u64)
