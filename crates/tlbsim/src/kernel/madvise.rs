@@ -202,8 +202,9 @@ async fn madvise_free(ctx: &Ctx, mm: MmId, addr: u64, end: u64) {
 /// `madvise_free_pte_range()` over `[lo, hi)` inside one PTE table: swap
 /// entries are dropped (`free_swap_and_cache()`: the data is not
 /// wanted); each present page that is an anonymous folio only this PTE
-/// maps leaves the swap cache and is marked clean (`folio_free_swap()`,
-/// `folio_clear_dirty()`), its PTE made clean and old
+/// maps leaves the swap cache (unless a swap entry elsewhere still
+/// refers to its slot: then it is skipped) and is marked clean
+/// (`folio_free_swap()`, `folio_clear_dirty()`), its PTE made clean and old
 /// (`ptep_get_and_clear_full()`, `pte_mkold(pte_mkclean())`, read-only in
 /// the model, where dirty is writable) with its translation queued for
 /// the gather's flush (`tlb_remove_tlb_entry()`: every mapped PTE counts
@@ -233,7 +234,12 @@ async fn madvise_free_pte_range(ctx: &Ctx, mm: MmId, tlb: &mut MmuGather, lo: u6
         let Some(f) = folio.filter(|f| f.anon() && refs == 1 + f.cache_refs()) else {
             continue; // the zero page, a huge page's part, or shared
         };
-        if f.swap.is_some() {
+        if let Some(slot) = f.swap {
+            // folio_free_swap() fails while a swap entry elsewhere (a
+            // fork's) still refers to the slot: the page is left alone.
+            if w.k.borrow().swap.refs(slot) > 1 {
+                continue;
+            }
             // Only this PTE and the cache hold it: its lock is free.
             delete_from_swap_cache(w, p.pfn);
             w.put_frame(cpu, p.pfn, mm, va);

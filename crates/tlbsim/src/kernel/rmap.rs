@@ -57,18 +57,12 @@ pub fn folio_mappers(w: &World, pfn: Pfn) -> Vec<(MmId, u64)> {
 /// (mm, address) it was unmapped from, if any.
 pub async fn try_to_unmap(ctx: &Ctx, pfn: Pfn, batch: bool) -> Option<(MmId, u64)> {
     let _f = ctx.func(crate::label!("try_to_unmap"));
-    let lazyfree = |w: &World| w.k.borrow().folios.get(&pfn).is_some_and(|f| f.lazyfree);
-    let was_lazyfree = lazyfree(&ctx.w);
     let mut last = None;
     for (mm, va) in folio_mappers(&ctx.w, pfn) {
-        if try_to_unmap_one(ctx, (mm, va), pfn, batch, Ttu::Reclaim)
-            .await
-            .is_some()
-        {
-            last = Some((mm, va));
-        }
-        if was_lazyfree && !lazyfree(&ctx.w) {
-            break; // written again: kept, still mapped
+        match try_to_unmap_one(ctx, (mm, va), pfn, batch, Ttu::Reclaim).await {
+            Unmap::Cleared(_) => last = Some((mm, va)),
+            Unmap::NotMapped => {}
+            Unmap::Kept => break, // a lazily freeable folio in use: kept
         }
     }
     last
@@ -84,7 +78,7 @@ pub async fn try_to_migrate(ctx: &Ctx, pfn: Pfn, batch: bool) -> Vec<(MmId, u64,
     let _f = ctx.func(crate::label!("try_to_migrate"));
     let mut out = Vec::new();
     for (mm, va) in folio_mappers(&ctx.w, pfn) {
-        if let Some(p) = try_to_unmap_one(ctx, (mm, va), pfn, batch, Ttu::Migrate).await {
+        if let Unmap::Cleared(p) = try_to_unmap_one(ctx, (mm, va), pfn, batch, Ttu::Migrate).await {
             out.push((mm, va, p));
         }
     }
@@ -99,7 +93,9 @@ pub async fn try_to_migrate(ctx: &Ctx, pfn: Pfn, batch: bool) -> Vec<(MmId, u64,
 /// folio dirty; an anonymous folio in the swap cache leaves its swap
 /// entry in the PTE (`swap_duplicate()`, `set_pte_at(swp_pte)`); the
 /// mapping's frame reference is dropped (`folio_remove_rmap_pte()`).
-/// Returns the PTE it cleared, if any.
+/// Returns the PTE it cleared, or that it put the PTE back (a lazily
+/// freeable folio still in use: [`lazyfree_keep`]), or that the PTE did
+/// not map the folio.
 ///
 /// For migration (`try_to_migrate_one()`), an anonymous folio leaves a
 /// migration entry instead (`make_migration_entry()`), and `MADV_FREE`'s
@@ -110,7 +106,7 @@ async fn try_to_unmap_one(
     pfn: Pfn,
     batch: bool,
     why: Ttu,
-) -> Option<Pte> {
+) -> Unmap {
     let _f = ctx.func(crate::label!("try_to_unmap_one"));
     let w = &ctx.w;
     ctx.ptl_lock(mm, va).await;
@@ -134,8 +130,8 @@ async fn try_to_unmap_one(
                     .folios
                     .get(&pfn)
                     .map_or((false, None), |f| (f.anon(), f.swap));
-            if why == Ttu::Reclaim && lazyfree_redirtied(w, ctx.cpu(), mm, va, p) {
-                None
+            if why == Ttu::Reclaim && lazyfree_keep(w, ctx.cpu(), (mm, va), p) {
+                Unmap::Kept
             } else {
                 if why == Ttu::Migrate && anon {
                     set_swp_entry(w, mm, va, Some(SwpEntry::Migration(p)));
@@ -144,10 +140,10 @@ async fn try_to_unmap_one(
                     set_swap_pte(w, mm, va, Some(slot));
                 }
                 w.put_frame(ctx.cpu(), pfn, mm, va);
-                Some(p)
+                Unmap::Cleared(p)
             }
         }
-        _ => None,
+        _ => Unmap::NotMapped,
     };
     ctx.ptl_unlock(mm, va).await;
     unmapped
@@ -162,18 +158,47 @@ enum Ttu {
     Migrate,
 }
 
-/// `try_to_unmap_one()` on a folio `MADV_FREE` made lazily freeable: if
-/// it was written since (a dirty PTE or folio), the PTE `p` just cleared
-/// at `va` of `mm` is put back (`set_pte_at(pteval)`,
-/// `folio_set_swapbacked()`) and the walk stops; a clean one is dropped
-/// as it is (no swap entry). Returns whether it was put back.
-fn lazyfree_redirtied(w: &World, cpu: crate::hw::CpuId, mm: MmId, va: u64, p: Pte) -> bool {
-    let mut k = w.k.borrow_mut();
-    let Some(f) = k.folios.get_mut(&p.pfn).filter(|f| f.lazyfree && f.dirty) else {
+/// What [`try_to_unmap_one`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unmap {
+    /// Cleared this PTE (its old value).
+    Cleared(Pte),
+    /// Put the PTE back: the folio stays (the walk stops).
+    Kept,
+    /// The PTE did not map the folio.
+    NotMapped,
+}
+
+/// `try_to_unmap_one()` on a folio `MADV_FREE` made lazily freeable,
+/// after clearing its PTE `p` at `va` of `mm`: if the folio was written
+/// since (a dirty PTE or folio) it is swap-backed again
+/// (`folio_set_swapbacked()`); if so, or if anyone holds it besides the
+/// reclaimer and its mappings (`ref_count != 1 + map_count`: a migration,
+/// a fault waiting for it), the PTE is put back (`set_pte_at(pteval)`)
+/// and the walk stops. Otherwise the clean page is dropped as it is (no
+/// swap entry). Returns whether it was put back.
+fn lazyfree_keep(w: &World, cpu: crate::hw::CpuId, (mm, va): (MmId, u64), p: Pte) -> bool {
+    let Some(f) = w.k.borrow().folios.get(&p.pfn).copied() else {
         return false;
     };
-    f.lazyfree = false;
-    drop(k);
+    if !f.lazyfree {
+        return false;
+    }
+    // Mappings left besides the one just cleared (whose reference is not
+    // yet dropped).
+    let others = folio_mappers(w, p.pfn)
+        .into_iter()
+        .filter(|&(m, v)| get_pte(w, m, v).is_some_and(|q| q.pfn == p.pfn))
+        .count() as u32;
+    let extra = w.hw.borrow().mem.frame_refs(p.pfn) != 2 + others;
+    if !(f.dirty || extra) {
+        return false;
+    }
+    if f.dirty {
+        if let Some(x) = w.k.borrow_mut().folios.get_mut(&p.pfn) {
+            x.lazyfree = false;
+        }
+    }
     set_pte(w, cpu, mm, va, Some((p.pfn, p.perms)));
     true
 }

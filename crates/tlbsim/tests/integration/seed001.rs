@@ -677,3 +677,25 @@ fn madv_free_beside_kswapd_keeps_the_batch_checks() {
     let err = run(&e, &RunOptions::default()).unwrap_err().to_string();
     assert!(err.contains("needs `shared = false`"), "{err}");
 }
+
+#[test]
+fn a_lazily_freeable_page_someone_still_holds_is_not_dropped() {
+    // MADV_FREE, migration and kswapd on the same private pages: kswapd can
+    // take a migrated page while the migration still holds it; it must put
+    // the PTE back rather than drop the page (ref_count != 1 + map_count).
+    // Before that rule, this search freed such a page while its deferred
+    // flush was pending (schedule 9,446).
+    let mut e = private_kswapd("arm64-tlbbatch");
+    e.experiment.profile = "ampere-2s".into();
+    let params = [
+        ("madvise", toml::Value::Boolean(true)),
+        ("advice", toml::Value::String("free".into())),
+        ("migrate", toml::Value::Boolean(true)),
+        ("fork", toml::Value::Boolean(false)),
+        ("pages", toml::Value::Integer(3)),
+        ("op", toml::Value::String("touch".into())),
+    ];
+    set_params(&mut e, &params);
+    let f = first_failure(&e, 10_000, 50_000);
+    assert!(f.is_none(), "{:?}", f.map(|f| f.report));
+}
