@@ -121,14 +121,14 @@ pub struct KernelConfig {
     /// false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mremap_flush_unlocked: bool,
-    /// Resident shmem pages above which `kswapd` (a kernel thread on the
-    /// last CPU) reclaims, down to 15/16 of the limit (a stand-in for the
-    /// low and high watermarks). `None`: no kswapd, only `MADV_PAGEOUT`
+    /// Resident folios (shmem and private anonymous pages) above which
+    /// `kswapd` (a kernel thread on the last CPU) reclaims, down to 15/16
+    /// of the limit (a stand-in for the low and high watermarks). `None`: no kswapd, only `MADV_PAGEOUT`
     /// reclaims. Left out of the JSON when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_limit_pages: Option<u64>,
-    /// Resident shmem pages above which an allocation reclaims itself
-    /// before it proceeds (direct reclaim, `__alloc_pages_direct_reclaim()`
+    /// Resident folios above which an allocation reclaims itself before
+    /// it proceeds (direct reclaim, `__alloc_pages_direct_reclaim()`
     /// → `try_to_free_pages()`: the faulting task runs
     /// `shrink_folio_list()` on the oldest folios, with its own deferred
     /// batch). Linux spaces its min, low and high watermarks evenly; with

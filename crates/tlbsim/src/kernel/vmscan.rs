@@ -152,9 +152,9 @@ fn remove_mapping(w: &crate::kernel::World, pfn: Pfn, folio: Folio, written: Opt
 /// Folios `kswapd` isolates per round (`SWAP_CLUSTER_MAX`).
 pub const SWAP_CLUSTER_MAX: usize = 32;
 
-/// Is the page cache above `[kernel] memory_limit_pages` (kswapd's wake-up
-/// point), and by how many folios is it above 15/16 of it (where kswapd
-/// stops)?
+/// Are the resident folios above `[kernel] memory_limit_pages` (kswapd's
+/// wake-up point), and by how many are they above 15/16 of it (where
+/// kswapd stops)?
 fn over_limit(w: &crate::kernel::World) -> Option<u64> {
     let limit = w.kcfg.memory_limit_pages?;
     let resident = w.k.borrow().folios.len() as u64;
@@ -174,9 +174,9 @@ pub async fn wakeup_kswapd(ctx: &Ctx) {
     }
 }
 
-/// Direct reclaim before a page-cache allocation
+/// Direct reclaim before a page allocation of a fault
 /// (`__alloc_pages_direct_reclaim()` → `try_to_free_pages()` →
-/// `shrink_inactive_list()`): if the page cache is above `[kernel]
+/// `shrink_inactive_list()`): if the resident folios are above `[kernel]
 /// memory_min_pages`, the allocating task isolates up to
 /// [`SWAP_CLUSTER_MAX`] of the oldest folios, as many as bring it back to
 /// the min, and reclaims them itself, batched (`TTU_BATCH_FLUSH`, its own
@@ -214,7 +214,7 @@ pub fn start_kswapd(w: &std::rc::Rc<crate::kernel::World>) {
 }
 
 /// `kswapd()` → `balance_pgdat()` → `shrink_inactive_list()`: while the
-/// page cache is above 15/16 of the limit, isolates up to
+/// resident folios are above 15/16 of the limit, isolates up to
 /// [`SWAP_CLUSTER_MAX`] of the oldest resident folios and reclaims them
 /// (batched, `TTU_BATCH_FLUSH`); then sleeps until woken. Each round is a
 /// "call" for the checker: what it unmapped must be gone from every CPU
