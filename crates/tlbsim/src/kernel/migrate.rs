@@ -10,8 +10,8 @@
 //! (a lost write). Before 6.3 each unmap flushes at once.
 //!
 //! Shmem and private anonymous folios move (an anonymous one leaves
-//! migration entries in its PTEs while it moves); anonymous folios in the
-//! swap cache stay where they are.
+//! migration entries in its PTEs while it moves, and takes its swap-cache
+//! entry with it).
 
 use super::folio::{folio_lock, folio_lock_new, folio_unlock, Folio, Mapping};
 use super::mm::{syscall_enter, syscall_exit};
@@ -63,12 +63,7 @@ async fn queue_pages(ctx: &Ctx, mm: MmId, from: u32) -> Vec<Pfn> {
             {
                 let mut k = w.k.borrow_mut();
                 for (_, p) in &ptes {
-                    // (An anonymous folio in the swap cache is left
-                    // where it is: the model does not move the cache.)
-                    let on_node = k
-                        .folios
-                        .get(&p.pfn)
-                        .is_some_and(|f| f.node == from && f.swap.is_none());
+                    let on_node = k.folios.get(&p.pfn).is_some_and(|f| f.node == from);
                     if on_node && k.folios.isolate(p.pfn) {
                         out.push(p.pfn);
                         // The isolation's reference.
@@ -163,7 +158,9 @@ async fn migrate_folio_move(ctx: &Ctx, u: &Unmapped, to: u32) -> bool {
     // hold it.
     let refs = w.hw.borrow().mem.frame_refs(u.src);
     let moves = folio.is_some_and(|f| refs == f.cache_refs() + 1);
-    let anon = folio.is_some_and(|f| f.anon());
+    // Without a cache, the destination's allocation reference is the
+    // migration's own, dropped at the end.
+    let cached = folio.is_some_and(|f| f.cache_refs() > 0);
     let (keep, gone) = if moves {
         (u.dst, u.src)
     } else {
@@ -184,6 +181,11 @@ async fn migrate_folio_move(ctx: &Ctx, u: &Unmapped, to: u32) -> bool {
             k.shmem[id as usize]
                 .pages
                 .insert(index, ShmemEntry::Folio(u.dst));
+        }
+        // An anonymous folio in the swap cache: the cache entry moves too
+        // (folio_migrate_mapping()).
+        if let Some(slot) = f.swap {
+            k.swap.cache.insert(slot, u.dst);
         }
         k.folios.remove(&u.src);
         k.folios.add(
@@ -210,13 +212,15 @@ async fn migrate_folio_move(ctx: &Ctx, u: &Unmapped, to: u32) -> bool {
     }
     folio_unlock(ctx, u.dst).await;
     folio_unlock(ctx, u.src).await;
-    // The isolation's reference on the source; then, for shmem, the page
+    // The isolation's reference on the source; then, for a folio in a cache
+    // (a shmem folio's page cache, an anonymous one's swap cache), the
     // cache's reference on the one that goes (the source once moved; the
-    // unused destination otherwise); for an anonymous folio, the
+    // unused destination otherwise: the destination's allocation reference
+    // became the cache's); for an anonymous folio off the swap cache, the
     // destination's allocation reference (its PTEs hold their own).
     let (mm, va) = last.unwrap_or((0, 0));
     w.put_frame(cpu, u.src, mm, va);
-    w.put_frame(cpu, if anon { u.dst } else { gone }, mm, va);
+    w.put_frame(cpu, if cached { gone } else { u.dst }, mm, va);
     moves
 }
 

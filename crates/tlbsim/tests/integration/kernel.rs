@@ -12,7 +12,12 @@ use tlbsim::kernel::sched::{spawn_kthread, spawn_user};
 use tlbsim::kernel::{Ctx, TaskState, World};
 
 fn world(cpus: u32) -> Rc<World> {
-    let mut p = builtin_profile("ampere-32").unwrap();
+    world_on("ampere-32", cpus)
+}
+
+/// A world on profile `name` cut to `cpus` CPUs, with the checker.
+fn world_on(name: &str, cpus: u32) -> Rc<World> {
+    let mut p = builtin_profile(name).unwrap();
     p.topology.cpus = cpus;
     let k = KernelConfig::default();
     let alloc = asid_allocator(&k.asid_allocator, &k, p.tlb.asid_bits).unwrap();
@@ -195,4 +200,53 @@ fn madv_free_pages_are_dropped_unless_written_again() {
     assert_eq!((r.pgsteal, r.pswpout, r.pswpin), (4, 1, 1));
     let k = w.k.borrow();
     assert_eq!(k.swap.used, 0, "every slot freed at exit");
+}
+
+#[test]
+fn a_swap_cache_page_migrates_with_its_cache_entry() {
+    use tlbsim::kernel::madvise::sys_madvise_pageout;
+    use tlbsim::kernel::migrate::sys_migrate_pages;
+    use tlbsim::kernel::pgtable::get_pte;
+    use tlbsim::kernel::sched::{sys_fork, sys_wait};
+    // Two nodes, CPUs 0-1 on node 0: pages are allocated on node 0.
+    let w = world_on("ampere-2s", 4);
+    let seen: Rc<Cell<[u64; 2]>> = Rc::default();
+    let child_saw = Rc::clone(&seen);
+    let parent_saw = Rc::clone(&seen);
+    run_process(
+        &w,
+        Box::new(move |ctx: Ctx| {
+            Box::pin(async move {
+                let p = written_private_pages(&ctx, 1).await;
+                sys_madvise_pageout(&ctx, p, PAGE_SIZE).await;
+                // The child reads the page back into the swap cache (the
+                // parent's swap entry still uses the slot), then migrates
+                // itself to node 1: the folio moves with its cache entry.
+                let child = Box::new(move |c: Ctx| -> tlbsim::kernel::TaskFuture {
+                    Box::pin(async move {
+                        c.user_access(p, false).await;
+                        sys_migrate_pages(&c, c.task, 0, 1).await;
+                        let mm = c.mm().unwrap();
+                        let pfn = get_pte(&c.w, mm, p).map_or(0, |x| x.pfn);
+                        let s = child_saw.get();
+                        child_saw.set([pfn, s[1]]);
+                    })
+                });
+                sys_fork(&ctx, "child", child).await;
+                while sys_wait(&ctx).await.is_some() {}
+                // The parent's fault finds the moved folio in the swap cache.
+                ctx.user_access(p, false).await;
+                let pfn = get_pte(&ctx.w, ctx.mm().unwrap(), p).map_or(0, |x| x.pfn);
+                let s = parent_saw.get();
+                parent_saw.set([s[0], pfn]);
+            })
+        }),
+    );
+    let [child_pfn, parent_pfn] = seen.get();
+    assert_ne!(child_pfn, 0);
+    assert_eq!(child_pfn, parent_pfn, "both map the migrated frame");
+    let st = w.stats.borrow();
+    assert_eq!(st.reclaim.pgmigrate_success, 1);
+    assert_eq!((st.reclaim.pswpout, st.reclaim.pswpin), (1, 1), "read once");
+    assert_eq!(w.k.borrow().swap.used, 0, "every slot freed at exit");
 }
