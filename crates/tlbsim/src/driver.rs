@@ -22,21 +22,36 @@ fn whole_tlb(scope: TlbiScope) -> bool {
     matches!(scope, TlbiScope::Asid(_) | TlbiScope::All)
 }
 
+/// A queued event. Eight bytes, so that the queue moves and stores it in
+/// a register (a 40-byte event was copied through memory at every push,
+/// a tenth of the queue's cost); an IPI's payload waits in
+/// [`TimingDriver::ipis`]. CPU numbers and ids are `u32` ([`ix`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ev {
     /// The CPU's current step finishes.
-    StepDone(CpuId),
+    StepDone(u32),
     /// A broadcast TLBI reaches its targets.
-    DvmApply(usize),
+    DvmApply(u32),
     /// The misc node finished the DVM Sync of a CPU.
-    SyncDone(CpuId),
+    SyncDone(u32),
     /// A reschedule IPI arrives.
-    Kick(CpuId),
-    /// A function-call IPI arrives at a CPU (the call had a single target).
-    Ipi(CpuId, PendingIpi, bool),
+    Kick(u32),
+    /// A function-call IPI arrives: its entry in [`TimingDriver::ipis`].
+    Ipi(u32),
     /// A handler's acknowledgement reaches the waiting sender.
-    Ack(CpuId),
+    Ack(u32),
 }
+
+/// A CPU number or an in-flight id as carried in an [`Ev`]. Both index
+/// vectors the machine allocated (one entry per CPU, one per DVM operation
+/// in flight), so they are far below 2^32.
+fn ix(i: usize) -> u32 {
+    u32::try_from(i).expect("CPU numbers and in-flight ids fit in 32 bits")
+}
+
+/// A function-call IPI on its way: the target, the call, and whether the
+/// call had this single target.
+type IpiInFlight = (CpuId, PendingIpi, bool);
 
 /// The cache line of a lock word, as the timing driver sees it: which
 /// CPU's cache holds it and when it is free for the next atomic.
@@ -118,6 +133,10 @@ pub struct TimingDriver {
     lines: Vec<CacheLine>,
     /// What each CPU's time is charged to (`step::cpu_time`).
     cpu_time: CpuTime,
+    /// IPIs on their way, indexed by [`Ev::Ipi`]; `None` once arrived.
+    ipis: Vec<Option<IpiInFlight>>,
+    /// Free entries of `ipis`.
+    free_ipis: Vec<u32>,
 }
 
 impl TimingDriver {
@@ -139,6 +158,8 @@ impl TimingDriver {
             limit_ns,
             lines: Vec::new(),
             cpu_time: CpuTime::new(n),
+            ipis: Vec::new(),
+            free_ipis: Vec::new(),
         }
     }
 
@@ -207,6 +228,7 @@ impl TimingDriver {
     fn event(&mut self, ev: Ev) {
         match ev {
             Ev::StepDone(cpu) => {
+                let cpu = cpu as usize;
                 let r = self.result[cpu].take().unwrap_or(OpResult::Unit);
                 if self.core.may_take_irq(cpu) {
                     // An IPI is taken at the end of the step; the step's
@@ -218,11 +240,14 @@ impl TimingDriver {
                 }
             }
             Ev::Ack(sender) => {
+                let sender = sender as usize;
                 if self.core.ack(sender) {
                     self.resume_if_ready(sender);
                 }
             }
-            Ev::Ipi(cpu, ipi, single) => {
+            Ev::Ipi(i) => {
+                let (cpu, ipi, single) = self.ipis[i as usize].take().expect("an IPI in flight");
+                self.free_ipis.push(i);
                 self.core.ipi_arrive(cpu, ipi, single);
                 if !self.core.in_irq(cpu) && !self.core.irqs_off(cpu) {
                     if *self.core.wait(cpu) == Wait::Step && self.work_step[cpu].is_some() {
@@ -232,8 +257,9 @@ impl TimingDriver {
                     }
                 }
             }
-            Ev::DvmApply(id) => self.dvm_apply(id),
+            Ev::DvmApply(id) => self.dvm_apply(id as usize),
             Ev::SyncDone(cpu) => {
+                let cpu = cpu as usize;
                 self.core.dsb_ish_done(cpu);
                 if self.c.sync_serialized {
                     self.mn_busy = false;
@@ -242,6 +268,7 @@ impl TimingDriver {
                 self.complete(cpu, OpResult::Unit);
             }
             Ev::Kick(cpu) => {
+                let cpu = cpu as usize;
                 if self.core.resched_arrive(cpu) {
                     self.resume_if_ready(cpu);
                 }
@@ -291,7 +318,7 @@ impl TimingDriver {
     /// sender; the CPU takes its next IPI, or resumes what was interrupted.
     fn handler_returned(&mut self, cpu: CpuId, sender: CpuId) {
         let at = self.now() + self.w().profile.kernel.ipi_ack_ns;
-        self.q.push(at, Ev::Ack(sender));
+        self.q.push(at, Ev::Ack(ix(sender)));
         if self.core.irq_pending(cpu) {
             self.start_irq(cpu);
         } else if let Some(left) = self.interrupted_work[cpu].take() {
@@ -347,7 +374,7 @@ impl TimingDriver {
         self.core.set_wait(cpu, Wait::Step);
         self.result[cpu] = Some(r);
         let t = self.now() + ns;
-        self.q.push(t, Ev::StepDone(cpu));
+        self.q.push(t, Ev::StepDone(ix(cpu)));
         self.work_step[cpu] = None;
     }
 
@@ -357,7 +384,7 @@ impl TimingDriver {
         self.core.set_wait(cpu, Wait::Step);
         self.result[cpu] = Some(OpResult::Unit);
         let t = self.now() + ns;
-        let id = self.q.push(t, Ev::StepDone(cpu));
+        let id = self.q.push(t, Ev::StepDone(ix(cpu)));
         self.work_step[cpu] = if self.core.in_irq(cpu) {
             None
         } else {
@@ -461,7 +488,7 @@ impl TimingDriver {
             Applied::ReschedIpi(target) => {
                 let k = &self.w().profile.kernel;
                 let (at, atomic) = (self.now() + k.resched_ipi_ns, k.atomic_ns);
-                self.q.push(at, Ev::Kick(target));
+                self.q.push(at, Ev::Kick(ix(target)));
                 self.after(cpu, atomic, OpResult::Unit);
             }
             Applied::CallFunction(targets, ipi) => self.send_ipis(cpu, &targets, ipi),
@@ -517,7 +544,7 @@ impl TimingDriver {
                     0
                 };
                 let at = self.now() + c.bcast_latency_ns + cross;
-                self.q.push(at, Ev::DvmApply(id));
+                self.q.push(at, Ev::DvmApply(ix(id)));
                 self.after(cpu, c.bcast_issue_ns, OpResult::Unit);
             }
             None => {
@@ -571,8 +598,18 @@ impl TimingDriver {
                 group = target / per;
                 t += k.ipi_send_ns;
             }
-            self.q
-                .push(t + k.ipi_latency_ns, Ev::Ipi(target, ipi, n == 1));
+            let entry = Some((target, ipi, n == 1));
+            let i = match self.free_ipis.pop() {
+                Some(i) => {
+                    self.ipis[i as usize] = entry;
+                    i
+                }
+                None => {
+                    self.ipis.push(entry);
+                    ix(self.ipis.len() - 1)
+                }
+            };
+            self.q.push(t + k.ipi_latency_ns, Ev::Ipi(i));
         }
         self.take_pending_irq(cpu);
     }
@@ -587,7 +624,7 @@ impl TimingDriver {
                 // Completion barriers of different CPUs proceed in parallel
                 // (x86 TLBSYNC unless the profile says otherwise).
                 let at = self.now() + self.sync_service_ns();
-                self.q.push(at, Ev::SyncDone(cpu));
+                self.q.push(at, Ev::SyncDone(ix(cpu)));
             }
         } else {
             self.after(cpu, self.c.barrier_ns, OpResult::Unit);
@@ -622,7 +659,7 @@ impl TimingDriver {
             .dvm_sync_queue_wait_ns
             .record(waited);
         let at = self.now() + self.sync_service_ns();
-        self.q.push(at, Ev::SyncDone(cpu));
+        self.q.push(at, Ev::SyncDone(ix(cpu)));
     }
 
     /// Broadcast TLBI `id` reaches every target; each busy target loses the
