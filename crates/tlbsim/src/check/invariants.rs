@@ -35,7 +35,7 @@ use crate::hw::mem::{level_shift, Pfn, Pte, TableId, HPAGE_PAGES, PAGE_SHIFT};
 use crate::hw::tlb::{Asid, LeafEntry, MmId, Tlb, TlbiScope, WalkEntry};
 use crate::hw::{CpuId, Hw};
 use crate::observe::{Event, Observer};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// A PTE's value before and after a write.
 type PteChange = (Option<Pte>, Option<Pte>);
@@ -68,6 +68,16 @@ struct Pending {
     writes: Vec<PendingWrite>,
     /// The range contract: mm, first and end vpn, version bound at entry.
     range: Option<(MmId, u64, u64, u64)>,
+}
+
+impl Pending {
+    /// Drops the writes to, and the range over, the mms in `freed`.
+    fn forget(&mut self, freed: &FxHashSet<MmId>) {
+        self.writes.retain(|w| !freed.contains(&w.rec.0));
+        if self.range.is_some_and(|r| freed.contains(&r.0)) {
+            self.range = None;
+        }
+    }
 }
 
 /// The CPUs that loaded one address space (from `AsidLoad` events).
@@ -114,9 +124,9 @@ const PROBE_MIN_PAGES: u64 = 64;
 /// region instead of page by page.
 const FREE_STREAK_PROBE: u32 = 8;
 
-/// The invariant checker. Its hash maps are only looked up, or (`parked`,
-/// on an mm's free) edited entry by entry, so their order cannot reach a
-/// report.
+/// The invariant checker. Its hash maps and sets are only looked up,
+/// cleared, or (`parked`, when freed mms are purged) edited entry by
+/// entry, so their order cannot reach a report.
 #[derive(Debug)]
 pub struct Checker {
     /// The last `history_len` events, a ring: once full, `history_next`
@@ -133,6 +143,10 @@ pub struct Checker {
     /// call that sleeps, on a lock or in `wait4`): back into `pending`
     /// when the task runs again, on whichever CPU.
     parked: FxHashMap<usize, Pending>,
+    /// Address spaces freed since the last purge of `pending` and `parked`
+    /// ([`Checker::mm_free`]): a call's writes to them and its range over
+    /// them are dropped when it returns.
+    freed_mms: FxHashSet<MmId>,
     /// Shadow PTEs (from PteWrite events) and, per page, the versions
     /// retired by completed calls with the values they committed.
     shadow: Shadow,
@@ -185,6 +199,7 @@ impl Checker {
             pending: vec![Pending::default(); ncpus],
             on_cpu: vec![None; ncpus],
             parked: FxHashMap::default(),
+            freed_mms: FxHashSet::default(),
             shadow: Shadow::default(),
             cpu_loaded: vec![None; ncpus],
             running: vec![None; ncpus],
@@ -344,15 +359,31 @@ impl Checker {
     /// ask about it again: its shadow PTEs, committed versions, loaded-CPU
     /// index and pending writes are dropped (memory stays bounded by the
     /// live address spaces).
+    ///
+    /// A call in progress elsewhere may still hold writes to it (a
+    /// reclaimer's batch outlives the mm it unmapped from): those are
+    /// dropped when that call returns, or when as many mms as there are
+    /// CPUs have been freed, all at once ([`Checker::purge_freed`]), so
+    /// that a free costs O(1) amortized, not a visit of every CPU.
     fn mm_free(&mut self, mm: MmId) {
         self.shadow.drop_mm(mm);
         self.by_mm.remove(&mm);
-        for p in self.pending.iter_mut().chain(self.parked.values_mut()) {
-            p.writes.retain(|w| w.rec.0 != mm);
-            if p.range.is_some_and(|r| r.0 == mm) {
-                p.range = None;
-            }
+        self.freed_mms.insert(mm);
+        if self.freed_mms.len() >= self.pending.len() {
+            self.purge_freed();
         }
+    }
+
+    /// Drops every pending write to, and range over, a freed mm, and the
+    /// parked calls left with nothing (a task that died in a call).
+    fn purge_freed(&mut self) {
+        let freed = &self.freed_mms;
+        for p in self.pending.iter_mut().chain(self.parked.values_mut()) {
+            p.forget(freed);
+        }
+        self.parked
+            .retain(|_, p| !p.writes.is_empty() || p.range.is_some());
+        self.freed_mms.clear();
     }
 
     /// After `why` (a call and the CPU it returned on) retired versions of
@@ -600,6 +631,9 @@ impl Checker {
     /// what its range contract covers; no CPU running an affected mm may
     /// still hold a retired translation (no stale hold).
     fn call_exit(&mut self, now: Ns, hw: &Hw, cpu: CpuId, call: &str) {
+        if !self.freed_mms.is_empty() {
+            self.pending[cpu].forget(&self.freed_mms);
+        }
         let mut writes = std::mem::take(&mut self.pending[cpu].writes);
         let range = self.pending[cpu].range.take();
         let mut keys = std::mem::take(&mut self.scratch_keys);
@@ -1503,6 +1537,38 @@ mod tests {
             (vec![1], Some(0), Some(VA), 8)
         );
         assert!(f.detail.contains("resumes"), "{}", f.detail);
+    }
+
+    #[test]
+    fn a_call_returning_after_its_mm_was_freed_commits_nothing_to_it() {
+        // cpu0's madvise holds its write to mm 0 when mm 0 is freed (a
+        // reclaimer's batch can outlive the mm it unmapped from).
+        let (mut c, hw) = setup();
+        c.event(6, &Event::MmFree { mm: 0 }, &hw);
+        madvise_returns(&mut c, &hw, 7, 0, 0);
+        assert!(c.failure.is_none());
+        assert!(c.pending[0].writes.is_empty());
+        // Nothing of mm 0 comes back: committing the write would have
+        // retired version 1 in a new shadow of the freed mm.
+        assert_eq!(c.shadow.max_retired(0), None);
+    }
+
+    #[test]
+    fn freeing_as_many_mms_as_cpus_purges_their_writes_and_empty_parked_calls() {
+        let (mut c, hw) = setup();
+        // Task 0 is switched out in its madvise: its call is parked.
+        runs(&mut c, &hw, 6, 0, 5, None);
+        assert!(c.parked.contains_key(&0));
+        for mm in [0, 7] {
+            c.event(7, &Event::MmFree { mm }, &hw);
+        }
+        assert_eq!(c.freed_mms.len(), 2, "no purge before 3 frees");
+        assert!(c.parked.contains_key(&0));
+        c.event(8, &Event::MmFree { mm: 8 }, &hw);
+        assert!(c.freed_mms.is_empty());
+        assert!(!c.parked.contains_key(&0), "its only write was to mm 0");
+        // cpu2's fault wrote mm 0 too (setup): dropped as well.
+        assert!(c.pending[2].writes.is_empty());
     }
 
     #[test]
