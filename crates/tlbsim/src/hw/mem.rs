@@ -39,7 +39,7 @@ pub fn level_index(va: u64, level: u8) -> u16 {
 }
 
 /// Access permissions of a leaf entry (user view).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default, bytemuck::Zeroable)]
 pub struct Perms(pub u8);
 
 impl Perms {

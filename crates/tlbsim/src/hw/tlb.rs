@@ -12,7 +12,7 @@ pub type Asid = u16;
 pub type MmId = u32;
 
 /// A cached leaf translation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Zeroable)]
 pub struct LeafEntry {
     /// ASID tag.
     pub asid: Asid,
@@ -30,7 +30,7 @@ pub struct LeafEntry {
 
 /// A cached intermediate descriptor: table at `level` for `va_prefix` points
 /// to the next-level table `next`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Zeroable)]
 pub struct WalkEntry {
     /// ASID tag.
     pub asid: Asid,
@@ -76,13 +76,47 @@ pub enum TlbiScope {
     All,
 }
 
-#[derive(Debug, Clone, Copy)]
+/// One way of a set. All-zero bytes are an empty slot, so that a TLB is
+/// allocated zeroed ([`bytemuck::allocation::zeroed_vec`]): the kernel maps the pages
+/// of a machine's TLBs only where entries are filled (a 4096-CPU machine
+/// has 250 MB of them).
+#[derive(Debug, Clone, Copy, bytemuck::Zeroable)]
 struct Slot<T> {
-    entry: Option<T>,
+    /// The entry, meaningful when `valid`.
+    e: T,
     lru: u64,
+    valid: bool,
     /// A leaf entry for a 2 MiB page: `vpn` and `pfn` are its first 4 KiB
     /// page and frame, and it is indexed by `vpn / 512`.
     huge: bool,
+}
+
+impl<T: Copy> Slot<T> {
+    /// A slot holding `e`, last used at `lru`.
+    fn full(e: T, lru: u64, huge: bool) -> Self {
+        Self {
+            e,
+            lru,
+            valid: true,
+            huge,
+        }
+    }
+
+    /// The entry, if the slot holds one.
+    #[inline]
+    fn entry(&self) -> Option<T> {
+        self.valid.then_some(self.e)
+    }
+
+    /// Empties the slot; returns whether it held an entry. An empty slot
+    /// is not written (its page may never have been touched).
+    fn clear(&mut self) -> bool {
+        let was = self.valid;
+        if was {
+            self.valid = false;
+        }
+        was
+    }
 }
 
 /// The 4 KiB view at `vpn` of a leaf entry (`huge`: it maps the 2 MiB
@@ -135,22 +169,8 @@ impl Tlb {
         Self {
             sets: entries / ways,
             ways,
-            leaf: vec![
-                Slot {
-                    entry: None,
-                    lru: 0,
-                    huge: false,
-                };
-                entries
-            ],
-            walk: vec![
-                Slot {
-                    entry: None,
-                    lru: 0,
-                    huge: false,
-                };
-                walk_entries
-            ],
+            leaf: bytemuck::allocation::zeroed_vec(entries),
+            walk: bytemuck::allocation::zeroed_vec(walk_entries),
             tick: 0,
             asid_filter: 0,
             set_mask: (entries / ways)
@@ -179,7 +199,7 @@ impl Tlb {
         let tick = self.tick;
         for (r, huge) in [(self.set_of(vpn), false), (self.huge_set_of(vpn), true)] {
             for s in &mut self.leaf[r] {
-                if let Some(e) = s.entry {
+                if let Some(e) = s.entry() {
                     if s.huge == huge && e.asid == asid && covers(&e, huge, vpn) {
                         s.lru = tick;
                         return Some(view(e, huge, vpn));
@@ -216,9 +236,9 @@ impl Tlb {
         let idx = set
             .iter()
             .position(|s| {
-                s.huge == huge && matches!(s.entry, Some(x) if x.asid == e.asid && x.vpn == e.vpn)
+                s.huge == huge && matches!(s.entry(), Some(x) if x.asid == e.asid && x.vpn == e.vpn)
             })
-            .or_else(|| set.iter().position(|s| s.entry.is_none()))
+            .or_else(|| set.iter().position(|s| !s.valid))
             .unwrap_or_else(|| {
                 let mut best = 0;
                 for (i, s) in set.iter().enumerate() {
@@ -228,11 +248,7 @@ impl Tlb {
                 }
                 best
             });
-        set[idx] = Slot {
-            entry: Some(e),
-            lru: tick,
-            huge,
-        };
+        set[idx] = Slot::full(e, tick, huge);
     }
 
     /// Removes the leaf entries translating `(asid, vpn)` (used when an
@@ -247,9 +263,9 @@ impl Tlb {
         for (r, huge) in [(self.set_of(vpn), false), (self.huge_set_of(vpn), true)] {
             for s in &mut self.leaf[r] {
                 if s.huge == huge
-                    && matches!(s.entry, Some(x) if x.asid == asid && covers(&x, huge, vpn))
+                    && matches!(s.entry(), Some(x) if x.asid == asid && covers(&x, huge, vpn))
                 {
-                    s.entry = None;
+                    s.clear();
                     n += 1;
                 }
             }
@@ -263,10 +279,10 @@ impl Tlb {
         let tick = self.tick;
         let mut best: Option<usize> = None;
         for (i, s) in self.walk.iter().enumerate() {
-            if let Some(e) = s.entry {
+            if let Some(e) = s.entry() {
                 if e.asid == asid
                     && e.va_prefix == va >> level_shift(e.level)
-                    && best.is_none_or(|b| self.walk[b].entry.is_some_and(|x| x.level < e.level))
+                    && best.is_none_or(|b| self.walk[b].entry().is_some_and(|x| x.level < e.level))
                 {
                     best = Some(i);
                 }
@@ -274,7 +290,7 @@ impl Tlb {
         }
         best.map(|i| {
             self.walk[i].lru = tick;
-            self.walk[i].entry.expect("present")
+            self.walk[i].e
         })
     }
 
@@ -287,9 +303,9 @@ impl Tlb {
             .walk
             .iter()
             .position(|s| {
-                matches!(s.entry, Some(x) if x.asid == e.asid && x.level == e.level && x.va_prefix == e.va_prefix)
+                matches!(s.entry(), Some(x) if x.asid == e.asid && x.level == e.level && x.va_prefix == e.va_prefix)
             })
-            .or_else(|| self.walk.iter().position(|s| s.entry.is_none()))
+            .or_else(|| self.walk.iter().position(|s| !s.valid))
             .unwrap_or_else(|| {
                 let mut best = 0;
                 for (i, s) in self.walk.iter().enumerate() {
@@ -299,11 +315,7 @@ impl Tlb {
                 }
                 best
             });
-        self.walk[idx] = Slot {
-            entry: Some(e),
-            lru: tick,
-            huge: false,
-        };
+        self.walk[idx] = Slot::full(e, tick, false);
     }
 
     /// Applies one invalidation; returns how many entries it removed.
@@ -345,11 +357,11 @@ impl Tlb {
                     }
                 } else {
                     for s in &mut self.leaf {
-                        if let Some(x) = s.entry {
+                        if let Some(x) = s.entry() {
                             // The pages the entry translates overlap the range.
                             let span = if s.huge { HPAGE_PAGES } else { 1 };
                             if x.asid == asid && x.vpn < hi && lo < x.vpn + span {
-                                s.entry = None;
+                                s.clear();
                                 n += 1;
                             }
                         }
@@ -368,8 +380,8 @@ impl Tlb {
             }
             TlbiScope::Asid(asid) => {
                 for s in &mut self.leaf {
-                    if matches!(s.entry, Some(x) if x.asid == asid) {
-                        s.entry = None;
+                    if matches!(s.entry(), Some(x) if x.asid == asid) {
+                        s.clear();
                         n += 1;
                     }
                 }
@@ -377,7 +389,7 @@ impl Tlb {
             }
             TlbiScope::All => {
                 for s in &mut self.leaf {
-                    if s.entry.take().is_some() {
+                    if s.clear() {
                         n += 1;
                     }
                 }
@@ -390,8 +402,8 @@ impl Tlb {
     fn invalidate_walk(&mut self, pred: impl Fn(&WalkEntry) -> bool) -> usize {
         let mut n = 0;
         for s in &mut self.walk {
-            if s.entry.as_ref().is_some_and(&pred) {
-                s.entry = None;
+            if s.entry().as_ref().is_some_and(&pred) {
+                s.clear();
                 n += 1;
             }
         }
@@ -403,7 +415,7 @@ impl Tlb {
     pub fn leaf_entries(&self) -> impl Iterator<Item = LeafEntry> + '_ {
         self.leaf.iter().flat_map(|s| {
             let pages = if s.huge { HPAGE_PAGES } else { 1 };
-            s.entry
+            s.entry()
                 .into_iter()
                 .flat_map(move |e| (e.vpn..e.vpn + pages).map(move |v| view(e, s.huge, v)))
         })
@@ -415,12 +427,12 @@ impl Tlb {
         let small = self.leaf[self.set_of(vpn)]
             .iter()
             .filter(|s| !s.huge)
-            .filter_map(|s| s.entry);
+            .filter_map(|s| s.entry());
         let huge = self.leaf[self.huge_set_of(vpn)]
             .iter()
             .filter(|s| s.huge)
             .filter_map(move |s| {
-                s.entry
+                s.entry()
                     .filter(|e| covers(e, true, vpn))
                     .map(|e| view(e, true, vpn))
             });
@@ -429,7 +441,7 @@ impl Tlb {
 
     /// Every valid walk-cache entry (for checkers).
     pub fn walk_entries(&self) -> impl Iterator<Item = &WalkEntry> {
-        self.walk.iter().filter_map(|s| s.entry.as_ref())
+        self.walk.iter().filter(|s| s.valid).map(|s| &s.e)
     }
 }
 
@@ -442,7 +454,7 @@ impl Tlb {
     pub fn leaf_slots(&self) -> impl Iterator<Item = (LeafEntry, bool)> + '_ {
         self.leaf
             .iter()
-            .filter_map(|s| s.entry.map(|e| (e, s.huge)))
+            .filter_map(|s| s.entry().map(|e| (e, s.huge)))
     }
 
     /// A counter that advances at every insertion into the TLB or the walk
