@@ -623,6 +623,7 @@ impl TimingDriver {
             } else {
                 // Completion barriers of different CPUs proceed in parallel
                 // (x86 TLBSYNC unless the profile says otherwise).
+                self.sync_reaches_targets(cpu);
                 let at = self.now() + self.sync_service_ns();
                 self.q.push(at, Ev::SyncDone(ix(cpu)));
             }
@@ -658,8 +659,20 @@ impl TimingDriver {
             .borrow_mut()
             .dvm_sync_queue_wait_ns
             .record(waited);
+        self.sync_reaches_targets(cpu);
         let at = self.now() + self.sync_service_ns();
         self.q.push(at, Ev::SyncDone(ix(cpu)));
+    }
+
+    /// The DVM Sync of `cpu` is served: every other busy CPU answers it and
+    /// loses the profile's `sync_target_stall_ns` (an idle CPU absorbs it,
+    /// as it does a TLBI's stall; docs/model.md). Every CPU is reached: the
+    /// model has no broadcast domain narrower than the machine yet.
+    fn sync_reaches_targets(&mut self, cpu: CpuId) {
+        let stall = self.c.sync_target_stall_ns;
+        if stall > 0 {
+            self.core.stolen.charge_all_busy(cpu, stall);
+        }
     }
 
     /// Broadcast TLBI `id` reaches every target; each busy target loses the

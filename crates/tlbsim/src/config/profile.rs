@@ -157,6 +157,10 @@ pub struct Arm64Params {
     /// Misc-node service time per target CPU of one DVM Sync (responses are
     /// collected one requester at a time).
     pub dvm_sync_per_target_ns: u64,
+    /// Time each busy CPU a DVM Sync reaches loses while it answers it
+    /// (its pipeline stalls until its earlier accesses are complete; 0
+    /// where no victim-side measurement exists). docs/model.md.
+    pub dvm_sync_target_stall_ns: u64,
     /// Cost of a DSB that has no broadcast TLBI to wait for.
     pub dsb_local_ns: u64,
     /// Cost of ISB.
@@ -240,6 +244,8 @@ pub struct StepCosts {
     pub sync_per_target_ns: u64,
     /// Completion barriers are served one at a time, machine-wide.
     pub sync_serialized: bool,
+    /// Time each busy CPU a completion barrier reaches loses answering it.
+    pub sync_target_stall_ns: u64,
     /// A local barrier (DSB that waits for nothing remote).
     pub barrier_ns: u64,
     /// ISB.
@@ -364,6 +370,10 @@ pub const BUILTIN_PROFILES: &[(&str, &str)] = &[
         include_str!("../../../../profiles/skylake-4c8t.toml"),
     ),
     ("epyc-2s", include_str!("../../../../profiles/epyc-2s.toml")),
+    (
+        "thunderx2-2s",
+        include_str!("../../../../profiles/thunderx2-2s.toml"),
+    ),
 ];
 
 /// Loads a built-in profile by name.
@@ -426,6 +436,7 @@ impl Profile {
                     sync_base_ns: a.dvm_sync_base_ns,
                     sync_per_target_ns: a.dvm_sync_per_target_ns,
                     sync_serialized: true,
+                    sync_target_stall_ns: a.dvm_sync_target_stall_ns,
                     barrier_ns: a.dsb_local_ns,
                     isb_ns: a.isb_ns,
                     ttbr_write_ns: a.ttbr_write_ns,
@@ -444,6 +455,9 @@ impl Profile {
                     sync_base_ns: x.tlbsync_ns,
                     sync_per_target_ns: x.tlbsync_per_cpu_ns,
                     sync_serialized: x.tlbsync_serialized,
+                    // TLBSYNC waits only for this CPU's INVLPGBs at the
+                    // targets (no victim-side measurement exists).
+                    sync_target_stall_ns: 0,
                     barrier_ns: 0,
                     isb_ns: 0,
                     ttbr_write_ns: x.cr3_write_ns,

@@ -9,4 +9,5 @@ mod mutants;
 mod scenarios;
 mod seed000;
 mod seed001;
+mod seed003;
 mod x86;

@@ -1,0 +1,56 @@
+//! Seed 003: what a CPU pays when broadcast DVM operations reach it.
+
+use super::common::{file, run_ok};
+use tlbsim::config::Experiment;
+
+/// `experiments/seed003-victim-tx2.toml` with the policy `policy`.
+fn tx2_victim(policy: &str) -> Experiment {
+    let mut e = file("experiments/seed003-victim-tx2.toml");
+    e.kernel.tlb_policy = policy.to_string();
+    e
+}
+
+/// The victim's loss of throughput in percent (what MFLOPS show): 1 minus
+/// its time alone over its time beside the loader.
+fn loss_pct(e: &Experiment) -> f64 {
+    let o = run_ok(e);
+    let (alone, loaded) = (o.metrics["victim_alone_ns"], o.metrics["victim_loaded_ns"]);
+    100.0 * (1.0 - alone / loaded)
+}
+
+#[test]
+fn thunderx2_profile_still_reproduces_the_measurement_its_sync_stall_is_derived_from() {
+    // thunderx2-2s derives dvm_sync_target_stall_ns from Takao Indoh's
+    // 39 -> 49 ms with the model's own loader rate; a change that moves
+    // that rate makes the derivation stale, and this fails.
+    let time_pct = {
+        let o = run_ok(&tx2_victim("arm64-stock"));
+        o.metrics["victim_slowdown_pct"]
+    };
+    let published = (49.0 / 39.0 - 1.0) * 100.0;
+    assert!(
+        (time_pct - published).abs() < 1.0,
+        "{time_pct:.2} % vs {published:.2} %: re-derive the profile value"
+    );
+}
+
+#[test]
+fn thunderx2_victim_loses_what_qi_fuli_measured_and_nothing_without_broadcasts() {
+    // QI Fuli, ThunderX2: Himeno 1149.48 -> 860.24 MFLOPS (Feb 2020) and
+    // 1614.44 -> 1153.00 (Mar 2020, v5.5.7) beside one mprotect() loop;
+    // issue 15 asks for the published slowdown within 10 points.
+    let stock = loss_pct(&tx2_victim("arm64-stock"));
+    for published in [
+        100.0 * (1.0 - 860.24 / 1149.48),
+        100.0 * (1.0 - 1153.00 / 1614.44),
+    ] {
+        assert!(
+            (stock - published).abs() <= 10.0,
+            "{stock:.1} % vs published {published:.1} %"
+        );
+    }
+    // With the skip-broadcast patch he measured no loss (1110.65 ->
+    // 1110.45, 1613.90 -> 1614.91): the loader's flushes stay local.
+    let v2 = loss_pct(&tx2_victim("arm64-skip-broadcast-v2"));
+    assert!(v2.abs() < 0.1, "v2: {v2:.3} %");
+}
