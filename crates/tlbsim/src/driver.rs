@@ -9,6 +9,7 @@ use crate::config::StepCosts;
 use crate::engine::label::Label;
 use crate::engine::queue::{EventId, EventQueue};
 use crate::engine::Ns;
+use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{MmId, TlbiScope};
 use crate::hw::{AccessTrace, CpuId};
 use crate::kernel::{LockId, LockWaiter, Op, OpResult, TaskId, World};
@@ -117,7 +118,9 @@ pub struct TimingDriver {
     q: EventQueue<Ev>,
     /// Per CPU: the result its timed step completes with.
     result: Vec<Option<OpResult>>,
-    mn_queue: VecDeque<(CpuId, Ns)>,
+    /// DVM Syncs waiting for the misc node: the CPU, since when, and the
+    /// CPUs the Sync goes to (`None`: every CPU).
+    mn_queue: VecDeque<(CpuId, Ns, Option<CpuMask>)>,
     mn_busy: bool,
     trace: Vec<AccessTrace>,
     limit_ns: Ns,
@@ -517,7 +520,8 @@ impl TimingDriver {
             Op::Idle | Op::CallFunction { .. } => return Some(r),
             Op::Dsb(_) => self.c.barrier_ns,
             Op::Isb => self.c.isb_ns,
-            Op::SetTtbr0(_) => self.c.ttbr_write_ns,
+            // A system-register write, like TTBR0's.
+            Op::SetTtbr0(_) | Op::SetDvmAffinity(_) => self.c.ttbr_write_ns,
             Op::LoadCr3 { flush, .. } => {
                 self.c.ttbr_write_ns + flush.map_or(0, |_| self.c.inval_local_all_ns)
             }
@@ -538,11 +542,11 @@ impl TimingDriver {
         let c = self.c;
         match id {
             Some(id) => {
-                let cross = if self.w().profile.topology.sockets > 1 {
-                    c.bcast_cross_socket_ns
-                } else {
-                    0
+                let spans = match &self.w().hw.borrow().cpus[cpu].dvm_affinity {
+                    None => self.w().profile.topology.sockets > 1,
+                    Some(m) => self.spans_sockets(m),
                 };
+                let cross = if spans { c.bcast_cross_socket_ns } else { 0 };
                 let at = self.now() + c.bcast_latency_ns + cross;
                 self.q.push(at, Ev::DvmApply(ix(id)));
                 self.after(cpu, c.bcast_issue_ns, OpResult::Unit);
@@ -617,14 +621,15 @@ impl TimingDriver {
     fn dsb_sync(&mut self, cpu: CpuId) {
         if self.core.dsb_needs_sync(cpu) {
             self.core.set_wait(cpu, Wait::DsbSync);
+            let reach = self.w().hw.borrow_mut().take_dvm_reach(cpu);
             if self.c.sync_serialized {
-                self.mn_queue.push_back((cpu, self.now()));
+                self.mn_queue.push_back((cpu, self.now(), reach));
                 self.mn_start();
             } else {
                 // Completion barriers of different CPUs proceed in parallel
                 // (x86 TLBSYNC unless the profile says otherwise).
-                self.sync_reaches_targets(cpu);
-                let at = self.now() + self.sync_service_ns();
+                self.sync_reaches_targets(cpu, reach.as_ref());
+                let at = self.now() + self.sync_service_ns(reach.as_ref());
                 self.q.push(at, Ev::SyncDone(ix(cpu)));
             }
         } else {
@@ -632,16 +637,29 @@ impl TimingDriver {
         }
     }
 
-    /// Service time of one completion barrier (DVM Sync / TLBSYNC). With
-    /// several sockets it also makes a round trip to the other socket
+    /// Service time of one completion barrier (DVM Sync / TLBSYNC) that
+    /// goes to `reach` (`None`: every CPU): a response from each CPU it
+    /// reaches and, if they span sockets, a round trip to the other socket
     /// (docs/model.md).
-    fn sync_service_ns(&self) -> Ns {
-        let cross = if self.w().profile.topology.sockets > 1 {
+    fn sync_service_ns(&self, reach: Option<&CpuMask>) -> Ns {
+        let (targets, cross) = match reach {
+            None => (self.w().ncpus(), self.w().profile.topology.sockets > 1),
+            Some(m) => (m.count(), self.spans_sockets(m)),
+        };
+        let cross = if cross {
             2 * self.c.bcast_cross_socket_ns
         } else {
             0
         };
-        self.c.sync_base_ns + self.c.sync_per_target_ns * self.w().ncpus() as u64 + cross
+        self.c.sync_base_ns + self.c.sync_per_target_ns * targets as u64 + cross
+    }
+
+    /// Do the CPUs of `m` sit on more than one socket?
+    fn spans_sockets(&self, m: &CpuMask) -> bool {
+        let hw = self.w().hw.borrow();
+        let mut sockets = m.iter().map(|c| hw.cpus[c].socket);
+        let first = sockets.next();
+        sockets.any(|s| Some(s) != first)
     }
 
     /// The misc node starts serving the next DVM Sync, if idle.
@@ -649,7 +667,7 @@ impl TimingDriver {
         if self.mn_busy {
             return;
         }
-        let Some((cpu, since)) = self.mn_queue.pop_front() else {
+        let Some((cpu, since, reach)) = self.mn_queue.pop_front() else {
             return;
         };
         self.mn_busy = true;
@@ -659,19 +677,27 @@ impl TimingDriver {
             .borrow_mut()
             .dvm_sync_queue_wait_ns
             .record(waited);
-        self.sync_reaches_targets(cpu);
-        let at = self.now() + self.sync_service_ns();
+        self.sync_reaches_targets(cpu, reach.as_ref());
+        let at = self.now() + self.sync_service_ns(reach.as_ref());
         self.q.push(at, Ev::SyncDone(ix(cpu)));
     }
 
-    /// The DVM Sync of `cpu` is served: every other busy CPU answers it and
-    /// loses the profile's `sync_target_stall_ns` (an idle CPU absorbs it,
-    /// as it does a TLBI's stall; docs/model.md). Every CPU is reached: the
-    /// model has no broadcast domain narrower than the machine yet.
-    fn sync_reaches_targets(&mut self, cpu: CpuId) {
+    /// The DVM Sync of `cpu` is served: every other busy CPU it reaches
+    /// (`reach`, `None`: every CPU) answers it and loses the profile's
+    /// `sync_target_stall_ns` (an idle CPU absorbs it, as it does a TLBI's
+    /// stall; docs/model.md).
+    fn sync_reaches_targets(&mut self, cpu: CpuId, reach: Option<&CpuMask>) {
         let stall = self.c.sync_target_stall_ns;
-        if stall > 0 {
-            self.core.stolen.charge_all_busy(cpu, stall);
+        if stall == 0 {
+            return;
+        }
+        match reach {
+            None => self.core.stolen.charge_all_busy(cpu, stall),
+            Some(m) => {
+                for t in m.iter().filter(|&t| t != cpu) {
+                    self.core.stolen.charge(t, stall);
+                }
+            }
         }
     }
 

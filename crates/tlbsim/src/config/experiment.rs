@@ -61,8 +61,13 @@ fn default_limit() -> u64 {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MachineOverrides {
-    /// Total CPUs (the profile's cluster size and socket count are kept).
+    /// Total CPUs (the profile's cluster size and socket count are kept
+    /// unless set below).
     pub cpus: Option<u32>,
+    /// Sockets (a small machine cut from a multi-socket profile).
+    pub sockets: Option<u32>,
+    /// Dies per socket.
+    pub dies_per_socket: Option<u32>,
     /// FEAT_TLBIRANGE on or off.
     pub tlbirange: Option<bool>,
 }

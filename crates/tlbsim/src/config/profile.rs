@@ -111,6 +111,15 @@ pub struct Topology {
     pub cpus_per_cluster: u32,
     /// Sockets (NUMA nodes); CPUs are split evenly between them.
     pub sockets: u32,
+    /// Dies per socket; a socket's CPUs are split evenly between them
+    /// (what TLBI by affinity encodes, [`crate::hw::dvm_affinity`]). One
+    /// when the profile does not say.
+    #[serde(default = "one_die")]
+    pub dies_per_socket: u32,
+}
+
+fn one_die() -> u32 {
+    1
 }
 
 /// TLB geometry and page-walk costs of one CPU.
@@ -157,6 +166,10 @@ pub struct Arm64Params {
     /// Misc-node service time per target CPU of one DVM Sync (responses are
     /// collected one requester at a time).
     pub dvm_sync_per_target_ns: u64,
+    /// TLBI by affinity: a per-CPU register limits where this CPU's
+    /// broadcasts go (HiSilicon's `LSUDVMBM_EL2`; absent means false).
+    #[serde(default)]
+    pub tlbi_affinity: bool,
     /// Time each busy CPU a DVM Sync reaches loses while it answers it
     /// (its pipeline stalls until its earlier accesses are complete; 0
     /// where no victim-side measurement exists). docs/model.md.
@@ -374,6 +387,10 @@ pub const BUILTIN_PROFILES: &[(&str, &str)] = &[
         "thunderx2-2s",
         include_str!("../../../../profiles/thunderx2-2s.toml"),
     ),
+    (
+        "hisi-96-dvmbm",
+        include_str!("../../../../profiles/hisi-96-dvmbm.toml"),
+    ),
 ];
 
 /// Loads a built-in profile by name.
@@ -398,6 +415,12 @@ impl Profile {
     pub fn apply(&mut self, o: &MachineOverrides) {
         if let Some(c) = o.cpus {
             self.topology.cpus = c;
+        }
+        if let Some(s) = o.sockets {
+            self.topology.sockets = s;
+        }
+        if let Some(d) = o.dies_per_socket {
+            self.topology.dies_per_socket = d;
         }
         if let Some(r) = o.tlbirange {
             if let Some(a) = self.arm64.as_mut() {
@@ -477,6 +500,12 @@ impl Profile {
         }
         if t.sockets > t.cpus {
             return Err("topology.sockets exceeds topology.cpus".into());
+        }
+        if t.dies_per_socket == 0 || t.dies_per_socket > t.cpus / t.sockets {
+            return Err(format!(
+                "topology.dies_per_socket = {} (must be 1..=cpus per socket)",
+                t.dies_per_socket
+            ));
         }
         let tl = &self.tlb;
         if tl.tlb_ways == 0 || tl.tlb_entries == 0 || !tl.tlb_entries.is_multiple_of(tl.tlb_ways) {

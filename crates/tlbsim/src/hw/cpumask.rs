@@ -101,6 +101,13 @@ impl CpuMask {
         })
     }
 
+    /// Sets every CPU set in `other` (a mask of the same machine).
+    pub fn or_with(&mut self, other: &CpuMask) {
+        for (w, o) in self.words.iter_mut().zip(&other.words) {
+            *w |= *o;
+        }
+    }
+
     /// Is every CPU set?
     pub fn is_full(&self) -> bool {
         self.count() == self.ncpus

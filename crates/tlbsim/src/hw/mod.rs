@@ -6,6 +6,7 @@
 //! driver's decision (see `crate::driver`).
 
 pub mod cpumask;
+pub mod dvm_affinity;
 pub mod mem;
 pub mod tlb;
 
@@ -49,8 +50,20 @@ pub struct CpuHw {
     held_asids: Vec<Asid>,
     /// Socket of the CPU.
     pub socket: u32,
+    /// Die of the CPU (numbered across the machine).
+    pub die: u32,
     /// Cluster of the CPU.
     pub cluster: u32,
+    /// The broadcast-affinity register (TLBI by affinity,
+    /// [`dvm_affinity`]): the CPUs this CPU's broadcasts reach, as
+    /// encoded; `None`: every CPU (its reset value, and the only value on
+    /// machines without the feature).
+    pub dvm_affinity: Option<CpuMask>,
+    /// The CPUs this CPU's broadcast TLBIs since its last DSB ISH reached,
+    /// unless `dvm_reach_all`: where its next DVM Sync goes.
+    dvm_reach: CpuMask,
+    /// One of those broadcasts reached every CPU.
+    dvm_reach_all: bool,
 }
 
 /// A broadcast invalidation on its way to its targets.
@@ -126,6 +139,7 @@ impl Hw {
     pub fn new(p: &Profile) -> Self {
         let n = p.topology.cpus as usize;
         let per_socket = n.div_ceil(p.topology.sockets as usize);
+        let per_die = per_socket.div_ceil(p.topology.dies_per_socket as usize);
         let cpus = (0..n)
             .map(|i| CpuHw {
                 tlb: Tlb::new(
@@ -138,7 +152,12 @@ impl Hw {
                 dvm_since_dsb: false,
                 held_asids: Vec::new(),
                 socket: (i / per_socket) as u32,
+                die: ((i / per_socket) * p.topology.dies_per_socket as usize
+                    + (i % per_socket) / per_die) as u32,
                 cluster: (i / p.topology.cpus_per_cluster as usize) as u32,
+                dvm_affinity: None,
+                dvm_reach: CpuMask::new(n),
+                dvm_reach_all: false,
             })
             .collect();
         Self {
@@ -342,6 +361,41 @@ impl Hw {
             }
         }
         None
+    }
+
+    /// Starts a broadcast TLBI from `issuer` to the CPUs its
+    /// broadcast-affinity register reaches (every CPU unless set). Returns
+    /// the in-flight id; targets apply it with [`Hw::dvm_apply`].
+    pub fn tlbi_broadcast_scoped(&mut self, issuer: CpuId, scope: TlbiScope) -> usize {
+        let c = &mut self.cpus[issuer];
+        let targets = match &c.dvm_affinity {
+            Some(m) => {
+                c.dvm_reach.or_with(m);
+                m.clone()
+            }
+            None => {
+                c.dvm_reach_all = true;
+                CpuMask::full(self.cpus.len())
+            }
+        };
+        self.tlbi_broadcast(issuer, scope, targets)
+    }
+
+    /// Where `cpu`'s next DVM Sync goes: the CPUs its broadcasts reached
+    /// since its last one (`None`: every CPU); starts the next account.
+    pub fn take_dvm_reach(&mut self, cpu: CpuId) -> Option<CpuMask> {
+        let c = &mut self.cpus[cpu];
+        let reach = (!std::mem::replace(&mut c.dvm_reach_all, false)).then(|| c.dvm_reach.clone());
+        c.dvm_reach.clear_all();
+        reach
+    }
+
+    /// Writes `cpu`'s broadcast-affinity register asking for `want`
+    /// (`None`: no limit); it holds what the encoding can say
+    /// ([`dvm_affinity::encode`]).
+    pub fn set_dvm_affinity(&mut self, cpu: CpuId, want: Option<&CpuMask>) {
+        let v = want.and_then(|m| dvm_affinity::encode(&self.cpus, cpu, m));
+        self.cpus[cpu].dvm_affinity = v;
     }
 
     /// Starts a broadcast TLBI from `issuer` to every CPU in `targets`.

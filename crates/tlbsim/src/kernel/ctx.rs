@@ -270,6 +270,13 @@ impl Ctx {
     pub async fn isb(&self) {
         self.step(Op::Isb).await;
     }
+
+    /// `write_sysreg(val, LSUDVMBM_EL2)`: this CPU's later broadcast TLBIs
+    /// reach `want` (`None`: every CPU), as the register can encode it.
+    /// An `isb()` must follow before a TLBI relies on it.
+    pub async fn write_dvm_affinity(&self, want: Option<CpuMask>) {
+        self.step(Op::SetDvmAffinity(want)).await;
+    }
     /// A user access; page faults are handled (and retried) here. Returns
     /// false if the access is not allowed at all (would be SIGSEGV).
     pub async fn user_access(&self, va: u64, write: bool) -> bool {

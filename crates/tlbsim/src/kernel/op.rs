@@ -36,6 +36,11 @@ pub enum Op {
     Isb,
     /// Writes TTBR0 (and the ASID) of this CPU.
     SetTtbr0(Option<Ttbr0>),
+    /// Writes this CPU's broadcast-affinity register (TLBI by affinity,
+    /// HiSilicon's `LSUDVMBM_EL2`) asking to reach these CPUs (`None`: no
+    /// limit); later broadcast TLBIs of this CPU go where it says
+    /// ([`crate::hw::dvm_affinity`]).
+    SetDvmAffinity(Option<CpuMask>),
     /// x86 `MOV CR3`: installs `cr3` (`None`: init_mm, no user mappings)
     /// and, with `flush = Some(pcid)`, invalidates every entry tagged with
     /// that PCID in the same instruction (CR3 write without the NOFLUSH bit;

@@ -58,6 +58,9 @@ pub enum Feature {
     Invlpgb,
     /// arm64 range TLBIs, FEAT_TLBIRANGE (`arm64.tlbirange`).
     TlbiRange,
+    /// TLBI by affinity, HiSilicon's broadcast-range register
+    /// (`arm64.tlbi_affinity`).
+    TlbiAffinity,
 }
 
 impl Feature {
@@ -67,6 +70,7 @@ impl Feature {
             Feature::Pcid => "PCID",
             Feature::Invlpgb => "INVLPGB",
             Feature::TlbiRange => "FEAT_TLBIRANGE",
+            Feature::TlbiAffinity => "TLBI by affinity",
         }
     }
 
@@ -76,6 +80,7 @@ impl Feature {
             Feature::Pcid => "x86.pcid",
             Feature::Invlpgb => "x86.invlpgb",
             Feature::TlbiRange => "arm64.tlbirange",
+            Feature::TlbiAffinity => "arm64.tlbi_affinity",
         }
     }
 
@@ -85,6 +90,7 @@ impl Feature {
             Feature::Pcid => p.x86.as_ref().is_some_and(|x| x.pcid),
             Feature::Invlpgb => p.x86.as_ref().is_some_and(|x| x.invlpgb),
             Feature::TlbiRange => p.arm64.as_ref().is_some_and(|a| a.tlbirange),
+            Feature::TlbiAffinity => p.arm64.as_ref().is_some_and(|a| a.tlbi_affinity),
         }
     }
 

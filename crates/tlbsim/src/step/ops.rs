@@ -80,6 +80,10 @@ impl Cpus {
                 set_ttbr0(&w, cpu, t);
                 Applied::Done(OpResult::Unit)
             }
+            Op::SetDvmAffinity(ref want) => {
+                w.hw.borrow_mut().set_dvm_affinity(cpu, want.as_ref());
+                Applied::Done(OpResult::Unit)
+            }
             Op::LoadCr3 { cr3, flush } => {
                 load_cr3(&w, cpu, cr3, flush);
                 Applied::Done(OpResult::Unit)
@@ -282,8 +286,7 @@ pub fn speculate(w: &World, cpu: CpuId, va: u64, trace: &mut Vec<AccessTrace>) {
 fn tlbi(w: &World, cpu: CpuId, scope: TlbiScope, broadcast: bool) -> Option<usize> {
     let id = if broadcast {
         w.stats.borrow_mut().cpu[cpu].tlbi_broadcast += 1;
-        let targets = CpuMask::full(w.ncpus());
-        Some(w.hw.borrow_mut().tlbi_broadcast(cpu, scope, targets))
+        Some(w.hw.borrow_mut().tlbi_broadcast_scoped(cpu, scope))
     } else {
         w.stats.borrow_mut().cpu[cpu].tlbi_local += 1;
         w.hw.borrow_mut().tlbi_local(cpu, scope);

@@ -15,6 +15,7 @@ crate::kernel::registry::entries! {
         skip_v2_posted,
         tlbbatch,
         tlbbatch_6_6,
+        affinity_mm,
     ];
     /// The arm64 (and 32-bit ARM) ASID allocators.
     pub ALLOCATORS: crate::kernel::registry::AllocatorEntry = [asid, asid_ipi];

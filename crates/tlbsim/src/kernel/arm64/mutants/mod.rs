@@ -12,6 +12,7 @@ crate::kernel::registry::entries! {
         tlbbatch_no_pending_flush,
         tlbbatch_no_batch_sync,
         tlbbatch_clean_pte,
+        affinity_mm_switch_time,
     ];
     /// Mutant ASID allocators.
     pub ALLOCATORS: crate::kernel::registry::AllocatorEntry = [
