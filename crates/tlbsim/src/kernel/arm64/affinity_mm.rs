@@ -19,7 +19,7 @@
 //! loaded earlier (`mutant-affinity-mm-switch-time`, which the checker
 //! catches).
 
-use super::stock::switch_mm;
+use super::cpumask_tracking::CpumaskTracking;
 use super::tlbflush::{__flush_tlb_range, flush_tlb_mm};
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
@@ -33,21 +33,11 @@ use crate::kernel::Ctx;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct AffinityMm;
 
-/// Where a flush of `mm` goes (as `arm64-cpumask-tracking` decides): to
+/// Where a flush of `mm` goes, as `arm64-cpumask-tracking` decides: to
 /// the CPUs of `mm_cpumask(mm)` if another CPU is in it, local if only
 /// this one is, nowhere if none is.
 pub async fn tlb_flush_check(ctx: &Ctx, mm: MmId) -> FlushScope {
-    let _f = ctx.func(crate::label!("tlb_flush_check"));
-    let cpu = ctx.cpu();
-    ctx.smp_mb().await;
-    let m = ctx.mm_cpumask(mm);
-    if m.any_other_than(cpu) {
-        FlushScope::Broadcast
-    } else if m.test(cpu) {
-        FlushScope::Local
-    } else {
-        FlushScope::Skip
-    }
+    CpumaskTracking.tlb_flush_check(ctx, mm).await
 }
 
 /// Runs `flush` (a primitive already told where it goes) with this CPU's
@@ -77,19 +67,15 @@ impl TlbPolicy for AffinityMm {
     }
 
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
-        Box::pin(switch_mm(ctx, prev, next))
+        CpumaskTracking.switch_mm(ctx, prev, next)
     }
 
     fn before_ttbr0_load<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
-        Box::pin(async move {
-            let cpu = ctx.cpu();
-            // cpumask_set_cpu(); smp_mb__after_atomic(), in the same step.
-            ctx.cpumask_set_cpu(cpu, mm).await;
-        })
+        CpumaskTracking.before_ttbr0_load(ctx, mm)
     }
 
     fn on_new_context(&self, w: &crate::kernel::World, mm: MmId) {
-        w.cpumask_clear(mm);
+        CpumaskTracking.on_new_context(w, mm)
     }
 
     fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {

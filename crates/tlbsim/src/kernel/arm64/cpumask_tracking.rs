@@ -25,8 +25,9 @@ pub struct CpumaskTracking;
 
 impl CpumaskTracking {
     /// Where a flush of `mm` goes: to every CPU if another is in
-    /// `mm_cpumask(mm)`, local if only this one is.
-    async fn tlb_flush_check(&self, ctx: &Ctx, mm: MmId) -> FlushScope {
+    /// `mm_cpumask(mm)`, local if only this one is (`arm64-affinity-mm`
+    /// decides the same way).
+    pub async fn tlb_flush_check(&self, ctx: &Ctx, mm: MmId) -> FlushScope {
         let _f = ctx.func(crate::label!("tlb_flush_check"));
         let cpu = ctx.cpu();
         ctx.smp_mb().await;

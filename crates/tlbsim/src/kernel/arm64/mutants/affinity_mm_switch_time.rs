@@ -10,9 +10,7 @@ use crate::check::Invariant;
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;
-use crate::kernel::arm64::affinity_mm::tlb_flush_check;
-use crate::kernel::arm64::stock::switch_mm;
-use crate::kernel::arm64::tlbflush::{__flush_tlb_range, flush_tlb_mm};
+use crate::kernel::arm64::cpumask_tracking::CpumaskTracking;
 use crate::kernel::policy::TlbPolicy;
 use crate::kernel::registry::{Allocators, Breaks, Feature, PolicyEntry, Search, Source, Strategy};
 use crate::kernel::Ctx;
@@ -27,13 +25,12 @@ impl TlbPolicy for SwitchTime {
     }
 
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
-        Box::pin(switch_mm(ctx, prev, next))
+        CpumaskTracking.switch_mm(ctx, prev, next)
     }
 
     fn before_ttbr0_load<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
         Box::pin(async move {
-            let cpu = ctx.cpu();
-            ctx.cpumask_set_cpu(cpu, mm).await;
+            CpumaskTracking.before_ttbr0_load(ctx, mm).await;
             // The bug: the register is loaded here, once.
             ctx.write_dvm_affinity(Some(ctx.mm_cpumask(mm))).await;
             ctx.isb().await;
@@ -41,14 +38,12 @@ impl TlbPolicy for SwitchTime {
     }
 
     fn on_new_context(&self, w: &crate::kernel::World, mm: MmId) {
-        w.cpumask_clear(mm);
+        CpumaskTracking.on_new_context(w, mm)
     }
 
     fn flush_tlb_mm<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
-        Box::pin(async move {
-            let scope = tlb_flush_check(ctx, mm).await;
-            flush_tlb_mm(ctx, mm, scope).await;
-        })
+        // cpumask tracking's flush, with whatever the register holds.
+        CpumaskTracking.flush_tlb_mm(ctx, mm)
     }
 
     fn flush_tlb_range<'a>(
@@ -60,10 +55,7 @@ impl TlbPolicy for SwitchTime {
         stride: u64,
         last_level: bool,
     ) -> KFuture<'a, ()> {
-        Box::pin(async move {
-            let scope = tlb_flush_check(ctx, mm).await;
-            __flush_tlb_range(ctx, mm, (start, end), stride, last_level, scope).await;
-        })
+        CpumaskTracking.flush_tlb_range(ctx, mm, start, end, stride, last_level)
     }
 }
 
