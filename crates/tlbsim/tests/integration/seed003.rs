@@ -54,3 +54,24 @@ fn thunderx2_victim_loses_what_qi_fuli_measured_and_nothing_without_broadcasts()
     let v2 = loss_pct(&tx2_victim("arm64-skip-broadcast-v2"));
     assert!(v2.abs() < 0.1, "v2: {v2:.3} %");
 }
+
+#[test]
+fn per_process_affinity_reaches_only_the_cpus_of_the_mm() {
+    // Four CPUs of one die: thread 0 on CPU 0 mprotects, the reader hops
+    // between CPUs 1 and 3; CPU 2 never runs the mm.
+    let run = |policy: &str| {
+        let mut e = file("experiments/seed003-affinity-race.toml");
+        e.kernel.tlb_policy = policy.to_string();
+        run_ok(&e)
+    };
+    let received = |o: &tlbsim::sim::RunOutput| -> Vec<u64> {
+        o.stats.per_cpu.iter().map(|c| c.dvm_ops_received).collect()
+    };
+    let scoped = run("arm64-affinity-mm");
+    let stock = run("arm64-stock");
+    assert_eq!(scoped.checker.verdict, "pass");
+    assert_eq!(received(&scoped)[2], 0, "{:?}", received(&scoped));
+    assert!(received(&stock)[2] > 0, "{:?}", received(&stock));
+    // The CPUs of the mm still get every broadcast.
+    assert!(received(&scoped)[1] >= received(&stock)[1]);
+}
