@@ -123,6 +123,8 @@ pub struct Hw {
     /// skipping the other TLBs removes nothing they hold. Looked up only,
     /// never iterated.
     holders: FxHashMap<Asid, Holders>,
+    /// The machine has TLBI by affinity (`arm64.tlbi_affinity`).
+    tlbi_affinity: bool,
 }
 
 /// The CPUs that may hold entries of one ASID: a mask to test, and the
@@ -166,6 +168,7 @@ impl Hw {
             inflight: Vec::new(),
             free_inflight: Vec::new(),
             holders: FxHashMap::default(),
+            tlbi_affinity: p.arm64.as_ref().is_some_and(|a| a.tlbi_affinity),
         }
     }
 
@@ -393,7 +396,13 @@ impl Hw {
     /// Writes `cpu`'s broadcast-affinity register asking for `want`
     /// (`None`: no limit); it holds what the encoding can say
     /// ([`dvm_affinity::encode`]).
+    /// On a machine without the register (`arm64.tlbi_affinity = false`)
+    /// the write changes nothing: policies that write it require the
+    /// feature, so this is only a guard.
     pub fn set_dvm_affinity(&mut self, cpu: CpuId, want: Option<&CpuMask>) {
+        if !self.tlbi_affinity {
+            return;
+        }
         let v = want.and_then(|m| dvm_affinity::encode(&self.cpus, cpu, m));
         self.cpus[cpu].dvm_affinity = v;
     }
