@@ -170,6 +170,11 @@ pub struct Arm64Params {
     /// broadcasts go (HiSilicon's `LSUDVMBM_EL2`; absent means false).
     #[serde(default)]
     pub tlbi_affinity: bool,
+    /// Which misc nodes serve DVM Syncs, one Sync at a time each: one for
+    /// the machine, or one per die (a Sync queues at those of the dies it
+    /// reaches). Absent means `"machine"`.
+    #[serde(default)]
+    pub dvm_sync_domain: SyncDomain,
     /// Time each busy CPU a DVM Sync reaches loses while it answers it
     /// (its pipeline stalls until its earlier accesses are complete; 0
     /// where no victim-side measurement exists). docs/model.md.
@@ -180,6 +185,17 @@ pub struct Arm64Params {
     pub isb_ns: u64,
     /// Cost of writing TTBR0/ASID (context switch of translation regime).
     pub ttbr_write_ns: u64,
+}
+
+/// Where DVM Syncs are served ([`Arm64Params::dvm_sync_domain`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncDomain {
+    /// One misc node for the whole machine.
+    #[default]
+    Machine,
+    /// One misc node per die.
+    Die,
 }
 
 /// x86 invalidation costs: INVLPG, CR3 writes, PCIDs, AMD INVLPGB.
@@ -259,6 +275,8 @@ pub struct StepCosts {
     pub sync_serialized: bool,
     /// Time each busy CPU a completion barrier reaches loses answering it.
     pub sync_target_stall_ns: u64,
+    /// Completion barriers are served by a node per die, not one node.
+    pub sync_domain_die: bool,
     /// A local barrier (DSB that waits for nothing remote).
     pub barrier_ns: u64,
     /// ISB.
@@ -460,6 +478,7 @@ impl Profile {
                     sync_per_target_ns: a.dvm_sync_per_target_ns,
                     sync_serialized: true,
                     sync_target_stall_ns: a.dvm_sync_target_stall_ns,
+                    sync_domain_die: a.dvm_sync_domain == SyncDomain::Die,
                     barrier_ns: a.dsb_local_ns,
                     isb_ns: a.isb_ns,
                     ttbr_write_ns: a.ttbr_write_ns,
@@ -481,6 +500,7 @@ impl Profile {
                     // TLBSYNC waits only for this CPU's INVLPGBs at the
                     // targets (no victim-side measurement exists).
                     sync_target_stall_ns: 0,
+                    sync_domain_die: false,
                     barrier_ns: 0,
                     isb_ns: 0,
                     ttbr_write_ns: x.cr3_write_ns,

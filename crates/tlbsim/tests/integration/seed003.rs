@@ -75,3 +75,34 @@ fn per_process_affinity_reaches_only_the_cpus_of_the_mm() {
     // The CPUs of the mm still get every broadcast.
     assert!(received(&scoped)[1] >= received(&stock)[1]);
 }
+
+#[test]
+fn a_misc_node_per_die_serves_scoped_syncs_in_parallel_and_full_ones_as_one() {
+    // 24 processes of 4 threads on 96 CPUs, each thread in an mprotect loop.
+    let wl = "name = \"mprotect\"\nthreads = 4\nprocesses = 24\niterations = 100";
+    let run = |die: bool, policy: &str| {
+        let mut e = super::common::experiment("hisi-96-dvmbm", policy, 96, "", wl, "");
+        if die {
+            let mut p = tlbsim::config::builtin_profile("hisi-96-dvmbm").unwrap();
+            p.arm64.as_mut().unwrap().dvm_sync_domain = tlbsim::config::SyncDomain::Die;
+            e.profile_data = Some(p);
+        }
+        run_ok(&e)
+    };
+    // Stock broadcasts reach every die: each Sync needs every node, which
+    // is one machine-wide queue.
+    assert_eq!(
+        run(false, "arm64-stock").elapsed_ns,
+        run(true, "arm64-stock").elapsed_ns
+    );
+    // Scoped Syncs of processes on different dies no longer wait for
+    // each other.
+    let (a, b) = (
+        run(false, "arm64-affinity-mm"),
+        run(true, "arm64-affinity-mm"),
+    );
+    assert_eq!(b.checker.verdict, "pass");
+    let wait = |o: &tlbsim::sim::RunOutput| o.stats.dvm_sync_queue_wait_ns.mean;
+    assert!(wait(&b) < wait(&a) / 1.5, "{} vs {}", wait(&b), wait(&a));
+    assert!(b.elapsed_ns < a.elapsed_ns);
+}

@@ -5,6 +5,8 @@
 //! Events are ordered by `(time, sequence)`. What a step does is
 //! [`crate::step`]'s; this file decides only when it completes.
 
+mod misc_node;
+
 use crate::config::StepCosts;
 use crate::engine::label::Label;
 use crate::engine::queue::{EventId, EventQueue};
@@ -15,8 +17,17 @@ use crate::hw::{AccessTrace, CpuId};
 use crate::kernel::{LockId, LockWaiter, Op, OpResult, TaskId, World};
 use crate::step::cpu_time::{self, CpuTime};
 use crate::step::{ops, Applied, Cpus, PendingIpi, Polled, Wait};
-use std::collections::VecDeque;
 use std::rc::Rc;
+
+/// How many misc nodes serve DVM Syncs on `w`'s machine: one, or one per
+/// die (`dvm_sync_domain = "die"`).
+fn sync_nodes_of(w: &World) -> usize {
+    if w.profile.step_costs().sync_domain_die {
+        w.hw.borrow().cpus.last().map_or(1, |c| c.die as usize + 1)
+    } else {
+        1
+    }
+}
 
 /// Does the invalidation scan the whole TLB (`ASIDE1`, `VMALLE1`)?
 fn whole_tlb(scope: TlbiScope) -> bool {
@@ -118,10 +129,8 @@ pub struct TimingDriver {
     q: EventQueue<Ev>,
     /// Per CPU: the result its timed step completes with.
     result: Vec<Option<OpResult>>,
-    /// DVM Syncs waiting for the misc node: the CPU, since when, and the
-    /// CPUs the Sync goes to (`None`: every CPU).
-    mn_queue: VecDeque<(CpuId, Ns, Option<CpuMask>)>,
-    mn_busy: bool,
+    /// The misc nodes serving DVM Syncs, when the profile serialises them.
+    mns: misc_node::MiscNodes,
     trace: Vec<AccessTrace>,
     limit_ns: Ns,
     /// Inject speculative walks (see [`TimingDriver::set_speculative_walks`]).
@@ -146,6 +155,7 @@ impl TimingDriver {
     /// A driver for `w` that stops at `limit_ns` of simulated time.
     pub fn new(w: Rc<World>, limit_ns: Ns) -> Self {
         let n = w.ncpus();
+        let nodes = sync_nodes_of(&w);
         Self {
             speculative: false,
             c: w.profile.step_costs(),
@@ -155,8 +165,7 @@ impl TimingDriver {
             core: Cpus::new(w),
             q: EventQueue::default(),
             result: vec![None; n],
-            mn_queue: VecDeque::new(),
-            mn_busy: false,
+            mns: misc_node::MiscNodes::new(nodes, n),
             trace: Vec::new(),
             limit_ns,
             lines: Vec::new(),
@@ -265,8 +274,9 @@ impl TimingDriver {
                 let cpu = cpu as usize;
                 self.core.dsb_ish_done(cpu);
                 if self.c.sync_serialized {
-                    self.mn_busy = false;
-                    self.mn_start();
+                    for next in self.mns.done(cpu) {
+                        self.sync_start(next);
+                    }
                 }
                 self.complete(cpu, OpResult::Unit);
             }
@@ -623,8 +633,10 @@ impl TimingDriver {
             self.core.set_wait(cpu, Wait::DsbSync);
             let reach = self.w().hw.borrow_mut().take_dvm_reach(cpu);
             if self.c.sync_serialized {
-                self.mn_queue.push_back((cpu, self.now(), reach));
-                self.mn_start();
+                let nodes = self.sync_nodes(reach.as_ref());
+                if let Some(s) = self.mns.arrive(cpu, self.now(), reach, nodes) {
+                    self.sync_start(s);
+                }
             } else {
                 // Completion barriers of different CPUs proceed in parallel
                 // (x86 TLBSYNC unless the profile says otherwise).
@@ -662,24 +674,34 @@ impl TimingDriver {
         sockets.any(|s| Some(s) != first)
     }
 
-    /// The misc node starts serving the next DVM Sync, if idle.
-    fn mn_start(&mut self) {
-        if self.mn_busy {
-            return;
+    /// The misc nodes a Sync to `reach` (`None`: every CPU) queues at: the
+    /// one node, or with a node per die, those of the dies it reaches.
+    fn sync_nodes(&self, reach: Option<&CpuMask>) -> Vec<usize> {
+        if !self.c.sync_domain_die {
+            return vec![0];
         }
-        let Some((cpu, since, reach)) = self.mn_queue.pop_front() else {
-            return;
+        let hw = self.w().hw.borrow();
+        let mut dies: Vec<usize> = match reach {
+            None => return (0..sync_nodes_of(self.w())).collect(),
+            Some(m) => m.iter().map(|c| hw.cpus[c].die as usize).collect(),
         };
-        self.mn_busy = true;
-        let waited = self.now() - since;
+        dies.sort_unstable();
+        dies.dedup();
+        dies
+    }
+
+    /// A misc node (or the nodes of every die it reaches) starts serving
+    /// Sync `s`.
+    fn sync_start(&mut self, s: misc_node::Sync) {
+        let waited = self.now() - s.since;
         self.w()
             .stats
             .borrow_mut()
             .dvm_sync_queue_wait_ns
             .record(waited);
-        self.sync_reaches_targets(cpu, reach.as_ref());
-        let at = self.now() + self.sync_service_ns(reach.as_ref());
-        self.q.push(at, Ev::SyncDone(ix(cpu)));
+        self.sync_reaches_targets(s.cpu, s.reach.as_ref());
+        let at = self.now() + self.sync_service_ns(s.reach.as_ref());
+        self.q.push(at, Ev::SyncDone(ix(s.cpu)));
     }
 
     /// The DVM Sync of `cpu` is served: every other busy CPU it reaches

@@ -1,0 +1,134 @@
+//! The misc nodes that serve DVM Syncs (AMBA CHI: one Sync outstanding
+//! from a misc node to a requester, so one node serves one broadcast Sync
+//! at a time). A machine has one node (`dvm_sync_domain = "machine"`) or
+//! one per die (`"die"`, HiSilicon's misc node per CPU die; whether such
+//! nodes serve Syncs in parallel is a labelled hypothesis:
+//! docs/research/seed003-dvm-sync-service.md). A Sync queues at every node
+//! whose CPUs it reaches and is served when it is first in all of their
+//! queues and all are free; queues keep arrival order, so two Syncs never
+//! wait for each other.
+
+use crate::engine::Ns;
+use crate::hw::cpumask::CpuMask;
+use crate::hw::CpuId;
+use std::collections::VecDeque;
+
+/// A DVM Sync, queued or in service.
+#[derive(Debug, Clone)]
+pub struct Sync {
+    /// The CPU whose `DSB ISH` sent it (one Sync per CPU at a time).
+    pub cpu: CpuId,
+    /// When it arrived.
+    pub since: Ns,
+    /// The CPUs it goes to (`None`: every CPU).
+    pub reach: Option<CpuMask>,
+    /// The nodes it needs, in increasing order.
+    nodes: Vec<usize>,
+}
+
+/// Every misc node's queue.
+#[derive(Debug)]
+pub struct MiscNodes {
+    /// Per node: the CPUs whose Syncs wait there, in arrival order.
+    queues: Vec<VecDeque<CpuId>>,
+    /// Per node: serving a Sync.
+    busy: Vec<bool>,
+    /// Per CPU: its Sync, if one is queued or in service.
+    syncs: Vec<Option<Sync>>,
+}
+
+impl MiscNodes {
+    /// `nodes` idle nodes for `ncpus` CPUs.
+    pub fn new(nodes: usize, ncpus: usize) -> Self {
+        Self {
+            queues: vec![VecDeque::new(); nodes],
+            busy: vec![false; nodes],
+            syncs: vec![None; ncpus],
+        }
+    }
+
+    /// The Sync of `cpu` (arrived at `since`, going to `reach`) queues at
+    /// `nodes` (increasing, not empty); returns it if it starts now.
+    pub fn arrive(
+        &mut self,
+        cpu: CpuId,
+        since: Ns,
+        reach: Option<CpuMask>,
+        nodes: Vec<usize>,
+    ) -> Option<Sync> {
+        debug_assert!(!nodes.is_empty() && self.syncs[cpu].is_none());
+        for &n in &nodes {
+            self.queues[n].push_back(cpu);
+        }
+        self.syncs[cpu] = Some(Sync {
+            cpu,
+            since,
+            reach,
+            nodes,
+        });
+        self.try_start(cpu)
+            .then(|| self.syncs[cpu].clone().expect("queued"))
+    }
+
+    /// The Sync of `cpu` is served: frees its nodes; returns the Syncs that
+    /// start now, in node order.
+    pub fn done(&mut self, cpu: CpuId) -> Vec<Sync> {
+        let s = self.syncs[cpu].take().expect("a Sync in service");
+        let mut started = Vec::new();
+        for &n in &s.nodes {
+            self.busy[n] = false;
+        }
+        for &n in &s.nodes {
+            if let Some(&next) = self.queues[n].front() {
+                if self.try_start(next) {
+                    started.push(self.syncs[next].clone().expect("queued"));
+                }
+            }
+        }
+        started
+    }
+
+    /// Starts the Sync of `cpu` if every node it needs is free and has it
+    /// first.
+    fn try_start(&mut self, cpu: CpuId) -> bool {
+        let s = self.syncs[cpu].as_ref().expect("queued");
+        let ready = s
+            .nodes
+            .iter()
+            .all(|&n| !self.busy[n] && self.queues[n].front() == Some(&cpu));
+        if ready {
+            for &n in &s.nodes {
+                self.busy[n] = true;
+                self.queues[n].pop_front();
+            }
+        }
+        ready
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MiscNodes;
+
+    #[test]
+    fn one_node_serves_in_arrival_order_and_disjoint_nodes_in_parallel() {
+        // One node: the second Sync waits for the first.
+        let mut m = MiscNodes::new(1, 4);
+        assert!(m.arrive(0, 0, None, vec![0]).is_some());
+        assert!(m.arrive(1, 1, None, vec![0]).is_none());
+        let started: Vec<_> = m.done(0).into_iter().map(|s| s.cpu).collect();
+        assert_eq!(started, vec![1]);
+        // Two nodes: Syncs of disjoint nodes run together; one needing
+        // both waits for both, and one arriving after it waits behind it.
+        let mut m = MiscNodes::new(2, 4);
+        assert!(m.arrive(0, 0, None, vec![0]).is_some());
+        assert!(m.arrive(1, 0, None, vec![1]).is_some());
+        assert!(m.arrive(2, 1, None, vec![0, 1]).is_none());
+        assert!(m.arrive(3, 2, None, vec![1]).is_none());
+        assert!(m.done(0).is_empty(), "cpu2 still needs node 1");
+        let started: Vec<_> = m.done(1).into_iter().map(|s| s.cpu).collect();
+        assert_eq!(started, vec![2]);
+        let started: Vec<_> = m.done(2).into_iter().map(|s| s.cpu).collect();
+        assert_eq!(started, vec![3]);
+    }
+}
