@@ -1,7 +1,8 @@
 //! The timing driver: runs the world as a discrete-event simulation. Every
 //! step a task posts is applied at once ([`Cpus::apply`]) and completes
 //! after its cost from the profile; broadcast TLBIs reach their targets
-//! after a latency; DVM Syncs are served one at a time by the misc node.
+//! after a latency; DVM Syncs are served one at a time by each misc node
+//! (one for the machine, or one per die: `driver/misc_node.rs`).
 //! Events are ordered by `(time, sequence)`. What a step does is
 //! [`crate::step`]'s; this file decides only when it completes.
 
