@@ -91,6 +91,25 @@ fn config_errors_name_file_line_and_field_and_exit_2() {
 }
 
 #[test]
+fn a_workload_cpu_beyond_the_machine_is_an_error_not_a_panic() {
+    // madv-migrate moves between CPUs 0 and 1; with one CPU it used to
+    // panic in its setup.
+    let exp = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../experiments/seed004-madv-migrate.toml"
+    );
+    for cmd in ["run", "check"] {
+        let o = tlbsim(&[cmd, exp, "--cpus", "1"]);
+        assert_eq!(o.status.code(), Some(2), "{cmd}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("`cpus` names CPU 1, but the machine has 1 CPU(s)"),
+            "{cmd}: {err}"
+        );
+    }
+}
+
+#[test]
 fn a_violation_prints_the_replay_command() {
     let text = "[experiment]\nname = \"m\"\nprofile = \"ampere-32\"\n[machine]\ncpus = 4\n[kernel]\ntlb_policy = \"mutant-range-no-broadcast\"\n[workload]\nname = \"threads\"\n";
     let exp = scratch("mutant.toml", text);

@@ -65,10 +65,22 @@ fn only(w: &World, cpu: u32) -> CpuMask {
 }
 
 impl Workload for MadvMigrate {
+    /// Both CPUs must exist on the machine (after `--cpus`).
+    fn check(&self, profile: &crate::config::Profile) -> Result<(), String> {
+        let n = profile.topology.cpus;
+        match self.cpus.iter().find(|&&c| c >= n) {
+            Some(c) => Err(format!(
+                "`cpus` names CPU {c}, but the machine has {n} CPU(s), 0..={}",
+                n - 1
+            )),
+            None => Ok(()),
+        }
+    }
+
     fn setup(&self, w: &Rc<World>, _streams: &Streams) -> TaskId {
         let me = self.clone();
         let n = w.ncpus() as u32;
-        assert!(me.cpus.iter().all(|&c| c < n), "checked by validate()");
+        assert!(me.cpus.iter().all(|&c| c < n), "checked by check()");
         spawn_user(
             w,
             "madv-migrate",
