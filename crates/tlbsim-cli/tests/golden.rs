@@ -132,6 +132,7 @@ golden! {
     seed002_explore => "seed002-explore",
     seed002_hackbench => "seed002-hackbench",
     seed003_affinity_race => "seed003-affinity-race",
+    seed003_unixbench_host => "seed003-unixbench-host",
     seed003_victim_tx2 => "seed003-victim-tx2",
     seed004_explore_ipis => "seed004-explore-ipis",
     seed004_explore_switch => "seed004-explore-switch",

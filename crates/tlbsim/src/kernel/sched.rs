@@ -546,6 +546,14 @@ pub async fn block_until_woken(ctx: &Ctx) {
     schedule(ctx).await;
 }
 
+/// A system call that does nothing but enter and return (`getpid`,
+/// `getuid`, `umask`, `dup`, `close` of unixbench's `syscall` test):
+/// `syscall_ns` in all.
+pub async fn sys_null(ctx: &Ctx, name: &'static str) {
+    syscall_enter(ctx, name).await;
+    syscall_exit(ctx, name).await;
+}
+
 /// `sched_yield()`: gives the CPU to the next runnable task, if any; the
 /// caller goes back on a run queue.
 pub async fn sys_sched_yield(ctx: &Ctx) {

@@ -10,6 +10,7 @@ pub mod mprotect;
 pub mod pageout_race;
 pub mod swap_bench;
 pub mod threads;
+pub mod unixbench;
 pub mod victim;
 
 use crate::engine::rng::Streams;
@@ -94,6 +95,7 @@ pub const WORKLOADS: &[&WorkloadEntry] = &[
     &swap_bench::ENTRY,
     &pageout_race::ENTRY,
     &migrate_bench::ENTRY,
+    &unixbench::ENTRY,
 ];
 
 /// Builds a workload by name, with its resolved parameters. Errors name the

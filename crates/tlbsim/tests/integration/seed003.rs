@@ -106,3 +106,39 @@ fn a_misc_node_per_die_serves_scoped_syncs_in_parallel_and_full_ones_as_one() {
     assert!(wait(&b) < wait(&a) / 1.5, "{} vs {}", wait(&b), wait(&a));
     assert!(b.elapsed_ns < a.elapsed_ns);
 }
+
+#[test]
+fn unixbench_runs_each_copy_on_its_own_cpu_and_scores_the_index() {
+    let wl = "name = \"unixbench\"\ninstances = 2\ncopies = 2\ntest_ns = 1000000";
+    let o = run_ok(&super::common::experiment(
+        "hisi-96-dvmbm",
+        "arm64-stock",
+        8,
+        "",
+        wl,
+        "",
+    ));
+    assert_eq!(o.checker.verdict, "pass");
+    // 2 instances x 2 copies: CPUs 0-3 each ran a copy of every test.
+    let busy: Vec<u64> = o.stats.per_cpu.iter().map(|c| c.busy_ns).collect();
+    assert!(busy[..4].iter().all(|&b| b > 900_000), "{busy:?}");
+    assert!(busy[4..].iter().all(|&b| b < 100_000), "{busy:?}");
+    // dhry2reg: 2 copies of 1 us loops for 1 ms each, per instance.
+    let dhry = o.metrics["score.dhry2reg"];
+    assert!((dhry - 2.0e6).abs() < 2.0e4, "{dhry}");
+    // The index is the geometric mean of score / baseline x 10.
+    let index = o.metrics["index"];
+    assert!(index > 0.0 && o.metrics["index_min"] <= index && index <= o.metrics["index_max"]);
+    // An unknown test is an error naming the parameter.
+    let bad = "name = \"unixbench\"\ntests = [\"fstime\"]";
+    let e = tlbsim::sim::run(
+        &super::common::experiment("hisi-96-dvmbm", "arm64-stock", 8, "", bad, ""),
+        &Default::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("[workload] tests: unknown test \"fstime\""),
+        "{e}"
+    );
+}

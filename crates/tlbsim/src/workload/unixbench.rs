@@ -1,0 +1,420 @@
+//! `unixbench`: byte-unixbench's index run (kdlucas/byte-unixbench 6.0.0,
+//! `Run` and `pgms/index.base`; docs/research/seed003-kvm-dvmbm.md §5),
+//! the workload seed 003 ran inside each of its VMs. Until tlbsim has
+//! guests, `instances` independent copies of the benchmark run on the host,
+//! each pinned to its own `copies` CPUs (instance `i` on CPUs
+//! `i * copies ..`), the stand-in for one 4-vCPU VM each.
+//!
+//! Each test runs `copies` processes in parallel for `test_ns` of
+//! simulated time (an iteration under way at the deadline is finished);
+//! its score is the sum of their iterations per second of the time each
+//! ran, its index `score / baseline * 10`; an instance's index is the geometric mean
+//! over the tests run (unixbench's `indexResults`). Modelled, as the
+//! programs do them:
+//! - `spawn`: `fork()`; the child exits at once; the parent `wait()`s.
+//! - `execl`: the process `exec`s itself again and again (a new mm each).
+//! - `shell1`, `shell8`: `looper` forks and execs `multi.sh`, which starts
+//!   1 or 8 `tst.sh` at once and waits; each `tst.sh` forks and execs its
+//!   six commands (`sort`, `od`, `sort`, `grep`, `tee`, `wc`), each
+//!   touching `command_pages` pages and doing `command_user_ns` of work.
+//! - `syscall`: `close(dup(fd)); getpid(); getuid(); umask()`, five null
+//!   system calls.
+//! - `pipe`: one process writes then reads 512 bytes on one pipe.
+//! - `context1`: a forked pair ping-pongs a counter over two pipes.
+//! - `dhry2reg`, `whetstone-double`: user code only, `compute_loop_ns` per
+//!   loop (an arbitrary unit: their absolute scores mean nothing, only a
+//!   ratio between two runs on one profile does).
+//!
+//! Not modelled (no files or page cache): `fstime`, `fsbuffer`, `fsdisk`;
+//! an index over the other nine is not unixbench's absolute index, but the
+//! ratio of two runs' indices is what seed 003 reports (normalised to
+//! one VM). unixbench's passes and the dropping of the worst third are not
+//! modelled: each test runs once.
+//!
+//! Reports `index` (mean over instances), `index_min`, `index_max`, and
+//! per test `score.TEST` (mean over instances, iterations per second).
+
+use super::WorkloadEntry;
+use super::{parse_params, Params, Workload};
+use crate::engine::rng::Streams;
+use crate::engine::Ns;
+use crate::hw::cpumask::CpuMask;
+use crate::hw::mem::{Perms, PAGE_SIZE};
+use crate::kernel::mm::{sys_mmap, sys_munmap};
+use crate::kernel::pipe::{new_pipe, pipe_read, pipe_write};
+use crate::kernel::sched::{
+    spawn_user, sys_exec, sys_fork, sys_null, sys_sched_setaffinity, sys_wait,
+};
+use crate::kernel::{Ctx, TaskId, World};
+use serde::{Deserialize, Serialize};
+use std::cell::Cell;
+use std::rc::Rc;
+
+/// The modelled tests, in unixbench's order, with their baselines
+/// (`pgms/index.base`, the SPARCstation 20-61 "George"; per second, and
+/// per minute for the shell tests, converted here).
+const TESTS: &[(&str, f64)] = &[
+    ("dhry2reg", 116_700.0),
+    ("whetstone-double", 55.0),
+    ("execl", 43.0),
+    ("pipe", 12_440.0),
+    ("context1", 4_000.0),
+    ("spawn", 126.0),
+    ("syscall", 15_000.0),
+    ("shell1", 42.4 / 60.0),
+    ("shell8", 6.0 / 60.0),
+];
+
+/// Parameters.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Unixbench {
+    /// Parallel copies of each test per instance (unixbench's second
+    /// run uses one per CPU: 4 in a 4-vCPU guest).
+    #[serde(default = "d_copies")]
+    pub copies: u32,
+    /// Independent instances, each on its own `copies` CPUs.
+    #[serde(default = "d_one")]
+    pub instances: u32,
+    /// Simulated time each test runs (ns).
+    #[serde(default = "d_test_ns")]
+    pub test_ns: u64,
+    /// The tests to run (default: every modelled one, in unixbench's order).
+    #[serde(default = "d_tests")]
+    pub tests: Vec<String>,
+    /// User work of one `dhry2reg` or `whetstone-double` loop (ns).
+    #[serde(default = "d_compute_loop")]
+    pub compute_loop_ns: u64,
+    /// User work of one command of a shell test (ns): sorting or grepping
+    /// a small file (estimated: a few hundred microseconds of a process
+    /// whose creation costs more).
+    #[serde(default = "d_command_user")]
+    pub command_user_ns: u64,
+    /// Pages each shell command touches (its heap and stack).
+    #[serde(default = "d_command_pages")]
+    pub command_pages: u64,
+}
+
+fn d_copies() -> u32 {
+    4
+}
+fn d_one() -> u32 {
+    1
+}
+fn d_test_ns() -> u64 {
+    20_000_000
+}
+fn d_tests() -> Vec<String> {
+    TESTS.iter().map(|(t, _)| t.to_string()).collect()
+}
+fn d_compute_loop() -> u64 {
+    1_000
+}
+fn d_command_user() -> u64 {
+    200_000
+}
+fn d_command_pages() -> u64 {
+    16
+}
+
+impl Unixbench {
+    /// From config parameters.
+    pub fn from_params(p: &Params) -> Result<Self, String> {
+        let u: Self = parse_params(p)?;
+        if u.copies == 0 || u.instances == 0 {
+            return Err("`copies` and `instances` must be >= 1".into());
+        }
+        if u.test_ns == 0 || u.compute_loop_ns == 0 {
+            return Err("`test_ns` and `compute_loop_ns` must be >= 1".into());
+        }
+        if u.tests.is_empty() {
+            return Err("`tests` must name at least one test".into());
+        }
+        if let Some(t) = u.tests.iter().find(|t| baseline(t).is_none()) {
+            let known: Vec<_> = TESTS.iter().map(|(t, _)| *t).collect();
+            return Err(format!(
+                "`tests`: unknown test {t:?} (modelled: {})",
+                known.join(", ")
+            ));
+        }
+        Ok(u)
+    }
+}
+
+/// The baseline score of `test` (per second).
+fn baseline(test: &str) -> Option<f64> {
+    TESTS.iter().find(|(t, _)| *t == test).map(|&(_, b)| b)
+}
+
+/// Pins the calling task to `cpu`.
+async fn pin(ctx: &Ctx, cpu: usize) {
+    let mut m = CpuMask::new(ctx.w.ncpus());
+    m.set(cpu);
+    sys_sched_setaffinity(ctx, Some(m)).await;
+}
+
+/// A forked process that exits at once.
+fn exit_at_once() -> crate::kernel::Program {
+    Box::new(|_c: Ctx| Box::pin(async {}))
+}
+
+/// One shell command: exec, touch its pages, compute, exit.
+fn command(u: &Unixbench) -> crate::kernel::Program {
+    let (pages, user_ns) = (u.command_pages, u.command_user_ns);
+    Box::new(move |c: Ctx| {
+        Box::pin(async move {
+            sys_exec(&c).await;
+            let len = pages * PAGE_SIZE;
+            let p = sys_mmap(&c, len, Perms::RW).await;
+            for i in 0..pages {
+                c.user_access(p + i * PAGE_SIZE, true).await;
+            }
+            c.user_work(user_ns).await;
+            sys_munmap(&c, p, len).await;
+        })
+    })
+}
+
+/// `tst.sh`: the shell execs, then runs its six commands one after
+/// another (a pipeline's commands overlap in the real script; here they
+/// follow each other).
+fn tst_sh(u: &Unixbench) -> crate::kernel::Program {
+    let u = u.clone();
+    Box::new(move |c: Ctx| {
+        Box::pin(async move {
+            sys_exec(&c).await;
+            for name in ["sort", "od", "sort", "grep", "tee", "wc"] {
+                sys_fork(&c, name, command(&u)).await;
+                sys_wait(&c).await;
+            }
+        })
+    })
+}
+
+/// `multi.sh N`: starts `n` `tst.sh` at once and waits for them.
+fn multi_sh(u: &Unixbench, n: u32) -> crate::kernel::Program {
+    let u = u.clone();
+    Box::new(move |c: Ctx| {
+        Box::pin(async move {
+            sys_exec(&c).await;
+            for _ in 0..n {
+                sys_fork(&c, "tst.sh", tst_sh(&u)).await;
+            }
+            while sys_wait(&c).await.is_some() {}
+        })
+    })
+}
+
+/// One iteration of `test` by the calling process.
+async fn iteration(ctx: &Ctx, u: &Unixbench, test: &str) {
+    match test {
+        "dhry2reg" | "whetstone-double" => ctx.user_work(u.compute_loop_ns).await,
+        "execl" => sys_exec(ctx).await,
+        "spawn" => {
+            sys_fork(ctx, "spawn-child", exit_at_once()).await;
+            sys_wait(ctx).await;
+        }
+        "syscall" => {
+            for name in ["dup", "close", "getpid", "getuid", "umask"] {
+                sys_null(ctx, name).await;
+            }
+        }
+        "shell1" | "shell8" => {
+            let n = if test == "shell1" { 1 } else { 8 };
+            sys_fork(ctx, "multi.sh", multi_sh(u, n)).await;
+            sys_wait(ctx).await;
+        }
+        _ => unreachable!("pipe and context1 run in their own loops"),
+    }
+}
+
+/// Runs `test` in the calling process until `deadline`; returns the
+/// iterations done.
+async fn run_test(ctx: &Ctx, u: &Unixbench, test: &str, deadline: Ns) -> u64 {
+    let mut n = 0;
+    match test {
+        "pipe" => {
+            let p = new_pipe(8);
+            while ctx.now() < deadline {
+                pipe_write(ctx, &p).await;
+                pipe_read(ctx, &p).await;
+                n += 1;
+            }
+        }
+        "context1" => {
+            // The partner echoes what it reads until told to stop.
+            let (there, back) = (new_pipe(1), new_pipe(1));
+            let stop = Rc::new(Cell::new(false));
+            let (t2, b2, s2) = (Rc::clone(&there), Rc::clone(&back), Rc::clone(&stop));
+            sys_fork(
+                ctx,
+                "context1-child",
+                Box::new(move |c: Ctx| {
+                    Box::pin(async move {
+                        loop {
+                            pipe_read(&c, &t2).await;
+                            pipe_write(&c, &b2).await;
+                            if s2.get() {
+                                break;
+                            }
+                        }
+                    })
+                }),
+            )
+            .await;
+            loop {
+                let last = ctx.now() >= deadline;
+                stop.set(last);
+                pipe_write(ctx, &there).await;
+                pipe_read(ctx, &back).await;
+                if last {
+                    break;
+                }
+                n += 1;
+            }
+            sys_wait(ctx).await;
+        }
+        _ => {
+            while ctx.now() < deadline {
+                iteration(ctx, u, test).await;
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+/// One instance on CPUs `base .. base + copies`: each test in turn, its
+/// copies forked one per CPU (the instance moves to each CPU to fork the
+/// copy pinned there), then started together (each waits on its own pipe
+/// until every copy is forked); records `score.TEST` and the instance's
+/// index.
+async fn instance(ctx: Ctx, u: Unixbench, base: usize, results: Rc<Results>) {
+    pin(&ctx, base).await;
+    let mut log_sum = 0.0;
+    for test in &u.tests {
+        // The copies' rates, summed.
+        let count = Rc::new(Cell::new(0.0f64));
+        // A pipe per copy: the model's pipe has one waiting reader.
+        let go: Vec<_> = (0..u.copies).map(|_| new_pipe(1)).collect();
+        let deadline = Rc::new(Cell::new(0));
+        for (k, go_k) in go.iter().enumerate() {
+            let (u2, t2, c2) = (u.clone(), test.clone(), Rc::clone(&count));
+            let (go2, d2) = (Rc::clone(go_k), Rc::clone(&deadline));
+            // The child starts where its parent runs, with its affinity.
+            pin(&ctx, base + k).await;
+            sys_fork(
+                &ctx,
+                "unixbench-copy",
+                Box::new(move |c: Ctx| {
+                    Box::pin(async move {
+                        pipe_read(&c, &go2).await;
+                        let start = c.now();
+                        let n = run_test(&c, &u2, &t2, d2.get()).await;
+                        // Iterations per second of the time it ran: the
+                        // last iteration may end after the deadline.
+                        let secs = (c.now() - start).max(1) as f64 / 1e9;
+                        c2.set(c2.get() + n as f64 / secs);
+                    })
+                }),
+            )
+            .await;
+        }
+        deadline.set(ctx.now() + u.test_ns);
+        for p in &go {
+            pipe_write(&ctx, p).await;
+        }
+        while sys_wait(&ctx).await.is_some() {}
+        let score = count.get();
+        let index = score / baseline(test).expect("checked") * 10.0;
+        log_sum += index.max(f64::MIN_POSITIVE).ln();
+        results.add_score(test, score);
+    }
+    results.add_index((log_sum / u.tests.len() as f64).exp());
+}
+
+/// What the instances report, gathered in instance order.
+#[derive(Debug, Default)]
+struct Results {
+    scores: std::cell::RefCell<Vec<(String, f64)>>,
+    indices: std::cell::RefCell<Vec<f64>>,
+}
+
+impl Results {
+    fn add_score(&self, test: &str, score: f64) {
+        self.scores.borrow_mut().push((test.to_string(), score));
+    }
+    fn add_index(&self, index: f64) {
+        self.indices.borrow_mut().push(index);
+    }
+}
+
+impl Workload for Unixbench {
+    /// The instances' CPUs must exist.
+    fn check(&self, profile: &crate::config::Profile) -> Result<(), String> {
+        let need = u64::from(self.copies) * u64::from(self.instances);
+        let n = profile.topology.cpus;
+        if need > u64::from(n) {
+            return Err(format!(
+                "`instances` x `copies` = {need} CPUs, but the machine has {n}"
+            ));
+        }
+        Ok(())
+    }
+
+    fn setup(&self, w: &Rc<World>, _streams: &Streams) -> TaskId {
+        let me = self.clone();
+        spawn_user(
+            w,
+            "unixbench-run",
+            0,
+            Box::new(move |ctx: Ctx| {
+                Box::pin(async move {
+                    let results = Rc::new(Results::default());
+                    for i in 0..me.instances as usize {
+                        let (u, r) = (me.clone(), Rc::clone(&results));
+                        let base = i * me.copies as usize;
+                        sys_fork(
+                            &ctx,
+                            "unixbench",
+                            Box::new(move |c: Ctx| Box::pin(instance(c, u, base, r))),
+                        )
+                        .await;
+                    }
+                    while sys_wait(&ctx).await.is_some() {}
+                    report(&ctx.w, &me, &results);
+                })
+            }),
+        )
+    }
+}
+
+/// Writes the metrics: the mean, lowest and highest instance index, and
+/// each test's mean score over the instances.
+fn report(w: &World, u: &Unixbench, r: &Results) {
+    let indices = r.indices.borrow();
+    let n = indices.len().max(1) as f64;
+    let mut st = w.stats.borrow_mut();
+    let m = &mut st.metrics;
+    m.insert("index".into(), indices.iter().sum::<f64>() / n);
+    let lo = indices.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = indices.iter().copied().fold(0.0, f64::max);
+    m.insert("index_min".into(), lo);
+    m.insert("index_max".into(), hi);
+    for test in &u.tests {
+        let scores = r.scores.borrow();
+        let s: f64 = scores
+            .iter()
+            .filter(|(t, _)| t == test)
+            .map(|(_, s)| s)
+            .sum();
+        m.insert(format!("score.{test}"), s / n);
+    }
+}
+
+/// The registry entry of `unixbench`.
+pub const ENTRY: WorkloadEntry = WorkloadEntry {
+    name: "unixbench",
+    description: "seed 003: byte-unixbench's index tests (9 of 12 modelled), instances of `copies` CPUs each; reports index",
+    new: |p| super::resolved(Unixbench::from_params(p)?),
+};
