@@ -38,7 +38,6 @@ use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::engine::Ns;
-use crate::hw::cpumask::CpuMask;
 use crate::hw::mem::{Perms, PAGE_SIZE};
 use crate::kernel::mm::{sys_mmap, sys_munmap};
 use crate::kernel::pipe::{new_pipe, pipe_read, pipe_write};
@@ -148,9 +147,7 @@ fn baseline(test: &str) -> Option<f64> {
 
 /// Pins the calling task to `cpu`.
 async fn pin(ctx: &Ctx, cpu: usize) {
-    let mut m = CpuMask::new(ctx.w.ncpus());
-    m.set(cpu);
-    sys_sched_setaffinity(ctx, Some(m)).await;
+    sys_sched_setaffinity(ctx, Some(super::only_cpu(&ctx.w, cpu))).await;
 }
 
 /// A forked process that exits at once.
