@@ -112,8 +112,9 @@ pub struct Topology {
     /// Sockets (NUMA nodes); CPUs are split evenly between them.
     pub sockets: u32,
     /// Dies per socket; a socket's CPUs are split evenly between them
-    /// (what TLBI by affinity encodes, [`crate::hw::dvm_affinity`]). One
-    /// when the profile does not say.
+    /// (what TLBI by affinity encodes, [`crate::hw::dvm_affinity`], and
+    /// where per-die misc nodes sit; arm64 only). One when the profile
+    /// does not say (the x86 profiles, where nothing uses it).
     #[serde(default = "one_die")]
     pub dies_per_socket: u32,
 }
