@@ -11,6 +11,10 @@
 //! ran, its index `score / baseline * 10`; an instance's index is the geometric mean
 //! over the tests run (unixbench's `indexResults`). Modelled, as the
 //! programs do them:
+//! - every process writes `process_pages` pages when it starts (stack,
+//!   data, the C library's), and after a `fork()` the parent and the
+//!   child each write `cow_pages` of them again (copy-on-write faults, each
+//!   a flush on arm64).
 //! - `spawn`: `fork()`; the child exits at once; the parent `wait()`s.
 //! - `execl`: the process `exec`s itself again and again (a new mm each).
 //! - `shell1`, `shell8`: `looper` forks and execs `multi.sh`, which starts
@@ -92,6 +96,16 @@ pub struct Unixbench {
     /// Pages each shell command touches (its heap and stack).
     #[serde(default = "d_command_pages")]
     pub command_pages: u64,
+    /// Pages every benchmark process (and every program it execs) writes
+    /// when it starts: its stack, data, and the C library's data
+    /// (estimated: a small C program).
+    #[serde(default = "d_process_pages")]
+    pub process_pages: u64,
+    /// Of those, the pages the parent and the child each write again
+    /// right after a `fork()` (the stack frame, the C library's `errno`
+    /// and stdio state; estimated), each a copy-on-write fault.
+    #[serde(default = "d_cow_pages")]
+    pub cow_pages: u64,
 }
 
 fn d_copies() -> u32 {
@@ -115,6 +129,12 @@ fn d_command_user() -> u64 {
 fn d_command_pages() -> u64 {
     16
 }
+fn d_process_pages() -> u64 {
+    4
+}
+fn d_cow_pages() -> u64 {
+    2
+}
 
 impl Unixbench {
     /// From config parameters.
@@ -125,6 +145,9 @@ impl Unixbench {
         }
         if u.test_ns == 0 || u.compute_loop_ns == 0 {
             return Err("`test_ns` and `compute_loop_ns` must be >= 1".into());
+        }
+        if u.cow_pages > u.process_pages {
+            return Err("`cow_pages` must be at most `process_pages`".into());
         }
         if u.tests.is_empty() {
             return Err("`tests` must name at least one test".into());
@@ -150,9 +173,33 @@ async fn pin(ctx: &Ctx, cpu: usize) {
     sys_sched_setaffinity(ctx, Some(super::only_cpu(&ctx.w, cpu))).await;
 }
 
-/// A forked process that exits at once.
-fn exit_at_once() -> crate::kernel::Program {
-    Box::new(|_c: Ctx| Box::pin(async {}))
+/// Maps and writes the pages a starting process writes
+/// (`process_pages`); returns their address.
+async fn resident(ctx: &Ctx, u: &Unixbench) -> u64 {
+    let p = sys_mmap(ctx, u.process_pages.max(1) * PAGE_SIZE, Perms::RW).await;
+    dirty(ctx, p, u.process_pages).await;
+    p
+}
+
+/// Writes the first `n` pages at `p`.
+async fn dirty(ctx: &Ctx, p: u64, n: u64) {
+    for i in 0..n {
+        ctx.user_access(p + i * PAGE_SIZE, true).await;
+    }
+}
+
+/// `fork()` of a process whose resident pages are at `mem`: the parent
+/// writes `cow_pages` of them again as it returns (copy-on-write).
+async fn fork(ctx: &Ctx, u: &Unixbench, mem: u64, name: &str, child: crate::kernel::Program) {
+    sys_fork(ctx, name, child).await;
+    dirty(ctx, mem, u.cow_pages).await;
+}
+
+/// A forked child that writes `cow_pages` of its inherited pages at `mem`
+/// (copy-on-write) and exits (`spawn`'s `exit(0)`).
+fn exit_at_once(u: &Unixbench, mem: u64) -> crate::kernel::Program {
+    let n = u.cow_pages;
+    Box::new(move |c: Ctx| Box::pin(async move { dirty(&c, mem, n).await }))
 }
 
 /// One shell command: exec, touch its pages, compute, exit.
@@ -180,8 +227,9 @@ fn tst_sh(u: &Unixbench) -> crate::kernel::Program {
     Box::new(move |c: Ctx| {
         Box::pin(async move {
             sys_exec(&c).await;
+            let mem = resident(&c, &u).await;
             for name in ["sort", "od", "sort", "grep", "tee", "wc"] {
-                sys_fork(&c, name, command(&u)).await;
+                fork(&c, &u, mem, name, command(&u)).await;
                 sys_wait(&c).await;
             }
         })
@@ -194,21 +242,26 @@ fn multi_sh(u: &Unixbench, n: u32) -> crate::kernel::Program {
     Box::new(move |c: Ctx| {
         Box::pin(async move {
             sys_exec(&c).await;
+            let mem = resident(&c, &u).await;
             for _ in 0..n {
-                sys_fork(&c, "tst.sh", tst_sh(&u)).await;
+                fork(&c, &u, mem, "tst.sh", tst_sh(&u)).await;
             }
             while sys_wait(&c).await.is_some() {}
         })
     })
 }
 
-/// One iteration of `test` by the calling process.
-async fn iteration(ctx: &Ctx, u: &Unixbench, test: &str) {
+/// One iteration of `test` by the calling process, whose resident pages
+/// are at `*mem` (an exec maps new ones).
+async fn iteration(ctx: &Ctx, u: &Unixbench, test: &str, mem: &mut u64) {
     match test {
         "dhry2reg" | "whetstone-double" => ctx.user_work(u.compute_loop_ns).await,
-        "execl" => sys_exec(ctx).await,
+        "execl" => {
+            sys_exec(ctx).await;
+            *mem = resident(ctx, u).await;
+        }
         "spawn" => {
-            sys_fork(ctx, "spawn-child", exit_at_once()).await;
+            fork(ctx, u, *mem, "spawn-child", exit_at_once(u, *mem)).await;
             sys_wait(ctx).await;
         }
         "syscall" => {
@@ -218,17 +271,20 @@ async fn iteration(ctx: &Ctx, u: &Unixbench, test: &str) {
         }
         "shell1" | "shell8" => {
             let n = if test == "shell1" { 1 } else { 8 };
-            sys_fork(ctx, "multi.sh", multi_sh(u, n)).await;
+            fork(ctx, u, *mem, "multi.sh", multi_sh(u, n)).await;
             sys_wait(ctx).await;
         }
         _ => unreachable!("pipe and context1 run in their own loops"),
     }
 }
 
-/// Runs `test` in the calling process until `deadline`; returns the
-/// iterations done.
-async fn run_test(ctx: &Ctx, u: &Unixbench, test: &str, deadline: Ns) -> u64 {
+/// Runs `test` in the calling process until `deadline` (after writing
+/// its resident pages); returns the iterations done and the time they
+/// took (ns).
+async fn run_test(ctx: &Ctx, u: &Unixbench, test: &str, deadline: Ns) -> (u64, Ns) {
     let mut n = 0;
+    let mut mem = resident(ctx, u).await;
+    let start = ctx.now();
     match test {
         "pipe" => {
             let p = new_pipe(8);
@@ -243,11 +299,15 @@ async fn run_test(ctx: &Ctx, u: &Unixbench, test: &str, deadline: Ns) -> u64 {
             let (there, back) = (new_pipe(1), new_pipe(1));
             let stop = Rc::new(Cell::new(false));
             let (t2, b2, s2) = (Rc::clone(&there), Rc::clone(&back), Rc::clone(&stop));
-            sys_fork(
+            let cow = u.cow_pages;
+            fork(
                 ctx,
+                u,
+                mem,
                 "context1-child",
                 Box::new(move |c: Ctx| {
                     Box::pin(async move {
+                        dirty(&c, mem, cow).await;
                         loop {
                             pipe_read(&c, &t2).await;
                             pipe_write(&c, &b2).await;
@@ -273,12 +333,12 @@ async fn run_test(ctx: &Ctx, u: &Unixbench, test: &str, deadline: Ns) -> u64 {
         }
         _ => {
             while ctx.now() < deadline {
-                iteration(ctx, u, test).await;
+                iteration(ctx, u, test, &mut mem).await;
                 n += 1;
             }
         }
     }
-    n
+    (n, ctx.now() - start)
 }
 
 /// One instance on CPUs `base .. base + copies`: each test in turn, its
@@ -306,11 +366,10 @@ async fn instance(ctx: Ctx, u: Unixbench, base: usize, results: Rc<Results>) {
                 Box::new(move |c: Ctx| {
                     Box::pin(async move {
                         pipe_read(&c, &go2).await;
-                        let start = c.now();
-                        let n = run_test(&c, &u2, &t2, d2.get()).await;
+                        let (n, ran_ns) = run_test(&c, &u2, &t2, d2.get()).await;
                         // Iterations per second of the time it ran: the
                         // last iteration may end after the deadline.
-                        let secs = (c.now() - start).max(1) as f64 / 1e9;
+                        let secs = ran_ns.max(1) as f64 / 1e9;
                         c2.set(c2.get() + n as f64 / secs);
                     })
                 }),
