@@ -587,4 +587,18 @@ mod tests {
             p.validate().unwrap();
         }
     }
+
+    #[test]
+    fn hisi_96_dvmbm_is_kunpeng_920_with_tlbi_by_affinity() {
+        // The profile copies kunpeng-920's values as proxies; a value
+        // changed in one file and not the other fails here.
+        let mut h = builtin_profile("hisi-96-dvmbm").unwrap();
+        let k = builtin_profile("kunpeng-920").unwrap();
+        assert!(h.arm64().tlbi_affinity && !k.arm64().tlbi_affinity);
+        h.name = k.name.clone();
+        h.description = k.description.clone();
+        h.arm64.as_mut().unwrap().tlbi_affinity = false;
+        let v = |p: &Profile| toml::Value::try_from(p).unwrap();
+        assert_eq!(v(&h), v(&k));
+    }
 }

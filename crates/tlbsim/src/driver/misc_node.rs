@@ -13,8 +13,8 @@ use crate::hw::cpumask::CpuMask;
 use crate::hw::CpuId;
 use std::collections::VecDeque;
 
-/// A DVM Sync, queued or in service.
-#[derive(Debug, Clone)]
+/// A DVM Sync that starts service now.
+#[derive(Debug)]
 pub struct Sync {
     /// The CPU whose `DSB ISH` sent it (one Sync per CPU at a time).
     pub cpu: CpuId,
@@ -22,6 +22,14 @@ pub struct Sync {
     pub since: Ns,
     /// The CPUs it goes to (`None`: every CPU).
     pub reach: Option<CpuMask>,
+}
+
+/// A DVM Sync queued or in service: what it still needs.
+#[derive(Debug, Clone)]
+struct Queued {
+    since: Ns,
+    /// Moved out when it starts.
+    reach: Option<CpuMask>,
     /// The nodes it needs, in increasing order.
     nodes: Vec<usize>,
 }
@@ -34,10 +42,15 @@ pub struct MiscNodes {
     /// Per node: serving a Sync.
     busy: Vec<bool>,
     /// Per CPU: its Sync, if one is queued or in service.
-    syncs: Vec<Option<Sync>>,
+    syncs: Vec<Option<Queued>>,
 }
 
 impl MiscNodes {
+    /// How many nodes there are.
+    pub fn nodes(&self) -> usize {
+        self.queues.len()
+    }
+
     /// `nodes` idle nodes for `ncpus` CPUs.
     pub fn new(nodes: usize, ncpus: usize) -> Self {
         Self {
@@ -60,14 +73,12 @@ impl MiscNodes {
         for &n in &nodes {
             self.queues[n].push_back(cpu);
         }
-        self.syncs[cpu] = Some(Sync {
-            cpu,
+        self.syncs[cpu] = Some(Queued {
             since,
             reach,
             nodes,
         });
         self.try_start(cpu)
-            .then(|| self.syncs[cpu].clone().expect("queued"))
     }
 
     /// The Sync of `cpu` is served: frees its nodes; returns the Syncs that
@@ -80,9 +91,7 @@ impl MiscNodes {
         }
         for &n in &s.nodes {
             if let Some(&next) = self.queues[n].front() {
-                if self.try_start(next) {
-                    started.push(self.syncs[next].clone().expect("queued"));
-                }
+                started.extend(self.try_start(next));
             }
         }
         started
@@ -90,19 +99,24 @@ impl MiscNodes {
 
     /// Starts the Sync of `cpu` if every node it needs is free and has it
     /// first.
-    fn try_start(&mut self, cpu: CpuId) -> bool {
-        let s = self.syncs[cpu].as_ref().expect("queued");
+    fn try_start(&mut self, cpu: CpuId) -> Option<Sync> {
+        let s = self.syncs[cpu].as_mut().expect("queued");
         let ready = s
             .nodes
             .iter()
             .all(|&n| !self.busy[n] && self.queues[n].front() == Some(&cpu));
-        if ready {
-            for &n in &s.nodes {
-                self.busy[n] = true;
-                self.queues[n].pop_front();
-            }
+        if !ready {
+            return None;
         }
-        ready
+        for &n in &s.nodes {
+            self.busy[n] = true;
+            self.queues[n].pop_front();
+        }
+        Some(Sync {
+            cpu,
+            since: s.since,
+            reach: s.reach.take(),
+        })
     }
 }
 

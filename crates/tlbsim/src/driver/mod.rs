@@ -683,7 +683,7 @@ impl TimingDriver {
         }
         let hw = self.w().hw.borrow();
         let mut dies: Vec<usize> = match reach {
-            None => return (0..sync_nodes_of(self.w())).collect(),
+            None => return (0..self.mns.nodes()).collect(),
             Some(m) => m.iter().map(|c| hw.cpus[c].die as usize).collect(),
         };
         dies.sort_unstable();

@@ -77,9 +77,11 @@ pub enum TlbiScope {
 }
 
 /// One way of a set. All-zero bytes are an empty slot, so that a TLB is
-/// allocated zeroed ([`bytemuck::allocation::zeroed_vec`]): the kernel maps the pages
-/// of a machine's TLBs only where entries are filled (a 4096-CPU machine
-/// has 250 MB of them).
+/// allocated zeroed ([`bytemuck::allocation::zeroed_vec`]): one `calloc`
+/// instead of a loop writing every slot (a 4096-CPU machine has 200 MB
+/// of them). Where the allocator hands out fresh pages, untouched sets
+/// are never faulted in; glibc clears these heap blocks itself
+/// (docs/performance.md).
 #[derive(Debug, Clone, Copy, bytemuck::Zeroable)]
 struct Slot<T> {
     /// The entry, meaningful when `valid`.

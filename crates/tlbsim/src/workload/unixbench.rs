@@ -210,9 +210,7 @@ fn command(u: &Unixbench) -> crate::kernel::Program {
             sys_exec(&c).await;
             let len = pages * PAGE_SIZE;
             let p = sys_mmap(&c, len, Perms::RW).await;
-            for i in 0..pages {
-                c.user_access(p + i * PAGE_SIZE, true).await;
-            }
+            dirty(&c, p, pages).await;
             c.user_work(user_ns).await;
             sys_munmap(&c, p, len).await;
         })
