@@ -32,7 +32,7 @@ use super::{Invariant, Violation};
 use crate::engine::Ns;
 use crate::hw::cpumask::CpuMask;
 use crate::hw::mem::{level_shift, Pfn, Pte, TableId, HPAGE_PAGES, PAGE_SHIFT};
-use crate::hw::tlb::{Asid, LeafEntry, MmId, Tlb, TlbiScope, WalkEntry};
+use crate::hw::tlb::{Asid, LeafEntry, MmId, Tag, Tlb, TlbiScope, Vmid, WalkEntry};
 use crate::hw::{CpuId, Hw};
 use crate::observe::{Event, Observer};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -98,7 +98,7 @@ struct MmCpus {
 struct Clean {
     tick: u64,
     epoch: u64,
-    asid: Asid,
+    asid: Tag,
     mm: MmId,
 }
 
@@ -108,7 +108,7 @@ struct Clean {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct RangeProbe {
     tick: u64,
-    asid: Asid,
+    asid: Tag,
     lo: u64,
     hi: u64,
     any: bool,
@@ -151,7 +151,7 @@ pub struct Checker {
     /// retired by completed calls with the values they committed.
     shadow: Shadow,
     /// What each CPU last loaded into TTBR0 (from AsidLoad events).
-    cpu_loaded: Vec<Option<(MmId, Asid)>>,
+    cpu_loaded: Vec<Option<(MmId, Tag)>>,
     /// The mm of the task each CPU runs (`None`: kernel thread or idle).
     running: Vec<Option<MmId>>,
     /// CPUs that loaded each live mm (an index; hardware state is re-read).
@@ -162,7 +162,7 @@ pub struct Checker {
     /// Per CPU, the [`Tlb::tick`] right after its last local `TLBI
     /// ASIDE1` (with the ASID) or `VMALLE1` (`None`): while the tick stays
     /// the same, the TLB and walk cache hold nothing under that ASID.
-    flushed: Vec<Option<(u64, Option<Asid>)>>,
+    flushed: Vec<Option<(u64, Vmid, Option<Asid>)>>,
     /// Per CPU, its last [`RangeProbe`].
     probes: Vec<Option<RangeProbe>>,
     /// The mm and 2 MiB region (vpn / 512) of the last `FrameFree` events,
@@ -286,7 +286,7 @@ impl Checker {
     /// Does `cpu`'s TLB hold no leaf entry under `asid` translating a page
     /// of `[lo, hi)`? Answered by its last probe if that still applies,
     /// else by a scan recorded as the new probe.
-    fn holds_none_in(&mut self, hw: &Hw, cpu: CpuId, asid: Asid, lo: u64, hi: u64) -> bool {
+    fn holds_none_in(&mut self, hw: &Hw, cpu: CpuId, asid: Tag, lo: u64, hi: u64) -> bool {
         let tlb = &hw.cpus[cpu].tlb;
         if let Some(p) = self.probes[cpu].filter(|p| p.tick == tlb.tick() && p.asid == asid) {
             if !p.any && p.lo <= lo && hi <= p.hi {
@@ -298,7 +298,7 @@ impl Checker {
         }
         let any = tlb.leaf_slots().any(|(e, huge)| {
             let span = if huge { HPAGE_PAGES } else { 1 };
-            e.asid == asid && e.vpn < hi && lo < e.vpn + span
+            e.tag() == asid && e.vpn < hi && lo < e.vpn + span
         });
         self.probes[cpu] = Some(RangeProbe {
             tick: tlb.tick(),
@@ -311,7 +311,7 @@ impl Checker {
     }
 
     /// The state to compare with, or record in, `clean` for `tlb`.
-    fn clean_state(&self, tlb: &Tlb, asid: Asid, mm: MmId) -> Clean {
+    fn clean_state(&self, tlb: &Tlb, asid: Tag, mm: MmId) -> Clean {
         Clean {
             tick: tlb.tick(),
             epoch: self.shadow.epoch(),
@@ -324,10 +324,10 @@ impl Checker {
     /// and that is retired and incompatible ([`Shadow::stale`]), in the
     /// order of [`Tlb::leaf_entries`] (a 2 MiB entry as its first stale
     /// 4 KiB view).
-    fn first_stale_held(&self, tlb: &Tlb, asid: Asid, mm: MmId) -> Option<LeafEntry> {
+    fn first_stale_held(&self, tlb: &Tlb, asid: Tag, mm: MmId) -> Option<LeafEntry> {
         let newest = self.shadow.max_retired(mm)?;
         tlb.leaf_slots()
-            .filter(|(e, _)| e.asid == asid && e.mm == mm)
+            .filter(|(e, _)| e.tag() == asid && e.mm == mm)
             .find_map(|(e, huge)| self.stale_view(mm, Some(newest), &e, huge))
     }
 
@@ -338,12 +338,12 @@ impl Checker {
     fn other_or_stale(
         &self,
         tlb: &Tlb,
-        asid: Asid,
+        asid: Tag,
         mm: MmId,
     ) -> (Option<LeafEntry>, Option<LeafEntry>) {
         let newest = self.shadow.max_retired(mm);
         let mut stale = None;
-        for (e, huge) in tlb.leaf_slots().filter(|(e, _)| e.asid == asid) {
+        for (e, huge) in tlb.leaf_slots().filter(|(e, _)| e.tag() == asid) {
             if e.mm != mm {
                 return (Some(e), None);
             }
@@ -401,10 +401,12 @@ impl Checker {
         if t.mm != mm {
             return;
         }
-        let bad = hw.cpus[cpu]
-            .tlb
-            .leaf_entries_for(vpn)
-            .find(|e| e.asid == t.asid && e.vpn == vpn && e.mm == mm && self.shadow.stale(mm, e));
+        let bad = hw.cpus[cpu].tlb.leaf_entries_for(vpn).find(|e| {
+            e.tag() == hw.cpus[cpu].tag(t.asid)
+                && e.vpn == vpn
+                && e.mm == mm
+                && self.shadow.stale(mm, e)
+        });
         if let Some(e) = bad {
             self.fail(
                 now,
@@ -493,11 +495,11 @@ impl Checker {
             return;
         }
         let tlb = &hw.cpus[cpu].tlb;
-        let state = self.clean_state(tlb, t.asid, mm);
+        let state = self.clean_state(tlb, hw.cpus[cpu].tag(t.asid), mm);
         if self.clean[cpu] == Some(state) {
             return;
         }
-        if let Some(e) = self.first_stale_held(tlb, t.asid, mm) {
+        if let Some(e) = self.first_stale_held(tlb, hw.cpus[cpu].tag(t.asid), mm) {
             self.fail(
                 now,
                 Invariant::NoStaleHold,
@@ -542,10 +544,12 @@ impl Checker {
             let Some(t) = hw.cpus[c].ttbr0.filter(|t| t.mm == mm) else {
                 continue;
             };
-            if range.is_some_and(|(lo, hi)| self.holds_none_in(hw, c, t.asid, lo, hi)) {
+            if range
+                .is_some_and(|(lo, hi)| self.holds_none_in(hw, c, hw.cpus[c].tag(t.asid), lo, hi))
+            {
                 continue;
             }
-            if self.still_maps(now, hw, (cpu, c, t.asid), pfn, mm, va) {
+            if self.still_maps(now, hw, (cpu, c, hw.cpus[c].tag(t.asid)), pfn, mm, va) {
                 break;
             }
         }
@@ -559,7 +563,7 @@ impl Checker {
         &mut self,
         now: Ns,
         hw: &Hw,
-        (cpu, c, asid): (CpuId, CpuId, Asid),
+        (cpu, c, asid): (CpuId, CpuId, Tag),
         pfn: Pfn,
         mm: MmId,
         va: u64,
@@ -568,7 +572,7 @@ impl Checker {
         let held = hw.cpus[c]
             .tlb
             .leaf_entries_for(vpn)
-            .find(|e| e.asid == asid && e.vpn == vpn && e.pfn == pfn);
+            .find(|e| e.tag() == asid && e.vpn == vpn && e.pfn == pfn);
         let Some(e) = held else { return false };
         self.fail(
             now,
@@ -606,14 +610,14 @@ impl Checker {
         self.free_streak = Some((mm, region, HPAGE_PAGES as u32));
         let mut cpus = std::mem::take(&mut self.scratch_cpus);
         self.cpus_running(mm, &mut cpus);
-        let mut holders: Vec<(CpuId, Asid)> = Vec::new();
+        let mut holders: Vec<(CpuId, Tag)> = Vec::new();
         for &c in &cpus {
             let Some(t) = hw.cpus[c].ttbr0.filter(|t| t.mm == mm) else {
                 continue;
             };
             let lo = region * HPAGE_PAGES;
-            if !self.holds_none_in(hw, c, t.asid, lo, lo + HPAGE_PAGES) {
-                holders.push((c, t.asid));
+            if !self.holds_none_in(hw, c, hw.cpus[c].tag(t.asid), lo, lo + HPAGE_PAGES) {
+                holders.push((c, hw.cpus[c].tag(t.asid)));
             }
         }
         self.scratch_cpus = cpus;
@@ -697,7 +701,7 @@ impl Checker {
                 spans.push((c, None));
                 continue;
             }
-            match candidate_spans(&hw.cpus[c].tlb, t.asid, mm, newest, lo, hi) {
+            match candidate_spans(&hw.cpus[c].tlb, hw.cpus[c].tag(t.asid), mm, newest, lo, hi) {
                 Some(s) if s.is_empty() => {}
                 s => spans.push((c, s)),
             }
@@ -845,6 +849,7 @@ impl Checker {
     /// of `mm` (no stale hold) and no walk entry of another mm or to a
     /// freed table (no stale walk), checked in that order.
     fn asid_load(&mut self, now: Ns, hw: &Hw, cpu: CpuId, mm: MmId, asid: Asid) {
+        let asid = hw.cpus[cpu].tag(asid);
         // Two CPUs may briefly hold the same ASID for different mms: a CPU
         // that has published its next mm's ASID but not yet loaded it keeps
         // the old one through a rollover that hands that number out again
@@ -863,8 +868,9 @@ impl Checker {
         s.loaded.set(cpu);
         s.ever.set(cpu);
         let tlb = &hw.cpus[cpu].tlb;
-        let flushed = self.flushed[cpu]
-            .is_some_and(|(tick, a)| tick == tlb.tick() && a.is_none_or(|a| a == asid));
+        let flushed = self.flushed[cpu].is_some_and(|(tick, v, a)| {
+            tick == tlb.tick() && v == asid.vmid && a.is_none_or(|a| a == asid.asid)
+        });
         if flushed {
             // Nothing under `asid`: no entry to alias, be stale or walk.
             self.clean[cpu] = Some(self.clean_state(tlb, asid, mm));
@@ -900,14 +906,16 @@ impl Checker {
 
     /// `Tlbi`, local (applied on `cpu` when its event is seen): after
     /// `TLBI ASIDE1` or `VMALLE1` the TLB and walk cache hold nothing under
-    /// the ASID (any ASID) until the next insertion ([`Checker::flushed`]);
+    /// the ASID (any ASID) of the CPU's VMID until the next insertion ([`Checker::flushed`]);
     /// other scopes only remove entries, which keeps that true.
     fn local_tlbi(&mut self, hw: &Hw, cpu: CpuId, scope: TlbiScope) {
         let tick = hw.cpus[cpu].tlb.tick();
+        let vmid = hw.cpus[cpu].vmid;
         match scope {
-            TlbiScope::Asid(a) => self.flushed[cpu] = Some((tick, Some(a))),
-            TlbiScope::All => self.flushed[cpu] = Some((tick, None)),
-            TlbiScope::Va { .. } | TlbiScope::Range { .. } => {}
+            TlbiScope::Asid(a) => self.flushed[cpu] = Some((tick, vmid, Some(a))),
+            TlbiScope::All | TlbiScope::VmallS12 => self.flushed[cpu] = Some((tick, vmid, None)),
+            // Guests' entries are gone, the host's stay: nothing to record.
+            TlbiScope::AllE1 | TlbiScope::Va { .. } | TlbiScope::Range { .. } => {}
         }
     }
 
@@ -1023,7 +1031,7 @@ const MAX_SPANS: usize = 32;
 /// more than [`MAX_SPANS`].
 fn candidate_spans(
     tlb: &Tlb,
-    asid: Asid,
+    asid: Tag,
     mm: MmId,
     newest: Option<u64>,
     lo: u64,
@@ -1035,7 +1043,7 @@ fn candidate_spans(
     let mut out = Vec::new();
     for (e, huge) in tlb.leaf_slots() {
         let end = e.vpn + if huge { HPAGE_PAGES } else { 1 };
-        if e.asid == asid && e.mm == mm && e.version <= newest && e.vpn < hi && lo < end {
+        if e.tag() == asid && e.mm == mm && e.version <= newest && e.vpn < hi && lo < end {
             if out.len() == MAX_SPANS {
                 return None;
             }
@@ -1047,10 +1055,10 @@ fn candidate_spans(
 
 /// The first walk-cache entry of `tlb` under `asid` that belongs to
 /// another mm than `mm` or leads to a freed or reused table page.
-fn bad_walk(hw: &Hw, tlb: &Tlb, mm: MmId, asid: Asid) -> Option<WalkEntry> {
+fn bad_walk(hw: &Hw, tlb: &Tlb, mm: MmId, asid: Tag) -> Option<WalkEntry> {
     tlb.walk_entries()
         .find(|e| {
-            e.asid == asid && {
+            e.tag() == asid && {
                 let t = hw.mem.table(e.next);
                 e.mm != mm || !t.live || t.instance != e.next_instance
             }
@@ -1065,13 +1073,13 @@ fn first_walk_to(
     cpus: impl Iterator<Item = CpuId>,
     table: TableId,
     instance: u64,
-) -> Option<(CpuId, Asid, WalkEntry)> {
-    cpus.filter_map(|c| hw.cpus[c].ttbr0.map(|t| (c, t.asid)))
+) -> Option<(CpuId, Tag, WalkEntry)> {
+    cpus.filter_map(|c| hw.cpus[c].ttbr0.map(|t| (c, hw.cpus[c].tag(t.asid))))
         .find_map(|(c, asid)| {
             hw.cpus[c]
                 .tlb
                 .walk_entries()
-                .find(|e| e.asid == asid && e.next == table && e.next_instance == instance)
+                .find(|e| e.tag() == asid && e.next == table && e.next_instance == instance)
                 .map(|e| (c, asid, *e))
         })
 }
@@ -1220,6 +1228,7 @@ mod tests {
             asid: 1,
         });
         hw.cpus[1].tlb.insert(LeafEntry {
+            vmid: 0,
             asid: 1,
             vpn: VA >> PAGE_SHIFT,
             pfn: 5,
@@ -1300,6 +1309,7 @@ mod tests {
         });
         let vpn = HVA >> PAGE_SHIFT;
         hw.cpus[1].tlb.insert(LeafEntry {
+            vmid: 0,
             asid: 1,
             vpn: vpn + 300,
             pfn: 1300,
@@ -1377,6 +1387,7 @@ mod tests {
     fn a_translation_filled_before_its_frame_was_freed_may_not_be_used_later() {
         let hw = Hw::new(&builtin_profile("ampere-32").unwrap());
         let entry = |version| LeafEntry {
+            vmid: 0,
             asid: 1,
             vpn: VA >> PAGE_SHIFT,
             pfn: 9,
@@ -1413,6 +1424,7 @@ mod tests {
     #[test]
     fn a_store_to_a_frame_being_copied_out_is_a_lost_write_until_the_frame_is_freed() {
         let entry = LeafEntry {
+            vmid: 0,
             asid: 1,
             vpn: (VA >> PAGE_SHIFT) + 1,
             pfn: 9,

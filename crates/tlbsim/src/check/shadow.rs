@@ -349,6 +349,7 @@ impl Shadow {
                 bits &= bits - 1;
                 let vpn = (id << CHUNK_SHIFT) + i as u64;
                 let view = LeafEntry {
+                    vmid: 0,
                     vpn,
                     pfn: e.pfn + (vpn - e.vpn),
                     ..*e
@@ -387,6 +388,7 @@ mod tests {
 
     fn entry(vpn: u64, pfn: u64, version: u64) -> LeafEntry {
         LeafEntry {
+            vmid: 0,
             asid: 1,
             vpn,
             pfn,

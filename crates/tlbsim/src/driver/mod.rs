@@ -30,9 +30,10 @@ fn sync_nodes_of(w: &World) -> usize {
     }
 }
 
-/// Does the invalidation scan the whole TLB (`ASIDE1`, `VMALLE1`)?
+/// Does the invalidation scan the whole TLB (`ASIDE1`, `VMALLE1`,
+/// `VMALLS12E1`, `ALLE1`)?
 fn whole_tlb(scope: TlbiScope) -> bool {
-    matches!(scope, TlbiScope::Asid(_) | TlbiScope::All)
+    matches!(scope, TlbiScope::Asid(_)) || scope.is_vmid_wide()
 }
 
 /// A queued event. Eight bytes, so that the queue moves and stores it in
@@ -532,7 +533,7 @@ impl TimingDriver {
             Op::Dsb(_) => self.c.barrier_ns,
             Op::Isb => self.c.isb_ns,
             // A system-register write, like TTBR0's.
-            Op::SetTtbr0(_) | Op::SetDvmAffinity(_) => self.c.ttbr_write_ns,
+            Op::SetTtbr0(_) | Op::SetDvmAffinity(_) | Op::SetVmid { .. } => self.c.ttbr_write_ns,
             Op::LoadCr3 { flush, .. } => {
                 self.c.ttbr_write_ns + flush.map_or(0, |_| self.c.inval_local_all_ns)
             }

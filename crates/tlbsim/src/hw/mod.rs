@@ -17,7 +17,7 @@ use mem::{
     PAGE_SHIFT,
 };
 use rustc_hash::FxHashMap;
-use tlb::{Asid, LeafEntry, MmId, Tlb, TlbiScope, WalkEntry};
+use tlb::{Asid, LeafEntry, MmId, Tlb, TlbiScope, Vmid, WalkEntry};
 
 /// Index of a CPU.
 pub type CpuId = usize;
@@ -33,6 +33,16 @@ pub struct Ttbr0 {
     pub asid: Asid,
 }
 
+impl CpuHw {
+    /// The tag this CPU's lookups under `asid` match: `(VMID, asid)`.
+    pub fn tag(&self, asid: Asid) -> tlb::Tag {
+        tlb::Tag {
+            vmid: self.vmid,
+            asid,
+        }
+    }
+}
+
 /// Hardware state of one CPU.
 #[derive(Debug, Clone)]
 pub struct CpuHw {
@@ -46,8 +56,15 @@ pub struct CpuHw {
     pub inflight: u32,
     /// A broadcast TLBI was issued since this CPU's last DSB ISH.
     pub dvm_since_dsb: bool,
-    /// The ASIDs this CPU is a holder of ([`Hw::holders`]), in no order.
-    held_asids: Vec<Asid>,
+    /// `VTTBR_EL2.VMID`: the VMID of the guest this CPU runs, 0 while it
+    /// runs the host. Tags its fills and its EL1 TLBIs.
+    pub vmid: Vmid,
+    /// `HCR_EL2.FB`: the guest's local (non-shareable) EL1 TLBIs are
+    /// broadcast to the inner-shareable domain ([`Hw::forces_broadcast`]).
+    pub hcr_fb: bool,
+    /// The (VMID, ASID) tags this CPU is a holder of ([`Hw::holders`]),
+    /// in no order.
+    held_asids: Vec<HolderKey>,
     /// Socket of the CPU.
     pub socket: u32,
     /// Die of the CPU (numbered across the machine).
@@ -66,11 +83,21 @@ pub struct CpuHw {
     dvm_reach_all: bool,
 }
 
+/// A (VMID, ASID) pair as one key of [`Hw`]'s holder index.
+type HolderKey = u32;
+
+/// The holder-index key of `(vmid, asid)`.
+fn tag(vmid: Vmid, asid: Asid) -> HolderKey {
+    (HolderKey::from(vmid) << 16) | HolderKey::from(asid)
+}
+
 /// A broadcast invalidation on its way to its targets.
 #[derive(Debug, Clone)]
 pub struct Inflight {
     /// Issuing CPU.
     pub issuer: CpuId,
+    /// The VMID the issuer ran under: EL1 scopes apply within it.
+    pub vmid: Vmid,
     /// What it invalidates.
     pub scope: TlbiScope,
     /// Targets that have not applied it yet.
@@ -116,13 +143,13 @@ pub struct Hw {
     /// Broadcast invalidations in flight, by id (slots reused).
     pub inflight: Vec<Option<Inflight>>,
     free_inflight: Vec<usize>,
-    /// Per ASID: the CPUs whose TLB may hold entries tagged with it (a
+    /// Per (VMID, ASID): the CPUs whose TLB may hold entries tagged with it (a
     /// superset: set by every fill, cleared by an invalidation of the whole
     /// ASID or the whole TLB there), so that a broadcast invalidation by
     /// ASID visits only those TLBs. A simulator index, not hardware:
     /// skipping the other TLBs removes nothing they hold. Looked up only,
     /// never iterated.
-    holders: FxHashMap<Asid, Holders>,
+    holders: FxHashMap<HolderKey, Holders>,
     /// The machine has TLBI by affinity (`arm64.tlbi_affinity`).
     tlbi_affinity: bool,
 }
@@ -150,6 +177,8 @@ impl Hw {
                     p.tlb.walk_cache_entries as usize,
                 ),
                 ttbr0: None,
+                vmid: 0,
+                hcr_fb: false,
                 inflight: 0,
                 dvm_since_dsb: false,
                 held_asids: Vec::new(),
@@ -192,13 +221,14 @@ impl Hw {
         };
         let vpn = va >> PAGE_SHIFT;
         let c = &mut self.cpus[cpu];
-        if let Some(e) = c.tlb.lookup(ttbr.asid, vpn) {
+        let vmid = c.vmid;
+        if let Some(e) = c.tlb.lookup(vmid, ttbr.asid, vpn) {
             info.tlb_hit = true;
             trace.push(AccessTrace::UsedLeaf(e));
             if (write && !e.perms.write()) || !e.perms.read() {
                 // A faulting entry is dropped; the retry after the fault walks
                 // again (docs/model.md: permission faults).
-                c.tlb.remove(ttbr.asid, vpn);
+                c.tlb.remove(vmid, ttbr.asid, vpn);
                 return (Err(Fault::Permission), info);
             }
             return (Ok(()), info);
@@ -226,7 +256,8 @@ impl Hw {
         trace: &mut Vec<AccessTrace>,
         info: &mut AccessInfo,
     ) -> Option<(Pte, bool)> {
-        let (mut level, mut table) = match self.cpus[cpu].tlb.walk_lookup(ttbr.asid, va) {
+        let vmid = self.cpus[cpu].vmid;
+        let (mut level, mut table) = match self.cpus[cpu].tlb.walk_lookup(vmid, ttbr.asid, va) {
             Some(w) => {
                 info.walk_cache_hit = true;
                 trace.push(AccessTrace::UsedWalk(w));
@@ -240,8 +271,9 @@ impl Hw {
             match self.mem.table(table).entries.get(&idx).copied() {
                 Some(Desc::Table(next)) if level < LEVELS - 1 => {
                     let inst = self.mem.table(next).instance;
-                    self.note_holder(cpu, ttbr.asid);
+                    self.note_holder(cpu, vmid, ttbr.asid);
                     self.cpus[cpu].tlb.walk_insert(WalkEntry {
+                        vmid,
                         asid: ttbr.asid,
                         level,
                         va_prefix: va >> level_shift(level),
@@ -262,7 +294,9 @@ impl Hw {
     /// Fills the TLB with the leaf the walk of `vpn` found (`huge`: a 2 MiB
     /// leaf, cached as one entry).
     fn fill_leaf(&mut self, cpu: CpuId, ttbr: Ttbr0, vpn: u64, pte: Pte, huge: bool) {
+        let vmid = self.cpus[cpu].vmid;
         let e = LeafEntry {
+            vmid,
             asid: ttbr.asid,
             vpn: if huge { vpn & !(HPAGE_PAGES - 1) } else { vpn },
             pfn: pte.pfn,
@@ -270,7 +304,7 @@ impl Hw {
             version: pte.version,
             mm: ttbr.mm,
         };
-        self.note_holder(cpu, ttbr.asid);
+        self.note_holder(cpu, vmid, ttbr.asid);
         if huge {
             self.cpus[cpu].tlb.insert_huge(e);
         } else {
@@ -278,10 +312,11 @@ impl Hw {
         }
     }
 
-    /// `cpu`'s TLB is about to cache an entry tagged `asid`.
-    fn note_holder(&mut self, cpu: CpuId, asid: Asid) {
+    /// `cpu`'s TLB is about to cache an entry tagged `(vmid, asid)`.
+    fn note_holder(&mut self, cpu: CpuId, vmid: Vmid, asid: Asid) {
         let n = self.cpus.len();
         let c = &mut self.cpus[cpu];
+        let asid = tag(vmid, asid);
         if c.held_asids.last() == Some(&asid) {
             return;
         }
@@ -295,8 +330,8 @@ impl Hw {
         }
     }
 
-    /// `cpu` holds no entry tagged `asid` any more.
-    fn forget_holder(&mut self, cpu: CpuId, asid: Asid) {
+    /// `cpu` holds no entry tagged `asid` (a [`tag`]) any more.
+    fn forget_holder(&mut self, cpu: CpuId, asid: HolderKey) {
         let c = &mut self.cpus[cpu];
         if let Some(i) = c.held_asids.iter().position(|&a| a == asid) {
             c.held_asids.swap_remove(i);
@@ -304,8 +339,8 @@ impl Hw {
         }
     }
 
-    /// Takes `cpu` out of `asid`'s holders.
-    fn drop_holder(&mut self, cpu: CpuId, asid: Asid) {
+    /// Takes `cpu` out of the holders of `asid` (a [`tag`]).
+    fn drop_holder(&mut self, cpu: CpuId, asid: HolderKey) {
         if let Some(h) = self.holders.get_mut(&asid) {
             if h.mask.test_and_clear(cpu) {
                 let i = h.list.iter().position(|&c| c == cpu).expect("listed");
@@ -314,14 +349,22 @@ impl Hw {
         }
     }
 
-    /// Applies `scope` to `cpu`'s TLB.
-    fn invalidate(&mut self, cpu: CpuId, scope: TlbiScope) {
-        self.cpus[cpu].tlb.invalidate(scope);
+    /// Applies `scope`, issued under `vmid`, to `cpu`'s TLB.
+    fn invalidate(&mut self, cpu: CpuId, vmid: Vmid, scope: TlbiScope) {
+        self.cpus[cpu].tlb.invalidate(vmid, scope);
+        let gone = |t: HolderKey| match scope {
+            TlbiScope::All | TlbiScope::VmallS12 => t >> 16 == HolderKey::from(vmid),
+            _ => t >> 16 != 0, // AllE1
+        };
         match scope {
-            TlbiScope::Asid(asid) => self.forget_holder(cpu, asid),
-            TlbiScope::All => {
-                for asid in std::mem::take(&mut self.cpus[cpu].held_asids) {
-                    self.drop_holder(cpu, asid);
+            TlbiScope::Asid(asid) => self.forget_holder(cpu, tag(vmid, asid)),
+            TlbiScope::All | TlbiScope::VmallS12 | TlbiScope::AllE1 => {
+                let held = std::mem::take(&mut self.cpus[cpu].held_asids);
+                let (dropped, kept): (Vec<HolderKey>, Vec<HolderKey>) =
+                    held.into_iter().partition(|&t| gone(t));
+                self.cpus[cpu].held_asids = kept;
+                for t in dropped {
+                    self.drop_holder(cpu, t);
                 }
             }
             TlbiScope::Va { .. } | TlbiScope::Range { .. } => {}
@@ -337,7 +380,8 @@ impl Hw {
             return;
         };
         let vpn = va >> PAGE_SHIFT;
-        if self.cpus[cpu].tlb.lookup(ttbr.asid, vpn).is_some() {
+        let vmid = self.cpus[cpu].vmid;
+        if self.cpus[cpu].tlb.lookup(vmid, ttbr.asid, vpn).is_some() {
             return;
         }
         if let Some((pte, huge)) = self.walk(cpu, ttbr, va, trace, &mut AccessInfo::default()) {
@@ -414,6 +458,7 @@ impl Hw {
         self.cpus[issuer].dvm_since_dsb = true;
         let f = Inflight {
             issuer,
+            vmid: self.cpus[issuer].vmid,
             scope,
             pending: targets,
         };
@@ -436,10 +481,10 @@ impl Hw {
         if !f.pending.test_and_clear(target) {
             return false;
         }
-        let scope = f.scope;
+        let (scope, vmid) = (f.scope, f.vmid);
         let done = f.pending.is_empty();
         let issuer = f.issuer;
-        self.invalidate(target, scope);
+        self.invalidate(target, vmid, scope);
         if done {
             self.inflight[id] = None;
             self.free_inflight.push(id);
@@ -456,22 +501,41 @@ impl Hw {
         let f = self.inflight[id].take().expect("live in-flight op");
         let visit: Vec<CpuId> = match f.scope {
             TlbiScope::Va { asid, .. } | TlbiScope::Range { asid, .. } | TlbiScope::Asid(asid) => {
-                let h = self.holders.get(&asid).map_or(&[][..], |h| &h.list[..]);
+                let h = self.holders.get(&tag(f.vmid, asid));
+                let h = h.map_or(&[][..], |h| &h.list[..]);
                 h.iter().copied().filter(|&c| f.pending.test(c)).collect()
             }
-            TlbiScope::All => f.pending.iter().collect(),
+            TlbiScope::All | TlbiScope::VmallS12 | TlbiScope::AllE1 => f.pending.iter().collect(),
         };
         for t in visit {
-            self.invalidate(t, f.scope);
+            self.invalidate(t, f.vmid, f.scope);
         }
         self.free_inflight.push(id);
         self.cpus[f.issuer].inflight -= 1;
         f
     }
 
-    /// A local (non-shareable) TLBI on `cpu`.
+    /// A local (non-shareable) TLBI on `cpu`, under its VMID.
     pub fn tlbi_local(&mut self, cpu: CpuId, scope: TlbiScope) {
-        self.invalidate(cpu, scope);
+        let vmid = self.cpus[cpu].vmid;
+        self.invalidate(cpu, vmid, scope);
+    }
+
+    /// Would a local TLBI by `cpu` be broadcast? Under `HCR_EL2.FB`, a
+    /// guest's (VMID not 0) EL1 TLBIs go to the inner-shareable domain
+    /// (Arm ARM D13.2.47; KVM sets FB by default, `HCR_GUEST_FLAGS`).
+    pub fn forces_broadcast(&self, cpu: CpuId) -> bool {
+        let c = &self.cpus[cpu];
+        c.hcr_fb && c.vmid != 0
+    }
+
+    /// Writes `cpu`'s `VTTBR_EL2.VMID` and `HCR_EL2.FB` (KVM's
+    /// `__load_stage2` and `__activate_traps` on guest entry; VMID 0 and
+    /// FB clear when the host runs).
+    pub fn set_vmid(&mut self, cpu: CpuId, vmid: Vmid, fb: bool) {
+        let c = &mut self.cpus[cpu];
+        c.vmid = vmid;
+        c.hcr_fb = fb;
     }
 
     /// Points TTBR0 of `cpu` at `t` (or the reserved table).
@@ -537,6 +601,59 @@ mod tests {
             .collect()
     }
 
+    /// The entries `hw`'s CPU 0 holds, as (VMID, ASID, vpn).
+    fn held(hw: &Hw) -> Vec<(Vmid, Asid, u64)> {
+        let mut v: Vec<_> = hw.cpus[0]
+            .tlb
+            .leaf_entries()
+            .map(|e| (e.vmid, e.asid, e.vpn))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    #[test]
+    fn vmids_keep_guests_apart_and_el2_scopes_reach_across_them() {
+        let p = builtin_profile("ampere-32").unwrap();
+        let mut hw = Hw::new(&p);
+        let pgd = map(&mut hw, 4);
+        let mut trace = Vec::new();
+        let t = |mm| Some(Ttbr0 { mm, pgd, asid: 7 });
+        // The host and guests 1 and 2 load ASID 7 on CPU 0 in turn.
+        for vmid in 0..3 {
+            hw.set_vmid(0, vmid, true);
+            hw.set_ttbr0(0, t(u32::from(vmid)));
+            let _ = hw.access(0, 0, false, &mut trace);
+            let _ = hw.access(0, 1 << PAGE_SHIFT, false, &mut trace);
+        }
+        assert_eq!(held(&hw).len(), 6);
+        // Guest 2 hits only its own entry, filled from its own mm.
+        let (r, info) = hw.access(0, 0, false, &mut trace);
+        assert!(r.is_ok() && info.tlb_hit);
+        assert!(matches!(trace.last(), Some(AccessTrace::UsedLeaf(e)) if e.mm == 2));
+        // An EL1 TLBI by ASID in guest 2 leaves the host's and guest 1's.
+        hw.tlbi_local(0, TlbiScope::Asid(7));
+        assert_eq!(held(&hw), [(0, 7, 0), (0, 7, 1), (1, 7, 0), (1, 7, 1)]);
+        // VMALLE1 from guest 1 (broadcast from CPU 1 running it) takes
+        // only guest 1's.
+        hw.set_vmid(1, 1, true);
+        let id = hw.tlbi_broadcast(1, TlbiScope::All, CpuMask::full(hw.ncpus()));
+        hw.dvm_apply_all(id);
+        assert_eq!(held(&hw), [(0, 7, 0), (0, 7, 1)]);
+        // ALLE1 takes every guest's and leaves the host's.
+        hw.set_vmid(0, 2, true);
+        let _ = hw.access(0, 0, false, &mut trace);
+        hw.tlbi_local(0, TlbiScope::AllE1);
+        assert_eq!(held(&hw), [(0, 7, 0), (0, 7, 1)]);
+        // HCR_EL2.FB makes a guest's local TLBI a broadcast, not the
+        // host's.
+        assert!(hw.forces_broadcast(0));
+        hw.set_vmid(0, 0, true);
+        assert!(!hw.forces_broadcast(0));
+        hw.set_vmid(0, 2, false);
+        assert!(!hw.forces_broadcast(0));
+    }
+
     #[test]
     fn a_broadcast_visiting_only_holders_removes_what_visiting_every_cpu_does() {
         let mut p = builtin_profile("ampere-32").unwrap();
@@ -564,7 +681,10 @@ mod tests {
                 asid: mm as Asid + 1,
             });
             let va = next(64) << PAGE_SHIFT;
+            // Host (0) and two guests, the same ASIDs in each.
+            let vmid = next(3) as Vmid;
             for hw in [&mut fast, &mut naive] {
+                hw.set_vmid(cpu, vmid, false);
                 hw.set_ttbr0(cpu, t);
                 let _ = hw.access(cpu, va, false, &mut trace);
             }
@@ -572,7 +692,7 @@ mod tests {
                 let held: usize = fast.cpus.iter().map(|c| c.tlb.leaf_entries().count()).sum();
                 most_held = most_held.max(held);
                 let asid = next(5) as Asid;
-                let scope = match next(4) {
+                let scope = match next(6) {
                     0 => TlbiScope::Va {
                         asid,
                         va,
@@ -585,13 +705,15 @@ mod tests {
                         last_level: true,
                     },
                     2 => TlbiScope::Asid(asid),
-                    _ => TlbiScope::All,
+                    3 => TlbiScope::All,
+                    4 => TlbiScope::VmallS12,
+                    _ => TlbiScope::AllE1,
                 };
                 let id = fast.tlbi_broadcast(cpu, scope, CpuMask::full(70));
                 let f = fast.dvm_apply_all(id);
                 assert_eq!((f.issuer, f.pending.count()), (cpu, 70));
                 for c in 0..70 {
-                    naive.tlbi_local(c, scope);
+                    naive.invalidate(c, vmid, scope);
                 }
                 assert_eq!(contents(&fast), contents(&naive), "round {round}");
             }

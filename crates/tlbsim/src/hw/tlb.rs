@@ -8,12 +8,39 @@ use super::mem::{level_shift, Perms, Pfn, TableId, HPAGE_PAGES, PAGE_SHIFT};
 
 /// Address-space identifier as programmed in TTBR0 (arm64: 8 or 16 bits).
 pub type Asid = u16;
+/// Virtual-machine identifier as programmed in `VTTBR_EL2.VMID`. 0 is
+/// the host's (Linux reserves VMID 0, `arch/arm64/kvm/vmid.c`): the
+/// model tags the host's EL2&0 entries with it, which is equivalent to
+/// the separate translation regime VHE gives them, since no guest gets
+/// VMID 0. Eight bits: the model has no `FEAT_VMID16`.
+pub type Vmid = u8;
+/// What a TLB entry is tagged with, and what a lookup must match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Tag {
+    /// VMID (0: the host).
+    pub vmid: Vmid,
+    /// ASID.
+    pub asid: Asid,
+}
+
+impl std::fmt::Display for Tag {
+    /// The ASID, and the VMID when it is a guest's.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.vmid {
+            0 => write!(f, "{}", self.asid),
+            v => write!(f, "{} (VMID {v})", self.asid),
+        }
+    }
+}
+
 /// Opaque address-space id of the kernel's `mm` (ground truth for checkers).
 pub type MmId = u32;
 
 /// A cached leaf translation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Zeroable)]
 pub struct LeafEntry {
+    /// VMID tag.
+    pub vmid: Vmid,
     /// ASID tag.
     pub asid: Asid,
     /// Virtual page number.
@@ -32,6 +59,8 @@ pub struct LeafEntry {
 /// to the next-level table `next`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Zeroable)]
 pub struct WalkEntry {
+    /// VMID tag.
+    pub vmid: Vmid,
     /// ASID tag.
     pub asid: Asid,
     /// Level (0..=2) of the table whose descriptor is cached.
@@ -46,7 +75,30 @@ pub struct WalkEntry {
     pub mm: MmId,
 }
 
-/// The scope of one invalidation.
+impl LeafEntry {
+    /// The entry's tag.
+    pub fn tag(&self) -> Tag {
+        Tag {
+            vmid: self.vmid,
+            asid: self.asid,
+        }
+    }
+}
+
+impl WalkEntry {
+    /// The entry's tag.
+    pub fn tag(&self) -> Tag {
+        Tag {
+            vmid: self.vmid,
+            asid: self.asid,
+        }
+    }
+}
+
+/// The scope of one invalidation. The EL1 scopes (`Va`, `Range`,
+/// `Asid`, `All`) apply within one VMID: the issuing CPU's
+/// (`VTTBR_EL2.VMID`, 0 on the host), which the hardware adds to the
+/// operation ([`Tlb::invalidate`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TlbiScope {
     /// `TLBI VAE1`/`VALE1`: one page of one ASID; `last_level` leaves
@@ -72,8 +124,25 @@ pub enum TlbiScope {
     },
     /// `TLBI ASIDE1`: everything tagged with the ASID.
     Asid(Asid),
-    /// `TLBI VMALLE1`: everything.
+    /// `TLBI VMALLE1`: everything of the VMID.
     All,
+    /// `TLBI VMALLS12E1`: everything of the VMID, stage 1 and stage 2
+    /// (KVM's `__kvm_tlb_flush_vmid`, from EL2).
+    VmallS12,
+    /// `TLBI ALLE1`: every entry of every guest (VMID other than 0),
+    /// whatever the operation's VMID (KVM's `__kvm_flush_vm_context` at
+    /// VMID rollover, from EL2).
+    AllE1,
+}
+
+impl TlbiScope {
+    /// Does this scope remove whole VMIDs rather than one ASID's entries?
+    pub fn is_vmid_wide(self) -> bool {
+        matches!(
+            self,
+            TlbiScope::All | TlbiScope::VmallS12 | TlbiScope::AllE1
+        )
+    }
 }
 
 /// One way of a set. All-zero bytes are an empty slot, so that a TLB is
@@ -92,6 +161,10 @@ struct Slot<T> {
     /// page and frame, and it is indexed by `vpn / 512`.
     huge: bool,
 }
+
+// A slot stays 48 bytes with the VMID tag (it fits the entry's padding):
+// the TLBs of a 4096-CPU machine are 200 MB of them (docs/performance.md).
+const _: () = assert!(std::mem::size_of::<Slot<LeafEntry>>() == 48);
 
 impl<T: Copy> Slot<T> {
     /// A slot holding `e`, last used at `lru`.
@@ -196,13 +269,13 @@ impl Tlb {
 
     /// Looks up a leaf entry, refreshing its LRU age on a hit. A 2 MiB
     /// entry answers with its 4 KiB view at `vpn`.
-    pub fn lookup(&mut self, asid: Asid, vpn: u64) -> Option<LeafEntry> {
+    pub fn lookup(&mut self, vmid: Vmid, asid: Asid, vpn: u64) -> Option<LeafEntry> {
         self.tick += 1;
         let tick = self.tick;
         for (r, huge) in [(self.set_of(vpn), false), (self.huge_set_of(vpn), true)] {
             for s in &mut self.leaf[r] {
                 if let Some(e) = s.entry() {
-                    if s.huge == huge && e.asid == asid && covers(&e, huge, vpn) {
+                    if s.huge == huge && e.asid == asid && e.vmid == vmid && covers(&e, huge, vpn) {
                         s.lru = tick;
                         return Some(view(e, huge, vpn));
                     }
@@ -238,7 +311,8 @@ impl Tlb {
         let idx = set
             .iter()
             .position(|s| {
-                s.huge == huge && matches!(s.entry(), Some(x) if x.asid == e.asid && x.vpn == e.vpn)
+                s.huge == huge
+                    && matches!(s.entry(), Some(x) if x.asid == e.asid && x.vmid == e.vmid && x.vpn == e.vpn)
             })
             .or_else(|| set.iter().position(|s| !s.valid))
             .unwrap_or_else(|| {
@@ -253,19 +327,20 @@ impl Tlb {
         set[idx] = Slot::full(e, tick, huge);
     }
 
-    /// Removes the leaf entries translating `(asid, vpn)` (used when an
-    /// access faults on one).
-    pub fn remove(&mut self, asid: Asid, vpn: u64) {
-        self.drop_covering(asid, vpn);
+    /// Removes the leaf entries translating `(vmid, asid, vpn)` (used when
+    /// an access faults on one).
+    pub fn remove(&mut self, vmid: Vmid, asid: Asid, vpn: u64) {
+        self.drop_covering(vmid, asid, vpn);
     }
 
-    /// Drops every leaf entry (4 KiB or 2 MiB) of `asid` translating `vpn`.
-    fn drop_covering(&mut self, asid: Asid, vpn: u64) -> usize {
+    /// Drops every leaf entry (4 KiB or 2 MiB) of `(vmid, asid)`
+    /// translating `vpn`.
+    fn drop_covering(&mut self, vmid: Vmid, asid: Asid, vpn: u64) -> usize {
         let mut n = 0;
         for (r, huge) in [(self.set_of(vpn), false), (self.huge_set_of(vpn), true)] {
             for s in &mut self.leaf[r] {
                 if s.huge == huge
-                    && matches!(s.entry(), Some(x) if x.asid == asid && covers(&x, huge, vpn))
+                    && matches!(s.entry(), Some(x) if x.asid == asid && x.vmid == vmid && covers(&x, huge, vpn))
                 {
                     s.clear();
                     n += 1;
@@ -275,14 +350,15 @@ impl Tlb {
         n
     }
 
-    /// The deepest walk-cache entry usable for `va` under `asid`.
-    pub fn walk_lookup(&mut self, asid: Asid, va: u64) -> Option<WalkEntry> {
+    /// The deepest walk-cache entry usable for `va` under `(vmid, asid)`.
+    pub fn walk_lookup(&mut self, vmid: Vmid, asid: Asid, va: u64) -> Option<WalkEntry> {
         self.tick += 1;
         let tick = self.tick;
         let mut best: Option<usize> = None;
         for (i, s) in self.walk.iter().enumerate() {
             if let Some(e) = s.entry() {
                 if e.asid == asid
+                    && e.vmid == vmid
                     && e.va_prefix == va >> level_shift(e.level)
                     && best.is_none_or(|b| self.walk[b].entry().is_some_and(|x| x.level < e.level))
                 {
@@ -305,7 +381,7 @@ impl Tlb {
             .walk
             .iter()
             .position(|s| {
-                matches!(s.entry(), Some(x) if x.asid == e.asid && x.level == e.level && x.va_prefix == e.va_prefix)
+                matches!(s.entry(), Some(x) if x.asid == e.asid && x.vmid == e.vmid && x.level == e.level && x.va_prefix == e.va_prefix)
             })
             .or_else(|| self.walk.iter().position(|s| !s.valid))
             .unwrap_or_else(|| {
@@ -320,84 +396,119 @@ impl Tlb {
         self.walk[idx] = Slot::full(e, tick, false);
     }
 
-    /// Applies one invalidation; returns how many entries it removed.
-    pub fn invalidate(&mut self, scope: TlbiScope) -> usize {
-        let mut n = 0;
+    /// Applies one invalidation issued under `vmid` (the issuing CPU's
+    /// `VTTBR_EL2.VMID`; `AllE1` ignores it); returns how many entries it
+    /// removed.
+    pub fn invalidate(&mut self, vmid: Vmid, scope: TlbiScope) -> usize {
         match scope {
             TlbiScope::Va { asid, .. } | TlbiScope::Range { asid, .. } | TlbiScope::Asid(asid)
                 if self.asid_filter & asid_bit(asid) == 0 =>
             {
-                return 0;
+                0
             }
-            TlbiScope::All => self.asid_filter = 0,
-            _ => {}
-        }
-        match scope {
             TlbiScope::Va {
                 asid,
                 va,
                 last_level,
             } => {
-                n += self.drop_covering(asid, va >> PAGE_SHIFT);
+                let mut n = self.drop_covering(vmid, asid, va >> PAGE_SHIFT);
                 if !last_level {
                     n += self.invalidate_walk(|e| {
-                        e.asid == asid && e.va_prefix == va >> level_shift(e.level)
+                        e.asid == asid
+                            && e.vmid == vmid
+                            && e.va_prefix == va >> level_shift(e.level)
                     });
                 }
+                n
             }
             TlbiScope::Range {
                 asid,
                 va,
                 pages,
                 last_level,
-            } => {
-                let lo = va >> PAGE_SHIFT;
-                let hi = lo + pages;
-                if pages as usize <= self.sets {
-                    for vpn in lo..hi {
-                        n += self.drop_covering(asid, vpn);
-                    }
-                } else {
-                    for s in &mut self.leaf {
-                        if let Some(x) = s.entry() {
-                            // The pages the entry translates overlap the range.
-                            let span = if s.huge { HPAGE_PAGES } else { 1 };
-                            if x.asid == asid && x.vpn < hi && lo < x.vpn + span {
-                                s.clear();
-                                n += 1;
-                            }
-                        }
-                    }
-                }
-                if !last_level {
-                    let end = va + (pages << PAGE_SHIFT);
-                    n += self.invalidate_walk(|e| {
-                        // The region the cached descriptor translates overlaps the range.
-                        let sh = level_shift(e.level);
-                        let r_lo = e.va_prefix << sh;
-                        let r_hi = r_lo + (1u64 << sh);
-                        e.asid == asid && r_lo < end && va < r_hi
-                    });
-                }
-            }
+            } => self.invalidate_range(vmid, asid, va, pages, last_level),
             TlbiScope::Asid(asid) => {
+                let mut n = 0;
                 for s in &mut self.leaf {
-                    if matches!(s.entry(), Some(x) if x.asid == asid) {
+                    if matches!(s.entry(), Some(x) if x.asid == asid && x.vmid == vmid) {
                         s.clear();
                         n += 1;
                     }
                 }
-                n += self.invalidate_walk(|e| e.asid == asid);
+                n + self.invalidate_walk(|e| e.asid == asid && e.vmid == vmid)
             }
-            TlbiScope::All => {
-                for s in &mut self.leaf {
-                    if s.clear() {
+            TlbiScope::All | TlbiScope::VmallS12 => self.invalidate_where(|v| v == vmid),
+            TlbiScope::AllE1 => self.invalidate_where(|v| v != 0),
+        }
+    }
+
+    /// `Range` of [`Tlb::invalidate`].
+    fn invalidate_range(
+        &mut self,
+        vmid: Vmid,
+        asid: Asid,
+        va: u64,
+        pages: u64,
+        last_level: bool,
+    ) -> usize {
+        let mut n = 0;
+        let lo = va >> PAGE_SHIFT;
+        let hi = lo + pages;
+        if pages as usize <= self.sets {
+            for vpn in lo..hi {
+                n += self.drop_covering(vmid, asid, vpn);
+            }
+        } else {
+            for s in &mut self.leaf {
+                if let Some(x) = s.entry() {
+                    // The pages the entry translates overlap the range.
+                    let span = if s.huge { HPAGE_PAGES } else { 1 };
+                    if x.asid == asid && x.vmid == vmid && x.vpn < hi && lo < x.vpn + span {
+                        s.clear();
                         n += 1;
                     }
                 }
-                n += self.invalidate_walk(|_| true);
             }
         }
+        if !last_level {
+            let end = va + (pages << PAGE_SHIFT);
+            n += self.invalidate_walk(|e| {
+                // The region the cached descriptor translates overlaps the range.
+                let sh = level_shift(e.level);
+                let r_lo = e.va_prefix << sh;
+                let r_hi = r_lo + (1u64 << sh);
+                e.asid == asid && e.vmid == vmid && r_lo < end && va < r_hi
+            });
+        }
+        n
+    }
+
+    /// Drops every entry whose VMID `gone` says, and rebuilds the ASID
+    /// filter from the entries left.
+    fn invalidate_where(&mut self, gone: impl Fn(Vmid) -> bool) -> usize {
+        let mut n = 0;
+        let mut filter = 0;
+        for s in &mut self.leaf {
+            if let Some(x) = s.entry() {
+                if gone(x.vmid) {
+                    s.clear();
+                    n += 1;
+                } else {
+                    filter |= asid_bit(x.asid);
+                }
+            }
+        }
+        for s in &mut self.walk {
+            if let Some(x) = s.entry() {
+                if gone(x.vmid) {
+                    s.clear();
+                    n += 1;
+                } else {
+                    filter |= asid_bit(x.asid);
+                }
+            }
+        }
+        self.asid_filter = filter;
         n
     }
 
@@ -473,6 +584,7 @@ mod tests {
 
     fn leaf(asid: Asid, vpn: u64) -> LeafEntry {
         LeafEntry {
+            vmid: 0,
             asid,
             vpn,
             pfn: vpn + 100,
@@ -488,11 +600,11 @@ mod tests {
         // vpns 0, 4, 8 map to set 0 of 4 sets.
         t.insert(leaf(1, 0));
         t.insert(leaf(1, 4));
-        assert!(t.lookup(1, 0).is_some()); // 0 is now most recent
+        assert!(t.lookup(0, 1, 0).is_some()); // 0 is now most recent
         t.insert(leaf(1, 8)); // evicts 4
-        assert!(t.lookup(1, 4).is_none());
-        assert!(t.lookup(1, 0).is_some());
-        assert!(t.lookup(2, 0).is_none(), "ASID-tagged");
+        assert!(t.lookup(0, 1, 4).is_none());
+        assert!(t.lookup(0, 1, 0).is_some());
+        assert!(t.lookup(0, 2, 0).is_none(), "ASID-tagged");
     }
 
     #[test]
@@ -500,13 +612,14 @@ mod tests {
         let mut t = Tlb::new(16, 4, 4);
         let base = 512 * 3;
         t.insert_huge(LeafEntry {
+            vmid: 0,
             pfn: 10_240,
             ..leaf(1, base)
         });
         // Each 4 KiB page of it answers with its own frame.
-        let e = t.lookup(1, base + 7).expect("hit");
+        let e = t.lookup(0, 1, base + 7).expect("hit");
         assert_eq!((e.vpn, e.pfn), (base + 7, 10_247));
-        assert!(t.lookup(1, base + 512).is_none() && t.lookup(2, base).is_none());
+        assert!(t.lookup(0, 1, base + 512).is_none() && t.lookup(0, 2, base).is_none());
         // Checkers see 4 KiB views.
         assert_eq!(t.leaf_entries().count(), 512);
         assert_eq!(
@@ -517,24 +630,30 @@ mod tests {
         );
         // A by-VA invalidation of any page inside drops it.
         assert_eq!(
-            t.invalidate(TlbiScope::Va {
-                asid: 1,
-                va: (base + 300) << PAGE_SHIFT,
-                last_level: true
-            }),
+            t.invalidate(
+                0,
+                TlbiScope::Va {
+                    asid: 1,
+                    va: (base + 300) << PAGE_SHIFT,
+                    last_level: true
+                }
+            ),
             1
         );
-        assert!(t.lookup(1, base).is_none());
+        assert!(t.lookup(0, 1, base).is_none());
         // A range that overlaps its last page drops it too (both paths).
         for pages in [2, 64] {
             t.insert_huge(leaf(1, base));
             let va = (base + 511) << PAGE_SHIFT;
-            let n = t.invalidate(TlbiScope::Range {
-                asid: 1,
-                va,
-                pages,
-                last_level: true,
-            });
+            let n = t.invalidate(
+                0,
+                TlbiScope::Range {
+                    asid: 1,
+                    va,
+                    pages,
+                    last_level: true,
+                },
+            );
             assert_eq!(n, 1, "{pages} pages");
         }
     }
@@ -547,6 +666,7 @@ mod tests {
         }
         t.insert(leaf(2, 0));
         let w = WalkEntry {
+            vmid: 0,
             asid: 1,
             level: 2,
             va_prefix: 0,
@@ -556,28 +676,34 @@ mod tests {
         };
         t.walk_insert(w);
         assert_eq!(
-            t.invalidate(TlbiScope::Va {
-                asid: 1,
-                va: 0,
-                last_level: true
-            }),
+            t.invalidate(
+                0,
+                TlbiScope::Va {
+                    asid: 1,
+                    va: 0,
+                    last_level: true
+                }
+            ),
             1
         );
         assert!(
-            t.walk_lookup(1, 0x1000).is_some(),
+            t.walk_lookup(0, 1, 0x1000).is_some(),
             "last-level keeps walk entries"
         );
         assert_eq!(
-            t.invalidate(TlbiScope::Range {
-                asid: 1,
-                va: 0x1000,
-                pages: 2,
-                last_level: false
-            }),
+            t.invalidate(
+                0,
+                TlbiScope::Range {
+                    asid: 1,
+                    va: 0x1000,
+                    pages: 2,
+                    last_level: false
+                }
+            ),
             3
         );
-        assert!(t.walk_lookup(1, 0x1000).is_none());
-        assert_eq!(t.invalidate(TlbiScope::Asid(1)), 1);
-        assert_eq!(t.invalidate(TlbiScope::All), 1);
+        assert!(t.walk_lookup(0, 1, 0x1000).is_none());
+        assert_eq!(t.invalidate(0, TlbiScope::Asid(1)), 1);
+        assert_eq!(t.invalidate(0, TlbiScope::All), 1);
     }
 }

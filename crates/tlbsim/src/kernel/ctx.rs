@@ -277,6 +277,13 @@ impl Ctx {
     pub async fn write_dvm_affinity(&self, want: Option<CpuMask>) {
         self.step(Op::SetDvmAffinity(want)).await;
     }
+
+    /// `write_sysreg(vttbr, VTTBR_EL2)` with `HCR_EL2.FB` as `fb`: this
+    /// CPU runs under `vmid` (0: the host). An `isb()` must follow before
+    /// a TLBI or an access relies on it.
+    pub async fn write_vmid(&self, vmid: crate::hw::tlb::Vmid, fb: bool) {
+        self.step(Op::SetVmid { vmid, fb }).await;
+    }
     /// A user access; page faults are handled (and retried) here. Returns
     /// false if the access is not allowed at all (would be SIGSEGV).
     pub async fn user_access(&self, va: u64, write: bool) -> bool {

@@ -41,6 +41,17 @@ pub enum Op {
     /// limit); later broadcast TLBIs of this CPU go where it says
     /// ([`crate::hw::dvm_affinity`]).
     SetDvmAffinity(Option<CpuMask>),
+    /// Writes this CPU's `VTTBR_EL2.VMID` and `HCR_EL2.FB` (KVM on guest
+    /// entry, `__load_stage2` and `__activate_traps`; VMID 0 with FB clear
+    /// when the host runs): later fills and EL1 TLBIs are tagged with the
+    /// VMID, and with FB a guest's local TLBIs are broadcast
+    /// ([`crate::hw::Hw::forces_broadcast`]).
+    SetVmid {
+        /// The VMID.
+        vmid: crate::hw::tlb::Vmid,
+        /// `HCR_EL2.FB`.
+        fb: bool,
+    },
     /// x86 `MOV CR3`: installs `cr3` (`None`: init_mm, no user mappings)
     /// and, with `flush = Some(pcid)`, invalidates every entry tagged with
     /// that PCID in the same instruction (CR3 write without the NOFLUSH bit;

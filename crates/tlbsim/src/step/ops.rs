@@ -84,6 +84,10 @@ impl Cpus {
                 w.hw.borrow_mut().set_dvm_affinity(cpu, want.as_ref());
                 Applied::Done(OpResult::Unit)
             }
+            Op::SetVmid { vmid, fb } => {
+                w.hw.borrow_mut().set_vmid(cpu, vmid, fb);
+                Applied::Done(OpResult::Unit)
+            }
             Op::LoadCr3 { cr3, flush } => {
                 load_cr3(&w, cpu, cr3, flush);
                 Applied::Done(OpResult::Unit)
@@ -281,9 +285,12 @@ pub fn speculate(w: &World, cpu: CpuId, va: u64, trace: &mut Vec<AccessTrace>) {
     }
 }
 
-/// A TLBI by `cpu`. A local one takes effect at once; a broadcast one is
-/// put in flight to every CPU and its id returned (the driver delivers it).
+/// A TLBI by `cpu`. A local one takes effect at once, unless `HCR_EL2.FB`
+/// makes it a broadcast ([`crate::hw::Hw::forces_broadcast`]); a
+/// broadcast one is put in flight to every CPU (its affinity register
+/// permitting) and its id returned (the driver delivers it).
 fn tlbi(w: &World, cpu: CpuId, scope: TlbiScope, broadcast: bool) -> Option<usize> {
+    let broadcast = broadcast || w.hw.borrow().forces_broadcast(cpu);
     let id = if broadcast {
         w.stats.borrow_mut().cpu[cpu].tlbi_broadcast += 1;
         Some(w.hw.borrow_mut().tlbi_broadcast_scoped(cpu, scope))
