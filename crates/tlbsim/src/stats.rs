@@ -221,6 +221,8 @@ pub struct Stats {
     pub flush_latency_ns: Samples,
     /// ASID rollovers.
     pub asid_rollovers: u64,
+    /// VMID rollovers (KVM's allocator, `kernel/arm64/kvm/vmid.rs`).
+    pub vmid_rollovers: u64,
     /// Page-table pages freed.
     pub tables_freed: u64,
     /// Huge pages mapped by faults (`/proc/vmstat` thp_fault_alloc).

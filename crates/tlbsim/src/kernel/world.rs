@@ -1,5 +1,7 @@
-//! The whole modelled system ([`World`]): hardware, kernel state,
-//! policies, statistics and the observer.
+//! The whole modelled system: the machine ([`Machine`]: hardware,
+//! statistics, the observer, the clock) and a kernel running on it
+//! ([`World`]: kernel state, policies, task programs). A guest kernel is
+//! another `World` on the same machine.
 
 use super::policy::{AsidAllocator, TlbPolicy};
 use super::{sched, Ctx, Lock, Mm, PerCpu, Task, TaskId, TaskState};
@@ -53,16 +55,11 @@ pub type Program = Box<dyn FnOnce(Ctx) -> TaskFuture>;
 /// argument is the `arg` of the `Op::CallFunction` that sent it.
 pub type IpiHandler = Rc<dyn Fn(Ctx, usize) -> TaskFuture>;
 
-/// The whole modelled system: hardware, kernel, policies, observers.
-pub struct World {
-    /// The machine profile (after overrides).
-    pub profile: Profile,
-    /// Kernel configuration.
-    pub kcfg: KernelConfig,
+/// What every kernel on the machine shares: hardware, statistics, the
+/// observer and the clock.
+pub struct Machine {
     /// Hardware.
     pub hw: RefCell<Hw>,
-    /// Kernel.
-    pub k: RefCell<KState>,
     /// Statistics.
     pub stats: RefCell<Stats>,
     /// The observer (checker), if any.
@@ -71,19 +68,43 @@ pub struct World {
     /// asks it): the run loops read this instead of asking after every
     /// step.
     observer_failed: Cell<bool>,
+    /// Current simulated time (set by the driver).
+    pub now: Cell<Ns>,
+    /// The last PTE version handed out ([`World::next_pte_version`]): one
+    /// sequence for every kernel, so that versions order all writes.
+    pte_version: Cell<u64>,
+}
+
+/// A kernel on the machine: its state, policies and task programs. It
+/// dereferences to its [`Machine`], so kernel code reads the hardware as
+/// `w.hw`, the clock as `w.now`, whichever kernel it is.
+pub struct World {
+    /// The machine it runs on.
+    pub m: Rc<Machine>,
+    /// The machine profile (after overrides).
+    pub profile: Profile,
+    /// Kernel configuration.
+    pub kcfg: KernelConfig,
+    /// Kernel.
+    pub k: RefCell<KState>,
     /// TLB-flush policy.
     pub policy: Box<dyn TlbPolicy>,
     /// ASID allocator.
     pub asid: Box<dyn AsidAllocator>,
-    /// Current simulated time (set by the driver).
-    pub now: Cell<Ns>,
     /// Task futures by task id (taken out while polled).
     pub futures: RefCell<Vec<Option<TaskFuture>>>,
     /// Programs of tasks not started yet.
     pub programs: RefCell<Vec<Option<Program>>>,
     /// Handlers that `Op::CallFunction` runs on other CPUs.
     pub ipi_handlers: RefCell<Vec<IpiHandler>>,
-    pte_version: Cell<u64>,
+}
+
+impl std::ops::Deref for World {
+    type Target = Machine;
+
+    fn deref(&self) -> &Machine {
+        &self.m
+    }
 }
 
 impl std::fmt::Debug for World {
@@ -102,21 +123,24 @@ impl World {
     ) -> Rc<World> {
         let hw = Hw::new(&profile);
         let n = hw.ncpus();
-        let w = Rc::new(World {
-            profile,
-            kcfg,
+        let m = Rc::new(Machine {
             hw: RefCell::new(hw),
-            k: RefCell::new(KState::default()),
             stats: RefCell::new(Stats::new(n)),
             observer: RefCell::new(None),
             observer_failed: Cell::new(false),
+            now: Cell::new(0),
+            pte_version: Cell::new(0),
+        });
+        let w = Rc::new(World {
+            m,
+            profile,
+            kcfg,
+            k: RefCell::new(KState::default()),
             policy,
             asid,
-            now: Cell::new(0),
             futures: RefCell::new(Vec::new()),
             programs: RefCell::new(Vec::new()),
             ipi_handlers: RefCell::new(Vec::new()),
-            pte_version: Cell::new(0),
         });
         for cpu in 0..n {
             let t = w.new_task(

@@ -1,6 +1,7 @@
 //! arm64: the ASID allocators, the TLB policies built on Linux's flush
 //! primitives (`tlbflush.rs`) and TTBR0 switching (`mmu_context.rs`).
 
+pub mod kvm;
 pub mod mmu_context;
 pub mod mutants;
 pub mod tlbflush;
