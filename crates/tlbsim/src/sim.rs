@@ -8,6 +8,7 @@ use crate::config::{
 };
 use crate::driver::{RunError, TimingDriver};
 use crate::engine::rng::Streams;
+use crate::kernel::arm64::kvm::Kvm;
 use crate::kernel::registry::{check_combination, find_allocator, find_policy};
 use crate::kernel::TaskId;
 use crate::kernel::{TaskState, World};
@@ -173,6 +174,9 @@ pub struct RunOutput {
     /// Workload configuration: every parameter the workload ran with, the
     /// given ones as written and the others at their defaults.
     pub workload: WorkloadConfig,
+    /// The virtual machines the workload ran in, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm: Option<crate::config::VmConfig>,
     /// The simulated-time limit (`[experiment] max_sim_time_ns`): past it
     /// the run stops with an error.
     pub max_sim_time_ns: u64,
@@ -205,6 +209,9 @@ pub struct RunConfig {
     pub kernel: KernelConfig,
     /// Workload with every parameter.
     pub workload: WorkloadConfig,
+    /// The virtual machines, if any.
+    #[serde(default)]
+    pub vm: Option<crate::config::VmConfig>,
     /// Checker settings (the verdict beside them is ignored).
     #[serde(deserialize_with = "checker_settings")]
     pub checker: CheckerConfig,
@@ -244,6 +251,7 @@ impl RunConfig {
             kernel: self.kernel,
             workload: self.workload,
             checker: self.checker,
+            vm: self.vm,
             profile_data: Some(self.profile),
         }
     }
@@ -339,10 +347,15 @@ pub fn resolve_profile(exp: &Experiment, opts: &RunOptions) -> Result<Profile, S
 
 /// A world built from an experiment, its tasks created, ready for a driver.
 pub struct Built {
-    /// The world.
+    /// The world (the host kernel).
     pub world: Rc<World>,
-    /// The workload's root task: the run ends when it exits.
-    pub root: TaskId,
+    /// The workload's root task in each kernel that runs it (the host, or
+    /// every VM's guest): the run ends when they have all exited.
+    pub roots: Vec<(Rc<World>, TaskId)>,
+    /// The virtual machines, if the experiment has `[vm]`.
+    pub vms: Vec<Rc<Kvm>>,
+    /// The host IPI handler that rings a vCPU's doorbell.
+    pub doorbell: Option<usize>,
     /// The resolved profile.
     pub profile: Profile,
     /// The root seed used.
@@ -353,19 +366,35 @@ pub struct Built {
 
 impl std::fmt::Debug for Built {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Built").field("root", &self.root).finish()
+        f.debug_struct("Built")
+            .field("roots", &self.roots.len())
+            .finish()
     }
 }
 
 impl Built {
-    /// Has the root task exited?
+    /// Have the root tasks exited?
     pub fn done(&self) -> impl Fn(&World) -> bool {
-        let root = self.root;
-        move |w: &World| {
-            matches!(
-                w.k.borrow().tasks[root].state,
-                TaskState::Zombie | TaskState::Dead
-            )
+        let roots = self.roots.clone();
+        move |_: &World| {
+            roots.iter().all(|(w, root)| {
+                matches!(
+                    w.k.borrow().tasks[*root].state,
+                    TaskState::Zombie | TaskState::Dead
+                )
+            })
+        }
+    }
+
+    /// Adds the VMs' vCPUs to `cpus` as contexts, with their doorbells.
+    pub fn add_vms(&self, cpus: &mut crate::step::Cpus) {
+        for kvm in &self.vms {
+            let base = cpus.add_guest(Rc::clone(&kvm.guest));
+            assert_eq!(base, kvm.cx_base, "contexts are added in creation order");
+            let doorbell = self.doorbell.expect("a VM has a doorbell handler");
+            for (i, &t) in kvm.vcpu_threads.borrow().iter().enumerate() {
+                cpus.set_doorbell(base + i, doorbell, t);
+            }
         }
     }
 }
@@ -391,7 +420,16 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
     let alloc = (alloc_entry.new)(&kcfg, profile.tlb.asid_bits);
     debug_assert_eq!(policy.arch(), policy_entry.arch, "{}", policy_entry.name);
     check_kernel(&kcfg, &profile, alloc.as_ref(), alloc_entry.arch.is_some())?;
-    let wl = build_workload(exp, &profile)?;
+    let wl = match &exp.vm {
+        None => build_workload(exp, &profile)?,
+        Some(vm) => {
+            check_vms(vm, &kcfg, &profile, alloc.as_ref())?;
+            // The workload runs in a guest of `vcpus` CPUs.
+            let mut guest_profile = profile.clone();
+            guest_profile.topology.cpus = vm.vcpus;
+            build_workload(exp, &guest_profile)?
+        }
+    };
     let w = World::new(profile.clone(), kcfg.clone(), policy, alloc);
     if exp.checker.enabled {
         *w.observer.borrow_mut() = Some(Box::new(Checker::new(w.ncpus(), exp.checker.history)));
@@ -400,14 +438,144 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
         crate::kernel::vmscan::start_kswapd(&w);
     }
     let streams = Streams::new(seed);
-    let root = wl.workload.setup(&w, &streams);
+    let (roots, vms, doorbell) = match &exp.vm {
+        None => (
+            vec![(Rc::clone(&w), wl.workload.setup(&w, &streams))],
+            vec![],
+            None,
+        ),
+        Some(vm) => {
+            let new_kernel = || {
+                let p = (policy_entry.new)();
+                (p, (alloc_entry.new)(&kcfg, profile.tlb.asid_bits))
+            };
+            let (vms, doorbell) = start_vms(&w, vm, &kcfg, new_kernel);
+            let roots = vms
+                .iter()
+                .map(|kvm| {
+                    let s = streams.child(&format!("vm{}", kvm.guest.id));
+                    (Rc::clone(&kvm.guest), wl.workload.setup(&kvm.guest, &s))
+                })
+                .collect();
+            (roots, vms, Some(doorbell))
+        }
+    };
     Ok(Built {
         world: w,
-        root,
+        roots,
+        vms,
+        doorbell,
         profile,
         seed,
         workload: exp.workload.with_defaults(wl.params),
     })
+}
+
+/// Creates the VMs of `vm` on host `w` (VM `v` from 1, its vCPUs pinned
+/// to CPUs `(v - 1) * vcpus` on), each guest kernel from `new_kernel`;
+/// returns them and the host's doorbell handler.
+fn start_vms(
+    w: &Rc<World>,
+    vm: &crate::config::VmConfig,
+    kcfg: &KernelConfig,
+    new_kernel: impl Fn() -> (
+        Box<dyn crate::kernel::policy::TlbPolicy>,
+        Box<dyn crate::kernel::policy::AsidAllocator>,
+    ),
+) -> (Vec<Rc<Kvm>>, usize) {
+    use crate::kernel::arm64::kvm;
+    let vmids = Rc::new(
+        kvm::vmid::VmidAllocator::new(w, VMID_BITS).expect("VMID bits checked by check_vms"),
+    );
+    let doorbell = w.register_ipi_handler(Rc::new(kvm::kvm_vgic_v4_doorbell));
+    let n = vm.vcpus as usize;
+    let vms = (0..vm.count as usize)
+        .map(|v| {
+            let (policy, asid) = new_kernel();
+            kvm::create_vm(
+                w,
+                v as u32 + 1,
+                &kvm::pinned_cpus(v * n, n),
+                kcfg.clone(),
+                policy,
+                asid,
+                vm.fb,
+                &vmids,
+                w.ncpus() + v * n,
+            )
+        })
+        .collect();
+    (vms, doorbell)
+}
+
+/// VMID width: the model's VMIDs are 8 bits (no `FEAT_VMID16`).
+const VMID_BITS: u8 = 8;
+
+/// `[vm]` against the machine: an arm64 profile with KVM's costs, VMIDs
+/// and CPUs for every VM (vCPUs pinned one to one), and guests whose ASID
+/// allocator has more ASIDs than vCPUs.
+fn check_vms(
+    vm: &crate::config::VmConfig,
+    kcfg: &KernelConfig,
+    profile: &Profile,
+    alloc: &dyn crate::kernel::policy::AsidAllocator,
+) -> Result<(), SimError> {
+    let field = |key: &str, message: String| SimError::Field {
+        section: "vm".into(),
+        key: key.into(),
+        message,
+    };
+    if profile.arch != crate::config::Arch::Arm64 {
+        return Err(field(
+            "count",
+            format!(
+                "profile \"{}\" is not arm64: VMs are modelled on KVM/arm64 only",
+                profile.name
+            ),
+        ));
+    }
+    if profile.virt.is_none() {
+        return Err(field(
+            "count",
+            format!(
+                "profile \"{}\" has no [virt] section (KVM's world-switch costs), which VMs need",
+                profile.name
+            ),
+        ));
+    }
+    let vmids = (1u64 << VMID_BITS) - 1;
+    if vm.count == 0 || u64::from(vm.count) > vmids {
+        return Err(field(
+            "count",
+            format!("must be 1 to {vmids} (one {VMID_BITS}-bit VMID each; VMID 0 is the host's)"),
+        ));
+    }
+    if vmids <= u64::from(profile.topology.cpus) {
+        return Err(field("count", format!("{vmids} usable VMIDs are not more than the {} CPUs (arch/arm64/kvm/vmid.c needs more)", profile.topology.cpus)));
+    }
+    if vm.vcpus == 0 {
+        return Err(field("vcpus", "must be >= 1".into()));
+    }
+    let need = u64::from(vm.count) * u64::from(vm.vcpus);
+    if need > u64::from(profile.topology.cpus) {
+        return Err(field(
+            "vcpus",
+            format!(
+                "count x vcpus = {need} vCPUs pinned one to one, but the machine has {} CPUs",
+                profile.topology.cpus
+            ),
+        ));
+    }
+    if kcfg.memory_limit_pages.is_some() {
+        return Err(SimError::Field {
+            section: "kernel".into(),
+            key: "memory_limit_pages".into(),
+            message: "reclaim is not modelled inside VMs yet".into(),
+        });
+    }
+    let mut guest = profile.clone();
+    guest.topology.cpus = vm.vcpus;
+    check_kernel(kcfg, &guest, alloc, true)
 }
 
 /// The `[kernel]` settings that depend on the profile and the allocator:
@@ -524,26 +692,50 @@ fn build_workload(exp: &Experiment, profile: &Profile) -> Result<workload::Resol
     Ok(wl)
 }
 
+/// Adds, for each metric every VM reported (`vm<i>.<name>`), its mean
+/// over the VMs as `<name>`, and its lowest and highest as
+/// `<name>.vm_min` and `<name>.vm_max`.
+fn mean_over_vms(m: &mut std::collections::BTreeMap<String, f64>, vms: usize) {
+    let names: Vec<String> = m
+        .keys()
+        .filter_map(|k| k.strip_prefix("vm1."))
+        .map(str::to_string)
+        .collect();
+    for name in names {
+        let vals: Vec<f64> = (1..=vms)
+            .filter_map(|v| m.get(&format!("vm{v}.{name}")).copied())
+            .collect();
+        if vals.len() != vms {
+            continue;
+        }
+        let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        m.insert(format!("{name}.vm_min"), lo);
+        m.insert(format!("{name}.vm_max"), hi);
+        m.insert(name, vals.iter().sum::<f64>() / vms as f64);
+    }
+}
+
 /// Runs `exp`.
 pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
+    let built = build(exp, opts)?;
+    let done = built.done();
     let Built {
         world: w,
-        root,
         profile,
         seed,
         workload,
-    } = build(exp, opts)?;
+        ..
+    } = &built;
+    let (w, profile, seed, workload) = (Rc::clone(w), profile.clone(), *seed, workload.clone());
     let kcfg = exp.kernel.clone();
     let mut d = TimingDriver::new(w.clone(), exp.experiment.max_sim_time_ns);
+    d.add_vms(&built);
     d.set_speculative_walks(exp.checker.enabled && exp.checker.speculative_walks);
-    let elapsed = d
-        .run_until(|w| {
-            matches!(
-                w.k.borrow().tasks[root].state,
-                TaskState::Zombie | TaskState::Dead
-            )
-        })
-        .map_err(SimError::Run)?;
+    let elapsed = d.run_until(done).map_err(SimError::Run)?;
+    if !built.vms.is_empty() {
+        mean_over_vms(&mut w.stats.borrow_mut().metrics, built.vms.len());
+    }
     let st = w.stats.borrow();
     let events_checked = w
         .observer
@@ -558,6 +750,7 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
         profile,
         kernel: kcfg,
         workload,
+        vm: exp.vm.clone(),
         max_sim_time_ns: exp.experiment.max_sim_time_ns,
         elapsed_ns: elapsed,
         metrics: st.metrics.clone(),

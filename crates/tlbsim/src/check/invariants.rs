@@ -729,7 +729,7 @@ impl Checker {
         if entry.mm != running {
             self.fail(
                 now,
-                Invariant::AsidIsolation,
+                isolation(running, entry.mm),
                 &[cpu],
                 Some(running),
                 Some(va),
@@ -821,7 +821,7 @@ impl Checker {
         if entry.mm != running {
             self.fail(
                 now,
-                Invariant::AsidIsolation,
+                isolation(running, entry.mm),
                 &[cpu],
                 Some(running),
                 va,
@@ -882,7 +882,7 @@ impl Checker {
         }
         let (invariant, va, detail) = if let Some(e) = other {
             (
-                Invariant::AsidIsolation,
+                isolation(mm, e.mm),
                 e.vpn << PAGE_SHIFT,
                 format!("cpu{cpu} loads ASID {asid} for mm {mm} while holding a translation of mm {} under it: {e:?}", e.mm),
             )
@@ -1051,6 +1051,20 @@ fn candidate_spans(
         }
     }
     Some(out)
+}
+
+/// Which isolation a CPU running `running` breaks by using (or holding
+/// under its tag) a translation of `other`: VMID isolation if `other`
+/// belongs to another kernel (another VM, or the host), else ASID
+/// isolation. Machine-wide mm ids carry their kernel in their upper bits
+/// ([`crate::kernel::KERNEL_ID_SHIFT`]).
+fn isolation(running: MmId, other: MmId) -> Invariant {
+    let kernel = |mm: MmId| mm >> crate::kernel::KERNEL_ID_SHIFT;
+    if kernel(running) == kernel(other) {
+        Invariant::AsidIsolation
+    } else {
+        Invariant::VmidIsolation
+    }
 }
 
 /// The first walk-cache entry of `tlb` under `asid` that belongs to
@@ -1653,5 +1667,35 @@ mod tests {
         let last = format!("  {:>12} ns  {:?}\n", 6, f.history[7].1);
         assert!(text.ends_with(&last), "{text}");
         assert_eq!(text.lines().count(), 4 + f.history.len());
+    }
+
+    #[test]
+    fn a_translation_of_another_kernel_breaks_vmid_isolation_not_asid_isolation() {
+        let (mut c, hw) = setup();
+        // cpu1 runs mm 3 of guest kernel 2 and uses an entry filled from
+        // mm 3 of guest kernel 1 (say two VMs given one VMID).
+        use crate::kernel::KERNEL_ID_SHIFT;
+        let (guest1_mm, guest2_mm) = ((1 << KERNEL_ID_SHIFT) | 3, (2 << KERNEL_ID_SHIFT) | 3);
+        let entry = LeafEntry {
+            vmid: 1,
+            asid: 1,
+            vpn: VA >> PAGE_SHIFT,
+            pfn: 5,
+            perms: Perms::RW,
+            version: 1,
+            mm: guest1_mm,
+        };
+        let used = |running| Event::LeafUse {
+            cpu: 1,
+            running,
+            entry,
+            store: false,
+        };
+        c.event(10, &used(guest2_mm), &hw);
+        assert_eq!(c.failure().unwrap().invariant, Invariant::VmidIsolation);
+        // Within one kernel it is ASID isolation.
+        let (mut c, hw) = setup();
+        c.event(10, &used((1 << KERNEL_ID_SHIFT) | 4), &hw);
+        assert_eq!(c.failure().unwrap().invariant, Invariant::AsidIsolation);
     }
 }

@@ -29,17 +29,22 @@ pub enum Invariant {
     /// A store reached a data frame after the kernel began copying it out
     /// (to swap or to a migration target): the write is lost.
     NoLostWrite,
+    /// A CPU used (or, loading an ASID, held under it) a translation of
+    /// another virtual machine or of the host: a security failure, as
+    /// ASID isolation is between processes.
+    VmidIsolation,
 }
 
 impl Invariant {
     /// Every invariant, in a fixed order.
-    pub const ALL: [Invariant; 6] = [
+    pub const ALL: [Invariant; 7] = [
         Invariant::NoStaleUse,
         Invariant::NoStaleHold,
         Invariant::NoUseAfterFree,
         Invariant::NoStaleWalk,
         Invariant::AsidIsolation,
         Invariant::NoLostWrite,
+        Invariant::VmidIsolation,
     ];
 
     /// The name reports print (`invariant: <name>`).
@@ -51,6 +56,7 @@ impl Invariant {
             Invariant::NoStaleWalk => "no stale walk",
             Invariant::AsidIsolation => "ASID isolation",
             Invariant::NoLostWrite => "no lost write",
+            Invariant::VmidIsolation => "VMID isolation",
         }
     }
 }

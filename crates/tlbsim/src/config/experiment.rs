@@ -22,6 +22,10 @@ pub struct Experiment {
     /// The checker.
     #[serde(default)]
     pub checker: CheckerConfig,
+    /// Virtual machines: when set, the workload runs inside each of them
+    /// (a guest kernel with `[kernel]`'s policies), not on the host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm: Option<VmConfig>,
     /// A profile the caller loaded from a file (the library does no I/O;
     /// see [`super::is_profile_path`]). When set it is used instead of the built-in
     /// profile named by `experiment.profile`.
@@ -55,6 +59,21 @@ fn default_seed() -> u64 {
 }
 fn default_limit() -> u64 {
     600_000_000_000
+}
+
+/// Virtual machines run by KVM on the host (`kernel/arm64/kvm`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VmConfig {
+    /// How many VMs (1 to 255: one 8-bit VMID each, VMID 0 is the
+    /// host's).
+    pub count: u32,
+    /// vCPUs per VM.
+    pub vcpus: u32,
+    /// `HCR_EL2.FB`: a guest's local TLBIs are broadcast (KVM's default,
+    /// `HCR_GUEST_FLAGS`).
+    #[serde(default = "yes")]
+    pub fb: bool,
 }
 
 /// Profile overrides.

@@ -56,6 +56,29 @@ pub struct Profile {
     /// migrate pages between nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub numa: Option<NumaParams>,
+    /// KVM world-switch costs: needed only by experiments that run
+    /// virtual machines (`[vm]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub virt: Option<VirtCosts>,
+}
+
+/// The costs of KVM's world switch between a guest and the host (VHE:
+/// the host kernel at EL2).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VirtCosts {
+    /// From the guest's trapping instruction to the host's exit handler
+    /// (`__kvm_vcpu_run` returning: guest state saved, host state
+    /// restored, traps deactivated).
+    pub guest_exit_ns: u64,
+    /// From `__kvm_vcpu_run`'s call to the guest's next instruction
+    /// (host state saved, guest state and traps restored, `ERET`).
+    pub guest_entry_ns: u64,
+    /// KVM's run-loop work around a blocking exit besides the switch
+    /// itself: `kvm_arch_vcpu_put()` and `kvm_arch_vcpu_load()` (timer,
+    /// vGIC and system-register state), charged as the vCPU thread's
+    /// kernel work.
+    pub vcpu_put_load_ns: u64,
 }
 
 /// NUMA layout and the cost of moving a page (`migrate_pages()`).
@@ -462,6 +485,15 @@ impl Profile {
             .expect("validated x86 profile has an [x86] section")
     }
 
+    /// The KVM world-switch costs. Experiments with virtual machines
+    /// are refused at setup when the profile has none
+    /// (`sim::check_vms`), so this holds while they run.
+    pub fn virt_costs(&self) -> &VirtCosts {
+        self.virt
+            .as_ref()
+            .expect("a VM experiment runs only on a profile with [virt] (checked at setup)")
+    }
+
     /// The step costs of this machine's architecture.
     pub fn step_costs(&self) -> StepCosts {
         match self.arch {
@@ -589,15 +621,18 @@ mod tests {
     }
 
     #[test]
-    fn hisi_96_dvmbm_is_kunpeng_920_with_tlbi_by_affinity() {
+    fn hisi_96_dvmbm_is_kunpeng_920_with_tlbi_by_affinity_and_kvm() {
         // The profile copies kunpeng-920's values as proxies; a value
-        // changed in one file and not the other fails here.
+        // changed in one file and not the other fails here. It adds the
+        // feature and KVM's costs (VMs run on it only).
         let mut h = builtin_profile("hisi-96-dvmbm").unwrap();
         let k = builtin_profile("kunpeng-920").unwrap();
         assert!(h.arm64().tlbi_affinity && !k.arm64().tlbi_affinity);
+        assert!(h.virt.is_some() && k.virt.is_none());
         h.name = k.name.clone();
         h.description = k.description.clone();
         h.arm64.as_mut().unwrap().tlbi_affinity = false;
+        h.virt = None;
         let v = |p: &Profile| toml::Value::try_from(p).unwrap();
         assert_eq!(v(&h), v(&k));
     }

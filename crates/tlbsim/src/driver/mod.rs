@@ -15,9 +15,9 @@ use crate::engine::Ns;
 use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{MmId, TlbiScope};
 use crate::hw::{AccessTrace, CpuId};
-use crate::kernel::{LockId, LockWaiter, Op, OpResult, TaskId, World};
+use crate::kernel::{GuestExit, LockId, LockWaiter, Op, OpResult, TaskId, World};
 use crate::step::cpu_time::{self, CpuTime};
-use crate::step::{ops, Applied, Cpus, PendingIpi, Polled, Wait};
+use crate::step::{ops, Applied, Cpus, Cx, PendingIpi, Polled, Wait};
 use std::rc::Rc;
 
 /// How many misc nodes serve DVM Syncs on `w`'s machine: one, or one per
@@ -48,12 +48,14 @@ enum Ev {
     DvmApply(u32),
     /// The misc node finished the DVM Sync of a CPU.
     SyncDone(u32),
-    /// A reschedule IPI arrives.
+    /// A reschedule IPI arrives at a context.
     Kick(u32),
     /// A function-call IPI arrives: its entry in [`TimingDriver::ipis`].
     Ipi(u32),
-    /// A handler's acknowledgement reaches the waiting sender.
+    /// A handler's acknowledgement reaches the waiting sender context.
     Ack(u32),
+    /// The CPU's guest entry is done: the guest context runs.
+    Entered(u32),
 }
 
 /// A CPU number or an in-flight id as carried in an [`Ev`]. Both index
@@ -63,9 +65,9 @@ fn ix(i: usize) -> u32 {
     u32::try_from(i).expect("CPU numbers and in-flight ids fit in 32 bits")
 }
 
-/// A function-call IPI on its way: the target, the call, and whether the
-/// call had this single target.
-type IpiInFlight = (CpuId, PendingIpi, bool);
+/// A function-call IPI on its way: the target context, the call, and
+/// whether the call had this single target.
+type IpiInFlight = (Cx, PendingIpi, bool);
 
 /// The cache line of a lock word, as the timing driver sees it: which
 /// CPU's cache holds it and when it is free for the next atomic.
@@ -143,8 +145,8 @@ pub struct TimingDriver {
     work_step: Vec<Option<(EventId, Ns)>>,
     /// Per CPU: work left of a `Work` step an IPI interrupted.
     interrupted_work: Vec<Option<Ns>>,
-    /// Per lock: its word's cache line.
-    lines: Vec<CacheLine>,
+    /// Per kernel, per lock: its word's cache line.
+    lines: Vec<Vec<CacheLine>>,
     /// What each CPU's time is charged to (`step::cpu_time`).
     cpu_time: CpuTime,
     /// IPIs on their way, indexed by [`Ev::Ipi`]; `None` once arrived.
@@ -180,13 +182,18 @@ impl TimingDriver {
     /// From now, `cpu`'s time is charged to the task it runs (by name):
     /// at the start and after each context switch.
     fn charge_to_current(&mut self, cpu: CpuId) {
-        let w = &self.core.w;
-        let task = w.k.borrow().cpus[cpu].current;
+        let (w, local) = self.core.kernel(cpu);
+        let task = w.k.borrow().cpus[local].current;
         let comm = self
             .cpu_time
-            .comm(task, || w.k.borrow().tasks[task].name.clone());
+            .comm(w.gid_task(task), || w.k.borrow().tasks[task].name.clone());
         let (now, label) = (w.now.get(), self.cpu_time.label(cpu));
         self.cpu_time.switch(cpu, now, label, comm);
+    }
+
+    /// Adds `built`'s VMs (their vCPUs as contexts) before the run.
+    pub fn add_vms(&mut self, built: &crate::sim::Built) {
+        built.add_vms(&mut self.core);
     }
 
     fn w(&self) -> &Rc<World> {
@@ -256,13 +263,22 @@ impl TimingDriver {
             Ev::Ack(sender) => {
                 let sender = sender as usize;
                 if self.core.ack(sender) {
-                    self.resume_if_ready(sender);
+                    self.resume_cx(sender);
                 }
             }
             Ev::Ipi(i) => {
-                let (cpu, ipi, single) = self.ipis[i as usize].take().expect("an IPI in flight");
+                let (cx, ipi, single) = self.ipis[i as usize].take().expect("an IPI in flight");
                 self.free_ipis.push(i);
-                self.core.ipi_arrive(cpu, ipi, single);
+                self.core.ipi_arrive(cx, ipi, single);
+                let Some(cpu) = self.core.resident(cx) else {
+                    self.ring_doorbell(cx);
+                    return;
+                };
+                if self.core.running(cpu) != cx {
+                    // A host interrupt to a CPU running a guest waits for
+                    // the guest's next exit (docs/model.md).
+                    return;
+                }
                 if !self.core.in_irq(cpu) && !self.core.irqs_off(cpu) {
                     if *self.core.wait(cpu) == Wait::Step && self.work_step[cpu].is_some() {
                         self.interrupt_work(cpu);
@@ -282,13 +298,78 @@ impl TimingDriver {
                 }
                 self.complete(cpu, OpResult::Unit);
             }
-            Ev::Kick(cpu) => {
-                let cpu = cpu as usize;
-                if self.core.resched_arrive(cpu) {
-                    self.resume_if_ready(cpu);
+            Ev::Entered(cpu) => self.resume_guest(cpu as usize),
+            Ev::Kick(cx) => {
+                let cx = cx as usize;
+                if self.core.resched_arrive(cx) {
+                    self.resume_cx(cx);
                 }
             }
         }
+    }
+
+    /// Context `cx` was released from its wait: it runs on at once where
+    /// it runs (unless a handler runs there), or its doorbell rings.
+    fn resume_cx(&mut self, cx: Cx) {
+        match self.core.resident(cx) {
+            Some(cpu) if self.core.running(cpu) == cx => self.resume_if_ready(cpu),
+            Some(_) => {}
+            None => self.ring_doorbell(cx),
+        }
+    }
+
+    /// Something waits for context `cx`, which runs nowhere: its
+    /// doorbell, if it has one, reaches the CPU it last ran on after the
+    /// IPI latency.
+    fn ring_doorbell(&mut self, cx: Cx) {
+        if let Some((cpu, ipi)) = self.core.doorbell(cx) {
+            let at = self.now() + self.w().profile.kernel.ipi_latency_ns;
+            let i = self.ipi_slot((cpu, ipi, true));
+            self.q.push(at, Ev::Ipi(i));
+        }
+    }
+
+    /// Stores an IPI on its way; returns its [`Ev::Ipi`] index.
+    fn ipi_slot(&mut self, entry: IpiInFlight) -> u32 {
+        match self.free_ipis.pop() {
+            Some(i) => {
+                self.ipis[i as usize] = Some(entry);
+                i
+            }
+            None => {
+                self.ipis.push(Some(entry));
+                ix(self.ipis.len() - 1)
+            }
+        }
+    }
+
+    /// The guest context `cpu` just entered runs from where it stopped:
+    /// released, with its result; free, polled; idle, it takes a pending
+    /// interrupt or exits again at once (`WFI` with nothing pending).
+    fn resume_guest(&mut self, cpu: CpuId) {
+        self.charge_to_current(cpu);
+        match self.core.wait(cpu).clone() {
+            Wait::Ready(r) => self.complete(cpu, r),
+            Wait::Free => self.run(cpu),
+            Wait::Idle if self.core.may_take_irq(cpu) => self.start_irq(cpu),
+            Wait::Idle => {
+                self.core
+                    .exit_guest(cpu, OpResult::GuestExit(GuestExit::Wfi));
+                self.guest_exited(cpu);
+            }
+            _ => self.take_pending_irq(cpu),
+        }
+    }
+
+    /// The guest `cpu` ran exited: the host's vCPU thread resumes after
+    /// the exit's cost.
+    fn guest_exited(&mut self, cpu: CpuId) {
+        self.charge_to_current(cpu);
+        let Wait::Ready(r) = *self.core.wait(cpu) else {
+            unreachable!("an exit leaves EnterGuest ready")
+        };
+        let cost = self.w().profile.virt_costs().guest_exit_ns;
+        self.after(cpu, cost, r);
     }
 
     /// Completes the running context's step on `cpu` and runs it on.
@@ -331,9 +412,11 @@ impl TimingDriver {
 
     /// A handler returned on `cpu`: its acknowledgement travels to the
     /// sender; the CPU takes its next IPI, or resumes what was interrupted.
-    fn handler_returned(&mut self, cpu: CpuId, sender: CpuId) {
-        let at = self.now() + self.w().profile.kernel.ipi_ack_ns;
-        self.q.push(at, Ev::Ack(ix(sender)));
+    fn handler_returned(&mut self, cpu: CpuId, sender: Option<Cx>) {
+        if let Some(sender) = sender {
+            let at = self.now() + self.w().profile.kernel.ipi_ack_ns;
+            self.q.push(at, Ev::Ack(ix(sender)));
+        }
         if self.core.irq_pending(cpu) {
             self.start_irq(cpu);
         } else if let Some(left) = self.interrupted_work[cpu].take() {
@@ -424,15 +507,20 @@ impl TimingDriver {
         }
     }
 
-    /// An atomic on lock `l`'s word by `cpu` now: how long it takes.
+    /// An atomic on lock `l`'s word (of the kernel `cpu` runs) by `cpu`
+    /// now: how long it takes.
     fn line_rmw(&mut self, l: LockId, cpu: CpuId) -> Ns {
-        if self.lines.len() <= l {
-            self.lines.resize(l + 1, CacheLine::default());
+        let k = self.core.kernel(cpu).0.id as usize;
+        if self.lines.len() <= k {
+            self.lines.resize(k + 1, Vec::new());
+        }
+        if self.lines[k].len() <= l {
+            self.lines[k].resize(l + 1, CacheLine::default());
         }
         let (now, atomic_ns) = (self.now(), self.w().profile.kernel.atomic_ns);
-        let mut line = self.lines[l];
+        let mut line = self.lines[k][l];
         let cost = line.rmw(cpu, now, atomic_ns, |from| self.transfer_ns(from, cpu));
-        self.lines[l] = line;
+        self.lines[k][l] = line;
         cost
     }
 
@@ -500,6 +588,12 @@ impl TimingDriver {
                 self.core.stolen.take(cpu);
                 self.take_pending_irq(cpu);
             }
+            Applied::GuestIdleExit => self.guest_exited(cpu),
+            Applied::EnteredGuest => {
+                let cost = self.w().profile.virt_costs().guest_entry_ns;
+                let s = self.take_stolen(cpu);
+                self.q.push(self.now() + cost + s, Ev::Entered(ix(cpu)));
+            }
             Applied::ReschedIpi(target) => {
                 let k = &self.w().profile.kernel;
                 let (at, atomic) = (self.now() + k.resched_ipi_ns, k.atomic_ns);
@@ -533,7 +627,7 @@ impl TimingDriver {
             Op::Dsb(_) => self.c.barrier_ns,
             Op::Isb => self.c.isb_ns,
             // A system-register write, like TTBR0's.
-            Op::SetTtbr0(_) | Op::SetDvmAffinity(_) | Op::SetVmid { .. } => self.c.ttbr_write_ns,
+            Op::SetTtbr0(_) | Op::SetDvmAffinity(_) | Op::SetVttbr { .. } => self.c.ttbr_write_ns,
             Op::LoadCr3 { flush, .. } => {
                 self.c.ttbr_write_ns + flush.map_or(0, |_| self.c.inval_local_all_ns)
             }
@@ -578,22 +672,37 @@ impl TimingDriver {
     /// after a transfer from `cpu` and completes its wait then.
     fn hand_over(&mut self, cpu: CpuId, l: LockId, granted: Vec<LockWaiter>) {
         let cost = self.line_rmw(l, cpu);
-        if let Some(g) = granted.last() {
+        let kernel = Rc::clone(self.core.kernel(cpu).0);
+        let waiters: Vec<(Cx, CpuId)> = granted
+            .iter()
+            .map(|g| {
+                let wcx = self.core.cx_of_task(cpu, g.task);
+                let wcpu = self
+                    .core
+                    .resident(wcx)
+                    .unwrap_or_else(|| kernel.pcpu(kernel.k.borrow().tasks[g.task].cpu));
+                (wcx, wcpu)
+            })
+            .collect();
+        if let Some(&(_, gcpu)) = waiters.last() {
             // The waiters take the line over after the release.
-            let gcpu = self.w().k.borrow().tasks[g.task].cpu;
-            self.lines[l].cpu = Some(gcpu);
+            self.lines[kernel.id as usize][l].cpu = Some(gcpu);
         }
-        for g in granted {
-            let wcpu = self.w().k.borrow().tasks[g.task].cpu;
+        for (g, (wcx, wcpu)) in granted.iter().zip(waiters) {
             let handoff = self.transfer_ns(cpu, wcpu);
-            self.core.w.lock_granted(l, &g, self.now() + handoff);
-            if self.core.in_irq(wcpu) && *self.core.wait(wcpu) != Wait::Lock(l) {
-                // The spinning task was interrupted: it gets the lock when
-                // its handler returns.
-                self.core
-                    .release(wcpu, |w| *w == Wait::Lock(l), OpResult::Unit);
-            } else {
+            kernel.lock_granted(l, g, self.now() + handoff);
+            let spinning_here = self.core.running(wcpu) == wcx
+                && !(self.core.in_irq(wcpu) && *self.core.wait(wcpu) != Wait::Lock(l));
+            if spinning_here {
                 self.after(wcpu, handoff, OpResult::Unit);
+            } else {
+                // The spinning task was interrupted (by a handler, or its
+                // vCPU by an exit): it gets the lock when it runs again.
+                self.core
+                    .release(wcx, |w| *w == Wait::Lock(l), OpResult::Unit);
+                if self.core.resident(wcx).is_none() {
+                    self.ring_doorbell(wcx);
+                }
             }
         }
         self.after(cpu, cost, OpResult::Unit);
@@ -603,28 +712,18 @@ impl TimingDriver {
     /// of `ipi_cpus_per_send` CPUs, one after another; each IPI arrives
     /// `ipi_latency_ns` after its write. The sender takes IPIs while it
     /// waits for the acknowledgements.
-    fn send_ipis(&mut self, cpu: CpuId, targets: &crate::hw::cpumask::CpuMask, ipi: PendingIpi) {
-        let n = targets.count();
-        let k = &self.core.w.profile.kernel;
+    fn send_ipis(&mut self, cpu: CpuId, targets: &[Cx], ipi: PendingIpi) {
+        let n = targets.len();
+        let k = self.core.w.profile.kernel.clone();
         let per = k.ipi_cpus_per_send as usize;
         let mut t = self.now();
         let mut group = usize::MAX;
-        for target in targets.iter() {
+        for &target in targets {
             if target / per != group {
                 group = target / per;
                 t += k.ipi_send_ns;
             }
-            let entry = Some((target, ipi, n == 1));
-            let i = match self.free_ipis.pop() {
-                Some(i) => {
-                    self.ipis[i as usize] = entry;
-                    i
-                }
-                None => {
-                    self.ipis.push(entry);
-                    ix(self.ipis.len() - 1)
-                }
-            };
+            let i = self.ipi_slot((target, ipi, n == 1));
             self.q.push(t + k.ipi_latency_ns, Ev::Ipi(i));
         }
         self.take_pending_irq(cpu);

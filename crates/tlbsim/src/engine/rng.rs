@@ -19,6 +19,13 @@ impl Streams {
         Self { root: root_seed }
     }
 
+    /// Streams derived from this one's stream `name`: an independent
+    /// family (a virtual machine's, say) that adding streams here never
+    /// perturbs.
+    pub fn child(&self, name: &str) -> Streams {
+        Streams::new(rand::RngCore::next_u64(&mut self.stream(name)))
+    }
+
     /// The generator for the stream called `name` (FNV-1a of the name mixed
     /// with the root seed; stable across versions and platforms).
     pub fn stream(&self, name: &str) -> Rng {

@@ -239,10 +239,13 @@ impl Explorer {
                 self.complete(cpu, OpResult::Unit);
             }
             Applied::CallFunction(targets, ipi) => {
-                let n = targets.count();
-                for t in targets.iter() {
+                let n = targets.len();
+                for &t in &targets {
                     self.core.ipi_arrive(t, ipi, n == 1);
                 }
+            }
+            Applied::GuestIdleExit | Applied::EnteredGuest => {
+                unreachable!("the explorer runs no guests (refused at setup)")
             }
         }
     }
@@ -272,7 +275,9 @@ impl Explorer {
                     return;
                 }
                 Polled::Returned { sender } => {
-                    self.core.ack(sender);
+                    if let Some(s) = sender {
+                        self.core.ack(s);
+                    }
                     return;
                 }
             }

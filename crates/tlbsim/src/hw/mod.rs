@@ -34,6 +34,16 @@ pub struct Ttbr0 {
 }
 
 impl CpuHw {
+    /// The VMID a TLBI of `scope` by this CPU applies to: an EL2
+    /// operation by VMID (`VMALLS12E1`) to `VTTBR_EL2`'s, an EL1 one to
+    /// the VMID the CPU runs under.
+    pub fn tlbi_vmid(&self, scope: TlbiScope) -> Vmid {
+        match scope {
+            TlbiScope::VmallS12 => self.vttbr_vmid,
+            _ => self.vmid,
+        }
+    }
+
     /// The tag this CPU's lookups under `asid` match: `(VMID, asid)`.
     pub fn tag(&self, asid: Asid) -> tlb::Tag {
         tlb::Tag {
@@ -56,9 +66,12 @@ pub struct CpuHw {
     pub inflight: u32,
     /// A broadcast TLBI was issued since this CPU's last DSB ISH.
     pub dvm_since_dsb: bool,
-    /// `VTTBR_EL2.VMID`: the VMID of the guest this CPU runs, 0 while it
-    /// runs the host. Tags its fills and its EL1 TLBIs.
+    /// The VMID this CPU's fills and EL1 TLBIs are tagged with:
+    /// `VTTBR_EL2.VMID` while it runs a guest, 0 while it runs the host
+    /// (whose EL2&0 regime the model tags as VMID 0).
     pub vmid: Vmid,
+    /// `VTTBR_EL2.VMID` as last written (by KVM's vCPU load).
+    pub vttbr_vmid: Vmid,
     /// `HCR_EL2.FB`: the guest's local (non-shareable) EL1 TLBIs are
     /// broadcast to the inner-shareable domain ([`Hw::forces_broadcast`]).
     pub hcr_fb: bool,
@@ -178,6 +191,7 @@ impl Hw {
                 ),
                 ttbr0: None,
                 vmid: 0,
+                vttbr_vmid: 0,
                 hcr_fb: false,
                 inflight: 0,
                 dvm_since_dsb: false,
@@ -458,7 +472,7 @@ impl Hw {
         self.cpus[issuer].dvm_since_dsb = true;
         let f = Inflight {
             issuer,
-            vmid: self.cpus[issuer].vmid,
+            vmid: self.cpus[issuer].tlbi_vmid(scope),
             scope,
             pending: targets,
         };
@@ -515,9 +529,10 @@ impl Hw {
         f
     }
 
-    /// A local (non-shareable) TLBI on `cpu`, under its VMID.
+    /// A local (non-shareable) TLBI on `cpu`, under its VMID
+    /// ([`CpuHw::tlbi_vmid`]).
     pub fn tlbi_local(&mut self, cpu: CpuId, scope: TlbiScope) {
-        let vmid = self.cpus[cpu].vmid;
+        let vmid = self.cpus[cpu].tlbi_vmid(scope);
         self.invalidate(cpu, vmid, scope);
     }
 
@@ -529,13 +544,33 @@ impl Hw {
         c.hcr_fb && c.vmid != 0
     }
 
+    /// Are `cpu`'s non-shareable barriers upgraded to inner-shareable?
+    /// While it runs a guest: KVM sets `HCR_EL2.BSU` to inner shareable
+    /// for every guest (`HCR_GUEST_FLAGS`), so that a guest's `DSB NSH`
+    /// waits for what FB made a broadcast.
+    pub fn upgrades_barriers(&self, cpu: CpuId) -> bool {
+        self.cpus[cpu].vmid != 0
+    }
+
     /// Writes `cpu`'s `VTTBR_EL2.VMID` and `HCR_EL2.FB` (KVM's
-    /// `__load_stage2` and `__activate_traps` on guest entry; VMID 0 and
-    /// FB clear when the host runs).
-    pub fn set_vmid(&mut self, cpu: CpuId, vmid: Vmid, fb: bool) {
+    /// `__load_stage2` on vCPU load, `HCR_EL2` from `vcpu->arch.hcr_el2`):
+    /// they take effect when the CPU enters the guest.
+    pub fn set_vttbr(&mut self, cpu: CpuId, vmid: Vmid, fb: bool) {
         let c = &mut self.cpus[cpu];
-        c.vmid = vmid;
+        c.vttbr_vmid = vmid;
         c.hcr_fb = fb;
+    }
+
+    /// `cpu` enters the guest: its fills and EL1 TLBIs are tagged with
+    /// `VTTBR_EL2.VMID` (and FB applies) until it exits.
+    pub fn enter_guest(&mut self, cpu: CpuId) {
+        let c = &mut self.cpus[cpu];
+        c.vmid = c.vttbr_vmid;
+    }
+
+    /// `cpu` exits to the host.
+    pub fn exit_guest(&mut self, cpu: CpuId) {
+        self.cpus[cpu].vmid = 0;
     }
 
     /// Points TTBR0 of `cpu` at `t` (or the reserved table).
@@ -621,7 +656,8 @@ mod tests {
         let t = |mm| Some(Ttbr0 { mm, pgd, asid: 7 });
         // The host and guests 1 and 2 load ASID 7 on CPU 0 in turn.
         for vmid in 0..3 {
-            hw.set_vmid(0, vmid, true);
+            hw.set_vttbr(0, vmid, true);
+            hw.enter_guest(0);
             hw.set_ttbr0(0, t(u32::from(vmid)));
             let _ = hw.access(0, 0, false, &mut trace);
             let _ = hw.access(0, 1 << PAGE_SHIFT, false, &mut trace);
@@ -636,21 +672,24 @@ mod tests {
         assert_eq!(held(&hw), [(0, 7, 0), (0, 7, 1), (1, 7, 0), (1, 7, 1)]);
         // VMALLE1 from guest 1 (broadcast from CPU 1 running it) takes
         // only guest 1's.
-        hw.set_vmid(1, 1, true);
+        hw.set_vttbr(1, 1, true);
+        hw.enter_guest(1);
         let id = hw.tlbi_broadcast(1, TlbiScope::All, CpuMask::full(hw.ncpus()));
         hw.dvm_apply_all(id);
         assert_eq!(held(&hw), [(0, 7, 0), (0, 7, 1)]);
         // ALLE1 takes every guest's and leaves the host's.
-        hw.set_vmid(0, 2, true);
+        hw.set_vttbr(0, 2, true);
+        hw.enter_guest(0);
         let _ = hw.access(0, 0, false, &mut trace);
         hw.tlbi_local(0, TlbiScope::AllE1);
         assert_eq!(held(&hw), [(0, 7, 0), (0, 7, 1)]);
         // HCR_EL2.FB makes a guest's local TLBI a broadcast, not the
         // host's.
         assert!(hw.forces_broadcast(0));
-        hw.set_vmid(0, 0, true);
+        hw.exit_guest(0);
         assert!(!hw.forces_broadcast(0));
-        hw.set_vmid(0, 2, false);
+        hw.set_vttbr(0, 2, false);
+        hw.enter_guest(0);
         assert!(!hw.forces_broadcast(0));
     }
 
@@ -684,7 +723,8 @@ mod tests {
             // Host (0) and two guests, the same ASIDs in each.
             let vmid = next(3) as Vmid;
             for hw in [&mut fast, &mut naive] {
-                hw.set_vmid(cpu, vmid, false);
+                hw.set_vttbr(cpu, vmid, false);
+                hw.enter_guest(cpu);
                 hw.set_ttbr0(cpu, t);
                 let _ = hw.access(cpu, va, false, &mut trace);
             }

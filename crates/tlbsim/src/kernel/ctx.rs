@@ -278,11 +278,19 @@ impl Ctx {
         self.step(Op::SetDvmAffinity(want)).await;
     }
 
-    /// `write_sysreg(vttbr, VTTBR_EL2)` with `HCR_EL2.FB` as `fb`: this
-    /// CPU runs under `vmid` (0: the host). An `isb()` must follow before
-    /// a TLBI or an access relies on it.
-    pub async fn write_vmid(&self, vmid: crate::hw::tlb::Vmid, fb: bool) {
-        self.step(Op::SetVmid { vmid, fb }).await;
+    /// `write_sysreg(vttbr, VTTBR_EL2)` with `HCR_EL2.FB` as `fb`: the
+    /// guest this CPU enters next runs under `vmid`.
+    pub async fn write_vttbr(&self, vmid: crate::hw::tlb::Vmid, fb: bool) {
+        self.step(Op::SetVttbr { vmid, fb }).await;
+    }
+
+    /// Enters guest context `cx` (a vCPU) and runs it until it exits;
+    /// returns why it did.
+    pub async fn enter_guest(&self, cx: usize) -> crate::kernel::op::GuestExit {
+        match self.step(Op::EnterGuest(cx)).await {
+            OpResult::GuestExit(e) => e,
+            r => unreachable!("EnterGuest completes with GuestExit, not {r:?}"),
+        }
     }
     /// A user access; page faults are handled (and retried) here. Returns
     /// false if the access is not allowed at all (would be SIGSEGV).
@@ -296,7 +304,7 @@ impl Ctx {
                         return false;
                     }
                 }
-                OpResult::Unit => unreachable!("access returns an access result"),
+                r => unreachable!("an access returns an access result, not {r:?}"),
             }
         }
         false

@@ -26,7 +26,7 @@ use crate::observe::Event;
 pub async fn syscall_enter(ctx: &Ctx, name: &'static str) {
     let _f = ctx.func(crate::label!("el0_svc_common"));
     let cpu = ctx.cpu();
-    ctx.w.stats.borrow_mut().cpu[cpu].syscalls += 1;
+    ctx.w.stats.borrow_mut().cpu[ctx.w.pcpu(cpu)].syscalls += 1;
     ctx.emit(Event::CallEnter {
         cpu,
         task: ctx.task,
@@ -588,7 +588,7 @@ pub async fn handle_page_fault(ctx: &Ctx, va: u64, write: bool, _f: Fault) -> bo
     let _f = ctx.func(crate::label!("do_page_fault"));
     let w = &ctx.w;
     let cpu = ctx.cpu();
-    w.stats.borrow_mut().cpu[cpu].page_faults += 1;
+    w.stats.borrow_mut().cpu[w.pcpu(cpu)].page_faults += 1;
     ctx.emit(Event::CallEnter {
         cpu,
         task: ctx.task,

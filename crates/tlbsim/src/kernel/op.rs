@@ -41,17 +41,21 @@ pub enum Op {
     /// limit); later broadcast TLBIs of this CPU go where it says
     /// ([`crate::hw::dvm_affinity`]).
     SetDvmAffinity(Option<CpuMask>),
-    /// Writes this CPU's `VTTBR_EL2.VMID` and `HCR_EL2.FB` (KVM on guest
-    /// entry, `__load_stage2` and `__activate_traps`; VMID 0 with FB clear
-    /// when the host runs): later fills and EL1 TLBIs are tagged with the
-    /// VMID, and with FB a guest's local TLBIs are broadcast
-    /// ([`crate::hw::Hw::forces_broadcast`]).
-    SetVmid {
+    /// Writes this CPU's `VTTBR_EL2.VMID` and `HCR_EL2.FB` (KVM's vCPU
+    /// load): once the CPU enters the guest, its fills and EL1 TLBIs are
+    /// tagged with the VMID, and with FB the guest's local TLBIs are
+    /// broadcast ([`crate::hw::Hw::forces_broadcast`]).
+    SetVttbr {
         /// The VMID.
         vmid: crate::hw::tlb::Vmid,
         /// `HCR_EL2.FB`.
         fb: bool,
     },
+    /// KVM's guest entry (`__kvm_vcpu_run`, `ERET` to EL1) by a vCPU
+    /// thread: the CPU runs this guest context (a vCPU,
+    /// [`crate::step::Cx`]) until the guest exits; the step then completes
+    /// with [`OpResult::GuestExit`].
+    EnterGuest(usize),
     /// x86 `MOV CR3`: installs `cr3` (`None`: init_mm, no user mappings)
     /// and, with `flush = Some(pcid)`, invalidates every entry tagged with
     /// that PCID in the same instruction (CR3 write without the NOFLUSH bit;
@@ -118,6 +122,17 @@ pub enum OpResult {
     Unit,
     /// Outcome of an access.
     Access(Result<(), Fault>),
+    /// Why the guest exited (the end of an `EnterGuest`).
+    GuestExit(GuestExit),
+}
+
+/// Why a guest exited to the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuestExit {
+    /// The vCPU's idle loop executed `WFI` with nothing to do (trapped by
+    /// `HCR_EL2.TWI`): KVM blocks the vCPU thread until an interrupt is
+    /// pending for it.
+    Wfi,
 }
 
 /// A task's mailbox.

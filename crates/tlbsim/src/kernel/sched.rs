@@ -170,7 +170,7 @@ async fn context_switch(ctx: &Ctx, cpu: CpuId, prev: TaskId, next: TaskId) {
         t.on_cpu = true;
         t.slice_start_ns = w.now.get();
     }
-    w.stats.borrow_mut().cpu[cpu].context_switches += 1;
+    w.stats.borrow_mut().cpu[w.pcpu(cpu)].context_switches += 1;
     w.emit(crate::observe::Event::Running {
         cpu,
         task: next,

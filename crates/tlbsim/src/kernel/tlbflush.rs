@@ -19,7 +19,7 @@ pub enum FlushScope {
 /// Counts a policy's flush decision in the CPU's stats.
 pub fn count_flush(ctx: &Ctx, scope: FlushScope) {
     let mut st = ctx.w.stats.borrow_mut();
-    let c = &mut st.cpu[ctx.cpu()];
+    let c = &mut st.cpu[ctx.w.pcpu(ctx.cpu())];
     match scope {
         FlushScope::Skip => c.flushes_skipped += 1,
         FlushScope::Local => c.flushes_local += 1,

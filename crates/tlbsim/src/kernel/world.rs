@@ -75,12 +75,39 @@ pub struct Machine {
     pte_version: Cell<u64>,
 }
 
+/// What a guest kernel's world knows of its virtual machine: where each
+/// vCPU runs and what waits for it.
+#[derive(Debug)]
+pub struct Guest {
+    /// Per vCPU: the physical CPU it runs on, or last ran on.
+    pub pcpu: Vec<Cell<CpuId>>,
+    /// Per vCPU: an interrupt is pending for it while it does not run
+    /// (the vGIC's pending state): `kvm_vcpu_check_block()` reads it.
+    pub pending: Vec<Cell<bool>>,
+}
+
+/// The number of bits of a kernel's own task and mm numbers in their
+/// machine-wide ids ([`World::gid_mm`]): kernel `k`'s ids start at
+/// `k << KERNEL_ID_SHIFT`.
+pub const KERNEL_ID_SHIFT: u32 = 24;
+
 /// A kernel on the machine: its state, policies and task programs. It
 /// dereferences to its [`Machine`], so kernel code reads the hardware as
 /// `w.hw`, the clock as `w.now`, whichever kernel it is.
+///
+/// A guest kernel numbers its CPUs (vCPUs), tasks and mms from 0 like any
+/// kernel; what leaves it for the machine — events for the observer, the
+/// mm tagged in TTBR0, per-CPU statistics — is renumbered machine-wide
+/// ([`World::pcpu`], [`World::gid_mm`], [`World::gid_task`]).
 pub struct World {
     /// The machine it runs on.
     pub m: Rc<Machine>,
+    /// Which kernel: 0 the host, guests from 1.
+    pub id: u32,
+    /// Its CPUs: the machine's for the host, the vCPUs for a guest.
+    ncpus: usize,
+    /// The guest's virtual machine (`None`: the host).
+    pub guest: Option<Guest>,
     /// The machine profile (after overrides).
     pub profile: Profile,
     /// Kernel configuration.
@@ -133,6 +160,9 @@ impl World {
         });
         let w = Rc::new(World {
             m,
+            id: 0,
+            ncpus: n,
+            guest: None,
             profile,
             kcfg,
             k: RefCell::new(KState::default()),
@@ -142,6 +172,49 @@ impl World {
             programs: RefCell::new(Vec::new()),
             ipi_handlers: RefCell::new(Vec::new()),
         });
+        w.boot();
+        w
+    }
+
+    /// A guest kernel `id` (from 1) with `vcpus` vCPUs on `host`'s machine,
+    /// its vCPU `i` first placed on physical CPU `pcpus[i]`.
+    pub fn new_guest(
+        host: &World,
+        id: u32,
+        pcpus: &[CpuId],
+        kcfg: KernelConfig,
+        policy: Box<dyn TlbPolicy>,
+        asid: Box<dyn AsidAllocator>,
+    ) -> Rc<World> {
+        assert!(
+            id > 0 && id < (1 << (32 - KERNEL_ID_SHIFT)),
+            "kernel id {id}"
+        );
+        let w = Rc::new(World {
+            m: Rc::clone(&host.m),
+            id,
+            ncpus: pcpus.len(),
+            guest: Some(Guest {
+                pcpu: pcpus.iter().map(|&c| Cell::new(c)).collect(),
+                pending: pcpus.iter().map(|_| Cell::new(false)).collect(),
+            }),
+            profile: host.profile.clone(),
+            kcfg,
+            k: RefCell::new(KState::default()),
+            policy,
+            asid,
+            futures: RefCell::new(Vec::new()),
+            programs: RefCell::new(Vec::new()),
+            ipi_handlers: RefCell::new(Vec::new()),
+        });
+        w.boot();
+        w
+    }
+
+    /// One idle task per CPU, then the allocator and the policy.
+    fn boot(self: &Rc<Self>) {
+        let w = self;
+        let n = self.ncpus;
         for cpu in 0..n {
             let t = w.new_task(
                 format!("swapper/{cpu}"),
@@ -168,14 +241,43 @@ impl World {
             });
             k.tasks[t].on_cpu = true;
         }
-        w.asid.init(&w);
-        w.policy.init(&w);
-        w
+        w.asid.init(w);
+        w.policy.init(w);
     }
 
-    /// Number of CPUs.
+    /// Number of CPUs (a guest's: its vCPUs).
     pub fn ncpus(&self) -> usize {
-        self.profile.topology.cpus as usize
+        self.ncpus
+    }
+
+    /// The physical CPU this kernel's CPU `cpu` is (a vCPU: the one it
+    /// runs on, or last ran on).
+    pub fn pcpu(&self, cpu: CpuId) -> CpuId {
+        match &self.guest {
+            None => cpu,
+            Some(g) => g.pcpu[cpu].get(),
+        }
+    }
+
+    /// The name under which this kernel reports metric `name`: as is on
+    /// the host, `vm<id>.<name>` in a guest (the run adds the mean over
+    /// the VMs under `name`).
+    pub fn metric(&self, name: &str) -> String {
+        match self.guest {
+            None => name.to_string(),
+            Some(_) => format!("vm{}.{name}", self.id),
+        }
+    }
+
+    /// The machine-wide id of this kernel's mm `mm`.
+    pub fn gid_mm(&self, mm: MmId) -> MmId {
+        debug_assert!(mm < 1 << KERNEL_ID_SHIFT);
+        (self.id << KERNEL_ID_SHIFT) | mm
+    }
+
+    /// The machine-wide id of this kernel's task `t`.
+    pub fn gid_task(&self, t: TaskId) -> TaskId {
+        ((self.id as usize) << KERNEL_ID_SHIFT) | t
     }
 
     /// Registers a new task (not yet runnable) with `program`.
@@ -293,13 +395,14 @@ impl World {
         }
     }
 
-    /// Sends `ev` to the observer.
+    /// Sends `ev`, in this kernel's numbers, to the observer, renumbered
+    /// machine-wide.
     pub fn emit(&self, ev: Event) {
-        if let Some(o) = self.observer.borrow_mut().as_mut() {
-            o.event(self.now.get(), &ev, &self.hw.borrow());
-            if o.failed() {
-                self.observer_failed.set(true);
-            }
+        if self.guest.is_none() {
+            self.m.emit(ev);
+        } else if self.observer.borrow().is_some() {
+            self.m
+                .emit(ev.renumbered(|c| self.pcpu(c), |m| self.gid_mm(m), |t| self.gid_task(t)));
         }
     }
 
@@ -355,5 +458,22 @@ impl World {
     /// [`Ctx`](super::Ctx) (`on_new_context`).
     pub fn cpumask_clear(&self, mm: MmId) {
         self.k.borrow_mut().mms[mm as usize].cpumask.clear_all();
+    }
+}
+
+impl Machine {
+    /// Sends `ev`, in machine-wide numbers, to the observer.
+    pub fn emit(&self, ev: Event) {
+        if let Some(o) = self.observer.borrow_mut().as_mut() {
+            o.event(self.now.get(), &ev, &self.hw.borrow());
+            if o.failed() {
+                self.observer_failed.set(true);
+            }
+        }
+    }
+
+    /// Has the observer reported a violation?
+    pub fn observer_failed(&self) -> bool {
+        self.observer_failed.get()
     }
 }

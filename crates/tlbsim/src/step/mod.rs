@@ -15,6 +15,19 @@
 //! Adding an operation means: one arm in [`Cpus::apply`] (its semantics),
 //! one cost in the timing driver and, if other CPUs can observe it, one
 //! choice point in the explorer.
+//!
+//! **Contexts.** What runs on a physical CPU is a *context* ([`Cx`]): one
+//! kernel's CPU, with its own wait, pending IPIs, running handler and
+//! acknowledgements owed. The host's CPU `i` is context `i`; a guest
+//! kernel's vCPUs are contexts added after ([`Cpus::add_guest`]). A
+//! physical CPU runs its host context until the host's vCPU thread enters
+//! a guest ([`crate::kernel::Op::EnterGuest`]); from then it runs that
+//! vCPU's context until the guest exits (`WFI`). Every per-CPU method
+//! below takes the physical CPU and acts on the context it runs; IPIs,
+//! acknowledgements and lock grants address contexts, which may not be
+//! running anywhere (a vCPU whose thread sleeps): they then wait in the
+//! context, and a guest's is marked pending for KVM
+//! ([`crate::kernel::Guest::pending`]) and rings its doorbell.
 
 pub mod cpu_time;
 pub mod ops;
@@ -29,6 +42,21 @@ use std::rc::Rc;
 
 pub use ops::Applied;
 pub use stolen::Stolen;
+
+/// A context: one kernel's CPU (see the module doc). The host's CPU `i`
+/// is context `i`.
+pub type Cx = usize;
+
+/// Where a context belongs and runs.
+#[derive(Debug, Clone, Copy)]
+struct CxInfo {
+    /// Index of its kernel in [`Cpus::kernels`] (0: the host).
+    kernel: usize,
+    /// Its CPU number in that kernel.
+    cpu: CpuId,
+    /// The physical CPU running it now, if any.
+    on: Option<CpuId>,
+}
 
 /// What a CPU's running context waits for between steps.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +83,9 @@ pub enum Wait {
     /// Released from a wait (or its step ended while a handler ran): it
     /// resumes with this result when the driver lets it run.
     Ready(OpResult),
+    /// A host vCPU thread's `EnterGuest`: the physical CPU runs the guest
+    /// until it exits.
+    InGuest,
 }
 
 /// A function-call IPI that reached a CPU and waits to be taken.
@@ -64,15 +95,16 @@ pub struct PendingIpi {
     pub handler: usize,
     /// Its argument.
     pub arg: usize,
-    /// The CPU whose `CallFunction` waits for the acknowledgement.
-    pub sender: CpuId,
+    /// The context whose `CallFunction` waits for the acknowledgement
+    /// (`None`: nobody waits, as for a vCPU's doorbell).
+    pub sender: Option<Cx>,
 }
 
 /// An IPI handler running on a CPU, and what it interrupted.
 struct IrqRun {
     fut: TaskFuture,
     mb: Rc<TaskMailbox>,
-    sender: CpuId,
+    sender: Option<Cx>,
     /// The interrupted context's wait.
     saved: Wait,
 }
@@ -84,27 +116,39 @@ pub enum Polled {
     /// function named last ([`crate::kernel::Ctx::func`]), if any.
     Step(TaskId, Op, Option<&'static Label>),
     /// The IPI handler returned: the interrupted context's wait is restored
-    /// and `sender` is owed an acknowledgement ([`Cpus::ack`]).
+    /// and `sender`, if any, is owed an acknowledgement ([`Cpus::ack`]).
     Returned {
-        /// The CPU whose `CallFunction` sent the IPI.
-        sender: CpuId,
+        /// The context whose `CallFunction` sent the IPI.
+        sender: Option<Cx>,
     },
 }
 
 /// The execution state of every CPU: the context running, what it waits
 /// for, the IPIs queued for it, and the acknowledgements it waits for.
 pub struct Cpus {
-    /// The world.
+    /// The host kernel.
     pub w: Rc<World>,
-    /// Per CPU: what its running context waits for (written only by
-    /// [`Cpus::set_wait`]).
+    /// Every kernel: the host, then the guests.
+    kernels: Vec<Rc<World>>,
+    /// Per context: its kernel, CPU there, and where it runs.
+    cxs: Vec<CxInfo>,
+    /// Per physical CPU: the context it runs.
+    on: Vec<Cx>,
+    /// Per context: what it waits for (written only by
+    /// [`Cpus::set_wait`] and the context-addressed releases).
     wait: Vec<Wait>,
-    /// Time stolen from each CPU, which it is charged at its next step
-    /// (the timing driver's; idle CPUs absorb it).
+    /// Time stolen from each physical CPU, which it is charged at its
+    /// next step (the timing driver's; idle CPUs absorb it).
     pub stolen: Stolen,
+    /// Per context.
     irq_queue: Vec<VecDeque<PendingIpi>>,
+    /// Per context.
     irq: Vec<Option<IrqRun>>,
+    /// Per context.
     acks: Vec<usize>,
+    /// Per guest context: the doorbell that wakes its vCPU thread (a host
+    /// IPI handler and its argument), set by KVM ([`Cpus::set_doorbell`]).
+    doorbell: Vec<Option<(usize, usize)>>,
 }
 
 impl std::fmt::Debug for Cpus {
@@ -118,21 +162,93 @@ impl Cpus {
     pub fn new(w: Rc<World>) -> Self {
         let n = w.ncpus();
         Self {
+            kernels: vec![Rc::clone(&w)],
             w,
+            cxs: (0..n)
+                .map(|cpu| CxInfo {
+                    kernel: 0,
+                    cpu,
+                    on: Some(cpu),
+                })
+                .collect(),
+            on: (0..n).collect(),
             wait: vec![Wait::Free; n],
             stolen: Stolen::new(n),
             irq_queue: vec![VecDeque::new(); n],
             irq: (0..n).map(|_| None).collect(),
             acks: vec![0; n],
+            doorbell: vec![None; n],
         }
+    }
+
+    /// Adds guest kernel `g`'s vCPUs as contexts, running nowhere yet;
+    /// returns the context of its vCPU 0 (vCPU `i` is that plus `i`).
+    pub fn add_guest(&mut self, g: Rc<World>) -> Cx {
+        let base = self.cxs.len();
+        let kernel = self.kernels.len();
+        for cpu in 0..g.ncpus() {
+            self.cxs.push(CxInfo {
+                kernel,
+                cpu,
+                on: None,
+            });
+            self.wait.push(Wait::Free);
+            self.irq_queue.push(VecDeque::new());
+            self.irq.push(None);
+            self.acks.push(0);
+            self.doorbell.push(None);
+        }
+        self.kernels.push(g);
+        base
+    }
+
+    /// Context `cx`'s doorbell: a host IPI `handler` with `arg`, sent to
+    /// the physical CPU its vCPU last ran on when an interrupt arrives
+    /// for it while it runs nowhere (GICv4.1 vPE doorbells).
+    pub fn set_doorbell(&mut self, cx: Cx, handler: usize, arg: usize) {
+        self.doorbell[cx] = Some((handler, arg));
+    }
+
+    /// The context `cpu` runs.
+    pub fn running(&self, cpu: CpuId) -> Cx {
+        self.on[cpu]
+    }
+
+    /// The physical CPU running context `cx`, if any.
+    pub fn resident(&self, cx: Cx) -> Option<CpuId> {
+        self.cxs[cx].on
+    }
+
+    /// The kernel of the context `cpu` runs, and its CPU number there.
+    pub fn kernel(&self, cpu: CpuId) -> (&Rc<World>, CpuId) {
+        let i = self.cxs[self.on[cpu]];
+        (&self.kernels[i.kernel], i.cpu)
+    }
+
+    /// The context of CPU `local` of the kernel that `cpu` runs.
+    pub fn cx_of(&self, cpu: CpuId, local: CpuId) -> Cx {
+        let k = self.cxs[self.on[cpu]].kernel;
+        if k == 0 {
+            local
+        } else {
+            // A guest's contexts are consecutive from its vCPU 0.
+            self.on[cpu] - self.cxs[self.on[cpu]].cpu + local
+        }
+    }
+
+    /// The context holding task `t` of the kernel that `cpu` runs (the
+    /// task's CPU there).
+    pub fn cx_of_task(&self, cpu: CpuId, t: TaskId) -> Cx {
+        let local = self.kernel(cpu).0.k.borrow().tasks[t].cpu;
+        self.cx_of(cpu, local)
     }
 
     /// What the running context of `cpu` waits for.
     pub fn wait(&self, cpu: CpuId) -> &Wait {
-        &self.wait[cpu]
+        &self.wait[self.on[cpu]]
     }
 
-    /// What each CPU's running context waits for, by CPU.
+    /// What each context waits for, by context (the host's first, by CPU).
     pub fn waits(&self) -> &[Wait] {
         &self.wait
     }
@@ -143,7 +259,7 @@ impl Cpus {
     #[inline]
     pub fn set_wait(&mut self, cpu: CpuId, w: Wait) -> Wait {
         let idle = matches!(w, Wait::Idle);
-        let old = std::mem::replace(&mut self.wait[cpu], w);
+        let old = std::mem::replace(&mut self.wait[self.on[cpu]], w);
         if matches!(old, Wait::Idle) != idle {
             self.stolen.set_idle(cpu, idle);
         }
@@ -152,32 +268,34 @@ impl Cpus {
 
     /// Is an IPI handler running on `cpu`?
     pub fn in_irq(&self, cpu: CpuId) -> bool {
-        self.irq[cpu].is_some()
+        self.irq[self.on[cpu]].is_some()
     }
 
     /// Are IPIs waiting to be taken on `cpu`?
     pub fn irq_pending(&self, cpu: CpuId) -> bool {
-        !self.irq_queue[cpu].is_empty()
+        !self.irq_queue[self.on[cpu]].is_empty()
     }
 
     /// Are interrupts disabled on `cpu` (`local_irq_save`)?
     pub fn irqs_off(&self, cpu: CpuId) -> bool {
-        self.w.k.borrow().cpus[cpu].irqs_off > 0
+        let (k, local) = self.kernel(cpu);
+        k.k.borrow().cpus[local].irqs_off > 0
     }
 
     /// Could `cpu` take a pending IPI at a step boundary now: one is
     /// pending, no handler runs (no nesting) and interrupts are on?
     pub fn may_take_irq(&self, cpu: CpuId) -> bool {
-        self.irq[cpu].is_none() && self.irq_pending(cpu) && !self.irqs_off(cpu)
+        !self.in_irq(cpu) && self.irq_pending(cpu) && !self.irqs_off(cpu)
     }
 
     /// Completes the step of the context running on `cpu` in its mailbox.
     fn complete_running(&self, cpu: CpuId, r: OpResult) {
-        match &self.irq[cpu] {
+        match &self.irq[self.on[cpu]] {
             Some(run) => run.mb.complete(r),
             None => {
-                let k = self.w.k.borrow();
-                k.tasks[k.cpus[cpu].current].mb.complete(r);
+                let (w, local) = self.kernel(cpu);
+                let k = w.k.borrow();
+                k.tasks[k.cpus[local].current].mb.complete(r);
             }
         }
     }
@@ -198,25 +316,33 @@ impl Cpus {
     /// handler, returns. A returning handler restores the wait it
     /// interrupted.
     pub fn poll(&mut self, cpu: CpuId) -> Polled {
-        let Some(run) = self.irq[cpu].as_mut() else {
-            let (task, op, func) = sched::advance(&self.w, cpu);
+        let cx = self.on[cpu];
+        let Some(run) = self.irq[cx].as_mut() else {
+            let (w, local) = self.kernel(cpu);
+            let (task, op, func) = sched::advance(&Rc::clone(w), local);
             return Polled::Step(task, op, func);
         };
         if poll_once(run.fut.as_mut()).is_ready() {
-            let run = self.irq[cpu].take().expect("a handler runs");
+            let run = self.irq[cx].take().expect("a handler runs");
             self.set_wait(cpu, run.saved);
             return Polled::Returned { sender: run.sender };
         }
-        let op = run
-            .mb
-            .take_posted()
-            .expect("a pending handler posted a step");
-        assert!(
-            !matches!(op, Op::SwitchTo(_) | Op::Idle | Op::CallFunction { .. }),
-            "an IPI handler may not schedule or send IPIs"
+        let (op, label) = (
+            run.mb
+                .take_posted()
+                .expect("a pending handler posted a step"),
+            run.mb.label(),
         );
-        let task = self.w.k.borrow().cpus[cpu].current;
-        Polled::Step(task, op, run.mb.label())
+        assert!(
+            !matches!(
+                op,
+                Op::SwitchTo(_) | Op::Idle | Op::CallFunction { .. } | Op::EnterGuest(_)
+            ),
+            "an IPI handler may not schedule, send IPIs or enter a guest"
+        );
+        let (w, local) = self.kernel(cpu);
+        let task = w.k.borrow().cpus[local].current;
+        Polled::Step(task, op, label)
     }
 
     /// Takes the oldest pending IPI on `cpu`: its handler runs in the
@@ -224,9 +350,11 @@ impl Cpus {
     /// (`ipi_handler_ns`), and saves the wait it interrupted. The driver
     /// then polls it ([`Cpus::poll`]).
     pub fn start_irq(&mut self, cpu: CpuId) {
-        let ipi = self.irq_queue[cpu].pop_front().expect("a pending IPI");
-        let w = Rc::clone(&self.w);
-        let task = w.k.borrow().cpus[cpu].current;
+        let cx = self.on[cpu];
+        let ipi = self.irq_queue[cx].pop_front().expect("a pending IPI");
+        let (w, cpu_k) = self.kernel(cpu);
+        let w = Rc::clone(w);
+        let task = w.k.borrow().cpus[cpu_k].current;
         let mb: Rc<TaskMailbox> = Rc::default();
         let ctx = Ctx::interrupt(&w, task, Rc::clone(&mb));
         let h = Rc::clone(&w.ipi_handlers.borrow()[ipi.handler]);
@@ -237,21 +365,21 @@ impl Cpus {
             // name for the profile (arm64 `do_handle_IPI`, x86
             // `sysvec_call_function`, both calling this).
             let _f = ctx.func(crate::label!("generic_smp_call_function_interrupt"));
-            ctx.w.k.borrow_mut().cpus[cpu].in_irq += 1; // irq_enter()
+            ctx.w.k.borrow_mut().cpus[cpu_k].in_irq += 1; // irq_enter()
             ctx.work(entry).await;
             inner.await;
             // irq_exit(): back to the idle loop is a quiescent state.
             let idle = {
                 let mut k = ctx.w.k.borrow_mut();
-                k.cpus[cpu].in_irq -= 1;
-                k.cpus[cpu].current == k.cpus[cpu].idle
+                k.cpus[cpu_k].in_irq -= 1;
+                k.cpus[cpu_k].current == k.cpus[cpu_k].idle
             };
             if idle {
-                ctx.w.rcu_quiescent(cpu);
+                ctx.w.rcu_quiescent(cpu_k);
             }
         });
         let saved = self.set_wait(cpu, Wait::Free);
-        self.irq[cpu] = Some(IrqRun {
+        self.irq[cx] = Some(IrqRun {
             fut,
             mb,
             sender: ipi.sender,
@@ -259,15 +387,24 @@ impl Cpus {
         });
     }
 
-    /// Releases the context of `cpu` that waits as `blocked` says — the
-    /// running one, else the one a handler interrupted — to resume with
-    /// `r`. Returns whether one did.
-    pub fn release(&mut self, cpu: CpuId, blocked: impl Fn(&Wait) -> bool, r: OpResult) -> bool {
-        if blocked(&self.wait[cpu]) {
-            self.set_wait(cpu, Wait::Ready(r));
+    /// Releases context `cx`, if it waits as `blocked` says — its own
+    /// code, else the code a handler interrupted — to resume with `r`.
+    /// Returns whether it did. A released guest context that runs nowhere
+    /// is marked pending for KVM.
+    pub fn release(&mut self, cx: Cx, blocked: impl Fn(&Wait) -> bool, r: OpResult) -> bool {
+        if blocked(&self.wait[cx]) {
+            match self.cxs[cx].on {
+                Some(cpu) => {
+                    self.set_wait(cpu, Wait::Ready(r));
+                }
+                None => {
+                    self.wait[cx] = Wait::Ready(r);
+                    self.mark_pending(cx);
+                }
+            }
             return true;
         }
-        if let Some(run) = self.irq[cpu].as_mut() {
+        if let Some(run) = self.irq[cx].as_mut() {
             if blocked(&run.saved) {
                 run.saved = Wait::Ready(r);
                 return true;
@@ -276,47 +413,117 @@ impl Cpus {
         false
     }
 
-    /// A function-call IPI reaches `target` (counted as /proc/interrupts
-    /// does) and waits there to be taken.
-    pub fn ipi_arrive(&mut self, target: CpuId, ipi: PendingIpi, single: bool) {
-        {
+    /// Context `cx`, which runs nowhere, has something to do: its vCPU is
+    /// marked pending (`kvm_vcpu_check_block()` sees it).
+    fn mark_pending(&self, cx: Cx) {
+        let i = self.cxs[cx];
+        if let Some(g) = &self.kernels[i.kernel].guest {
+            g.pending[i.cpu].set(true);
+        }
+    }
+
+    /// The doorbell to ring for context `cx` now that something waits for
+    /// it: `None` if it runs somewhere or has none; else the physical CPU
+    /// it last ran on and the host IPI to send there.
+    pub fn doorbell(&self, cx: Cx) -> Option<(CpuId, PendingIpi)> {
+        let i = self.cxs[cx];
+        if i.on.is_some() {
+            return None;
+        }
+        let (handler, arg) = self.doorbell[cx]?;
+        let at = self.kernels[i.kernel].pcpu(i.cpu);
+        let ipi = PendingIpi {
+            handler,
+            arg,
+            sender: None,
+        };
+        Some((at, ipi))
+    }
+
+    /// The physical CPU whose statistics count what reaches `cx`: where
+    /// it runs, or last ran.
+    fn stat_cpu(&self, cx: Cx) -> CpuId {
+        let i = self.cxs[cx];
+        i.on.unwrap_or_else(|| self.kernels[i.kernel].pcpu(i.cpu))
+    }
+
+    /// A function-call IPI reaches context `target` (counted as
+    /// /proc/interrupts does) and waits there to be taken.
+    pub fn ipi_arrive(&mut self, target: Cx, ipi: PendingIpi, single: bool) {
+        if ipi.sender.is_some() {
+            // A doorbell is not an IPI in /proc/interrupts.
             let mut st = self.w.stats.borrow_mut();
+            let c = &mut st.cpu[self.stat_cpu(target)];
             if single {
-                st.cpu[target].ipi_call_single += 1;
+                c.ipi_call_single += 1;
             } else {
-                st.cpu[target].ipi_call += 1;
+                c.ipi_call += 1;
             }
         }
         self.irq_queue[target].push_back(ipi);
+        if self.cxs[target].on.is_none() {
+            self.mark_pending(target);
+        }
     }
 
-    /// A handler's acknowledgement reaches `sender`; when it is the last,
-    /// the sender's `CallFunction` is released. Returns whether it was.
-    pub fn ack(&mut self, sender: CpuId) -> bool {
+    /// A handler's acknowledgement reaches context `sender`; when it is
+    /// the last, the sender's `CallFunction` is released. Returns whether
+    /// it was.
+    pub fn ack(&mut self, sender: Cx) -> bool {
         self.acks[sender] -= 1;
         self.acks[sender] == 0 && self.release(sender, |w| *w == Wait::IpiAck, OpResult::Unit)
     }
 
-    /// A reschedule IPI reaches `target`: counted, and an idle loop waiting
-    /// there is released. Returns whether one was.
-    pub fn resched_arrive(&mut self, target: CpuId) -> bool {
-        self.w.stats.borrow_mut().cpu[target].ipi_resched += 1;
+    /// A reschedule IPI reaches context `target`: counted, and an idle
+    /// loop waiting there is released. Returns whether one was.
+    pub fn resched_arrive(&mut self, target: Cx) -> bool {
+        self.w.stats.borrow_mut().cpu[self.stat_cpu(target)].ipi_resched += 1;
         self.release(target, |w| *w == Wait::Idle, OpResult::Unit)
+    }
+
+    /// `cpu` starts running guest context `cx` (the host's vCPU thread
+    /// entered it): the vCPU is placed there and its pending mark is
+    /// cleared (what was pending is in its queue and wait).
+    pub fn enter_guest(&mut self, cpu: CpuId, cx: Cx) {
+        debug_assert_eq!(self.on[cpu], cpu, "only the host enters a guest");
+        let i = self.cxs[cx];
+        let g = self.kernels[i.kernel].guest.as_ref().expect("a guest");
+        g.pcpu[i.cpu].set(cpu);
+        g.pending[i.cpu].set(false);
+        self.cxs[cx].on = Some(cpu);
+        self.on[cpu] = cx;
+        self.stolen
+            .set_idle(cpu, matches!(self.wait[cx], Wait::Idle));
+        self.w.hw.borrow_mut().enter_guest(cpu);
+    }
+
+    /// The guest context `cpu` runs exits to the host context, whose
+    /// `EnterGuest` completes with `r`.
+    pub fn exit_guest(&mut self, cpu: CpuId, r: OpResult) {
+        let cx = self.on[cpu];
+        debug_assert_ne!(cx, cpu, "a guest runs");
+        self.cxs[cx].on = None;
+        self.on[cpu] = cpu;
+        self.w.hw.borrow_mut().exit_guest(cpu);
+        self.stolen.set_idle(cpu, false);
+        self.wait[cpu] = Wait::Ready(r);
     }
 
     /// One line per CPU: its task, its wait (as `label` names it), whether
     /// interrupts are off, its pending IPIs and run queue — for deadlock
     /// reports.
     pub fn describe(&self, label: impl Fn(CpuId) -> String) -> String {
-        let k = self.w.k.borrow();
         let mut s = String::new();
-        for (c, pc) in k.cpus.iter().enumerate() {
+        for c in 0..self.on.len() {
+            let (w, local) = self.kernel(c);
+            let k = w.k.borrow();
+            let pc = &k.cpus[local];
             s.push_str(&format!(
                 "cpu{c}: {} ({}{}{}), rq {:?}; ",
                 k.tasks[pc.current].name,
                 label(c),
                 if pc.irqs_off > 0 { ", irqs off" } else { "" },
-                match self.irq_queue[c].len() {
+                match self.irq_queue[self.on[c]].len() {
                     0 => String::new(),
                     n => format!(", {n} IPIs pending"),
                 },

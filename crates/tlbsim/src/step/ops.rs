@@ -3,11 +3,11 @@
 //! machine and the kernel, the counters it bumps and the events the
 //! observer sees. Time and order are the drivers'.
 
-use super::{Cpus, PendingIpi, Wait};
+use super::{Cpus, Cx, PendingIpi, Wait};
 use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{Asid, TlbiScope};
 use crate::hw::{AccessInfo, AccessTrace, CpuId, Fault, Inflight, Ttbr0};
-use crate::kernel::{Dsb, LockId, LockWaiter, Op, OpResult, TaskId, TaskState, World};
+use crate::kernel::{Dsb, GuestExit, LockId, LockWaiter, Op, OpResult, TaskId, TaskState, World};
 use crate::observe::Event;
 use std::rc::Rc;
 
@@ -39,19 +39,29 @@ pub enum Applied {
     /// The idle loop found nothing to do: it waits (`Wait::Idle`) for a
     /// reschedule IPI.
     IdleWait,
-    /// IPIs to send to these CPUs; the CPU waits (`Wait::IpiAck`) for every
-    /// handler to return. The driver delivers each with [`Cpus::ipi_arrive`].
-    CallFunction(CpuMask, PendingIpi),
-    /// A reschedule IPI to send; the driver delivers it with
-    /// [`Cpus::resched_arrive`].
-    ReschedIpi(CpuId),
+    /// A guest's idle loop found nothing to do: its `WFI` trapped and the
+    /// CPU is back in the host, whose `EnterGuest` is ready to complete
+    /// (`Wait::Ready`); the guest context waits (`Wait::Idle`) for an
+    /// interrupt.
+    GuestIdleExit,
+    /// The host entered a guest context: the driver runs it
+    /// ([`Cpus::wait`] says where it stopped).
+    EnteredGuest,
+    /// IPIs to send to these contexts; the CPU waits (`Wait::IpiAck`)
+    /// for every handler to return. The driver delivers each with
+    /// [`Cpus::ipi_arrive`].
+    CallFunction(Vec<Cx>, PendingIpi),
+    /// A reschedule IPI to send to this context; the driver delivers it
+    /// with [`Cpus::resched_arrive`].
+    ReschedIpi(Cx),
 }
 
 impl Cpus {
-    /// Applies `op`, posted by `task` running on `cpu`, at the driver's
-    /// `now`: its whole effect on machine, kernel, statistics and event
-    /// stream. Steps whose effect is only time (`Work`, `Atomic`,
-    /// `LockWord`, `DSB ST/NSH`, `ISB`) do nothing here.
+    /// Applies `op`, posted by `task` (of the kernel whose context `cpu`
+    /// runs) on physical CPU `cpu`, at the driver's `now`: its whole
+    /// effect on machine, kernel, statistics and event stream. Steps whose
+    /// effect is only time (`Work`, `Atomic`, `LockWord`, `DSB ST/NSH`,
+    /// `ISB`) do nothing here.
     pub fn apply(
         &mut self,
         cpu: CpuId,
@@ -59,9 +69,14 @@ impl Cpus {
         op: &Op,
         trace: &mut Vec<AccessTrace>,
     ) -> Applied {
-        let w = Rc::clone(&self.w);
+        let w = Rc::clone(self.kernel(cpu).0);
         let now = w.now.get();
         match *op {
+            Op::Dsb(Dsb::Nsh) if w.hw.borrow().upgrades_barriers(cpu) => {
+                // HCR_EL2.BSU = IS: a guest's DSB NSH is a DSB ISH.
+                w.stats.borrow_mut().cpu[cpu].dsb_ish += 1;
+                Applied::DsbIsh
+            }
             Op::Work { .. }
             | Op::Atomic
             | Op::LockWord(_)
@@ -77,19 +92,25 @@ impl Cpus {
                 Applied::DsbIsh
             }
             Op::SetTtbr0(t) => {
-                set_ttbr0(&w, cpu, t);
+                set_ttbr0(&w, cpu, t.map(|t| machine_ttbr(&w, t)));
                 Applied::Done(OpResult::Unit)
             }
             Op::SetDvmAffinity(ref want) => {
                 w.hw.borrow_mut().set_dvm_affinity(cpu, want.as_ref());
                 Applied::Done(OpResult::Unit)
             }
-            Op::SetVmid { vmid, fb } => {
-                w.hw.borrow_mut().set_vmid(cpu, vmid, fb);
+            Op::SetVttbr { vmid, fb } => {
+                w.hw.borrow_mut().set_vttbr(cpu, vmid, fb);
                 Applied::Done(OpResult::Unit)
             }
+            Op::EnterGuest(cx) => {
+                assert_eq!(self.running(cpu), cpu, "only the host enters a guest");
+                self.set_wait(cpu, Wait::InGuest);
+                self.enter_guest(cpu, cx);
+                Applied::EnteredGuest
+            }
             Op::LoadCr3 { cr3, flush } => {
-                load_cr3(&w, cpu, cr3, flush);
+                load_cr3(&w, cpu, cr3.map(|t| machine_ttbr(&w, t)), flush);
                 Applied::Done(OpResult::Unit)
             }
             Op::Lock(l) | Op::LockShared(l) => {
@@ -110,7 +131,7 @@ impl Cpus {
             Op::Idle => self.idle(cpu),
             Op::ReschedIpi(target) => {
                 w.stats.borrow_mut().cpu[cpu].ipis_sent += 1;
-                Applied::ReschedIpi(target)
+                Applied::ReschedIpi(self.cx_of(cpu, target))
             }
             Op::CallFunction {
                 ref targets,
@@ -123,14 +144,20 @@ impl Cpus {
     /// The idle loop: nothing to do unless a reschedule is due or a task
     /// is queued; else it waits for a reschedule IPI.
     fn idle(&mut self, cpu: CpuId) -> Applied {
+        let (w, local) = self.kernel(cpu);
         let work = {
-            let k = self.w.k.borrow();
-            k.cpus[cpu].need_resched || !k.cpus[cpu].rq.is_empty()
+            let k = w.k.borrow();
+            k.cpus[local].need_resched || !k.cpus[local].rq.is_empty()
         };
         if work {
             return Applied::Done(OpResult::Unit);
         }
         self.set_wait(cpu, Wait::Idle);
+        if self.running(cpu) != cpu {
+            // A guest's WFI traps to KVM.
+            self.exit_guest(cpu, OpResult::GuestExit(GuestExit::Wfi));
+            return Applied::GuestIdleExit;
+        }
         Applied::IdleWait
     }
 
@@ -147,14 +174,16 @@ impl Cpus {
         if n == 0 {
             return Applied::Done(OpResult::Unit);
         }
-        self.acks[cpu] = n;
+        let cx = self.running(cpu);
+        self.acks[cx] = n;
         self.set_wait(cpu, Wait::IpiAck);
         let ipi = PendingIpi {
             handler,
             arg,
-            sender: cpu,
+            sender: Some(cx),
         };
-        Applied::CallFunction(targets.clone(), ipi)
+        let targets = targets.iter().map(|t| self.cx_of(cpu, t)).collect();
+        Applied::CallFunction(targets, ipi)
     }
 
     /// Broadcast TLBI `id` takes effect at `target`, if still pending there;
@@ -247,7 +276,7 @@ pub fn access(
     if let Some(running) = running {
         let store = write && r.is_ok();
         for tr in trace.drain(..) {
-            w.emit(match tr {
+            w.m.emit(match tr {
                 AccessTrace::UsedLeaf(entry) => Event::LeafUse {
                     cpu,
                     running,
@@ -276,7 +305,7 @@ pub fn speculate(w: &World, cpu: CpuId, va: u64, trace: &mut Vec<AccessTrace>) {
     w.hw.borrow_mut().speculate(cpu, va, trace);
     for tr in trace.drain(..) {
         if let AccessTrace::UsedWalk(entry) = tr {
-            w.emit(Event::WalkUse {
+            w.m.emit(Event::WalkUse {
                 cpu,
                 running: t.mm,
                 entry,
@@ -299,7 +328,7 @@ fn tlbi(w: &World, cpu: CpuId, scope: TlbiScope, broadcast: bool) -> Option<usiz
         w.hw.borrow_mut().tlbi_local(cpu, scope);
         None
     };
-    w.emit(Event::Tlbi {
+    w.m.emit(Event::Tlbi {
         cpu,
         scope,
         broadcast,
@@ -307,11 +336,21 @@ fn tlbi(w: &World, cpu: CpuId, scope: TlbiScope, broadcast: bool) -> Option<usiz
     id
 }
 
-/// A TTBR0 write (`None`: the reserved, empty tables).
+/// `t` with its mm numbered machine-wide (a guest kernel's own numbers
+/// stay in the guest; the hardware and the observer see these).
+fn machine_ttbr(w: &World, t: Ttbr0) -> Ttbr0 {
+    Ttbr0 {
+        mm: w.gid_mm(t.mm),
+        ..t
+    }
+}
+
+/// A TTBR0 write (`None`: the reserved, empty tables), its mm numbered
+/// machine-wide.
 fn set_ttbr0(w: &World, cpu: CpuId, t: Option<Ttbr0>) {
     w.hw.borrow_mut().set_ttbr0(cpu, t);
     if let Some(t) = t {
-        w.emit(Event::AsidLoad {
+        w.m.emit(Event::AsidLoad {
             cpu,
             mm: t.mm,
             asid: t.asid,
@@ -326,7 +365,7 @@ fn load_cr3(w: &World, cpu: CpuId, cr3: Option<Ttbr0>, flush: Option<Asid>) {
     if let Some(pcid) = flush {
         w.stats.borrow_mut().cpu[cpu].tlbi_local += 1;
         w.hw.borrow_mut().tlbi_local(cpu, TlbiScope::Asid(pcid));
-        w.emit(Event::Tlbi {
+        w.m.emit(Event::Tlbi {
             cpu,
             scope: TlbiScope::Asid(pcid),
             broadcast: false,

@@ -102,7 +102,7 @@ impl Workload for MadvMigrate {
                     w.stats
                         .borrow_mut()
                         .metrics
-                        .insert("iteration_us".into(), us);
+                        .insert(w.metric("iteration_us"), us);
                 })
             }),
         )
@@ -253,7 +253,7 @@ impl Workload for TlbFlush {
                         .stats
                         .borrow_mut()
                         .metrics
-                        .insert("loops_per_s".into(), rate.get());
+                        .insert(ctx.w.metric("loops_per_s"), rate.get());
                 })
             }),
         )

@@ -450,11 +450,11 @@ fn report(w: &World, u: &Unixbench, r: &Results) {
     let n = indices.len().max(1) as f64;
     let mut st = w.stats.borrow_mut();
     let m = &mut st.metrics;
-    m.insert("index".into(), indices.iter().sum::<f64>() / n);
+    m.insert(w.metric("index"), indices.iter().sum::<f64>() / n);
     let lo = indices.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = indices.iter().copied().fold(0.0, f64::max);
-    m.insert("index_min".into(), lo);
-    m.insert("index_max".into(), hi);
+    m.insert(w.metric("index_min"), lo);
+    m.insert(w.metric("index_max"), hi);
     for test in &u.tests {
         let scores = r.scores.borrow();
         let s: f64 = scores
@@ -462,7 +462,7 @@ fn report(w: &World, u: &Unixbench, r: &Results) {
             .filter(|(t, _)| t == test)
             .map(|(_, s)| s)
             .sum();
-        m.insert(format!("score.{test}"), s / n);
+        m.insert(w.metric(&format!("score.{test}")), s / n);
     }
 }
 

@@ -92,7 +92,7 @@ async fn fork_victim(ctx: &Ctx, v: &Victim, metric: &'static str, stop: Rc<Cell<
                 c.w.stats
                     .borrow_mut()
                     .metrics
-                    .insert(metric.into(), dt as f64);
+                    .insert(c.w.metric(metric), dt as f64);
                 stop.set(true);
             })
         }),
@@ -142,11 +142,12 @@ impl Workload for Victim {
                     fork_victim(&ctx, &me, "victim_loaded_ns", Rc::clone(&stop)).await;
                     while sys_wait(&ctx).await.is_some() {}
                     let mut st = ctx.w.stats.borrow_mut();
-                    let a = st.metrics.get("victim_alone_ns").copied().unwrap_or(0.0);
-                    let l = st.metrics.get("victim_loaded_ns").copied().unwrap_or(0.0);
-                    if a > 0.0 {
+                    let w = &ctx.w;
+                    let a = st.metrics.get(&w.metric("victim_alone_ns")).copied();
+                    let l = st.metrics.get(&w.metric("victim_loaded_ns")).copied();
+                    if let (Some(a), Some(l)) = (a.filter(|&a| a > 0.0), l) {
                         st.metrics
-                            .insert("victim_slowdown_pct".into(), (l / a - 1.0) * 100.0);
+                            .insert(w.metric("victim_slowdown_pct"), (l / a - 1.0) * 100.0);
                     }
                 })
             }),

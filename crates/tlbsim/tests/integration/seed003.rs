@@ -142,3 +142,57 @@ fn unixbench_runs_each_copy_on_its_own_cpu_and_scores_the_index() {
         "{e}"
     );
 }
+
+/// `experiments/seed003-vms.toml` with `count` VMs, short tests.
+fn vms(count: u32) -> Experiment {
+    let mut e = file("experiments/seed003-vms.toml");
+    e.vm.as_mut().unwrap().count = count;
+    e.workload
+        .params
+        .insert("test_ns".into(), toml::Value::Integer(300_000));
+    e
+}
+
+#[test]
+fn each_vm_runs_its_workload_in_its_guest_on_its_own_cpus() {
+    let o = run_ok(&vms(2));
+    for v in 1..=2 {
+        let i = o.metrics[&format!("vm{v}.index")];
+        assert!(i > 0.0, "vm{v} index {i}");
+    }
+    let mean = (o.metrics["vm1.index"] + o.metrics["vm2.index"]) / 2.0;
+    assert!((o.metrics["index"] - mean).abs() < 1e-9);
+    // VM 1 on CPUs 0-3, VM 2 on 4-7: the guests' syscalls happen there
+    // and nowhere else.
+    let cpus = &o.stats.per_cpu;
+    for (c, s) in cpus.iter().enumerate() {
+        assert_eq!(s.syscalls > 0, c < 8, "cpu{c}: {} syscalls", s.syscalls);
+    }
+}
+
+#[test]
+fn hcr_el2_fb_turns_a_guests_local_flushes_into_broadcasts() {
+    // In the guests, arm64-skip-broadcast-v2 flushes a single-threaded
+    // process's TLB locally. With FB set, each of those TLBIs goes to the
+    // inner-shareable domain; the only local TLBIs left are the host's
+    // (KVM's flush when a vCPU first loads on a CPU).
+    let run = |fb: bool| {
+        let mut e = vms(1);
+        e.kernel.tlb_policy = "arm64-skip-broadcast-v2".into();
+        e.vm.as_mut().unwrap().fb = fb;
+        let o = run_ok(&e);
+        let t = &o.stats.total;
+        (t.tlbi_local, t.tlbi_broadcast)
+    };
+    let (local_fb, bcast_fb) = run(true);
+    let (local, bcast) = run(false);
+    assert_eq!(local_fb, 4, "one host flush per vCPU");
+    assert!(
+        local > 100 * bcast.max(1),
+        "FB clear: {local} local, {bcast} broadcast"
+    );
+    assert!(
+        bcast_fb >= local - 4,
+        "FB set: {bcast_fb} broadcasts for {local} local TLBIs"
+    );
+}

@@ -161,7 +161,7 @@ pub async fn flush_if_stale(ctx: &Ctx, mm: MmId) {
         return;
     }
     ctx.cpumask_clear_cpu(cpu, mm).await;
-    w.stats.borrow_mut().cpu[cpu].stale_switch_flushes += 1;
+    w.stats.borrow_mut().cpu[w.pcpu(cpu)].stale_switch_flushes += 1;
     local_flush_tlb_asid(ctx, w.asid.asid_of(w, mm)).await;
 }
 

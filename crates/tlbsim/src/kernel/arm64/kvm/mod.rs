@@ -1,3 +1,180 @@
 //! KVM/arm64 (`arch/arm64/kvm`): the host side of virtual machines.
+//!
+//! A VM is a guest kernel (a [`World`] on the host's machine, running
+//! the same policies and workloads as the host would) whose vCPUs are
+//! host kernel threads ([`kvm_vcpu_thread`]): each loads its vCPU
+//! ([`kvm_arch_vcpu_load`]: the VMID, the local flush when another vCPU
+//! of the VM last ran on this CPU, `VTTBR_EL2` and `HCR_EL2`), enters the
+//! guest and runs it until the guest exits; on a `WFI` exit it puts the
+//! vCPU and sleeps until an interrupt is pending for it
+//! ([`kvm_vcpu_block`]), woken by the vCPU's doorbell (GICv4.1: an
+//! interrupt for a vCPU that does not run rings a doorbell on the CPU it
+//! last ran on; [`kvm_vgic_v4_doorbell`]).
 
 pub mod vmid;
+
+use crate::engine::exec::KFuture;
+use crate::hw::CpuId;
+use crate::kernel::{sched, Ctx, GuestExit, TaskId, World};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use vmid::{KvmVmid, VmidAllocator};
+
+/// `struct kvm` with its one stage-2 MMU (`kvm->arch.mmu`): what the
+/// host keeps of one VM.
+pub struct Kvm {
+    /// The guest kernel.
+    pub guest: Rc<World>,
+    /// `mmu->vmid`.
+    pub vmid: KvmVmid,
+    /// `mmu->last_vcpu_ran`: per physical CPU, the vCPU of this VM that
+    /// ran there last (-1: none).
+    pub last_vcpu_ran: Vec<Cell<i32>>,
+    /// The step-layer context of vCPU 0 ([`crate::step::Cx`]); vCPU `i`'s
+    /// is this plus `i`.
+    pub cx_base: usize,
+    /// `HCR_EL2.FB` for this VM's vCPUs (`HCR_GUEST_FLAGS` sets it).
+    pub fb: bool,
+    /// The host's VMID allocator.
+    pub vmids: Rc<VmidAllocator>,
+    /// The vCPU threads, by vCPU (host tasks).
+    pub vcpu_threads: RefCell<Vec<TaskId>>,
+    /// The guest's workload has finished: vCPU threads leave their loop.
+    pub done: Cell<bool>,
+}
+
+impl std::fmt::Debug for Kvm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kvm")
+            .field("guest", &self.guest.id)
+            .field("vmid", &self.vmid)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `kvm_arch_vcpu_load(vcpu, cpu)` (VHE): the VMID made current
+/// (`kvm_arm_vmid_update`), a local flush of the VM's entries if another
+/// of its vCPUs ran here last (`__kvm_flush_cpu_context`), then the
+/// vCPU's system registers (`kvm_vcpu_load_vhe`: `VTTBR_EL2` and, with
+/// the traps, `HCR_EL2`). The rest of the load (timer, vGIC, FP state)
+/// is `vcpu_put_load_ns` of work.
+pub async fn kvm_arch_vcpu_load(ctx: &Ctx, kvm: &Kvm, vcpu: usize) {
+    let _f = ctx.func(crate::label!("kvm_arch_vcpu_load"));
+    let cpu = ctx.cpu();
+    kvm.vmids.update(ctx, &kvm.vmid).await;
+    let vmid = kvm.vmids.hw_vmid(&kvm.vmid);
+    ctx.write_vttbr(vmid, kvm.fb).await;
+    ctx.isb().await;
+    let last = &kvm.last_vcpu_ran[cpu];
+    if last.get() != vcpu as i32 {
+        kvm_flush_cpu_context(ctx).await;
+        last.set(vcpu as i32);
+    }
+    ctx.work(ctx.w.profile.virt_costs().vcpu_put_load_ns).await;
+}
+
+/// `__kvm_flush_cpu_context(mmu)` (arch/arm64/kvm/hyp/vhe/tlb.c): this
+/// CPU's entries of the VM whose VMID `VTTBR_EL2` holds (`dsb(nshst);
+/// __tlbi(vmalle1); ic iallu; dsb(nsh); isb()` in the VM's context; the
+/// model's entries combine both stages, so `VMALLE1` under the guest's
+/// VMID removes what `VMALLS12E1` does, which is what is issued).
+pub async fn kvm_flush_cpu_context(ctx: &Ctx) {
+    let _f = ctx.func(crate::label!("__kvm_flush_cpu_context"));
+    ctx.dsb_nshst().await;
+    ctx.tlbi(crate::hw::tlb::TlbiScope::VmallS12, false).await;
+    ctx.dsb_nsh().await;
+    ctx.isb().await;
+}
+
+/// `kvm_arch_vcpu_put(vcpu)`: the VMID stops being active on this CPU
+/// (`kvm_arm_vmid_clear_active`).
+pub async fn kvm_arch_vcpu_put(ctx: &Ctx, kvm: &Kvm) {
+    let _f = ctx.func(crate::label!("kvm_arch_vcpu_put"));
+    kvm.vmids.clear_active(ctx).await;
+}
+
+/// `kvm_vcpu_block(vcpu)`: sleeps until an interrupt is pending for
+/// `vcpu` (`kvm_vcpu_check_block()`), checked after the task is marked
+/// sleeping so that a doorbell in between is not lost.
+pub async fn kvm_vcpu_block(ctx: &Ctx, kvm: &Kvm, vcpu: usize) {
+    let _f = ctx.func(crate::label!("kvm_vcpu_block"));
+    let g = kvm.guest.guest.as_ref().expect("a guest");
+    while !g.pending[vcpu].get() && !kvm.done.get() {
+        sched::block_until_woken(ctx).await;
+    }
+}
+
+/// The vCPU thread of `vcpu`: QEMU's `KVM_RUN` loop
+/// (`kvm_arch_vcpu_ioctl_run`). Runs until the guest's workload is done.
+pub async fn kvm_vcpu_thread(ctx: Ctx, kvm: Rc<Kvm>, vcpu: usize) {
+    while !kvm.done.get() {
+        kvm_arch_vcpu_load(&ctx, &kvm, vcpu).await;
+        // The only exit modelled is WFI, which always blocks: the loop
+        // around the entry (exits handled in the kernel) has no body yet.
+        let exit = {
+            let _f = ctx.func(crate::label!("kvm_arch_vcpu_ioctl_run"));
+            ctx.enter_guest(kvm.cx_base + vcpu).await
+        };
+        match exit {
+            GuestExit::Wfi => {}
+        }
+        kvm_arch_vcpu_put(&ctx, &kvm).await;
+        kvm_vcpu_block(&ctx, &kvm, vcpu).await;
+    }
+}
+
+/// The host IPI handler of a vCPU doorbell: wakes the vCPU thread `arg`
+/// (a no-op if it is not asleep: `kvm_vcpu_block` checks again).
+pub fn kvm_vgic_v4_doorbell(ctx: Ctx, arg: usize) -> KFuture<'static, ()> {
+    Box::pin(async move {
+        let _f = ctx.func(crate::label!("vgic_v4_doorbell_handler"));
+        sched::wake_up(&ctx, arg).await;
+    })
+}
+
+/// Where a VM's vCPU threads run: pinned one to one, VM `v`'s vCPU `i`
+/// on CPU `first + i` (the seed's setup: no two vCPUs share a CPU).
+pub fn pinned_cpus(first: CpuId, vcpus: usize) -> Vec<CpuId> {
+    (first..first + vcpus).collect()
+}
+
+/// Creates VM `id` (from 1) on `host`: its guest kernel (with `policy` and
+/// `asid`, its vCPU `i` on `pcpus[i]`), and one vCPU thread per vCPU,
+/// pinned there. `cx_base` is the step-layer context its vCPU 0 will get
+/// ([`crate::step::Cpus::add_guest`], in creation order after the host's
+/// CPUs).
+#[allow(clippy::too_many_arguments)]
+pub fn create_vm(
+    host: &Rc<World>,
+    id: u32,
+    pcpus: &[CpuId],
+    kcfg: crate::config::KernelConfig,
+    policy: Box<dyn crate::kernel::policy::TlbPolicy>,
+    asid: Box<dyn crate::kernel::policy::AsidAllocator>,
+    fb: bool,
+    vmids: &Rc<VmidAllocator>,
+    cx_base: usize,
+) -> Rc<Kvm> {
+    let guest = World::new_guest(host, id, pcpus, kcfg, policy, asid);
+    let kvm = Rc::new(Kvm {
+        guest,
+        vmid: KvmVmid::default(),
+        last_vcpu_ran: (0..host.ncpus()).map(|_| Cell::new(-1)).collect(),
+        cx_base,
+        fb,
+        vmids: Rc::clone(vmids),
+        vcpu_threads: RefCell::new(Vec::new()),
+        done: Cell::new(false),
+    });
+    for (i, &cpu) in pcpus.iter().enumerate() {
+        let k = Rc::clone(&kvm);
+        let t = sched::spawn_kthread(
+            host,
+            &format!("vm{id}/vcpu{i}"),
+            cpu,
+            Box::new(move |ctx: Ctx| Box::pin(kvm_vcpu_thread(ctx, k, i))),
+        );
+        kvm.vcpu_threads.borrow_mut().push(t);
+    }
+    kvm
+}
