@@ -487,6 +487,9 @@ fn start_vms(
     let vmids = Rc::new(
         kvm::vmid::VmidAllocator::new(w, VMID_BITS).expect("VMID bits checked by check_vms"),
     );
+    let entry = kvm::find_kvm_policy(&vm.kvm_policy).expect("checked by check_vms");
+    let kvm_policy: Rc<dyn kvm::KvmPolicy> = Rc::from((entry.new)());
+    kvm_policy.init(w, vm.count as usize, vm.vcpus as usize);
     let doorbell = w.register_ipi_handler(Rc::new(kvm::kvm_vgic_v4_doorbell));
     let n = vm.vcpus as usize;
     let vms = (0..vm.count as usize)
@@ -499,7 +502,7 @@ fn start_vms(
                 kcfg.clone(),
                 policy,
                 asid,
-                vm.fb,
+                &kvm_policy,
                 &vmids,
                 w.ncpus() + v * n,
             )
@@ -555,6 +558,14 @@ fn check_vms(
     }
     if vm.vcpus == 0 {
         return Err(field("vcpus", "must be >= 1".into()));
+    }
+    let entry = crate::kernel::arm64::kvm::find_kvm_policy(&vm.kvm_policy)
+        .map_err(|e| field("kvm_policy", e))?;
+    if let Some(f) = entry.requires.iter().find(|f| !f.present(profile)) {
+        return Err(field(
+            "kvm_policy",
+            format!("\"{}\" needs {}", entry.name, f.missing(profile)),
+        ));
     }
     let need = u64::from(vm.count) * u64::from(vm.vcpus);
     if need > u64::from(profile.topology.cpus) {

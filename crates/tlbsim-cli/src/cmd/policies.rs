@@ -32,6 +32,17 @@ pub fn run(_: Args) -> ExitCode {
         println!("  {:<34} {}", e.name, e.description);
         println!("  {:<34} [{arch}{}]", "", breaks(&e.breaks));
     }
+    println!("kvm_policy ([vm]):");
+    for e in tlbsim::kernel::arm64::kvm::POLICIES {
+        let req: Vec<_> = e.requires.iter().map(|f| f.name()).collect();
+        let req = if req.is_empty() {
+            String::new()
+        } else {
+            format!("; requires: {}", req.join(", "))
+        };
+        println!("  {:<34} {}", e.name, e.description);
+        println!("  {:<34} [arm64{req}]", "");
+    }
     println!("workload:");
     for e in tlbsim::workload::WORKLOADS {
         println!("  {:<34} {}", e.name, e.description);

@@ -70,10 +70,14 @@ pub struct VmConfig {
     pub count: u32,
     /// vCPUs per VM.
     pub vcpus: u32,
-    /// `HCR_EL2.FB`: a guest's local TLBIs are broadcast (KVM's default,
-    /// `HCR_GUEST_FLAGS`).
-    #[serde(default = "yes")]
-    pub fb: bool,
+    /// What the host's KVM does about guests' broadcasts, by name
+    /// (`tlbsim policies` lists them; `kernel/arm64/kvm`).
+    #[serde(default = "default_kvm_policy")]
+    pub kvm_policy: String,
+}
+
+fn default_kvm_policy() -> String {
+    "kvm-stock".into()
 }
 
 /// Profile overrides.

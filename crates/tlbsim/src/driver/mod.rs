@@ -151,6 +151,15 @@ pub struct TimingDriver {
     cpu_time: CpuTime,
     /// IPIs on their way, indexed by [`Ev::Ipi`]; `None` once arrived.
     ipis: Vec<Option<IpiInFlight>>,
+    /// Per CPU: a host interrupt waits for the guest it runs to exit.
+    exit_pending: Vec<bool>,
+    /// Per CPU: its guest entry under way (the event that ends it).
+    entering: Vec<Option<EventId>>,
+    /// Per guest context (from [`TimingDriver::guest_work_base`]): work
+    /// left of a `Work` step an exit cut.
+    guest_work: Vec<Option<Ns>>,
+    /// The first guest context.
+    guest_work_base: usize,
     /// Free entries of `ipis`.
     free_ipis: Vec<u32>,
 }
@@ -176,6 +185,10 @@ impl TimingDriver {
             cpu_time: CpuTime::new(n),
             ipis: Vec::new(),
             free_ipis: Vec::new(),
+            exit_pending: vec![false; n],
+            entering: vec![None; n],
+            guest_work: Vec::new(),
+            guest_work_base: n,
         }
     }
 
@@ -194,6 +207,8 @@ impl TimingDriver {
     /// Adds `built`'s VMs (their vCPUs as contexts) before the run.
     pub fn add_vms(&mut self, built: &crate::sim::Built) {
         built.add_vms(&mut self.core);
+        let guests: usize = built.vms.iter().map(|k| k.guest.ncpus()).sum();
+        self.guest_work = vec![None; guests];
     }
 
     fn w(&self) -> &Rc<World> {
@@ -275,8 +290,8 @@ impl TimingDriver {
                     return;
                 };
                 if self.core.running(cpu) != cx {
-                    // A host interrupt to a CPU running a guest waits for
-                    // the guest's next exit (docs/model.md).
+                    // A host interrupt to a CPU running a guest.
+                    self.force_exit(cpu);
                     return;
                 }
                 if !self.core.in_irq(cpu) && !self.core.irqs_off(cpu) {
@@ -298,14 +313,70 @@ impl TimingDriver {
                 }
                 self.complete(cpu, OpResult::Unit);
             }
-            Ev::Entered(cpu) => self.resume_guest(cpu as usize),
+            Ev::Entered(cpu) => {
+                let cpu = cpu as usize;
+                self.entering[cpu] = None;
+                self.resume_guest(cpu);
+            }
             Ev::Kick(cx) => {
                 let cx = cx as usize;
                 if self.core.resched_arrive(cx) {
                     self.resume_cx(cx);
+                } else if let Some(cpu) = self.core.resident(cx) {
+                    if self.core.running(cpu) != cx {
+                        // A host reschedule IPI to a CPU running a guest
+                        // (`kvm_vcpu_kick`).
+                        self.force_exit(cpu);
+                    }
                 }
             }
         }
+    }
+
+    /// A host interrupt reached `cpu`, which runs a guest: the guest exits
+    /// to the host to take it, at once where it spins or waits, at the end
+    /// of its step if one is timed (a `Work` step is cut, its rest resumes
+    /// after the next entry), after a `DSB` it waits in.
+    fn force_exit(&mut self, cpu: CpuId) {
+        let cx = self.core.running(cpu);
+        match self.core.wait(cpu).clone() {
+            Wait::Step => match self.work_step[cpu].take() {
+                Some((id, end)) if !self.core.in_irq(cpu) => {
+                    self.q.cancel(id);
+                    self.guest_work[cx - self.guest_work_base] = Some(end - self.now());
+                    self.core.set_wait(cpu, Wait::Free);
+                    self.exit_now(cpu);
+                }
+                other => {
+                    self.work_step[cpu] = other;
+                    self.exit_pending[cpu] = true;
+                }
+            },
+            Wait::DsbInflight | Wait::DsbSync => self.exit_pending[cpu] = true,
+            Wait::Free | Wait::Ready(_) | Wait::Lock(_) | Wait::IpiAck | Wait::Idle => {
+                if self.core.in_irq(cpu) {
+                    // A guest handler runs: the exit waits for its end.
+                    self.exit_pending[cpu] = true;
+                } else {
+                    self.exit_now(cpu);
+                }
+            }
+            Wait::Posted(_) | Wait::InGuest => {
+                unreachable!("not a guest's wait in the timing driver")
+            }
+        }
+    }
+
+    /// The guest `cpu` runs exits for a host interrupt now.
+    fn exit_now(&mut self, cpu: CpuId) {
+        self.exit_pending[cpu] = false;
+        if let Some(id) = self.entering[cpu].take() {
+            // The interrupt came during the entry: the guest never ran.
+            self.q.cancel(id);
+        }
+        self.core
+            .exit_guest(cpu, OpResult::GuestExit(GuestExit::Irq));
+        self.guest_exited(cpu);
     }
 
     /// Context `cx` was released from its wait: it runs on at once where
@@ -348,6 +419,11 @@ impl TimingDriver {
     /// interrupt or exits again at once (`WFI` with nothing pending).
     fn resume_guest(&mut self, cpu: CpuId) {
         self.charge_to_current(cpu);
+        let cx = self.core.running(cpu);
+        if let Some(left) = self.guest_work[cx - self.guest_work_base].take() {
+            self.after_work(cpu, left);
+            return;
+        }
         match self.core.wait(cpu).clone() {
             Wait::Ready(r) => self.complete(cpu, r),
             Wait::Free => self.run(cpu),
@@ -372,8 +448,14 @@ impl TimingDriver {
         self.after(cpu, cost, r);
     }
 
-    /// Completes the running context's step on `cpu` and runs it on.
+    /// Completes the running context's step on `cpu` and runs it on
+    /// (unless a guest's exit is due: it then waits with its result).
     fn complete(&mut self, cpu: CpuId, r: OpResult) {
+        if self.exit_pending[cpu] && !self.core.in_irq(cpu) {
+            self.core.set_wait(cpu, Wait::Ready(r));
+            self.exit_now(cpu);
+            return;
+        }
         self.core.complete(cpu, r);
         self.run(cpu);
     }
@@ -592,7 +674,8 @@ impl TimingDriver {
             Applied::EnteredGuest => {
                 let cost = self.w().profile.virt_costs().guest_entry_ns;
                 let s = self.take_stolen(cpu);
-                self.q.push(self.now() + cost + s, Ev::Entered(ix(cpu)));
+                let id = self.q.push(self.now() + cost + s, Ev::Entered(ix(cpu)));
+                self.entering[cpu] = Some(id);
             }
             Applied::ReschedIpi(target) => {
                 let k = &self.w().profile.kernel;

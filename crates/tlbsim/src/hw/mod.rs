@@ -429,12 +429,15 @@ impl Hw {
     /// the in-flight id; targets apply it with [`Hw::dvm_apply`].
     pub fn tlbi_broadcast_scoped(&mut self, issuer: CpuId, scope: TlbiScope) -> usize {
         let c = &mut self.cpus[issuer];
+        // The register limits EL1 operations; KVM's EL2 ones (by VMID,
+        // every guest) reach everyone.
+        let el2 = matches!(scope, TlbiScope::VmallS12 | TlbiScope::AllE1);
         let targets = match &c.dvm_affinity {
-            Some(m) => {
+            Some(m) if !el2 => {
                 c.dvm_reach.or_with(m);
                 m.clone()
             }
-            None => {
+            _ => {
                 c.dvm_reach_all = true;
                 CpuMask::full(self.cpus.len())
             }

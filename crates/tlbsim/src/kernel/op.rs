@@ -133,6 +133,9 @@ pub enum GuestExit {
     /// `HCR_EL2.TWI`): KVM blocks the vCPU thread until an interrupt is
     /// pending for it.
     Wfi,
+    /// A physical interrupt for the host arrived (`HCR_EL2.IMO`): KVM
+    /// takes it, handles its requests and re-enters.
+    Irq,
 }
 
 /// A task's mailbox.

@@ -173,13 +173,14 @@ fn each_vm_runs_its_workload_in_its_guest_on_its_own_cpus() {
 #[test]
 fn hcr_el2_fb_turns_a_guests_local_flushes_into_broadcasts() {
     // In the guests, arm64-skip-broadcast-v2 flushes a single-threaded
-    // process's TLB locally. With FB set, each of those TLBIs goes to the
-    // inner-shareable domain; the only local TLBIs left are the host's
-    // (KVM's flush when a vCPU first loads on a CPU).
+    // process's TLB locally. With FB set (kvm-stock), each of those TLBIs
+    // goes to the inner-shareable domain; the only local TLBIs left are
+    // the host's (KVM's flush when a vCPU first loads on a CPU). The 2020
+    // RFC (kvm-nofb) clears FB.
     let run = |fb: bool| {
         let mut e = vms(1);
         e.kernel.tlb_policy = "arm64-skip-broadcast-v2".into();
-        e.vm.as_mut().unwrap().fb = fb;
+        e.vm.as_mut().unwrap().kvm_policy = if fb { "kvm-stock" } else { "kvm-nofb" }.into();
         let o = run_ok(&e);
         let t = &o.stats.total;
         (t.tlbi_local, t.tlbi_broadcast)
@@ -194,5 +195,46 @@ fn hcr_el2_fb_turns_a_guests_local_flushes_into_broadcasts() {
     assert!(
         bcast_fb >= local - 4,
         "FB set: {bcast_fb} broadcasts for {local} local TLBIs"
+    );
+}
+
+#[test]
+fn dvmbm_limits_each_guests_broadcasts_to_its_vms_cpus() {
+    // Two VMs on CPUs 0-3 and 4-7. Under kvm-dvmbm a guest's TLBIs reach
+    // only its VM's CPUs; CPUs 8-95 see only KVM's own EL2 flushes (one
+    // per change of a VM's mask while its vCPUs first load, at most 4 per
+    // VM). Under kvm-stock every CPU receives every guest's.
+    let received = |policy: &str| {
+        let mut e = vms(2);
+        e.vm.as_mut().unwrap().kvm_policy = policy.into();
+        let o = run_ok(&e);
+        let c = &o.stats.per_cpu;
+        let inside = c[..8].iter().map(|s| s.dvm_ops_received).min().unwrap();
+        let outside = c[8..].iter().map(|s| s.dvm_ops_received).max().unwrap();
+        (inside, outside)
+    };
+    let (inside, outside) = received("kvm-dvmbm");
+    assert!(
+        inside > 100 && outside <= 8,
+        "dvmbm: {inside} inside, {outside} outside"
+    );
+    let (inside, outside) = received("kvm-stock");
+    assert!(
+        outside >= inside && inside > 100,
+        "stock: {inside} inside, {outside} outside"
+    );
+}
+
+#[test]
+fn dvmbm_refuses_a_machine_without_tlbi_by_affinity() {
+    let mut e = vms(1);
+    e.vm.as_mut().unwrap().kvm_policy = "kvm-dvmbm".into();
+    let mut p = tlbsim::config::builtin_profile("hisi-96-dvmbm").unwrap();
+    p.arm64.as_mut().unwrap().tlbi_affinity = false;
+    e.profile_data = Some(p);
+    let err = super::common::run_seed(&e, 1).unwrap_err().to_string();
+    assert!(
+        err.contains("kvm_policy") && err.contains("TLBI by affinity"),
+        "{err}"
     );
 }

@@ -13,12 +13,86 @@
 
 pub mod vmid;
 
+crate::kernel::registry::entries! {
+    /// The KVM policies: what the host does about guests' broadcast
+    /// TLBIs (`[vm] kvm_policy`).
+    pub POLICIES: KvmPolicyEntry = [stock, dvmbm, nofb];
+}
+
 use crate::engine::exec::KFuture;
 use crate::hw::CpuId;
 use crate::kernel::{sched, Ctx, GuestExit, TaskId, World};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use vmid::{KvmVmid, VmidAllocator};
+
+/// What a KVM policy changes in KVM/arm64: `HCR_EL2.FB` for guests and
+/// hooks at the end of `kvm_arch_vcpu_load()`, in `kvm_arch_vcpu_put()`
+/// and in `check_vcpu_requests()` before each guest entry. One file per
+/// policy, each declaring its [`KvmPolicyEntry`].
+pub trait KvmPolicy: std::fmt::Debug {
+    /// `HCR_EL2.FB` in the guests' `HCR_EL2`.
+    fn fb(&self) -> bool;
+
+    /// Sets up the policy's state for `vms` VMs of `vcpus` vCPUs on
+    /// `host` (`kvm_arch_init_vm`).
+    fn init(&self, host: &World, vms: usize, vcpus: usize) {
+        let _ = (host, vms, vcpus);
+    }
+
+    /// Must `kvm_arch_vcpu_load()` flush the VM's entries on this CPU
+    /// although no other vCPU of the VM ran here last?
+    fn flush_on_load(&self, kvm: &Kvm, vcpu: usize, cpu: CpuId) -> bool {
+        let _ = (kvm, vcpu, cpu);
+        false
+    }
+
+    /// The end of `kvm_arch_vcpu_load()` on this CPU.
+    fn vcpu_load<'a>(&'a self, ctx: &'a Ctx, kvm: &'a Kvm, vcpu: usize) -> KFuture<'a, ()> {
+        let _ = (ctx, kvm, vcpu);
+        Box::pin(async {})
+    }
+
+    /// In `kvm_arch_vcpu_put()`.
+    fn vcpu_put<'a>(&'a self, ctx: &'a Ctx, kvm: &'a Kvm, vcpu: usize) -> KFuture<'a, ()> {
+        let _ = (ctx, kvm, vcpu);
+        Box::pin(async {})
+    }
+
+    /// `check_vcpu_requests()` before each guest entry.
+    fn check_requests<'a>(&'a self, ctx: &'a Ctx, kvm: &'a Kvm, vcpu: usize) -> KFuture<'a, ()> {
+        let _ = (ctx, kvm, vcpu);
+        Box::pin(async {})
+    }
+}
+
+/// A registered KVM policy, declared in its own file.
+#[derive(Debug, Clone, Copy)]
+pub struct KvmPolicyEntry {
+    /// `[vm] kvm_policy = "<name>"`.
+    pub name: &'static str,
+    /// One line: what it is and where it comes from.
+    pub description: &'static str,
+    /// Hardware it needs.
+    pub requires: &'static [crate::kernel::registry::Feature],
+    /// Builds it.
+    pub new: fn() -> Box<dyn KvmPolicy>,
+}
+
+/// The KVM policy called `name`; the error lists the known ones.
+pub fn find_kvm_policy(name: &str) -> Result<&'static KvmPolicyEntry, String> {
+    POLICIES
+        .iter()
+        .copied()
+        .find(|e| e.name == name)
+        .ok_or_else(|| {
+            let names: Vec<_> = POLICIES.iter().map(|e| e.name).collect();
+            format!(
+                "unknown KVM policy \"{name}\" (known: {})",
+                names.join(", ")
+            )
+        })
+}
 
 /// `struct kvm` with its one stage-2 MMU (`kvm->arch.mmu`): what the
 /// host keeps of one VM.
@@ -33,8 +107,11 @@ pub struct Kvm {
     /// The step-layer context of vCPU 0 ([`crate::step::Cx`]); vCPU `i`'s
     /// is this plus `i`.
     pub cx_base: usize,
-    /// `HCR_EL2.FB` for this VM's vCPUs (`HCR_GUEST_FLAGS` sets it).
-    pub fb: bool,
+    /// The host's KVM policy.
+    pub policy: Rc<dyn KvmPolicy>,
+    /// Per vCPU: a `KVM_REQ_*` request waits for it (the policy's; one
+    /// kind is modelled).
+    pub requests: Vec<Cell<bool>>,
     /// The host's VMID allocator.
     pub vmids: Rc<VmidAllocator>,
     /// The vCPU threads, by vCPU (host tasks).
@@ -63,14 +140,49 @@ pub async fn kvm_arch_vcpu_load(ctx: &Ctx, kvm: &Kvm, vcpu: usize) {
     let cpu = ctx.cpu();
     kvm.vmids.update(ctx, &kvm.vmid).await;
     let vmid = kvm.vmids.hw_vmid(&kvm.vmid);
-    ctx.write_vttbr(vmid, kvm.fb).await;
+    ctx.write_vttbr(vmid, kvm.policy.fb()).await;
     ctx.isb().await;
     let last = &kvm.last_vcpu_ran[cpu];
-    if last.get() != vcpu as i32 {
+    if last.get() != vcpu as i32 || kvm.policy.flush_on_load(kvm, vcpu, cpu) {
         kvm_flush_cpu_context(ctx).await;
         last.set(vcpu as i32);
     }
     ctx.work(ctx.w.profile.virt_costs().vcpu_put_load_ns).await;
+    kvm.policy.vcpu_load(ctx, kvm, vcpu).await;
+}
+
+/// `kvm_flush_remote_tlbs(kvm)` → `__kvm_tlb_flush_vmid` (VHE): every
+/// entry of the VM on every CPU, from EL2 (`dsb(ishst); __tlbi(vmalls12e1is);
+/// dsb(ish); isb()` in the VM's VMID context; not limited by TLBI by
+/// affinity, which scopes EL1 operations only). `VTTBR_EL2` must hold
+/// the VM's VMID (it does after [`kvm_arch_vcpu_load`]).
+pub async fn kvm_flush_remote_tlbs(ctx: &Ctx) {
+    let _f = ctx.func(crate::label!("kvm_flush_remote_tlbs"));
+    ctx.dsb_ishst().await;
+    ctx.tlbi(crate::hw::tlb::TlbiScope::VmallS12, true).await;
+    ctx.dsb_ish().await;
+    ctx.isb().await;
+}
+
+/// `kvm_make_all_cpus_request(kvm, req)` without `KVM_REQUEST_WAIT`: the
+/// request is set for every vCPU, and every other vCPU that runs in its
+/// guest is kicked out (`kvm_vcpu_kick`: a reschedule IPI to its CPU);
+/// nobody waits for them to see it.
+pub async fn kvm_make_all_cpus_request(ctx: &Ctx, kvm: &Kvm, me: usize) {
+    let _f = ctx.func(crate::label!("kvm_make_all_cpus_request"));
+    for r in &kvm.requests {
+        r.set(true);
+    }
+    let g = kvm.guest.guest.as_ref().expect("a guest");
+    let threads = kvm.vcpu_threads.borrow().clone();
+    for (i, &t) in threads.iter().enumerate() {
+        let in_guest = ctx.w.k.borrow().tasks[t].on_cpu;
+        if i != me && in_guest {
+            // vcpu->mode == IN_GUEST_MODE: kick its CPU.
+            ctx.step(crate::kernel::Op::ReschedIpi(g.pcpu[i].get()))
+                .await;
+        }
+    }
 }
 
 /// `__kvm_flush_cpu_context(mmu)` (arch/arm64/kvm/hyp/vhe/tlb.c): this
@@ -88,8 +200,9 @@ pub async fn kvm_flush_cpu_context(ctx: &Ctx) {
 
 /// `kvm_arch_vcpu_put(vcpu)`: the VMID stops being active on this CPU
 /// (`kvm_arm_vmid_clear_active`).
-pub async fn kvm_arch_vcpu_put(ctx: &Ctx, kvm: &Kvm) {
+pub async fn kvm_arch_vcpu_put(ctx: &Ctx, kvm: &Kvm, vcpu: usize) {
     let _f = ctx.func(crate::label!("kvm_arch_vcpu_put"));
+    kvm.policy.vcpu_put(ctx, kvm, vcpu).await;
     kvm.vmids.clear_active(ctx).await;
 }
 
@@ -109,16 +222,27 @@ pub async fn kvm_vcpu_block(ctx: &Ctx, kvm: &Kvm, vcpu: usize) {
 pub async fn kvm_vcpu_thread(ctx: Ctx, kvm: Rc<Kvm>, vcpu: usize) {
     while !kvm.done.get() {
         kvm_arch_vcpu_load(&ctx, &kvm, vcpu).await;
-        // The only exit modelled is WFI, which always blocks: the loop
-        // around the entry (exits handled in the kernel) has no body yet.
-        let exit = {
-            let _f = ctx.func(crate::label!("kvm_arch_vcpu_ioctl_run"));
-            ctx.enter_guest(kvm.cx_base + vcpu).await
-        };
-        match exit {
-            GuestExit::Wfi => {}
+        loop {
+            let exit = {
+                let _f = ctx.func(crate::label!("kvm_arch_vcpu_ioctl_run"));
+                kvm.policy.check_requests(&ctx, &kvm, vcpu).await;
+                ctx.enter_guest(kvm.cx_base + vcpu).await
+            };
+            match exit {
+                GuestExit::Wfi => break,
+                GuestExit::Irq => {
+                    // The interrupt was taken on the way out; a
+                    // reschedule it asked for puts the vCPU around
+                    // schedule() (the preempt notifiers).
+                    if ctx.w.k.borrow().cpus[ctx.cpu()].need_resched {
+                        kvm_arch_vcpu_put(&ctx, &kvm, vcpu).await;
+                        sched::maybe_preempt(&ctx).await;
+                        kvm_arch_vcpu_load(&ctx, &kvm, vcpu).await;
+                    }
+                }
+            }
         }
-        kvm_arch_vcpu_put(&ctx, &kvm).await;
+        kvm_arch_vcpu_put(&ctx, &kvm, vcpu).await;
         kvm_vcpu_block(&ctx, &kvm, vcpu).await;
     }
 }
@@ -140,7 +264,7 @@ pub fn pinned_cpus(first: CpuId, vcpus: usize) -> Vec<CpuId> {
 
 /// Creates VM `id` (from 1) on `host`: its guest kernel (with `policy` and
 /// `asid`, its vCPU `i` on `pcpus[i]`), and one vCPU thread per vCPU,
-/// pinned there. `cx_base` is the step-layer context its vCPU 0 will get
+/// pinned there, run under the host's `kvm_policy`. `cx_base` is the step-layer context its vCPU 0 will get
 /// ([`crate::step::Cpus::add_guest`], in creation order after the host's
 /// CPUs).
 #[allow(clippy::too_many_arguments)]
@@ -151,7 +275,7 @@ pub fn create_vm(
     kcfg: crate::config::KernelConfig,
     policy: Box<dyn crate::kernel::policy::TlbPolicy>,
     asid: Box<dyn crate::kernel::policy::AsidAllocator>,
-    fb: bool,
+    kvm_policy: &Rc<dyn KvmPolicy>,
     vmids: &Rc<VmidAllocator>,
     cx_base: usize,
 ) -> Rc<Kvm> {
@@ -161,7 +285,8 @@ pub fn create_vm(
         vmid: KvmVmid::default(),
         last_vcpu_ran: (0..host.ncpus()).map(|_| Cell::new(-1)).collect(),
         cx_base,
-        fb,
+        policy: Rc::clone(kvm_policy),
+        requests: pcpus.iter().map(|_| Cell::new(false)).collect(),
         vmids: Rc::clone(vmids),
         vcpu_threads: RefCell::new(Vec::new()),
         done: Cell::new(false),
