@@ -36,6 +36,9 @@ pub struct Reproduction {
     /// longest first, so that the long ones do not start last; it enters
     /// no result.
     pub host_s_hint: f64,
+    /// The value is per VM, normalised: divided by the same run's value
+    /// with one VM (`vm.count = 1`), as the seed-003 graph is.
+    pub per_one_vm: bool,
 }
 
 /// When a before/after reproduction counts as reproduced (the criteria of
@@ -62,6 +65,11 @@ pub enum Accept {
     /// The simulated before value is at least the first number and the
     /// after value at most the second (counts: "thousands" to "near zero").
     BeforeAtLeastAfterAtMost(f64, f64),
+    /// The simulated before value is at most the first number, and the
+    /// after value within the third (a fraction) of the second.
+    BeforeAtMostAfterNear(f64, f64, f64),
+    /// The simulated ratio (before / after) is between the two numbers.
+    RatioBetween(f64, f64),
 }
 
 impl Accept {
@@ -96,6 +104,14 @@ impl Accept {
             Accept::BeforeAtLeastAfterAtMost(lo, hi) => {
                 Some(finite(before)? >= lo && finite(after)? <= hi)
             }
+            Accept::BeforeAtMostAfterNear(hi, target, frac) => {
+                let near = (finite(after)? - target).abs() <= frac * target;
+                Some(finite(before)? <= hi && near)
+            }
+            Accept::RatioBetween(lo, hi) => {
+                let r = finite(ratio)?;
+                Some(lo <= r && r <= hi)
+            }
             Accept::BothWithinPoints(pp) => {
                 let near = |v: f64, p: f64| Some((finite(v)? - finite(p)?).abs() <= pp);
                 Some(near(before, pub_before)? && near(after, pub_after)?)
@@ -116,6 +132,13 @@ impl Accept {
             Accept::BeforeAtLeastAfterAtMost(lo, hi) => {
                 format!("before >= {lo}, after <= {hi}")
             }
+            Accept::BeforeAtMostAfterNear(hi, target, frac) => {
+                format!(
+                    "before <= {hi}, after within +-{}% of {target}",
+                    frac * 100.0
+                )
+            }
+            Accept::RatioBetween(lo, hi) => format!("ratio between {lo:.3} and {hi:.3}"),
             Accept::BothWithinPoints(p) => format!("before and after within +-{p} points"),
         }
     }
@@ -129,6 +152,8 @@ pub struct Patched {
     pub policy: Option<&'static str>,
     /// `kernel.asid_allocator` of the patched kernel, if it changes.
     pub allocator: Option<&'static str>,
+    /// `vm.kvm_policy` of the patched host, if it changes.
+    pub kvm_policy: Option<&'static str>,
     /// The published value with the patch (NaN: not published).
     pub published: f64,
     /// The before/after ratio row.
@@ -151,6 +176,7 @@ impl Patched {
         Self {
             policy: Some(policy),
             allocator: None,
+            kvm_policy: None,
             published,
             ratio: Ratio::OfPublished,
         }
@@ -159,6 +185,7 @@ impl Patched {
         Self {
             policy: Some(policy),
             allocator: None,
+            kvm_policy: None,
             published,
             ratio: Ratio::None,
         }
@@ -167,10 +194,25 @@ impl Patched {
         Self {
             policy: None,
             allocator: Some(allocator),
+            kvm_policy: None,
             published,
             ratio,
         }
     }
+    const fn kvm_policy(kvm_policy: &'static str, published: f64, ratio: Ratio) -> Self {
+        Self {
+            policy: None,
+            allocator: None,
+            kvm_policy: Some(kvm_policy),
+            published,
+            ratio,
+        }
+    }
+}
+
+/// unixbench's index (per VM when the experiment has VMs).
+fn unixbench_index(o: &RunOutput) -> f64 {
+    o.metrics.get("index").copied().unwrap_or(f64::NAN)
 }
 
 fn cpu_ipis(o: &RunOutput, cpu: usize) -> f64 {
@@ -234,6 +276,7 @@ pub const REPRODUCTIONS: &[Reproduction] = &[
         patched: Some(Patched::policy("arm64-skip-broadcast-v2", 0.13941)),
         accept: Accept::RatioWithinPct(20.0),
         host_s_hint: 3.7,
+        per_one_vm: false,
     },
     Reproduction {
         experiment: "seed000-tcmalloc",
@@ -247,6 +290,7 @@ pub const REPRODUCTIONS: &[Reproduction] = &[
         patched: Some(Patched::policy("arm64-skip-broadcast-v2", 0.90510)),
         accept: Accept::RatioWithinPoints(5.0),
         host_s_hint: 4.0,
+        per_one_vm: false,
     },
     Reproduction {
         experiment: "seed000-sort-compute",
@@ -259,6 +303,7 @@ pub const REPRODUCTIONS: &[Reproduction] = &[
         patched: Some(Patched::policy("arm64-skip-broadcast-v2", 1.64025)),
         accept: Accept::RatioWithinPoints(5.0),
         host_s_hint: 19.0,
+        per_one_vm: false,
     },
     Reproduction {
         experiment: "seed001-pageout",
@@ -271,6 +316,7 @@ pub const REPRODUCTIONS: &[Reproduction] = &[
         patched: Some(Patched::policy_no_ratio("arm64-tlbbatch-6.6", 0.0)),
         accept: Accept::BothWithinPoints(3.0),
         host_s_hint: 2.3,
+        per_one_vm: false,
     },
     Reproduction {
         experiment: "seed001-pageout",
@@ -283,6 +329,7 @@ pub const REPRODUCTIONS: &[Reproduction] = &[
         patched: Some(Patched::policy("arm64-tlbbatch-6.6", 1380.0)),
         accept: Accept::RatioWithinPct(20.0),
         host_s_hint: 2.3,
+        per_one_vm: false,
     },
     Reproduction {
         experiment: "seed001-pageout-kunpeng",
@@ -295,6 +342,7 @@ pub const REPRODUCTIONS: &[Reproduction] = &[
         patched: Some(Patched::policy_no_ratio("arm64-tlbbatch-6.6", 0.0)),
         accept: Accept::BothWithinPoints(3.0),
         host_s_hint: 2.3,
+        per_one_vm: false,
     },
     Reproduction {
         experiment: "seed001-pageout-kunpeng",
@@ -307,6 +355,7 @@ pub const REPRODUCTIONS: &[Reproduction] = &[
         patched: Some(Patched::policy("arm64-tlbbatch-6.6", 1177.1)),
         accept: Accept::RatioWithinPct(20.0),
         host_s_hint: 2.3,
+        per_one_vm: false,
     },
     Reproduction {
         experiment: "seed002-hackbench",
@@ -319,6 +368,7 @@ pub const REPRODUCTIONS: &[Reproduction] = &[
         patched: Some(Patched::allocator("arm64-asid-reserved", 1.0, Ratio::None)),
         accept: Accept::BeforeAtLeastAfterAtMost(1000.0, 10.0),
         host_s_hint: 59.0,
+        per_one_vm: false,
     },
     Reproduction {
         experiment: "seed002-hackbench",
@@ -331,6 +381,7 @@ pub const REPRODUCTIONS: &[Reproduction] = &[
         patched: Some(Patched::allocator("arm64-asid-reserved", 3.0, Ratio::None)),
         accept: Accept::BeforeAtLeastAfterAtMost(1000.0, 10.0),
         host_s_hint: 59.0,
+        per_one_vm: false,
     },
     Reproduction {
         experiment: "seed002-hackbench",
@@ -343,6 +394,7 @@ pub const REPRODUCTIONS: &[Reproduction] = &[
         patched: Some(Patched::allocator("arm64-asid-reserved", 4.6, Ratio::OfPublished)),
         accept: Accept::RatioAtLeast(50.0),
         host_s_hint: 59.0,
+        per_one_vm: false,
     },
     Reproduction {
         experiment: "seed002-hackbench",
@@ -355,6 +407,7 @@ pub const REPRODUCTIONS: &[Reproduction] = &[
         patched: Some(Patched::allocator("arm64-asid-reserved", f64::NAN, Ratio::Published(1.02))),
         accept: Accept::SameDirection,
         host_s_hint: 59.0,
+        per_one_vm: false,
     },
     Reproduction {
         experiment: "seed004-madv-migrate",
@@ -367,6 +420,7 @@ pub const REPRODUCTIONS: &[Reproduction] = &[
         patched: Some(Patched::policy("x86-tlb-gen", 13.4)),
         accept: Accept::RatioWithinPct(20.0),
         host_s_hint: 0.4,
+        per_one_vm: false,
     },
     Reproduction {
         experiment: "seed004-pthread-mmap",
@@ -379,6 +433,33 @@ pub const REPRODUCTIONS: &[Reproduction] = &[
         patched: Some(Patched::policy("x86-tlb-gen", 1.1)),
         accept: Accept::RatioWithinPct(20.0),
         host_s_hint: 15.0,
+        per_one_vm: false,
+    },
+    Reproduction {
+        experiment: "seed003-vms",
+        toml: include_str!("../../../experiments/seed003-vms.toml"),
+        metric: "unixbench index per VM at 24 VMs / 1 VM",
+        unit: "x",
+        published: f64::NAN,
+        source: "seed 003 (Linaro Connect MAD24-316): 1-24 VMs x 4 vCPUs on 96 cores, scores normalised, no values; issue 15's bounds",
+        extract: unixbench_index,
+        patched: Some(Patched::kvm_policy("kvm-dvmbm", f64::NAN, Ratio::None)),
+        accept: Accept::BeforeAtMostAfterNear(0.75, 1.0, 0.10),
+        host_s_hint: 5.0,
+        per_one_vm: true,
+    },
+    Reproduction {
+        experiment: "seed003-vms",
+        toml: include_str!("../../../experiments/seed003-vms.toml"),
+        metric: "unixbench index per VM at 24 VMs",
+        unit: "index",
+        published: f64::NAN,
+        source: "seed 003: \"50% performance boost for 24 VMs\" with TLBI by affinity",
+        extract: unixbench_index,
+        patched: Some(Patched::kvm_policy("kvm-dvmbm", f64::NAN, Ratio::Published(1.0 / 1.5))),
+        accept: Accept::RatioBetween(1.0 / 1.65, 1.0 / 1.35),
+        host_s_hint: 5.0,
+        per_one_vm: false,
     },
 ];
 
@@ -387,8 +468,9 @@ pub const REPRODUCTIONS: &[Reproduction] = &[
 #[derive(Debug)]
 pub struct Plan {
     selected: Vec<&'static Reproduction>,
-    /// Run key (see [`run_key`]) to what to run.
-    jobs: BTreeMap<String, (&'static Reproduction, Option<Patched>)>,
+    /// Run key (see [`run_key_vms`]) to what to run: the reproduction,
+    /// its patch, and whether with one VM.
+    jobs: BTreeMap<String, (&'static Reproduction, Option<Patched>, bool)>,
 }
 
 /// One row of the reproduction table: a published value beside the
@@ -443,19 +525,27 @@ pub struct Report {
 
 /// Identifies a run: the experiment and the patched kernel components.
 fn run_key(r: &Reproduction, p: Option<&Patched>) -> String {
+    run_key_vms(r, p, false)
+}
+
+/// The key of the run with one VM (`one_vm`) or as the file has it.
+fn run_key_vms(r: &Reproduction, p: Option<&Patched>, one_vm: bool) -> String {
     format!(
-        "{}|{:?}|{:?}",
+        "{}|{:?}|{:?}|{:?}{}",
         r.experiment,
         p.and_then(|p| p.policy),
-        p.and_then(|p| p.allocator)
+        p.and_then(|p| p.allocator),
+        p.and_then(|p| p.kvm_policy),
+        if one_vm { "|1vm" } else { "" }
     )
 }
 
 /// A run and its host seconds, or the error, located in the built-in file.
 type RunResult = Result<(RunOutput, f64), String>;
 
-/// Runs `r`'s experiment, with the kernel of `p` if given.
-fn run_one(r: &Reproduction, p: Option<&Patched>) -> RunResult {
+/// Runs `r`'s experiment, with the kernel of `p` if given, with one VM
+/// if `one_vm`.
+fn run_one(r: &Reproduction, p: Option<&Patched>, one_vm: bool) -> RunResult {
     let file = format!("<built-in experiments/{}.toml>", r.experiment);
     let mut exp: Experiment = parse_toml(&file, r.toml).map_err(|e| e.to_string())?;
     if let Some(p) = p {
@@ -465,6 +555,12 @@ fn run_one(r: &Reproduction, p: Option<&Patched>) -> RunResult {
         if let Some(x) = p.allocator {
             exp.kernel.asid_allocator = x.to_string();
         }
+        if let (Some(x), Some(vm)) = (p.kvm_policy, exp.vm.as_mut()) {
+            vm.kvm_policy = x.to_string();
+        }
+    }
+    if let (true, Some(vm)) = (one_vm, exp.vm.as_mut()) {
+        vm.count = 1;
     }
     let t0 = Instant::now();
     let o = run(&exp, &RunOptions::default()).map_err(|e| e.located(&file, r.toml))?;
@@ -490,9 +586,18 @@ impl Plan {
         }
         let mut jobs = BTreeMap::new();
         for &r in &selected {
-            jobs.entry(run_key(r, None)).or_insert((r, None));
-            if let Some(p) = r.patched {
-                jobs.entry(run_key(r, Some(&p))).or_insert((r, Some(p)));
+            let vm_runs: &[bool] = if r.per_one_vm {
+                &[false, true]
+            } else {
+                &[false]
+            };
+            for &one in vm_runs {
+                jobs.entry(run_key_vms(r, None, one))
+                    .or_insert((r, None, one));
+                if let Some(p) = r.patched {
+                    jobs.entry(run_key_vms(r, Some(&p), one))
+                        .or_insert((r, Some(p), one));
+                }
             }
         }
         Ok(Plan { selected, jobs })
@@ -512,10 +617,10 @@ impl Plan {
         jobs.sort_by(|a, b| b.1 .0.host_s_hint.total_cmp(&a.1 .0.host_s_hint));
         let done = std::sync::Mutex::new(BTreeMap::new());
         rayon::scope_fifo(|s| {
-            for (k, (r, p)) in jobs {
+            for (k, (r, p, one)) in jobs {
                 let done = &done;
                 s.spawn_fifo(move |_| {
-                    let res = run_one(r, p.as_ref());
+                    let res = run_one(r, p.as_ref(), *one);
                     done.lock().expect("no panic").insert(k.clone(), res);
                 });
             }
@@ -551,23 +656,50 @@ impl Runs {
         Ok((o, if first { *h } else { 0.0 }))
     }
 
+    /// `r`'s value in the run of `o` (patched with `p`): as extracted, or
+    /// per VM over the one-VM run's when `r` asks.
+    fn value(&self, r: &Reproduction, p: Option<&Patched>, o: &RunOutput) -> Result<f64, String> {
+        let v = (r.extract)(o);
+        if !r.per_one_vm {
+            return Ok(v);
+        }
+        let k = run_key_vms(r, p, true);
+        let (one, _) = self.done.get(&k).ok_or_else(|| format!("no run for {k}"))?;
+        Ok(v / (r.extract)(one))
+    }
+
     /// The rows of one reproduction: the stock kernel's, and with a patch
     /// the patched kernel's and the before/after ratio's (if compared).
     fn rows_of(&mut self, r: &Reproduction) -> Result<Vec<Row>, String> {
         let (o, host) = self.get(r, None)?;
-        let before = (r.extract)(o);
-        let base = match r.patched.and_then(|p| p.allocator) {
-            Some(_) => &o.kernel.asid_allocator,
-            None => &o.kernel.tlb_policy,
+        let (o, checker) = (o.clone(), o.checker.verdict.clone());
+        let before = self.value(r, None, &o)?;
+        let base = match r.patched {
+            Some(Patched {
+                allocator: Some(_), ..
+            }) => o.kernel.asid_allocator.clone(),
+            Some(Patched {
+                kvm_policy: Some(_),
+                ..
+            }) => {
+                o.vm.as_ref()
+                    .map_or(String::new(), |v| v.kvm_policy.clone())
+            }
+            _ => o.kernel.tlb_policy.clone(),
         };
-        let stock = Row::new(r, format!("{}, {base}", r.metric), r.published, before)
-            .ran(host, &o.checker.verdict);
+        let stock =
+            Row::new(r, format!("{}, {base}", r.metric), r.published, before).ran(host, &checker);
         let Some(p) = r.patched else {
             return Ok(vec![stock]);
         };
         let (po, phost) = self.get(r, Some(&p))?;
-        let after = (r.extract)(po);
-        let name = p.policy.or(p.allocator).unwrap_or("patched");
+        let po = po.clone();
+        let after = self.value(r, Some(&p), &po)?;
+        let name = p
+            .policy
+            .or(p.allocator)
+            .or(p.kvm_policy)
+            .unwrap_or("patched");
         let published_ratio = match p.ratio {
             Ratio::None => f64::NAN,
             Ratio::OfPublished => r.published / p.published,

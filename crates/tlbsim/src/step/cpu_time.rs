@@ -37,8 +37,9 @@ pub struct CpuTime {
     sums: Vec<Vec<(Ns, Option<&'static Label>)>>,
     /// Task names seen (a task's comm is fixed at its creation here).
     comms: Vec<String>,
-    /// Per task id: its index in `comms` (`u32::MAX`: not yet seen).
-    task_comm: Vec<u32>,
+    /// Per kernel (0: the host, then guests), per task id: its index in
+    /// `comms` (`u32::MAX`: not yet seen).
+    task_comm: Vec<Vec<u32>>,
     /// Per CPU: since when, and to what and whom, it is charged (the
     /// interval runs on while both stay the same).
     cpus: Vec<(Ns, &'static Label, u32)>,
@@ -56,12 +57,13 @@ impl CpuTime {
         }
     }
 
-    /// The comm index of `task`, whose name `name` gives on first sight.
+    /// The comm index of `task` of kernel `kernel` (0: the host), whose
+    /// name `name` gives on first sight.
     #[inline]
-    pub fn comm(&mut self, task: usize, name: impl FnOnce() -> String) -> u32 {
-        match self.task_comm.get(task) {
+    pub fn comm(&mut self, kernel: usize, task: usize, name: impl FnOnce() -> String) -> u32 {
+        match self.task_comm.get(kernel).and_then(|k| k.get(task)) {
             Some(&c) if c != u32::MAX => c,
-            _ => self.learn(task, name()),
+            _ => self.learn(kernel, task, name()),
         }
     }
 
@@ -69,7 +71,7 @@ impl CpuTime {
     /// threads (`swapper/3`) count under their base name, as `perf report`
     /// shows `swapper`: one row, not one per CPU.
     #[cold]
-    fn learn(&mut self, task: usize, mut name: String) -> u32 {
+    fn learn(&mut self, kernel: usize, task: usize, mut name: String) -> u32 {
         if let Some((base, n)) = name.split_once('/') {
             if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) {
                 name = base.to_string();
@@ -83,10 +85,14 @@ impl CpuTime {
                 self.comms.len() - 1
             }
         } as u32;
-        if self.task_comm.len() <= task {
-            self.task_comm.resize(task + 1, u32::MAX);
+        if self.task_comm.len() <= kernel {
+            self.task_comm.resize(kernel + 1, Vec::new());
         }
-        self.task_comm[task] = c;
+        let k = &mut self.task_comm[kernel];
+        if k.len() <= task {
+            k.resize(task + 1, u32::MAX);
+        }
+        k[task] = c;
         c
     }
 
@@ -160,14 +166,14 @@ mod tests {
         let flush = crate::label!("flush_tlb_range");
         let mut st = Stats::default();
         let mut c = CpuTime::new(2);
-        let a = c.comm(7, || "a.out".into());
-        let idle = c.comm(0, || "swapper/1".into());
+        let a = c.comm(0, 7, || "a.out".into());
+        let idle = c.comm(0, 0, || "swapper/1".into());
         assert_eq!(
-            c.comm(1, || "swapper/0".into()),
+            c.comm(0, 1, || "swapper/0".into()),
             idle,
             "one row for idle tasks"
         );
-        assert_eq!(c.comm(7, || unreachable!("known")), a);
+        assert_eq!(c.comm(0, 7, || unreachable!("known")), a);
         c.switch(0, 0, &USER, a);
         c.switch(0, 100, flush, a);
         c.switch(1, 120, &IDLE, idle);
