@@ -386,6 +386,15 @@ impl Built {
         }
     }
 
+    /// Drops every kernel's task futures and programs, so that the worlds
+    /// can be freed (see [`World::teardown`]).
+    pub fn teardown(&self) {
+        self.world.teardown();
+        for kvm in &self.vms {
+            kvm.guest.teardown();
+        }
+    }
+
     /// Adds the VMs' vCPUs to `cpus` as contexts, with their doorbells.
     pub fn add_vms(&self, cpus: &mut crate::step::Cpus) {
         for kvm in &self.vms {

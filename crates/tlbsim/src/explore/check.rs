@@ -102,23 +102,6 @@ pub(super) struct OneRun {
     pub(super) schedule: Vec<Action>,
 }
 
-/// The explorer does not choose among guest contexts yet: an experiment
-/// with `[vm]` is refused (its world torn down).
-fn refuse_vms(b: &crate::sim::Built) -> Result<(), crate::sim::SimError> {
-    if b.vms.is_empty() {
-        return Ok(());
-    }
-    b.world.teardown();
-    for kvm in &b.vms {
-        kvm.guest.teardown();
-    }
-    Err(crate::sim::SimError::Field {
-        section: "vm".into(),
-        key: "count".into(),
-        message: "`check` does not explore virtual machines yet; `run` them".into(),
-    })
-}
-
 /// Runs one schedule of `exp` with `chooser`.
 pub(super) fn run_one(
     exp: &crate::config::Experiment,
@@ -127,11 +110,11 @@ pub(super) fn run_one(
     chooser: &mut dyn Chooser,
 ) -> Result<OneRun, crate::sim::SimError> {
     let b = crate::sim::build(exp, ropts)?;
-    refuse_vms(&b)?;
     let done = b.done();
     let mut e = Explorer::new(Rc::clone(&b.world), opts.speculation);
+    e.add_vms(&b);
     let outcome = e.run(chooser, opts.max_actions, done);
-    b.world.teardown();
+    b.teardown();
     Ok(OneRun {
         outcome,
         schedule: std::mem::take(&mut e.schedule),
@@ -212,10 +195,10 @@ pub fn check_replay(
     let actions = parse_schedule(schedule)?;
     let ropts = crate::sim::RunOptions { seed: None, cpus };
     let b = crate::sim::build(exp, &ropts).map_err(|e| e.to_string())?;
-    refuse_vms(&b).map_err(|e| e.to_string())?;
     let done = b.done();
     let mut e = Explorer::new(Rc::clone(&b.world), u32::MAX);
+    e.add_vms(&b);
     let r = replay(&mut e, &actions, done);
-    b.world.teardown();
+    b.teardown();
     r
 }

@@ -6,7 +6,7 @@
 use super::{Action, Chooser, Outcome};
 use crate::hw::tlb::MmId;
 use crate::hw::{AccessTrace, CpuId};
-use crate::kernel::{Dsb, Op, OpResult, World};
+use crate::kernel::{Dsb, GuestExit, Op, OpResult, World};
 use crate::step::{ops, Applied, Cpus, Polled, Wait};
 use std::collections::BTreeSet;
 use std::rc::Rc;
@@ -23,6 +23,9 @@ pub struct Explorer {
     trace: Vec<AccessTrace>,
     /// The actions taken.
     pub schedule: Vec<Action>,
+    /// Per CPU: a host reschedule IPI reached it while it runs a guest
+    /// (`kvm_vcpu_kick`): the guest may exit (`Interrupt`).
+    exit_requested: Vec<bool>,
 }
 
 impl Explorer {
@@ -37,6 +40,7 @@ impl Explorer {
             speculation_budget,
             trace: Vec::new(),
             schedule: Vec::new(),
+            exit_requested: vec![false; n],
         };
         for cpu in 0..n {
             e.run_cpu(cpu);
@@ -47,6 +51,17 @@ impl Explorer {
     /// The world being explored.
     pub fn world(&self) -> &Rc<World> {
         &self.core.w
+    }
+
+    /// Adds `built`'s VMs (their vCPUs as contexts) before the first
+    /// action.
+    pub fn add_vms(&mut self, built: &crate::sim::Built) {
+        built.add_vms(&mut self.core);
+    }
+
+    /// The number of physical CPUs.
+    fn ncpus(&self) -> usize {
+        self.core.w.ncpus()
     }
 
     /// Runs the schedule the chooser makes until `done`, a violation, a
@@ -90,6 +105,7 @@ impl Explorer {
                 self.speculation_budget -= 1;
                 ops::speculate(&self.core.w, c, va, &mut self.trace);
             }
+            Action::Interrupt(c) if self.core.running(c) != c => self.exit_guest(c),
             Action::Interrupt(c) => {
                 self.core.start_irq(c);
                 self.run_cpu(c);
@@ -97,9 +113,53 @@ impl Explorer {
         }
     }
 
+    /// The guest on `c` exits for a host interrupt: it keeps its wait (a
+    /// posted step stays posted), the host's `EnterGuest` is ready.
+    fn exit_guest(&mut self, c: CpuId) {
+        self.exit_requested[c] = false;
+        self.core.exit_guest(c, OpResult::GuestExit(GuestExit::Irq));
+    }
+
+    /// Does the guest running on `c` owe the host an exit it can take now
+    /// (at a step boundary)?
+    fn guest_exit_due(&self, c: CpuId) -> bool {
+        let cx = self.core.running(c);
+        cx != c
+            && (self.exit_requested[c] || self.core.irq_pending_cx(c))
+            && !self.core.in_irq(c)
+            && matches!(
+                *self.core.wait(c),
+                Wait::Posted(_) | Wait::Idle | Wait::Lock(_) | Wait::IpiAck | Wait::Ready(_)
+            )
+    }
+
+    /// The guest context `c` just entered runs from where it stopped; an
+    /// idle one with nothing pending exits again (`WFI`).
+    fn resume_guest(&mut self, c: CpuId) {
+        match self.core.wait(c).clone() {
+            Wait::Ready(r) => self.complete(c, r),
+            Wait::Free => self.run_cpu(c),
+            Wait::Idle if !self.core.may_take_irq(c) => {
+                self.core.exit_guest(c, OpResult::GuestExit(GuestExit::Wfi));
+            }
+            _ => {}
+        }
+    }
+
+    /// Something waits for context `cx`, which runs nowhere: its doorbell
+    /// reaches the CPU it last ran on (a host IPI taken by `Interrupt`).
+    fn ring_doorbell(&mut self, cx: usize) {
+        if let Some((cpu, ipi)) = self.core.doorbell(cx) {
+            self.core.ipi_arrive(cpu, ipi, true);
+        }
+    }
+
     /// Can CPU `c` take an IPI now? At a step boundary of any context
     /// that is not running.
     fn interruptible(&self, c: CpuId) -> bool {
+        if self.guest_exit_due(c) {
+            return true;
+        }
         self.core.may_take_irq(c)
             && matches!(
                 *self.core.wait(c),
@@ -110,18 +170,19 @@ impl Explorer {
     /// The actions possible now, in a fixed order.
     pub fn enabled(&self) -> Vec<Action> {
         let mut v = Vec::new();
-        for (c, s) in self.core.waits().iter().enumerate() {
-            if matches!(s, Wait::Posted(_) | Wait::Ready(_)) {
+        let n = self.ncpus();
+        for c in 0..n {
+            if matches!(self.core.wait(c), Wait::Posted(_) | Wait::Ready(_)) {
                 v.push(Action::Step(c));
             }
         }
-        for c in 0..self.core.waits().len() {
+        for c in 0..n {
             if self.interruptible(c) {
                 v.push(Action::Interrupt(c));
             }
         }
-        for (c, s) in self.core.waits().iter().enumerate() {
-            if matches!(s, Wait::Posted(Op::Access { .. })) && self.pending_at(c) {
+        for c in 0..n {
+            if matches!(self.core.wait(c), Wait::Posted(Op::Access { .. })) && self.pending_at(c) {
                 v.push(Action::Deliver(c));
             }
         }
@@ -201,7 +262,11 @@ impl Explorer {
             Wait::Ready(r) => return self.complete(cpu, r),
             other => panic!("step of cpu{cpu} in state {other:?}"),
         };
-        let task = self.core.w.k.borrow().cpus[cpu].current;
+        let task = {
+            let (w, local) = self.core.kernel(cpu);
+            let t = w.k.borrow().cpus[local].current;
+            t
+        };
         if let Op::Access { va, .. } = op {
             if let Some(t) = self.core.w.hw.borrow().cpus[cpu].ttbr0 {
                 self.touched
@@ -225,28 +290,40 @@ impl Explorer {
             Applied::Locked(_) => self.complete(cpu, OpResult::Unit),
             Applied::LockWait | Applied::IdleWait => {}
             Applied::Unlocked(l, granted) => {
+                let kernel = Rc::clone(self.core.kernel(cpu).0);
                 for g in granted {
-                    let wcpu = self.core.w.k.borrow().tasks[g.task].cpu;
-                    self.core.w.lock_granted(l, &g, self.core.w.now.get());
+                    let wcx = self.core.cx_of_task(cpu, g.task);
+                    kernel.lock_granted(l, &g, self.core.w.now.get());
                     self.core
-                        .release(wcpu, |s| *s == Wait::Lock(l), OpResult::Unit);
+                        .release(wcx, |s| *s == Wait::Lock(l), OpResult::Unit);
+                    if self.core.resident(wcx).is_none() {
+                        self.ring_doorbell(wcx);
+                    }
                 }
                 self.complete(cpu, OpResult::Unit);
             }
             Applied::Switched => self.run_cpu(cpu),
             Applied::ReschedIpi(target) => {
-                self.core.resched_arrive(target);
+                let released = self.core.resched_arrive(target);
+                match self.core.resident(target) {
+                    None if released => self.ring_doorbell(target),
+                    // A kick to a CPU that runs a guest.
+                    Some(c) if self.core.running(c) != target => self.exit_requested[c] = true,
+                    _ => {}
+                }
                 self.complete(cpu, OpResult::Unit);
             }
             Applied::CallFunction(targets, ipi) => {
                 let n = targets.len();
                 for &t in &targets {
                     self.core.ipi_arrive(t, ipi, n == 1);
+                    if self.core.resident(t).is_none() {
+                        self.ring_doorbell(t);
+                    }
                 }
             }
-            Applied::GuestIdleExit | Applied::EnteredGuest => {
-                unreachable!("the explorer runs no guests (refused at setup)")
-            }
+            Applied::GuestIdleExit => {}
+            Applied::EnteredGuest => self.resume_guest(cpu),
         }
     }
 
@@ -276,7 +353,14 @@ impl Explorer {
                 }
                 Polled::Returned { sender } => {
                     if let Some(s) = sender {
-                        self.core.ack(s);
+                        if self.core.ack(s) && self.core.resident(s).is_none() {
+                            self.ring_doorbell(s);
+                        }
+                    }
+                    if *self.core.wait(cpu) == Wait::Idle && self.core.idle_has_work(cpu) {
+                        // The handler made work (a doorbell woke a vCPU
+                        // thread here): the idle loop looks again.
+                        self.core.set_wait(cpu, Wait::Ready(OpResult::Unit));
                     }
                     return;
                 }

@@ -149,6 +149,10 @@ pub struct Cpus {
     /// Per guest context: the doorbell that wakes its vCPU thread (a host
     /// IPI handler and its argument), set by KVM ([`Cpus::set_doorbell`]).
     doorbell: Vec<Option<(usize, usize)>>,
+    /// Per context: its translation base while it does not run (a vCPU's
+    /// `TTBR0_EL1`, kept by KVM; the host's, while its CPU runs a guest:
+    /// VHE gives the host its own regime).
+    saved_ttbr0: Vec<Option<crate::hw::Ttbr0>>,
 }
 
 impl std::fmt::Debug for Cpus {
@@ -178,6 +182,7 @@ impl Cpus {
             irq: (0..n).map(|_| None).collect(),
             acks: vec![0; n],
             doorbell: vec![None; n],
+            saved_ttbr0: vec![None; n],
         }
     }
 
@@ -197,6 +202,7 @@ impl Cpus {
             self.irq.push(None);
             self.acks.push(0);
             self.doorbell.push(None);
+            self.saved_ttbr0.push(None);
         }
         self.kernels.push(g);
         base
@@ -269,6 +275,19 @@ impl Cpus {
     /// Is an IPI handler running on `cpu`?
     pub fn in_irq(&self, cpu: CpuId) -> bool {
         self.irq[self.on[cpu]].is_some()
+    }
+
+    /// Does the idle loop of the context `cpu` runs have work (a
+    /// reschedule due or a task queued)?
+    pub fn idle_has_work(&self, cpu: CpuId) -> bool {
+        let (w, local) = self.kernel(cpu);
+        let k = w.k.borrow();
+        k.cpus[local].need_resched || !k.cpus[local].rq.is_empty()
+    }
+
+    /// Are IPIs waiting for `cpu`'s host context while it runs a guest?
+    pub fn irq_pending_cx(&self, cpu: CpuId) -> bool {
+        !self.irq_queue[cpu].is_empty()
     }
 
     /// Are IPIs waiting to be taken on `cpu`?
@@ -494,7 +513,9 @@ impl Cpus {
         self.on[cpu] = cx;
         self.stolen
             .set_idle(cpu, matches!(self.wait[cx], Wait::Idle));
+        self.saved_ttbr0[cpu] = self.w.hw.borrow().cpus[cpu].ttbr0;
         self.w.hw.borrow_mut().enter_guest(cpu);
+        ops::switch_regime_ttbr0(&self.w, cpu, self.saved_ttbr0[cx]);
     }
 
     /// The guest context `cpu` runs exits to the host context, whose
@@ -504,7 +525,9 @@ impl Cpus {
         debug_assert_ne!(cx, cpu, "a guest runs");
         self.cxs[cx].on = None;
         self.on[cpu] = cpu;
+        self.saved_ttbr0[cx] = self.w.hw.borrow().cpus[cpu].ttbr0;
         self.w.hw.borrow_mut().exit_guest(cpu);
+        ops::switch_regime_ttbr0(&self.w, cpu, self.saved_ttbr0[cpu]);
         self.stolen.set_idle(cpu, false);
         self.wait[cpu] = Wait::Ready(r);
     }

@@ -336,6 +336,15 @@ fn tlbi(w: &World, cpu: CpuId, scope: TlbiScope, broadcast: bool) -> Option<usiz
     id
 }
 
+/// On a switch between host and guest, the translation base of the
+/// regime now running becomes the one used (`t`, machine-wide): the
+/// hardware has one per regime, so nothing is written, but the observer
+/// learns what the CPU now translates with (an `AsidLoad`, checked as
+/// one).
+pub(super) fn switch_regime_ttbr0(w: &World, cpu: CpuId, t: Option<Ttbr0>) {
+    set_ttbr0(w, cpu, t);
+}
+
 /// `t` with its mm numbered machine-wide (a guest kernel's own numbers
 /// stay in the guest; the hardware and the observer see these).
 fn machine_ttbr(w: &World, t: Ttbr0) -> Ttbr0 {

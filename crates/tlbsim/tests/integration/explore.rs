@@ -283,3 +283,26 @@ fn the_explorer_passes_huge_page_faults_and_splits() {
     assert!(r.failure.is_none(), "{:?}", r.failure);
     assert!(r.exhausted && r.interrupts > 0, "{r:?}");
 }
+
+#[test]
+fn in_vms_dvmbm_leaves_a_window_after_a_mask_change_and_stock_kvm_has_none() {
+    // experiments/seed003-vm-race.toml: two 2-vCPU VMs, mprotect vs a
+    // hopping reader in each. Under kvm-dvmbm a vCPU that loads on a new
+    // CPU widens the VM's mask and asks the other vCPU to reload its
+    // register without waiting: until that vCPU exits, its broadcasts
+    // miss the new CPU. Under kvm-stock every broadcast reaches everyone.
+    let mut e = common::file("experiments/seed003-vm-race.toml");
+    let r = check(&e, &opts(Strategy::Random, 2_000)).unwrap();
+    let f = r.failure.expect("the window is found");
+    let Finding::Violation(v) = &f.report else {
+        panic!("{}", f.report)
+    };
+    assert_eq!(v.invariant, Invariant::NoStaleHold, "{v}");
+    match check_replay(&e, None, &f.schedule).unwrap() {
+        Outcome::Violation(again) => assert_eq!(&again, v),
+        o => panic!("replay: {o:?}"),
+    }
+    e.vm.as_mut().unwrap().kvm_policy = "kvm-stock".into();
+    let r = check(&e, &opts(Strategy::Random, 2_000)).unwrap();
+    assert!(r.failure.is_none(), "{:?}", r.failure);
+}
