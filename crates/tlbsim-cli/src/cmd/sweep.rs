@@ -15,8 +15,10 @@ pub struct Args {
     /// CPU counts, comma-separated ("profile": the profile's own count).
     #[arg(long, value_delimiter = ',', default_value = "2,4,8,16,32,64,128,256")]
     cpus: Vec<String>,
-    /// A workload parameter to sweep too, as NAME=V1,V2,... (values in
-    /// TOML syntax, e.g. tasks=1,2,4); it becomes a CSV column.
+    /// A parameter to sweep too: a workload parameter as NAME=V1,V2,...,
+    /// or any key of the experiment file as SECTION.KEY=V1,V2,... (values
+    /// in TOML syntax, e.g. tasks=1,2,4 or vm.count=1,2,4); it becomes a
+    /// CSV column.
     #[arg(long)]
     param: Option<String>,
     /// TLB policies, comma-separated.
@@ -180,7 +182,20 @@ fn build_jobs(
                     exp.kernel.tlb_policy = pol.clone();
                     let mut param_cell = String::new();
                     if let (Some((name, _)), Some(v)) = (param, value) {
-                        exp.workload.params.insert(name.clone(), (*v).clone());
+                        match name.split_once('.') {
+                            None => {
+                                exp.workload.params.insert(name.clone(), (*v).clone());
+                            }
+                            Some((section, key)) => {
+                                exp = match set_key(&exp, section, key, v) {
+                                    Ok(e) => e,
+                                    Err(e) => {
+                                        eprintln!("error: --param {name}: {e}");
+                                        return Err(ExitCode::from(2));
+                                    }
+                                }
+                            }
+                        }
                         param_cell = format!("{},", v.to_string().trim_matches('"'));
                     }
                     jobs.push(Job {
@@ -195,6 +210,29 @@ fn build_jobs(
         }
     }
     Ok(jobs)
+}
+
+/// `exp` with `[section] key = v` (a `--param SECTION.KEY=...` value, as
+/// `--set` would give it).
+fn set_key(
+    exp: &Experiment,
+    section: &str,
+    key: &str,
+    v: &toml::Value,
+) -> Result<Experiment, String> {
+    let mut t = toml::Table::try_from(exp).map_err(|e| e.to_string())?;
+    let s = t
+        .entry(section.to_string())
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    let toml::Value::Table(s) = s else {
+        return Err(format!("[{section}] is not a table"));
+    };
+    s.insert(key.to_string(), v.clone());
+    let mut out: Experiment = toml::Value::Table(t)
+        .try_into()
+        .map_err(|e: toml::de::Error| e.message().to_string())?;
+    out.profile_data = exp.profile_data.clone();
+    Ok(out)
 }
 
 /// Runs the jobs in parallel (each run is deterministic and independent),
