@@ -23,7 +23,7 @@ pub struct CpuStats {
     pub tlb_misses: u64,
     /// Page walks.
     pub page_walks: u64,
-    /// Table levels read by walks.
+    /// Table levels read by walks (a guest's stage-2 reads included).
     pub walk_levels: u64,
     /// Walks shortened by the walk cache.
     pub walk_cache_hits: u64,

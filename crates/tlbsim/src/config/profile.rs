@@ -79,6 +79,9 @@ pub struct VirtCosts {
     /// vGIC and system-register state), charged as the vCPU thread's
     /// kernel work.
     pub vcpu_put_load_ns: u64,
+    /// Stage-2 translations each CPU caches for guests' walks
+    /// (`hw/stage2.rs`; a miss reads the 4 stage-2 levels).
+    pub stage2_cache_entries: u32,
 }
 
 /// NUMA layout and the cost of moving a page (`migrate_pages()`).

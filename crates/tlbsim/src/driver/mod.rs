@@ -638,7 +638,8 @@ impl TimingDriver {
                 let cost = if info.tlb_hit {
                     p.tlb_hit_ns
                 } else {
-                    p.tlb_hit_ns + p.walk_level_ns * u64::from(info.levels_walked)
+                    let reads = u64::from(info.levels_walked) + u64::from(info.s2_levels);
+                    p.tlb_hit_ns + p.walk_level_ns * reads
                 };
                 let s = self.take_stolen(cpu);
                 self.after(cpu, cost + s, OpResult::Access(r));

@@ -8,6 +8,7 @@
 pub mod cpumask;
 pub mod dvm_affinity;
 pub mod mem;
+pub mod stage2;
 pub mod tlb;
 
 use crate::config::Profile;
@@ -84,6 +85,8 @@ pub struct CpuHw {
     pub die: u32,
     /// Cluster of the CPU.
     pub cluster: u32,
+    /// Cached stage-2 translations (guests' walks; cost only).
+    pub s2: stage2::S2Cache,
     /// The broadcast-affinity register (TLBI by affinity,
     /// [`dvm_affinity`]): the CPUs this CPU's broadcasts reach, as
     /// encoded; `None`: every CPU (its reset value, and the only value on
@@ -135,6 +138,9 @@ pub struct AccessInfo {
     pub levels_walked: u8,
     /// A walk-cache entry shortened the walk.
     pub walk_cache_hit: bool,
+    /// Stage-2 table entries read to translate the walk's IPAs (a guest's
+    /// walk only, [`stage2`]).
+    pub s2_levels: u8,
 }
 
 /// What the checker may want to see about one access.
@@ -193,6 +199,11 @@ impl Hw {
                 vmid: 0,
                 vttbr_vmid: 0,
                 hcr_fb: false,
+                s2: stage2::S2Cache::new(
+                    p.virt
+                        .as_ref()
+                        .map_or(0, |v| v.stage2_cache_entries as usize),
+                ),
                 inflight: 0,
                 dvm_since_dsb: false,
                 held_asids: Vec::new(),
@@ -253,6 +264,12 @@ impl Hw {
         if (write && !pte.perms.write()) || !pte.perms.read() {
             return (Err(Fault::Permission), info);
         }
+        if vmid != 0 {
+            // The page the walk found is an IPA too.
+            info.s2_levels += self.cpus[cpu]
+                .s2
+                .translate(vmid, stage2::Ipa::Frame(pte.pfn));
+        }
         self.fill_leaf(cpu, ttbr, vpn, pte, huge);
         (Ok(()), info)
     }
@@ -279,8 +296,13 @@ impl Hw {
             }
             None => (0, ttbr.pgd),
         };
+        let vmid = self.cpus[cpu].vmid;
         loop {
             info.levels_walked += 1;
+            if vmid != 0 {
+                let s2 = self.cpus[cpu].s2.translate(vmid, stage2::Ipa::Table(table));
+                info.s2_levels += s2;
+            }
             let idx = level_index(va, level);
             match self.mem.table(table).entries.get(&idx).copied() {
                 Some(Desc::Table(next)) if level < LEVELS - 1 => {
@@ -370,6 +392,11 @@ impl Hw {
             TlbiScope::All | TlbiScope::VmallS12 => t >> 16 == HolderKey::from(vmid),
             _ => t >> 16 != 0, // AllE1
         };
+        match scope {
+            TlbiScope::VmallS12 => self.cpus[cpu].s2.invalidate(|v| v == vmid),
+            TlbiScope::AllE1 => self.cpus[cpu].s2.invalidate(|v| v != 0),
+            _ => {}
+        }
         match scope {
             TlbiScope::Asid(asid) => self.forget_holder(cpu, tag(vmid, asid)),
             TlbiScope::All | TlbiScope::VmallS12 | TlbiScope::AllE1 => {
@@ -648,6 +675,41 @@ mod tests {
             .collect();
         v.sort_unstable();
         v
+    }
+
+    #[test]
+    fn a_guests_walk_translates_every_table_and_its_page_through_stage_2() {
+        let p = builtin_profile("hisi-96-dvmbm").unwrap();
+        let mut hw = Hw::new(&p);
+        let pgd = map(&mut hw, 4);
+        let mut trace = Vec::new();
+        hw.set_vttbr(0, 1, true);
+        hw.enter_guest(0);
+        hw.set_ttbr0(
+            0,
+            Some(Ttbr0 {
+                mm: 1,
+                pgd,
+                asid: 1,
+            }),
+        );
+        // Nothing cached: 4 table reads, each table and the page through
+        // 4 stage-2 levels: (4 + 1) x (4 + 1) - 1 = 24 reads.
+        let (_, first) = hw.access(0, 0, false, &mut trace);
+        assert_eq!((first.levels_walked, first.s2_levels), (4, 20));
+        // The next page: the walk cache gives the last table, whose IPA is
+        // cached; only the new page goes through stage 2.
+        let (_, next) = hw.access(0, 1 << PAGE_SHIFT, false, &mut trace);
+        assert_eq!((next.levels_walked, next.s2_levels), (1, 4));
+        // The host walks without stage 2.
+        hw.exit_guest(0);
+        let (_, host) = hw.access(0, 2 << PAGE_SHIFT, false, &mut trace);
+        assert_eq!(host.s2_levels, 0);
+        // VMALLS12E1 drops the VM's stage-2 translations too.
+        hw.enter_guest(0);
+        hw.tlbi_local(0, TlbiScope::VmallS12);
+        let (_, again) = hw.access(0, 0, false, &mut trace);
+        assert_eq!((again.levels_walked, again.s2_levels), (4, 20));
     }
 
     #[test]

@@ -268,7 +268,7 @@ pub fn access(
         } else {
             c.tlb_misses += 1;
             c.page_walks += 1;
-            c.walk_levels += u64::from(info.levels_walked);
+            c.walk_levels += u64::from(info.levels_walked) + u64::from(info.s2_levels);
             c.walk_cache_hits += u64::from(info.walk_cache_hit);
         }
     }
