@@ -194,6 +194,28 @@ impl<T: Copy> Slot<T> {
     }
 }
 
+/// Empties the slots whose entry's VMID `gone` says; ORs the ASID bits
+/// of those left into `filter`. Returns how many it emptied.
+fn drop_tagged<T: Copy>(
+    slots: &mut [Slot<T>],
+    tag: impl Fn(&T) -> Tag,
+    gone: impl Fn(Vmid) -> bool,
+    filter: &mut u64,
+) -> usize {
+    let mut n = 0;
+    for s in slots {
+        if let Some(t) = s.entry().map(|e| tag(&e)) {
+            if gone(t.vmid) {
+                s.clear();
+                n += 1;
+            } else {
+                *filter |= asid_bit(t.asid);
+            }
+        }
+    }
+    n
+}
+
 /// The 4 KiB view at `vpn` of a leaf entry (`huge`: it maps the 2 MiB
 /// page starting at `e.vpn`).
 fn view(e: LeafEntry, huge: bool, vpn: u64) -> LeafEntry {
@@ -486,30 +508,11 @@ impl Tlb {
     /// Drops every entry whose VMID `gone` says, and rebuilds the ASID
     /// filter from the entries left.
     fn invalidate_where(&mut self, gone: impl Fn(Vmid) -> bool) -> usize {
-        let mut n = 0;
         let mut filter = 0;
-        for s in &mut self.leaf {
-            if let Some(x) = s.entry() {
-                if gone(x.vmid) {
-                    s.clear();
-                    n += 1;
-                } else {
-                    filter |= asid_bit(x.asid);
-                }
-            }
-        }
-        for s in &mut self.walk {
-            if let Some(x) = s.entry() {
-                if gone(x.vmid) {
-                    s.clear();
-                    n += 1;
-                } else {
-                    filter |= asid_bit(x.asid);
-                }
-            }
-        }
+        let leaf = drop_tagged(&mut self.leaf, |e| e.tag(), &gone, &mut filter);
+        let walk = drop_tagged(&mut self.walk, |e| e.tag(), &gone, &mut filter);
         self.asid_filter = filter;
-        n
+        leaf + walk
     }
 
     fn invalidate_walk(&mut self, pred: impl Fn(&WalkEntry) -> bool) -> usize {

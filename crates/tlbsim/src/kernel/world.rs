@@ -158,22 +158,7 @@ impl World {
             now: Cell::new(0),
             pte_version: Cell::new(0),
         });
-        let w = Rc::new(World {
-            m,
-            id: 0,
-            ncpus: n,
-            guest: None,
-            profile,
-            kcfg,
-            k: RefCell::new(KState::default()),
-            policy,
-            asid,
-            futures: RefCell::new(Vec::new()),
-            programs: RefCell::new(Vec::new()),
-            ipi_handlers: RefCell::new(Vec::new()),
-        });
-        w.boot();
-        w
+        Self::boot(m, 0, n, None, profile, (kcfg, policy, asid))
     }
 
     /// A guest kernel `id` (from 1) with `vcpus` vCPUs on `host`'s machine,
@@ -190,15 +175,37 @@ impl World {
             id > 0 && id < (1 << (32 - KERNEL_ID_SHIFT)),
             "kernel id {id}"
         );
-        let w = Rc::new(World {
-            m: Rc::clone(&host.m),
+        let guest = Guest {
+            pcpu: pcpus.iter().map(|&c| Cell::new(c)).collect(),
+            pending: pcpus.iter().map(|_| Cell::new(false)).collect(),
+        };
+        let (m, profile) = (Rc::clone(&host.m), host.profile.clone());
+        Self::boot(
+            m,
             id,
-            ncpus: pcpus.len(),
-            guest: Some(Guest {
-                pcpu: pcpus.iter().map(|&c| Cell::new(c)).collect(),
-                pending: pcpus.iter().map(|_| Cell::new(false)).collect(),
-            }),
-            profile: host.profile.clone(),
+            pcpus.len(),
+            Some(guest),
+            profile,
+            (kcfg, policy, asid),
+        )
+    }
+
+    /// Kernel `id` with `n` CPUs on machine `m`: one idle task per CPU,
+    /// then the allocator and the policy initialised.
+    fn boot(
+        m: Rc<Machine>,
+        id: u32,
+        n: usize,
+        guest: Option<Guest>,
+        profile: Profile,
+        (kcfg, policy, asid): (KernelConfig, Box<dyn TlbPolicy>, Box<dyn AsidAllocator>),
+    ) -> Rc<World> {
+        let w = Rc::new(World {
+            m,
+            id,
+            ncpus: n,
+            guest,
+            profile,
             kcfg,
             k: RefCell::new(KState::default()),
             policy,
@@ -207,14 +214,6 @@ impl World {
             programs: RefCell::new(Vec::new()),
             ipi_handlers: RefCell::new(Vec::new()),
         });
-        w.boot();
-        w
-    }
-
-    /// One idle task per CPU, then the allocator and the policy.
-    fn boot(self: &Rc<Self>) {
-        let w = self;
-        let n = self.ncpus;
         for cpu in 0..n {
             let t = w.new_task(
                 format!("swapper/{cpu}"),
@@ -241,8 +240,9 @@ impl World {
             });
             k.tasks[t].on_cpu = true;
         }
-        w.asid.init(w);
-        w.policy.init(w);
+        w.asid.init(&w);
+        w.policy.init(&w);
+        w
     }
 
     /// Number of CPUs (a guest's: its vCPUs).

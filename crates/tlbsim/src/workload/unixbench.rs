@@ -1,9 +1,11 @@
 //! `unixbench`: byte-unixbench's index run (kdlucas/byte-unixbench 6.0.0,
 //! `Run` and `pgms/index.base`; docs/research/seed003-kvm-dvmbm.md §5),
-//! the workload seed 003 ran inside each of its VMs. Until tlbsim has
-//! guests, `instances` independent copies of the benchmark run on the host,
-//! each pinned to its own `copies` CPUs (instance `i` on CPUs
-//! `i * copies ..`), the stand-in for one 4-vCPU VM each.
+//! the workload seed 003 ran inside each of its VMs (`[vm]`: one instance
+//! of `copies` processes in each guest; `experiments/seed003-vms.toml`).
+//! On the host, `instances` independent copies of the benchmark run each
+//! pinned to its own `copies` CPUs (instance `i` on CPUs `i * copies
+//! ..`), host processes standing in for VMs
+//! (`experiments/seed003-unixbench-host.toml`).
 //!
 //! Each test runs `copies` processes in parallel for `test_ns` of
 //! simulated time (an iteration under way at the deadline is finished);
