@@ -501,20 +501,26 @@ fn start_vms(
     kvm_policy.init(w, vm.count as usize, vm.vcpus as usize);
     let doorbell = w.register_ipi_handler(Rc::new(kvm::kvm_vgic_v4_doorbell));
     let n = vm.vcpus as usize;
+    let pinned = vm.placement == crate::config::Placement::Pinned;
     let vms = (0..vm.count as usize)
         .map(|v| {
             let (policy, asid) = new_kernel();
-            kvm::create_vm(
+            let cpus: Vec<usize> = (v * n..(v + 1) * n).map(|c| c % w.ncpus()).collect();
+            let kvm = kvm::create_vm(
                 w,
                 v as u32 + 1,
-                &kvm::pinned_cpus(v * n, n),
+                &cpus,
                 kcfg.clone(),
                 policy,
                 asid,
                 &kvm_policy,
                 &vmids,
                 w.ncpus() + v * n,
-            )
+            );
+            if !pinned {
+                kvm::unpin_vcpus(w, &kvm);
+            }
+            kvm
         })
         .collect();
     (vms, doorbell)
@@ -577,7 +583,8 @@ fn check_vms(
         ));
     }
     let need = u64::from(vm.count) * u64::from(vm.vcpus);
-    if need > u64::from(profile.topology.cpus) {
+    let pinned = vm.placement == crate::config::Placement::Pinned;
+    if pinned && need > u64::from(profile.topology.cpus) {
         return Err(field(
             "vcpus",
             format!(

@@ -74,6 +74,23 @@ pub struct VmConfig {
     /// (`tlbsim policies` lists them; `kernel/arm64/kvm`).
     #[serde(default = "default_kvm_policy")]
     pub kvm_policy: String,
+    /// Where vCPU threads run.
+    #[serde(default)]
+    pub placement: Placement,
+}
+
+/// Where the vCPU threads of `[vm]` run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    /// Pinned one to one: VM `v`'s vCPU `i` on CPU `(v - 1) * vcpus + i`
+    /// (`taskset`; the seed's setup). No CPU runs two vCPUs.
+    #[default]
+    Pinned,
+    /// Allowed on every CPU, first placed as pinned ones would be (wrapping
+    /// around when there are more vCPUs than CPUs); the host scheduler
+    /// moves them and shares CPUs between them by time slices.
+    Floating,
 }
 
 fn default_kvm_policy() -> String {

@@ -13,8 +13,8 @@ pub mod patch;
 pub mod profile;
 
 pub use experiment::{
-    CheckerConfig, Experiment, ExperimentMeta, KernelConfig, MachineOverrides, Thp, VmConfig,
-    WorkloadConfig,
+    CheckerConfig, Experiment, ExperimentMeta, KernelConfig, MachineOverrides, Placement, Thp,
+    VmConfig, WorkloadConfig,
 };
 pub use location::{find_key_line, from_table, parse_toml, ConfigError};
 pub use patch::apply_sets;

@@ -56,6 +56,9 @@ enum Ev {
     Ack(u32),
     /// The CPU's guest entry is done: the guest context runs.
     Entered(u32),
+    /// A time slice of the vCPU thread running the CPU's guest is over
+    /// (floating vCPUs: the scheduler tick that matters).
+    SliceEnd(u32),
 }
 
 /// A CPU number or an in-flight id as carried in an [`Ev`]. Both index
@@ -155,6 +158,11 @@ pub struct TimingDriver {
     exit_pending: Vec<bool>,
     /// Per CPU: its guest entry under way (the event that ends it).
     entering: Vec<Option<EventId>>,
+    /// Per CPU: the end of the slice of the guest it runs, when vCPU
+    /// threads share CPUs ([`TimingDriver::slice_vcpus`]).
+    slice_end: Vec<Option<EventId>>,
+    /// Some VM's vCPU threads float: guests are time-sliced.
+    slice_vcpus: bool,
     /// Per guest context (from [`TimingDriver::guest_work_base`]): work
     /// left of a `Work` step an exit cut.
     guest_work: Vec<Option<Ns>>,
@@ -187,6 +195,8 @@ impl TimingDriver {
             free_ipis: Vec::new(),
             exit_pending: vec![false; n],
             entering: vec![None; n],
+            slice_end: vec![None; n],
+            slice_vcpus: false,
             guest_work: Vec::new(),
             guest_work_base: n,
         }
@@ -209,6 +219,12 @@ impl TimingDriver {
         built.add_vms(&mut self.core);
         let guests: usize = built.vms.iter().map(|k| k.guest.ncpus()).sum();
         self.guest_work = vec![None; guests];
+        self.slice_vcpus = built.vms.iter().any(|k| {
+            k.vcpu_threads
+                .borrow()
+                .iter()
+                .any(|&t| built.world.k.borrow().tasks[t].affinity.is_none())
+        });
     }
 
     fn w(&self) -> &Rc<World> {
@@ -316,7 +332,17 @@ impl TimingDriver {
             Ev::Entered(cpu) => {
                 let cpu = cpu as usize;
                 self.entering[cpu] = None;
+                self.start_slice(cpu);
                 self.resume_guest(cpu);
+            }
+            Ev::SliceEnd(cpu) => {
+                let cpu = cpu as usize;
+                self.slice_end[cpu] = None;
+                if self.core.running(cpu) != cpu && self.core.tick_in_guest(cpu) {
+                    self.force_exit(cpu);
+                } else {
+                    self.start_slice(cpu);
+                }
             }
             Ev::Kick(cx) => {
                 let cx = cx as usize;
@@ -364,6 +390,15 @@ impl TimingDriver {
             Wait::Posted(_) | Wait::InGuest => {
                 unreachable!("not a guest's wait in the timing driver")
             }
+        }
+    }
+
+    /// When vCPU threads share CPUs, the guest `cpu` runs gets a time
+    /// slice (`time_slice_ns`) before the host looks at its queue again.
+    fn start_slice(&mut self, cpu: CpuId) {
+        if self.slice_vcpus && self.core.running(cpu) != cpu {
+            let at = self.now() + self.w().profile.kernel.time_slice_ns;
+            self.slice_end[cpu] = Some(self.q.push(at, Ev::SliceEnd(ix(cpu))));
         }
     }
 
@@ -440,6 +475,9 @@ impl TimingDriver {
     /// The guest `cpu` ran exited: the host's vCPU thread resumes after
     /// the exit's cost.
     fn guest_exited(&mut self, cpu: CpuId) {
+        if let Some(id) = self.slice_end[cpu].take() {
+            self.q.cancel(id);
+        }
         self.charge_to_current(cpu);
         let Wait::Ready(r) = *self.core.wait(cpu) else {
             unreachable!("an exit leaves EnterGuest ready")

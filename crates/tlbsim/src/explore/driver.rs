@@ -117,6 +117,9 @@ impl Explorer {
     /// posted step stays posted), the host's `EnterGuest` is ready.
     fn exit_guest(&mut self, c: CpuId) {
         self.exit_requested[c] = false;
+        // A tick may be what interrupts it: the vCPU thread's slice ends
+        // if another host task waits.
+        self.core.tick_in_guest(c);
         self.core.exit_guest(c, OpResult::GuestExit(GuestExit::Irq));
     }
 
@@ -125,7 +128,9 @@ impl Explorer {
     fn guest_exit_due(&self, c: CpuId) -> bool {
         let cx = self.core.running(c);
         cx != c
-            && (self.exit_requested[c] || self.core.irq_pending_cx(c))
+            && (self.exit_requested[c]
+                || self.core.irq_pending_cx(c)
+                || self.core.host_task_waits(c))
             && !self.core.in_irq(c)
             && matches!(
                 *self.core.wait(c),

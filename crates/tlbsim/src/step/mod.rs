@@ -516,6 +516,41 @@ impl Cpus {
         self.saved_ttbr0[cpu] = self.w.hw.borrow().cpus[cpu].ttbr0;
         self.w.hw.borrow_mut().enter_guest(cpu);
         ops::switch_regime_ttbr0(&self.w, cpu, self.saved_ttbr0[cx]);
+        self.tell_running(cpu);
+    }
+
+    /// The scheduler tick on `cpu` while it runs a guest
+    /// (`scheduler_tick()` on the host, whose vCPU thread has run its
+    /// slice): if another host task waits for the CPU, the vCPU thread
+    /// must reschedule (`need_resched`) and the guest exit. Returns
+    /// whether it must.
+    pub fn tick_in_guest(&self, cpu: CpuId) -> bool {
+        let mut k = self.w.k.borrow_mut();
+        let pc = &mut k.cpus[cpu];
+        let waiting = !pc.rq.is_empty();
+        pc.need_resched |= waiting;
+        waiting
+    }
+
+    /// Does a host task wait for `cpu`, which runs a guest?
+    pub fn host_task_waits(&self, cpu: CpuId) -> bool {
+        !self.w.k.borrow().cpus[cpu].rq.is_empty()
+    }
+
+    /// Tells the observer which task runs on `cpu` now that it switched
+    /// between host and guest (a vCPU's task may have run elsewhere).
+    fn tell_running(&self, cpu: CpuId) {
+        let (w, local) = self.kernel(cpu);
+        let (task, mm) = {
+            let k = w.k.borrow();
+            let t = k.cpus[local].current;
+            (t, k.tasks[t].mm)
+        };
+        self.w.m.emit(crate::observe::Event::Running {
+            cpu,
+            task: w.gid_task(task),
+            mm: mm.map(|m| w.gid_mm(m)),
+        });
     }
 
     /// The guest context `cpu` runs exits to the host context, whose
@@ -528,6 +563,7 @@ impl Cpus {
         self.saved_ttbr0[cx] = self.w.hw.borrow().cpus[cpu].ttbr0;
         self.w.hw.borrow_mut().exit_guest(cpu);
         ops::switch_regime_ttbr0(&self.w, cpu, self.saved_ttbr0[cpu]);
+        self.tell_running(cpu);
         self.stolen.set_idle(cpu, false);
         self.wait[cpu] = Wait::Ready(r);
     }
@@ -552,6 +588,37 @@ impl Cpus {
                 },
                 pc.rq
             ));
+        }
+        // Guest vCPUs that run nowhere, with what they wait for.
+        for (cx, i) in self.cxs.iter().enumerate().filter(|(_, i)| i.on.is_none()) {
+            let w = &self.kernels[i.kernel];
+            let k = w.k.borrow();
+            let pc = &k.cpus[i.cpu];
+            s.push_str(&format!(
+                "vm{}/vcpu{}: {} ({:?}{}), rq {:?}; ",
+                w.id,
+                i.cpu,
+                k.tasks[pc.current].name,
+                self.wait[cx],
+                match self.irq_queue[cx].len() {
+                    0 => String::new(),
+                    n => format!(", {n} IPIs pending"),
+                },
+                pc.rq
+            ));
+        }
+        for w in self.kernels.iter().skip(1) {
+            let k = w.k.borrow();
+            let blocked: Vec<String> = k
+                .tasks
+                .iter()
+                .filter(|t| t.state == crate::kernel::TaskState::Blocked)
+                .take(8)
+                .map(|t| format!("{} ({}) on vcpu{}", t.name, t.id, t.cpu))
+                .collect();
+            if !blocked.is_empty() {
+                s.push_str(&format!("vm{} blocked: {}; ", w.id, blocked.join(", ")));
+            }
         }
         s
     }

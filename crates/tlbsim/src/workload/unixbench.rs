@@ -310,8 +310,14 @@ async fn run_test(ctx: &Ctx, u: &Unixbench, test: &str, deadline: Ns) -> (u64, N
                         dirty(&c, mem, cow).await;
                         loop {
                             pipe_read(&c, &t2).await;
+                            // The flag as the parent set it before this
+                            // message: it cannot change before the reply
+                            // (read later, the parent may already have
+                            // set it for its next message, and the child
+                            // would leave it unanswered).
+                            let last = s2.get();
                             pipe_write(&c, &b2).await;
-                            if s2.get() {
+                            if last {
                                 break;
                             }
                         }

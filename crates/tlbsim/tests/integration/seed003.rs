@@ -238,3 +238,31 @@ fn dvmbm_refuses_a_machine_without_tlbi_by_affinity() {
         "{err}"
     );
 }
+
+#[test]
+fn floating_vcpus_share_cpus_by_time_slices() {
+    // 4 VMs of 4 vCPUs on 8 CPUs: two vCPU threads per CPU. Every VM
+    // gets its share (no index 0: each runs in every test; context1 is the
+    // test whose stop protocol raced when a vCPU was descheduled), and the
+    // checker passes.
+    let mut e = vms(4);
+    let v = e.vm.as_mut().unwrap();
+    v.placement = tlbsim::config::Placement::Floating;
+    e.machine.cpus = Some(8);
+    e.machine.sockets = Some(1);
+    e.machine.dies_per_socket = Some(1);
+    e.workload
+        .params
+        .insert("test_ns".into(), toml::Value::Integer(20_000_000));
+    e.workload.params.insert(
+        "tests".into(),
+        toml::Value::Array(vec!["spawn".into(), "context1".into()]),
+    );
+    let o = run_ok(&e);
+    for v in 1..=4 {
+        let i = o.metrics[&format!("vm{v}.index")];
+        assert!(i > 0.0, "vm{v} index {i}");
+    }
+    let switches: u64 = o.stats.per_cpu.iter().map(|s| s.context_switches).sum();
+    assert!(switches > 100, "{switches} context switches");
+}

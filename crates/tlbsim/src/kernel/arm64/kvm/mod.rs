@@ -256,15 +256,20 @@ pub fn kvm_vgic_v4_doorbell(ctx: Ctx, arg: usize) -> KFuture<'static, ()> {
     })
 }
 
-/// Where a VM's vCPU threads run: pinned one to one, VM `v`'s vCPU `i`
-/// on CPU `first + i` (the seed's setup: no two vCPUs share a CPU).
-pub fn pinned_cpus(first: CpuId, vcpus: usize) -> Vec<CpuId> {
-    (first..first + vcpus).collect()
+/// Lets `kvm`'s vCPU threads run on every CPU (`[vm] placement =
+/// "floating"`): they stay where they were first placed until the host
+/// scheduler moves them.
+pub fn unpin_vcpus(host: &World, kvm: &Kvm) {
+    let mut k = host.k.borrow_mut();
+    for &t in kvm.vcpu_threads.borrow().iter() {
+        k.tasks[t].affinity = None;
+    }
 }
 
 /// Creates VM `id` (from 1) on `host`: its guest kernel (with `policy` and
 /// `asid`, its vCPU `i` on `pcpus[i]`), and one vCPU thread per vCPU,
-/// pinned there, run under the host's `kvm_policy`. `cx_base` is the step-layer context its vCPU 0 will get
+/// pinned there ([`unpin_vcpus`] lets them move), run under the host's
+/// `kvm_policy`. `cx_base` is the step-layer context its vCPU 0 will get
 /// ([`crate::step::Cpus::add_guest`], in creation order after the host's
 /// CPUs).
 #[allow(clippy::too_many_arguments)]
