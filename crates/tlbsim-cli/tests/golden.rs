@@ -134,6 +134,7 @@ golden! {
     seed003_affinity_race => "seed003-affinity-race",
     seed003_unixbench_host => "seed003-unixbench-host",
     seed003_victim_tx2 => "seed003-victim-tx2",
+    seed003_vm_move => "seed003-vm-move",
     seed003_vm_race => "seed003-vm-race",
     seed003_vms => "seed003-vms",
     seed004_explore_ipis => "seed004-explore-ipis",

@@ -345,10 +345,14 @@ impl Explorer {
         for n in 0.. {
             match self.core.poll(cpu) {
                 Polled::Step(_, op, _) => {
-                    let local = matches!(
-                        op,
-                        Op::Work { .. } | Op::Isb | Op::Dsb(Dsb::IshSt | Dsb::Nsh | Dsb::NshSt)
-                    );
+                    // A guest's DSB NSH is a DSB ISH (HCR_EL2.BSU): not local.
+                    let upgraded = matches!(op, Op::Dsb(Dsb::Nsh))
+                        && self.core.w.hw.borrow().upgrades_barriers(cpu);
+                    let local = !upgraded
+                        && matches!(
+                            op,
+                            Op::Work { .. } | Op::Isb | Op::Dsb(Dsb::IshSt | Dsb::Nsh | Dsb::NshSt)
+                        );
                     if n % 64 != 63 && local {
                         self.core.complete_at_once(cpu, OpResult::Unit);
                         continue;
