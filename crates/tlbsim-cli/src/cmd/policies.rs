@@ -40,8 +40,12 @@ pub fn run(_: Args) -> ExitCode {
         } else {
             format!("; requires: {}", req.join(", "))
         };
+        let breaks = e
+            .breaks
+            .map(|(i, exp)| format!("; breaks: {i} ({exp})"))
+            .unwrap_or_default();
         println!("  {:<34} {}", e.name, e.description);
-        println!("  {:<34} [arm64{req}]", "");
+        println!("  {:<34} [arm64{req}{breaks}]", "");
     }
     println!("workload:");
     for e in tlbsim::workload::WORKLOADS {

@@ -306,3 +306,22 @@ fn in_vms_dvmbm_leaves_a_window_after_a_mask_change_and_stock_kvm_has_none() {
     let r = check(&e, &opts(Strategy::Random, 2_000)).unwrap();
     assert!(r.failure.is_none(), "{:?}", r.failure);
 }
+
+#[test]
+fn with_fb_clear_a_vcpu_that_moved_must_flush_its_vm_where_it_comes_back() {
+    // experiments/seed003-vm-move.toml: two 2-vCPU VMs floating on 2
+    // CPUs, guests flushing locally. The 2020 RFC (kvm-nofb) flushes a
+    // vCPU's VM on load when it moved; without that flush (the mutant) a
+    // vCPU comes back to a CPU whose walk cache still points into page
+    // tables its guest freed after a local flush elsewhere.
+    let mut e = common::file("experiments/seed003-vm-move.toml");
+    let r = check(&e, &opts(Strategy::Random, 2_000)).unwrap();
+    assert!(r.failure.is_none(), "{:?}", r.failure);
+    e.vm.as_mut().unwrap().kvm_policy = "mutant-kvm-nofb-no-move-flush".into();
+    let r = check(&e, &opts(Strategy::Random, 2_000)).unwrap();
+    let f = r.failure.expect("the mutant is caught");
+    let Finding::Violation(v) = &f.report else {
+        panic!("{}", f.report)
+    };
+    assert_eq!(v.invariant, Invariant::NoStaleWalk, "{v}");
+}

@@ -138,5 +138,6 @@ pub const ENTRY: KvmPolicyEntry = KvmPolicyEntry {
     name: "kvm-dvmbm",
     description: "openEuler KVM with TLBI by affinity: a guest's broadcasts reach the union of its vCPU threads' allowed CPUs",
     requires: &[Feature::TlbiAffinity],
+    breaks: None,
     new: || Box::new(Dvmbm::default()),
 };

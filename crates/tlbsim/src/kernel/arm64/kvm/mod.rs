@@ -16,7 +16,7 @@ pub mod vmid;
 crate::kernel::registry::entries! {
     /// The KVM policies: what the host does about guests' broadcast
     /// TLBIs (`[vm] kvm_policy`).
-    pub POLICIES: KvmPolicyEntry = [stock, dvmbm, nofb];
+    pub POLICIES: KvmPolicyEntry = [stock, dvmbm, nofb, nofb_no_move_flush];
 }
 
 use crate::engine::exec::KFuture;
@@ -41,7 +41,8 @@ pub trait KvmPolicy: std::fmt::Debug {
     }
 
     /// Must `kvm_arch_vcpu_load()` flush the VM's entries on this CPU
-    /// although no other vCPU of the VM ran here last?
+    /// although no other vCPU of the VM ran here last? Asked at every
+    /// load.
     fn flush_on_load(&self, kvm: &Kvm, vcpu: usize, cpu: CpuId) -> bool {
         let _ = (kvm, vcpu, cpu);
         false
@@ -75,6 +76,9 @@ pub struct KvmPolicyEntry {
     pub description: &'static str,
     /// Hardware it needs.
     pub requires: &'static [crate::kernel::registry::Feature],
+    /// For a mutant: the invariant it breaks, and the experiment whose
+    /// `tlbsim check` shows it.
+    pub breaks: Option<(crate::check::Invariant, &'static str)>,
     /// Builds it.
     pub new: fn() -> Box<dyn KvmPolicy>,
 }
@@ -143,7 +147,9 @@ pub async fn kvm_arch_vcpu_load(ctx: &Ctx, kvm: &Kvm, vcpu: usize) {
     ctx.write_vttbr(vmid, kvm.policy.fb()).await;
     ctx.isb().await;
     let last = &kvm.last_vcpu_ran[cpu];
-    if last.get() != vcpu as i32 || kvm.policy.flush_on_load(kvm, vcpu, cpu) {
+    // Asked first: the policy may keep a record of each load.
+    let policy_flush = kvm.policy.flush_on_load(kvm, vcpu, cpu);
+    if last.get() != vcpu as i32 || policy_flush {
         kvm_flush_cpu_context(ctx).await;
         last.set(vcpu as i32);
     }

@@ -39,5 +39,6 @@ pub const ENTRY: KvmPolicyEntry = KvmPolicyEntry {
     name: "kvm-nofb",
     description: "2020 RFC (rejected): HCR_EL2.FB clear, a vCPU that moved flushes the VM locally on load",
     requires: &[],
+    breaks: None,
     new: || Box::new(NoFb::default()),
 };

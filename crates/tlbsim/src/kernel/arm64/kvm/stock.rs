@@ -19,5 +19,6 @@ pub const ENTRY: KvmPolicyEntry = KvmPolicyEntry {
     name: "kvm-stock",
     description: "mainline KVM/arm64: HCR_EL2.FB set, guests' TLBIs broadcast to every CPU",
     requires: &[],
+    breaks: None,
     new: || Box::new(Stock),
 };
