@@ -397,6 +397,7 @@ impl World {
 
     /// Sends `ev`, in this kernel's numbers, to the observer, renumbered
     /// machine-wide.
+    #[inline]
     pub fn emit(&self, ev: Event) {
         if self.guest.is_none() {
             self.m.emit(ev);
@@ -463,6 +464,7 @@ impl World {
 
 impl Machine {
     /// Sends `ev`, in machine-wide numbers, to the observer.
+    #[inline]
     pub fn emit(&self, ev: Event) {
         if let Some(o) = self.observer.borrow_mut().as_mut() {
             o.event(self.now.get(), &ev, &self.hw.borrow());

@@ -216,6 +216,7 @@ impl Cpus {
     }
 
     /// The context `cpu` runs.
+    #[inline]
     pub fn running(&self, cpu: CpuId) -> Cx {
         self.on[cpu]
     }
@@ -226,8 +227,14 @@ impl Cpus {
     }
 
     /// The kernel of the context `cpu` runs, and its CPU number there.
+    #[inline]
     pub fn kernel(&self, cpu: CpuId) -> (&Rc<World>, CpuId) {
-        let i = self.cxs[self.on[cpu]];
+        let cx = self.on[cpu];
+        if cx == cpu {
+            // The host's context (the only kind without VMs).
+            return (&self.w, cpu);
+        }
+        let i = &self.cxs[cx];
         (&self.kernels[i.kernel], i.cpu)
     }
 
@@ -250,6 +257,7 @@ impl Cpus {
     }
 
     /// What the running context of `cpu` waits for.
+    #[inline]
     pub fn wait(&self, cpu: CpuId) -> &Wait {
         &self.wait[self.on[cpu]]
     }
@@ -273,6 +281,7 @@ impl Cpus {
     }
 
     /// Is an IPI handler running on `cpu`?
+    #[inline]
     pub fn in_irq(&self, cpu: CpuId) -> bool {
         self.irq[self.on[cpu]].is_some()
     }
@@ -291,11 +300,13 @@ impl Cpus {
     }
 
     /// Are IPIs waiting to be taken on `cpu`?
+    #[inline]
     pub fn irq_pending(&self, cpu: CpuId) -> bool {
         !self.irq_queue[self.on[cpu]].is_empty()
     }
 
     /// Are interrupts disabled on `cpu` (`local_irq_save`)?
+    #[inline]
     pub fn irqs_off(&self, cpu: CpuId) -> bool {
         let (k, local) = self.kernel(cpu);
         k.k.borrow().cpus[local].irqs_off > 0
@@ -303,11 +314,13 @@ impl Cpus {
 
     /// Could `cpu` take a pending IPI at a step boundary now: one is
     /// pending, no handler runs (no nesting) and interrupts are on?
+    #[inline]
     pub fn may_take_irq(&self, cpu: CpuId) -> bool {
         !self.in_irq(cpu) && self.irq_pending(cpu) && !self.irqs_off(cpu)
     }
 
     /// Completes the step of the context running on `cpu` in its mailbox.
+    #[inline]
     fn complete_running(&self, cpu: CpuId, r: OpResult) {
         match &self.irq[self.on[cpu]] {
             Some(run) => run.mb.complete(r),
@@ -336,11 +349,12 @@ impl Cpus {
     /// interrupted.
     pub fn poll(&mut self, cpu: CpuId) -> Polled {
         let cx = self.on[cpu];
-        let Some(run) = self.irq[cx].as_mut() else {
+        if self.irq[cx].is_none() {
             let (w, local) = self.kernel(cpu);
-            let (task, op, func) = sched::advance(&Rc::clone(w), local);
+            let (task, op, func) = sched::advance(w, local);
             return Polled::Step(task, op, func);
-        };
+        }
+        let run = self.irq[cx].as_mut().expect("a handler runs");
         if poll_once(run.fut.as_mut()).is_ready() {
             let run = self.irq[cx].take().expect("a handler runs");
             self.set_wait(cpu, run.saved);
