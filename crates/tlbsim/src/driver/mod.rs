@@ -402,6 +402,14 @@ impl TimingDriver {
         }
     }
 
+    /// The guest `cpu` runs exits for a host interrupt, its step done
+    /// with `r`.
+    #[cold]
+    fn exit_with(&mut self, cpu: CpuId, r: OpResult) {
+        self.core.set_wait(cpu, Wait::Ready(r));
+        self.exit_now(cpu);
+    }
+
     /// The guest `cpu` runs exits for a host interrupt now.
     fn exit_now(&mut self, cpu: CpuId) {
         self.exit_pending[cpu] = false;
@@ -472,8 +480,18 @@ impl TimingDriver {
         }
     }
 
+    /// The host entered a guest on `cpu`: it runs after the entry's cost.
+    #[cold]
+    fn entered_guest(&mut self, cpu: CpuId) {
+        let cost = self.w().profile.virt_costs().guest_entry_ns;
+        let s = self.take_stolen(cpu);
+        let id = self.q.push(self.now() + cost + s, Ev::Entered(ix(cpu)));
+        self.entering[cpu] = Some(id);
+    }
+
     /// The guest `cpu` ran exited: the host's vCPU thread resumes after
     /// the exit's cost.
+    #[cold]
     fn guest_exited(&mut self, cpu: CpuId) {
         if let Some(id) = self.slice_end[cpu].take() {
             self.q.cancel(id);
@@ -488,10 +506,10 @@ impl TimingDriver {
 
     /// Completes the running context's step on `cpu` and runs it on
     /// (unless a guest's exit is due: it then waits with its result).
+    #[inline]
     fn complete(&mut self, cpu: CpuId, r: OpResult) {
         if self.exit_pending[cpu] && !self.core.in_irq(cpu) {
-            self.core.set_wait(cpu, Wait::Ready(r));
-            self.exit_now(cpu);
+            self.exit_with(cpu, r);
             return;
         }
         self.core.complete(cpu, r);
@@ -588,6 +606,7 @@ impl TimingDriver {
     }
 
     /// The step of `cpu` completes with `r` after `ns`.
+    #[inline]
     fn after(&mut self, cpu: CpuId, ns: Ns, r: OpResult) {
         self.core.set_wait(cpu, Wait::Step);
         self.result[cpu] = Some(r);
@@ -710,12 +729,7 @@ impl TimingDriver {
                 self.take_pending_irq(cpu);
             }
             Applied::GuestIdleExit => self.guest_exited(cpu),
-            Applied::EnteredGuest => {
-                let cost = self.w().profile.virt_costs().guest_entry_ns;
-                let s = self.take_stolen(cpu);
-                let id = self.q.push(self.now() + cost + s, Ev::Entered(ix(cpu)));
-                self.entering[cpu] = Some(id);
-            }
+            Applied::EnteredGuest => self.entered_guest(cpu),
             Applied::ReschedIpi(target) => {
                 let k = &self.w().profile.kernel;
                 let (at, atomic) = (self.now() + k.resched_ipi_ns, k.atomic_ns);
