@@ -375,14 +375,19 @@ impl std::fmt::Debug for Built {
 impl Built {
     /// Have the root tasks exited?
     pub fn done(&self) -> impl Fn(&World) -> bool {
+        let exited = |w: &World, root: TaskId| {
+            matches!(
+                w.k.borrow().tasks[root].state,
+                TaskState::Zombie | TaskState::Dead
+            )
+        };
+        // Asked after every event: the host's root alone is looked up in
+        // the world the driver passes.
+        let host_only = self.vms.is_empty().then(|| self.roots[0].1);
         let roots = self.roots.clone();
-        move |_: &World| {
-            roots.iter().all(|(w, root)| {
-                matches!(
-                    w.k.borrow().tasks[*root].state,
-                    TaskState::Zombie | TaskState::Dead
-                )
-            })
+        move |w: &World| match host_only {
+            Some(root) => exited(w, root),
+            None => roots.iter().all(|(g, root)| exited(g, *root)),
         }
     }
 

@@ -319,15 +319,23 @@ pub fn speculate(w: &World, cpu: CpuId, va: u64, trace: &mut Vec<AccessTrace>) {
 /// broadcast one is put in flight to every CPU (its affinity register
 /// permitting) and its id returned (the driver delivers it).
 fn tlbi(w: &World, cpu: CpuId, scope: TlbiScope, broadcast: bool) -> Option<usize> {
-    let broadcast = broadcast || w.hw.borrow().forces_broadcast(cpu);
-    let id = if broadcast {
-        w.stats.borrow_mut().cpu[cpu].tlbi_broadcast += 1;
-        Some(w.hw.borrow_mut().tlbi_broadcast_scoped(cpu, scope))
-    } else {
-        w.stats.borrow_mut().cpu[cpu].tlbi_local += 1;
-        w.hw.borrow_mut().tlbi_local(cpu, scope);
-        None
+    let (broadcast, id) = {
+        let mut hw = w.hw.borrow_mut();
+        if broadcast || hw.forces_broadcast(cpu) {
+            (true, Some(hw.tlbi_broadcast_scoped(cpu, scope)))
+        } else {
+            hw.tlbi_local(cpu, scope);
+            (false, None)
+        }
     };
+    {
+        let mut st = w.stats.borrow_mut();
+        if broadcast {
+            st.cpu[cpu].tlbi_broadcast += 1;
+        } else {
+            st.cpu[cpu].tlbi_local += 1;
+        }
+    }
     w.m.emit(Event::Tlbi {
         cpu,
         scope,
