@@ -148,8 +148,10 @@ pub struct TimingDriver {
     work_step: Vec<Option<(EventId, Ns)>>,
     /// Per CPU: work left of a `Work` step an IPI interrupted.
     interrupted_work: Vec<Option<Ns>>,
-    /// Per kernel, per lock: its word's cache line.
-    lines: Vec<Vec<CacheLine>>,
+    /// Per host lock: its word's cache line.
+    lines: Vec<CacheLine>,
+    /// Per guest kernel (from 1), per lock: its word's cache line.
+    guest_lines: Vec<Vec<CacheLine>>,
     /// What each CPU's time is charged to (`step::cpu_time`).
     cpu_time: CpuTime,
     /// IPIs on their way, indexed by [`Ev::Ipi`]; `None` once arrived.
@@ -190,6 +192,7 @@ impl TimingDriver {
             trace: Vec::new(),
             limit_ns,
             lines: Vec::new(),
+            guest_lines: Vec::new(),
             cpu_time: CpuTime::new(n),
             ipis: Vec::new(),
             free_ipis: Vec::new(),
@@ -650,17 +653,28 @@ impl TimingDriver {
     /// now: how long it takes.
     fn line_rmw(&mut self, l: LockId, cpu: CpuId) -> Ns {
         let k = self.core.kernel(cpu).0.id as usize;
-        if self.lines.len() <= k {
-            self.lines.resize(k + 1, Vec::new());
-        }
-        if self.lines[k].len() <= l {
-            self.lines[k].resize(l + 1, CacheLine::default());
-        }
         let (now, atomic_ns) = (self.now(), self.w().profile.kernel.atomic_ns);
-        let mut line = self.lines[k][l];
+        let mut line = *self.line(k, l);
         let cost = line.rmw(cpu, now, atomic_ns, |from| self.transfer_ns(from, cpu));
-        self.lines[k][l] = line;
+        *self.line(k, l) = line;
         cost
+    }
+
+    /// The cache line of lock `l` of kernel `k` (0: the host).
+    #[inline]
+    fn line(&mut self, k: usize, l: LockId) -> &mut CacheLine {
+        let lines = if k == 0 {
+            &mut self.lines
+        } else {
+            if self.guest_lines.len() < k {
+                self.guest_lines.resize(k, Vec::new());
+            }
+            &mut self.guest_lines[k - 1]
+        };
+        if lines.len() <= l {
+            lines.resize(l + 1, CacheLine::default());
+        }
+        &mut lines[l]
     }
 
     /// Applies `op` and times it; returns `Some(result)` if it completes at
@@ -808,6 +822,11 @@ impl TimingDriver {
     /// after a transfer from `cpu` and completes its wait then.
     fn hand_over(&mut self, cpu: CpuId, l: LockId, granted: Vec<LockWaiter>) {
         let cost = self.line_rmw(l, cpu);
+        if granted.is_empty() {
+            // Nobody waited (the common case).
+            self.after(cpu, cost, OpResult::Unit);
+            return;
+        }
         let kernel = Rc::clone(self.core.kernel(cpu).0);
         let waiters: Vec<(Cx, CpuId)> = granted
             .iter()
@@ -822,7 +841,7 @@ impl TimingDriver {
             .collect();
         if let Some(&(_, gcpu)) = waiters.last() {
             // The waiters take the line over after the release.
-            self.lines[kernel.id as usize][l].cpu = Some(gcpu);
+            self.line(kernel.id as usize, l).cpu = Some(gcpu);
         }
         for (g, (wcx, wcpu)) in granted.iter().zip(waiters) {
             let handoff = self.transfer_ns(cpu, wcpu);
