@@ -99,6 +99,9 @@ fn counters(s: &mut String, o: &RunOutput) {
         row(s, v, name, per(v));
     }
     row(s, st.asid_rollovers, "asid.rollovers", String::new());
+    if st.vmid_rollovers > 0 {
+        row(s, st.vmid_rollovers, "vmid.rollovers", String::new());
+    }
     if st.thp_fault_alloc + st.thp_split_pmd > 0 {
         row(s, st.thp_fault_alloc, "thp.fault_alloc", String::new());
         row(s, st.thp_split_pmd, "thp.split_pmd", String::new());

@@ -58,6 +58,9 @@ pub struct StatsReport {
     pub flush_latency_ns: Summary,
     /// ASID rollovers.
     pub asid_rollovers: u64,
+    /// VMID rollovers (KVM's allocator; only with `[vm]`).
+    #[serde(default, skip_serializing_if = "crate::stats::is_zero")]
+    pub vmid_rollovers: u64,
     /// Page-table pages freed.
     pub tables_freed: u64,
     /// Huge pages mapped by faults.
@@ -792,6 +795,7 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
             dvm_sync_queue_wait_ns: st.dvm_sync_queue_wait_ns.summary(),
             flush_latency_ns: st.flush_latency_ns.summary(),
             asid_rollovers: st.asid_rollovers,
+            vmid_rollovers: st.vmid_rollovers,
             tables_freed: st.tables_freed,
             thp_fault_alloc: st.thp_fault_alloc,
             thp_split_pmd: st.thp_split_pmd,

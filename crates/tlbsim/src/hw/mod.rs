@@ -388,28 +388,27 @@ impl Hw {
     /// Applies `scope`, issued under `vmid`, to `cpu`'s TLB.
     fn invalidate(&mut self, cpu: CpuId, vmid: Vmid, scope: TlbiScope) {
         self.cpus[cpu].tlb.invalidate(vmid, scope);
-        let gone = |t: HolderKey| match scope {
-            TlbiScope::All | TlbiScope::VmallS12 => t >> 16 == HolderKey::from(vmid),
-            _ => t >> 16 != 0, // AllE1
-        };
         match scope {
-            TlbiScope::VmallS12 => self.cpus[cpu].s2.invalidate(|v| v == vmid),
-            TlbiScope::AllE1 => self.cpus[cpu].s2.invalidate(|v| v != 0),
-            _ => {}
+            TlbiScope::Asid(asid) => return self.forget_holder(cpu, tag(vmid, asid)),
+            TlbiScope::Va { .. } | TlbiScope::Range { .. } => return,
+            TlbiScope::All | TlbiScope::VmallS12 | TlbiScope::AllE1 => {}
         }
-        match scope {
-            TlbiScope::Asid(asid) => self.forget_holder(cpu, tag(vmid, asid)),
-            TlbiScope::All | TlbiScope::VmallS12 | TlbiScope::AllE1 => {
-                let held = std::mem::take(&mut self.cpus[cpu].held_asids);
-                let (dropped, kept): (Vec<HolderKey>, Vec<HolderKey>) =
-                    held.into_iter().partition(|&t| gone(t));
-                self.cpus[cpu].held_asids = kept;
-                for t in dropped {
-                    self.drop_holder(cpu, t);
-                }
+        // The VMIDs a VMID-wide scope empties: this one, or every guest's.
+        let every_guest = scope == TlbiScope::AllE1;
+        let gone = move |v: Vmid| if every_guest { v != 0 } else { v == vmid };
+        if scope != TlbiScope::All {
+            // EL2 scopes take stage 2 too.
+            self.cpus[cpu].s2.invalidate(gone);
+        }
+        let mut held = std::mem::take(&mut self.cpus[cpu].held_asids);
+        held.retain(|&t| {
+            let drop = gone((t >> 16) as Vmid);
+            if drop {
+                self.drop_holder(cpu, t);
             }
-            TlbiScope::Va { .. } | TlbiScope::Range { .. } => {}
-        }
+            !drop
+        });
+        self.cpus[cpu].held_asids = held;
     }
 
     /// A speculative table walk of `va` by `cpu` through its current TTBR0:
