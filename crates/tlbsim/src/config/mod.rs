@@ -19,6 +19,7 @@ pub use experiment::{
 pub use location::{find_key_line, from_table, parse_toml, ConfigError};
 pub use patch::apply_sets;
 pub use profile::{
-    builtin_profile, is_profile_path, parse_profile, Arch, Arm64Params, KernelCosts, NumaParams,
-    Profile, StepCosts, SwapCosts, SyncDomain, TlbParams, Topology, X86Params, BUILTIN_PROFILES,
+    builtin_profile, is_profile_path, parse_profile, Arch, Arm64Params, FileCosts, KernelCosts,
+    NumaParams, Profile, StepCosts, SwapCosts, SyncDomain, TlbParams, Topology, X86Params,
+    BUILTIN_PROFILES,
 };

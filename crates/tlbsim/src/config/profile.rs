@@ -60,6 +60,27 @@ pub struct Profile {
     /// virtual machines (`[vm]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub virt: Option<VirtCosts>,
+    /// Page-cache read and write costs: needed only by workloads that
+    /// copy files (unixbench's `fstime`, `fsbuffer`, `fsdisk`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<FileCosts>,
+}
+
+/// The costs of `read()` and `write()` on a file whose pages are in the
+/// page cache (`kernel/file.rs`), beyond the system call's entry and exit.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileCosts {
+    /// A `read()`'s fixed work: `fdget_pos`, `filemap_read`'s page-cache
+    /// lookup and `touch_atime`, without the copy.
+    pub file_read_ns: u64,
+    /// A `write()`'s fixed work: `fdget_pos`, `generic_perform_write`'s
+    /// `write_begin`/`write_end` on a cached page, `file_update_time` and
+    /// marking the folio dirty, without the copy.
+    pub file_write_ns: u64,
+    /// Copying one KiB between a user buffer and a cached page
+    /// (`copy_page_to_iter` / `copy_page_from_iter_atomic`).
+    pub copy_user_ns_per_kib: u64,
 }
 
 /// The costs of KVM's world switch between a guest and the host (VHE:

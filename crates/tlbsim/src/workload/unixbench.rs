@@ -30,21 +30,29 @@
 //! - `dhry2reg`, `whetstone-double`: user code only, `compute_loop_ns` per
 //!   loop (an arbitrary unit: their absolute scores mean nothing, only a
 //!   ratio between two runs on one profile does).
+//! - `fstime`, `fsbuffer`, `fsdisk` (`fstime -c`, buffers of 1024, 256 and
+//!   4096 bytes, files of 2000, 500 and 8000 KiB): `read()` a buffer from
+//!   one file and `write()` it to another, both rewound with `lseek()`
+//!   when the read comes back empty; the score is KiB copied per second.
+//!   The files are in the page cache (`fstime` writes and reads them for
+//!   2 s each, then syncs, before it measures: not simulated), and the
+//!   costs are the profile's `[file]` section (`kernel/file.rs`).
 //!
-//! Not modelled (no files or page cache): `fstime`, `fsbuffer`, `fsdisk`;
-//! an index over the other nine is not unixbench's absolute index, but the
-//! ratio of two runs' indices is what seed 003 reports (normalised to
-//! one VM). unixbench's passes and the dropping of the worst third are not
-//! modelled: each test runs once.
+//! unixbench's passes and the dropping of the worst third are not
+//! modelled: each test runs once. The absolute index is not unixbench's
+//! (the compute loops' unit is arbitrary); the ratio of two runs' indices
+//! on one profile is what seed 003 reports (normalised to one VM).
 //!
 //! Reports `index` (mean over instances), `index_min`, `index_max`, and
-//! per test `score.TEST` (mean over instances, iterations per second).
+//! per test `score.TEST` (mean over instances, iterations per second, KiB
+//! per second for the file tests).
 
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::engine::Ns;
 use crate::hw::mem::{Perms, PAGE_SIZE};
+use crate::kernel::file::{sys_lseek, sys_read, sys_write, CachedFile};
 use crate::kernel::mm::{sys_mmap, sys_munmap};
 use crate::kernel::pipe::{new_pipe, pipe_read, pipe_write};
 use crate::kernel::sched::{
@@ -55,19 +63,31 @@ use serde::{Deserialize, Serialize};
 use std::cell::Cell;
 use std::rc::Rc;
 
-/// The modelled tests, in unixbench's order, with their baselines
-/// (`pgms/index.base`, the SPARCstation 20-61 "George"; per second, and
-/// per minute for the shell tests, converted here).
+/// unixbench's twelve index tests, in its order, with their baselines
+/// (`pgms/index.base`, the SPARCstation 20-61 "George"; per second, KiB
+/// per second for the file tests, and per minute for the shell tests,
+/// converted here).
 const TESTS: &[(&str, f64)] = &[
     ("dhry2reg", 116_700.0),
     ("whetstone-double", 55.0),
     ("execl", 43.0),
+    ("fstime", 3_960.0),
+    ("fsbuffer", 1_655.0),
+    ("fsdisk", 5_800.0),
     ("pipe", 12_440.0),
     ("context1", 4_000.0),
     ("spawn", 126.0),
     ("syscall", 15_000.0),
     ("shell1", 42.4 / 60.0),
     ("shell8", 6.0 / 60.0),
+];
+
+/// The file-copy tests: buffer size (bytes) and file size (KiB), `Run`'s
+/// `-b` and `-m` arguments to `fstime`.
+const FILE_TESTS: &[(&str, u64, u64)] = &[
+    ("fstime", 1024, 2000),
+    ("fsbuffer", 256, 500),
+    ("fsdisk", 4096, 8000),
 ];
 
 /// Parameters.
@@ -274,17 +294,40 @@ async fn iteration(ctx: &Ctx, u: &Unixbench, test: &str, mem: &mut u64) {
             fork(ctx, u, *mem, "multi.sh", multi_sh(u, n)).await;
             sys_wait(ctx).await;
         }
-        _ => unreachable!("pipe and context1 run in their own loops"),
+        _ => unreachable!("pipe, context1 and the file tests run in their own loops"),
     }
 }
 
+/// `fstime -c`'s copy loop (`c_test`) with buffers of `bufsize` bytes
+/// between two cached files of `kib` KiB, until `deadline`; returns the
+/// KiB copied. A read at the end of the file returns nothing, and both
+/// files are rewound.
+async fn file_copy(ctx: &Ctx, bufsize: u64, kib: u64, deadline: Ns) -> f64 {
+    let (mut from, mut to) = (CachedFile::new(kib * 1024), CachedFile::new(kib * 1024));
+    let mut bytes = 0u64;
+    while ctx.now() < deadline {
+        if sys_read(ctx, &mut from, bufsize).await != bufsize {
+            sys_lseek(ctx, &mut from, 0).await;
+            sys_lseek(ctx, &mut to, 0).await;
+            continue;
+        }
+        sys_write(ctx, &mut to, bufsize).await;
+        bytes += bufsize;
+    }
+    bytes as f64 / 1024.0
+}
+
 /// Runs `test` in the calling process until `deadline` (after writing
-/// its resident pages); returns the iterations done and the time they
-/// took (ns).
-async fn run_test(ctx: &Ctx, u: &Unixbench, test: &str, deadline: Ns) -> (u64, Ns) {
+/// its resident pages); returns what it counts (iterations, or KiB for
+/// the file tests) and the time that took (ns).
+async fn run_test(ctx: &Ctx, u: &Unixbench, test: &str, deadline: Ns) -> (f64, Ns) {
     let mut n = 0;
     let mut mem = resident(ctx, u).await;
     let start = ctx.now();
+    if let Some(&(_, bufsize, kib)) = FILE_TESTS.iter().find(|(t, ..)| *t == test) {
+        let copied = file_copy(ctx, bufsize, kib, deadline).await;
+        return (copied, ctx.now() - start);
+    }
     match test {
         "pipe" => {
             let p = new_pipe(8);
@@ -344,7 +387,7 @@ async fn run_test(ctx: &Ctx, u: &Unixbench, test: &str, deadline: Ns) -> (u64, N
             }
         }
     }
-    (n, ctx.now() - start)
+    (n as f64, ctx.now() - start)
 }
 
 /// One instance on CPUs `base .. base + copies`: each test in turn, its
@@ -376,7 +419,7 @@ async fn instance(ctx: Ctx, u: Unixbench, base: usize, results: Rc<Results>) {
                         // Iterations per second of the time it ran: the
                         // last iteration may end after the deadline.
                         let secs = ran_ns.max(1) as f64 / 1e9;
-                        c2.set(c2.get() + n as f64 / secs);
+                        c2.set(c2.get() + n / secs);
                     })
                 }),
             )
@@ -412,13 +455,24 @@ impl Results {
 }
 
 impl Workload for Unixbench {
-    /// The instances' CPUs must exist.
+    /// The instances' CPUs must exist, and the file tests need the
+    /// profile's page-cache costs.
     fn check(&self, profile: &crate::config::Profile) -> Result<(), String> {
         let need = u64::from(self.copies) * u64::from(self.instances);
         let n = profile.topology.cpus;
         if need > u64::from(n) {
             return Err(format!(
                 "`instances` x `copies` = {need} CPUs, but the machine has {n}"
+            ));
+        }
+        let file_test = self
+            .tests
+            .iter()
+            .find(|t| FILE_TESTS.iter().any(|(f, ..)| f == t));
+        if let (Some(t), None) = (file_test, &profile.file) {
+            return Err(format!(
+                "profile \"{}\" has no [file] section (page-cache read and write costs), which unixbench's {t:?} needs; add one or leave the file tests out of `tests`",
+                profile.name
             ));
         }
         Ok(())
@@ -477,6 +531,7 @@ fn report(w: &World, u: &Unixbench, r: &Results) {
 /// The registry entry of `unixbench`.
 pub const ENTRY: WorkloadEntry = WorkloadEntry {
     name: "unixbench",
-    description: "seed 003: byte-unixbench's index tests (9 of 12 modelled), instances of `copies` CPUs each; reports index",
+    description:
+        "seed 003: byte-unixbench's 12 index tests, instances of `copies` CPUs each; reports index",
     new: |p| super::resolved(Unixbench::from_params(p)?),
 };

@@ -129,8 +129,9 @@ fn unixbench_runs_each_copy_on_its_own_cpu_and_scores_the_index() {
     // The index is the geometric mean of score / baseline x 10.
     let index = o.metrics["index"];
     assert!(index > 0.0 && o.metrics["index_min"] <= index && index <= o.metrics["index_max"]);
-    // An unknown test is an error naming the parameter.
-    let bad = "name = \"unixbench\"\ntests = [\"fstime\"]";
+    // An unknown test is an error naming the parameter (whetstone-single
+    // is a unixbench test, but not one of the index's twelve).
+    let bad = "name = \"unixbench\"\ntests = [\"whetstone-single\"]";
     let e = tlbsim::sim::run(
         &super::common::experiment("hisi-96-dvmbm", "arm64-stock", 8, "", bad, ""),
         &Default::default(),
@@ -138,8 +139,48 @@ fn unixbench_runs_each_copy_on_its_own_cpu_and_scores_the_index() {
     .unwrap_err()
     .to_string();
     assert!(
-        e.contains("[workload] tests: unknown test \"fstime\""),
+        e.contains("[workload] tests: unknown test \"whetstone-single\""),
         "{e}"
+    );
+}
+
+#[test]
+fn unixbench_file_copy_scores_kib_per_second_from_the_page_cache_costs() {
+    // One copy of fstime (1 KiB buffers) for 2 ms: each KiB costs a read
+    // and a write, each a syscall, its fixed work and a 1 KiB copy; the
+    // rewinds (an empty read and two lseeks per 2000 KiB) add under 0.2 %.
+    let wl =
+        "name = \"unixbench\"\ncopies = 1\ntest_ns = 2000000\ntests = [\"fstime\", \"fsbuffer\"]";
+    let e = super::common::experiment("kunpeng-920", "arm64-stock", 4, "", wl, "");
+    let o = run_ok(&e);
+    let p = tlbsim::config::builtin_profile("kunpeng-920").unwrap();
+    let (k, f) = (&p.kernel, p.file.as_ref().unwrap());
+    let per_call = |buf: u64| {
+        let copy = f.copy_user_ns_per_kib * buf / 1024;
+        (2 * k.syscall_ns + f.file_read_ns + f.file_write_ns + 2 * copy) as f64
+    };
+    let expect = |buf: u64| buf as f64 / 1024.0 / (per_call(buf) * 1e-9);
+    for (test, buf) in [("fstime", 1024), ("fsbuffer", 256)] {
+        let got = o.metrics[&format!("score.{test}")];
+        let want = expect(buf);
+        assert!(
+            (got / want - 1.0).abs() < 0.005,
+            "{test}: {got} KiB/s, expected {want}"
+        );
+    }
+    // Smaller buffers pay the fixed costs more often.
+    assert!(o.metrics["score.fsbuffer"] < o.metrics["score.fstime"] / 2.0);
+    // A profile without page-cache costs is refused, naming the section.
+    let mut p = p.clone();
+    p.file = None;
+    let mut e = e;
+    e.profile_data = Some(p);
+    let err = tlbsim::sim::run(&e, &Default::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("no [file] section") && err.contains("\"fstime\""),
+        "{err}"
     );
 }
 
