@@ -102,8 +102,12 @@ fn a_workload_cpu_beyond_the_machine_is_an_error_not_a_panic() {
         let o = tlbsim(&[cmd, exp, "--cpus", "1"]);
         assert_eq!(o.status.code(), Some(2), "{cmd}");
         let err = String::from_utf8_lossy(&o.stderr);
+        // Blamed on the parameter (left at its default, so no line), not
+        // on the workload's name.
         assert!(
-            err.contains("`cpus` names CPU 1, but the machine has 1 CPU(s)"),
+            err.contains(
+                "seed004-madv-migrate.toml: [workload] cpus: [0, 1] names CPU 1, but the machine has 1 CPU(s)"
+            ),
             "{cmd}: {err}"
         );
     }
@@ -530,4 +534,103 @@ fn bench_measures_each_case_with_and_without_the_checker() {
     let o = tlbsim(&["bench", "--only", "nothing"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("matches no case"));
+}
+
+/// Runs `tlbsim ARGS`, expects exit 2 and one error naming `want`.
+fn refused(args: &[&str], want: &str) {
+    let o = tlbsim(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(want), "{args:?}: {err}");
+}
+
+#[test]
+fn enormous_workload_parameters_are_refused_with_the_limit() {
+    // Each used to panic (address space exhausted), abort out of memory
+    // or run on with memory growing.
+    let exp = scratch("limits.toml", SMALL);
+    let e = exp.to_str().unwrap();
+    refused(
+        &["run", e, "--set", "workload.pages=1000000000000"],
+        "--set workload.pages=1000000000000: [workload] pages: 1000000000000 exceeds tlbsim's limit of 16777216 pages",
+    );
+    refused(
+        &["run", e, "--set", "workload.processes=4000000000"],
+        "[workload] processes: 4000000000 exceeds tlbsim's limit of 65536 tasks",
+    );
+    refused(
+        &["check", e, "--set", "workload.threads=4000000000"],
+        "[workload] threads: 4000000000 exceeds tlbsim's limit of 65536 tasks",
+    );
+}
+
+#[test]
+fn enormous_profile_values_are_refused_naming_the_profile_line() {
+    // A wrapped cost multiplication once ran to exit 0 with a wrong
+    // result; huge caches aborted out of memory.
+    let base = tlbsim(&["profiles", "--show", "ampere-32"]);
+    let text = String::from_utf8(base.stdout).unwrap();
+    for (key, value, want) in [
+        (
+            "dvm_sync_per_target_ns",
+            "9223372036854775807",
+            "arm64.dvm_sync_per_target_ns = 9223372036854775807 exceeds tlbsim's limit of 1000000000",
+        ),
+        (
+            "tlb_entries",
+            "4294967292",
+            "tlb.tlb_entries = 4294967292 exceeds tlbsim's limit of 65536",
+        ),
+        (
+            "walk_cache_entries",
+            "4000000000",
+            "tlb.walk_cache_entries = 4000000000 exceeds tlbsim's limit of 65536",
+        ),
+    ] {
+        let line = text
+            .lines()
+            .position(|l| l.starts_with(&format!("{key} =")))
+            .unwrap_or_else(|| panic!("{key} in the profile"));
+        let changed: Vec<String> = text
+            .lines()
+            .enumerate()
+            .map(|(i, l)| {
+                if i == line {
+                    format!("{key} = {value}")
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect();
+        scratch(&format!("big-{key}.toml"), &changed.join("\n"));
+        let exp = scratch(
+            &format!("big-{key}-exp.toml"),
+            &SMALL.replace("\"ampere-32\"", &format!("\"big-{key}.toml\"")),
+        );
+        refused(
+            &["run", exp.to_str().unwrap()],
+            &format!("big-{key}.toml:{}: {want}", line + 1),
+        );
+    }
+}
+
+#[test]
+fn command_line_values_are_blamed_on_the_flag_not_the_file() {
+    let exp = scratch("blame.toml", SMALL);
+    let e = exp.to_str().unwrap();
+    // [machine] cpus = 8 is in the file, but --set changed it.
+    refused(
+        &["run", e, "--set", "machine.cpus=0"],
+        "error: --set machine.cpus=0: [machine] cpus: 0 CPUs (must be 1..=4096)",
+    );
+    refused(
+        &["run", e, "--cpus", "5000"],
+        "error: --cpus 5000: 5000 CPUs (must be 1..=4096)",
+    );
+    // The file's own out-of-range value names its line, not the profile.
+    let bad = scratch("blame-file.toml", &SMALL.replace("cpus = 8", "cpus = 9000"));
+    refused(
+        &["run", bad.to_str().unwrap()],
+        "blame-file.toml:5: [machine] cpus: 9000 CPUs (must be 1..=4096)",
+    );
 }

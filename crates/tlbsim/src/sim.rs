@@ -274,6 +274,14 @@ pub enum SimError {
         /// What is wrong.
         message: String,
     },
+    /// An option the caller gave in [`RunOptions`] (a command-line flag)
+    /// is invalid.
+    Flag {
+        /// The flag and its value as given (`--cpus 5000`).
+        flag: String,
+        /// What is wrong.
+        message: String,
+    },
     /// The run stopped.
     Run(RunError),
 }
@@ -287,6 +295,7 @@ impl std::fmt::Display for SimError {
                 key,
                 message,
             } => write!(f, "[{section}] {key}: {message}"),
+            SimError::Flag { flag, message } => write!(f, "{flag}: {message}"),
             SimError::Run(e) => write!(f, "{e}"),
         }
     }
@@ -301,7 +310,26 @@ impl SimError {
     /// ...`); a configuration error names the file; a run error is given
     /// as is.
     pub fn located(&self, file: &str, text: &str) -> String {
+        self.located_with_sets(file, text, &[])
+    }
+
+    /// [`SimError::located`] for an experiment file changed by `--set
+    /// SECTION.KEY=VALUE` arguments `sets`: a field that one of them set is
+    /// blamed on that argument, not on a line of the file.
+    pub fn located_with_sets(&self, file: &str, text: &str, sets: &[String]) -> String {
         match self {
+            SimError::Field {
+                section,
+                key,
+                message,
+            } if sets.iter().any(|s| set_names(s, section, key)) => {
+                let set = sets
+                    .iter()
+                    .rev()
+                    .find(|s| set_names(s, section, key))
+                    .expect("found above");
+                format!("--set {set}: [{section}] {key}: {message}")
+            }
             SimError::Field {
                 section,
                 key,
@@ -311,9 +339,16 @@ impl SimError {
                 None => format!("{file}: [{section}] {key}: {message}"),
             },
             SimError::Config(m) => format!("{file}: {m}"),
-            SimError::Run(e) => e.to_string(),
+            SimError::Flag { .. } | SimError::Run(_) => self.to_string(),
         }
     }
+}
+
+/// Does the `--set` argument `set` (`SECTION.KEY=VALUE`) set `section.key`?
+fn set_names(set: &str, section: &str, key: &str) -> bool {
+    set.split_once('=')
+        .and_then(|(path, _)| path.trim().split_once('.'))
+        .is_some_and(|(s, k)| s.trim() == section && k.trim() == key)
 }
 
 /// Resolves the profile of `exp` with overrides applied and validated.
@@ -336,8 +371,26 @@ pub fn resolve_profile(exp: &Experiment, opts: &RunOptions) -> Result<Profile, S
             message: e.message,
         })?,
     };
+    let cpus_ok = |c: u32| {
+        let max = crate::config::limits::MAX_CPUS;
+        (1..=max)
+            .contains(&c)
+            .then_some(())
+            .ok_or_else(|| format!("{c} CPUs (must be 1..={max})"))
+    };
+    if let Some(c) = exp.machine.cpus {
+        cpus_ok(c).map_err(|message| SimError::Field {
+            section: "machine".into(),
+            key: "cpus".into(),
+            message,
+        })?;
+    }
     p.apply(&exp.machine);
     if let Some(c) = opts.cpus {
+        cpus_ok(c).map_err(|message| SimError::Flag {
+            flag: format!("--cpus {c}"),
+            message,
+        })?;
         p.topology.cpus = c;
     }
     if let Some(b) = exp.kernel.asid_bits {
@@ -707,12 +760,20 @@ fn build_workload(exp: &Experiment, profile: &Profile) -> Result<workload::Resol
     };
     let blame = |e: String| {
         // The offending parameter is the first backquoted word that is a
-        // parameter (`parse_params` puts it first as "`key`: ...").
+        // parameter of the file (`parse_params` puts it first as "`key`:
+        // ..."), or else the word the message starts with (a parameter
+        // left at its default).
+        let leading = e
+            .strip_prefix('`')
+            .and_then(|r| r.split_once('`'))
+            .map(|(k, _)| k)
+            .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
         let key = e
             .split('`')
             .skip(1)
             .step_by(2)
-            .find(|k| exp.workload.params.contains_key(*k));
+            .find(|k| exp.workload.params.contains_key(*k))
+            .or(leading);
         match key {
             Some(k) => {
                 let prefix = format!("`{k}`: ");

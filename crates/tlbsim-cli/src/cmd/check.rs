@@ -68,6 +68,7 @@ pub fn run(args: Args) -> ExitCode {
         profile: args.profile,
         sets: args.sets,
     };
+    let sets = ov.sets.clone();
     let (mut exp, text) = match load_or_report(&args.experiment, &ov.sets) {
         Ok(x) => x,
         Err(code) => return code,
@@ -84,7 +85,7 @@ pub fn run(args: Args) -> ExitCode {
         Ok(r) => r,
         Err(e) => {
             let file = args.experiment.display().to_string();
-            eprintln!("error: {}", e.located(&file, &text));
+            eprintln!("error: {}", e.located_with_sets(&file, &text, &sets));
             return ExitCode::from(2);
         }
     };

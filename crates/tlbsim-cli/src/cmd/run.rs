@@ -46,6 +46,7 @@ pub fn run(args: Args) -> ExitCode {
         profile: args.profile,
         sets: args.sets,
     };
+    let sets = ov.sets.clone();
     let (mut exp, text) = match load_or_report(&args.experiment, &ov.sets) {
         Ok(x) => x,
         Err(code) => return code,
@@ -66,14 +67,18 @@ pub fn run(args: Args) -> ExitCode {
         Ok(o) => print_and_write(&o, host, args.per_cpu, args.json.as_deref()),
         Err(e) => {
             let file = args.experiment.display().to_string();
-            eprintln!("error: {}", e.located(&file, &text));
+            eprintln!("error: {}", e.located_with_sets(&file, &text, &sets));
             match e {
                 SimError::Run(RunError::Violation(_)) => {
                     eprintln!("replay: {replay}");
                     ExitCode::FAILURE
                 }
+                // A run that outgrew tlbsim's limits was given too much.
+                SimError::Run(RunError::Limit(_)) => ExitCode::from(2),
                 SimError::Run(_) => ExitCode::FAILURE,
-                SimError::Config(_) | SimError::Field { .. } => ExitCode::from(2),
+                SimError::Config(_) | SimError::Field { .. } | SimError::Flag { .. } => {
+                    ExitCode::from(2)
+                }
             }
         }
     }

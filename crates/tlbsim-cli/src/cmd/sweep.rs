@@ -97,7 +97,11 @@ pub fn run(args: Args) -> ExitCode {
             Ok(o) => o,
             Err(e) => {
                 let file = args.experiment.display().to_string();
-                eprintln!("error: {}: {}", job.label(), e.located(&file, &text));
+                eprintln!(
+                    "error: {}: {}",
+                    job.label(),
+                    e.located_with_sets(&file, &text, &args.sets)
+                );
                 return ExitCode::FAILURE;
             }
         };

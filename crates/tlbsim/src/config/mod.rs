@@ -5,9 +5,11 @@
 //!
 //! Rooms: [`location`] (errors that name file, line and field), [`profile`]
 //! (machine profiles, built-in and from files), [`experiment`] (the
-//! experiment file), [`patch`] (`--set SECTION.KEY=VALUE`).
+//! experiment file), [`patch`] (`--set SECTION.KEY=VALUE`), [`limits`] (the
+//! largest inputs accepted).
 
 pub mod experiment;
+pub mod limits;
 pub mod location;
 pub mod patch;
 pub mod profile;

@@ -2,6 +2,7 @@
 //! costs, each with its unit in its name; the built-in ones and profile
 //! files.
 
+use super::limits;
 use super::location::{parse_toml, ConfigError};
 use super::MachineOverrides;
 use serde::{Deserialize, Serialize};
@@ -569,8 +570,12 @@ impl Profile {
     /// Checks internal consistency; the error names the field.
     pub fn validate(&self) -> Result<(), String> {
         let t = &self.topology;
-        if t.cpus == 0 || t.cpus > 4096 {
-            return Err(format!("topology.cpus = {} (must be 1..=4096)", t.cpus));
+        if t.cpus == 0 || t.cpus > limits::MAX_CPUS {
+            return Err(format!(
+                "topology.cpus = {} (must be 1..={})",
+                t.cpus,
+                limits::MAX_CPUS
+            ));
         }
         if t.cpus_per_cluster == 0 || t.sockets == 0 {
             return Err("topology.cpus_per_cluster and topology.sockets must be >= 1".into());
@@ -591,6 +596,23 @@ impl Profile {
         if tl.walk_cache_entries == 0 {
             return Err("tlb.walk_cache_entries must be >= 1".into());
         }
+        limits::at_most("tlb.tlb_entries", tl.tlb_entries, limits::MAX_CACHE_ENTRIES)?;
+        limits::at_most(
+            "tlb.walk_cache_entries",
+            tl.walk_cache_entries,
+            limits::MAX_CACHE_ENTRIES,
+        )?;
+        let s2 = self.virt.as_ref().map_or(0, |v| v.stage2_cache_entries);
+        limits::at_most("virt.stage2_cache_entries", s2, limits::MAX_CACHE_ENTRIES)?;
+        let slots = u64::from(t.cpus)
+            * (u64::from(tl.tlb_entries) + u64::from(tl.walk_cache_entries) + u64::from(s2));
+        if slots > limits::MAX_MACHINE_SLOTS {
+            return Err(format!(
+                "tlb.tlb_entries: {} CPUs x ({} TLB + {} walk-cache + {} stage-2 entries) = {slots} cached translations exceed tlbsim's limit of {}",
+                t.cpus, tl.tlb_entries, tl.walk_cache_entries, s2, limits::MAX_MACHINE_SLOTS
+            ));
+        }
+        self.check_costs()?;
         if !(2..=16).contains(&tl.asid_bits) {
             return Err(format!("tlb.asid_bits = {} (must be 2..=16)", tl.asid_bits));
         }
@@ -623,6 +645,30 @@ impl Profile {
         }
         if self.kernel.time_slice_ns == 0 {
             return Err("kernel.time_slice_ns must be > 0".into());
+        }
+        Ok(())
+    }
+}
+
+impl Profile {
+    /// Every `..._ns` (or `..._ns_per_...`) value of the profile is at most
+    /// [`limits::MAX_COST_NS`]; the error names the first that is not, as
+    /// `section.key`.
+    fn check_costs(&self) -> Result<(), String> {
+        let v = toml::Value::try_from(self).map_err(|e| e.to_string())?;
+        let Some(sections) = v.as_table() else {
+            return Ok(());
+        };
+        for (section, t) in sections {
+            let Some(t) = t.as_table() else { continue };
+            for (key, value) in t {
+                let cost = key.ends_with("_ns") || key.contains("_ns_per_");
+                if let (true, Some(ns)) = (cost, value.as_integer()) {
+                    let what = format!("{section}.{key}");
+                    let ns = u64::try_from(ns).unwrap_or(u64::MAX);
+                    limits::at_most(&what, ns, limits::MAX_COST_NS)?;
+                }
+            }
         }
         Ok(())
     }

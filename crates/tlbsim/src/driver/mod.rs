@@ -115,6 +115,9 @@ pub enum RunError {
     TimeLimit(Ns),
     /// Nothing can make progress.
     Deadlock(String),
+    /// The run grew past one of tlbsim's runtime limits
+    /// ([`crate::config::limits`]).
+    Limit(String),
 }
 
 impl std::fmt::Display for RunError {
@@ -123,6 +126,7 @@ impl std::fmt::Display for RunError {
             RunError::Violation(r) => write!(f, "checker violation:\n{r}"),
             RunError::TimeLimit(t) => write!(f, "simulated time limit of {t} ns reached"),
             RunError::Deadlock(s) => write!(f, "deadlock: {s}"),
+            RunError::Limit(s) => write!(f, "stopped: {s}"),
         }
     }
 }
@@ -267,6 +271,13 @@ impl TimingDriver {
             };
             if t > self.limit_ns {
                 break Err(RunError::TimeLimit(self.limit_ns));
+            }
+            // Memory and tasks grow only as fast as steps allocate: a look
+            // every 4,096 events bounds them.
+            if events % 4096 == 0 {
+                if let Some(m) = self.core.over_limit() {
+                    break Err(RunError::Limit(m));
+                }
             }
             self.w().now.set(t);
             events += 1;

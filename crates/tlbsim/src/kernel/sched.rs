@@ -497,6 +497,7 @@ pub async fn sys_wait(ctx: &Ctx) -> Option<TaskId> {
             match k.tasks[me].zombies.pop_front() {
                 Some(z) => {
                     k.tasks[z].state = TaskState::Dead;
+                    k.live_tasks -= 1;
                     k.tasks[me].children -= 1;
                     (Some(z), false)
                 }

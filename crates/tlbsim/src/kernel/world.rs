@@ -22,6 +22,8 @@ use std::rc::Rc;
 pub struct KState {
     /// Tasks by id.
     pub tasks: Vec<Task>,
+    /// Tasks not yet reaped (every task but the `Dead` ones).
+    pub live_tasks: usize,
     /// Address spaces by id.
     pub mms: Vec<Mm>,
     /// Per-CPU scheduler state.
@@ -291,6 +293,7 @@ impl World {
     ) -> TaskId {
         let mut k = self.k.borrow_mut();
         let id = k.tasks.len();
+        k.live_tasks += 1;
         k.tasks.push(Task {
             id,
             name,
@@ -459,6 +462,29 @@ impl World {
     /// [`Ctx`](super::Ctx) (`on_new_context`).
     pub fn cpumask_clear(&self, mm: MmId) {
         self.k.borrow_mut().mms[mm as usize].cpumask.clear_all();
+    }
+}
+
+impl World {
+    /// What this kernel, or the machine's memory, has grown past of
+    /// tlbsim's runtime limits ([`crate::config::limits`]): live tasks
+    /// over `MAX_TASKS`, or data frames and table pages over
+    /// `MAX_LIVE_PAGES`. The drivers ask now and then and stop the run.
+    pub fn over_limit(&self) -> Option<String> {
+        use crate::config::limits::{MAX_LIVE_PAGES, MAX_TASKS};
+        let tasks = self.k.borrow().live_tasks;
+        if tasks as u64 > MAX_TASKS {
+            return Some(format!(
+                "{tasks} tasks alive at once exceed tlbsim's limit of {MAX_TASKS}"
+            ));
+        }
+        let hw = self.hw.borrow();
+        let pages = hw.mem.live_frames + hw.mem.live_tables;
+        (pages > MAX_LIVE_PAGES).then(|| {
+            format!(
+                "{pages} pages of simulated memory in use exceed tlbsim's limit of {MAX_LIVE_PAGES}"
+            )
+        })
     }
 }
 

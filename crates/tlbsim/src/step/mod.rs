@@ -162,6 +162,12 @@ impl std::fmt::Debug for Cpus {
 }
 
 impl Cpus {
+    /// The first runtime limit a kernel of the machine has grown past
+    /// ([`World::over_limit`]).
+    pub fn over_limit(&self) -> Option<String> {
+        self.kernels.iter().find_map(|k| k.over_limit())
+    }
+
     /// Every CPU of `w`, free, with no IPI pending.
     pub fn new(w: Rc<World>) -> Self {
         let n = w.ncpus();

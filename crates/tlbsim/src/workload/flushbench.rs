@@ -70,7 +70,8 @@ impl Workload for MadvMigrate {
         let n = profile.topology.cpus;
         match self.cpus.iter().find(|&&c| c >= n) {
             Some(c) => Err(format!(
-                "`cpus` names CPU {c}, but the machine has {n} CPU(s), 0..={}",
+                "`cpus`: {:?} names CPU {c}, but the machine has {n} CPU(s), 0..={}",
+                self.cpus,
                 n - 1
             )),
             None => Ok(()),

@@ -108,7 +108,65 @@ pub fn build(name: &str, params: &Params) -> Result<Resolved, String> {
             names.join(", ")
         ));
     };
-    (e.new)(params)
+    let r = (e.new)(params)?;
+    check_bounds(&r.params)?;
+    Ok(r)
+}
+
+/// Parameters that count tasks (processes or threads the workload
+/// creates), bounded by [`crate::config::limits::MAX_TASKS`].
+const TASK_COUNTS: &[&str] = &[
+    "threads",
+    "processes",
+    "tasks",
+    "execers",
+    "users",
+    "loaders",
+    "groups",
+    "fds",
+    "copies",
+    "instances",
+    "shells",
+];
+
+/// Every parameter within tlbsim's limits ([`crate::config::limits`]), by
+/// what its name says it is: a duration (`..._ns`), a size (`...pages`,
+/// `..._bytes`, `..._kib`, `..._mib`, in 4 KiB pages) or a task count
+/// ([`TASK_COUNTS`]). The error names the parameter first ("`pages`:
+/// ..."), as [`parse_params`] does.
+fn check_bounds(params: &Params) -> Result<(), String> {
+    use crate::config::limits::{MAX_PARAM_PAGES, MAX_TASKS, MAX_WORKLOAD_NS};
+    let page = crate::hw::mem::PAGE_SIZE;
+    for (key, v) in params {
+        let Some(n) = v.as_integer() else { continue };
+        let n = u64::try_from(n).unwrap_or(0);
+        let (value, max, unit) = if key.ends_with("_ns") {
+            (n, MAX_WORKLOAD_NS, "ns")
+        } else if key.ends_with("pages") {
+            (n, MAX_PARAM_PAGES, "pages")
+        } else if key.ends_with("_bytes") {
+            (n.div_ceil(page), MAX_PARAM_PAGES, "pages")
+        } else if key.ends_with("_kib") {
+            (n.div_ceil(page / 1024), MAX_PARAM_PAGES, "pages")
+        } else if key.ends_with("_mib") {
+            (n.saturating_mul(256), MAX_PARAM_PAGES, "pages")
+        } else if TASK_COUNTS.contains(&key.as_str()) {
+            (n, MAX_TASKS, "tasks")
+        } else {
+            continue;
+        };
+        if value > max {
+            let shown = if value == n {
+                format!("{n}")
+            } else {
+                format!("{n} ({value} {unit})")
+            };
+            return Err(format!(
+                "`{key}`: {shown} exceeds tlbsim's limit of {max} {unit}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Deserialises workload parameters into `T` (which should deny unknown
