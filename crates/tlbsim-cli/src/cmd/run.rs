@@ -26,7 +26,9 @@ pub struct Args {
     /// name, or a profile file ending in .toml (see `profiles --show`).
     #[arg(long)]
     profile: Option<String>,
-    /// Write the full result as JSON to this file.
+    /// Write the full result as JSON to this file. A file is replaced
+    /// whole or not at all (a symbolic link's target is replaced); a
+    /// device or FIFO is written in place.
     #[arg(long)]
     json: Option<PathBuf>,
     /// Print per-CPU rows even on large machines.

@@ -1,0 +1,137 @@
+//! Output files of the `tlbsim` command (issue 16, "no panic, no lost
+//! work"): devices and FIFOs are written in place, and a symbolic link
+//! keeps being one.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const EXE: &str = env!("CARGO_BIN_EXE_tlbsim");
+
+/// seed000-mprotect cut to 10 iterations: a run of a few milliseconds.
+const MPROTECT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../experiments/seed000-mprotect.toml"
+);
+const SHORT: &str = "workload.iterations=10";
+
+fn tlbsim_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(EXE)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("tlbsim runs")
+}
+
+/// A new empty directory for one test.
+fn scratch_dir(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tlbsim-outputs-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// `run` of the short mprotect experiment, writing its JSON to `json`.
+fn run_to(dir: &Path, json: &str) -> Output {
+    tlbsim_in(dir, &["run", MPROTECT, "--set", SHORT, "--json", json])
+}
+
+/// Temporary files left in `dir` (`.NAME.tmp<pid>.<n>`).
+fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp"))
+        .collect()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_write_error_on_a_device_is_reported_and_the_device_stays() {
+    use std::os::unix::fs::FileTypeExt;
+    let is_char_device = || {
+        std::fs::symlink_metadata("/dev/full")
+            .map(|m| m.file_type().is_char_device())
+            .unwrap_or(false)
+    };
+    if !is_char_device() {
+        eprintln!("no /dev/full here: skipped");
+        return;
+    }
+    let o = run_to(Path::new("."), "/dev/full");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("error: /dev/full: cannot write: No space left on device\n"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(is_char_device(), "/dev/full was replaced");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_is_written_in_place() {
+    use std::io::Read;
+    use std::os::unix::fs::FileTypeExt;
+    let dir = scratch_dir("fifo");
+    let fifo = dir.join("out.json");
+    let made = Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("no mkfifo here: skipped");
+        return;
+    }
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            std::fs::File::open(fifo)
+                .and_then(|mut f| f.read_to_string(&mut text))
+                .map(|_| text)
+        })
+    };
+    let o = run_to(&dir, "out.json");
+    // Should tlbsim not open the FIFO, a reader still waiting in `open` is
+    // released by this open (read-write does not wait on Linux), with EOF.
+    drop(
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&fifo),
+    );
+    let text = reader.join().unwrap().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&text).expect("the reader got the JSON");
+    assert_eq!(v["run"]["workload"]["iterations"], 10);
+    let t = std::fs::symlink_metadata(&fifo).unwrap().file_type();
+    assert!(t.is_fifo(), "the FIFO was replaced");
+    assert!(leftovers(&dir).is_empty(), "{:?}", leftovers(&dir));
+}
+
+#[cfg(unix)]
+#[test]
+fn a_symbolic_link_keeps_being_one_and_its_target_is_replaced() {
+    let dir = scratch_dir("symlink");
+    std::fs::create_dir(dir.join("data")).unwrap();
+    std::fs::write(dir.join("data/real.json"), "old").unwrap();
+    std::os::unix::fs::symlink("data/real.json", dir.join("link.json")).unwrap();
+    let o = run_to(&dir, "link.json");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let link = std::fs::symlink_metadata(dir.join("link.json")).unwrap();
+    assert!(link.file_type().is_symlink(), "the link was replaced");
+    let text = std::fs::read_to_string(dir.join("data/real.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).expect("the target has the JSON");
+    assert_eq!(v["run"]["workload"]["iterations"], 10);
+    // A dangling link into an existing directory creates its target.
+    std::os::unix::fs::symlink("data/new.json", dir.join("dangling.json")).unwrap();
+    let o = run_to(&dir, "dangling.json");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(dir.join("data/new.json").is_file());
+    assert!(std::fs::symlink_metadata(dir.join("dangling.json"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(leftovers(&dir).is_empty() && leftovers(&dir.join("data")).is_empty());
+}
