@@ -1,7 +1,7 @@
 //! File handling shared by the commands: reading experiment and profile
 //! files (the library does no I/O), command-line overrides, writing results
-//! whole or not at all (or in place to a device or a FIFO), and quoting for
-//! printed command lines.
+//! whole or not at all (or to standard output, a device or a FIFO), and
+//! quoting for printed command lines.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::{File, OpenOptions};
@@ -86,12 +86,22 @@ pub fn set_profile(exp: &mut Experiment, spec: &str, base: &Path) -> Result<(), 
     Ok(())
 }
 
+/// The output path that means standard output.
+pub const STDOUT: &str = "-";
+
+/// Is `path` the `-` that means standard output?
+pub fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == STDOUT
+}
+
 /// Most symbolic links followed from an output path to its file (as
 /// Linux's `MAXSYMLINKS`).
 const MAX_LINKS: usize = 40;
 
 /// Where bytes written to an output path land.
 enum Dest {
+    /// `-`.
+    Stdout,
     /// An existing file that is not a regular file or a directory (a
     /// character or block device, a FIFO, a socket), symbolic links
     /// followed: written in place.
@@ -104,6 +114,9 @@ enum Dest {
 /// Classifies the output `path`. Errors (a directory, a name that is not
 /// a file's, a loop of links) start with `path`.
 fn dest(path: &Path) -> Result<Dest, String> {
+    if is_stdout(path) {
+        return Ok(Dest::Stdout);
+    }
     let shown = if path.as_os_str().is_empty() {
         "\"\"".to_string()
     } else {
@@ -190,6 +203,9 @@ fn create_temp(dir: &Path, file: &Path) -> io::Result<(PathBuf, File)> {
 }
 
 /// Writes `bytes` to the output `path`:
+/// - `-`: standard output, with a final newline added if `bytes` lack
+///   one; a closed pipe ends the program quietly (exit 141), as a table
+///   printed into `| head` does;
 /// - an existing file that is not a regular file (a device such as
 ///   `/dev/null`, a FIFO, a socket), symbolic links followed: opened and
 ///   written in place, with no temporary file;
@@ -205,9 +221,30 @@ fn create_temp(dir: &Path, file: &Path) -> io::Result<(PathBuf, File)> {
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
     let fail = |e: io::Error| format!("{}: cannot write: {}", path.display(), why(&e));
     match dest(path)? {
+        Dest::Stdout => {
+            write_stdout(bytes).map_err(|e| format!("standard output: cannot write: {}", why(&e)))
+        }
         Dest::Special(file) => write_in_place(&file, bytes).map_err(fail),
         Dest::Regular(file) => replace(&file, bytes).map_err(fail),
     }
+}
+
+/// `bytes` on standard output, ending with a newline.
+fn write_stdout(bytes: &[u8]) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    let r = out
+        .write_all(bytes)
+        .and_then(|()| match bytes.last() {
+            Some(b'\n') | None => Ok(()),
+            Some(_) => out.write_all(b"\n"),
+        })
+        .and_then(|()| out.flush());
+    if let Err(e) = &r {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            std::process::exit(141);
+        }
+    }
+    r
 }
 
 /// `bytes` written into the existing non-regular file `file`.
@@ -253,6 +290,41 @@ pub fn write_or_report(path: &Path, bytes: &[u8]) -> ExitCode {
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Where a command prints what it reports for people (tables, its command
+/// line, verdicts): standard output, or standard error when one of its
+/// output files is `-`, so that standard output carries that file alone.
+#[derive(Debug, Clone, Copy)]
+pub struct Console {
+    to_stderr: bool,
+}
+
+impl Console {
+    /// The console of a command whose output files are `outputs`.
+    pub fn new(outputs: &[Option<&Path>]) -> Console {
+        Console {
+            to_stderr: outputs.iter().flatten().any(|p| is_stdout(p)),
+        }
+    }
+
+    /// Prints `text` as is.
+    pub fn print(&self, text: &str) {
+        if self.to_stderr {
+            eprint!("{text}");
+        } else {
+            print!("{text}");
+        }
+    }
+
+    /// Prints `text` and a newline.
+    pub fn line(&self, text: &str) {
+        if self.to_stderr {
+            eprintln!("{text}");
+        } else {
+            println!("{text}");
         }
     }
 }

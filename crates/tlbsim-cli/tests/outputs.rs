@@ -1,6 +1,6 @@
 //! Output files of the `tlbsim` command (issue 16, "no panic, no lost
-//! work"): devices and FIFOs are written in place, and a symbolic link
-//! keeps being one.
+//! work"): `-` is standard output, devices and FIFOs are written in place,
+//! and a symbolic link keeps being one.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -34,6 +34,10 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 /// `run` of the short mprotect experiment, writing its JSON to `json`.
 fn run_to(dir: &Path, json: &str) -> Output {
     tlbsim_in(dir, &["run", MPROTECT, "--set", SHORT, "--json", json])
@@ -46,6 +50,52 @@ fn leftovers(dir: &Path) -> Vec<String> {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n.contains(".tmp"))
         .collect()
+}
+
+#[test]
+fn json_dash_is_standard_output_and_the_table_goes_to_stderr() {
+    let dir = scratch_dir("dash");
+    let o = run_to(&dir, "-");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON alone");
+    assert_eq!(v["run"]["workload"]["iterations"], 10);
+    let err = stderr(&o);
+    assert!(
+        err.contains("# tlbsim run ") && err.contains("checker: pass"),
+        "{err}"
+    );
+    assert!(!dir.join("-").exists(), "no file named -");
+    // rerun takes the result back and writes its own to stdout too.
+    let result = dir.join("r.json");
+    std::fs::write(&result, &o.stdout).unwrap();
+    let o = tlbsim_in(&dir, &["rerun", "r.json", "--json", "-"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let again: serde_json::Value = serde_json::from_slice(&o.stdout).expect("rerun stdout is JSON");
+    assert_eq!(again["run"], v["run"]);
+    assert!(stderr(&o).contains("identical to the recorded result"));
+    // sweep --csv -.
+    let o = tlbsim_in(
+        &dir,
+        &[
+            "sweep",
+            MPROTECT,
+            "--set",
+            SHORT,
+            "--cpus",
+            "2",
+            "--policies",
+            "arm64-stock",
+            "--profiles",
+            "ampere-32",
+            "--csv",
+            "-",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let csv = stdout(&o);
+    assert!(csv.starts_with("profile,sockets,cpus,policy,"), "{csv}");
+    assert_eq!(csv.lines().count(), 2, "{csv}");
+    assert!(!dir.join("-").exists(), "no file named -");
 }
 
 #[cfg(target_os = "linux")]

@@ -4,6 +4,7 @@
 //! the result is the recorded one.
 
 use super::run::print_and_write;
+use crate::files::Console;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -13,7 +14,9 @@ use tlbsim::sim::RunConfig;
 pub struct Args {
     /// A result written by `tlbsim run --json`.
     result: PathBuf,
-    /// Write the new result as JSON to this file.
+    /// Write the new result as JSON to this file, or to standard output
+    /// if "-" (the table and verdict then go to standard error); written
+    /// as `run --json` writes.
     #[arg(long)]
     json: Option<PathBuf>,
     /// Print per-CPU rows even on large machines.
@@ -39,7 +42,8 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    println!("# tlbsim rerun {name}");
+    let console = Console::new(&[args.json.as_deref()]);
+    console.line(&format!("# tlbsim rerun {}", name));
     let t0 = Instant::now();
     let out = tlbsim::sim::run(&cfg.into_experiment(), &Default::default());
     let host = t0.elapsed().as_secs_f64();
@@ -53,10 +57,10 @@ pub fn run(args: Args) -> ExitCode {
     let code = print_and_write(&o, host, args.per_cpu, args.json.as_deref());
     let same = serde_json::to_value(&o).ok().as_ref() == Some(&recorded);
     if same {
-        println!("rerun: identical to the recorded result");
+        console.line("rerun: identical to the recorded result");
         code
     } else {
-        println!("rerun: DIFFERS from the recorded result (another tlbsim version?)");
+        console.line("rerun: DIFFERS from the recorded result (another tlbsim version?)");
         ExitCode::FAILURE
     }
 }

@@ -1,6 +1,6 @@
 //! `tlbsim run`: one experiment, printed as a perf-stat-like table.
 
-use crate::files::{load_or_report, set_args, set_profile, write_or_report, Overrides};
+use crate::files::{load_or_report, set_args, set_profile, write_or_report, Console, Overrides};
 use crate::report;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -26,7 +26,8 @@ pub struct Args {
     /// name, or a profile file ending in .toml (see `profiles --show`).
     #[arg(long)]
     profile: Option<String>,
-    /// Write the full result as JSON to this file. A file is replaced
+    /// Write the full result as JSON to this file, or to standard output
+    /// if "-" (the table then goes to standard error). A file is replaced
     /// whole or not at all (a symbolic link's target is replaced); a
     /// device or FIFO is written in place.
     #[arg(long)]
@@ -60,7 +61,7 @@ pub fn run(args: Args) -> ExitCode {
         Ok(r) => r,
         Err(code) => return code,
     };
-    println!("# {replay}");
+    Console::new(&[args.json.as_deref()]).line(&format!("# {replay}"));
     let t0 = Instant::now();
     let out = tlbsim::sim::run(&exp, &opts);
     let host = t0.elapsed().as_secs_f64();
@@ -110,9 +111,10 @@ fn apply(
     Ok(replay)
 }
 
-/// Prints the table of a finished run and writes its JSON to `json`.
+/// Prints the table of a finished run (on standard error if `json` is
+/// `-`) and writes its JSON to `json`.
 pub fn print_and_write(o: &RunOutput, host_s: f64, per_cpu: bool, json: Option<&Path>) -> ExitCode {
-    print!("{}", report::table(o, host_s, per_cpu));
+    Console::new(&[json]).print(&report::table(o, host_s, per_cpu));
     match json {
         Some(j) => {
             let v = report::json(o, host_s);

@@ -32,9 +32,9 @@ pub struct Args {
     /// ending in .toml.
     #[arg(long, value_delimiter = ',', default_value = "ampere-32,ampere-2s")]
     profiles: Vec<String>,
-    /// Output CSV file. A file is replaced whole or not at all (a
-    /// symbolic link's target is replaced); a device or FIFO is written
-    /// in place.
+    /// Output CSV file, or standard output if "-". A file is replaced
+    /// whole or not at all (a symbolic link's target is replaced); a
+    /// device or FIFO is written in place.
     #[arg(long)]
     csv: PathBuf,
     /// Set any key of the experiment file, as SECTION.KEY=VALUE (VALUE
