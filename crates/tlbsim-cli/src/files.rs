@@ -1,10 +1,10 @@
 //! File handling shared by the commands: reading experiment and profile
 //! files (the library does no I/O), command-line overrides, writing results
-//! whole or not at all (or to standard output, a device or a FIFO), and
-//! quoting for printed command lines.
+//! whole or not at all (or to standard output, a device or a FIFO), checking
+//! outputs before any work, and quoting for printed command lines.
 
 use std::ffi::{OsStr, OsString};
-use std::fs::{File, OpenOptions};
+use std::fs::{File, FileType, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -105,7 +105,7 @@ enum Dest {
     /// An existing file that is not a regular file or a directory (a
     /// character or block device, a FIFO, a socket), symbolic links
     /// followed: written in place.
-    Special(PathBuf),
+    Special(PathBuf, FileType),
     /// A regular file or one that does not exist yet, symbolic links
     /// followed: replaced whole.
     Regular(PathBuf),
@@ -129,7 +129,7 @@ fn dest(path: &Path) -> Result<Dest, String> {
     match std::fs::metadata(&file) {
         Ok(m) if m.is_dir() => Err(format!("{shown}: is a directory")),
         Ok(m) if m.is_file() => Ok(Dest::Regular(file)),
-        Ok(_) => Ok(Dest::Special(file)),
+        Ok(m) => Ok(Dest::Special(file, m.file_type())),
         // A new file (or one we cannot see: writing it will say why).
         Err(_) => Ok(Dest::Regular(file)),
     }
@@ -224,7 +224,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
         Dest::Stdout => {
             write_stdout(bytes).map_err(|e| format!("standard output: cannot write: {}", why(&e)))
         }
-        Dest::Special(file) => write_in_place(&file, bytes).map_err(fail),
+        Dest::Special(file, _) => write_in_place(&file, bytes).map_err(fail),
         Dest::Regular(file) => replace(&file, bytes).map_err(fail),
     }
 }
@@ -294,6 +294,79 @@ pub fn write_or_report(path: &Path, bytes: &[u8]) -> ExitCode {
     }
 }
 
+/// Checks, before any work is done, that [`write_atomic`] can write the
+/// output `path` that option `flag` names, so that a bad path is not found
+/// after the work and the work lost:
+/// - `-` (standard output) always can;
+/// - an existing file that is not a regular file, symbolic links followed,
+///   must open for writing; a FIFO is not opened (opening waits for a
+///   reader, and closing would end the reader's input), only found;
+/// - otherwise the file's directory (for a link, its target's) must exist
+///   and take a new file: a probe file is created there and removed.
+///
+/// A directory, or a name ending in `/`, is an error. The error is one line
+/// naming the flag and the path: `--json /nonexistent/x.json: directory
+/// /nonexistent does not exist`.
+pub fn check_output(flag: &str, path: &Path) -> Result<(), String> {
+    let shown = path.display();
+    match dest(path).map_err(|e| format!("{flag} {e}"))? {
+        Dest::Stdout => Ok(()),
+        Dest::Special(_, t) if is_fifo(&t) => Ok(()),
+        Dest::Special(file, _) => OpenOptions::new()
+            .write(true)
+            .open(file)
+            .map(drop)
+            .map_err(|e| format!("{flag} {shown}: cannot open for writing: {}", why(&e))),
+        Dest::Regular(file) => {
+            probe_dir(parent_dir(&file), &file).map_err(|m| format!("{flag} {shown}: {m}"))
+        }
+    }
+}
+
+/// [`check_output`] on `path` if given, printing the error; exit code 2
+/// (bad arguments) on failure.
+pub fn check_output_or_report(flag: &str, path: Option<&Path>) -> Result<(), ExitCode> {
+    match path.map(|p| check_output(flag, p)) {
+        Some(Err(e)) => {
+            eprintln!("error: {e}");
+            Err(ExitCode::from(2))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Can a new file named after `file` be created in `dir`? Creates one and
+/// removes it.
+fn probe_dir(dir: &Path, file: &Path) -> Result<(), String> {
+    let shown = dir.display();
+    match std::fs::metadata(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(format!("directory {shown} does not exist"))
+        }
+        Err(e) => return Err(format!("directory {shown}: {}", why(&e))),
+        Ok(m) if !m.is_dir() => return Err(format!("{shown} is not a directory")),
+        Ok(_) => {}
+    }
+    let (tmp, f) = create_temp(dir, file)
+        .map_err(|e| format!("cannot create a file in directory {shown}: {}", why(&e)))?;
+    drop(f);
+    let _ = std::fs::remove_file(tmp);
+    Ok(())
+}
+
+/// Is `t` a FIFO (named pipe)?
+#[cfg(unix)]
+fn is_fifo(t: &FileType) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    t.is_fifo()
+}
+
+/// Is `t` a FIFO (named pipe)? None outside Unix.
+#[cfg(not(unix))]
+fn is_fifo(_: &FileType) -> bool {
+    false
+}
+
 /// Where a command prints what it reports for people (tables, its command
 /// line, verdicts): standard output, or standard error when one of its
 /// output files is `-`, so that standard output carries that file alone.
@@ -349,7 +422,7 @@ pub fn set_args(sets: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{shell_word, write_atomic};
+    use super::{check_output, shell_word, write_atomic};
     use std::path::{Path, PathBuf};
 
     #[test]
@@ -409,6 +482,20 @@ mod tests {
         assert!(names(&dir).is_empty());
     }
 
+    #[test]
+    fn outputs_that_cannot_be_files_are_refused_up_front() {
+        let dir = scratch("names");
+        assert_eq!(check_output("--json", Path::new("-")), Ok(()));
+        assert_eq!(check_output("--json", &dir.join("new.json")), Ok(()));
+        assert_eq!(names(&dir), Vec::<String>::new(), "the probe is removed");
+        let e = check_output("--csv", Path::new("")).unwrap_err();
+        assert_eq!(e, "--csv \"\": not a file name");
+        let e = check_output("--csv", Path::new("nowhere/")).unwrap_err();
+        assert_eq!(e, "--csv nowhere/: not a file name");
+        let e = check_output("--json", &dir).unwrap_err();
+        assert_eq!(e, format!("--json {}: is a directory", dir.display()));
+    }
+
     #[cfg(unix)]
     #[test]
     fn a_loop_of_links_is_an_error_not_a_hang() {
@@ -417,5 +504,7 @@ mod tests {
         std::os::unix::fs::symlink("a", dir.join("b")).unwrap();
         let e = write_atomic(&dir.join("a"), b"{}").unwrap_err();
         assert!(e.ends_with("a: too many levels of symbolic links"), "{e}");
+        let e = check_output("--json", &dir.join("b")).unwrap_err();
+        assert!(e.ends_with("b: too many levels of symbolic links"), "{e}");
     }
 }

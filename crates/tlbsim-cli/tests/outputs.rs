@@ -1,6 +1,6 @@
 //! Output files of the `tlbsim` command (issue 16, "no panic, no lost
 //! work"): `-` is standard output, devices and FIFOs are written in place,
-//! and a symbolic link keeps being one.
+//! a symbolic link keeps being one, a bad output is found before any work.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -20,6 +20,10 @@ fn tlbsim_in(dir: &Path, args: &[&str]) -> Output {
         .current_dir(dir)
         .output()
         .expect("tlbsim runs")
+}
+
+fn tlbsim(args: &[&str]) -> Output {
+    tlbsim_in(Path::new("."), args)
 }
 
 /// A new empty directory for one test.
@@ -184,4 +188,66 @@ fn a_symbolic_link_keeps_being_one_and_its_target_is_replaced() {
         .file_type()
         .is_symlink());
     assert!(leftovers(&dir).is_empty() && leftovers(&dir.join("data")).is_empty());
+}
+
+/// Each command with an output file, with a bad `path` for it; runs that
+/// would take long if they ran.
+fn commands_with_output(path: &str) -> Vec<Vec<String>> {
+    let mut cmds = vec![
+        vec!["run", MPROTECT, "--json", path],
+        vec!["sweep", MPROTECT, "--csv", path],
+        vec!["reproduce", "--only", "seed000-mprotect", "--json", path],
+        vec!["bench", "--only", "mprotect-32-v2", "--json", path],
+    ];
+    // rerun needs a result file; a missing one is reported first (exit 2
+    // too), so give it one.
+    let dir = scratch_dir("rerun-input");
+    let o = run_to(&dir, "r.json");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let result = dir.join("r.json");
+    let result = result.to_str().unwrap();
+    cmds.push(vec!["rerun", result, "--json", path]);
+    cmds.into_iter()
+        .map(|c| c.into_iter().map(String::from).collect())
+        .collect()
+}
+
+#[test]
+fn an_unwritable_output_is_found_before_any_work() {
+    let dir = scratch_dir("unwritable");
+    std::fs::write(dir.join("plain"), "").unwrap();
+    let missing = "/nonexistent-tlbsim-dir/x.json".to_string();
+    let under_file = dir.join("plain/x.json").to_string_lossy().into_owned();
+    let a_dir = dir.to_string_lossy().into_owned();
+    for (path, want) in [
+        (
+            &missing,
+            "directory /nonexistent-tlbsim-dir does not exist".to_string(),
+        ),
+        (
+            &under_file,
+            format!("{} is not a directory", dir.join("plain").display()),
+        ),
+        (&a_dir, "is a directory".to_string()),
+    ] {
+        for args in commands_with_output(path) {
+            let flag = if args[0] == "sweep" {
+                "--csv"
+            } else {
+                "--json"
+            };
+            let t0 = std::time::Instant::now();
+            let o = tlbsim(&args.iter().map(String::as_str).collect::<Vec<_>>());
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+            assert!(
+                err.starts_with(&format!("error: {flag} {path}: ")) && err.contains(&want),
+                "{args:?}: {err}"
+            );
+            assert_eq!(err.lines().count(), 1, "one line, nothing ran: {err}");
+            assert!(o.stdout.is_empty(), "{args:?}: nothing printed before");
+            assert!(t0.elapsed().as_secs_f64() < 5.0, "{args:?}: the work ran");
+        }
+    }
+    assert!(leftovers(&dir).is_empty(), "the probe is removed");
 }

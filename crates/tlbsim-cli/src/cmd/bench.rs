@@ -4,7 +4,7 @@
 //! without the checker. Each run is a child process (`bench --one`), so
 //! its peak RSS is its own.
 
-use crate::files::{write_or_report, Console};
+use crate::files::{check_output_or_report, write_or_report, Console};
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::time::Instant;
@@ -122,6 +122,9 @@ pub fn run(args: Args) -> ExitCode {
             names.join(", ")
         );
         return ExitCode::from(2);
+    }
+    if let Err(code) = check_output_or_report("--json", args.json.as_deref()) {
+        return code;
     }
     let console = Console::new(&[args.json.as_deref()]);
     console.line(&format!(

@@ -1,7 +1,7 @@
 //! `tlbsim reproduce`: prints the library's reproduction rows
 //! ([`tlbsim::reproduce::Plan`]) as a table and, if asked, a JSON array.
 
-use crate::files::{write_or_report, Console};
+use crate::files::{check_output_or_report, write_or_report, Console};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,6 +28,9 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Err(code) = check_output_or_report("--json", args.json.as_deref()) {
+        return code;
+    }
     let console = Console::new(&[args.json.as_deref()]);
     console.line(&format!(
         "{:<22} {:<48} {:>5} {:>10} {:>10} {:>8}  {:>7}",

@@ -1,6 +1,9 @@
 //! `tlbsim run`: one experiment, printed as a perf-stat-like table.
 
-use crate::files::{load_or_report, set_args, set_profile, write_or_report, Console, Overrides};
+use crate::files::{
+    check_output_or_report, load_or_report, set_args, set_profile, write_or_report, Console,
+    Overrides,
+};
 use crate::report;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -61,6 +64,9 @@ pub fn run(args: Args) -> ExitCode {
         Ok(r) => r,
         Err(code) => return code,
     };
+    if let Err(code) = check_output_or_report("--json", args.json.as_deref()) {
+        return code;
+    }
     Console::new(&[args.json.as_deref()]).line(&format!("# {replay}"));
     let t0 = Instant::now();
     let out = tlbsim::sim::run(&exp, &opts);

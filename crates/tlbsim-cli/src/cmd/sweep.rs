@@ -1,7 +1,7 @@
 //! `tlbsim sweep`: one experiment over CPU counts, policies, profiles and
 //! optionally a workload parameter, written as a CSV.
 
-use crate::files::{load_or_report, set_profile, write_or_report};
+use crate::files::{check_output_or_report, load_or_report, set_profile, write_or_report};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -85,6 +85,9 @@ pub fn run(args: Args) -> ExitCode {
         Ok(x) => x,
         Err(code) => return code,
     };
+    if let Err(code) = check_output_or_report("--csv", Some(&args.csv)) {
+        return code;
+    }
     let jobs = match build_jobs(&exp0, &args.profiles, &cpus, param.as_ref(), &args.policies) {
         Ok(j) => j,
         Err(code) => return code,
