@@ -1,6 +1,7 @@
 //! Output files of the `tlbsim` command (issue 16, "no panic, no lost
 //! work"): `-` is standard output, devices and FIFOs are written in place,
-//! a symbolic link keeps being one, a bad output is found before any work.
+//! a symbolic link keeps being one, a bad output or sweep list is found
+//! before any work.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -250,4 +251,46 @@ fn an_unwritable_output_is_found_before_any_work() {
         }
     }
     assert!(leftovers(&dir).is_empty(), "the probe is removed");
+}
+
+#[test]
+fn a_bad_sweep_list_is_found_before_the_first_run() {
+    let dir = scratch_dir("sweep-lists");
+    let csv = dir.join("out.csv");
+    let csv = csv.to_str().unwrap();
+    for (flag, value, want) in [
+        (
+            "--policies",
+            "arm64-stock,BAD,arm64-cpumask-tracking",
+            "error: --policies BAD: unknown tlb_policy \"BAD\" (known: arm64-stock, ",
+        ),
+        (
+            "--profiles",
+            "ampere-32,nowhere",
+            "error: --profiles nowhere: unknown profile \"nowhere\" (built-in: ampere-32, ",
+        ),
+        (
+            "--param",
+            "iterations=5,many",
+            "[workload] `iterations`: invalid type: string \"many\"",
+        ),
+        (
+            "--profiles",
+            "ampere-32,skylake-4c8t",
+            "is an arm64 policy but profile \"skylake-4c8t\" is an x86 machine",
+        ),
+    ] {
+        let o = tlbsim(&[
+            "sweep", MPROTECT, "--cpus", "2,4", flag, value, "--csv", csv,
+        ]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{flag} {value}: {err}");
+        assert!(err.contains(want), "{flag} {value}: {err}");
+        assert!(!err.contains("sweep:"), "a run started: {err}");
+        assert!(!Path::new(csv).exists());
+    }
+    // The policies `tlbsim policies` lists are the ones a sweep takes.
+    let o = tlbsim(&["policies"]);
+    let listed = stdout(&o);
+    assert!(listed.contains("  arm64-cpumask-tracking "), "{listed}");
 }
