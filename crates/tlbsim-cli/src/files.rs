@@ -402,15 +402,23 @@ impl Console {
     }
 }
 
-/// `s` quoted for a shell command line if it needs it.
+/// `s` as one word of a POSIX shell command line: as is if it is made of
+/// characters no shell treats specially, else in single quotes (a quote
+/// inside as `'\''`; the empty string as `''`).
 pub fn shell_word(s: &str) -> String {
-    if s.chars()
-        .all(|c| c.is_ascii_alphanumeric() || "._-=,/:+".contains(c))
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-=,/:+".contains(c))
     {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
     }
+}
+
+/// `path` as one word of a printed command line, quoted if it needs it.
+pub fn path_word(path: &Path) -> String {
+    shell_word(&path.to_string_lossy())
 }
 
 /// The printed form of `--set` arguments: ` --set A --set B`.
@@ -422,7 +430,7 @@ pub fn set_args(sets: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{check_output, shell_word, write_atomic};
+    use super::{check_output, path_word, shell_word, write_atomic};
     use std::path::{Path, PathBuf};
 
     #[test]
@@ -430,6 +438,11 @@ mod tests {
         assert_eq!(shell_word("kernel.kpti=false"), "kernel.kpti=false");
         assert_eq!(shell_word("a b"), "'a b'");
         assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word(""), "''");
+        assert_eq!(
+            path_word(Path::new("/tmp/my runs/it's.toml")),
+            "'/tmp/my runs/it'\\''s.toml'"
+        );
     }
 
     /// A new empty directory for one test.

@@ -1,7 +1,7 @@
 //! Output files of the `tlbsim` command (issue 16, "no panic, no lost
 //! work"): `-` is standard output, devices and FIFOs are written in place,
 //! a symbolic link keeps being one, a bad output or sweep list is found
-//! before any work.
+//! before any work, and printed command lines survive a shell.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -293,4 +293,72 @@ fn a_bad_sweep_list_is_found_before_the_first_run() {
     let o = tlbsim(&["policies"]);
     let listed = stdout(&o);
     assert!(listed.contains("  arm64-cpumask-tracking "), "{listed}");
+}
+
+/// `s` quoted for `sh`, as the command quotes its words.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// Runs a printed `tlbsim ...` command line with `sh`, the binary in place
+/// of `tlbsim`.
+fn through_sh(line: &str, dir: &Path) -> Output {
+    let rest = line.strip_prefix("tlbsim ").expect("a tlbsim command");
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("{} {rest}", sh_quote(EXE)))
+        .current_dir(dir)
+        .output()
+        .expect("sh runs")
+}
+
+#[cfg(unix)]
+#[test]
+fn printed_commands_quote_paths_with_spaces_and_quotes() {
+    let dir = scratch_dir("quoting");
+    let sub = dir.join("my runs");
+    std::fs::create_dir(&sub).unwrap();
+    // `check` of seed 002's explorer experiment with a mutant allocator.
+    let exp = sub.join("it's explore.toml");
+    let src = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../experiments/seed002-explore.toml"
+    );
+    std::fs::copy(src, &exp).unwrap();
+    let e = exp.to_str().unwrap();
+    let o = tlbsim(&[
+        "check",
+        e,
+        "--allocator",
+        "mutant-asid-forget-cpu",
+        "--schedules",
+        "20",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let out = stdout(&o);
+    let line = out
+        .lines()
+        .find_map(|l| l.strip_prefix("replay: "))
+        .unwrap_or_else(|| panic!("no replay line in {out}"));
+    assert!(line.contains(&sh_quote(e)), "{line}");
+    let again = through_sh(line, &dir);
+    assert_eq!(again.status.code(), Some(1), "{line}: {}", stderr(&again));
+    assert!(stdout(&again).contains("replayed: checker violation"));
+    // `run`'s replay line after a violation.
+    let exp = sub.join("it's a mutant.toml");
+    std::fs::write(
+        &exp,
+        "[experiment]\nname = \"m\"\nprofile = \"ampere-32\"\n[machine]\ncpus = 4\n[kernel]\ntlb_policy = \"mutant-range-no-broadcast\"\n[workload]\nname = \"threads\"\n",
+    )
+    .unwrap();
+    let o = tlbsim(&["run", exp.to_str().unwrap(), "--seed", "5"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    let line = err
+        .lines()
+        .find_map(|l| l.strip_prefix("replay: "))
+        .unwrap_or_else(|| panic!("no replay line in {err}"));
+    let again = through_sh(line, &dir);
+    assert_eq!(again.status.code(), Some(1), "{line}: {}", stderr(&again));
+    assert!(stderr(&again).contains("invariant: no stale"), "{line}");
 }

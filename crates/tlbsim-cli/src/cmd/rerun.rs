@@ -4,7 +4,7 @@
 //! the result is the recorded one.
 
 use super::run::print_and_write;
-use crate::files::{check_output_or_report, Console};
+use crate::files::{check_output_or_report, path_word, Console};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -46,7 +46,7 @@ pub fn run(args: Args) -> ExitCode {
         return code;
     }
     let console = Console::new(&[args.json.as_deref()]);
-    console.line(&format!("# tlbsim rerun {}", name));
+    console.line(&format!("# tlbsim rerun {}", path_word(&args.result)));
     let t0 = Instant::now();
     let out = tlbsim::sim::run(&cfg.into_experiment(), &Default::default());
     let host = t0.elapsed().as_secs_f64();

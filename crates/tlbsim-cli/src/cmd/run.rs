@@ -1,8 +1,8 @@
 //! `tlbsim run`: one experiment, printed as a perf-stat-like table.
 
 use crate::files::{
-    check_output_or_report, load_or_report, set_args, set_profile, write_or_report, Console,
-    Overrides,
+    check_output_or_report, load_or_report, path_word, set_args, set_profile, shell_word,
+    write_or_report, Console, Overrides,
 };
 use crate::report;
 use std::path::{Path, PathBuf};
@@ -97,17 +97,17 @@ fn apply(
     ov: Overrides,
 ) -> Result<String, ExitCode> {
     let seed_used = opts.seed.unwrap_or(exp.experiment.seed);
-    let mut replay = format!("tlbsim run {} --seed {seed_used}", path.display());
+    let mut replay = format!("tlbsim run {} --seed {seed_used}", path_word(path));
     replay.push_str(&set_args(&ov.sets));
     if let Some(c) = opts.cpus {
         replay.push_str(&format!(" --cpus {c}"));
     }
     if let Some(p) = ov.policy {
-        replay.push_str(&format!(" --policy {p}"));
+        replay.push_str(&format!(" --policy {}", shell_word(&p)));
         exp.kernel.tlb_policy = p;
     }
     if let Some(p) = ov.profile {
-        replay.push_str(&format!(" --profile {p}"));
+        replay.push_str(&format!(" --profile {}", shell_word(&p)));
         // A --profile file is relative to the working directory.
         if let Err(e) = set_profile(exp, &p, Path::new("")) {
             eprintln!("error: --profile {p}: {e}");
