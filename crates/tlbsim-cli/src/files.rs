@@ -1,9 +1,14 @@
 //! File handling shared by the commands: reading experiment and profile
 //! files (the library does no I/O), command-line overrides, writing results
-//! whole or not at all, and quoting for printed command lines.
+//! whole or not at all (or to standard output, a device or a FIFO), checking
+//! outputs before any work, and quoting for printed command lines.
 
-use std::path::Path;
+use std::ffi::{OsStr, OsString};
+use std::fs::{File, FileType, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU32, Ordering};
 use tlbsim::config::{
     apply_sets, find_key_line, is_profile_path, parse_profile, parse_toml, Experiment,
 };
@@ -81,22 +86,201 @@ pub fn set_profile(exp: &mut Experiment, spec: &str, base: &Path) -> Result<(), 
     Ok(())
 }
 
-/// Writes `bytes` to `path` whole or not at all (temp file + rename).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let dir = path
-        .parent()
+/// The output path that means standard output.
+pub const STDOUT: &str = "-";
+
+/// Is `path` the `-` that means standard output?
+pub fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == STDOUT
+}
+
+/// Most symbolic links followed from an output path to its file (as
+/// Linux's `MAXSYMLINKS`).
+const MAX_LINKS: usize = 40;
+
+/// Where bytes written to an output path land.
+enum Dest {
+    /// `-`.
+    Stdout,
+    /// An existing file that is not a regular file or a directory (a
+    /// character or block device, a FIFO, a socket), symbolic links
+    /// followed: written in place.
+    Special(PathBuf, FileType),
+    /// A regular file or one that does not exist yet, symbolic links
+    /// followed: replaced whole.
+    Regular(PathBuf),
+}
+
+/// Classifies the output `path`. Errors (a directory, a name that is not
+/// a file's, a loop of links) start with `path`.
+fn dest(path: &Path) -> Result<Dest, String> {
+    if is_stdout(path) {
+        return Ok(Dest::Stdout);
+    }
+    let shown = if path.as_os_str().is_empty() {
+        "\"\"".to_string()
+    } else {
+        path.display().to_string()
+    };
+    if path.file_name().is_none() || path.to_string_lossy().ends_with('/') {
+        return Err(format!("{shown}: not a file name"));
+    }
+    let file = follow_links(path)?;
+    match std::fs::metadata(&file) {
+        Ok(m) if m.is_dir() => Err(format!("{shown}: is a directory")),
+        Ok(m) if m.is_file() => Ok(Dest::Regular(file)),
+        Ok(m) => Ok(Dest::Special(file, m.file_type())),
+        // A new file (or one we cannot see: writing it will say why).
+        Err(_) => Ok(Dest::Regular(file)),
+    }
+}
+
+/// `path` with symbolic links followed to the file they finally name (a
+/// relative target is relative to its link's directory), or `path` itself
+/// if it is not a link; a dangling link gives the missing file it names.
+fn follow_links(path: &Path) -> Result<PathBuf, String> {
+    let mut p = path.to_path_buf();
+    for _ in 0..MAX_LINKS {
+        let is_link = std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink());
+        if !is_link {
+            return Ok(p);
+        }
+        let to = std::fs::read_link(&p)
+            .map_err(|e| format!("{}: cannot read link: {}", path.display(), why(&e)))?;
+        p = match p.parent() {
+            Some(dir) => dir.join(to),
+            None => to,
+        };
+    }
+    Err(format!(
+        "{}: too many levels of symbolic links",
+        path.display()
+    ))
+}
+
+/// An I/O error's description without Rust's ` (os error N)` suffix.
+fn why(e: &io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error ") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+/// The directory `file` is in (`.` for a bare name).
+fn parent_dir(file: &Path) -> &Path {
+    file.parent()
         .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("out"),
-        std::process::id()
-    ));
-    std::fs::write(&tmp, bytes).map_err(|e| format!("{}: cannot write: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| {
+        .unwrap_or(Path::new("."))
+}
+
+/// Counter that, with the process id, names temporary files.
+static TEMP_SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// Creates a new, empty file in `dir` named after `file`, this process
+/// and a per-process counter (`.out.json.tmp<pid>.<n>`), so that no
+/// concurrent process or thread picks the same name; an existing file
+/// (one left by a killed process) is never opened, the next name is tried.
+fn create_temp(dir: &Path, file: &Path) -> io::Result<(PathBuf, File)> {
+    let base = file
+        .file_name()
+        .filter(|n| n.len() <= 200)
+        .unwrap_or(OsStr::new("out"));
+    let mut last = io::Error::from(io::ErrorKind::AlreadyExists);
+    for _ in 0..100 {
+        let n = TEMP_SEQ.fetch_add(1, Ordering::Relaxed);
+        let mut name = OsString::from(".");
+        name.push(base);
+        name.push(format!(".tmp{}.{n}", std::process::id()));
+        let tmp = dir.join(name);
+        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+            Ok(f) => return Ok((tmp, f)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = e,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last)
+}
+
+/// Writes `bytes` to the output `path`:
+/// - `-`: standard output, with a final newline added if `bytes` lack
+///   one; a closed pipe ends the program quietly (exit 141), as a table
+///   printed into `| head` does;
+/// - an existing file that is not a regular file (a device such as
+///   `/dev/null`, a FIFO, a socket), symbolic links followed: opened and
+///   written in place, with no temporary file;
+/// - otherwise (a regular file, a new path, or a symbolic link to either):
+///   whole or not at all: a temporary file in the file's directory (for a
+///   link, its target's directory) is written, flushed to disk (fsync) and
+///   renamed onto the file, then the directory is flushed (best-effort). A
+///   link stays a link: its target is replaced, keeping its permissions.
+///   On failure the temporary file is removed and the file is unchanged.
+///
+/// The error is one line naming `path`, e.g. `/dev/full: cannot write: No
+/// space left on device`.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let fail = |e: io::Error| format!("{}: cannot write: {}", path.display(), why(&e));
+    match dest(path)? {
+        Dest::Stdout => {
+            write_stdout(bytes).map_err(|e| format!("standard output: cannot write: {}", why(&e)))
+        }
+        Dest::Special(file, _) => write_in_place(&file, bytes).map_err(fail),
+        Dest::Regular(file) => replace(&file, bytes).map_err(fail),
+    }
+}
+
+/// `bytes` on standard output, ending with a newline.
+fn write_stdout(bytes: &[u8]) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    let r = out
+        .write_all(bytes)
+        .and_then(|()| match bytes.last() {
+            Some(b'\n') | None => Ok(()),
+            Some(_) => out.write_all(b"\n"),
+        })
+        .and_then(|()| out.flush());
+    if let Err(e) = &r {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            std::process::exit(141);
+        }
+    }
+    r
+}
+
+/// `bytes` written into the existing non-regular file `file`.
+fn write_in_place(file: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut f = OpenOptions::new().write(true).open(file)?;
+    f.write_all(bytes)?;
+    f.flush()
+}
+
+/// Replaces the regular (or new) file `file` with `bytes` through a
+/// temporary file in its directory; see [`write_atomic`].
+fn replace(file: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = parent_dir(file);
+    let (tmp, f) = create_temp(dir, file)?;
+    if let Err(e) = fill_and_rename(f, &tmp, file, bytes) {
         let _ = std::fs::remove_file(&tmp);
-        format!("{}: cannot write: {e}", path.display())
-    })
+        return Err(e);
+    }
+    // The rename is durable once the directory is: best-effort, as some
+    // file systems cannot sync a directory.
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Writes `bytes` into the temporary file `f` (at `tmp`), with the
+/// permissions of `file` if it exists, syncs it and renames it onto `file`.
+fn fill_and_rename(mut f: File, tmp: &Path, file: &Path, bytes: &[u8]) -> io::Result<()> {
+    if let Ok(m) = std::fs::metadata(file) {
+        f.set_permissions(m.permissions())?;
+    }
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(tmp, file)
 }
 
 /// [`write_atomic`], printing the error; exit code 1 on failure.
@@ -110,15 +294,131 @@ pub fn write_or_report(path: &Path, bytes: &[u8]) -> ExitCode {
     }
 }
 
-/// `s` quoted for a shell command line if it needs it.
+/// Checks, before any work is done, that [`write_atomic`] can write the
+/// output `path` that option `flag` names, so that a bad path is not found
+/// after the work and the work lost:
+/// - `-` (standard output) always can;
+/// - an existing file that is not a regular file, symbolic links followed,
+///   must open for writing; a FIFO is not opened (opening waits for a
+///   reader, and closing would end the reader's input), only found;
+/// - otherwise the file's directory (for a link, its target's) must exist
+///   and take a new file: a probe file is created there and removed.
+///
+/// A directory, or a name ending in `/`, is an error. The error is one line
+/// naming the flag and the path: `--json /nonexistent/x.json: directory
+/// /nonexistent does not exist`.
+pub fn check_output(flag: &str, path: &Path) -> Result<(), String> {
+    let shown = path.display();
+    match dest(path).map_err(|e| format!("{flag} {e}"))? {
+        Dest::Stdout => Ok(()),
+        Dest::Special(_, t) if is_fifo(&t) => Ok(()),
+        Dest::Special(file, _) => OpenOptions::new()
+            .write(true)
+            .open(file)
+            .map(drop)
+            .map_err(|e| format!("{flag} {shown}: cannot open for writing: {}", why(&e))),
+        Dest::Regular(file) => {
+            probe_dir(parent_dir(&file), &file).map_err(|m| format!("{flag} {shown}: {m}"))
+        }
+    }
+}
+
+/// [`check_output`] on `path` if given, printing the error; exit code 2
+/// (bad arguments) on failure.
+pub fn check_output_or_report(flag: &str, path: Option<&Path>) -> Result<(), ExitCode> {
+    match path.map(|p| check_output(flag, p)) {
+        Some(Err(e)) => {
+            eprintln!("error: {e}");
+            Err(ExitCode::from(2))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Can a new file named after `file` be created in `dir`? Creates one and
+/// removes it.
+fn probe_dir(dir: &Path, file: &Path) -> Result<(), String> {
+    let shown = dir.display();
+    match std::fs::metadata(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(format!("directory {shown} does not exist"))
+        }
+        Err(e) => return Err(format!("directory {shown}: {}", why(&e))),
+        Ok(m) if !m.is_dir() => return Err(format!("{shown} is not a directory")),
+        Ok(_) => {}
+    }
+    let (tmp, f) = create_temp(dir, file)
+        .map_err(|e| format!("cannot create a file in directory {shown}: {}", why(&e)))?;
+    drop(f);
+    let _ = std::fs::remove_file(tmp);
+    Ok(())
+}
+
+/// Is `t` a FIFO (named pipe)?
+#[cfg(unix)]
+fn is_fifo(t: &FileType) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    t.is_fifo()
+}
+
+/// Is `t` a FIFO (named pipe)? None outside Unix.
+#[cfg(not(unix))]
+fn is_fifo(_: &FileType) -> bool {
+    false
+}
+
+/// Where a command prints what it reports for people (tables, its command
+/// line, verdicts): standard output, or standard error when one of its
+/// output files is `-`, so that standard output carries that file alone.
+#[derive(Debug, Clone, Copy)]
+pub struct Console {
+    to_stderr: bool,
+}
+
+impl Console {
+    /// The console of a command whose output files are `outputs`.
+    pub fn new(outputs: &[Option<&Path>]) -> Console {
+        Console {
+            to_stderr: outputs.iter().flatten().any(|p| is_stdout(p)),
+        }
+    }
+
+    /// Prints `text` as is.
+    pub fn print(&self, text: &str) {
+        if self.to_stderr {
+            eprint!("{text}");
+        } else {
+            print!("{text}");
+        }
+    }
+
+    /// Prints `text` and a newline.
+    pub fn line(&self, text: &str) {
+        if self.to_stderr {
+            eprintln!("{text}");
+        } else {
+            println!("{text}");
+        }
+    }
+}
+
+/// `s` as one word of a POSIX shell command line: as is if it is made of
+/// characters no shell treats specially, else in single quotes (a quote
+/// inside as `'\''`; the empty string as `''`).
 pub fn shell_word(s: &str) -> String {
-    if s.chars()
-        .all(|c| c.is_ascii_alphanumeric() || "._-=,/:+".contains(c))
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-=,/:+".contains(c))
     {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
     }
+}
+
+/// `path` as one word of a printed command line, quoted if it needs it.
+pub fn path_word(path: &Path) -> String {
+    shell_word(&path.to_string_lossy())
 }
 
 /// The printed form of `--set` arguments: ` --set A --set B`.
@@ -130,12 +430,94 @@ pub fn set_args(sets: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::shell_word;
+    use super::{check_output, path_word, shell_word, write_atomic};
+    use std::path::{Path, PathBuf};
 
     #[test]
     fn shell_words_are_quoted_only_when_needed() {
         assert_eq!(shell_word("kernel.kpti=false"), "kernel.kpti=false");
         assert_eq!(shell_word("a b"), "'a b'");
         assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word(""), "''");
+        assert_eq!(
+            path_word(Path::new("/tmp/my runs/it's.toml")),
+            "'/tmp/my runs/it'\\''s.toml'"
+        );
+    }
+
+    /// A new empty directory for one test.
+    fn scratch(test: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("tlbsim-files-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn concurrent_writes_of_one_file_leave_one_whole_and_no_temporary() {
+        let dir = scratch("concurrent");
+        let out = dir.join("out.csv");
+        std::thread::scope(|s| {
+            for t in 0..8u8 {
+                let out = &out;
+                s.spawn(move || {
+                    let body = vec![b'a' + t; 100_000];
+                    for _ in 0..5 {
+                        write_atomic(out, &body).unwrap();
+                    }
+                });
+            }
+        });
+        let got = std::fs::read(&out).unwrap();
+        assert_eq!(got.len(), 100_000);
+        assert!(got.iter().all(|&b| b == got[0]), "one writer's bytes");
+        assert_eq!(names(&dir), ["out.csv"]);
+    }
+
+    #[test]
+    fn a_failed_write_names_the_path_and_leaves_nothing() {
+        let dir = scratch("failed");
+        let out = dir.join("missing/out.json");
+        let e = write_atomic(&out, b"{}").unwrap_err();
+        assert_eq!(
+            e,
+            format!("{}: cannot write: No such file or directory", out.display())
+        );
+        assert!(names(&dir).is_empty());
+    }
+
+    #[test]
+    fn outputs_that_cannot_be_files_are_refused_up_front() {
+        let dir = scratch("names");
+        assert_eq!(check_output("--json", Path::new("-")), Ok(()));
+        assert_eq!(check_output("--json", &dir.join("new.json")), Ok(()));
+        assert_eq!(names(&dir), Vec::<String>::new(), "the probe is removed");
+        let e = check_output("--csv", Path::new("")).unwrap_err();
+        assert_eq!(e, "--csv \"\": not a file name");
+        let e = check_output("--csv", Path::new("nowhere/")).unwrap_err();
+        assert_eq!(e, "--csv nowhere/: not a file name");
+        let e = check_output("--json", &dir).unwrap_err();
+        assert_eq!(e, format!("--json {}: is a directory", dir.display()));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_loop_of_links_is_an_error_not_a_hang() {
+        let dir = scratch("loop");
+        std::os::unix::fs::symlink("b", dir.join("a")).unwrap();
+        std::os::unix::fs::symlink("a", dir.join("b")).unwrap();
+        let e = write_atomic(&dir.join("a"), b"{}").unwrap_err();
+        assert!(e.ends_with("a: too many levels of symbolic links"), "{e}");
+        let e = check_output("--json", &dir.join("b")).unwrap_err();
+        assert!(e.ends_with("b: too many levels of symbolic links"), "{e}");
     }
 }

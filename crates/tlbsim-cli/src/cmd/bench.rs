@@ -4,7 +4,7 @@
 //! without the checker. Each run is a child process (`bench --one`), so
 //! its peak RSS is its own.
 
-use crate::files::write_or_report;
+use crate::files::{check_output_or_report, write_or_report, Console};
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::time::Instant;
@@ -14,7 +14,9 @@ pub struct Args {
     /// Only cases whose name contains this text.
     #[arg(long)]
     only: Option<String>,
-    /// Also write the measurements as a JSON array to this file.
+    /// Also write the measurements as a JSON array to this file, or to
+    /// standard output if "-" (the table then goes to standard error);
+    /// written as `run --json` writes.
     #[arg(long)]
     json: Option<PathBuf>,
     /// Run one case in this process and print its measurement as one JSON
@@ -121,16 +123,20 @@ pub fn run(args: Args) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    println!(
+    if let Err(code) = check_output_or_report("--json", args.json.as_deref()) {
+        return code;
+    }
+    let console = Console::new(&[args.json.as_deref()]);
+    console.line(&format!(
         "{:<22} {:>7} {:>11} {:>12} {:>9} {:>9} {:>9} {:>9}",
         "case", "checker", "simulated s", "events", "host s", "ns/event", "M ev/s", "RSS MiB"
-    );
+    ));
     let mut all = Vec::new();
     for c in cases {
         for checker in [true, false] {
             match child(c.name, checker) {
                 Ok(m) => {
-                    print_row(&m);
+                    console.line(&row(&m));
                     all.push(m);
                 }
                 Err(e) => {
@@ -146,12 +152,13 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-fn print_row(m: &Measured) {
+/// One printed row of the table.
+fn row(m: &Measured) -> String {
     let ns = m.host_s * 1e9 / m.events.max(1) as f64;
     let rss = m
         .peak_rss_kib
         .map_or("-".to_string(), |k| format!("{:.1}", k as f64 / 1024.0));
-    println!(
+    format!(
         "{:<22} {:>7} {:>11.6} {:>12} {:>9.2} {:>9.0} {:>9.2} {:>9}",
         m.case,
         if m.checker { "on" } else { "off" },
@@ -161,7 +168,7 @@ fn print_row(m: &Measured) {
         ns,
         m.events as f64 / m.host_s.max(1e-9) / 1e6,
         rss
-    );
+    )
 }
 
 /// Runs `bench --one name` in a child process and reads its line.

@@ -1,7 +1,7 @@
 //! `tlbsim check`: explore schedules of an experiment under the checker,
 //! or replay one.
 
-use crate::files::{load_or_report, set_args, set_profile, Overrides};
+use crate::files::{load_or_report, path_word, set_args, set_profile, shell_word, Overrides};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -124,10 +124,10 @@ fn apply(
     ov: Overrides,
     allocator: Option<String>,
 ) -> Result<String, ExitCode> {
-    let mut base = format!("tlbsim check {}", path.display());
+    let mut base = format!("tlbsim check {}", path_word(path));
     base.push_str(&set_args(&ov.sets));
     if let Some(p) = ov.profile {
-        base.push_str(&format!(" --profile {p}"));
+        base.push_str(&format!(" --profile {}", shell_word(&p)));
         if let Err(e) = set_profile(exp, &p, Path::new("")) {
             eprintln!("error: --profile {p}: {e}");
             return Err(ExitCode::from(2));
@@ -137,11 +137,11 @@ fn apply(
         base.push_str(&format!(" --cpus {c}"));
     }
     if let Some(p) = ov.policy {
-        base.push_str(&format!(" --policy {p}"));
+        base.push_str(&format!(" --policy {}", shell_word(&p)));
         exp.kernel.tlb_policy = p;
     }
     if let Some(a) = allocator {
-        base.push_str(&format!(" --allocator {a}"));
+        base.push_str(&format!(" --allocator {}", shell_word(&a)));
         exp.kernel.asid_allocator = a;
     }
     Ok(base)
@@ -195,8 +195,30 @@ fn print_report(rep: CheckReport, opts: &CheckOptions, secs: f64, base: &str) ->
         }
         Some(f) => {
             println!("schedule {} fails:\n{}", f.index, f.report);
-            println!("replay: {base} --replay '{}'", f.schedule);
+            println!("replay: {}", replay_command(base, &f.schedule));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The command that replays `schedule`: `base` (the command line of the
+/// search, its words quoted) and `--replay` with the schedule quoted.
+pub fn replay_command(base: &str, schedule: &str) -> String {
+    format!("{base} --replay {}", shell_word(schedule))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::replay_command;
+    use crate::files::path_word;
+    use std::path::Path;
+
+    #[test]
+    fn a_replay_command_quotes_a_path_with_a_space_and_a_quote() {
+        let base = format!("tlbsim check {}", path_word(Path::new("my runs/it's.toml")));
+        assert_eq!(
+            replay_command(&base, "s0*2 d1"),
+            "tlbsim check 'my runs/it'\\''s.toml' --replay 's0*2 d1'"
+        );
     }
 }

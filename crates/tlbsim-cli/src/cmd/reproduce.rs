@@ -1,7 +1,7 @@
 //! `tlbsim reproduce`: prints the library's reproduction rows
 //! ([`tlbsim::reproduce::Plan`]) as a table and, if asked, a JSON array.
 
-use crate::files::write_or_report;
+use crate::files::{check_output_or_report, write_or_report, Console};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,7 +9,9 @@ use tlbsim::reproduce::{Acceptance, Plan, Row};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Also write the rows as a JSON array to this file.
+    /// Also write the rows as a JSON array to this file, or to standard
+    /// output if "-" (the table then goes to standard error); written as
+    /// `run --json` writes.
     #[arg(long)]
     json: Option<PathBuf>,
     /// Only experiments whose name contains this text.
@@ -26,10 +28,14 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    println!(
+    if let Err(code) = check_output_or_report("--json", args.json.as_deref()) {
+        return code;
+    }
+    let console = Console::new(&[args.json.as_deref()]);
+    console.line(&format!(
         "{:<22} {:<48} {:>5} {:>10} {:>10} {:>8}  {:>7}",
         "experiment", "metric", "unit", "published", "simulated", "error", "host s"
-    );
+    ));
     eprintln!(
         "reproduce: {} simulations on {} threads",
         plan.simulations(),
@@ -43,9 +49,9 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     for r in &report.rows {
-        println!("{}", table_line(r));
+        console.line(&table_line(r));
     }
-    println!("\n{}", summary(&report.acceptance));
+    console.line(&format!("\n{}", summary(&report.acceptance)));
     match args.json {
         Some(j) => {
             let rows: Vec<Value> = report.rows.iter().map(json_row).collect();

@@ -4,6 +4,7 @@
 //! the result is the recorded one.
 
 use super::run::print_and_write;
+use crate::files::{check_output_or_report, path_word, Console};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -13,7 +14,9 @@ use tlbsim::sim::RunConfig;
 pub struct Args {
     /// A result written by `tlbsim run --json`.
     result: PathBuf,
-    /// Write the new result as JSON to this file.
+    /// Write the new result as JSON to this file, or to standard output
+    /// if "-" (the table and verdict then go to standard error); written
+    /// as `run --json` writes.
     #[arg(long)]
     json: Option<PathBuf>,
     /// Print per-CPU rows even on large machines.
@@ -39,7 +42,11 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    println!("# tlbsim rerun {name}");
+    if let Err(code) = check_output_or_report("--json", args.json.as_deref()) {
+        return code;
+    }
+    let console = Console::new(&[args.json.as_deref()]);
+    console.line(&format!("# tlbsim rerun {}", path_word(&args.result)));
     let t0 = Instant::now();
     let out = tlbsim::sim::run(&cfg.into_experiment(), &Default::default());
     let host = t0.elapsed().as_secs_f64();
@@ -53,10 +60,10 @@ pub fn run(args: Args) -> ExitCode {
     let code = print_and_write(&o, host, args.per_cpu, args.json.as_deref());
     let same = serde_json::to_value(&o).ok().as_ref() == Some(&recorded);
     if same {
-        println!("rerun: identical to the recorded result");
+        console.line("rerun: identical to the recorded result");
         code
     } else {
-        println!("rerun: DIFFERS from the recorded result (another tlbsim version?)");
+        console.line("rerun: DIFFERS from the recorded result (another tlbsim version?)");
         ExitCode::FAILURE
     }
 }

@@ -1,6 +1,9 @@
 //! `tlbsim run`: one experiment, printed as a perf-stat-like table.
 
-use crate::files::{load_or_report, set_args, set_profile, write_or_report, Overrides};
+use crate::files::{
+    check_output_or_report, load_or_report, path_word, set_args, set_profile, shell_word,
+    write_or_report, Console, Overrides,
+};
 use crate::report;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -26,7 +29,10 @@ pub struct Args {
     /// name, or a profile file ending in .toml (see `profiles --show`).
     #[arg(long)]
     profile: Option<String>,
-    /// Write the full result as JSON to this file.
+    /// Write the full result as JSON to this file, or to standard output
+    /// if "-" (the table then goes to standard error). A file is replaced
+    /// whole or not at all (a symbolic link's target is replaced); a
+    /// device or FIFO is written in place.
     #[arg(long)]
     json: Option<PathBuf>,
     /// Print per-CPU rows even on large machines.
@@ -59,7 +65,10 @@ pub fn run(args: Args) -> ExitCode {
         Ok(r) => r,
         Err(code) => return code,
     };
-    println!("# {replay}");
+    if let Err(code) = check_output_or_report("--json", args.json.as_deref()) {
+        return code;
+    }
+    Console::new(&[args.json.as_deref()]).line(&format!("# {replay}"));
     let t0 = Instant::now();
     let out = tlbsim::sim::run(&exp, &opts);
     let host = t0.elapsed().as_secs_f64();
@@ -93,17 +102,17 @@ fn apply(
     ov: Overrides,
 ) -> Result<String, ExitCode> {
     let seed_used = opts.seed.unwrap_or(exp.experiment.seed);
-    let mut replay = format!("tlbsim run {} --seed {seed_used}", path.display());
+    let mut replay = format!("tlbsim run {} --seed {seed_used}", path_word(path));
     replay.push_str(&set_args(&ov.sets));
     if let Some(c) = opts.cpus {
         replay.push_str(&format!(" --cpus {c}"));
     }
     if let Some(p) = ov.policy {
-        replay.push_str(&format!(" --policy {p}"));
+        replay.push_str(&format!(" --policy {}", shell_word(&p)));
         exp.kernel.tlb_policy = p;
     }
     if let Some(p) = ov.profile {
-        replay.push_str(&format!(" --profile {p}"));
+        replay.push_str(&format!(" --profile {}", shell_word(&p)));
         // A --profile file is relative to the working directory.
         if let Err(e) = set_profile(exp, &p, Path::new("")) {
             eprintln!("error: --profile {p}: {e}");
@@ -113,9 +122,10 @@ fn apply(
     Ok(replay)
 }
 
-/// Prints the table of a finished run and writes its JSON to `json`.
+/// Prints the table of a finished run (on standard error if `json` is
+/// `-`) and writes its JSON to `json`.
 pub fn print_and_write(o: &RunOutput, host_s: f64, per_cpu: bool, json: Option<&Path>) -> ExitCode {
-    print!("{}", report::table(o, host_s, per_cpu));
+    Console::new(&[json]).print(&report::table(o, host_s, per_cpu));
     match json {
         Some(j) => {
             let v = report::json(o, host_s);

@@ -1,12 +1,13 @@
 //! `tlbsim sweep`: one experiment over CPU counts, policies, profiles and
 //! optionally a workload parameter, written as a CSV.
 
-use crate::files::{load_or_report, set_profile, write_or_report};
+use crate::files::{check_output_or_report, load_or_report, set_profile, write_or_report};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
-use tlbsim::config::Experiment;
-use tlbsim::sim::{RunOptions, RunOutput, SimError};
+use tlbsim::config::{builtin_profile, is_profile_path, Experiment};
+use tlbsim::kernel::registry::{check_combination, find_allocator, find_policy};
+use tlbsim::sim::{resolve_profile, RunOptions, RunOutput, SimError};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -21,7 +22,7 @@ pub struct Args {
     /// CSV column.
     #[arg(long)]
     param: Option<String>,
-    /// TLB policies, comma-separated.
+    /// TLB policies, comma-separated (`tlbsim policies` lists them).
     #[arg(
         long,
         value_delimiter = ',',
@@ -32,7 +33,9 @@ pub struct Args {
     /// ending in .toml.
     #[arg(long, value_delimiter = ',', default_value = "ampere-32,ampere-2s")]
     profiles: Vec<String>,
-    /// Output CSV file (written whole or not at all).
+    /// Output CSV file, or standard output if "-". A file is replaced
+    /// whole or not at all (a symbolic link's target is replaced); a
+    /// device or FIFO is written in place.
     #[arg(long)]
     csv: PathBuf,
     /// Set any key of the experiment file, as SECTION.KEY=VALUE (VALUE
@@ -67,10 +70,14 @@ impl Job {
             self.policy,
             self.param_cell.trim_end_matches(',')
         )
+        .trim_end()
+        .to_string()
     }
 }
 
-/// Runs every point of the sweep and writes the CSV in sweep order.
+/// Runs every point of the sweep and writes the CSV in sweep order. Every
+/// argument, the output and every point's configuration are checked
+/// before the first run (exit code 2).
 pub fn run(args: Args) -> ExitCode {
     let (cpus, param) = match parse_cpus_and_param(&args) {
         Ok(x) => x,
@@ -83,10 +90,22 @@ pub fn run(args: Args) -> ExitCode {
         Ok(x) => x,
         Err(code) => return code,
     };
+    if let Err(code) = check_output_or_report("--csv", Some(&args.csv)) {
+        return code;
+    }
+    if let Err(e) = check_names(&args.policies, &args.profiles) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let jobs = match build_jobs(&exp0, &args.profiles, &cpus, param.as_ref(), &args.policies) {
         Ok(j) => j,
         Err(code) => return code,
     };
+    let file = args.experiment.display().to_string();
+    if let Err(e) = check_jobs(&jobs, &file, &text) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let results = run_jobs(&jobs);
     let mut out = csv_header(param.as_ref());
     // The workload's metrics become the last columns (named after the
@@ -96,7 +115,6 @@ pub fn run(args: Args) -> ExitCode {
         let o = match r {
             Ok(o) => o,
             Err(e) => {
-                let file = args.experiment.display().to_string();
                 eprintln!(
                     "error: {}: {}",
                     job.label(),
@@ -214,6 +232,63 @@ fn build_jobs(
         }
     }
     Ok(jobs)
+}
+
+/// Checks every `--policies` name against the registry and every built-in
+/// `--profiles` name (profile files are read by [`build_jobs`], also before
+/// any run). The error names the flag and the value, and lists the known
+/// names.
+fn check_names(policies: &[String], profiles: &[String]) -> Result<(), String> {
+    for p in policies {
+        find_policy(p).map_err(|e| format!("--policies {p}: {e}"))?;
+    }
+    for p in profiles.iter().filter(|p| !is_profile_path(p)) {
+        builtin_profile(p).map_err(|e| format!("--profiles {p}: {}", e.message))?;
+    }
+    Ok(())
+}
+
+/// Checks each point as a run checks it before simulating (see
+/// [`check_job`]), so that a bad point stops the sweep before the first
+/// run rather than after the others ran. The error is the point's label
+/// and the run's error, located in `file` (whose text is `text`).
+fn check_jobs(jobs: &[Job], file: &str, text: &str) -> Result<(), String> {
+    for job in jobs {
+        check_job(job).map_err(|e| format!("{}: {}", job.label(), e.located(file, text)))?;
+    }
+    Ok(())
+}
+
+/// The checks of a point that need no simulated machine, each one that
+/// `tlbsim::sim::run` makes before it simulates: the profile with the
+/// point's CPU count, the policy and allocator on it, and the workload's
+/// parameters (on the profile, for a run without VMs). A point that passes
+/// may still fail in the run's other checks.
+fn check_job(job: &Job) -> Result<(), SimError> {
+    let exp = &job.exp;
+    let opts = RunOptions {
+        seed: None,
+        cpus: job.cpus,
+    };
+    let profile = resolve_profile(exp, &opts)?;
+    let field = |section: &str, key: &str, message: String| SimError::Field {
+        section: section.into(),
+        key: key.into(),
+        message,
+    };
+    let k = &exp.kernel;
+    let policy = find_policy(&k.tlb_policy).map_err(|e| field("kernel", "tlb_policy", e))?;
+    let alloc =
+        find_allocator(&k.asid_allocator).map_err(|e| field("kernel", "asid_allocator", e))?;
+    check_combination(policy, alloc, &profile).map_err(|(key, m)| field("kernel", key, m))?;
+    let wl = tlbsim::workload::build(&exp.workload.name, &exp.workload.params)
+        .map_err(|e| SimError::Config(format!("[workload] {e}")))?;
+    if exp.vm.is_none() {
+        wl.workload
+            .check(&profile)
+            .map_err(|e| SimError::Config(format!("[workload] {e}")))?;
+    }
+    Ok(())
 }
 
 /// `exp` with `[section] key = v` (a `--param SECTION.KEY=...` value, as

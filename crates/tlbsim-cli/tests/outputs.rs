@@ -1,0 +1,364 @@
+//! Output files of the `tlbsim` command (issue 16, "no panic, no lost
+//! work"): `-` is standard output, devices and FIFOs are written in place,
+//! a symbolic link keeps being one, a bad output or sweep list is found
+//! before any work, and printed command lines survive a shell.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const EXE: &str = env!("CARGO_BIN_EXE_tlbsim");
+
+/// seed000-mprotect cut to 10 iterations: a run of a few milliseconds.
+const MPROTECT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../experiments/seed000-mprotect.toml"
+);
+const SHORT: &str = "workload.iterations=10";
+
+fn tlbsim_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(EXE)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("tlbsim runs")
+}
+
+fn tlbsim(args: &[&str]) -> Output {
+    tlbsim_in(Path::new("."), args)
+}
+
+/// A new empty directory for one test.
+fn scratch_dir(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tlbsim-outputs-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// `run` of the short mprotect experiment, writing its JSON to `json`.
+fn run_to(dir: &Path, json: &str) -> Output {
+    tlbsim_in(dir, &["run", MPROTECT, "--set", SHORT, "--json", json])
+}
+
+/// Temporary files left in `dir` (`.NAME.tmp<pid>.<n>`).
+fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp"))
+        .collect()
+}
+
+#[test]
+fn json_dash_is_standard_output_and_the_table_goes_to_stderr() {
+    let dir = scratch_dir("dash");
+    let o = run_to(&dir, "-");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON alone");
+    assert_eq!(v["run"]["workload"]["iterations"], 10);
+    let err = stderr(&o);
+    assert!(
+        err.contains("# tlbsim run ") && err.contains("checker: pass"),
+        "{err}"
+    );
+    assert!(!dir.join("-").exists(), "no file named -");
+    // rerun takes the result back and writes its own to stdout too.
+    let result = dir.join("r.json");
+    std::fs::write(&result, &o.stdout).unwrap();
+    let o = tlbsim_in(&dir, &["rerun", "r.json", "--json", "-"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let again: serde_json::Value = serde_json::from_slice(&o.stdout).expect("rerun stdout is JSON");
+    assert_eq!(again["run"], v["run"]);
+    assert!(stderr(&o).contains("identical to the recorded result"));
+    // sweep --csv -.
+    let o = tlbsim_in(
+        &dir,
+        &[
+            "sweep",
+            MPROTECT,
+            "--set",
+            SHORT,
+            "--cpus",
+            "2",
+            "--policies",
+            "arm64-stock",
+            "--profiles",
+            "ampere-32",
+            "--csv",
+            "-",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let csv = stdout(&o);
+    assert!(csv.starts_with("profile,sockets,cpus,policy,"), "{csv}");
+    assert_eq!(csv.lines().count(), 2, "{csv}");
+    assert!(!dir.join("-").exists(), "no file named -");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_write_error_on_a_device_is_reported_and_the_device_stays() {
+    use std::os::unix::fs::FileTypeExt;
+    let is_char_device = || {
+        std::fs::symlink_metadata("/dev/full")
+            .map(|m| m.file_type().is_char_device())
+            .unwrap_or(false)
+    };
+    if !is_char_device() {
+        eprintln!("no /dev/full here: skipped");
+        return;
+    }
+    let o = run_to(Path::new("."), "/dev/full");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("error: /dev/full: cannot write: No space left on device\n"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(is_char_device(), "/dev/full was replaced");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_is_written_in_place() {
+    use std::io::Read;
+    use std::os::unix::fs::FileTypeExt;
+    let dir = scratch_dir("fifo");
+    let fifo = dir.join("out.json");
+    let made = Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("no mkfifo here: skipped");
+        return;
+    }
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            std::fs::File::open(fifo)
+                .and_then(|mut f| f.read_to_string(&mut text))
+                .map(|_| text)
+        })
+    };
+    let o = run_to(&dir, "out.json");
+    // Should tlbsim not open the FIFO, a reader still waiting in `open` is
+    // released by this open (read-write does not wait on Linux), with EOF.
+    drop(
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&fifo),
+    );
+    let text = reader.join().unwrap().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&text).expect("the reader got the JSON");
+    assert_eq!(v["run"]["workload"]["iterations"], 10);
+    let t = std::fs::symlink_metadata(&fifo).unwrap().file_type();
+    assert!(t.is_fifo(), "the FIFO was replaced");
+    assert!(leftovers(&dir).is_empty(), "{:?}", leftovers(&dir));
+}
+
+#[cfg(unix)]
+#[test]
+fn a_symbolic_link_keeps_being_one_and_its_target_is_replaced() {
+    let dir = scratch_dir("symlink");
+    std::fs::create_dir(dir.join("data")).unwrap();
+    std::fs::write(dir.join("data/real.json"), "old").unwrap();
+    std::os::unix::fs::symlink("data/real.json", dir.join("link.json")).unwrap();
+    let o = run_to(&dir, "link.json");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let link = std::fs::symlink_metadata(dir.join("link.json")).unwrap();
+    assert!(link.file_type().is_symlink(), "the link was replaced");
+    let text = std::fs::read_to_string(dir.join("data/real.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).expect("the target has the JSON");
+    assert_eq!(v["run"]["workload"]["iterations"], 10);
+    // A dangling link into an existing directory creates its target.
+    std::os::unix::fs::symlink("data/new.json", dir.join("dangling.json")).unwrap();
+    let o = run_to(&dir, "dangling.json");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(dir.join("data/new.json").is_file());
+    assert!(std::fs::symlink_metadata(dir.join("dangling.json"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(leftovers(&dir).is_empty() && leftovers(&dir.join("data")).is_empty());
+}
+
+/// Each command with an output file, with a bad `path` for it; runs that
+/// would take long if they ran.
+fn commands_with_output(path: &str) -> Vec<Vec<String>> {
+    let mut cmds = vec![
+        vec!["run", MPROTECT, "--json", path],
+        vec!["sweep", MPROTECT, "--csv", path],
+        vec!["reproduce", "--only", "seed000-mprotect", "--json", path],
+        vec!["bench", "--only", "mprotect-32-v2", "--json", path],
+    ];
+    // rerun needs a result file; a missing one is reported first (exit 2
+    // too), so give it one.
+    let dir = scratch_dir("rerun-input");
+    let o = run_to(&dir, "r.json");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let result = dir.join("r.json");
+    let result = result.to_str().unwrap();
+    cmds.push(vec!["rerun", result, "--json", path]);
+    cmds.into_iter()
+        .map(|c| c.into_iter().map(String::from).collect())
+        .collect()
+}
+
+#[test]
+fn an_unwritable_output_is_found_before_any_work() {
+    let dir = scratch_dir("unwritable");
+    std::fs::write(dir.join("plain"), "").unwrap();
+    let missing = "/nonexistent-tlbsim-dir/x.json".to_string();
+    let under_file = dir.join("plain/x.json").to_string_lossy().into_owned();
+    let a_dir = dir.to_string_lossy().into_owned();
+    for (path, want) in [
+        (
+            &missing,
+            "directory /nonexistent-tlbsim-dir does not exist".to_string(),
+        ),
+        (
+            &under_file,
+            format!("{} is not a directory", dir.join("plain").display()),
+        ),
+        (&a_dir, "is a directory".to_string()),
+    ] {
+        for args in commands_with_output(path) {
+            let flag = if args[0] == "sweep" {
+                "--csv"
+            } else {
+                "--json"
+            };
+            let t0 = std::time::Instant::now();
+            let o = tlbsim(&args.iter().map(String::as_str).collect::<Vec<_>>());
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+            assert!(
+                err.starts_with(&format!("error: {flag} {path}: ")) && err.contains(&want),
+                "{args:?}: {err}"
+            );
+            assert_eq!(err.lines().count(), 1, "one line, nothing ran: {err}");
+            assert!(o.stdout.is_empty(), "{args:?}: nothing printed before");
+            assert!(t0.elapsed().as_secs_f64() < 5.0, "{args:?}: the work ran");
+        }
+    }
+    assert!(leftovers(&dir).is_empty(), "the probe is removed");
+}
+
+#[test]
+fn a_bad_sweep_list_is_found_before_the_first_run() {
+    let dir = scratch_dir("sweep-lists");
+    let csv = dir.join("out.csv");
+    let csv = csv.to_str().unwrap();
+    for (flag, value, want) in [
+        (
+            "--policies",
+            "arm64-stock,BAD,arm64-cpumask-tracking",
+            "error: --policies BAD: unknown tlb_policy \"BAD\" (known: arm64-stock, ",
+        ),
+        (
+            "--profiles",
+            "ampere-32,nowhere",
+            "error: --profiles nowhere: unknown profile \"nowhere\" (built-in: ampere-32, ",
+        ),
+        (
+            "--param",
+            "iterations=5,many",
+            "[workload] `iterations`: invalid type: string \"many\"",
+        ),
+        (
+            "--profiles",
+            "ampere-32,skylake-4c8t",
+            "is an arm64 policy but profile \"skylake-4c8t\" is an x86 machine",
+        ),
+    ] {
+        let o = tlbsim(&[
+            "sweep", MPROTECT, "--cpus", "2,4", flag, value, "--csv", csv,
+        ]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{flag} {value}: {err}");
+        assert!(err.contains(want), "{flag} {value}: {err}");
+        assert!(!err.contains("sweep:"), "a run started: {err}");
+        assert!(!Path::new(csv).exists());
+    }
+    // The policies `tlbsim policies` lists are the ones a sweep takes.
+    let o = tlbsim(&["policies"]);
+    let listed = stdout(&o);
+    assert!(listed.contains("  arm64-cpumask-tracking "), "{listed}");
+}
+
+/// `s` quoted for `sh`, as the command quotes its words.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// Runs a printed `tlbsim ...` command line with `sh`, the binary in place
+/// of `tlbsim`.
+fn through_sh(line: &str, dir: &Path) -> Output {
+    let rest = line.strip_prefix("tlbsim ").expect("a tlbsim command");
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("{} {rest}", sh_quote(EXE)))
+        .current_dir(dir)
+        .output()
+        .expect("sh runs")
+}
+
+#[cfg(unix)]
+#[test]
+fn printed_commands_quote_paths_with_spaces_and_quotes() {
+    let dir = scratch_dir("quoting");
+    let sub = dir.join("my runs");
+    std::fs::create_dir(&sub).unwrap();
+    // `check` of seed 002's explorer experiment with a mutant allocator.
+    let exp = sub.join("it's explore.toml");
+    let src = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../experiments/seed002-explore.toml"
+    );
+    std::fs::copy(src, &exp).unwrap();
+    let e = exp.to_str().unwrap();
+    let o = tlbsim(&[
+        "check",
+        e,
+        "--allocator",
+        "mutant-asid-forget-cpu",
+        "--schedules",
+        "20",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let out = stdout(&o);
+    let line = out
+        .lines()
+        .find_map(|l| l.strip_prefix("replay: "))
+        .unwrap_or_else(|| panic!("no replay line in {out}"));
+    assert!(line.contains(&sh_quote(e)), "{line}");
+    let again = through_sh(line, &dir);
+    assert_eq!(again.status.code(), Some(1), "{line}: {}", stderr(&again));
+    assert!(stdout(&again).contains("replayed: checker violation"));
+    // `run`'s replay line after a violation.
+    let exp = sub.join("it's a mutant.toml");
+    std::fs::write(
+        &exp,
+        "[experiment]\nname = \"m\"\nprofile = \"ampere-32\"\n[machine]\ncpus = 4\n[kernel]\ntlb_policy = \"mutant-range-no-broadcast\"\n[workload]\nname = \"threads\"\n",
+    )
+    .unwrap();
+    let o = tlbsim(&["run", exp.to_str().unwrap(), "--seed", "5"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    let line = err
+        .lines()
+        .find_map(|l| l.strip_prefix("replay: "))
+        .unwrap_or_else(|| panic!("no replay line in {err}"));
+    let again = through_sh(line, &dir);
+    assert_eq!(again.status.code(), Some(1), "{line}: {}", stderr(&again));
+    assert!(stderr(&again).contains("invariant: no stale"), "{line}");
+}
