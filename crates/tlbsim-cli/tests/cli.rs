@@ -634,3 +634,35 @@ fn command_line_values_are_blamed_on_the_flag_not_the_file() {
         "blame-file.toml:5: [machine] cpus: 9000 CPUs (must be 1..=4096)",
     );
 }
+
+#[test]
+fn explorer_arguments_that_check_nothing_or_exhaust_memory_are_refused() {
+    let exp = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../experiments/seed004-explore.toml"
+    );
+    // These used to report "checker: pass" having checked nothing.
+    refused(&["check", exp, "--schedules", "0"], "--schedules");
+    refused(
+        &["check", exp, "--max-actions", "0"],
+        "must be 1..=10000000",
+    );
+    refused(
+        &["check", exp, "--replay", ""],
+        "error: --replay: the schedule is empty",
+    );
+    // These panicked (capacity overflow) or aborted out of memory.
+    refused(
+        &["check", exp, "--replay", "s0*18446744073709551615"],
+        "error: --replay: \"s0*18446744073709551615\": the schedule would have 18446744073709551615 actions, but must have 1..=10000000",
+    );
+    refused(&["check", exp, "--replay", "s0*4000000000"], "1..=10000000");
+    refused(
+        &["check", exp, "--strategy", "pct", "--depth", "4294967295"],
+        "4294967295 is not in 1..=1000",
+    );
+    refused(
+        &["check", exp, "--set", "checker.history=100000000000000"],
+        "[checker] history: history = 100000000000000 exceeds tlbsim's limit of 1048576",
+    );
+}

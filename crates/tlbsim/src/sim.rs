@@ -480,6 +480,12 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
         key: key.into(),
         message,
     };
+    crate::config::limits::at_most(
+        "history",
+        exp.checker.history,
+        crate::config::limits::MAX_HISTORY,
+    )
+    .map_err(|m| field("checker", "history", m))?;
     let policy_entry =
         find_policy(&kcfg.tlb_policy).map_err(|e| field("kernel", "tlb_policy", e))?;
     let alloc_entry =

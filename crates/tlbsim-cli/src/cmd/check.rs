@@ -5,6 +5,7 @@ use crate::files::{load_or_report, path_word, set_args, set_profile, shell_word,
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
+use tlbsim::config::limits::{MAX_ACTIONS, MAX_PCT_DEPTH};
 use tlbsim::config::Experiment;
 use tlbsim::explore::{CheckOptions, CheckReport, Outcome, Strategy};
 
@@ -15,20 +16,20 @@ pub struct Args {
     /// random, pct or exhaustive.
     #[arg(long, default_value = "random")]
     strategy: String,
-    /// Most schedules to run.
-    #[arg(long, default_value_t = 1000)]
+    /// Most schedules to run (at least 1).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     schedules: u64,
     /// Seed of the schedule choices.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// PCT bug depth.
-    #[arg(long, default_value_t = 3)]
+    /// PCT bug depth (1 to 1000).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_PCT_DEPTH)))]
     depth: u32,
     /// Exhaustive search: most preemptions per schedule.
     #[arg(long, default_value_t = 2)]
     preemptions: u32,
-    /// Actions per schedule before it is cut off.
-    #[arg(long, default_value_t = 200_000)]
+    /// Actions per schedule before it is cut off (1 to 10,000,000).
+    #[arg(long, default_value_t = 200_000, value_parser = max_actions)]
     max_actions: usize,
     /// Speculative fills per schedule.
     #[arg(long, default_value_t = 2)]
@@ -63,6 +64,12 @@ pub fn run(args: Args) -> ExitCode {
         Ok(o) => o,
         Err(code) => return code,
     };
+    // A schedule that cannot be replayed is refused before the experiment
+    // is loaded.
+    if let Some(Err(e)) = args.replay.as_deref().map(tlbsim::explore::parse_schedule) {
+        eprintln!("error: --replay: {e}");
+        return ExitCode::from(2);
+    }
     let ov = Overrides {
         policy: args.policy,
         profile: args.profile,
@@ -90,6 +97,15 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     print_report(rep, &opts, t0.elapsed().as_secs_f64(), &base)
+}
+
+/// `--max-actions`: 1 to [`MAX_ACTIONS`].
+fn max_actions(s: &str) -> Result<usize, String> {
+    let n: usize = s.parse().map_err(|e| format!("{e}"))?;
+    if n == 0 || n > MAX_ACTIONS {
+        return Err(format!("must be 1..={MAX_ACTIONS}"));
+    }
+    Ok(n)
 }
 
 /// The explorer's options from the arguments; exit code 2 on an unknown

@@ -51,7 +51,11 @@ pub fn format_schedule(s: &[Action]) -> String {
 
 /// Parses [`format_schedule`]'s output. Errors name the bad token.
 pub fn parse_schedule(text: &str) -> Result<Vec<Action>, String> {
+    use crate::config::limits::MAX_ACTIONS;
     let mut out = Vec::new();
+    if text.split_whitespace().next().is_none() {
+        return Err("the schedule is empty (expected actions such as \"s0 s1*3 d2\")".into());
+    }
     for tok in text.split_whitespace() {
         let (a, n) = match tok.split_once('*') {
             Some((a, n)) => (
@@ -76,6 +80,12 @@ pub fn parse_schedule(text: &str) -> Result<Vec<Action>, String> {
         } else {
             return Err(bad());
         };
+        if n == 0 || n > MAX_ACTIONS - out.len() {
+            return Err(format!(
+                "\"{tok}\": the schedule would have {} actions, but must have 1..={MAX_ACTIONS} (and a repeat count >= 1)",
+                (out.len() as u128) + n as u128
+            ));
+        }
         out.extend(std::iter::repeat_n(act, n));
     }
     Ok(out)
