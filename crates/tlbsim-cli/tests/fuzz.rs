@@ -1,0 +1,309 @@
+//! Hostile inputs (issue 16): mutated experiment and profile files, random
+//! `--set`, `--replay` and command-line arguments, each run as a real
+//! `tlbsim` process with its address space limited to 4 GiB and its
+//! simulated time to 2 ms. Whatever the input, the process must end by
+//! itself with exit 0, 1 (a run that failed: time limit, violation) or 2
+//! (bad input), with one `error:` line for a failure, and never panic,
+//! abort or be killed.
+//!
+//! The search is deterministic (a fixed proptest seed) and small enough
+//! for CI (a few seconds); `PROPTEST_CASES=N` runs more cases,
+//! `TLBSIM_FUZZ_SEED=S` other ones, and `TLBSIM_FUZZ_SHOW=1` prints each
+//! exit code and first error line (with `-- --nocapture`).
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngSeed};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+
+/// Values that broke tlbsim before, or sit on a limit's edge.
+const NASTY: &[&str] = &[
+    "0",
+    "1",
+    "-1",
+    "2",
+    "65536",
+    "65537",
+    "4096",
+    "4097",
+    "4294967292",
+    "4294967295",
+    "4294967296",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "18446744073709551615",
+    "1000000000000",
+    "1e12",
+    "0.5",
+    "nan",
+    "inf",
+    "\"\"",
+    "\"x\"",
+    "\"arm64-stock\"",
+    "\"kvm-stock\"",
+    "[]",
+    "[0, 99]",
+    "[0, 1]",
+    "true",
+    "{}",
+    "\"floating\"",
+];
+
+/// Experiments the mutations start from: one per kind of run (a host
+/// workload, VMs, reclaim, the explorer's), each small.
+const BASES: &[&str] = &[
+    "experiments/seed000-mprotect.toml",
+    "experiments/seed004-madv-migrate.toml",
+    "experiments/seed003-vm-race.toml",
+    "experiments/seed001-pageout.toml",
+    "experiments/seed002-explore.toml",
+    "experiments/seed003-victim-tx2.toml",
+];
+
+fn scratch_dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tlbsim-fuzz-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs `tlbsim ARGS` under a 4 GiB address-space limit and a host
+/// deadline; returns (exit code, stderr), failing on a signal, a panic,
+/// a hang or a failure without one error line.
+fn tlbsim_ok(args: &[String]) -> Result<(), TestCaseError> {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg("ulimit -v 4194304; exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_tlbsim"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("sh runs");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(TestCaseError::fail(format!("hang: tlbsim {args:?}")));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    let code = status.code();
+    if std::env::var_os("TLBSIM_FUZZ_SHOW").is_some() {
+        eprintln!("exit {code:?}: {}", err.lines().next().unwrap_or(""));
+    }
+    prop_assert!(
+        matches!(code, Some(0..=2)),
+        "tlbsim {args:?}: {status} (killed or crashed)\n{err}"
+    );
+    prop_assert!(
+        !err.contains("panicked"),
+        "tlbsim {args:?} panicked:\n{err}"
+    );
+    if code != Some(0) {
+        prop_assert!(
+            err.lines().any(|l| l.starts_with("error:")
+                || l.contains("checker violation")
+                || l.starts_with("replay")),
+            "tlbsim {args:?}: exit {code:?} without a message:\n{err}"
+        );
+    }
+    Ok(())
+}
+
+/// The flags that keep any run short: 2 ms of simulated time, and a
+/// small search.
+fn bounded(cmd: &str) -> Vec<String> {
+    let mut v = vec!["--set".into(), "experiment.max_sim_time_ns=2000000".into()];
+    if cmd == "check" {
+        v.extend(["--schedules", "2", "--max-actions", "3000"].map(String::from));
+    }
+    v
+}
+
+/// `text` with line `line` (modulo the line count) changed by `how`.
+fn mutate(text: &str, line: usize, how: usize, nasty: &str) -> String {
+    let mut lines: Vec<String> = text.lines().map(String::from).collect();
+    let kv: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].contains(" = ") && !lines[i].trim_start().starts_with('#'))
+        .collect();
+    if kv.is_empty() {
+        return text.to_string();
+    }
+    let i = kv[line % kv.len()];
+    match how % 4 {
+        0 | 1 => {
+            let key = lines[i].split(" = ").next().unwrap().to_string();
+            lines[i] = format!("{key} = {nasty}");
+        }
+        2 => {
+            lines.remove(i);
+        }
+        _ => {
+            let dup = lines[i].clone();
+            lines.insert(i, dup);
+        }
+    }
+    lines.join("\n")
+}
+
+fn config() -> Config {
+    Config {
+        cases: std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(64),
+        rng_seed: RngSeed::Fixed(
+            std::env::var("TLBSIM_FUZZ_SEED")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(16),
+        ),
+        failure_persistence: None,
+        max_shrink_iters: 64,
+        ..Config::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn mutated_experiment_files(
+        base in 0..BASES.len(),
+        line in 0usize..64,
+        how in 0usize..4,
+        nasty in 0..NASTY.len(),
+        truncate in proptest::option::weighted(0.15, 0usize..2000),
+    ) {
+        let text = std::fs::read_to_string(format!("{ROOT}/{}", BASES[base])).unwrap();
+        let mut t = mutate(&text, line, how, NASTY[nasty]);
+        if let Some(n) = truncate {
+            let mut n = n.min(t.len());
+            while !t.is_char_boundary(n) {
+                n -= 1;
+            }
+            t.truncate(n);
+        }
+        let file = scratch_dir().join(format!("exp-{base}-{line}-{how}-{nasty}.toml"));
+        std::fs::write(&file, &t).unwrap();
+        let cmd = if BASES[base].contains("explore") || BASES[base].contains("race") { "check" } else { "run" };
+        let mut args = vec![cmd.to_string(), file.display().to_string()];
+        args.extend(bounded(cmd));
+        tlbsim_ok(&args)?;
+    }
+
+    #[test]
+    fn mutated_profiles(
+        profile in prop::sample::select(vec!["ampere-32", "hisi-96-dvmbm", "skylake-4c8t"]),
+        line in 0usize..128,
+        how in 0usize..4,
+        nasty in 0..NASTY.len(),
+    ) {
+        let out = Command::new(env!("CARGO_BIN_EXE_tlbsim"))
+            .args(["profiles", "--show", profile])
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let dir = scratch_dir();
+        let p = dir.join(format!("prof-{profile}-{line}-{how}-{nasty}.toml"));
+        std::fs::write(&p, mutate(&text, line, how, NASTY[nasty])).unwrap();
+        let (exp, policy) = if profile == "skylake-4c8t" {
+            ("experiments/seed004-madv-migrate.toml", "x86-tlb-gen")
+        } else {
+            ("experiments/seed000-mprotect.toml", "arm64-stock")
+        };
+        let mut args = vec![
+            "run".to_string(),
+            format!("{ROOT}/{exp}"),
+            "--profile".into(),
+            p.display().to_string(),
+            "--policy".into(),
+            policy.into(),
+            "--set".into(),
+            "workload.iterations=20".into(),
+        ];
+        args.extend(bounded("run"));
+        tlbsim_ok(&args)?;
+    }
+
+    #[test]
+    fn random_set_arguments(
+        base in 0..BASES.len(),
+        section in prop::sample::select(vec!["experiment", "machine", "kernel", "workload", "checker", "vm", "nope", ""]),
+        key in prop::sample::select(vec![
+            "cpus", "seed", "name", "profile", "tlb_policy", "asid_allocator", "kpti", "history",
+            "enabled", "count", "vcpus", "kvm_policy", "placement", "iterations", "pages",
+            "processes", "threads", "loaders", "sockets", "asid_bits", "memory_limit_pages", "x",
+        ]),
+        nasty in 0..NASTY.len(),
+        twice in any::<bool>(),
+    ) {
+        let file = format!("{ROOT}/{}", BASES[base]);
+        let cmd = if BASES[base].contains("explore") || BASES[base].contains("race") { "check" } else { "run" };
+        let set = format!("{section}.{key}={}", NASTY[nasty]);
+        let mut args = vec![cmd.to_string(), file, "--set".into(), set.clone()];
+        if twice {
+            args.extend(["--set".to_string(), set]);
+        }
+        args.extend(bounded(cmd));
+        tlbsim_ok(&args)?;
+    }
+
+    #[test]
+    fn random_replay_schedules(
+        tokens in prop::collection::vec(
+            (prop::sample::select(vec!["s", "d", "i", "p", "x", ""]),
+             prop::sample::select(vec!["0", "1", "3", "99", "4294967296", "18446744073709551615", "", "-1"]),
+             prop::sample::select(vec!["", "*2", "*0", "*4000000000", "*18446744073709551615", ":ff", ":zz", "*"])),
+            0..6,
+        ),
+    ) {
+        let s: Vec<String> = tokens.iter().map(|(a, n, r)| format!("{a}{n}{r}")).collect();
+        let args = vec![
+            "check".to_string(),
+            format!("{ROOT}/experiments/seed004-explore.toml"),
+            "--replay".into(),
+            s.join(" "),
+        ];
+        tlbsim_ok(&args)?;
+    }
+
+    #[test]
+    fn random_command_lines(
+        cmd in prop::sample::select(vec!["run", "check", "sweep"]),
+        flags in prop::collection::vec(
+            (prop::sample::select(vec![
+                "--cpus", "--seed", "--policy", "--profile", "--schedules", "--max-actions",
+                "--depth", "--strategy", "--preemptions", "--speculation", "--allocator",
+                "--policies", "--profiles", "--param", "--set", "--bogus",
+            ]),
+             prop::sample::select(vec![
+                "0", "1", "2", "4097", "18446744073709551615", "-1", "", "x", "random", "pct",
+                "exhaustive", "arm64-stock", "nope.toml", "ampere-32", "tasks=1,2", "vm.count=0,1",
+                "2,4", "profile",
+            ])),
+            0..4,
+        ),
+    ) {
+        let mut args = vec![cmd.to_string(), format!("{ROOT}/experiments/seed000-mprotect.toml")];
+        for (f, v) in &flags {
+            args.push(f.to_string());
+            args.push(v.to_string());
+        }
+        if cmd == "sweep" {
+            args.extend(["--csv".to_string(), "-".to_string()]);
+        }
+        args.extend(["--set".to_string(), "workload.iterations=5".to_string()]);
+        args.extend(bounded(cmd));
+        tlbsim_ok(&args)?;
+    }
+}
