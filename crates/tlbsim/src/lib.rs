@@ -18,6 +18,7 @@ pub mod explore;
 pub mod hw;
 pub mod kernel;
 pub mod observe;
+pub mod progress;
 pub mod reproduce;
 pub mod sim;
 pub mod stats;

@@ -834,7 +834,9 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
     let mut d = TimingDriver::new(w.clone(), exp.experiment.max_sim_time_ns);
     d.add_vms(&built);
     d.set_speculative_walks(exp.checker.enabled && exp.checker.speculative_walks);
-    let elapsed = d.run_until(done).map_err(SimError::Run)?;
+    let elapsed = d.run_until(done);
+    crate::progress::PROGRESS.run_done();
+    let elapsed = elapsed.map_err(SimError::Run)?;
     if !built.vms.is_empty() {
         mean_over_vms(&mut w.stats.borrow_mut().metrics, built.vms.len());
     }

@@ -278,6 +278,7 @@ impl TimingDriver {
                 if let Some(m) = self.core.over_limit() {
                     break Err(RunError::Limit(m));
                 }
+                crate::progress::PROGRESS.advance_run(t, 4096.min(events));
             }
             self.w().now.set(t);
             events += 1;

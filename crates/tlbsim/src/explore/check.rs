@@ -115,6 +115,7 @@ pub(super) fn run_one(
     e.add_vms(&b);
     let outcome = e.run(chooser, opts.max_actions, done);
     b.teardown();
+    crate::progress::PROGRESS.schedule_done();
     Ok(OneRun {
         outcome,
         schedule: std::mem::take(&mut e.schedule),
