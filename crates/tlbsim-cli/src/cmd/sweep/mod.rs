@@ -1,13 +1,16 @@
-//! `tlbsim sweep`: one experiment over CPU counts, policies, profiles and
-//! optionally a workload parameter, written as a CSV.
+//! `tlbsim sweep`: one experiment over CPU counts, policies, profiles,
+//! optionally a workload parameter and seeds, written as a CSV.
+//!
+//! `points` parses the arguments into points; `table` makes the CSV and
+//! the summary.
 
-use crate::files::{check_output_or_report, load_or_report, write_or_report};
-use points::{build_jobs, check_jobs, check_names, parse_cpus_and_param, Job};
-use std::path::PathBuf;
+use crate::files::{check_output, is_stdout, load, write_atomic};
+use points::{build_jobs, check_jobs, check_names, parse_plan, Job};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
-use table::{csv_header, csv_line};
-use tlbsim::sim::{RunOptions, RunOutput, SimError};
+use table::Row;
+use tlbsim::sim::SimError;
 
 mod points;
 mod table;
@@ -36,11 +39,22 @@ pub struct Args {
     /// ending in .toml.
     #[arg(long, value_delimiter = ',', default_value = "ampere-32,ampere-2s")]
     profiles: Vec<String>,
+    /// Run every point once per seed: A..B (inclusive) or S1,S2,...; the
+    /// CSV has one row per point and seed (column `seed`), the runs of a
+    /// point together. Without it each point runs with the experiment's
+    /// seed.
+    #[arg(long, value_name = "A..B|S1,S2,...")]
+    seeds: Option<String>,
     /// Output CSV file, or standard output if "-". A file is replaced
     /// whole or not at all (a symbolic link's target is replaced); a
     /// device or FIFO is written in place.
     #[arg(long)]
     csv: PathBuf,
+    /// Also write a summary CSV ("-": standard output): one row per point
+    /// over its seeds, with the mean and sample standard deviation of
+    /// each number column (like `perf stat -r`).
+    #[arg(long, value_name = "FILE")]
+    summary: Option<PathBuf>,
     /// Set any key of the experiment file, as SECTION.KEY=VALUE (VALUE
     /// in TOML syntax, e.g. kernel.kpti=false, workload.iterations=500);
     /// repeatable.
@@ -48,84 +62,152 @@ pub struct Args {
     sets: Vec<String>,
 }
 
-/// Runs every point of the sweep and writes the CSV in sweep order. Every
-/// argument, the output and every point's configuration are checked
-/// before the first run (exit code 2).
-pub fn run(args: Args) -> ExitCode {
-    let (cpus, param) = match parse_cpus_and_param(&args) {
-        Ok(x) => x,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let (exp0, text) = match load_or_report(&args.experiment, &args.sets) {
-        Ok(x) => x,
-        Err(code) => return code,
-    };
-    if let Err(code) = check_output_or_report("--csv", Some(&args.csv)) {
-        return code;
-    }
-    if let Err(e) = check_names(&args.policies, &args.profiles) {
-        eprintln!("error: {e}");
-        return ExitCode::from(2);
-    }
-    let jobs = match build_jobs(&exp0, &args.profiles, &cpus, param.as_ref(), &args.policies) {
-        Ok(j) => j,
-        Err(code) => return code,
-    };
-    let file = args.experiment.display().to_string();
-    if let Err(e) = check_jobs(&jobs, &file, &text) {
-        eprintln!("error: {e}");
-        return ExitCode::from(2);
-    }
-    let results = run_jobs(&jobs);
-    let mut out = csv_header(param.as_ref());
-    // The workload's metrics become the last columns (named after the
-    // first run's; every run of a sweep runs the same workload).
-    let mut metric_names: Option<Vec<String>> = None;
-    for (job, r) in jobs.iter().zip(results) {
-        let o = match r {
-            Ok(o) => o,
-            Err(e) => {
-                eprintln!(
-                    "error: {}: {}",
-                    job.label(),
-                    e.located_with_sets(&file, &text, &args.sets)
-                );
-                return ExitCode::FAILURE;
-            }
-        };
-        let names = metric_names.get_or_insert_with(|| {
-            let v: Vec<String> = o.metrics.keys().cloned().collect();
-            for m in &v {
-                out.push_str(&format!(",{m}"));
-            }
-            out.push('\n');
-            v
-        });
-        out.push_str(&csv_line(job, &o, names));
-    }
-    write_or_report(&args.csv, out.as_bytes())
+/// Why a command stopped: a message and its exit code (2: bad input,
+/// found before any work; 1: a run or a write failed).
+pub struct Stop {
+    /// The exit code.
+    pub code: u8,
+    /// One line, without `error: `.
+    pub message: String,
 }
 
-/// Runs the jobs in parallel (each run is deterministic and independent),
-/// reporting progress; the results in job order.
-fn run_jobs(jobs: &[Job]) -> Vec<Result<RunOutput, SimError>> {
-    use rayon::prelude::*;
+impl Stop {
+    /// Bad input (exit code 2).
+    pub fn usage(message: impl Into<String>) -> Stop {
+        Stop {
+            code: 2,
+            message: message.into(),
+        }
+    }
+
+    /// A failed run or write (exit code 1).
+    pub fn failure(message: impl Into<String>) -> Stop {
+        Stop {
+            code: 1,
+            message: message.into(),
+        }
+    }
+
+    /// Prints the error; the exit code.
+    pub fn report(self) -> ExitCode {
+        eprintln!("error: {}", self.message);
+        ExitCode::from(self.code)
+    }
+}
+
+/// Runs the sweep's points (those of `--shard`, less those `--resume`'s
+/// directory holds) and writes the CSV in sweep order (and the summary).
+/// Every argument, output and point is checked before the first run (exit
+/// code 2); a failed run or write exits 1.
+pub fn run(args: Args) -> ExitCode {
+    match sweep(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(stop) => stop.report(),
+    }
+}
+
+/// [`run`], returning why it stopped.
+fn sweep(args: &Args) -> Result<(), Stop> {
+    let plan = parse_plan(&args.cpus, args.param.as_deref(), args.seeds.as_deref())
+        .map_err(Stop::usage)?;
+    let (exp0, text) = load(&args.experiment, &args.sets).map_err(Stop::usage)?;
+    check_outputs(Some(&args.csv), args.summary.as_deref()).map_err(Stop::usage)?;
+    check_names(&args.policies, &args.profiles).map_err(Stop::usage)?;
+    let jobs = build_jobs(&exp0, &args.profiles, &args.policies, &plan).map_err(Stop::usage)?;
+    let file = args.experiment.display().to_string();
+    check_jobs(&jobs, &file, &text).map_err(Stop::usage)?;
+    let param = plan.param.as_ref().map(|(name, _)| name.as_str());
+    let todo: Vec<usize> = (0..jobs.len()).collect();
+    announce(&jobs, todo.len());
+    let done = run_points(&jobs, &todo);
+    let mut rows = Vec::with_capacity(jobs.len());
+    for (&i, r) in todo.iter().zip(done) {
+        rows.push(r.map_err(|e| e.stop(&jobs[i], &file, &text, &args.sets))?);
+    }
+    write_outputs(
+        Some(&args.csv),
+        args.summary.as_deref(),
+        param,
+        &rows,
+        plan.runs_per_point(),
+    )
+}
+
+/// Checks the outputs `--csv` and `--summary` (see [`check_output`]),
+/// which cannot both be standard output.
+pub fn check_outputs(csv: Option<&Path>, summary: Option<&Path>) -> Result<(), String> {
+    if let (Some(c), Some(s)) = (csv, summary) {
+        if is_stdout(c) && is_stdout(s) {
+            return Err("--summary -: --csv is standard output already".into());
+        }
+    }
+    for (flag, path) in [("--csv", csv), ("--summary", summary)] {
+        if let Some(p) = path {
+            check_output(flag, p)?;
+        }
+    }
+    Ok(())
+}
+
+/// Says on standard error what the sweep is about to run.
+fn announce(jobs: &[Job], todo: usize) {
     eprintln!(
-        "sweep: {} runs on {} threads",
+        "sweep: {} points; {todo} runs on {} threads",
         jobs.len(),
         rayon::current_num_threads()
     );
-    jobs.par_iter()
-        .map(|job| {
+}
+
+/// Writes the CSV of `rows` to `csv` and their summary (over
+/// `per_point` seeds each) to `summary`.
+fn write_outputs(
+    csv: Option<&Path>,
+    summary: Option<&Path>,
+    param: Option<&str>,
+    rows: &[Row],
+    per_point: usize,
+) -> Result<(), Stop> {
+    if let Some(path) = csv {
+        let bytes = table::csv_bytes(param, rows).map_err(Stop::failure)?;
+        write_atomic(path, &bytes).map_err(Stop::failure)?;
+    }
+    if let Some(path) = summary {
+        let bytes = table::summary_bytes(param, rows, per_point).map_err(Stop::failure)?;
+        write_atomic(path, &bytes).map_err(Stop::failure)?;
+    }
+    Ok(())
+}
+
+/// Why a point did not finish.
+enum PointError {
+    /// Its run failed.
+    Run(SimError),
+}
+
+impl PointError {
+    /// The error of `job` as the sweep reports it; the run's error is
+    /// located in the experiment `file` (whose text is `text`) or `sets`.
+    fn stop(self, job: &Job, file: &str, text: &str, sets: &[String]) -> Stop {
+        match self {
+            PointError::Run(e) => Stop::failure(format!(
+                "{}: {}",
+                job.label(),
+                e.located_with_sets(file, text, sets)
+            )),
+        }
+    }
+}
+
+/// Runs the points `todo` (indices into `jobs`) in parallel (each run is
+/// deterministic and independent), reporting progress; the rows in the
+/// order of `todo`.
+fn run_points(jobs: &[Job], todo: &[usize]) -> Vec<Result<Row, PointError>> {
+    use rayon::prelude::*;
+    todo.par_iter()
+        .map(|&i| {
+            let job = &jobs[i];
             let t0 = Instant::now();
-            let opts = RunOptions {
-                seed: None,
-                cpus: job.cpus,
-            };
-            let r = tlbsim::sim::run(&job.exp, &opts);
+            let r = tlbsim::sim::run(&job.exp, &job.options());
             eprintln!(
                 "  {}: {} ({:.1} s host)",
                 job.label(),
@@ -135,7 +217,7 @@ fn run_jobs(jobs: &[Job]) -> Vec<Result<RunOutput, SimError>> {
                 },
                 t0.elapsed().as_secs_f64()
             );
-            r
+            Ok(Row::new(job, &r.map_err(PointError::Run)?))
         })
         .collect()
 }

@@ -1,49 +1,92 @@
 //! The points of a sweep: the arguments that define them, parsed; the
-//! points in sweep order; and the checks each point passes before any run.
+//! points in sweep order, each with a stable key; and the checks each
+//! point passes before any run.
 
 use crate::files::set_profile;
 use std::path::Path;
-use std::process::ExitCode;
+use std::sync::Arc;
 use tlbsim::config::{builtin_profile, is_profile_path, Experiment};
 use tlbsim::kernel::registry::{check_combination, find_allocator, find_policy};
 use tlbsim::sim::{resolve_profile, RunOptions, SimError};
 
-use super::Args;
+/// Most points one sweep may have (all `--profiles` x `--cpus` x `--param`
+/// values x `--policies` x `--seeds`), so that a typo such as `--seeds
+/// 1..1000000000` is an error, not a sweep that fills memory.
+pub const MAX_POINTS: usize = 1 << 20;
 
 /// A swept workload parameter: its name and values.
 pub type SweptParam = (String, Vec<toml::Value>);
 
-/// One point of the sweep.
+/// The arguments that define the points, parsed.
+#[derive(Debug)]
+pub struct Plan {
+    /// `--cpus` (`None`: the profile's own count).
+    pub cpus: Vec<Option<u32>>,
+    /// `--param`.
+    pub param: Option<SweptParam>,
+    /// `--seeds` in the order given; empty: each point runs once with the
+    /// experiment's own seed.
+    pub seeds: Vec<u64>,
+}
+
+impl Plan {
+    /// How many runs each configuration has (one per seed), consecutive
+    /// in sweep order.
+    pub fn runs_per_point(&self) -> usize {
+        self.seeds.len().max(1)
+    }
+}
+
+/// One point of the sweep: one run.
 pub struct Job {
     /// Profile as given (built-in name or file).
     pub profile: String,
     /// CPU count (`None`: the profile's own).
     pub cpus: Option<u32>,
+    /// TLB policy.
     pub policy: String,
-    /// The swept parameter's CSV cell with its comma, or empty.
-    pub param_cell: String,
-    pub exp: Experiment,
+    /// The swept parameter's name and value as the CSV cell shows it.
+    pub param: Option<(String, String)>,
+    /// Root seed of the run.
+    pub seed: u64,
+    /// The experiment the run runs (shared by the runs of every seed).
+    pub exp: Arc<Experiment>,
 }
 
 impl Job {
-    /// How progress and errors name the point.
+    /// How progress and errors name the point, and the key that tells one
+    /// point from another in a resume directory: profile, CPU count,
+    /// parameter value, policy and seed.
     pub fn label(&self) -> String {
+        let cpus = self.cpus.map_or("profile".to_string(), |n| n.to_string());
+        let param = match &self.param {
+            Some((name, v)) => format!(" {name}={v}"),
+            None => String::new(),
+        };
         format!(
-            "{} {} CPUs {} {}",
-            self.profile,
-            self.cpus.map_or("profile".to_string(), |n| n.to_string()),
-            self.policy,
-            self.param_cell.trim_end_matches(',')
+            "{} {cpus} CPUs{param} {} seed {}",
+            self.profile, self.policy, self.seed
         )
-        .trim_end()
-        .to_string()
+    }
+
+    /// The options the point runs with.
+    pub fn options(&self) -> RunOptions {
+        RunOptions {
+            seed: Some(self.seed),
+            cpus: self.cpus,
+        }
     }
 }
 
-/// `--cpus` and `--param` parsed.
-pub fn parse_cpus_and_param(args: &Args) -> Result<(Vec<Option<u32>>, Option<SweptParam>), String> {
-    let cpus = args
-        .cpus
+/// Parses the arguments that define the points (`--cpus`, `--param`,
+/// `--seeds`). The error names the flag; the first bad flag in
+/// that order is reported.
+pub fn parse_plan(
+    cpus: &[String],
+    param: Option<&str>,
+    seeds: Option<&str>,
+) -> Result<Plan, String> {
+    let cpus = cpus
         .iter()
         .map(|c| match c.as_str() {
             "profile" => Ok(None),
@@ -52,10 +95,43 @@ pub fn parse_cpus_and_param(args: &Args) -> Result<(Vec<Option<u32>>, Option<Swe
                 .map(Some)
                 .map_err(|_| format!("--cpus: \"{n}\" is not a CPU count or \"profile\"")),
         })
-        .collect::<Result<Vec<_>, String>>();
-    let param = args.param.as_deref().map(parse_param).transpose();
-    // The --cpus error first, as both are reported together.
-    Ok((cpus?, param?))
+        .collect::<Result<Vec<_>, String>>()?;
+    let param = param.map(parse_param).transpose()?;
+    let seeds = seeds.map(parse_seeds).transpose()?.unwrap_or_default();
+    if !seeds.is_empty() && param.as_ref().is_some_and(|(n, _)| n == "experiment.seed") {
+        return Err("--seeds: --param experiment.seed sets the seed too; give one of them".into());
+    }
+    Ok(Plan { cpus, param, seeds })
+}
+
+/// Parses `--seeds A..B` (inclusive, `A <= B`) or `--seeds S1,S2,...` (no
+/// seed twice).
+pub fn parse_seeds(s: &str) -> Result<Vec<u64>, String> {
+    let bad = || format!("--seeds: \"{s}\" is not A..B or a comma-separated list of seeds");
+    let seed = |t: &str| t.trim().parse::<u64>().map_err(|_| bad());
+    if let Some((a, b)) = s.split_once("..") {
+        let (a, b) = (seed(a)?, seed(b)?);
+        if a > b {
+            return Err(format!("--seeds {s}: the range is empty ({a} > {b})"));
+        }
+        let n = b - a;
+        if n >= MAX_POINTS as u64 {
+            return Err(format!(
+                "--seeds {s}: {} seeds (at most {MAX_POINTS})",
+                u128::from(n) + 1
+            ));
+        }
+        return Ok((a..=b).collect());
+    }
+    let mut seeds = Vec::new();
+    for t in s.split(',') {
+        let v = seed(t)?;
+        if seeds.contains(&v) {
+            return Err(format!("--seeds {s}: seed {v} is given twice"));
+        }
+        seeds.push(v);
+    }
+    Ok(seeds)
 }
 
 /// Parses `--param NAME=V1,V2,...`; each value is TOML (a bare word that
@@ -82,60 +158,81 @@ fn parse_param(s: &str) -> Result<SweptParam, String> {
 }
 
 /// Every point of the sweep, in CSV order: profiles, then CPU counts,
-/// then parameter values, then policies. Exit code 2 on a bad profile.
+/// then parameter values, then policies, then seeds (so the runs of one
+/// configuration are consecutive). At most [`MAX_POINTS`]. The error names
+/// the flag (`--profiles` for a profile file that does not load, `--param`
+/// for a key that does not take the value).
 pub fn build_jobs(
     exp0: &Experiment,
     profiles: &[String],
-    cpus: &[Option<u32>],
-    param: Option<&SweptParam>,
     policies: &[String],
-) -> Result<Vec<Job>, ExitCode> {
-    let values: Vec<Option<&toml::Value>> = match param {
+    plan: &Plan,
+) -> Result<Vec<Job>, String> {
+    let values: Vec<Option<&toml::Value>> = match &plan.param {
         Some((_, v)) => v.iter().map(Some).collect(),
         None => vec![None],
     };
-    let mut jobs = Vec::new();
+    let count = [profiles.len(), plan.cpus.len(), values.len(), policies.len()]
+        .iter()
+        .try_fold(plan.runs_per_point(), |a, &b| a.checked_mul(b))
+        .filter(|&n| n <= MAX_POINTS)
+        .ok_or_else(|| {
+            format!("sweep has too many points (at most {MAX_POINTS}: --profiles x --cpus x --param x --policies x --seeds)")
+        })?;
+    let mut jobs = Vec::with_capacity(count);
     for prof in profiles {
-        for &n in cpus {
+        for &cpus in &plan.cpus {
             for value in &values {
                 for pol in policies {
-                    let mut exp = exp0.clone();
-                    // A --profiles file is relative to the working directory.
-                    if let Err(e) = set_profile(&mut exp, prof, Path::new("")) {
-                        eprintln!("error: --profiles {prof}: {e}");
-                        return Err(ExitCode::from(2));
+                    let (exp, param) = configure(exp0, prof, pol, plan.param.as_ref(), *value)?;
+                    let exp = Arc::new(exp);
+                    let seeds = match plan.seeds.as_slice() {
+                        [] => vec![exp.experiment.seed],
+                        s => s.to_vec(),
+                    };
+                    for seed in seeds {
+                        jobs.push(Job {
+                            profile: prof.clone(),
+                            cpus,
+                            policy: pol.clone(),
+                            param: param.clone(),
+                            seed,
+                            exp: Arc::clone(&exp),
+                        });
                     }
-                    exp.kernel.tlb_policy = pol.clone();
-                    let mut param_cell = String::new();
-                    if let (Some((name, _)), Some(v)) = (param, value) {
-                        match name.split_once('.') {
-                            None => {
-                                exp.workload.params.insert(name.clone(), (*v).clone());
-                            }
-                            Some((section, key)) => {
-                                exp = match set_key(&exp, section, key, v) {
-                                    Ok(e) => e,
-                                    Err(e) => {
-                                        eprintln!("error: --param {name}: {e}");
-                                        return Err(ExitCode::from(2));
-                                    }
-                                }
-                            }
-                        }
-                        param_cell = format!("{},", v.to_string().trim_matches('"'));
-                    }
-                    jobs.push(Job {
-                        profile: prof.clone(),
-                        cpus: n,
-                        policy: pol.clone(),
-                        param_cell,
-                        exp,
-                    });
                 }
             }
         }
     }
     Ok(jobs)
+}
+
+/// `exp0` on profile `prof` with policy `pol` and the swept parameter at
+/// `value`; with the parameter's name and CSV cell.
+fn configure(
+    exp0: &Experiment,
+    prof: &str,
+    pol: &str,
+    param: Option<&SweptParam>,
+    value: Option<&toml::Value>,
+) -> Result<(Experiment, Option<(String, String)>), String> {
+    let mut exp = exp0.clone();
+    // A --profiles file is relative to the working directory.
+    set_profile(&mut exp, prof, Path::new("")).map_err(|e| format!("--profiles {prof}: {e}"))?;
+    exp.kernel.tlb_policy = pol.to_string();
+    let (Some((name, _)), Some(v)) = (param, value) else {
+        return Ok((exp, None));
+    };
+    match name.split_once('.') {
+        None => {
+            exp.workload.params.insert(name.clone(), v.clone());
+        }
+        Some((section, key)) => {
+            exp = set_key(&exp, section, key, v).map_err(|e| format!("--param {name}: {e}"))?;
+        }
+    }
+    let cell = v.to_string().trim_matches('"').to_string();
+    Ok((exp, Some((name.clone(), cell))))
 }
 
 /// Checks every `--policies` name against the registry and every built-in
@@ -157,7 +254,13 @@ pub fn check_names(policies: &[String], profiles: &[String]) -> Result<(), Strin
 /// run rather than after the others ran. The error is the point's label
 /// and the run's error, located in `file` (whose text is `text`).
 pub fn check_jobs(jobs: &[Job], file: &str, text: &str) -> Result<(), String> {
+    // The runs of one configuration (its seeds) share its experiment.
+    let mut last: Option<&Arc<Experiment>> = None;
     for job in jobs {
+        if last.is_some_and(|e| Arc::ptr_eq(e, &job.exp)) {
+            continue;
+        }
+        last = Some(&job.exp);
         check_job(job).map_err(|e| format!("{}: {}", job.label(), e.located(file, text)))?;
     }
     Ok(())
@@ -170,11 +273,7 @@ pub fn check_jobs(jobs: &[Job], file: &str, text: &str) -> Result<(), String> {
 /// may still fail in the run's other checks.
 fn check_job(job: &Job) -> Result<(), SimError> {
     let exp = &job.exp;
-    let opts = RunOptions {
-        seed: None,
-        cpus: job.cpus,
-    };
-    let profile = resolve_profile(exp, &opts)?;
+    let profile = resolve_profile(exp, &job.options())?;
     let field = |section: &str, key: &str, message: String| SimError::Field {
         section: section.into(),
         key: key.into(),
