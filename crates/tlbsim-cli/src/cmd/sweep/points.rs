@@ -17,6 +17,24 @@ pub const MAX_POINTS: usize = 1 << 20;
 /// A swept workload parameter: its name and values.
 pub type SweptParam = (String, Vec<toml::Value>);
 
+/// `--shard I/N`: the points whose index modulo `count` is `index - 1`
+/// (round-robin, so that each shard gets its share of the large CPU
+/// counts, which sweep order puts together).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// `I`, 1 to `count`.
+    pub index: usize,
+    /// `N`, at least 1.
+    pub count: usize,
+}
+
+impl Shard {
+    /// Does this shard run the point at `point` (0-based, sweep order)?
+    pub fn holds(&self, point: usize) -> bool {
+        point % self.count == self.index - 1
+    }
+}
+
 /// The arguments that define the points, parsed.
 #[derive(Debug)]
 pub struct Plan {
@@ -27,6 +45,8 @@ pub struct Plan {
     /// `--seeds` in the order given; empty: each point runs once with the
     /// experiment's own seed.
     pub seeds: Vec<u64>,
+    /// `--shard`.
+    pub shard: Option<Shard>,
 }
 
 impl Plan {
@@ -79,12 +99,13 @@ impl Job {
 }
 
 /// Parses the arguments that define the points (`--cpus`, `--param`,
-/// `--seeds`). The error names the flag; the first bad flag in
+/// `--seeds`, `--shard`). The error names the flag; the first bad flag in
 /// that order is reported.
 pub fn parse_plan(
     cpus: &[String],
     param: Option<&str>,
     seeds: Option<&str>,
+    shard: Option<&str>,
 ) -> Result<Plan, String> {
     let cpus = cpus
         .iter()
@@ -101,7 +122,13 @@ pub fn parse_plan(
     if !seeds.is_empty() && param.as_ref().is_some_and(|(n, _)| n == "experiment.seed") {
         return Err("--seeds: --param experiment.seed sets the seed too; give one of them".into());
     }
-    Ok(Plan { cpus, param, seeds })
+    let shard = shard.map(parse_shard).transpose()?;
+    Ok(Plan {
+        cpus,
+        param,
+        seeds,
+        shard,
+    })
 }
 
 /// Parses `--seeds A..B` (inclusive, `A <= B`) or `--seeds S1,S2,...` (no
@@ -132,6 +159,20 @@ pub fn parse_seeds(s: &str) -> Result<Vec<u64>, String> {
         seeds.push(v);
     }
     Ok(seeds)
+}
+
+/// Parses `--shard I/N` (`1 <= I <= N`).
+pub fn parse_shard(s: &str) -> Result<Shard, String> {
+    let bad = || format!("--shard: \"{s}\" is not I/N (shard I of N, 1 <= I <= N)");
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    let index: usize = i.trim().parse().map_err(|_| bad())?;
+    let count: usize = n.trim().parse().map_err(|_| bad())?;
+    if count == 0 || index == 0 || index > count {
+        return Err(format!(
+            "--shard {s}: shard {index} of {count} does not exist (1 <= I <= N)"
+        ));
+    }
+    Ok(Shard { index, count })
 }
 
 /// Parses `--param NAME=V1,V2,...`; each value is TOML (a bare word that
