@@ -357,3 +357,42 @@ fn set_key(
     out.profile_data = exp.profile_data.clone();
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_seeds, parse_shard, Shard};
+
+    #[test]
+    fn seeds_are_a_range_or_a_list() {
+        assert_eq!(parse_seeds("3..5"), Ok(vec![3, 4, 5]));
+        assert_eq!(parse_seeds("7"), Ok(vec![7]));
+        assert_eq!(parse_seeds("9, 2"), Ok(vec![9, 2]));
+        assert_eq!(
+            parse_seeds(&format!("0..{}", u64::MAX)),
+            Err(format!(
+                "--seeds 0..{}: 18446744073709551616 seeds (at most 1048576)",
+                u64::MAX
+            ))
+        );
+        assert!(parse_seeds("..").is_err());
+        assert!(parse_seeds("").is_err());
+    }
+
+    #[test]
+    fn shards_deal_the_points_round_robin() {
+        assert_eq!(parse_shard("2/3"), Ok(Shard { index: 2, count: 3 }));
+        for bad in ["0/3", "4/3", "1/0", "1", "a/b", "1/2/3", "-1/2"] {
+            assert!(parse_shard(bad).is_err(), "{bad}");
+        }
+        let s = Shard { index: 2, count: 3 };
+        let mine: Vec<usize> = (0..9).filter(|&i| s.holds(i)).collect();
+        assert_eq!(mine, [1, 4, 7]);
+        // Every point in exactly one shard.
+        for i in 0..20 {
+            let n = (1..=3)
+                .filter(|&k| Shard { index: k, count: 3 }.holds(i))
+                .count();
+            assert_eq!(n, 1);
+        }
+    }
+}
