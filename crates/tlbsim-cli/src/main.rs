@@ -24,7 +24,8 @@ enum Cmd {
     /// Run again the configuration a `run --json` result recorded, and say
     /// whether the result is the same.
     Rerun(cmd::rerun::Args),
-    /// Run an experiment over CPU counts, policies and profiles; write a CSV.
+    /// Run an experiment over CPU counts, policies, profiles and seeds;
+    /// write a CSV (resumable after a kill, or split into shards).
     Sweep(cmd::sweep::Args),
     /// Join the points that shards of a sweep kept (`sweep --shard I/N
     /// --resume DIR`) into the CSV the whole sweep would write.
