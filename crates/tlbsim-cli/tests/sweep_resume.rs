@@ -286,7 +286,7 @@ fn resuming_with_other_arguments_is_refused() {
             &SMALL,
             &[&resume[..], &["--seeds", "1..2"]].concat(),
         ),
-        "--seeds [] there, [1,2] now",
+        "--seeds (none) there, [1,2] now",
     );
     let edited = dir.join("edited.toml");
     let text = std::fs::read_to_string(MPROTECT).unwrap();

@@ -65,12 +65,13 @@ impl Manifest {
     /// What differs between this manifest (`there`) and `now`, in words,
     /// the first difference found; `None` if they are equal.
     pub fn difference(&self, now: &Manifest) -> Option<String> {
-        let list = |v: &[String]| format!("[{}]", v.join(" "));
-        let seeds = |v: &[u64]| {
-            format!(
-                "[{}]",
-                v.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
-            )
+        let list = |v: &[String]| match v {
+            [] => "(none)".to_string(),
+            _ => format!("[{}]", v.join(" ")),
+        };
+        let seeds = |v: &[u64]| match v {
+            [] => "(none)".to_string(),
+            _ => format!("{v:?}").replace(' ', ""),
         };
         if self.format != now.format {
             Some(format!(
@@ -205,6 +206,7 @@ impl Store {
         }
     }
 
+    /// The store of `dir`, whose manifest is `manifest`.
     fn with(dir: &Path, manifest: Manifest) -> Store {
         let id = manifest.id();
         Store {
