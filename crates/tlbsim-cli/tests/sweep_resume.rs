@@ -448,6 +448,7 @@ fn bad_flags_are_refused_before_any_work() {
             "--summary -: --csv is standard output already",
         ),
         (vec!["--csv", o, "--resume", s(&file)], "not a directory"),
+        (vec!["--csv", o, "--resume", ""], "--resume <DIR>"),
         (
             vec!["--csv", o, "--summary", s(&dir.join("no/x.csv"))],
             "--summary",
