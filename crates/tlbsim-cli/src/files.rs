@@ -159,7 +159,7 @@ fn follow_links(path: &Path) -> Result<PathBuf, String> {
 }
 
 /// An I/O error's description without Rust's ` (os error N)` suffix.
-fn why(e: &io::Error) -> String {
+pub fn why(e: &io::Error) -> String {
     let s = e.to_string();
     match s.find(" (os error ") {
         Some(i) => s[..i].to_string(),

@@ -24,8 +24,12 @@ enum Cmd {
     /// Run again the configuration a `run --json` result recorded, and say
     /// whether the result is the same.
     Rerun(cmd::rerun::Args),
-    /// Run an experiment over CPU counts, policies and profiles; write a CSV.
+    /// Run an experiment over CPU counts, policies, profiles and seeds;
+    /// write a CSV (resumable after a kill, or split into shards).
     Sweep(cmd::sweep::Args),
+    /// Join the points that shards of a sweep kept (`sweep --shard I/N
+    /// --resume DIR`) into the CSV the whole sweep would write.
+    Merge(cmd::merge::Args),
     /// Explore schedules of an experiment under the checker (the explorer:
     /// which CPU steps next, when TLBIs arrive, speculative fills).
     Check(cmd::check::Args),
@@ -46,6 +50,7 @@ fn main() -> ExitCode {
         Cmd::Run(a) => cmd::run::run(a),
         Cmd::Rerun(a) => cmd::rerun::run(a),
         Cmd::Sweep(a) => cmd::sweep::run(a),
+        Cmd::Merge(a) => cmd::merge::run(a),
         Cmd::Check(a) => cmd::check::run(a),
         Cmd::Profiles(a) => cmd::profiles::run(a),
         Cmd::Policies(a) => cmd::policies::run(a),

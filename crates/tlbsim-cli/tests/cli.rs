@@ -262,14 +262,18 @@ fn sweep_over_a_workload_parameter_writes_its_column_and_metrics() {
     let mut lines = text.lines();
     let header = lines.next().unwrap();
     assert!(
-        header.starts_with("profile,sockets,cpus,policy,tasks,elapsed_s,")
-            && header.ends_with(",loops_per_s"),
+        header.starts_with(
+            "experiment,version,seed,profile,sockets,cpus,policy,allocator,tasks,elapsed_s,"
+        ) && header.ends_with(",loops_per_s"),
         "{header}"
     );
     let rows: Vec<&str> = lines.collect();
     assert_eq!(rows.len(), 4, "{text}");
     assert!(
-        rows[0].starts_with("skylake-4c8t,1,8,x86-pcid,1,"),
+        rows[0].starts_with(&format!(
+            "wis,{},1,skylake-4c8t,1,8,x86-pcid,none,1,",
+            env!("CARGO_PKG_VERSION")
+        )),
         "{}",
         rows[0]
     );

@@ -98,7 +98,10 @@ fn json_dash_is_standard_output_and_the_table_goes_to_stderr() {
     );
     assert!(o.status.success(), "{}", stderr(&o));
     let csv = stdout(&o);
-    assert!(csv.starts_with("profile,sockets,cpus,policy,"), "{csv}");
+    assert!(
+        csv.starts_with("experiment,version,seed,profile,sockets,cpus,policy,allocator,"),
+        "{csv}"
+    );
     assert_eq!(csv.lines().count(), 2, "{csv}");
     assert!(!dir.join("-").exists(), "no file named -");
 }

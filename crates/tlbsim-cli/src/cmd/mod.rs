@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod check;
+pub mod merge;
 pub mod policies;
 pub mod profiles;
 pub mod reproduce;
