@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 mod cmd;
 mod files;
+mod progress;
 mod report;
 
 /// tlbsim: a laboratory for TLB maintenance on many-core machines.

@@ -88,7 +88,11 @@ pub fn run(args: Args) -> ExitCode {
         return replay(&exp, opts.cpus, &s);
     }
     let t0 = Instant::now();
-    let rep = match tlbsim::explore::check(&exp, &opts) {
+    let rep = {
+        let _bar = crate::progress::count("schedules", opts.schedules, |s| s.schedules);
+        tlbsim::explore::check(&exp, &opts)
+    };
+    let rep = match rep {
         Ok(r) => r,
         Err(e) => {
             let file = args.experiment.display().to_string();

@@ -41,7 +41,12 @@ pub fn run(args: Args) -> ExitCode {
         plan.simulations(),
         rayon::current_num_threads()
     );
-    let report = match plan.run() {
+    let report = {
+        let _bar =
+            crate::progress::count("simulations", plan.simulations() as u64, |s| s.runs_done);
+        plan.run()
+    };
+    let report = match report {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");

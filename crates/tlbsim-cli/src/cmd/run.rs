@@ -70,7 +70,10 @@ pub fn run(args: Args) -> ExitCode {
     }
     Console::new(&[args.json.as_deref()]).line(&format!("# {replay}"));
     let t0 = Instant::now();
-    let out = tlbsim::sim::run(&exp, &opts);
+    let out = {
+        let _bar = crate::progress::run(exp.experiment.max_sim_time_ns);
+        tlbsim::sim::run(&exp, &opts)
+    };
     let host = t0.elapsed().as_secs_f64();
     match out {
         Ok(o) => print_and_write(&o, host, args.per_cpu, args.json.as_deref()),

@@ -330,6 +330,7 @@ impl PointError {
 fn run_points(jobs: &[Job], todo: &[usize], store: Option<&Store>) -> Vec<Result<Row, PointError>> {
     use rayon::prelude::*;
     let failed = AtomicBool::new(false);
+    let bar = crate::progress::count("points", todo.len() as u64, |s| s.runs_done);
     todo.par_iter()
         .map(|&i| {
             if failed.load(Ordering::Relaxed) {
@@ -338,7 +339,7 @@ fn run_points(jobs: &[Job], todo: &[usize], store: Option<&Store>) -> Vec<Result
             let job = &jobs[i];
             let t0 = Instant::now();
             let r = tlbsim::sim::run(&job.exp, &job.options());
-            eprintln!(
+            bar.eprintln(&format!(
                 "  {}: {} ({:.1} s host)",
                 job.label(),
                 match &r {
@@ -346,7 +347,7 @@ fn run_points(jobs: &[Job], todo: &[usize], store: Option<&Store>) -> Vec<Result
                     Err(_) => "failed".to_string(),
                 },
                 t0.elapsed().as_secs_f64()
-            );
+            ));
             let row = Row::new(job, &r.map_err(PointError::Run)?);
             if let Some(s) = store {
                 s.save(i, &row).map_err(|e| {
