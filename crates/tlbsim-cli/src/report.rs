@@ -2,6 +2,7 @@
 
 use serde_json::{json, Value};
 use std::fmt::Write;
+use tlbsim::config::Arch;
 use tlbsim::sim::RunOutput;
 
 fn thousands(n: u64) -> String {
@@ -29,6 +30,7 @@ pub fn table(o: &RunOutput, host_s: f64, per_cpu: bool) -> String {
     );
     counters(&mut s, o);
     latencies_and_locks(&mut s, o);
+    workload_metrics(&mut s, o);
     cpu_time(&mut s, o);
     if per_cpu || n <= 16 {
         interrupts(&mut s, o);
@@ -54,6 +56,38 @@ fn row(s: &mut String, v: u64, name: &str, note: String) {
     let _ = writeln!(s, "{:>18}      {:<22} {}", thousands(v), name, note);
 }
 
+/// Is the run's machine x86 (else arm64)?
+fn is_x86(o: &RunOutput) -> bool {
+    o.profile.arch == Arch::X86
+}
+
+/// The TLB-maintenance rows in the architecture's own terms: TLBIs, DSBs
+/// and DVM traffic on arm64; INVLPG, CR3 writes and (where the machine
+/// has it) INVLPGB/TLBSYNC on x86.
+fn maintenance_rows(o: &RunOutput) -> Vec<(u64, &'static str)> {
+    let t = &o.stats.total;
+    if !is_x86(o) {
+        return vec![
+            (t.tlbi_local, "tlbi.local"),
+            (t.tlbi_broadcast, "tlbi.broadcast"),
+            (t.dsb_ish, "dsb.ish"),
+            (t.dvm_syncs, "dvm.syncs"),
+            (t.dvm_ops_received, "dvm.ops_received"),
+            (t.ttbr_writes, "ttbr0.writes"),
+        ];
+    }
+    let mut v = vec![
+        (t.tlbi_local, "invlpg"),
+        (t.ttbr_writes, "cr3.writes"),
+        (t.cr3_flushes, "cr3.writes_flushing"),
+    ];
+    if o.profile.x86.as_ref().is_some_and(|x| x.invlpgb) {
+        v.push((t.tlbi_broadcast, "invlpgb"));
+        v.push((t.dvm_syncs, "tlbsync"));
+    }
+    v
+}
+
 /// The counter rows, like `perf stat`'s: TLB maintenance, flushes (with
 /// their share), scheduling and system calls, ASID rollovers, THP.
 fn counters(s: &mut String, o: &RunOutput) {
@@ -61,16 +95,10 @@ fn counters(s: &mut String, o: &RunOutput) {
     let st = &o.stats;
     let n = st.per_cpu.len() as u64;
     let per = |v: u64| format!("# {:>10.1} per CPU", v as f64 / n as f64);
-    for (v, name) in [
-        (t.tlbi_local, "tlbi.local"),
-        (t.tlbi_broadcast, "tlbi.broadcast"),
-        (t.dsb_ish, "dsb.ish"),
-        (t.dvm_syncs, "dvm.syncs"),
-        (t.dvm_ops_received, "dvm.ops_received"),
-        (t.tlb_misses, "tlb.misses"),
-    ] {
+    for (v, name) in maintenance_rows(o) {
         row(s, v, name, per(v));
     }
+    row(s, t.tlb_misses, "tlb.misses", per(t.tlb_misses));
     let walk_hits = format!("# {} walk-cache hits", thousands(t.walk_cache_hits));
     row(s, t.page_walks, "page_walks", walk_hits);
     let flushes = t.flushes_broadcast + t.flushes_local + t.flushes_skipped;
@@ -98,7 +126,14 @@ fn counters(s: &mut String, o: &RunOutput) {
     ] {
         row(s, v, name, per(v));
     }
-    row(s, st.asid_rollovers, "asid.rollovers", String::new());
+    let ids = if is_x86(o) {
+        "pcid.rollovers"
+    } else {
+        "asid.rollovers"
+    };
+    if o.kernel.asid_allocator != "none" {
+        row(s, st.asid_rollovers, ids, String::new());
+    }
     if st.vmid_rollovers > 0 {
         row(s, st.vmid_rollovers, "vmid.rollovers", String::new());
     }
@@ -134,14 +169,76 @@ fn counters(s: &mut String, o: &RunOutput) {
     }
 }
 
+/// The workload's own results (`RunOutput::metrics`: `victim_slowdown_pct`,
+/// `iteration_us`, `index`, ...), one row each: a time or a share with its
+/// unit as the name gives it, a count as an integer. With VMs, only the
+/// mean over VMs and its spread (`NAME.vm_min`/`NAME.vm_max`, shown as
+/// "min .. max"); per-VM values are in the JSON.
+fn workload_metrics(s: &mut String, o: &RunOutput) {
+    let m = &o.metrics;
+    let shown: Vec<(&String, &f64)> = m
+        .iter()
+        .filter(|(k, _)| !k.starts_with("vm") && !k.ends_with(".vm_min") && !k.ends_with(".vm_max"))
+        .collect();
+    if shown.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "
+ Workload ({}):
+",
+        o.workload.name
+    );
+    for (k, &v) in shown {
+        let spread = match (m.get(&format!("{k}.vm_min")), m.get(&format!("{k}.vm_max"))) {
+            (Some(lo), Some(hi)) => format!("  # VMs {} .. {}", metric(k, *lo), metric(k, *hi)),
+            _ => String::new(),
+        };
+        let _ = writeln!(s, "{:>18}      {k}{spread}", metric(k, v));
+    }
+}
+
+/// A metric's value as its name says it is: a time (`_ns`, `_us`, `_ms`,
+/// `_s`) or a percentage with its unit, a whole number as an integer, a
+/// large one with one decimal, anything else with four decimals.
+fn metric(name: &str, v: f64) -> String {
+    let unit = ["_pct", "_ns", "_us", "_ms", "_s"]
+        .into_iter()
+        .find(|u| name.ends_with(u))
+        .map(|u| match u {
+            "_pct" => " %",
+            other => &other[1..],
+        });
+    match unit {
+        Some(" %") => format!("{v:.2} %"),
+        Some(u) => format!("{v:.3} {u}"),
+        None if v.fract() == 0.0 && v.abs() < 1e15 => thousands_i(v as i64),
+        None if v.abs() >= 1000.0 && v.abs() < 1e15 => {
+            let tenths = (v * 10.0).round() as i64;
+            format!("{}.{}", thousands_i(tenths / 10), (tenths % 10).abs())
+        }
+        None => format!("{v:.4}"),
+    }
+}
+
+/// `thousands` for a signed whole number.
+fn thousands_i(n: i64) -> String {
+    let sign = if n < 0 { "-" } else { "" };
+    format!("{sign}{}", thousands(n.unsigned_abs()))
+}
+
 /// The latency rows (count and min / median / max) and one row per lock
 /// (acquisitions, contended waits and hold times).
 fn latencies_and_locks(s: &mut String, o: &RunOutput) {
     let st = &o.stats;
-    for (name, q) in [
-        ("dvm.sync_queue_wait", &st.dvm_sync_queue_wait_ns),
-        ("flush.latency", &st.flush_latency_ns),
-    ] {
+    let mut rows = vec![("flush.latency", &st.flush_latency_ns)];
+    match (is_x86(o), o.profile.x86.as_ref().is_some_and(|x| x.invlpgb)) {
+        (false, _) => rows.insert(0, ("dvm.sync_queue_wait", &st.dvm_sync_queue_wait_ns)),
+        (true, true) => rows.insert(0, ("tlbsync.queue_wait", &st.dvm_sync_queue_wait_ns)),
+        (true, false) => {}
+    }
+    for (name, q) in rows {
         let _ = writeln!(
             s,
             "{:>18}      {:<22} # min {} / median {} / max {} ns",
@@ -222,7 +319,10 @@ fn cpu_time(s: &mut String, o: &RunOutput) {
 /// Task names listed after the function rows.
 const CPU_TIME_TASKS: usize = 5;
 
-/// Interrupts per CPU, like /proc/interrupts.
+/// Interrupts per CPU, like /proc/interrupts: arm64's IPI numbers, or
+/// x86's RES/CAL/TLB rows. On x86 every function-call IPI the model sends
+/// is a TLB shootdown (`flush_tlb_func`, its only IPI handler), which
+/// Linux counts in both CAL and TLB.
 fn interrupts(s: &mut String, o: &RunOutput) {
     let mut head = String::from("\n      ");
     for i in 0..o.stats.per_cpu.len() {
@@ -230,15 +330,27 @@ fn interrupts(s: &mut String, o: &RunOutput) {
     }
     let _ = writeln!(s, "{head}");
     type Get = fn(&tlbsim::stats::CpuStats) -> u64;
-    let rows: [(&str, Get, &str); 3] = [
-        ("IPI1", |c| c.ipi_resched, "Rescheduling interrupts"),
-        ("IPI2", |c| c.ipi_call, "Function call interrupts"),
-        (
-            "IPI3",
-            |c| c.ipi_call_single,
-            "Single function call interrupts",
-        ),
-    ];
+    let rows: [(&str, Get, &str); 3] = if is_x86(o) {
+        [
+            ("RES", |c| c.ipi_resched, "Rescheduling interrupts"),
+            (
+                "CAL",
+                |c| c.ipi_call + c.ipi_call_single,
+                "Function call interrupts",
+            ),
+            ("TLB", |c| c.ipi_call + c.ipi_call_single, "TLB shootdowns"),
+        ]
+    } else {
+        [
+            ("IPI1", |c| c.ipi_resched, "Rescheduling interrupts"),
+            ("IPI2", |c| c.ipi_call, "Function call interrupts"),
+            (
+                "IPI3",
+                |c| c.ipi_call_single,
+                "Single function call interrupts",
+            ),
+        ]
+    };
     for (irq, get, what) in rows {
         let mut line = format!("{irq:>5}:");
         for c in &o.stats.per_cpu {
@@ -248,25 +360,42 @@ fn interrupts(s: &mut String, o: &RunOutput) {
     }
 }
 
-/// One row of counters per CPU.
+/// One row of counters per CPU, with the architecture's names.
 fn per_cpu_counters(s: &mut String, o: &RunOutput) {
-    let _ = writeln!(
-        s,
-        "\n  cpu   tlbi.local  tlbi.bcast     dsb.ish   dvm.syncs  tlb.misses  ctx.sw  syscalls"
-    );
+    type Get = fn(&tlbsim::stats::CpuStats) -> u64;
+    let mut cols: Vec<(&str, Get)> = if is_x86(o) {
+        vec![
+            ("invlpg", |c| c.tlbi_local),
+            ("cr3.wr", |c| c.ttbr_writes),
+            ("tlb.misses", |c| c.tlb_misses),
+            ("ctx.sw", |c| c.context_switches),
+            ("syscalls", |c| c.syscalls),
+        ]
+    } else {
+        vec![
+            ("tlbi.local", |c| c.tlbi_local),
+            ("tlbi.bcast", |c| c.tlbi_broadcast),
+            ("dsb.ish", |c| c.dsb_ish),
+            ("dvm.syncs", |c| c.dvm_syncs),
+            ("tlb.misses", |c| c.tlb_misses),
+            ("ctx.sw", |c| c.context_switches),
+            ("syscalls", |c| c.syscalls),
+        ]
+    };
+    if o.profile.x86.as_ref().is_some_and(|x| x.invlpgb) {
+        cols.insert(2, ("invlpgb", |c| c.tlbi_broadcast));
+    }
+    let mut head = String::from("\n  cpu");
+    for (name, _) in &cols {
+        head.push_str(&format!(" {name:>11}"));
+    }
+    let _ = writeln!(s, "{head}");
     for (i, c) in o.stats.per_cpu.iter().enumerate() {
-        let _ = writeln!(
-            s,
-            "{:>5} {:>12} {:>11} {:>11} {:>11} {:>11} {:>7} {:>9}",
-            i,
-            c.tlbi_local,
-            c.tlbi_broadcast,
-            c.dsb_ish,
-            c.dvm_syncs,
-            c.tlb_misses,
-            c.context_switches,
-            c.syscalls
-        );
+        let mut line = format!("{i:>5}");
+        for (_, get) in &cols {
+            line.push_str(&format!(" {:>11}", thousands(get(c))));
+        }
+        let _ = writeln!(s, "{line}");
     }
 }
 
@@ -281,4 +410,19 @@ pub fn json(o: &RunOutput, host_s: f64) -> Value {
             "events_per_second": o.stats.events as f64 / host_s.max(1e-9),
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::metric;
+
+    #[test]
+    fn metrics_print_as_their_names_say() {
+        assert_eq!(metric("victim_slowdown_pct", 25.26), "25.26 %");
+        assert_eq!(metric("iteration_us", 15.55), "15.550 us");
+        assert_eq!(metric("score.dhry2reg", 4e6), "4,000,000");
+        assert_eq!(metric("index", 5872.5154), "5,872.5");
+        assert_eq!(metric("ratio", 0.84689), "0.8469");
+        assert_eq!(metric("delta", -1234.0), "-1,234");
+    }
 }

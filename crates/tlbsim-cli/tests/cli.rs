@@ -670,3 +670,52 @@ fn explorer_arguments_that_check_nothing_or_exhaust_memory_are_refused() {
         "[checker] history: history = 100000000000000 exceeds tlbsim's limit of 1048576",
     );
 }
+
+#[test]
+fn the_run_table_speaks_the_machines_language_and_shows_the_workloads_results() {
+    let exp = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../experiments/seed004-madv-migrate.toml"
+    );
+    let o = tlbsim(&["run", exp, "--set", "workload.iterations=200"]);
+    assert!(o.status.success());
+    let out = String::from_utf8_lossy(&o.stdout);
+    // x86: INVLPG and CR3 rows, /proc/interrupts' x86 names, no arm64 rows.
+    for want in [
+        "invlpg",
+        "cr3.writes",
+        "TLB shootdowns",
+        "RES:",
+        "iteration_us",
+    ] {
+        assert!(out.contains(want), "{want}:\n{out}");
+    }
+    for unwanted in ["tlbi.local", "dsb.ish", "dvm.", "IPI1", "asid.rollovers"] {
+        assert!(!out.contains(unwanted), "{unwanted}:\n{out}");
+    }
+    // arm64 keeps its own.
+    let small = scratch("table.toml", SMALL);
+    let o = tlbsim(&["run", small.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    for want in ["tlbi.broadcast", "dvm.syncs", "ttbr0.writes", "IPI1:"] {
+        assert!(out.contains(want), "{want}:\n{out}");
+    }
+    assert!(!out.contains("invlpg"), "{out}");
+}
+
+#[test]
+fn reproduce_strict_fails_when_a_criterion_is_missed() {
+    // seed004-madv-migrate meets its criterion; seed003's two rows miss.
+    let met = tlbsim(&["reproduce", "--only", "seed004-madv", "--strict"]);
+    assert_eq!(met.status.code(), Some(0));
+    let missed = tlbsim(&["reproduce", "--only", "seed003", "--strict"]);
+    assert_eq!(missed.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&missed.stderr);
+    assert!(
+        err.contains("reproduce --strict: 2 of 2 criteria missed"),
+        "{err}"
+    );
+    // Without --strict a miss is reported, not an error.
+    let lax = tlbsim(&["reproduce", "--only", "seed003"]);
+    assert_eq!(lax.status.code(), Some(0));
+}

@@ -54,6 +54,10 @@ pub struct CpuStats {
     /// Local whole-ASID flushes on switch-in because this CPU was marked
     /// stale (seed 000).
     pub stale_switch_flushes: u64,
+    /// Writes of the translation base: `TTBR0_EL1` on arm64, `CR3` on x86.
+    pub ttbr_writes: u64,
+    /// x86 `CR3` writes that flushed their PCID's entries (no NOFLUSH bit).
+    pub cr3_flushes: u64,
 }
 
 impl CpuStats {
@@ -81,6 +85,8 @@ impl CpuStats {
         self.flushes_local += o.flushes_local;
         self.flushes_skipped += o.flushes_skipped;
         self.stale_switch_flushes += o.stale_switch_flushes;
+        self.ttbr_writes += o.ttbr_writes;
+        self.cr3_flushes += o.cr3_flushes;
     }
 }
 

@@ -17,6 +17,10 @@ pub struct Args {
     /// Only experiments whose name contains this text.
     #[arg(long)]
     only: Option<String>,
+    /// Exit with status 1 when any acceptance criterion is missed (for CI
+    /// jobs that track the reproductions).
+    #[arg(long)]
+    strict: bool,
 }
 
 /// Runs the selected reproductions and prints published vs simulated.
@@ -57,14 +61,24 @@ pub fn run(args: Args) -> ExitCode {
         console.line(&table_line(r));
     }
     console.line(&format!("\n{}", summary(&report.acceptance)));
-    match args.json {
+    let written = match args.json {
         Some(j) => {
             let rows: Vec<Value> = report.rows.iter().map(json_row).collect();
             let bytes = serde_json::to_vec_pretty(&rows).expect("serialisable");
             write_or_report(&j, &bytes)
         }
         None => ExitCode::SUCCESS,
+    };
+    let a = &report.acceptance;
+    if args.strict && a.met < a.total && written == ExitCode::SUCCESS {
+        eprintln!(
+            "reproduce --strict: {} of {} criteria missed",
+            a.total - a.met,
+            a.total
+        );
+        return ExitCode::FAILURE;
     }
+    written
 }
 
 /// A value of the table: `-` when not published.

@@ -92,6 +92,7 @@ impl Cpus {
                 Applied::DsbIsh
             }
             Op::SetTtbr0(t) => {
+                w.stats.borrow_mut().cpu[cpu].ttbr_writes += 1;
                 set_ttbr0(&w, cpu, t.map(|t| machine_ttbr(&w, t)));
                 Applied::Done(OpResult::Unit)
             }
@@ -110,6 +111,12 @@ impl Cpus {
                 Applied::EnteredGuest
             }
             Op::LoadCr3 { cr3, flush } => {
+                {
+                    let mut st = w.stats.borrow_mut();
+                    let c = &mut st.cpu[cpu];
+                    c.ttbr_writes += 1;
+                    c.cr3_flushes += u64::from(flush.is_some());
+                }
                 load_cr3(&w, cpu, cr3.map(|t| machine_ttbr(&w, t)), flush);
                 Applied::Done(OpResult::Unit)
             }
