@@ -719,3 +719,34 @@ fn reproduce_strict_fails_when_a_criterion_is_missed() {
     let lax = tlbsim(&["reproduce", "--only", "seed003"]);
     assert_eq!(lax.status.code(), Some(0));
 }
+
+#[test]
+fn check_writes_its_result_as_json() {
+    let exp = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../experiments/seed000-safety.toml"
+    );
+    let o = tlbsim(&[
+        "check",
+        exp,
+        "--policy",
+        "mutant-range-no-broadcast",
+        "--json",
+        "-",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is the JSON");
+    assert_eq!(v["verdict"], "fail");
+    assert_eq!(v["experiment"], "seed000-safety");
+    let replay = v["failure"]["replay"].as_str().unwrap();
+    assert!(replay.contains("--replay '"), "{replay}");
+    // The human report went to stderr.
+    assert!(String::from_utf8_lossy(&o.stderr).contains("replay: tlbsim check"));
+    let pass = tlbsim(&["check", exp, "--schedules", "5", "--json", "-"]);
+    let v: serde_json::Value = serde_json::from_slice(&pass.stdout).unwrap();
+    assert_eq!(
+        (v["verdict"].as_str(), v["schedules"].as_u64()),
+        (Some("pass"), Some(5))
+    );
+    assert!(v["failure"].is_null());
+}

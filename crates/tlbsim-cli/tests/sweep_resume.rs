@@ -426,7 +426,7 @@ fn bad_flags_are_refused_before_any_work() {
             vec!["--shard", "1/3", "--resume", p, "--csv", o],
             "--csv: a shard writes none",
         ),
-        (vec![], "--csv FILE is required"),
+        (vec![], "--csv FILE (or --json FILE) is required"),
         (
             vec!["--seeds", "3..1", "--csv", o],
             "--seeds 3..1: the range is empty",
@@ -457,4 +457,20 @@ fn bad_flags_are_refused_before_any_work() {
         refused(&sweep(MPROTECT, &SMALL, &more), want);
         assert!(!out.exists() && !points.exists(), "{want}: nothing written");
     }
+}
+
+#[test]
+fn json_holds_the_csvs_rows_with_numbers_as_numbers() {
+    let dir = scratch_dir("json");
+    let csv = dir.join("out.csv");
+    let json = dir.join("out.json");
+    let more = ["--csv", s(&csv), "--json", s(&json)];
+    let o = sweep(MPROTECT, &SMALL, &more);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let lines = std::fs::read_to_string(&csv).unwrap().lines().count();
+    assert_eq!(rows.len(), lines - 1, "one object per CSV row");
+    assert!(rows[0]["cpus"].is_u64() && rows[0]["elapsed_s"].is_f64());
+    assert!(rows[0]["policy"].is_string());
 }

@@ -1,7 +1,10 @@
 //! `tlbsim check`: explore schedules of an experiment under the checker,
 //! or replay one.
 
-use crate::files::{load_or_report, path_word, set_args, set_profile, shell_word, Overrides};
+use crate::files::{
+    check_output_or_report, load_or_report, path_word, set_args, set_profile, shell_word,
+    write_or_report, Console, Overrides,
+};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -50,6 +53,10 @@ pub struct Args {
     /// Re-run one schedule, as printed by a failing check.
     #[arg(long)]
     replay: Option<String>,
+    /// Also write the search's result as JSON to this file, or to
+    /// standard output if "-" (the report then goes to standard error).
+    #[arg(long)]
+    json: Option<PathBuf>,
     /// Set any key of the experiment file, as SECTION.KEY=VALUE (VALUE
     /// in TOML syntax, e.g. kernel.kpti=false, workload.iterations=500);
     /// repeatable.
@@ -69,6 +76,13 @@ pub fn run(args: Args) -> ExitCode {
     if let Some(Err(e)) = args.replay.as_deref().map(tlbsim::explore::parse_schedule) {
         eprintln!("error: --replay: {e}");
         return ExitCode::from(2);
+    }
+    if args.replay.is_some() && args.json.is_some() {
+        eprintln!("error: --json: not with --replay (a replay prints its outcome)");
+        return ExitCode::from(2);
+    }
+    if let Err(code) = check_output_or_report("--json", args.json.as_deref()) {
+        return code;
     }
     let ov = Overrides {
         policy: args.policy,
@@ -100,7 +114,69 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    print_report(rep, &opts, t0.elapsed().as_secs_f64(), &base)
+    let secs = t0.elapsed().as_secs_f64();
+    let console = Console::new(&[args.json.as_deref()]);
+    let doc = args
+        .json
+        .as_ref()
+        .map(|_| json_report(&exp, &rep, &opts, secs, &base));
+    let code = print_report(&console, rep, &opts, secs, &base);
+    match (args.json, doc) {
+        (Some(path), Some(doc)) => {
+            let bytes = serde_json::to_vec_pretty(&doc).expect("serialisable");
+            match write_or_report(&path, &bytes) {
+                c if c == ExitCode::SUCCESS => code,
+                failed => failed,
+            }
+        }
+        _ => code,
+    }
+}
+
+/// The search as JSON: the experiment, the options, the counts, the
+/// verdict and, for a failure, its schedule, report and replay command;
+/// host time apart (`host`), as `run --json` keeps it.
+fn json_report(
+    exp: &Experiment,
+    rep: &CheckReport,
+    opts: &CheckOptions,
+    secs: f64,
+    base: &str,
+) -> serde_json::Value {
+    let strategy = match opts.strategy {
+        Strategy::Random => serde_json::json!({ "name": "random" }),
+        Strategy::Pct(d) => serde_json::json!({ "name": "pct", "depth": d }),
+        Strategy::Exhaustive(p) => serde_json::json!({ "name": "exhaustive", "preemptions": p }),
+    };
+    let failure = rep.failure.as_ref().map(|f| {
+        serde_json::json!({
+            "index": f.index,
+            "schedule": f.schedule,
+            "report": f.report.to_string(),
+            "replay": replay_command(base, &f.schedule),
+        })
+    });
+    serde_json::json!({
+        "experiment": exp.experiment.name,
+        "version": env!("CARGO_PKG_VERSION"),
+        "options": {
+            "strategy": strategy,
+            "schedules": opts.schedules,
+            "seed": opts.seed,
+            "max_actions": opts.max_actions,
+            "speculation": opts.speculation,
+            "cpus": opts.cpus,
+        },
+        "schedules": rep.schedules,
+        "completed": rep.completed,
+        "bounded": rep.bounded,
+        "actions": rep.actions,
+        "interrupts": rep.interrupts,
+        "exhausted": rep.exhausted,
+        "verdict": if rep.failure.is_some() { "fail" } else { "pass" },
+        "failure": failure,
+        "host": { "seconds": secs },
+    })
 }
 
 /// `--max-actions`: 1 to [`MAX_ACTIONS`].
@@ -188,8 +264,14 @@ fn replay(exp: &Experiment, cpus: Option<u32>, schedule: &str) -> ExitCode {
 /// Prints the search's counts and rates, whether an exhaustive search was
 /// cut short, and the verdict; a failure with its replay command (`base`
 /// plus the schedule).
-fn print_report(rep: CheckReport, opts: &CheckOptions, secs: f64, base: &str) -> ExitCode {
-    println!(
+fn print_report(
+    out: &Console,
+    rep: CheckReport,
+    opts: &CheckOptions,
+    secs: f64,
+    base: &str,
+) -> ExitCode {
+    out.line(&format!(
         "{} schedules ({} complete, {} cut at {} actions{}), {} actions ({} IPIs taken), {:.1} s: {:.0} schedules/s, {:.2} M actions/s",
         rep.schedules,
         rep.completed,
@@ -201,21 +283,21 @@ fn print_report(rep: CheckReport, opts: &CheckOptions, secs: f64, base: &str) ->
         secs,
         rep.schedules as f64 / secs.max(1e-9),
         rep.actions as f64 / secs.max(1e-9) / 1e6
-    );
+    ));
     if matches!(opts.strategy, Strategy::Exhaustive(_)) && !rep.exhausted && rep.failure.is_none() {
-        println!(
+        out.line(&format!(
             "note: the exhaustive search is NOT complete: it stopped at --schedules {}; raise it to finish",
             rep.schedules
-        );
+        ));
     }
     match rep.failure {
         None => {
-            println!("checker: pass");
+            out.line("checker: pass");
             ExitCode::SUCCESS
         }
         Some(f) => {
-            println!("schedule {} fails:\n{}", f.index, f.report);
-            println!("replay: {}", replay_command(base, &f.schedule));
+            out.line(&format!("schedule {} fails:\n{}", f.index, f.report));
+            out.line(&format!("replay: {}", replay_command(base, &f.schedule)));
             ExitCode::FAILURE
         }
     }

@@ -39,7 +39,11 @@ pub fn run(args: Args) -> ExitCode {
 
 /// [`run`], returning why it stopped.
 fn merge(args: &Args) -> Result<(), Stop> {
-    check_outputs(Some(&args.csv), args.summary.as_deref()).map_err(Stop::usage)?;
+    check_outputs(&[
+        ("--csv", Some(&args.csv)),
+        ("--summary", args.summary.as_deref()),
+    ])
+    .map_err(Stop::usage)?;
     let stores = open_all(&args.dirs).map_err(Stop::usage)?;
     let m = stores[0].manifest();
     let param = m.param.as_deref();

@@ -60,6 +60,10 @@ pub struct Args {
     /// each number column (like `perf stat -r`).
     #[arg(long, value_name = "FILE")]
     summary: Option<PathBuf>,
+    /// Also write the CSV's rows as a JSON array of objects, one per row,
+    /// keyed by column, numbers as numbers ("-": standard output).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
     /// Keep each finished point in DIR (created if needed) and take the
     /// points already there instead of running them again: a sweep killed
     /// at any moment and run again with the same arguments writes the
@@ -135,7 +139,12 @@ fn sweep(args: &Args) -> Result<(), Stop> {
     .map_err(Stop::usage)?;
     check_flags(args, &plan).map_err(Stop::usage)?;
     let (exp0, text) = load(&args.experiment, &args.sets).map_err(Stop::usage)?;
-    check_outputs(args.csv.as_deref(), args.summary.as_deref()).map_err(Stop::usage)?;
+    check_outputs(&[
+        ("--csv", args.csv.as_deref()),
+        ("--summary", args.summary.as_deref()),
+        ("--json", args.json.as_deref()),
+    ])
+    .map_err(Stop::usage)?;
     check_names(&args.policies, &args.profiles).map_err(Stop::usage)?;
     let jobs = build_jobs(&exp0, &args.profiles, &args.policies, &plan).map_err(Stop::usage)?;
     let file = args.experiment.display().to_string();
@@ -175,23 +184,24 @@ fn sweep(args: &Args) -> Result<(), Stop> {
     }
     let rows: Vec<Row> = rows.into_iter().flatten().collect();
     write_outputs(
-        args.csv.as_deref(),
-        args.summary.as_deref(),
+        (args.csv.as_deref(), args.summary.as_deref()),
+        args.json.as_deref(),
         param,
         &rows,
         plan.runs_per_point(),
     )
 }
 
-/// Checks the outputs `--csv` and `--summary` (see [`check_output`]),
-/// which cannot both be standard output.
-pub fn check_outputs(csv: Option<&Path>, summary: Option<&Path>) -> Result<(), String> {
-    if let (Some(c), Some(s)) = (csv, summary) {
-        if is_stdout(c) && is_stdout(s) {
-            return Err("--summary -: --csv is standard output already".into());
-        }
+/// Checks the output files given as `(flag, path)` (see
+/// [`check_output`]), of which at most one may be standard output.
+pub fn check_outputs(outputs: &[(&str, Option<&Path>)]) -> Result<(), String> {
+    let mut to_stdout = outputs
+        .iter()
+        .filter_map(|(flag, p)| p.filter(|p| is_stdout(p)).map(|_| *flag));
+    if let (Some(first), Some(second)) = (to_stdout.next(), to_stdout.next()) {
+        return Err(format!("{second} -: {first} is standard output already"));
     }
-    for (flag, path) in [("--csv", csv), ("--summary", summary)] {
+    for (flag, path) in outputs {
         if let Some(p) = path {
             check_output(flag, p)?;
         }
@@ -200,7 +210,7 @@ pub fn check_outputs(csv: Option<&Path>, summary: Option<&Path>) -> Result<(), S
 }
 
 /// The flags that go together: `--shard` needs `--resume` and writes no
-/// CSV; without `--shard`, `--csv` is required.
+/// CSV; without `--shard`, `--csv` or `--json` is required.
 fn check_flags(args: &Args, plan: &Plan) -> Result<(), String> {
     if plan.shard.is_some() {
         if args.resume.is_none() {
@@ -212,13 +222,16 @@ fn check_flags(args: &Args, plan: &Plan) -> Result<(), String> {
         for (flag, given) in [
             ("--csv", args.csv.is_some()),
             ("--summary", args.summary.is_some()),
+            ("--json", args.json.is_some()),
         ] {
             if given {
-                return Err(format!("{flag}: a shard writes none; `tlbsim merge DIR... {flag} FILE` joins the shards' points"));
+                return Err(format!("{flag}: a shard writes none; `tlbsim merge DIR... --csv FILE` joins the shards' points"));
             }
         }
-    } else if args.csv.is_none() {
-        return Err("--csv FILE is required (or --shard I/N with --resume DIR)".into());
+    } else if args.csv.is_none() && args.json.is_none() {
+        return Err(
+            "--csv FILE (or --json FILE) is required (or --shard I/N with --resume DIR)".into(),
+        );
     }
     Ok(())
 }
@@ -276,15 +289,19 @@ fn announce(jobs: &[Job], plan: &Plan, store: Option<&Store>, todo: usize) {
     );
 }
 
-/// Writes the CSV of `rows` to `csv` and their summary (over
-/// `per_point` seeds each) to `summary`.
-fn write_outputs(
-    csv: Option<&Path>,
-    summary: Option<&Path>,
+/// Writes the CSV of `rows` to `csv`, their summary (over `per_point`
+/// seeds each) to `summary` and the CSV's rows as JSON to `json`.
+pub fn write_outputs(
+    (csv, summary): (Option<&Path>, Option<&Path>),
+    json: Option<&Path>,
     param: Option<&str>,
     rows: &[Row],
     per_point: usize,
 ) -> Result<(), Stop> {
+    if let Some(path) = json {
+        let bytes = table::json_bytes(param, rows).map_err(Stop::failure)?;
+        write_atomic(path, &bytes).map_err(Stop::failure)?;
+    }
     if let Some(path) = csv {
         let bytes = table::csv_bytes(param, rows).map_err(Stop::failure)?;
         write_atomic(path, &bytes).map_err(Stop::failure)?;

@@ -149,6 +149,44 @@ pub fn csv_bytes(param: Option<&str>, rows: &[Row]) -> Result<Vec<u8>, String> {
     w.into_inner().map_err(|e| e.to_string())
 }
 
+/// The rows of [`csv_bytes`] as a JSON array of objects keyed by column
+/// (keys sorted by name); a cell that parses as a finite number is a number,
+/// an empty cell `null`, anything else a string.
+pub fn json_bytes(param: Option<&str>, rows: &[Row]) -> Result<Vec<u8>, String> {
+    let csv = csv_bytes(param, rows)?;
+    let mut r = csv::Reader::from_reader(csv.as_slice());
+    let header: Vec<String> = r
+        .headers()
+        .map_err(|e| e.to_string())?
+        .iter()
+        .map(String::from)
+        .collect();
+    let mut out = Vec::new();
+    for rec in r.records() {
+        let rec = rec.map_err(|e| e.to_string())?;
+        let obj: serde_json::Map<String, serde_json::Value> = header
+            .iter()
+            .zip(rec.iter())
+            .map(|(k, v)| (k.clone(), json_cell(v)))
+            .collect();
+        out.push(serde_json::Value::Object(obj));
+    }
+    serde_json::to_vec_pretty(&out).map_err(|e| e.to_string())
+}
+
+/// A CSV cell as a JSON value.
+fn json_cell(v: &str) -> serde_json::Value {
+    if v.is_empty() {
+        return serde_json::Value::Null;
+    }
+    match v.parse::<f64>().ok().and_then(serde_json::Number::from_f64) {
+        Some(n) if v.chars().all(|c| c.is_ascii_digit() || "+-.eE".contains(c)) => v
+            .parse::<i64>()
+            .map_or(serde_json::Value::Number(n), |i| i.into()),
+        _ => serde_json::Value::String(v.to_string()),
+    }
+}
+
 /// The summary over seeds: one row per configuration, whose runs are the
 /// `per_point` consecutive `rows` that differ only in their seed. Columns:
 /// those of [`LEAD`] with `seed` replaced by `seeds` (the seeds, runs of
