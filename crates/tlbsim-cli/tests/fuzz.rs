@@ -78,6 +78,8 @@ fn tlbsim_ok(args: &[String]) -> Result<(), TestCaseError> {
         .arg("ulimit -v 4194304; exec \"$0\" \"$@\"")
         .arg(env!("CARGO_BIN_EXE_tlbsim"))
         .args(args)
+        // Outputs named by random arguments land in the scratch directory.
+        .current_dir(scratch_dir())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
@@ -284,12 +286,14 @@ proptest! {
             (prop::sample::select(vec![
                 "--cpus", "--seed", "--policy", "--profile", "--schedules", "--max-actions",
                 "--depth", "--strategy", "--preemptions", "--speculation", "--allocator",
-                "--policies", "--profiles", "--param", "--set", "--bogus",
+                "--policies", "--profiles", "--param", "--set", "--bogus", "--seeds",
+                "--shard", "--summary", "--json",
             ]),
              prop::sample::select(vec![
                 "0", "1", "2", "4097", "18446744073709551615", "-1", "", "x", "random", "pct",
                 "exhaustive", "arm64-stock", "nope.toml", "ampere-32", "tasks=1,2", "vm.count=0,1",
-                "2,4", "profile",
+                "2,4", "profile", "1..3", "1..9999999999", "0/3", "4/3", "1/0", "2/3",
+                "/nonexistent/x.json",
             ])),
             0..4,
         ),

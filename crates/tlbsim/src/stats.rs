@@ -432,11 +432,22 @@ mod tests {
         for &x in &v {
             s.record(x);
         }
-        assert!(s.coarse.is_some() && s.counts.is_empty(), "switched to the histogram");
+        assert!(
+            s.coarse.is_some() && s.counts.is_empty(),
+            "switched to the histogram"
+        );
         let (got, want) = (s.summary(), sorted_summary(v));
-        assert_eq!((got.count, got.min, got.max), (want.count, want.min, want.max));
+        assert_eq!(
+            (got.count, got.min, got.max),
+            (want.count, want.min, want.max)
+        );
         let close = |a: u64, b: u64| (a as f64 - b as f64).abs() <= b as f64 * 1e-3;
-        assert!(close(got.median, want.median), "{} vs {}", got.median, want.median);
+        assert!(
+            close(got.median, want.median),
+            "{} vs {}",
+            got.median,
+            want.median
+        );
         assert!(close(got.p99, want.p99), "{} vs {}", got.p99, want.p99);
         assert!((got.mean - want.mean).abs() <= want.mean * 1e-9);
     }
