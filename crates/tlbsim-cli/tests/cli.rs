@@ -566,6 +566,25 @@ fn enormous_workload_parameters_are_refused_with_the_limit() {
         &["check", e, "--set", "workload.threads=4000000000"],
         "[workload] threads: 4000000000 exceeds tlbsim's limit of 65536 tasks",
     );
+    // 255 floating VMs of 4,096 vCPUs grew past 1 GiB before the task
+    // limit stopped them.
+    let vms = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../experiments/seed003-vms.toml"
+    );
+    refused(
+        &[
+            "run",
+            vms,
+            "--set",
+            "vm.count=255",
+            "--set",
+            "vm.vcpus=4096",
+            "--set",
+            "vm.placement=\"floating\"",
+        ],
+        "[vm] vcpus: count x vcpus = 1044480 vCPUs exceed tlbsim's limit of 16384",
+    );
 }
 
 #[test]

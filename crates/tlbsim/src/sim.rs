@@ -641,6 +641,14 @@ fn check_vms(
     if vm.vcpus == 0 {
         return Err(field("vcpus", "must be >= 1".into()));
     }
+    let max = crate::config::limits::MAX_VCPUS;
+    let total = u64::from(vm.count) * u64::from(vm.vcpus);
+    if total > max {
+        return Err(field(
+            "vcpus",
+            format!("count x vcpus = {total} vCPUs exceed tlbsim's limit of {max}"),
+        ));
+    }
     let entry = crate::kernel::arm64::kvm::find_kvm_policy(&vm.kvm_policy)
         .map_err(|e| field("kvm_policy", e))?;
     if let Some(f) = entry.requires.iter().find(|f| !f.present(profile)) {

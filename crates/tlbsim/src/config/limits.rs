@@ -35,6 +35,10 @@ pub const MAX_PARAM_PAGES: u64 = 1 << 24;
 /// tasks alive at once in a kernel while it runs.
 pub const MAX_TASKS: u64 = 1 << 16;
 
+/// vCPUs of all virtual machines together (`[vm] count` x `vcpus`): each
+/// is a host thread and a guest CPU with its own run queue and idle task.
+pub const MAX_VCPUS: u64 = 1 << 14;
+
 /// Data frames and page-table pages a run may have allocated at once
 /// (32 GiB of simulated memory).
 pub const MAX_LIVE_PAGES: usize = 1 << 23;
