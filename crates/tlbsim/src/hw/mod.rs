@@ -171,6 +171,9 @@ pub struct Hw {
     holders: FxHashMap<HolderKey, Holders>,
     /// The machine has TLBI by affinity (`arm64.tlbi_affinity`).
     tlbi_affinity: bool,
+    /// The profile's instruction-set family: reports name TLB
+    /// maintenance in its terms ([`tlb::TlbiScope::insn`]).
+    pub arch: crate::config::Arch,
 }
 
 /// The CPUs that may hold entries of one ASID: a mask to test, and the
@@ -223,6 +226,7 @@ impl Hw {
             free_inflight: Vec::new(),
             holders: FxHashMap::default(),
             tlbi_affinity: p.arm64.as_ref().is_some_and(|a| a.tlbi_affinity),
+            arch: p.arch,
         }
     }
 
