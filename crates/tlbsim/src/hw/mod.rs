@@ -34,6 +34,14 @@ pub struct Ttbr0 {
     pub asid: Asid,
 }
 
+impl std::fmt::Display for Ttbr0 {
+    /// `mm0 table 3 asid 1`: the address space, its top-level table and
+    /// the ASID (x86: the PCID tag).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "mm{} table {} asid {}", self.mm, self.pgd, self.asid)
+    }
+}
+
 impl CpuHw {
     /// The VMID a TLBI of `scope` by this CPU applies to: an EL2
     /// operation by VMID (`VMALLS12E1`) to `VTTBR_EL2`'s, an EL1 one to
@@ -127,6 +135,16 @@ pub enum Fault {
     Translation,
     /// The translation forbids the access.
     Permission,
+}
+
+impl std::fmt::Display for Fault {
+    /// `translation fault` or `permission fault`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Fault::Translation => "translation fault",
+            Fault::Permission => "permission fault",
+        })
+    }
 }
 
 /// How an access was satisfied, for costs and statistics.
