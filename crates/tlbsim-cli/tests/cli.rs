@@ -188,6 +188,51 @@ fn reproduce_only_matching_nothing_names_the_known_experiments_and_exits_2() {
     assert!(o.stdout.is_empty(), "no table without rows");
 }
 
+#[test]
+fn a_check_report_prints_addresses_in_hex_and_no_debug_structs() {
+    // The report of issue 16, which printed `LeafEntry { .. }`,
+    // `Some(Pte { .. })` and decimal VAs.
+    let exp = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../experiments/seed000-safety.toml"
+    );
+    let o = tlbsim(&[
+        "check",
+        exp,
+        "--policy",
+        "mutant-range-no-broadcast",
+        "--schedules",
+        "200",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "a violation exits 1");
+    let out = String::from_utf8_lossy(&o.stdout);
+    let start = out.find("invariant: ").expect("a report");
+    let end = out.find("\nreplay: ").expect("a replay line");
+    let report = &out[start..end];
+    for debug in ["{ ", "}", "Some(", "None", "Perms(", "LeafEntry", "Pte {"] {
+        assert!(!report.contains(debug), "{debug:?} in:\n{report}");
+    }
+    assert!(report.contains("invariant: no stale hold\n"), "{report}");
+    assert!(
+        report.contains(
+            "stale translation of va 0x7effffffe000 after mprotect on cpu0 returned: \
+             va 0x7effffffe000 -> pfn 10 rw (asid 1, vmid 0, mm 0, v11), current PTE pfn 10 r- v25\n"
+        ),
+        "{report}"
+    );
+    for line in [
+        " ns  PteWrite cpu0 mm0 va 0x7effffffe000 pfn 10 rw v11 -> pfn 10 r- v25\n",
+        " ns  Tlbi cpu0 VALE1 asid 1 va 0x7effffffe000\n",
+        " ns  CallExit cpu0 task8 mprotect\n",
+    ] {
+        assert!(report.contains(line), "{line} in:\n{report}");
+    }
+    assert!(
+        !report.contains("139637976719360"),
+        "VAs in hex, not decimal: {report}"
+    );
+}
+
 /// The explorer experiment of seed 002, in the repository.
 const SEED002_EXPLORE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

@@ -1,10 +1,12 @@
 //! The event stream the model emits for observers (the checker). Observers
 //! see events and may read the machine; they never change it.
 
+use crate::config::Arch;
 use crate::engine::Ns;
-use crate::hw::mem::{Pte, TableId};
+use crate::hw::mem::{MaybePte, Pte, TableId, HPAGE_PAGES};
 use crate::hw::tlb::{Asid, LeafEntry, MmId, TlbiScope, WalkEntry};
 use crate::hw::{CpuId, Hw};
+use std::fmt;
 
 /// One observable event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -330,6 +332,156 @@ impl Event {
     }
 }
 
+impl Event {
+    /// The event as a report's history prints it, one line naming TLB
+    /// maintenance in `arch`'s terms (`Tlbi cpu3 VAE1IS asid 2 va
+    /// 0x7f0000001000`, `Tlbi cpu3 INVLPG pcid 2 va 0x7f0000001000`);
+    /// `Display` on the event itself uses arm64's.
+    pub fn display(&self, arch: Arch) -> EventDisplay<'_> {
+        EventDisplay { ev: self, arch }
+    }
+}
+
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.display(Arch::Arm64).fmt(f)
+    }
+}
+
+/// An [`Event`] on one line, like a kernel log: its kind, the CPU, the mm,
+/// addresses in hex, PTEs and TLB entries by their own `Display`
+/// (`PteWrite cpu0 mm0 va 0x7effffffe000 pfn 8 r- v23 -> pfn 8 r- v24`,
+/// `CallEnter cpu0 task8 mprotect`). Made by [`Event::display`].
+#[derive(Debug, Clone, Copy)]
+pub struct EventDisplay<'a> {
+    ev: &'a Event,
+    arch: Arch,
+}
+
+impl fmt::Display for EventDisplay<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self.ev {
+            Event::LeafUse { .. }
+            | Event::WalkUse { .. }
+            | Event::AsidLoad { .. }
+            | Event::Tlbi { .. }
+            | Event::DsbDone { .. } => self.fmt_hw(f),
+            _ => self.fmt_kernel(f),
+        }
+    }
+}
+
+impl EventDisplay<'_> {
+    /// The events of the kernel: tasks, calls, page-table writes, frees.
+    fn fmt_kernel(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use Event as E;
+        match *self.ev {
+            E::Running { cpu, task, mm } => match mm {
+                Some(mm) => write!(f, "Running cpu{cpu} task{task} mm{mm}"),
+                None => write!(f, "Running cpu{cpu} task{task} (no mm)"),
+            },
+            E::CallEnter { cpu, task, call } => write!(f, "CallEnter cpu{cpu} task{task} {call}"),
+            E::CallExit { cpu, task, call } => write!(f, "CallExit cpu{cpu} task{task} {call}"),
+            E::PteWrite {
+                cpu,
+                mm,
+                va,
+                old,
+                new,
+            } => {
+                let (old, new) = (MaybePte(old), MaybePte(new));
+                write!(f, "PteWrite cpu{cpu} mm{mm} va {va:#x} {old} -> {new}")
+            }
+            E::HugePteWrite {
+                cpu,
+                mm,
+                va,
+                old,
+                new,
+            } => {
+                let (old, new) = (MaybePte(old), MaybePte(new));
+                write!(
+                    f,
+                    "HugePteWrite cpu{cpu} mm{mm} va {va:#x} (2 MiB) {old} -> {new}"
+                )
+            }
+            E::CallRange {
+                cpu,
+                mm,
+                start,
+                end,
+            } => {
+                write!(f, "CallRange cpu{cpu} mm{mm} va {start:#x}-{end:#x}")
+            }
+            E::FrameFree { cpu, pfn, mm, va } => {
+                write!(
+                    f,
+                    "FrameFree cpu{cpu} pfn {pfn} (last mapped by mm{mm} at va {va:#x})"
+                )
+            }
+            E::HugeFrameFree { cpu, pfn, mm, va } => write!(
+                f,
+                "HugeFrameFree cpu{cpu} pfn {pfn}-{} (last mapped by mm{mm} at va {va:#x})",
+                pfn + HPAGE_PAGES - 1
+            ),
+            E::CopyOut { cpu, pfn } => write!(f, "CopyOut cpu{cpu} pfn {pfn}"),
+            E::TableFree {
+                cpu,
+                mm,
+                table,
+                instance,
+            } => {
+                write!(
+                    f,
+                    "TableFree cpu{cpu} mm{mm} table {table} instance {instance}"
+                )
+            }
+            E::MmFree { mm } => write!(f, "MmFree mm{mm}"),
+            _ => unreachable!("a hardware event, which `fmt` routes to `fmt_hw`"),
+        }
+    }
+
+    /// The events of the hardware: TLB and walk-cache uses, TTBR0 loads,
+    /// invalidations and barriers.
+    fn fmt_hw(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use Event as E;
+        match *self.ev {
+            E::LeafUse {
+                cpu,
+                running,
+                entry,
+                store,
+            } => {
+                let access = if store { "store" } else { "load" };
+                write!(f, "LeafUse cpu{cpu} running mm{running} {access} {entry}")
+            }
+            E::WalkUse {
+                cpu,
+                running,
+                entry,
+            } => {
+                write!(f, "WalkUse cpu{cpu} running mm{running} {entry}")
+            }
+            E::AsidLoad { cpu, mm, asid } => {
+                let tag = match self.arch {
+                    Arch::Arm64 => "asid",
+                    Arch::X86 => "pcid",
+                };
+                write!(f, "AsidLoad cpu{cpu} mm{mm} {tag} {asid}")
+            }
+            E::Tlbi {
+                cpu,
+                scope,
+                broadcast,
+            } => {
+                write!(f, "Tlbi cpu{cpu} {:#}", scope.insn(broadcast, self.arch))
+            }
+            E::DsbDone { cpu } => write!(f, "DsbDone cpu{cpu}"),
+            _ => unreachable!("a kernel event, which `fmt` routes to `fmt_kernel`"),
+        }
+    }
+}
+
 /// Something that watches a run.
 pub trait Observer {
     /// Called for every event, after the model applied it.
@@ -343,4 +495,142 @@ pub trait Observer {
     }
     /// Events examined so far.
     fn events_seen(&self) -> u64;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hw::mem::Perms;
+
+    const VA: u64 = 0x7eff_ffff_e000;
+
+    fn pte(pfn: u64, perms: Perms, version: u64) -> Option<Pte> {
+        Some(Pte {
+            pfn,
+            perms,
+            version,
+        })
+    }
+
+    #[test]
+    fn kernel_events_print_one_log_line_each() {
+        let cases = [
+            (
+                Event::PteWrite {
+                    cpu: 0,
+                    mm: 0,
+                    va: VA,
+                    old: pte(8, Perms::R, 23),
+                    new: pte(8, Perms::RW, 24),
+                },
+                "PteWrite cpu0 mm0 va 0x7effffffe000 pfn 8 r- v23 -> pfn 8 rw v24",
+            ),
+            (
+                Event::HugePteWrite {
+                    cpu: 1,
+                    mm: 2,
+                    va: 0x4000_0000,
+                    old: pte(512, Perms::RW, 3),
+                    new: None,
+                },
+                "HugePteWrite cpu1 mm2 va 0x40000000 (2 MiB) pfn 512 rw v3 -> none",
+            ),
+            (
+                Event::CallEnter {
+                    cpu: 0,
+                    task: 8,
+                    call: "mprotect",
+                },
+                "CallEnter cpu0 task8 mprotect",
+            ),
+            (
+                Event::Running {
+                    cpu: 1,
+                    task: 1,
+                    mm: None,
+                },
+                "Running cpu1 task1 (no mm)",
+            ),
+            (
+                Event::CallRange {
+                    cpu: 0,
+                    mm: 0,
+                    start: VA,
+                    end: VA + 0x2000,
+                },
+                "CallRange cpu0 mm0 va 0x7effffffe000-0x7f0000000000",
+            ),
+            (
+                Event::HugeFrameFree {
+                    cpu: 3,
+                    pfn: 1024,
+                    mm: 1,
+                    va: 0x4000_0000,
+                },
+                "HugeFrameFree cpu3 pfn 1024-1535 (last mapped by mm1 at va 0x40000000)",
+            ),
+            (
+                Event::TableFree {
+                    cpu: 2,
+                    mm: 0,
+                    table: 9,
+                    instance: 1,
+                },
+                "TableFree cpu2 mm0 table 9 instance 1",
+            ),
+        ];
+        for (ev, line) in cases {
+            assert_eq!(ev.to_string(), line);
+        }
+    }
+
+    #[test]
+    fn hardware_events_name_tlb_maintenance_in_the_architecture_s_terms() {
+        let entry = LeafEntry {
+            vmid: 0,
+            asid: 1,
+            vpn: VA >> crate::hw::mem::PAGE_SHIFT,
+            pfn: 10,
+            perms: Perms::RW,
+            version: 11,
+            mm: 0,
+        };
+        let used = Event::LeafUse {
+            cpu: 1,
+            running: 0,
+            entry,
+            store: true,
+        };
+        assert_eq!(
+            used.to_string(),
+            "LeafUse cpu1 running mm0 store va 0x7effffffe000 -> pfn 10 rw (asid 1, vmid 0, mm 0, v11)"
+        );
+        let tlbi = Event::Tlbi {
+            cpu: 3,
+            scope: TlbiScope::Va {
+                asid: 2,
+                va: 0x7f00_0000_1000,
+                last_level: false,
+            },
+            broadcast: true,
+        };
+        assert_eq!(
+            tlbi.to_string(),
+            "Tlbi cpu3 VAE1IS asid 2 va 0x7f0000001000"
+        );
+        assert_eq!(
+            tlbi.display(Arch::X86).to_string(),
+            "Tlbi cpu3 INVLPGB pcid 2 va 0x7f0000001000"
+        );
+        let load = Event::AsidLoad {
+            cpu: 1,
+            mm: 4,
+            asid: 7,
+        };
+        assert_eq!(load.to_string(), "AsidLoad cpu1 mm4 asid 7");
+        assert_eq!(
+            load.display(Arch::X86).to_string(),
+            "AsidLoad cpu1 mm4 pcid 7"
+        );
+    }
 }

@@ -29,9 +29,10 @@
 
 use super::shadow::{huge_view, PteWriteRec, Shadow};
 use super::{Invariant, Violation};
+use crate::config::Arch;
 use crate::engine::Ns;
 use crate::hw::cpumask::CpuMask;
-use crate::hw::mem::{level_shift, Pfn, Pte, TableId, HPAGE_PAGES, PAGE_SHIFT};
+use crate::hw::mem::{MaybePte, Pfn, Pte, TableId, HPAGE_PAGES, PAGE_SHIFT};
 use crate::hw::tlb::{Asid, LeafEntry, MmId, Tag, Tlb, TlbiScope, Vmid, WalkEntry};
 use crate::hw::{CpuId, Hw};
 use crate::observe::{Event, Observer};
@@ -185,6 +186,9 @@ pub struct Checker {
     /// One past the largest PTE version seen.
     version_bound: u64,
     failure: Option<Violation>,
+    /// The machine's instruction-set family (from the hardware each event
+    /// comes with), recorded in a violation for its report.
+    arch: Arch,
     /// Events observed.
     pub events_seen: u64,
 }
@@ -216,6 +220,7 @@ impl Checker {
             copied_out: std::collections::BTreeSet::new(),
             version_bound: 1,
             failure: None,
+            arch: Arch::Arm64,
             events_seen: 0,
         }
     }
@@ -248,6 +253,7 @@ impl Checker {
                 .chain(&self.history[..self.history_next])
                 .copied()
                 .collect(),
+            arch: self.arch,
         });
     }
 
@@ -415,12 +421,12 @@ impl Checker {
                 Some(mm),
                 Some(vpn << PAGE_SHIFT),
                 format!(
-                    "cpu{cpu} has mm {mm} loaded (ASID {}) and still holds a stale translation of va {:#x} after {} on cpu{} returned: {e:?}, current PTE {:?}",
+                    "cpu{cpu} has mm {mm} loaded (ASID {}) and still holds a stale translation of va {:#x} after {} on cpu{} returned: {e}, current PTE {}",
                     t.asid,
                     vpn << PAGE_SHIFT,
                     why.0,
                     why.1,
-                    self.shadow.current(mm, vpn)
+                    MaybePte(self.shadow.current(mm, vpn))
                 ),
             );
         }
@@ -506,7 +512,7 @@ impl Checker {
                 &[cpu],
                 Some(mm),
                 Some(e.vpn << PAGE_SHIFT),
-                format!("cpu{cpu} resumes a task of mm {mm} (ASID {}) while holding a stale translation: {e:?}", t.asid),
+                format!("cpu{cpu} resumes a task of mm {mm} (ASID {}) while holding a stale translation: {e}", t.asid),
             );
         } else {
             self.clean[cpu] = Some(state);
@@ -581,7 +587,7 @@ impl Checker {
             Some(mm),
             Some(va),
             format!(
-                "cpu{cpu} freed frame {pfn} (mm {mm} va {va:#x}) while cpu{c} (ASID {asid} loaded) still maps it: {e:?}"
+                "cpu{cpu} freed frame {pfn} (mm {mm} va {va:#x}) while cpu{c} (ASID {asid} loaded) still maps it: {e}"
             ),
         );
         true
@@ -746,9 +752,9 @@ impl Checker {
                 Some(entry.mm),
                 Some(va),
                 format!(
-                    "cpu{cpu} used a stale translation of mm {} va {va:#x}: {entry:?}, current PTE {:?}",
+                    "cpu{cpu} used a stale translation of mm {} va {va:#x}: {entry}, current PTE {}",
                     entry.mm,
-                    self.shadow.current(entry.mm, entry.vpn)
+                    MaybePte(self.shadow.current(entry.mm, entry.vpn))
                 ),
             );
         }
@@ -782,10 +788,10 @@ impl Checker {
                 Some(entry.mm),
                 Some(va),
                 format!(
-                    "cpu{cpu} used a translation of mm {} va {va:#x} to frame {} filled before the frame was freed: {entry:?}, current PTE {:?}",
+                    "cpu{cpu} used a translation of mm {} va {va:#x} to frame {} filled before the frame was freed: {entry}, current PTE {}",
                     entry.mm,
                     entry.pfn,
-                    self.shadow.current(entry.mm, entry.vpn)
+                    MaybePte(self.shadow.current(entry.mm, entry.vpn))
                 ),
             );
         }
@@ -803,10 +809,10 @@ impl Checker {
                 Some(entry.mm),
                 Some(va),
                 format!(
-                    "cpu{cpu} stored to frame {} of mm {} va {va:#x} after the kernel began copying it out: the write is lost ({entry:?}, current PTE {:?})",
+                    "cpu{cpu} stored to frame {} of mm {} va {va:#x} after the kernel began copying it out: the write is lost ({entry}, current PTE {})",
                     entry.pfn,
                     entry.mm,
-                    self.shadow.current(entry.mm, entry.vpn)
+                    MaybePte(self.shadow.current(entry.mm, entry.vpn))
                 ),
             );
         }
@@ -817,7 +823,7 @@ impl Checker {
     /// (no stale walk).
     fn walk_use(&mut self, now: Ns, hw: &Hw, cpu: CpuId, running: MmId, entry: &WalkEntry) {
         let t = hw.mem.table(entry.next);
-        let va = Some(walk_va(entry));
+        let va = Some(entry.va());
         if entry.mm != running {
             self.fail(
                 now,
@@ -825,7 +831,7 @@ impl Checker {
                 &[cpu],
                 Some(running),
                 va,
-                format!("cpu{cpu} runs mm {running} but walked through a cached table entry of mm {}: {entry:?}", entry.mm),
+                format!("cpu{cpu} runs mm {running} but walked through a cached table entry of mm {}: {entry}", entry.mm),
             );
         } else if !t.live || t.instance != entry.next_instance {
             self.fail(
@@ -835,7 +841,7 @@ impl Checker {
                 Some(entry.mm),
                 va,
                 format!(
-                    "cpu{cpu} walked mm {} through a cached entry to table page {} that was freed{}: {entry:?}",
+                    "cpu{cpu} walked mm {} through a cached entry to table page {} that was freed{}: {entry}",
                     entry.mm,
                     entry.next,
                     if t.live { " and reused" } else { "" }
@@ -884,19 +890,21 @@ impl Checker {
             (
                 isolation(mm, e.mm),
                 e.vpn << PAGE_SHIFT,
-                format!("cpu{cpu} loads ASID {asid} for mm {mm} while holding a translation of mm {} under it: {e:?}", e.mm),
+                format!("cpu{cpu} loads ASID {asid} for mm {mm} while holding a translation of mm {} under it: {e}", e.mm),
             )
         } else if let Some(e) = stale {
             (
                 Invariant::NoStaleHold,
                 e.vpn << PAGE_SHIFT,
-                format!("cpu{cpu} loads ASID {asid} for mm {mm} while holding a stale translation: {e:?}"),
+                format!(
+                    "cpu{cpu} loads ASID {asid} for mm {mm} while holding a stale translation: {e}"
+                ),
             )
         } else if let Some(e) = bad_walk(hw, tlb, mm, asid) {
             (
                 Invariant::NoStaleWalk,
-                walk_va(&e),
-                format!("cpu{cpu} loads ASID {asid} for mm {mm} while its walk cache holds {e:?} (other mm or freed table)"),
+                e.va(),
+                format!("cpu{cpu} loads ASID {asid} for mm {mm} while its walk cache holds {e} (other mm or freed table)"),
             )
         } else {
             return;
@@ -970,9 +978,9 @@ impl Checker {
                 Invariant::NoStaleWalk,
                 &[c, cpu],
                 Some(mm),
-                Some(walk_va(&e)),
+                Some(e.va()),
                 format!(
-                    "cpu{cpu} freed table page {table} of mm {mm} while cpu{c} (ASID {asid} loaded) still caches a walk entry to it: {e:?}"
+                    "cpu{cpu} freed table page {table} of mm {mm} while cpu{c} (ASID {asid} loaded) still caches a walk entry to it: {e}"
                 ),
             );
         }
@@ -1098,11 +1106,6 @@ fn first_walk_to(
         })
 }
 
-/// The first virtual address a walk-cache entry covers.
-fn walk_va(e: &WalkEntry) -> u64 {
-    e.va_prefix << level_shift(e.level)
-}
-
 impl Observer for Checker {
     fn event(&mut self, now: Ns, ev: &Event, hw: &Hw) {
         // A 2 MiB write or free counts as the 512 it stands for.
@@ -1113,6 +1116,7 @@ impl Observer for Checker {
         if self.failure.is_some() {
             return;
         }
+        self.arch = hw.arch;
         if self.history.len() < self.history_len {
             self.history.push((now, *ev));
         } else if self.history_len > 0 {
@@ -1664,9 +1668,31 @@ mod tests {
             "{}",
             f.detail
         );
-        let last = format!("  {:>12} ns  {:?}\n", 6, f.history[7].1);
-        assert!(text.ends_with(&last), "{text}");
+        assert_eq!(
+            f.detail,
+            format!(
+                "cpu1 has mm 0 loaded (ASID 1) and still holds a stale translation of va {VA:#x} \
+                 after madvise on cpu0 returned: va {VA:#x} -> pfn 5 rw (asid 1, vmid 0, mm 0, v1), \
+                 current PTE pfn 6 rw v2"
+            )
+        );
+        for line in [
+            "             0 ns  AsidLoad cpu1 mm0 asid 1\n",
+            "             0 ns  Running cpu1 task1 mm0\n",
+            "             4 ns  PteWrite cpu0 mm0 va 0x40000000 pfn 5 rw v1 -> none\n",
+            "             5 ns  PteWrite cpu2 mm0 va 0x40000000 none -> pfn 6 rw v2\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        assert!(
+            text.ends_with("             6 ns  CallExit cpu0 task0 madvise\n"),
+            "{text}"
+        );
         assert_eq!(text.lines().count(), 4 + f.history.len());
+        assert!(
+            !text.contains('{') && !text.contains("Some(") && !text.contains("None"),
+            "no Rust debug structs: {text}"
+        );
     }
 
     #[test]

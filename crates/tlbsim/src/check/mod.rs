@@ -6,6 +6,7 @@ mod shadow;
 
 pub use invariants::Checker;
 
+use crate::config::Arch;
 use crate::engine::Ns;
 use crate::hw::tlb::MmId;
 use crate::hw::CpuId;
@@ -71,8 +72,10 @@ impl std::fmt::Display for Invariant {
 /// and the events that led there (DESIGN §3). The run stops at the first.
 ///
 /// Its `Display` is the report the CLI prints (`invariant: <name>`, `at:
-/// <time> ns`, the detail line, then `last events:` one per line); tests
-/// and callers match on the fields instead of that text.
+/// <time> ns`, the detail line, then `last events:` one per line), written
+/// like a kernel log: addresses in hex, PTEs and TLB entries by their
+/// `Display` (never a Rust debug struct). Tests and callers match on the
+/// fields rather than that text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
     /// The invariant broken.
@@ -94,6 +97,9 @@ pub struct Violation {
     /// The last events observed, oldest first, this one included (as many
     /// as `[checker] history`), with their times (ns).
     pub history: Vec<(Ns, Event)>,
+    /// The machine's instruction-set family, in whose terms the report
+    /// names TLB maintenance ([`Event::display`]).
+    pub arch: Arch,
 }
 
 impl std::fmt::Display for Violation {
@@ -104,7 +110,7 @@ impl std::fmt::Display for Violation {
             self.invariant, self.time_ns, self.detail
         )?;
         for (t, e) in &self.history {
-            writeln!(f, "  {t:>12} ns  {e:?}")?;
+            writeln!(f, "  {t:>12} ns  {}", e.display(self.arch))?;
         }
         Ok(())
     }

@@ -266,8 +266,7 @@ impl TimingDriver {
                 break Ok(self.now());
             }
             let Some((t, ev)) = self.q.pop() else {
-                let label = |c: CpuId| format!("{:?}", *self.core.wait(c));
-                break Err(RunError::Deadlock(self.core.describe(label)));
+                break Err(RunError::Deadlock(self.core.describe()));
             };
             if t > self.limit_ns {
                 break Err(RunError::TimeLimit(self.limit_ns));

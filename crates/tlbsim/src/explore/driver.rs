@@ -84,8 +84,7 @@ impl Explorer {
             }
             let enabled = self.enabled();
             if enabled.is_empty() {
-                let label = |c: CpuId| format!("{:?}", *self.core.wait(c));
-                return Outcome::Deadlock(self.core.describe(label));
+                return Outcome::Deadlock(self.core.describe());
             }
             let i = chooser.choose(self.schedule.len(), &enabled);
             self.apply(enabled[i]);

@@ -119,6 +119,32 @@ impl CpuMask {
     }
 }
 
+impl std::fmt::Display for CpuMask {
+    /// The set CPUs as a Linux CPU list (`%*pbl`): `0-3,5`, or `none`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut cpus = self.iter().peekable();
+        if cpus.peek().is_none() {
+            return f.write_str("none");
+        }
+        let mut first = true;
+        while let Some(lo) = cpus.next() {
+            let mut hi = lo;
+            while cpus.next_if_eq(&(hi + 1)).is_some() {
+                hi += 1;
+            }
+            if !first {
+                f.write_str(",")?;
+            }
+            first = false;
+            match hi - lo {
+                0 => write!(f, "{lo}")?,
+                _ => write!(f, "{lo}-{hi}")?,
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The positions of the set bits of `words` (word `i` holds bits
 /// `64 * i ..`), in increasing order.
 fn bits(words: impl Iterator<Item = u64>) -> impl Iterator<Item = usize> {
@@ -155,5 +181,16 @@ mod tests {
         let f = CpuMask::full(70);
         assert_eq!(f.count(), 70);
         assert!(f.is_full() && !m.is_full());
+    }
+
+    #[test]
+    fn a_mask_prints_as_a_cpu_list() {
+        let mut m = CpuMask::new(70);
+        assert_eq!(m.to_string(), "none");
+        for c in [0, 1, 2, 3, 5, 64, 65, 69] {
+            m.set(c);
+        }
+        assert_eq!(m.to_string(), "0-3,5,64-65,69");
+        assert_eq!(CpuMask::full(4).to_string(), "0-3");
     }
 }

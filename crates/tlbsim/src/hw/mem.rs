@@ -63,6 +63,15 @@ impl Perms {
     }
 }
 
+impl std::fmt::Display for Perms {
+    /// `rw`, `r-`, `-w` or `--`, as `/proc/<pid>/maps` prints them.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let r = if self.read() { 'r' } else { '-' };
+        let w = if self.write() { 'w' } else { '-' };
+        write!(f, "{r}{w}")
+    }
+}
+
 /// A leaf page-table entry. `version` is unique per write, so a TLB entry
 /// remembers exactly which PTE value it was filled from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -73,6 +82,27 @@ pub struct Pte {
     pub perms: Perms,
     /// Global write counter value when this PTE was written.
     pub version: u64,
+}
+
+impl std::fmt::Display for Pte {
+    /// `pfn 10 rw v11`: the frame, the permissions and the version.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "pfn {} {} v{}", self.pfn, self.perms, self.version)
+    }
+}
+
+/// Displays a PTE that may be absent: the [`Pte`], or `none` (a cleared
+/// or never written entry), for reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaybePte(pub Option<Pte>);
+
+impl std::fmt::Display for MaybePte {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(p) => p.fmt(f),
+            None => f.write_str("none"),
+        }
+    }
 }
 
 /// A descriptor in a table page.
@@ -284,5 +314,20 @@ mod tests {
         assert_eq!(m.table(b).instance, 2);
         assert_eq!(level_index(0x7fff_ffff_f000, 3), 511);
         assert_eq!(level_shift(0), 39);
+    }
+
+    #[test]
+    fn permissions_and_ptes_print_as_a_kernel_log_would() {
+        let p = |perms| Pte {
+            pfn: 10,
+            perms,
+            version: 11,
+        };
+        assert_eq!(p(Perms::RW).to_string(), "pfn 10 rw v11");
+        assert_eq!(p(Perms::R).to_string(), "pfn 10 r- v11");
+        assert_eq!(p(Perms::NONE).to_string(), "pfn 10 -- v11");
+        assert_eq!(Perms(2).to_string(), "-w");
+        assert_eq!(MaybePte(Some(p(Perms::R))).to_string(), "pfn 10 r- v11");
+        assert_eq!(MaybePte(None).to_string(), "none");
     }
 }

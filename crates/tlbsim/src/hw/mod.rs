@@ -34,6 +34,14 @@ pub struct Ttbr0 {
     pub asid: Asid,
 }
 
+impl std::fmt::Display for Ttbr0 {
+    /// `mm0 table 3 asid 1`: the address space, its top-level table and
+    /// the ASID (x86: the PCID tag).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "mm{} table {} asid {}", self.mm, self.pgd, self.asid)
+    }
+}
+
 impl CpuHw {
     /// The VMID a TLBI of `scope` by this CPU applies to: an EL2
     /// operation by VMID (`VMALLS12E1`) to `VTTBR_EL2`'s, an EL1 one to
@@ -129,6 +137,16 @@ pub enum Fault {
     Permission,
 }
 
+impl std::fmt::Display for Fault {
+    /// `translation fault` or `permission fault`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Fault::Translation => "translation fault",
+            Fault::Permission => "permission fault",
+        })
+    }
+}
+
 /// How an access was satisfied, for costs and statistics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct AccessInfo {
@@ -171,6 +189,9 @@ pub struct Hw {
     holders: FxHashMap<HolderKey, Holders>,
     /// The machine has TLBI by affinity (`arm64.tlbi_affinity`).
     tlbi_affinity: bool,
+    /// The profile's instruction-set family: reports name TLB
+    /// maintenance in its terms ([`tlb::TlbiScope::insn`]).
+    pub arch: crate::config::Arch,
 }
 
 /// The CPUs that may hold entries of one ASID: a mask to test, and the
@@ -223,6 +244,7 @@ impl Hw {
             free_inflight: Vec::new(),
             holders: FxHashMap::default(),
             tlbi_affinity: p.arm64.as_ref().is_some_and(|a| a.tlbi_affinity),
+            arch: p.arch,
         }
     }
 

@@ -5,6 +5,8 @@
 //! not use those fields).
 
 use super::mem::{level_shift, Perms, Pfn, TableId, HPAGE_PAGES, PAGE_SHIFT};
+use crate::config::Arch;
+use std::fmt;
 
 /// Address-space identifier as programmed in TTBR0 (arm64: 8 or 16 bits).
 pub type Asid = u16;
@@ -85,6 +87,32 @@ impl LeafEntry {
     }
 }
 
+impl LeafEntry {
+    /// The virtual address of the page it translates.
+    pub fn va(&self) -> u64 {
+        self.vpn << PAGE_SHIFT
+    }
+}
+
+impl fmt::Display for LeafEntry {
+    /// `va 0x7effffffe000 -> pfn 10 rw (asid 1, vmid 0, mm 0, v11)`: the
+    /// translation, then its tags, the mm walked and the PTE version it
+    /// was filled from.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "va {:#x} -> pfn {} {} (asid {}, vmid {}, mm {}, v{})",
+            self.va(),
+            self.pfn,
+            self.perms,
+            self.asid,
+            self.vmid,
+            self.mm,
+            self.version
+        )
+    }
+}
+
 impl WalkEntry {
     /// The entry's tag.
     pub fn tag(&self) -> Tag {
@@ -92,6 +120,43 @@ impl WalkEntry {
             vmid: self.vmid,
             asid: self.asid,
         }
+    }
+
+    /// The first virtual address the entry covers (its prefix shifted
+    /// back).
+    pub fn va(&self) -> u64 {
+        self.va_prefix << level_shift(self.level)
+    }
+}
+
+/// `bytes` (a power of two of at least 1 KiB) in the largest binary unit
+/// that divides it: `2 MiB`, `1 GiB`, `512 GiB`.
+fn size_name(bytes: u64) -> String {
+    match bytes.trailing_zeros() {
+        s if s >= 30 => format!("{} GiB", bytes >> 30),
+        s if s >= 20 => format!("{} MiB", bytes >> 20),
+        _ => format!("{} KiB", bytes >> 10),
+    }
+}
+
+impl fmt::Display for WalkEntry {
+    /// `L2 va 0x7effffe00000 (2 MiB) -> table 9 instance 1 (asid 1, vmid
+    /// 0, mm 0)`: the level of the table whose descriptor is cached, the
+    /// region it covers, the next-level table page it points at (and that
+    /// page's instance when cached), then its tags and the mm walked.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "L{} va {:#x} ({}) -> table {} instance {} (asid {}, vmid {}, mm {})",
+            self.level,
+            self.va(),
+            size_name(1 << level_shift(self.level)),
+            self.next,
+            self.next_instance,
+            self.asid,
+            self.vmid,
+            self.mm
+        )
     }
 }
 
@@ -142,6 +207,144 @@ impl TlbiScope {
             self,
             TlbiScope::All | TlbiScope::VmallS12 | TlbiScope::AllE1
         )
+    }
+
+    /// The arm64 operation, local form (`VAE1`, `VALE1`, `RVAE1`,
+    /// `RVALE1`, `ASIDE1`, `VMALLE1`, `VMALLS12E1`, `ALLE1`); the
+    /// broadcast form adds `IS`.
+    pub fn arm_op(self) -> &'static str {
+        match self {
+            TlbiScope::Va {
+                last_level: false, ..
+            } => "VAE1",
+            TlbiScope::Va {
+                last_level: true, ..
+            } => "VALE1",
+            TlbiScope::Range {
+                last_level: false, ..
+            } => "RVAE1",
+            TlbiScope::Range {
+                last_level: true, ..
+            } => "RVALE1",
+            TlbiScope::Asid(_) => "ASIDE1",
+            TlbiScope::All => "VMALLE1",
+            TlbiScope::VmallS12 => "VMALLS12E1",
+            TlbiScope::AllE1 => "ALLE1",
+        }
+    }
+
+    /// The x86 instruction this scope stands for, where the scope says
+    /// which (the mapping in [`crate::kernel::x86`]): a local by-VA
+    /// invalidation is `INVLPG`, any broadcast one `INVLPGB`. A local
+    /// flush of a whole PCID is `INVPCID` or a CR3 write without NOFLUSH,
+    /// which the scope does not tell apart, and the other local scopes
+    /// have no x86 instruction of their own: `None`.
+    pub fn x86_op(self, broadcast: bool) -> Option<&'static str> {
+        match self {
+            _ if broadcast => Some("INVLPGB"),
+            TlbiScope::Va { .. } => Some("INVLPG"),
+            _ => None,
+        }
+    }
+
+    /// The invalidation as issued on `arch`, `broadcast` (inner-shareable,
+    /// or INVLPGB) or local, for reports.
+    pub fn insn(self, broadcast: bool, arch: Arch) -> TlbiInsn {
+        TlbiInsn {
+            scope: self,
+            broadcast,
+            arch,
+        }
+    }
+}
+
+impl fmt::Display for TlbiScope {
+    /// The local arm64 operation with its operands: `TLBI VAE1 asid 2 va
+    /// 0x7f0000001000`, `TLBI ASIDE1 asid 2`, `TLBI VMALLE1`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.insn(false, Arch::Arm64).fmt(f)
+    }
+}
+
+/// A TLB invalidation as reports print it, in the terms of the machine's
+/// architecture ([`TlbiScope::insn`]): `TLBI VAE1IS asid 2 va
+/// 0x7f0000001000` or `TLBI VMALLS12E1IS` on arm64; `INVLPG pcid 2 va
+/// 0x7f0000001000` or `INVLPGB pcid 2 va 0x7f0000001000 pages 16` on
+/// x86, where a local scope no single instruction performs is a neutral
+/// `flush` (`flush pcid 2`). The alternate form (`{:#}`) leaves out the
+/// `TLBI` in front of arm64 operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TlbiInsn {
+    /// What it invalidates.
+    pub scope: TlbiScope,
+    /// Broadcast (inner-shareable) rather than local.
+    pub broadcast: bool,
+    /// The architecture whose names to use.
+    pub arch: Arch,
+}
+
+impl TlbiInsn {
+    /// The operation's name: `VAE1IS` (arm64), `INVLPG`, or the neutral
+    /// name of an x86 local scope with no instruction of its own.
+    fn op(&self) -> String {
+        match self.arch {
+            Arch::Arm64 if self.broadcast => format!("{}IS", self.scope.arm_op()),
+            Arch::Arm64 => self.scope.arm_op().to_string(),
+            Arch::X86 => match (self.scope.x86_op(self.broadcast), self.scope) {
+                (Some(op), _) => op.to_string(),
+                (None, TlbiScope::VmallS12) => "flush vmid".to_string(),
+                (None, TlbiScope::AllE1) => "flush all guests".to_string(),
+                (None, _) => "flush".to_string(),
+            },
+        }
+    }
+
+    /// The operands after the name: ` asid 2 va 0x...` (with a leading
+    /// space), or nothing for the scopes that take none.
+    fn operands(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tag = match self.arch {
+            Arch::Arm64 => "asid",
+            Arch::X86 => "pcid",
+        };
+        // x86 names no last-level form; say so after the operands.
+        let leaf = self.arch == Arch::X86;
+        match self.scope {
+            TlbiScope::Va {
+                asid,
+                va,
+                last_level,
+            } => {
+                write!(f, " {tag} {asid} va {va:#x}")?;
+                if leaf && last_level {
+                    f.write_str(" last-level")?;
+                }
+            }
+            TlbiScope::Range {
+                asid,
+                va,
+                pages,
+                last_level,
+            } => {
+                write!(f, " {tag} {asid} va {va:#x} pages {pages}")?;
+                if leaf && last_level {
+                    f.write_str(" last-level")?;
+                }
+            }
+            TlbiScope::Asid(asid) => write!(f, " {tag} {asid}")?,
+            TlbiScope::All if self.arch == Arch::X86 => f.write_str(" all")?,
+            TlbiScope::All | TlbiScope::VmallS12 | TlbiScope::AllE1 => {}
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for TlbiInsn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.arch == Arch::Arm64 && !f.alternate() {
+            f.write_str("TLBI ")?;
+        }
+        f.write_str(&self.op())?;
+        self.operands(f)
     }
 }
 
@@ -708,5 +911,89 @@ mod tests {
         assert!(t.walk_lookup(0, 1, 0x1000).is_none());
         assert_eq!(t.invalidate(0, TlbiScope::Asid(1)), 1);
         assert_eq!(t.invalidate(0, TlbiScope::All), 1);
+    }
+
+    #[test]
+    fn entries_print_their_addresses_in_hex() {
+        let e = LeafEntry {
+            vmid: 0,
+            asid: 1,
+            vpn: 0x7eff_ffff_e000 >> PAGE_SHIFT,
+            pfn: 10,
+            perms: Perms::RW,
+            version: 11,
+            mm: 0,
+        };
+        assert_eq!(
+            e.to_string(),
+            "va 0x7effffffe000 -> pfn 10 rw (asid 1, vmid 0, mm 0, v11)"
+        );
+        let w = WalkEntry {
+            vmid: 2,
+            asid: 1,
+            level: 2,
+            va_prefix: 66_584_574,
+            next: 9,
+            next_instance: 1,
+            mm: 0,
+        };
+        assert_eq!(
+            w.to_string(),
+            "L2 va 0x7effffc00000 (2 MiB) -> table 9 instance 1 (asid 1, vmid 2, mm 0)"
+        );
+        assert_eq!(
+            WalkEntry {
+                level: 0,
+                va_prefix: 1,
+                ..w
+            }
+            .to_string(),
+            "L0 va 0x8000000000 (512 GiB) -> table 9 instance 1 (asid 1, vmid 2, mm 0)"
+        );
+    }
+
+    #[test]
+    fn invalidations_print_in_the_architecture_s_terms() {
+        let va = |last_level| TlbiScope::Va {
+            asid: 2,
+            va: 0x7f00_0000_1000,
+            last_level,
+        };
+        let range = TlbiScope::Range {
+            asid: 2,
+            va: 0x7f00_0000_1000,
+            pages: 16,
+            last_level: false,
+        };
+        let arm = |s: TlbiScope, b| s.insn(b, Arch::Arm64).to_string();
+        assert_eq!(arm(va(false), true), "TLBI VAE1IS asid 2 va 0x7f0000001000");
+        assert_eq!(arm(va(true), false), "TLBI VALE1 asid 2 va 0x7f0000001000");
+        assert_eq!(
+            arm(range, true),
+            "TLBI RVAE1IS asid 2 va 0x7f0000001000 pages 16"
+        );
+        assert_eq!(arm(TlbiScope::Asid(2), true), "TLBI ASIDE1IS asid 2");
+        assert_eq!(arm(TlbiScope::All, true), "TLBI VMALLE1IS");
+        assert_eq!(arm(TlbiScope::VmallS12, true), "TLBI VMALLS12E1IS");
+        assert_eq!(arm(TlbiScope::AllE1, false), "TLBI ALLE1");
+        assert_eq!(va(true).to_string(), "TLBI VALE1 asid 2 va 0x7f0000001000");
+        assert_eq!(
+            format!("{:#}", va(false).insn(true, Arch::Arm64)),
+            "VAE1IS asid 2 va 0x7f0000001000"
+        );
+        let x86 = |s: TlbiScope, b| s.insn(b, Arch::X86).to_string();
+        assert_eq!(x86(va(false), false), "INVLPG pcid 2 va 0x7f0000001000");
+        assert_eq!(
+            x86(va(true), false),
+            "INVLPG pcid 2 va 0x7f0000001000 last-level"
+        );
+        assert_eq!(
+            x86(range, true),
+            "INVLPGB pcid 2 va 0x7f0000001000 pages 16"
+        );
+        assert_eq!(x86(TlbiScope::Asid(2), true), "INVLPGB pcid 2");
+        assert_eq!(x86(TlbiScope::All, true), "INVLPGB all");
+        // INVPCID or a CR3 write: the scope does not say which.
+        assert_eq!(x86(TlbiScope::Asid(2), false), "flush pcid 2");
     }
 }

@@ -1,6 +1,7 @@
 //! The steps a task posts to its driver ([`Op`]) and their results.
 
 use super::{LockId, TaskId};
+use crate::config::Arch;
 use crate::engine::exec::Mailbox;
 use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{Asid, TlbiScope};
@@ -100,6 +101,76 @@ pub enum Op {
     },
 }
 
+impl Op {
+    /// The step as a deadlock report prints it (`load va 0x7f0000001000`,
+    /// `lock 3`), naming TLB maintenance in `arch`'s terms
+    /// ([`TlbiScope::insn`]).
+    pub fn display(&self, arch: Arch) -> OpDisplay<'_> {
+        OpDisplay { op: self, arch }
+    }
+}
+
+/// An [`Op`] on one line, made by [`Op::display`].
+#[derive(Debug, Clone, Copy)]
+pub struct OpDisplay<'a> {
+    op: &'a Op,
+    arch: Arch,
+}
+
+impl std::fmt::Display for OpDisplay<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.op {
+            Op::Work { ns, user: true } => write!(f, "user work {ns} ns"),
+            Op::Work { ns, user: false } => write!(f, "kernel work {ns} ns"),
+            Op::Access { va, write: true } => write!(f, "store va {va:#x}"),
+            Op::Access { va, write: false } => write!(f, "load va {va:#x}"),
+            Op::Tlbi { scope, broadcast } => scope.insn(*broadcast, self.arch).fmt(f),
+            Op::Dsb(d) => d.fmt(f),
+            Op::Isb => f.write_str("ISB"),
+            Op::SetTtbr0(Some(t)) => write!(f, "TTBR0 <- {t}"),
+            Op::SetTtbr0(None) => f.write_str("TTBR0 <- reserved (no user tables)"),
+            Op::SetDvmAffinity(Some(m)) => write!(f, "DVM affinity <- cpus {m}"),
+            Op::SetDvmAffinity(None) => f.write_str("DVM affinity <- every CPU"),
+            Op::SetVttbr { vmid, fb } => {
+                write!(f, "VTTBR <- vmid {vmid}{}", if *fb { " FB" } else { "" })
+            }
+            Op::EnterGuest(cx) => write!(f, "enter guest context {cx}"),
+            Op::LoadCr3 { cr3, flush } => load_cr3(f, *cr3, *flush),
+            Op::Atomic => f.write_str("atomic"),
+            Op::LockWord(l) => write!(f, "atomic on lock {l}"),
+            Op::Lock(l) => write!(f, "lock {l}"),
+            Op::LockShared(l) => write!(f, "lock {l} shared"),
+            Op::Unlock(l) => write!(f, "unlock {l}"),
+            Op::UnlockShared(l) => write!(f, "unlock {l} shared"),
+            Op::SwitchTo(t) => write!(f, "switch to task{t}"),
+            Op::Idle => f.write_str("idle"),
+            Op::ReschedIpi(c) => write!(f, "resched IPI to cpu{c}"),
+            Op::CallFunction {
+                targets,
+                handler,
+                arg,
+            } => write!(f, "call function {handler} (arg {arg}) on cpus {targets}"),
+        }
+    }
+}
+
+/// `CR3 <- mm0 table 3 pcid 1, flush pcid 1`: an x86 CR3 write
+/// ([`Op::LoadCr3`]).
+fn load_cr3(
+    f: &mut std::fmt::Formatter<'_>,
+    cr3: Option<Ttbr0>,
+    flush: Option<Asid>,
+) -> std::fmt::Result {
+    match cr3 {
+        Some(t) => write!(f, "CR3 <- mm{} table {} pcid {}", t.mm, t.pgd, t.asid)?,
+        None => f.write_str("CR3 <- init_mm")?,
+    }
+    match flush {
+        Some(pcid) => write!(f, ", flush pcid {pcid}"),
+        None => f.write_str(", no flush"),
+    }
+}
+
 /// The option of a `DSB`: which accesses it waits for, in which domain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dsb {
@@ -113,6 +184,18 @@ pub enum Dsb {
     Nsh,
     /// `dsb(nshst)`: orders page-table stores before local TLBIs.
     NshSt,
+}
+
+impl std::fmt::Display for Dsb {
+    /// `DSB ISH`, `DSB ISHST`, `DSB NSH` or `DSB NSHST`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Dsb::Ish => "DSB ISH",
+            Dsb::IshSt => "DSB ISHST",
+            Dsb::Nsh => "DSB NSH",
+            Dsb::NshSt => "DSB NSHST",
+        })
+    }
 }
 
 /// The result of a step.
@@ -138,5 +221,81 @@ pub enum GuestExit {
     Irq,
 }
 
+impl std::fmt::Display for OpResult {
+    /// `done`, `access done`, `translation fault`, `guest exit on WFI`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpResult::Unit => f.write_str("done"),
+            OpResult::Access(Ok(())) => f.write_str("access done"),
+            OpResult::Access(Err(fault)) => fault.fmt(f),
+            OpResult::GuestExit(GuestExit::Wfi) => f.write_str("guest exit on WFI"),
+            OpResult::GuestExit(GuestExit::Irq) => f.write_str("guest exit on IRQ"),
+        }
+    }
+}
+
 /// A task's mailbox.
 pub type TaskMailbox = Mailbox<Op, OpResult>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_print_without_debug_structs() {
+        let tlbi = Op::Tlbi {
+            scope: TlbiScope::Asid(3),
+            broadcast: true,
+        };
+        assert_eq!(
+            tlbi.display(Arch::Arm64).to_string(),
+            "TLBI ASIDE1IS asid 3"
+        );
+        assert_eq!(tlbi.display(Arch::X86).to_string(), "INVLPGB pcid 3");
+        let cr3 = Op::LoadCr3 {
+            cr3: Some(Ttbr0 {
+                mm: 2,
+                pgd: 7,
+                asid: 3,
+            }),
+            flush: Some(3),
+        };
+        assert_eq!(
+            cr3.display(Arch::X86).to_string(),
+            "CR3 <- mm2 table 7 pcid 3, flush pcid 3"
+        );
+        let access = Op::Access {
+            va: 0x7f00_0000_1000,
+            write: true,
+        };
+        assert_eq!(
+            access.display(Arch::Arm64).to_string(),
+            "store va 0x7f0000001000"
+        );
+        let mut targets = CpuMask::new(8);
+        targets.set(1);
+        targets.set(2);
+        let call = Op::CallFunction {
+            targets,
+            handler: 0,
+            arg: 4,
+        };
+        assert_eq!(
+            call.display(Arch::X86).to_string(),
+            "call function 0 (arg 4) on cpus 1-2"
+        );
+        assert_eq!(
+            OpResult::Access(Err(Fault::Permission)).to_string(),
+            "permission fault"
+        );
+        let ttbr = Op::SetTtbr0(Some(Ttbr0 {
+            mm: 0,
+            pgd: 3,
+            asid: 1,
+        }));
+        assert_eq!(
+            ttbr.display(Arch::Arm64).to_string(),
+            "TTBR0 <- mm0 table 3 asid 1"
+        );
+    }
+}

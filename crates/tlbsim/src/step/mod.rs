@@ -88,6 +88,48 @@ pub enum Wait {
     InGuest,
 }
 
+impl Wait {
+    /// The wait as a deadlock report prints it (`spinning on lock 3`,
+    /// `posted TLBI VAE1IS asid 2 va 0x...`), naming TLB maintenance in
+    /// `arch`'s terms.
+    pub fn display(&self, arch: crate::config::Arch) -> WaitDisplay<'_> {
+        WaitDisplay { wait: self, arch }
+    }
+}
+
+/// A [`Wait`] in words, made by [`Wait::display`].
+#[derive(Debug, Clone, Copy)]
+pub struct WaitDisplay<'a> {
+    wait: &'a Wait,
+    arch: crate::config::Arch,
+}
+
+impl std::fmt::Display for WaitDisplay<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.wait {
+            Wait::Free => f.write_str("free"),
+            Wait::Posted(op) => write!(f, "posted {}", op.display(self.arch)),
+            Wait::Step => f.write_str("in a step"),
+            Wait::DsbInflight => f.write_str("DSB ISH waiting for its TLBIs to reach every target"),
+            Wait::DsbSync => f.write_str("DSB ISH waiting for DVM Sync"),
+            Wait::Lock(l) => write!(f, "spinning on lock {l}"),
+            Wait::Idle => f.write_str("idle"),
+            Wait::IpiAck => f.write_str("waiting for IPI acknowledgements"),
+            Wait::Ready(r) => write!(f, "ready, {r}"),
+            Wait::InGuest => f.write_str("running a guest"),
+        }
+    }
+}
+
+/// `rq task3 task4`, or `rq empty`: a run queue in a deadlock report.
+fn run_queue(rq: &VecDeque<TaskId>) -> String {
+    if rq.is_empty() {
+        return "rq empty".to_string();
+    }
+    let tasks: Vec<String> = rq.iter().map(|t| format!("task{t}")).collect();
+    format!("rq {}", tasks.join(" "))
+}
+
 /// A function-call IPI that reached a CPU and waits to be taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PendingIpi {
@@ -588,25 +630,26 @@ impl Cpus {
         self.wait[cpu] = Wait::Ready(r);
     }
 
-    /// One line per CPU: its task, its wait (as `label` names it), whether
+    /// One line per CPU: its task, its wait ([`Wait::display`]), whether
     /// interrupts are off, its pending IPIs and run queue — for deadlock
     /// reports.
-    pub fn describe(&self, label: impl Fn(CpuId) -> String) -> String {
+    pub fn describe(&self) -> String {
+        let arch = self.w.profile.arch;
         let mut s = String::new();
         for c in 0..self.on.len() {
             let (w, local) = self.kernel(c);
             let k = w.k.borrow();
             let pc = &k.cpus[local];
             s.push_str(&format!(
-                "cpu{c}: {} ({}{}{}), rq {:?}; ",
+                "cpu{c}: {} ({}{}{}), {}; ",
                 k.tasks[pc.current].name,
-                label(c),
+                self.wait(c).display(arch),
                 if pc.irqs_off > 0 { ", irqs off" } else { "" },
                 match self.irq_queue[self.on[c]].len() {
                     0 => String::new(),
                     n => format!(", {n} IPIs pending"),
                 },
-                pc.rq
+                run_queue(&pc.rq)
             ));
         }
         // Guest vCPUs that run nowhere, with what they wait for.
@@ -615,16 +658,16 @@ impl Cpus {
             let k = w.k.borrow();
             let pc = &k.cpus[i.cpu];
             s.push_str(&format!(
-                "vm{}/vcpu{}: {} ({:?}{}), rq {:?}; ",
+                "vm{}/vcpu{}: {} ({}{}), {}; ",
                 w.id,
                 i.cpu,
                 k.tasks[pc.current].name,
-                self.wait[cx],
+                self.wait[cx].display(arch),
                 match self.irq_queue[cx].len() {
                     0 => String::new(),
                     n => format!(", {n} IPIs pending"),
                 },
-                pc.rq
+                run_queue(&pc.rq)
             ));
         }
         for w in self.kernels.iter().skip(1) {
@@ -641,5 +684,40 @@ impl Cpus {
             }
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Arch;
+    use crate::hw::tlb::TlbiScope;
+
+    #[test]
+    fn a_deadlock_report_names_waits_in_words() {
+        let posted = Wait::Posted(Op::Tlbi {
+            scope: TlbiScope::Va {
+                asid: 2,
+                va: 0x7f00_0000_1000,
+                last_level: true,
+            },
+            broadcast: false,
+        });
+        assert_eq!(
+            posted.display(Arch::Arm64).to_string(),
+            "posted TLBI VALE1 asid 2 va 0x7f0000001000"
+        );
+        assert_eq!(
+            posted.display(Arch::X86).to_string(),
+            "posted INVLPG pcid 2 va 0x7f0000001000 last-level"
+        );
+        assert_eq!(
+            Wait::Lock(3).display(Arch::Arm64).to_string(),
+            "spinning on lock 3"
+        );
+        let ready = Wait::Ready(OpResult::Access(Ok(())));
+        assert_eq!(ready.display(Arch::Arm64).to_string(), "ready, access done");
+        assert_eq!(run_queue(&VecDeque::new()), "rq empty");
+        assert_eq!(run_queue(&VecDeque::from([3, 4])), "rq task3 task4");
     }
 }

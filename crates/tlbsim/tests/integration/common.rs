@@ -63,3 +63,37 @@ pub fn violation(e: &Experiment) -> Violation {
         Err(other) => panic!("unexpected error: {other}"),
     }
 }
+
+/// What keeps a violation report `text` from reading like a kernel log, if
+/// anything: a Rust debug struct (`{ `, `}`, `Some(`, `None`), a virtual
+/// address not in hex (`va 0x...`), a long decimal number (a VA or page
+/// number printed in decimal), or no `last events:` history.
+pub fn kernel_log_flaw(text: &str) -> Option<String> {
+    for debug in ["{", "}", "Some(", "None", "Perms(", "Pte {"] {
+        if text.contains(debug) {
+            return Some(format!("{debug:?} in the report"));
+        }
+    }
+    let vas: Vec<&str> = text.split("va ").skip(1).collect();
+    if vas.is_empty() {
+        return Some("no va in the report".into());
+    }
+    if let Some(after) = vas.iter().find(|a| !a.starts_with("0x")) {
+        return Some(format!("a va not in hex: va {after}"));
+    }
+    let long_decimal = text
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .find(|w| w.len() >= 10 && w.chars().all(|c| c.is_ascii_digit()));
+    if let Some(n) = long_decimal {
+        return Some(format!("a long decimal number, {n}"));
+    }
+    (!text.contains("\nlast events:\n")).then(|| "no last events".into())
+}
+
+/// Asserts that a violation report `text` reads like a kernel log
+/// ([`kernel_log_flaw`]).
+pub fn assert_reads_like_a_kernel_log(text: &str) {
+    if let Some(flaw) = kernel_log_flaw(text) {
+        panic!("{flaw}:\n{text}");
+    }
+}

@@ -166,6 +166,48 @@ fn the_explorer_finds_every_allocator_mutant_and_reports_replay() {
     }
 }
 
+#[test]
+fn a_violation_report_reads_like_a_kernel_log() {
+    // What `tlbsim check experiments/seed000-safety.toml --policy
+    // mutant-range-no-broadcast` reports.
+    let mut e = common::file("experiments/seed000-safety.toml");
+    e.kernel.tlb_policy = "mutant-range-no-broadcast".to_string();
+    let r = check(&e, &opts(Strategy::Random, 200)).unwrap();
+    let f = r.failure.expect("the mutant is found");
+    let Finding::Violation(v) = &f.report else {
+        panic!("not a violation: {}", f.report)
+    };
+    let text = v.to_string();
+    common::assert_reads_like_a_kernel_log(&text);
+    // The entry and the PTE as a developer reads them.
+    assert!(
+        v.detail
+            .contains(&format!("va {:#x} -> pfn ", v.va.unwrap())),
+        "{}",
+        v.detail
+    );
+    assert!(
+        v.detail.contains("current PTE pfn ") || v.detail.contains("current PTE none"),
+        "{}",
+        v.detail
+    );
+    // Each event is one line, its kind then its CPU (or mm): `PteWrite
+    // cpu0 mm0 va 0x...`, `Tlbi cpu3 VALE1 asid 1 va 0x...`.
+    for (line, (_, ev)) in text.lines().rev().zip(v.history.iter().rev()) {
+        assert!(line.ends_with(&ev.to_string()), "{line}");
+        let kind = line.split_whitespace().nth(2).unwrap_or("");
+        let who = line.split_whitespace().nth(3).unwrap_or("");
+        assert!(kind.chars().all(|c| c.is_ascii_alphanumeric()), "{line}");
+        assert!(who.starts_with("cpu") || who.starts_with("mm"), "{line}");
+    }
+    assert!(text.contains(" PteWrite cpu"), "{text}");
+    // Arm64 TLBIs by their instruction names.
+    assert!(
+        text.contains(" VALE1 asid ") || text.contains(" VAE1 asid "),
+        "{text}"
+    );
+}
+
 fn x86_experiment(policy: &str) -> Experiment {
     let none = "asid_allocator = \"none\"\n";
     let wl = "name = \"threads\"\nthreads = 2\niterations = 3\nop = \"munmap\"\nreader_hop = true";
@@ -202,6 +244,12 @@ fn the_explorer_finds_the_x86_lazy_mutant_and_the_report_replays() {
         "{}",
         f.report
     );
+    // The report names the x86 flushes as x86 does (a local flush of a
+    // PCID: INVPCID or a CR3 write), never as arm64 TLBIs.
+    let text = f.report.to_string();
+    common::assert_reads_like_a_kernel_log(&text);
+    assert!(text.contains("flush pcid "), "{text}");
+    assert!(!text.contains("TLBI") && !text.contains("E1"), "{text}");
     match check_replay(&exp, None, &f.schedule).unwrap() {
         Outcome::Violation(v) => assert_eq!(v.invariant, Invariant::NoStaleWalk, "{v}"),
         other => panic!("replay: {other:?}"),

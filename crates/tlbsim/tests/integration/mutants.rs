@@ -154,7 +154,12 @@ fn every_registered_mutant_is_caught_and_its_real_counterpart_passes() {
     for (kind, name, b) in cases {
         let e = with(&load(source(&b.search)), kind, name);
         match search(&e, &b.search) {
-            Some(f) if f.invariant() == Some(b.invariant) => {}
+            Some(f) if f.invariant() == Some(b.invariant) => {
+                // Every invariant's report reads like a kernel log.
+                if let Some(flaw) = common::kernel_log_flaw(&f.to_string()) {
+                    failures.push(format!("{name}: {flaw}:\n{f}"));
+                }
+            }
             Some(f) => failures.push(format!("{name}: expected {}, got:\n{f}", b.invariant)),
             None => failures.push(format!("{name}: not found by {:?}", b.search)),
         }
