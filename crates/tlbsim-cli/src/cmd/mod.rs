@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod check;
 pub mod merge;
+pub mod plot;
 pub mod policies;
 pub mod profiles;
 pub mod reproduce;

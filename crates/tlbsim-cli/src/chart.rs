@@ -1,0 +1,335 @@
+//! Figures as SVG text, drawn with `plotters`: a line chart (one line per
+//! series, linear or logarithmic axes, a legend beside the plot) for
+//! `tlbsim plot`, and the published-vs-simulated bars of `reproduce
+//! --report`. Output is deterministic: no timestamps, and each series'
+//! color and marker follow from its index alone.
+//!
+//! SVG only: a bitmap (PNG) needs a rasterising font backend and a font
+//! file, which this build does not carry.
+
+use plotters::coord::combinators::IntoLogRange;
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::ops::Range;
+
+/// Width of a line chart's plot area, in pixels (the legend is added).
+const PLOT_W: u32 = 760;
+/// Height of a line chart, in pixels.
+const PLOT_H: u32 = 480;
+/// The font family of every text.
+const FONT: &str = "sans-serif";
+
+/// Series colors (Tableau 10), by series index modulo their count.
+const PALETTE: [RGBColor; 10] = [
+    RGBColor(0x4e, 0x79, 0xa7),
+    RGBColor(0xf2, 0x8e, 0x2b),
+    RGBColor(0xe1, 0x57, 0x59),
+    RGBColor(0x76, 0xb7, 0xb2),
+    RGBColor(0x59, 0xa1, 0x4f),
+    RGBColor(0xed, 0xc9, 0x48),
+    RGBColor(0xb0, 0x7a, 0xa1),
+    RGBColor(0xff, 0x9d, 0xa7),
+    RGBColor(0x9c, 0x75, 0x5f),
+    RGBColor(0xba, 0xb0, 0xac),
+];
+
+/// The color of series `i`.
+pub fn color(i: usize) -> RGBColor {
+    PALETTE[i % PALETTE.len()]
+}
+
+/// The marker of series `i`: circles for the first ten series, then
+/// triangles, then crosses, so that series sharing a color differ.
+fn marker(i: usize) -> Marker {
+    match (i / PALETTE.len()) % 3 {
+        0 => Marker::Circle,
+        1 => Marker::Triangle,
+        _ => Marker::Cross,
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Marker {
+    Circle,
+    Triangle,
+    Cross,
+}
+
+/// One line of a [`LineChart`]: a legend label and its points, drawn in
+/// the order given (callers sort them by x).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// The legend's text for this line.
+    pub label: String,
+    /// `(x, y)` points, all finite (and positive on a logarithmic axis).
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A line chart: what [`line_chart_svg`] draws.
+#[derive(Debug, Clone)]
+pub struct LineChart {
+    /// The caption above the plot.
+    pub title: String,
+    /// The x axis' description.
+    pub x_label: String,
+    /// The y axis' description.
+    pub y_label: String,
+    /// A logarithmic x axis (every x must be positive).
+    pub log_x: bool,
+    /// A logarithmic y axis (every y must be positive).
+    pub log_y: bool,
+    /// The lines, in legend order; series `i` gets [`color`]`(i)`.
+    pub series: Vec<Series>,
+}
+
+/// `v` with `digits` significant digits at most, in plain notation
+/// between 1e-4 and 1e6 and scientific outside (`0.0125`, `2500`,
+/// `1.5e9`): tick labels without floating-point noise such as
+/// `0.30000000000000004`.
+pub fn tick(v: f64, digits: usize) -> String {
+    if !v.is_finite() {
+        return v.to_string();
+    }
+    let r: f64 = format!("{v:.*e}", digits.clamp(1, 17) - 1)
+        .parse()
+        .unwrap_or(v);
+    if r != 0.0 && (r.abs() >= 1e6 || r.abs() < 1e-4) {
+        format!("{r:e}")
+    } else {
+        format!("{r}")
+    }
+}
+
+/// How many significant digits tell apart the ticks of a linear axis
+/// over `r` (about ten ticks): 4, or more when the span is small against
+/// the values (`5930` to `5933` needs 5).
+fn digits(r: &Range<f64>) -> usize {
+    let mag = r.start.abs().max(r.end.abs());
+    // The values' leading digit down to the ticks' step's (span / 10).
+    let need = mag.log10().floor() - ((r.end - r.start) / 10.0).log10().floor() + 1.0;
+    if need.is_finite() {
+        need.clamp(4.0, 15.0) as usize
+    } else {
+        4
+    }
+}
+
+/// The axis range covering `values` with a margin: 5 % of the span on a
+/// linear axis, 5 % of the decades on a logarithmic one; a single value
+/// gets a range around it. `None` when `values` is empty, holds a value
+/// that is not finite, or (`log`) one that is not positive, or when the
+/// range would not be finite.
+pub fn axis_range(values: impl Iterator<Item = f64>, log: bool) -> Option<Range<f64>> {
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for v in values {
+        if !v.is_finite() || (log && v <= 0.0) {
+            return None;
+        }
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if lo > hi {
+        return None;
+    }
+    if hi - lo <= lo.abs().max(hi.abs()) * 1e-12 {
+        // Equal but for rounding: one value.
+        hi = lo;
+    }
+    let (a, b) = if log {
+        let f = if lo == hi { 2.0 } else { (hi / lo).powf(0.05) };
+        (lo / f, hi * f)
+    } else {
+        let pad = if lo == hi {
+            (lo.abs() * 0.1).max(1.0)
+        } else {
+            (hi - lo) * 0.05
+        };
+        (lo - pad, hi + pad)
+    };
+    (a.is_finite() && b.is_finite() && a < b && (b - a).is_finite()).then_some(a..b)
+}
+
+/// `e` as the one-line error of a figure that could not be drawn.
+fn draw_err(e: impl std::fmt::Display) -> String {
+    format!("cannot draw the figure: {e}")
+}
+
+/// The legend's width in pixels for labels of at most `chars` characters
+/// (plotters' SVG text has no measured width; about 6.5 px a character
+/// at 13 px).
+fn legend_width(chars: usize) -> u32 {
+    let w = 50 + 13 * chars.min(60) / 2;
+    (w as u32).clamp(120, 480)
+}
+
+/// The chart as an SVG document. Errors: no series, no point, or an axis
+/// whose values cannot be drawn (not finite; not positive on a log axis).
+pub fn line_chart_svg(c: &LineChart) -> Result<String, String> {
+    let all = || c.series.iter().flat_map(|s| s.points.iter());
+    let xr = axis_range(all().map(|p| p.0), c.log_x);
+    let yr = axis_range(all().map(|p| p.1), c.log_y);
+    let (Some(xr), Some(yr)) = (xr, yr) else {
+        return Err("no points that can be drawn on these axes".into());
+    };
+    let longest = c.series.iter().map(|s| s.label.chars().count()).max();
+    let legend_w = legend_width(longest.unwrap_or(0));
+    let mut svg = String::new();
+    {
+        let root =
+            SVGBackend::with_string(&mut svg, (PLOT_W + legend_w, PLOT_H)).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_err)?;
+        let (plot, legend) = root.split_horizontally(PLOT_W);
+        let (dx, dy) = (digits(&xr), digits(&yr));
+        match (c.log_x, c.log_y) {
+            (false, false) => plot_lines(&plot, c, xr.clone(), yr.clone(), dx, dy)?,
+            (true, false) => plot_lines(&plot, c, xr.clone().log_scale(), yr.clone(), 4, dy)?,
+            (false, true) => plot_lines(&plot, c, xr.clone(), yr.clone().log_scale(), dx, 4)?,
+            (true, true) => plot_lines(&plot, c, xr.log_scale(), yr.log_scale(), 4, 4)?,
+        }
+        draw_legend(&legend, &c.series)?;
+        root.present().map_err(draw_err)?;
+    }
+    Ok(svg)
+}
+
+/// The plot part of [`line_chart_svg`] on the axes `x` and `y`: caption,
+/// mesh, axis descriptions (tick labels with `dx` and `dy` significant
+/// digits), one polyline per series with two points or more, and a marker
+/// at every point.
+fn plot_lines<X, Y>(
+    area: &DrawingArea<SVGBackend, Shift>,
+    c: &LineChart,
+    x: X,
+    y: Y,
+    dx: usize,
+    dy: usize,
+) -> Result<(), String>
+where
+    X: AsRangedCoord<Value = f64>,
+    Y: AsRangedCoord<Value = f64>,
+    X::CoordDescType: ValueFormatter<f64>,
+    Y::CoordDescType: ValueFormatter<f64>,
+{
+    let mut chart = ChartBuilder::on(area)
+        .caption(&c.title, (FONT, 20))
+        .margin(12)
+        .x_label_area_size(48)
+        .y_label_area_size(72)
+        .build_cartesian_2d(x, y)
+        .map_err(draw_err)?;
+    chart
+        .configure_mesh()
+        .x_desc(&c.x_label)
+        .y_desc(&c.y_label)
+        .x_label_formatter(&|v| tick(*v, dx))
+        .y_label_formatter(&|v| tick(*v, dy))
+        .label_style((FONT, 13))
+        .axis_desc_style((FONT, 15))
+        .light_line_style(RGBColor(0xee, 0xee, 0xee))
+        .draw()
+        .map_err(draw_err)?;
+    for (i, s) in c.series.iter().enumerate() {
+        let style = ShapeStyle::from(color(i)).stroke_width(2);
+        if s.points.len() > 1 {
+            chart
+                .draw_series(LineSeries::new(s.points.iter().copied(), style))
+                .map_err(draw_err)?;
+        }
+        let fill = ShapeStyle::from(color(i)).filled();
+        let pts = s.points.iter().copied();
+        let drawn = match marker(i) {
+            Marker::Circle => chart.draw_series(pts.map(|p| Circle::new(p, 3, fill))),
+            Marker::Triangle => chart.draw_series(pts.map(|p| TriangleMarker::new(p, 4, fill))),
+            Marker::Cross => chart.draw_series(pts.map(|p| Cross::new(p, 4, style))),
+        };
+        drawn.map_err(draw_err)?;
+    }
+    Ok(())
+}
+
+/// The legend beside the plot: per series, a swatch of its color, its
+/// marker and its label, top to bottom in series order.
+fn draw_legend(area: &DrawingArea<SVGBackend, Shift>, series: &[Series]) -> Result<(), String> {
+    let text = TextStyle::from((FONT, 13).into_font()).color(&BLACK);
+    for (i, s) in series.iter().enumerate() {
+        let y = 48 + 22 * i as i32;
+        let fill = ShapeStyle::from(color(i)).filled();
+        area.draw(&Rectangle::new([(4, y - 2), (26, y + 2)], fill))
+            .map_err(draw_err)?;
+        let at = (15, y);
+        match marker(i) {
+            Marker::Circle => area.draw(&Circle::new(at, 3, fill)),
+            Marker::Triangle => area.draw(&TriangleMarker::new(at, 4, fill)),
+            Marker::Cross => area.draw(&Cross::new(at, 4, fill.stroke_width(2))),
+        }
+        .map_err(draw_err)?;
+        let pos = (32, y - 7);
+        area.draw(&Text::new(s.label.clone(), pos, text.clone()))
+            .map_err(draw_err)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{axis_range, digits, line_chart_svg, tick, LineChart, Series};
+
+    #[test]
+    fn ticks_have_no_floating_point_noise() {
+        assert_eq!(tick(0.1 + 0.2, 4), "0.3");
+        assert_eq!(tick(2500.0, 4), "2500");
+        assert_eq!(tick(0.0125, 4), "0.0125");
+        assert_eq!(tick(1.5e9, 4), "1.5e9");
+        assert_eq!(tick(2e-5, 4), "2e-5");
+        assert_eq!(tick(0.0, 4), "0");
+        assert_eq!(tick(-3.0, 4), "-3");
+        assert_eq!(tick(5932.5, 5), "5932.5");
+        assert_eq!(digits(&(5930.0..5933.0)), 5);
+        assert_eq!(digits(&(0.0..10.0)), 4);
+    }
+
+    #[test]
+    fn axis_ranges_pad_and_survive_degenerate_values() {
+        assert_eq!(axis_range([0.0, 10.0].into_iter(), false), Some(-0.5..10.5));
+        assert_eq!(axis_range([5.0].into_iter(), false), Some(4.0..6.0));
+        assert_eq!(axis_range([0.0, 0.0].into_iter(), false), Some(-1.0..1.0));
+        assert_eq!(axis_range([4.0].into_iter(), true), Some(2.0..8.0));
+        let r = axis_range([1.0, 100.0].into_iter(), true).unwrap();
+        assert!(r.start < 1.0 && r.start > 0.7 && r.end > 100.0 && r.end < 130.0);
+        // Equal but for rounding: one value.
+        assert_eq!(
+            axis_range([1.0, 1.0 + 1e-15].into_iter(), false),
+            Some(0.0..2.0)
+        );
+        assert_eq!(axis_range([].into_iter(), false), None);
+        assert_eq!(axis_range([0.0, 1.0].into_iter(), true), None);
+        assert_eq!(axis_range([f64::NAN].into_iter(), false), None);
+        assert_eq!(axis_range([-1e308, 1e308].into_iter(), false), None);
+    }
+
+    #[test]
+    fn a_line_chart_has_a_polyline_per_series_and_the_labels() {
+        let series = |label: &str, points: Vec<(f64, f64)>| Series {
+            label: label.into(),
+            points,
+        };
+        let mut c = LineChart {
+            title: "t <&>".into(),
+            x_label: "x".into(),
+            y_label: "y".into(),
+            log_x: true,
+            log_y: false,
+            series: vec![
+                series("a", vec![(1.0, 1.0), (10.0, 2.0)]),
+                series("b", vec![(2.0, 3.0)]),
+            ],
+        };
+        let svg = line_chart_svg(&c).unwrap();
+        assert_eq!(svg.matches("stroke-width=\"2\" points=").count(), 1);
+        assert!(svg.contains("t &lt;&amp;&gt;") && svg.contains(">\na\n</text>"));
+        assert_eq!(line_chart_svg(&c).unwrap(), svg, "deterministic");
+        c.series.clear();
+        assert!(line_chart_svg(&c).is_err());
+    }
+}
