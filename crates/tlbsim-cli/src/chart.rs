@@ -271,9 +271,129 @@ fn draw_legend(area: &DrawingArea<SVGBackend, Shift>, series: &[Series]) -> Resu
     Ok(())
 }
 
+/// One row of a [`bar_chart_svg`]: a published value (NaN: none) beside
+/// a simulated one, in one unit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BarRow {
+    /// The row's label, above its bars.
+    pub label: String,
+    /// The published value; NaN when nothing is published (no bar).
+    pub published: f64,
+    /// The simulated value; not finite: no bar, the text says so.
+    pub simulated: f64,
+    /// The unit written after each value.
+    pub unit: String,
+    /// The row misses its acceptance criterion: its label is drawn red.
+    pub missed: bool,
+}
+
+/// Width of a bar chart, in pixels.
+const BARS_W: u32 = 960;
+/// Height of one row of a bar chart (label and two bars), in pixels.
+const ROW_H: i32 = 54;
+/// Where bars start, and their longest length, in pixels.
+const BAR_X: i32 = 16;
+const BAR_LEN: i32 = 600;
+/// The published bars' color; the simulated ones are [`color`]`(0)`.
+const PUBLISHED: RGBColor = RGBColor(0x9a, 0x9a, 0x9a);
+/// The label color of a row that misses its criterion.
+const MISSED: RGBColor = RGBColor(0xb0, 0x1c, 0x1c);
+
+/// `v` in `unit` as the figure writes it: 4 significant digits (`2.17
+/// s`, `6619 count`), `-` when not finite.
+fn value_text(v: f64, unit: &str) -> String {
+    if v.is_finite() {
+        format!("{} {unit}", tick(v, 4))
+    } else {
+        "-".into()
+    }
+}
+
+/// A horizontal bar chart of published vs simulated values, one row per
+/// [`BarRow`] in order. The rows' units differ, so each row is scaled on
+/// its own: the larger of its two values spans the full bar length, and
+/// the numbers are written beside the bars. Rows with no published value
+/// show only the simulated bar ("not published" in its place). Errors
+/// only if drawing fails.
+pub fn bar_chart_svg(title: &str, rows: &[BarRow]) -> Result<String, String> {
+    let height = 84 + ROW_H * rows.len().max(1) as i32;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (BARS_W, height as u32)).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_err)?;
+        let text = |size: i32| TextStyle::from((FONT, size).into_font()).color(&BLACK);
+        root.draw(&Text::new(title.to_string(), (BAR_X, 10), text(18)))
+            .map_err(draw_err)?;
+        let key = "each row scaled to its larger value";
+        for (i, (name, c)) in [("published", PUBLISHED), ("simulated", color(0))]
+            .into_iter()
+            .enumerate()
+        {
+            let x = BAR_X + 110 * i as i32;
+            root.draw(&Rectangle::new([(x, 44), (x + 14, 54)], c.filled()))
+                .map_err(draw_err)?;
+            root.draw(&Text::new(name, (x + 20, 42), text(13)))
+                .map_err(draw_err)?;
+        }
+        root.draw(&Text::new(key, (BAR_X + 240, 42), text(13)))
+            .map_err(draw_err)?;
+        for (i, r) in rows.iter().enumerate() {
+            draw_bar_row(&root, 70 + ROW_H * i as i32, r)?;
+        }
+        root.present().map_err(draw_err)?;
+    }
+    Ok(svg)
+}
+
+/// One row of [`bar_chart_svg`] with its top at `y`.
+fn draw_bar_row(area: &DrawingArea<SVGBackend, Shift>, y: i32, r: &BarRow) -> Result<(), String> {
+    let ink = if r.missed { MISSED } else { BLACK };
+    let text = TextStyle::from((FONT, 13).into_font()).color(&ink);
+    area.draw(&Text::new(r.label.clone(), (BAR_X, y), text))
+        .map_err(draw_err)?;
+    let scale = [r.published, r.simulated]
+        .into_iter()
+        .filter(|v| v.is_finite())
+        .map(f64::abs)
+        .fold(0.0, f64::max);
+    let error = (r.simulated - r.published) / r.published * 100.0;
+    let error = if error.is_finite() {
+        format!(" ({error:+.1} %)")
+    } else {
+        String::new()
+    };
+    let bars = [
+        (r.published, PUBLISHED, 18, "published ".to_string(), ""),
+        (r.simulated, color(0), 33, "simulated ".to_string(), &*error),
+    ];
+    for (v, c, dy, name, after) in bars {
+        let len = if v.is_finite() && scale > 0.0 {
+            (v.abs() / scale * f64::from(BAR_LEN)).round() as i32
+        } else {
+            0
+        };
+        let top = y + dy;
+        if len > 0 {
+            let bar = Rectangle::new([(BAR_X, top), (BAR_X + len, top + 12)], c.filled());
+            area.draw(&bar).map_err(draw_err)?;
+        }
+        let (label, ink) = if v.is_nan() && dy == 18 {
+            ("not published".to_string(), PUBLISHED)
+        } else {
+            (format!("{name}{}{after}", value_text(v, &r.unit)), BLACK)
+        };
+        let style = TextStyle::from((FONT, 13).into_font()).color(&ink);
+        area.draw(&Text::new(label, (BAR_X + len + 6, top), style))
+            .map_err(draw_err)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{axis_range, digits, line_chart_svg, tick, LineChart, Series};
+    use super::{
+        axis_range, bar_chart_svg, digits, line_chart_svg, tick, BarRow, LineChart, Series,
+    };
 
     #[test]
     fn ticks_have_no_floating_point_noise() {
@@ -331,5 +451,28 @@ mod tests {
         assert_eq!(line_chart_svg(&c).unwrap(), svg, "deterministic");
         c.series.clear();
         assert!(line_chart_svg(&c).is_err());
+    }
+
+    #[test]
+    fn bars_show_published_beside_simulated_and_only_simulated_when_unpublished() {
+        let row = |published: f64, simulated: f64| BarRow {
+            label: "r".into(),
+            published,
+            simulated,
+            unit: "s".into(),
+            missed: false,
+        };
+        let bars = |svg: &str| svg.matches("<rect").count() - 3; // background, key
+        let svg = bar_chart_svg("t", &[row(2.0, 1.0)]).unwrap();
+        assert_eq!(bars(&svg), 2);
+        assert!(svg.contains("published 2 s") && svg.contains("simulated 1 s (-50.0 %)"));
+        let svg = bar_chart_svg("t", &[row(f64::NAN, 1.0), row(0.0, 0.0)]).unwrap();
+        assert_eq!(
+            bars(&svg),
+            1,
+            "no bar for nothing published, none of length 0"
+        );
+        assert!(svg.contains("not published") && svg.contains("simulated 0 s"));
+        assert!(bar_chart_svg("t", &[]).is_ok());
     }
 }
