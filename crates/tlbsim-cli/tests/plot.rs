@@ -303,3 +303,36 @@ fn reproduce_report_writes_the_page_and_a_figure_per_seed() {
     );
     assert!(o.stdout.is_empty(), "no table: nothing ran");
 }
+
+/// The repository's root.
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+
+#[test]
+fn every_csv_in_docs_data_has_the_figure_tools_figures_sh_draws() {
+    let out = scratch_dir("figures");
+    let o = Command::new("sh")
+        .arg("tools/figures.sh")
+        .arg(&out)
+        .current_dir(ROOT)
+        .env("TLBSIM", EXE)
+        .output()
+        .expect("sh runs");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let data = Path::new(ROOT).join("docs/data");
+    let mut csvs: Vec<_> = std::fs::read_dir(&data)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "csv"))
+        .collect();
+    csvs.sort();
+    assert_eq!(csvs.len(), 8, "{csvs:?}");
+    for csv in csvs {
+        let name = format!("{}.svg", csv.file_stem().unwrap().to_string_lossy());
+        let drawn = std::fs::read(out.join(&name)).unwrap();
+        let kept = std::fs::read(Path::new(ROOT).join("docs/figures").join(&name));
+        assert!(
+            kept.is_ok_and(|k| k == drawn),
+            "docs/figures/{name} is not what tools/figures.sh draws: run tools/figures.sh"
+        );
+    }
+}
