@@ -115,15 +115,28 @@ fn digits(r: &Range<f64>) -> usize {
     }
 }
 
+/// The largest magnitude an axis takes (plotters' tick arithmetic
+/// overflows beyond), and the smallest positive value of a logarithmic one
+/// (below, it underflows and never ends).
+pub const AXIS_MAX: f64 = 1e300;
+/// See [`AXIS_MAX`].
+pub const LOG_AXIS_MIN: f64 = 1e-300;
+/// Most decades a logarithmic axis spans: plotters' tick search never
+/// ends when the ratio of its ends overflows.
+pub const LOG_AXIS_DECADES: i32 = 200;
+
 /// The axis range covering `values` with a margin: 5 % of the span on a
-/// linear axis, 5 % of the decades on a logarithmic one; a single value
-/// gets a range around it. `None` when `values` is empty, holds a value
-/// that is not finite, or (`log`) one that is not positive, or when the
-/// range would not be finite.
+/// linear axis, 5 % of the decades (at most one) on a logarithmic one; a
+/// single value
+/// (or values equal but for a difference below 1e-12 of them, or below
+/// 1e-280) gets a range around it. `None` when `values` is empty or holds
+/// a value that is not finite, beyond [`AXIS_MAX`] in magnitude, or (on a
+/// logarithmic axis, `log`) below [`LOG_AXIS_MIN`], or when a logarithmic
+/// axis would span more than [`LOG_AXIS_DECADES`].
 pub fn axis_range(values: impl Iterator<Item = f64>, log: bool) -> Option<Range<f64>> {
     let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
     for v in values {
-        if !v.is_finite() || (log && v <= 0.0) {
+        if !v.is_finite() || v.abs() > AXIS_MAX || (log && v < LOG_AXIS_MIN) {
             return None;
         }
         lo = lo.min(v);
@@ -132,12 +145,16 @@ pub fn axis_range(values: impl Iterator<Item = f64>, log: bool) -> Option<Range<
     if lo > hi {
         return None;
     }
-    if hi - lo <= lo.abs().max(hi.abs()) * 1e-12 {
-        // Equal but for rounding: one value.
+    if !log && hi - lo < (lo.abs().max(hi.abs()) * 1e-12).max(1e-280) {
         hi = lo;
     }
     let (a, b) = if log {
-        let f = if lo == hi { 2.0 } else { (hi / lo).powf(0.05) };
+        // At most a decade, so that the range stays within normal floats.
+        let f = if lo == hi {
+            2.0
+        } else {
+            (hi / lo).powf(0.05).min(10.0)
+        };
         (lo / f, hi * f)
     } else {
         let pad = if lo == hi {
@@ -147,7 +164,8 @@ pub fn axis_range(values: impl Iterator<Item = f64>, log: bool) -> Option<Range<
         };
         (lo - pad, hi + pad)
     };
-    (a.is_finite() && b.is_finite() && a < b && (b - a).is_finite()).then_some(a..b)
+    let too_wide = log && b / a > 10f64.powi(LOG_AXIS_DECADES);
+    (!too_wide).then_some(a..b)
 }
 
 /// `e` as the one-line error of a figure that could not be drawn.
@@ -426,6 +444,13 @@ mod tests {
         assert_eq!(axis_range([0.0, 1.0].into_iter(), true), None);
         assert_eq!(axis_range([f64::NAN].into_iter(), false), None);
         assert_eq!(axis_range([-1e308, 1e308].into_iter(), false), None);
+        assert_eq!(axis_range([5e-324].into_iter(), true), None);
+        assert_eq!(axis_range([1e-100, 1e100].into_iter(), true), None);
+        assert!(axis_range([1e-90, 1e90].into_iter(), true).is_some());
+        assert_eq!(
+            axis_range([5e-324, 1e-323].into_iter(), false),
+            Some(-1.0..1.0)
+        );
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! figure per seed.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 const EXE: &str = env!("CARGO_BIN_EXE_tlbsim");
 
@@ -21,6 +22,25 @@ const SCALING_CSV: &str = concat!(
 
 fn tlbsim(args: &[&str]) -> Output {
     Command::new(EXE).args(args).output().expect("tlbsim runs")
+}
+
+/// [`tlbsim`], killed (and the test failed) if it runs longer than `limit`.
+fn tlbsim_within(args: &[&str], limit: Duration) -> Output {
+    let mut child = Command::new(EXE)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tlbsim runs");
+    let t0 = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            panic!("tlbsim {args:?} still runs after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.wait_with_output().unwrap()
 }
 
 /// A new empty directory for one test.
@@ -334,5 +354,61 @@ fn every_csv_in_docs_data_has_the_figure_tools_figures_sh_draws() {
             kept.is_ok_and(|k| k == drawn),
             "docs/figures/{name} is not what tools/figures.sh draws: run tools/figures.sh"
         );
+    }
+}
+
+/// Cells of the fuzzed CSVs: numbers of every sign and size, values
+/// that are not numbers, empty cells, a quoted comma.
+const CELLS: [&str; 14] = [
+    "1", "0", "-3", "2.5", "1e308", "-1e308", "5e-324", "1e-200", "1e200", "NaN", "inf", "abc", "",
+    "\"a,b\"",
+];
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(48),
+        rng_seed: proptest::test_runner::RngSeed::Fixed(16),
+        failure_persistence: None,
+        ..Default::default()
+    })]
+
+    /// Whatever the CSV and the axes, `tlbsim plot` draws it (exit 0) or
+    /// refuses it with one error line (exit 2), within seconds; it never
+    /// panics or hangs.
+    #[test]
+    fn plot_never_panics_on_any_csv(
+        rows in proptest::collection::vec(proptest::collection::vec(0..CELLS.len(), 3), 0..6),
+        ragged in proptest::bool::ANY,
+        log_x in proptest::bool::ANY,
+        log_y in proptest::bool::ANY,
+        group in proptest::bool::ANY,
+    ) {
+        let dir = scratch_dir("fuzz");
+        let mut text = String::from("a,b,g\n");
+        for (i, r) in rows.iter().enumerate() {
+            let cells: Vec<&str> = r.iter().map(|&c| CELLS[c]).collect();
+            let n = if ragged && i == 1 { 2 } else { 3 };
+            text.push_str(&cells[..n].join(","));
+            text.push('\n');
+        }
+        let csv = dir.join("f.csv");
+        std::fs::write(&csv, &text).unwrap();
+        let out = dir.join("f.svg");
+        let mut args = vec!["plot", s(&csv), "--x", "a", "--y", "b", "--out", s(&out)];
+        args.extend(log_x.then_some("--log-x"));
+        args.extend(log_y.then_some("--log-y"));
+        if group {
+            args.extend(["--group", "g"]);
+        }
+        let o = tlbsim_within(&args, Duration::from_secs(20));
+        let e = stderr(&o);
+        match o.status.code() {
+            Some(0) => proptest::prop_assert!(std::fs::read_to_string(&out).unwrap().starts_with("<svg")),
+            Some(2) => {
+                proptest::prop_assert!(e.starts_with("error: ") && e.lines().count() == 1, "{}", e);
+                proptest::prop_assert!(!out.exists());
+            }
+            c => proptest::prop_assert!(false, "exit {:?} on {:?}: {}", c, text, e),
+        }
     }
 }

@@ -4,7 +4,9 @@
 mod data;
 
 use super::sweep::Stop;
-use crate::chart::{axis_range, line_chart_svg, LineChart, Series};
+use crate::chart::{
+    axis_range, line_chart_svg, LineChart, Series, AXIS_MAX, LOG_AXIS_DECADES, LOG_AXIS_MIN,
+};
 use crate::files::{check_output, is_stdout, write_atomic};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -101,8 +103,10 @@ fn plot(args: &Args) -> Result<(), Stop> {
     write_atomic(&args.out, svg.as_bytes()).map_err(Stop::failure)
 }
 
-/// Each axis' values must fit an axis: a span that a number can hold (the
-/// CSV's cells are finite, and positive on a logarithmic axis, already).
+/// Each axis' values must fit an axis: magnitudes up to [`AXIS_MAX`], and
+/// on a logarithmic one from [`LOG_AXIS_MIN`] and over at most
+/// [`LOG_AXIS_DECADES`] (the CSV's cells are finite, and positive on a
+/// logarithmic axis, already).
 fn check_axes(args: &Args, series: &[Series]) -> Result<(), String> {
     let points = || series.iter().flat_map(|s| s.points.iter());
     let axes = [
@@ -119,7 +123,7 @@ fn check_axes(args: &Args, series: &[Series]) -> Result<(), String> {
     ];
     match axes.into_iter().find(|a| a.2.is_none()) {
         Some((flag, col, _)) => Err(format!(
-            "{}: column {col} ({flag}): its values span too wide a range to draw",
+            "{}: column {col} ({flag}): its values do not fit an axis (magnitudes up to {AXIS_MAX:e}; on a logarithmic axis, from {LOG_AXIS_MIN:e} and over at most {LOG_AXIS_DECADES} decades)",
             args.csv.display()
         )),
         None => Ok(()),
