@@ -5,6 +5,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod chart;
 mod cmd;
 mod files;
 mod progress;
@@ -43,6 +44,9 @@ enum Cmd {
     Bench(cmd::bench::Args),
     /// Run every published experiment and print published vs simulated.
     Reproduce(cmd::reproduce::Args),
+    /// Draw a sweep's CSV as a line chart (SVG): two columns as x and y,
+    /// one line per group.
+    Plot(cmd::plot::Args),
 }
 
 fn main() -> ExitCode {
@@ -57,6 +61,7 @@ fn main() -> ExitCode {
         Cmd::Policies(a) => cmd::policies::run(a),
         Cmd::Reproduce(a) => cmd::reproduce::run(a),
         Cmd::Bench(a) => cmd::bench::run(a),
+        Cmd::Plot(a) => cmd::plot::run(a),
     }
 }
 

@@ -3,8 +3,10 @@
 pub mod bench;
 pub mod check;
 pub mod merge;
+pub mod plot;
 pub mod policies;
 pub mod profiles;
+pub mod report_page;
 pub mod reproduce;
 pub mod rerun;
 pub mod run;

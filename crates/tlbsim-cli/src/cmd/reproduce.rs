@@ -1,6 +1,7 @@
 //! `tlbsim reproduce`: prints the library's reproduction rows
 //! ([`tlbsim::reproduce::Plan`]) as a table and, if asked, a JSON array.
 
+use super::report_page;
 use crate::files::{check_output_or_report, write_or_report, Console};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -21,6 +22,11 @@ pub struct Args {
     /// jobs that track the reproductions).
     #[arg(long)]
     strict: bool,
+    /// Also write a page to this directory (created if needed): index.md,
+    /// the table with the verdicts, and a figure per seed (seed000.svg,
+    /// ...) of published vs simulated.
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
 }
 
 /// Runs the selected reproductions and prints published vs simulated.
@@ -33,6 +39,9 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     if let Err(code) = check_output_or_report("--json", args.json.as_deref()) {
+        return code;
+    }
+    if let Err(code) = report_page::prepare_or_report(args.report.as_deref()) {
         return code;
     }
     let console = Console::new(&[args.json.as_deref()]);
@@ -61,6 +70,11 @@ pub fn run(args: Args) -> ExitCode {
         console.line(&table_line(r));
     }
     console.line(&format!("\n{}", summary(&report.acceptance)));
+    if let Err(code) =
+        report_page::write_or_report(args.report.as_deref(), args.only.as_deref(), &report)
+    {
+        return code;
+    }
     let written = match args.json {
         Some(j) => {
             let rows: Vec<Value> = report.rows.iter().map(json_row).collect();
@@ -82,7 +96,7 @@ pub fn run(args: Args) -> ExitCode {
 }
 
 /// A value of the table: `-` when not published.
-fn cell(v: f64) -> String {
+pub(super) fn cell(v: f64) -> String {
     if v.is_nan() {
         "-".to_string()
     } else {
@@ -118,7 +132,7 @@ fn table_line(r: &Row) -> String {
 }
 
 /// `acceptance: M of N criteria met[; missed: ...]`.
-fn summary(a: &Acceptance) -> String {
+pub(super) fn summary(a: &Acceptance) -> String {
     let missed = if a.missed.is_empty() {
         String::new()
     } else {

@@ -1,0 +1,235 @@
+//! `tlbsim reproduce --report DIR`: a page people can read, DIR/index.md
+//! (the published-vs-simulated table with the acceptance verdicts, as
+//! `reproduce` prints it, and the sources), and one SVG figure per seed
+//! (`seed000.svg`, ...): published beside simulated, row by row.
+//!
+//! The page leaves out host seconds, so that the same build gives the
+//! same page and figures on every run.
+
+use crate::chart::{bar_chart_svg, BarRow};
+use crate::files::{check_output, is_stdout, path_word, shell_word, write_atomic};
+use std::fmt::Write;
+use std::path::Path;
+use std::process::ExitCode;
+use tlbsim::reproduce::{Report, Row};
+
+/// The page's file name in the report directory.
+pub const INDEX: &str = "index.md";
+
+/// Makes ready the report directory `dir` before any run, so that a bad
+/// one is found before the work: creates it (and its parents) if needed,
+/// and checks that a file can be created in it. Errors name `--report`
+/// and the path; `-` (standard output) is refused: the page is several
+/// files.
+pub fn prepare(dir: &Path) -> Result<(), String> {
+    let shown = dir.display();
+    if is_stdout(dir) {
+        return Err(format!(
+            "--report {shown}: a directory is needed (the page and its figures are several files)"
+        ));
+    }
+    match std::fs::metadata(dir) {
+        Ok(m) if !m.is_dir() => return Err(format!("--report {shown}: not a directory")),
+        Ok(_) => {}
+        Err(_) => std::fs::create_dir_all(dir).map_err(|e| {
+            let why = crate::files::why(&e);
+            format!("--report {shown}: cannot create the directory: {why}")
+        })?,
+    }
+    check_output("--report", &dir.join(INDEX))
+}
+
+/// [`prepare`] on `dir` if given, printing the error; exit code 2.
+pub fn prepare_or_report(dir: Option<&Path>) -> Result<(), ExitCode> {
+    match dir.map(prepare) {
+        Some(Err(e)) => {
+            eprintln!("error: {e}");
+            Err(ExitCode::from(2))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Writes the figures, then the page (so that a page always has its
+/// figures), each whole or not at all. `command` is the command line
+/// shown on the page. Errors name the file.
+pub fn write(dir: &Path, report: &Report, command: &str) -> Result<(), String> {
+    let seeds = by_seed(&report.rows);
+    for (seed, rows) in &seeds {
+        let bars: Vec<BarRow> = rows.iter().map(|r| bar(r)).collect();
+        let title = format!("{seed}: published vs simulated");
+        let svg = bar_chart_svg(&title, &bars)?;
+        write_atomic(&dir.join(format!("{seed}.svg")), svg.as_bytes())?;
+    }
+    let page = page(report, &seeds, command);
+    write_atomic(&dir.join(INDEX), page.as_bytes())?;
+    eprintln!("reproduce: report in {}", dir.join(INDEX).display());
+    Ok(())
+}
+
+/// [`write`] on `dir` if given (from `reproduce --report DIR --only
+/// ONLY`), printing the error; exit code 1.
+pub fn write_or_report(
+    dir: Option<&Path>,
+    only: Option<&str>,
+    report: &Report,
+) -> Result<(), ExitCode> {
+    let command = |d: &Path| {
+        let only = only.map_or(String::new(), |o| format!(" --only {}", shell_word(o)));
+        format!("tlbsim reproduce{only} --report {}", path_word(d))
+    };
+    match dir.map(|d| write(d, report, &command(d))) {
+        Some(Err(e)) => {
+            eprintln!("error: {e}");
+            Err(ExitCode::FAILURE)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The seed of an experiment: its name up to the first `-` (`seed000`).
+fn seed_of(experiment: &str) -> &str {
+    experiment.split('-').next().unwrap_or(experiment)
+}
+
+/// The rows grouped by seed, seeds and rows in table order.
+fn by_seed(rows: &[Row]) -> Vec<(&str, Vec<&Row>)> {
+    let mut seeds: Vec<(&str, Vec<&Row>)> = Vec::new();
+    for r in rows {
+        let seed = seed_of(r.experiment);
+        match seeds.iter_mut().find(|(s, _)| *s == seed) {
+            Some((_, v)) => v.push(r),
+            None => seeds.push((seed, vec![r])),
+        }
+    }
+    seeds
+}
+
+/// The verdict of a row's criterion in words, empty if it has none.
+fn verdict(r: &Row) -> String {
+    match &r.accept {
+        Some((what, Some(true))) => format!("ok ({what})"),
+        Some((what, Some(false))) => format!("MISS ({what})"),
+        Some((what, None)) => format!("- ({what})"),
+        None => String::new(),
+    }
+}
+
+/// The bar-chart row of `r`: its metric and verdict as the label.
+fn bar(r: &Row) -> BarRow {
+    let v = verdict(r);
+    let accept = if v.is_empty() {
+        String::new()
+    } else {
+        format!("   [accept: {v}]")
+    };
+    BarRow {
+        label: format!("{}: {}{accept}", r.experiment, r.metric),
+        published: r.published,
+        simulated: r.simulated,
+        unit: r.unit.to_string(),
+        missed: matches!(r.accept, Some((_, Some(false)))),
+    }
+}
+
+/// `s` as the text of a Markdown table cell (`|` escaped, no newline).
+fn md(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// The Markdown page: the command, the table, the acceptance summary, a
+/// figure per seed, the sources.
+fn page(report: &Report, seeds: &[(&str, Vec<&Row>)], command: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# tlbsim reproduce: published vs simulated\n");
+    let _ = writeln!(
+        s,
+        "Written by `{command}` (tlbsim {}). Host seconds are left out, so that the page is the same on every run.\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    s.push_str(
+        "| experiment | metric | unit | published | simulated | error | checker | acceptance |\n",
+    );
+    s.push_str("|---|---|---|--:|--:|--:|---|---|\n");
+    for r in &report.rows {
+        let err = if r.error_pct.is_finite() {
+            format!("{:+.1}%", r.error_pct)
+        } else {
+            "-".into()
+        };
+        let v = verdict(r).replace("MISS", "**MISS**");
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {err} | {} | {} |",
+            md(r.experiment),
+            md(&r.metric),
+            md(r.unit),
+            super::reproduce::cell(r.published),
+            super::reproduce::cell(r.simulated),
+            md(&r.checker),
+            md(&v)
+        );
+    }
+    let _ = writeln!(s, "\n{}", super::reproduce::summary(&report.acceptance));
+    for (seed, rows) in seeds {
+        let _ = writeln!(
+            s,
+            "\n## {seed}\n\n![{seed}: published vs simulated]({seed}.svg)\n"
+        );
+        let _ = writeln!(s, "Sources:\n");
+        let mut seen: Vec<(&str, &str)> = Vec::new();
+        for r in rows {
+            if !seen.contains(&(r.experiment, r.source)) {
+                seen.push((r.experiment, r.source));
+                let _ = writeln!(s, "- {}: {}", r.experiment, r.source);
+            }
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{by_seed, page, seed_of};
+    use tlbsim::reproduce::{Acceptance, Report, Row};
+
+    fn row(experiment: &'static str, published: f64, accept: Option<bool>) -> Row {
+        Row {
+            experiment,
+            metric: "m | n".into(),
+            unit: "s",
+            published,
+            simulated: 2.0,
+            error_pct: (2.0 - published) / published * 100.0,
+            host_s: 1.5,
+            checker: "pass".into(),
+            source: "src",
+            accept: accept.map(|a| ("crit".to_string(), Some(a))),
+        }
+    }
+
+    #[test]
+    fn rows_are_grouped_by_seed_in_table_order() {
+        assert_eq!(seed_of("seed003-vms"), "seed003");
+        let rows = [
+            row("seed001-a", 1.0, None),
+            row("seed000-b", 1.0, None),
+            row("seed001-c", f64::NAN, Some(false)),
+        ];
+        let seeds = by_seed(&rows);
+        let names: Vec<_> = seeds.iter().map(|(s, v)| (*s, v.len())).collect();
+        assert_eq!(names, [("seed001", 2), ("seed000", 1)]);
+        let report = Report {
+            acceptance: Acceptance::of(&rows),
+            rows: rows.to_vec(),
+        };
+        let p = page(&report, &seeds, "tlbsim reproduce --report r");
+        assert!(
+            p.contains("| seed001-c | m \\| n | s | - | 2.0000 | - | pass | **MISS** (crit) |"),
+            "{p}"
+        );
+        assert!(p.contains("acceptance: 0 of 1 criteria met; missed: seed001-c (m | n)"));
+        assert!(p.contains("![seed000: published vs simulated](seed000.svg)"));
+        assert!(!p.contains("1.5"), "no host seconds: {p}");
+    }
+}
