@@ -89,7 +89,17 @@ pub fn run(limit_ns: u64) -> Bar {
 /// `total` units of work, counted by `done` (finished runs, schedules),
 /// with their rate and the time left.
 pub fn count(what: &'static str, total: u64, done: fn(&Snapshot) -> u64) -> Bar {
-    let bar = ProgressBar::with_draw_target(Some(total), target());
+    count_on(target(), what, total, done)
+}
+
+/// [`count`], drawn on `target`.
+fn count_on(
+    target: ProgressDrawTarget,
+    what: &'static str,
+    total: u64,
+    done: fn(&Snapshot) -> u64,
+) -> Bar {
+    let bar = ProgressBar::with_draw_target(Some(total), target);
     bar.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("valid template"),
     );
@@ -121,7 +131,63 @@ fn time(ns: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::time;
+    use super::*;
+    use std::sync::Mutex;
+
+    /// A terminal that keeps what is drawn on it.
+    #[derive(Debug, Default, Clone)]
+    struct Screen(Arc<Mutex<String>>);
+
+    impl indicatif::TermLike for Screen {
+        fn width(&self) -> u16 {
+            120
+        }
+        fn move_cursor_up(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_down(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_right(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_left(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn write_line(&self, s: &str) -> std::io::Result<()> {
+            self.0.lock().unwrap().push_str(&format!("{s}\n"));
+            Ok(())
+        }
+        fn write_str(&self, s: &str) -> std::io::Result<()> {
+            self.0.lock().unwrap().push_str(s);
+            Ok(())
+        }
+        fn clear_line(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_count_bar_follows_the_librarys_counters() {
+        // `check --schedules 18446744073709551615` once printed nothing for
+        // minutes: on a terminal the bar now shows the schedules done.
+        let screen = Screen::default();
+        let target = ProgressDrawTarget::term_like(Box::new(screen.clone()));
+        let bar = count_on(target, "schedules", 10, |s| s.schedules);
+        for _ in 0..3 {
+            PROGRESS.schedule_done();
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !screen.0.lock().unwrap().contains("3/10 schedules") && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        drop(bar);
+        let drawn = screen.0.lock().unwrap().clone();
+        assert!(drawn.contains("3/10 schedules"), "{drawn:?}");
+    }
 
     #[test]
     fn durations_read_as_people_write_them() {
