@@ -24,6 +24,7 @@ pub mod shmem;
 pub mod swap;
 pub mod tlbbatch;
 pub mod tlbflush;
+pub mod unix_socket;
 pub mod vmscan;
 pub mod x86;
 

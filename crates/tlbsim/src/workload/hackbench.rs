@@ -1,4 +1,6 @@
-//! hackbench (rt-tests/LTP), process mode over pipes: each of `groups`
+//! hackbench (rt-tests/LTP), process mode over pipes (`transport =
+//! "pipe"`, hackbench's `-pipe`) or `AF_UNIX` socket pairs (`"socket"`,
+//! hackbench's default; `kernel/unix_socket.rs`): each of `groups`
 //! groups has `fds` receivers and `fds` senders; every sender writes
 //! `loops` messages to every receiver of its group, every receiver reads
 //! `fds * loops` messages. The main process forks all of them first; they
@@ -12,6 +14,9 @@ use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::kernel::pipe::{new_pipe, pipe_read, pipe_write, PipeRef};
 use crate::kernel::sched::{block_until_woken, spawn_user, sys_fork, sys_wait, wake_up};
+use crate::kernel::unix_socket::{
+    new_unix_stream, unix_stream_recvmsg, unix_stream_sendmsg, UnixStreamRef,
+};
 use crate::kernel::{Ctx, TaskId, World};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
@@ -70,6 +75,61 @@ pub struct Hackbench {
     /// Messages a pipe buffers (64 KiB / 100-byte messages).
     #[serde(default = "d_capacity")]
     pub pipe_messages: u32,
+    /// `"pipe"` (default) or `"socket"`: a socket pair per receiver,
+    /// whose sending end the group's senders share.
+    #[serde(default)]
+    pub transport: Transport,
+    /// The sending socket's `sk_sndbuf` (bytes): Linux 3.5's default,
+    /// `SK_WMEM_MAX` = 256 x `SKB_TRUESIZE(256)` = 163,840 on 32-bit ARM
+    /// (docs/research/seed002-hackbench-transport.md).
+    #[serde(default = "d_sndbuf")]
+    pub socket_sndbuf_bytes: u64,
+    /// What one 100-byte message charges to it (`skb->truesize`): 704 on
+    /// Linux 3.5, 32-bit ARM (same source).
+    #[serde(default = "d_truesize")]
+    pub message_truesize_bytes: u64,
+}
+
+/// How hackbench's messages travel.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// One pipe per receiver (`hackbench -pipe`).
+    #[default]
+    Pipe,
+    /// One `AF_UNIX` `SOCK_STREAM` socket pair per receiver (hackbench's
+    /// default).
+    Socket,
+}
+
+/// One receiver's channel.
+#[derive(Debug, Clone)]
+enum Channel {
+    Pipe(PipeRef),
+    Socket(UnixStreamRef),
+}
+
+impl Channel {
+    async fn send(&self, ctx: &Ctx) {
+        match self {
+            Channel::Pipe(p) => pipe_write(ctx, p).await,
+            Channel::Socket(s) => unix_stream_sendmsg(ctx, s).await,
+        }
+    }
+
+    async fn recv(&self, ctx: &Ctx) {
+        match self {
+            Channel::Pipe(p) => pipe_read(ctx, p).await,
+            Channel::Socket(s) => unix_stream_recvmsg(ctx, s).await,
+        }
+    }
+}
+
+fn d_sndbuf() -> u64 {
+    163_840
+}
+fn d_truesize() -> u64 {
+    704
 }
 
 fn d_groups() -> u32 {
@@ -95,6 +155,11 @@ impl Hackbench {
         if h.groups == 0 || h.fds == 0 || h.runs == 0 {
             return Err("`groups`, `fds` and `runs` must be >= 1".into());
         }
+        if h.socket_sndbuf_bytes < 2 || h.message_truesize_bytes == 0 {
+            return Err(
+                "`socket_sndbuf_bytes` must be >= 2 and `message_truesize_bytes` >= 1".into(),
+            );
+        }
         Ok(h)
     }
 }
@@ -111,8 +176,19 @@ impl Workload for Hackbench {
                     for _ in 0..me.runs {
                         let gate: GateRef = Rc::default();
                         for _ in 0..me.groups {
-                            let pipes: Rc<Vec<PipeRef>> =
-                                Rc::new((0..me.fds).map(|_| new_pipe(me.pipe_messages)).collect());
+                            let pipes: Rc<Vec<Channel>> = Rc::new(
+                                (0..me.fds)
+                                    .map(|_| match me.transport {
+                                        Transport::Pipe => {
+                                            Channel::Pipe(new_pipe(me.pipe_messages))
+                                        }
+                                        Transport::Socket => Channel::Socket(new_unix_stream(
+                                            me.socket_sndbuf_bytes,
+                                            me.message_truesize_bytes,
+                                        )),
+                                    })
+                                    .collect(),
+                            );
                             for r in 0..me.fds as usize {
                                 let (pipes, n) = (Rc::clone(&pipes), me.fds * me.loops);
                                 let gate = Rc::clone(&gate);
@@ -123,7 +199,7 @@ impl Workload for Hackbench {
                                         Box::pin(async move {
                                             wait_gate(&c, &gate).await;
                                             for _ in 0..n {
-                                                pipe_read(&c, &pipes[r]).await;
+                                                pipes[r].recv(&c).await;
                                             }
                                         })
                                     }),
@@ -141,7 +217,7 @@ impl Workload for Hackbench {
                                             wait_gate(&c, &gate).await;
                                             for _ in 0..loops {
                                                 for p in pipes.iter() {
-                                                    pipe_write(&c, p).await;
+                                                    p.send(&c).await;
                                                 }
                                             }
                                         })
@@ -162,6 +238,6 @@ impl Workload for Hackbench {
 /// The registry entry of `hackbench`.
 pub const ENTRY: WorkloadEntry = WorkloadEntry {
     name: "hackbench",
-    description: "seed 002: hackbench over pipes (groups of senders and receivers), repeated runs",
+    description: "seed 002: hackbench over pipes or AF_UNIX sockets (groups of senders and receivers), repeated runs",
     new: |p| super::resolved(Hackbench::from_params(p)?),
 };
