@@ -12,7 +12,7 @@
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
-use crate::kernel::pipe::{new_pipe, pipe_read, pipe_write, PipeRef};
+use crate::kernel::pipe::{new_pipe_paged, pipe_read, pipe_write, PipeRef};
 use crate::kernel::sched::{block_until_woken, spawn_user, sys_fork, sys_wait, wake_up};
 use crate::kernel::unix_socket::{
     new_unix_stream, unix_stream_recvmsg, unix_stream_sendmsg, UnixStreamRef,
@@ -72,9 +72,13 @@ pub struct Hackbench {
     /// Sequential hackbench runs.
     #[serde(default = "d_runs")]
     pub runs: u32,
-    /// Messages a pipe buffers (64 KiB / 100-byte messages).
-    #[serde(default = "d_capacity")]
-    pub pipe_messages: u32,
+    /// Page buffers of a pipe (`PIPE_DEF_BUFFERS`, 16 in Linux 3.5).
+    #[serde(default = "d_pipe_buffers")]
+    pub pipe_buffers: u32,
+    /// Messages one pipe buffer's 4 KiB page holds: 4096 / 100 rounded
+    /// down (Linux 3.5 merges a write into the last page only whole).
+    #[serde(default = "d_per_buffer")]
+    pub pipe_messages_per_buffer: u32,
     /// `"pipe"` (default) or `"socket"`: a socket pair per receiver,
     /// whose sending end the group's senders share.
     #[serde(default)]
@@ -144,8 +148,11 @@ fn d_loops() -> u32 {
 fn d_runs() -> u32 {
     1
 }
-fn d_capacity() -> u32 {
-    655
+fn d_pipe_buffers() -> u32 {
+    16
+}
+fn d_per_buffer() -> u32 {
+    40
 }
 
 impl Hackbench {
@@ -179,9 +186,10 @@ impl Workload for Hackbench {
                             let pipes: Rc<Vec<Channel>> = Rc::new(
                                 (0..me.fds)
                                     .map(|_| match me.transport {
-                                        Transport::Pipe => {
-                                            Channel::Pipe(new_pipe(me.pipe_messages))
-                                        }
+                                        Transport::Pipe => Channel::Pipe(new_pipe_paged(
+                                            me.pipe_buffers,
+                                            me.pipe_messages_per_buffer,
+                                        )),
                                         Transport::Socket => Channel::Socket(new_unix_stream(
                                             me.socket_sndbuf_bytes,
                                             me.message_truesize_bytes,
