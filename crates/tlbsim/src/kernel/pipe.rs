@@ -10,7 +10,7 @@
 //! (docs/research/seed002-hackbench-transport.md, section 3).
 
 use super::mm::{syscall_enter, syscall_exit};
-use super::sched::{block_until_woken, wake_up};
+use super::sched::wait_event;
 use super::{Ctx, TaskId};
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -79,35 +79,22 @@ impl Pipe {
     }
 }
 
-/// Wakes every task asleep on the pipe (`wake_up_interruptible_sync_poll`).
-async fn wake_all(ctx: &Ctx, sleepers: Vec<TaskId>) {
-    for t in sleepers {
-        wake_up(ctx, t).await;
-    }
-}
-
 /// `write(fd, msg)` (`pipe_write`): sleeps while no buffer has room;
 /// having stored the message, wakes every sleeper.
 pub async fn pipe_write(ctx: &Ctx, p: &PipeRef) {
     let _f = ctx.func(crate::label!("pipe_write"));
     syscall_enter(ctx, "write").await;
     ctx.work(ctx.w.profile.kernel.pipe_rw_ns).await;
-    loop {
-        let woken = {
-            let mut pp = p.borrow_mut();
-            if pp.push() {
-                Some(std::mem::take(&mut pp.waiting))
-            } else {
-                pp.waiting.push(ctx.task);
-                None
-            }
-        };
-        if let Some(sleepers) = woken {
-            wake_all(ctx, sleepers).await;
-            break;
+    wait_event(ctx, || {
+        let mut pp = p.borrow_mut();
+        if pp.push() {
+            Some(std::mem::take(&mut pp.waiting))
+        } else {
+            pp.waiting.push(ctx.task);
+            None
         }
-        block_until_woken(ctx).await;
-    }
+    })
+    .await;
     syscall_exit(ctx, "write").await;
 }
 
@@ -117,24 +104,18 @@ pub async fn pipe_read(ctx: &Ctx, p: &PipeRef) {
     let _f = ctx.func(crate::label!("pipe_read"));
     syscall_enter(ctx, "read").await;
     ctx.work(ctx.w.profile.kernel.pipe_rw_ns).await;
-    loop {
-        let got = {
-            let mut pp = p.borrow_mut();
-            match pp.pop() {
-                Some(true) => Some(std::mem::take(&mut pp.waiting)),
-                Some(false) => Some(Vec::new()),
-                None => {
-                    pp.waiting.push(ctx.task);
-                    None
-                }
+    wait_event(ctx, || {
+        let mut pp = p.borrow_mut();
+        match pp.pop() {
+            Some(true) => Some(std::mem::take(&mut pp.waiting)),
+            Some(false) => Some(Vec::new()),
+            None => {
+                pp.waiting.push(ctx.task);
+                None
             }
-        };
-        if let Some(sleepers) = got {
-            wake_all(ctx, sleepers).await;
-            break;
         }
-        block_until_woken(ctx).await;
-    }
+    })
+    .await;
     syscall_exit(ctx, "read").await;
 }
 

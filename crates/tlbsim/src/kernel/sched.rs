@@ -547,6 +547,23 @@ pub async fn block_until_woken(ctx: &Ctx) {
     schedule(ctx).await;
 }
 
+/// `wait_event()` on a wait queue the caller keeps: runs `attempt` until
+/// it succeeds, sleeping after each failure until some task wakes the
+/// caller (`attempt` must then have queued it as a waiter); on success,
+/// wakes the tasks `attempt` returned (`wake_up_interruptible_sync_poll`
+/// on the queue, or one waiter).
+pub async fn wait_event(ctx: &Ctx, mut attempt: impl FnMut() -> Option<Vec<TaskId>>) {
+    loop {
+        if let Some(woken) = attempt() {
+            for t in woken {
+                wake_up(ctx, t).await;
+            }
+            return;
+        }
+        block_until_woken(ctx).await;
+    }
+}
+
 /// A system call that does nothing but enter and return (`getpid`,
 /// `getuid`, `umask`, `dup`, `close` of unixbench's `syscall` test):
 /// `syscall_ns` in all.

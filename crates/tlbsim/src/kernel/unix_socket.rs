@@ -14,7 +14,7 @@
 //!   `sk_wmem_alloc << 2 <= sk_sndbuf`.
 
 use super::mm::{syscall_enter, syscall_exit};
-use super::sched::{block_until_woken, wake_up};
+use super::sched::wait_event;
 use super::{Ctx, TaskId};
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -71,26 +71,18 @@ pub async fn unix_stream_sendmsg(ctx: &Ctx, s: &UnixStreamRef) {
     let _f = ctx.func(crate::label!("unix_stream_sendmsg"));
     syscall_enter(ctx, "write").await;
     ctx.work(ctx.w.profile.kernel.pipe_rw_ns).await;
-    loop {
-        let (sent, reader) = {
-            let mut ss = s.borrow_mut();
-            if ss.wmem_alloc < ss.sndbuf {
-                ss.wmem_alloc += ss.truesize;
-                ss.queued += 1;
-                (true, ss.reader.take())
-            } else {
-                ss.writers.push_back(ctx.task);
-                (false, None)
-            }
-        };
-        if sent {
-            if let Some(r) = reader {
-                wake_up(ctx, r).await;
-            }
-            break;
+    wait_event(ctx, || {
+        let mut ss = s.borrow_mut();
+        if ss.wmem_alloc < ss.sndbuf {
+            ss.wmem_alloc += ss.truesize;
+            ss.queued += 1;
+            Some(ss.reader.take().into_iter().collect())
+        } else {
+            ss.writers.push_back(ctx.task);
+            None
         }
-        block_until_woken(ctx).await;
-    }
+    })
+    .await;
     syscall_exit(ctx, "write").await;
 }
 
@@ -100,31 +92,21 @@ pub async fn unix_stream_recvmsg(ctx: &Ctx, s: &UnixStreamRef) {
     let _f = ctx.func(crate::label!("unix_stream_recvmsg"));
     syscall_enter(ctx, "read").await;
     ctx.work(ctx.w.profile.kernel.pipe_rw_ns).await;
-    loop {
-        let (got, woken) = {
-            let mut ss = s.borrow_mut();
-            if ss.queued > 0 {
-                ss.queued -= 1;
-                ss.wmem_alloc -= ss.truesize;
-                let all: Vec<TaskId> = if ss.writable() {
-                    ss.writers.drain(..).collect()
-                } else {
-                    Vec::new()
-                };
-                (true, all)
-            } else {
-                ss.reader = Some(ctx.task);
-                (false, Vec::new())
-            }
-        };
-        if got {
-            for w in woken {
-                wake_up(ctx, w).await;
-            }
-            break;
+    wait_event(ctx, || {
+        let mut ss = s.borrow_mut();
+        if ss.queued == 0 {
+            ss.reader = Some(ctx.task);
+            return None;
         }
-        block_until_woken(ctx).await;
-    }
+        ss.queued -= 1;
+        ss.wmem_alloc -= ss.truesize;
+        Some(if ss.writable() {
+            ss.writers.drain(..).collect()
+        } else {
+            Vec::new()
+        })
+    })
+    .await;
     syscall_exit(ctx, "read").await;
 }
 
