@@ -152,14 +152,16 @@ impl Inner {
 }
 
 /// `local_flush_tlb_all()` of 32-bit ARM (arch/arm/include/asm/tlbflush.h,
-/// Linux 3.5, ARMv7): `dsb()` before the TLBI when the page tables are
-/// written back (`TLB_WB`), the TLBI, then `dsb(); isb()`. The model keeps
-/// the steps it has always issued for them (`dsb(ishst)`, `dsb(nsh)`), not
-/// arm64's `dsb(nshst)`; the costs are the same.
-async fn local_flush_tlb_all(ctx: &Ctx) {
+/// Linux 3.5, ARMv7 SMP): `dsb()` before the TLBI when the page tables are
+/// written back (`TLB_WB`), the TLBI, then `dsb(); isb()`. On an SMP
+/// ARMv7 kernel the TLBI is the `TLB_V7_UIS_FULL` op, `TLBIALLIS`: inner
+/// shareable, so it invalidates every CPU's TLB despite the name (Linux
+/// 3.10 made the local flushes local). The model's `dsb(ish)` stands for
+/// the full-system `dsb()`: it waits for the broadcast to complete.
+pub(super) async fn local_flush_tlb_all(ctx: &Ctx) {
     ctx.dsb_ishst().await;
-    ctx.tlbi(TlbiScope::All, false).await;
-    ctx.dsb_nsh().await;
+    ctx.tlbi(TlbiScope::All, true).await;
+    ctx.dsb_ish().await;
     ctx.isb().await;
 }
 

@@ -6,7 +6,7 @@
 //! leave the cpumask and load `swapper_pg_dir` (a CR3 write). Coming back to
 //! the same mm reloads CR3 only if `leave_mm()` ran meanwhile.
 
-use super::{flush_tlb_info_local, load_cr3, FlushInfo};
+use super::{flush_tlb_info_local, load_cr3, CeilingUnit, FlushInfo};
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;
@@ -81,7 +81,7 @@ impl Inner {
             let t = &k.tasks[ctx.task];
             (t.mm, t.active_mm)
         };
-        let info = info.clamp();
+        let info = info.clamp(CeilingUnit::BasePages);
         if active == info.mm {
             if cur_mm.is_none() {
                 self.leave_mm(ctx).await;

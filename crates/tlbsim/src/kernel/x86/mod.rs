@@ -98,17 +98,33 @@ impl FlushInfo {
         }
     }
 
-    /// Rounds a range flush of more than [`FLUSH_CEILING_PAGES`] pages up to
-    /// a full flush, as `flush_tlb_mm_range()` does.
-    pub fn clamp(mut self) -> Self {
-        if self.end != TLB_FLUSH_ALL
-            && (self.end - self.start) >> self.stride_shift > FLUSH_CEILING_PAGES
-        {
+    /// Rounds a range flush of more than [`FLUSH_CEILING_PAGES`] entries up
+    /// to a full flush, as `flush_tlb_mm_range()` does, counting entries in
+    /// `unit`.
+    pub fn clamp(mut self, unit: CeilingUnit) -> Self {
+        let shift = match unit {
+            CeilingUnit::BasePages => PAGE_SHIFT,
+            CeilingUnit::Stride => self.stride_shift,
+        };
+        if self.end != TLB_FLUSH_ALL && (self.end - self.start) >> shift > FLUSH_CEILING_PAGES {
             self.start = 0;
             self.end = TLB_FLUSH_ALL;
         }
         self
     }
+}
+
+/// What `flush_tlb_mm_range()` compares with `tlb_single_page_flush_ceiling`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CeilingUnit {
+    /// 4 KiB pages whatever the stride (`(end - start) >> PAGE_SHIFT`):
+    /// every kernel before a31acd3ee8f7 ("x86/mm: Page size aware
+    /// flush_tlb_mm_range()", Linux 4.20), so flushing one 2 MiB THP mapping
+    /// (512 pages) is a full flush.
+    BasePages,
+    /// Entries of the flush's stride (`(end - start) >> stride_shift`):
+    /// Linux 4.20 and later, so a 2 MiB THP mapping is one `INVLPG`.
+    Stride,
 }
 
 /// `invlpg(addr)` under PCID tag `tag` (`flush_tlb_one_user()`): drops
@@ -232,5 +248,28 @@ pub fn batch_add_mm_cpumask(ctx: &Ctx, mm: MmId) {
         .get_or_insert_with(|| crate::hw::cpumask::CpuMask::new(ctx.w.ncpus()));
     for c in add.iter() {
         mask.set(c);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flush_ceiling_counts_4k_pages_before_linux_4_20_and_strides_since() {
+        const THP: u64 = 2 << 20;
+        let one_thp = FlushInfo::range(1, 8 * THP, 9 * THP, THP, true);
+        // 4.20+: one 2 MiB entry, well under 33.
+        let since = one_thp.clamp(CeilingUnit::Stride);
+        assert_eq!((since.start, since.end), (8 * THP, 9 * THP));
+        // Before: 512 pages of 4 KiB, over the ceiling: a full flush.
+        assert_eq!(one_thp.clamp(CeilingUnit::BasePages).end, TLB_FLUSH_ALL);
+        // 33 pages stay a range flush under both counts, 34 do not.
+        for unit in [CeilingUnit::BasePages, CeilingUnit::Stride] {
+            let small = FlushInfo::range(1, 0, 33 << PAGE_SHIFT, 1 << PAGE_SHIFT, true);
+            assert_eq!(small.clamp(unit).end, 33 << PAGE_SHIFT);
+            let big = FlushInfo::range(1, 0, 34 << PAGE_SHIFT, 1 << PAGE_SHIFT, true);
+            assert_eq!(big.clamp(unit).end, TLB_FLUSH_ALL);
+        }
     }
 }

@@ -18,7 +18,7 @@
 //! kernel or a mutant that changes one function of arch/x86/mm/tlb.c
 //! implements [`TlbGenFns`], overriding that function only.
 
-use super::{flush_tlb_info_local, load_cr3, FlushInfo, NR_DYN_ASIDS, TLB_FLUSH_ALL};
+use super::{flush_tlb_info_local, load_cr3, CeilingUnit, FlushInfo, NR_DYN_ASIDS, TLB_FLUSH_ALL};
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::cpumask::CpuMask;
@@ -48,6 +48,12 @@ pub trait TlbGenFns: std::fmt::Debug {
     /// pages were freed (their walk caches could reach the freed tables).
     fn flush_reaches_lazy(&self, info: &FlushInfo) -> bool {
         info.freed_tables
+    }
+
+    /// What `flush_tlb_mm_range()` counts against the ceiling: the flush's
+    /// stride since Linux 4.20 (a31acd3ee8f7), 4 KiB pages before.
+    fn ceiling_unit(&self) -> CeilingUnit {
+        CeilingUnit::Stride
     }
 
     /// The part of `switch_mm_irqs_off()` that starts remote flushes to
@@ -411,7 +417,7 @@ impl Inner {
             new_tlb_gen: gen,
             ..info
         }
-        .clamp();
+        .clamp(self.fns.ceiling_unit());
         if self.opts.invlpgb && self.mm(mm).global_asid.is_some() {
             super::invlpgb::broadcast_tlb_flush(self, ctx, info).await;
             return;

@@ -3,9 +3,11 @@
 //! ("x86/mm: Flush more aggressively in lazy TLB mode"): lazy CPUs get no
 //! flush IPIs at all, not even when page-table pages were freed, so a lazy
 //! CPU's paging-structure caches may walk freed tables (no stale walk).
+//! Like every kernel before Linux 4.20, it counts the flush ceiling in
+//! 4 KiB pages, so a 2 MiB range is a full flush.
 
 use super::tlb_gen::{Options, TlbGen, TlbGenFns};
-use super::FlushInfo;
+use super::{CeilingUnit, FlushInfo};
 use crate::check::Invariant;
 use crate::config::Arch;
 use crate::kernel::registry::{Allocators, Breaks, PolicyEntry, Search, Source, Strategy};
@@ -19,6 +21,12 @@ impl TlbGenFns for BeforeB956575 {
     /// Lazy CPUs are never sent a flush.
     fn flush_reaches_lazy(&self, _info: &FlushInfo) -> bool {
         false
+    }
+
+    /// Linux 4.14-4.18 counted the ceiling in 4 KiB pages (a31acd3ee8f7
+    /// came in 4.20).
+    fn ceiling_unit(&self) -> CeilingUnit {
+        CeilingUnit::BasePages
     }
 }
 

@@ -1,0 +1,320 @@
+//! `arm-asid-reserved-3.8`: Will Deacon's 2012 ARM allocator, the "after"
+//! of seed 002 (arch/arm/mm/context.c as merged for Linux 3.8: commits
+//! b5466f872852 "ARM: mm: remove IPI broadcasting on ASID rollover",
+//! 4b883160835f "ARM: mm: avoid taking ASID spinlock on fastpath",
+//! bf51bb82ccd9 "ARM: mm: use bitmap operations when allocating new ASIDs").
+//!
+//! It is the design arm64 adopted in 2015 (`arm64-asid-reserved`), in its
+//! first form. What differs from arm64's:
+//! - `new_context()` keeps an mm's old number only when a CPU reserved it
+//!   at the rollover; otherwise it takes the *first* free bit of
+//!   `asid_map` (`find_first_zero_bit`, no `cur_idx`), where arm64 reuses a
+//!   stale mm's old number when it is free and searches on from `cur_idx`.
+//! - ASID 0 is not an index of `asid_map`: index `i` is ASID `i + 1`
+//!   (`IDX_TO_ASID`), so there are `2^bits - 1` user ASIDs.
+//! - `flush_context(cpu)` reserves, for every *other* CPU, what
+//!   `atomic64_xchg(&active_asids[i], 0)` returns, and gives the rolling
+//!   CPU reserved ASID 0. A CPU that already went through a rollover and has
+//!   not switched since returns 0 and loses its reservation: the bug that
+//!   Linux 3.11 fixed ("ARM: 7767/1: let the ASID allocator handle suspended
+//!   animation", ae120d9edfe9). `__set_bit(ASID_TO_IDX(0))` then writes
+//!   outside `asid_map` (index -1); the model drops that write.
+//! - With hardware-broadcast TLB maintenance (`!tlb_ops_need_broadcast()`,
+//!   Cortex-A15) only the rolling CPU is marked in `tlb_flush_pending`, and
+//!   its `local_flush_tlb_all()` is an inner-shareable `TLBIALLIS` on every
+//!   ARMv7 SMP kernel before 3.10, so one flush reaches every CPU.
+//! - The fast path is `atomic64_xchg(&active_asids[cpu], id)`, taken when
+//!   the xchg returns non-zero (arm64 has used a cmpxchg since 2018).
+//! - `cpu_set_reserved_ttbr0()` runs before the check, on every switch.
+//!
+//! Not ported: `mm_cpumask` bookkeeping (the model's TLB maintenance of
+//! this era is broadcast), `vmalloc_seq`, the VIVT I-cache flush. ARMv7
+//! has no KPTI.
+
+// ARMv7 SMP's `local_flush_tlb_all()` before Linux 3.10: a TLBIALLIS.
+use super::asid_ipi::local_flush_tlb_all;
+use super::mmu_context::cpu_set_reserved_ttbr0;
+use crate::engine::exec::KFuture;
+use crate::hw::cpumask::CpuMask;
+use crate::hw::tlb::{Asid, MmId};
+use crate::hw::Ttbr0;
+use crate::kernel::policy::AsidAllocator;
+use crate::check::Invariant;
+use crate::kernel::registry::{AllocatorEntry, Breaks};
+use crate::kernel::{Ctx, LockId, Op, World};
+use std::cell::{Cell, RefCell};
+
+/// The globals of Linux 3.8's arch/arm/mm/context.c.
+#[derive(Debug)]
+struct State {
+    /// `asid_generation`: a multiple of `1 << bits`.
+    generation: u64,
+    /// `asid_map`: index `i` is ASID `i + 1` (`NUM_USER_ASIDS` entries).
+    map: Vec<bool>,
+    /// `active_asids[cpu]` (0 after a rollover, until the CPU switches).
+    active: Vec<u64>,
+    /// `reserved_asids[cpu]`.
+    reserved: Vec<u64>,
+    /// `tlb_flush_pending`.
+    flush_pending: CpuMask,
+}
+
+impl State {
+    /// `find_first_zero_bit(asid_map, NUM_USER_ASIDS)`.
+    fn find_first_zero_bit(&self) -> Option<usize> {
+        self.map.iter().position(|&used| !used)
+    }
+
+    /// `is_reserved_asid(asid)`: whole ids (generation included) compared.
+    fn is_reserved_asid(&self, asid: u64) -> bool {
+        self.reserved.contains(&asid)
+    }
+}
+
+/// The allocator. See the module doc.
+#[derive(Debug)]
+pub struct Asid38 {
+    bits: u8,
+    st: RefCell<Option<State>>,
+    lock: Cell<LockId>,
+}
+
+impl Asid38 {
+    /// An allocator for `bits`-bit ASIDs.
+    pub fn new(bits: u8) -> Self {
+        Self {
+            bits,
+            st: RefCell::new(None),
+            lock: Cell::new(0),
+        }
+    }
+
+    fn first_version(&self) -> u64 {
+        1 << self.bits
+    }
+
+    /// `ASID_TO_IDX(asid)`; `None` for ASID 0 (Linux's index -1).
+    fn asid_to_idx(&self, asid: u64) -> Option<usize> {
+        ((asid & (self.first_version() - 1)) as usize).checked_sub(1)
+    }
+
+    /// `flush_context(cpu)`, lock held, generation already bumped.
+    fn flush_context(&self, st: &mut State, cpu: usize) {
+        st.map.iter_mut().for_each(|b| *b = false); // bitmap_clear()
+        for i in 0..st.active.len() {
+            let asid = if i == cpu {
+                0
+            } else {
+                let asid = std::mem::take(&mut st.active[i]); // atomic64_xchg(.., 0)
+                if let Some(idx) = self.asid_to_idx(asid) {
+                    st.map[idx] = true; // __set_bit(ASID_TO_IDX(asid), asid_map)
+                }
+                asid
+            };
+            st.reserved[i] = asid;
+        }
+        // !tlb_ops_need_broadcast(): this CPU's TLBIALLIS reaches them all.
+        st.flush_pending.set(cpu);
+    }
+
+    /// `new_context(mm, cpu)`, lock held: the mm's new id, and whether a
+    /// rollover happened.
+    fn new_context(&self, st: &mut State, cpu: usize, old: u64) -> (u64, bool) {
+        let mask = self.first_version() - 1;
+        if old != 0 && st.is_reserved_asid(old) {
+            // Running at the rollover: a false alarm, keep the number.
+            return (st.generation | (old & mask), false);
+        }
+        let mut rolled = false;
+        let idx = match st.find_first_zero_bit() {
+            Some(i) => i,
+            None => {
+                st.generation += self.first_version(); // atomic64_add_return()
+                self.flush_context(st, cpu);
+                rolled = true;
+                st.find_first_zero_bit()
+                    .expect("more user ASIDs than CPUs: one is free after a rollover")
+            }
+        };
+        st.map[idx] = true; // __set_bit(asid, asid_map)
+        (st.generation | (idx as u64 + 1), rolled) // IDX_TO_ASID()
+    }
+
+    /// The slow path of `check_and_switch_context()`, under
+    /// `raw_spin_lock_irqsave(&cpu_asid_lock)`.
+    async fn check_and_switch_context_slow(&self, ctx: &Ctx, mm: MmId) {
+        let _f = ctx.func(crate::label!("check_and_switch_context"));
+        let w = &ctx.w;
+        let cpu = ctx.cpu();
+        ctx.irq_save();
+        ctx.spin_lock(self.lock.get()).await;
+        let mut id = w.k.borrow().mms[mm as usize].context_id;
+        let (flush, new_number) = {
+            let mut g = self.st.borrow_mut();
+            let st = g.as_mut().expect("init");
+            let mut new_number = false;
+            if (id ^ st.generation) >> self.bits != 0 {
+                let (new, rolled) = self.new_context(st, cpu, id);
+                if rolled {
+                    w.stats.borrow_mut().asid_rollovers += 1;
+                }
+                new_number = id == 0 || (new ^ id) & (self.first_version() - 1) != 0;
+                id = new;
+            }
+            // cpumask_test_and_clear_cpu(cpu, &tlb_flush_pending)
+            (st.flush_pending.test_and_clear(cpu), new_number)
+        };
+        w.k.borrow_mut().mms[mm as usize].context_id = id;
+        if new_number {
+            w.policy.on_new_context(w, mm); // cpumask_clear(mm_cpumask(mm))
+        }
+        // atomic64_set(&per_cpu(active_asids, cpu), mm->context.id)
+        ctx.atomic_set(|| self.st.borrow_mut().as_mut().expect("init").active[cpu] = id)
+            .await;
+        if flush {
+            local_flush_tlb_all(ctx).await;
+        }
+        ctx.spin_unlock(self.lock.get()).await;
+        ctx.irq_restore();
+    }
+}
+
+/// `cpu_switch_mm(mm->pgd, mm)` (`cpu_v7_switch_mm`): the ASID into
+/// CONTEXTIDR and the tables into TTBR0 (one step in the model: TTBR0
+/// has been the reserved table since the start of the switch), `isb`.
+async fn cpu_switch_mm(ctx: &Ctx, mm: MmId) {
+    let w = &ctx.w;
+    let pgd = w.k.borrow().mms[mm as usize].pgd;
+    let asid = w.user_asid(mm);
+    ctx.step(Op::SetTtbr0(Some(Ttbr0 { mm, pgd, asid }))).await;
+    ctx.isb().await;
+}
+
+impl AsidAllocator for Asid38 {
+    fn init(&self, w: &World) {
+        let n = w.ncpus();
+        *self.st.borrow_mut() = Some(State {
+            generation: self.first_version(),
+            map: vec![false; self.first_version() as usize - 1],
+            active: vec![0; n],
+            reserved: vec![0; n],
+            flush_pending: CpuMask::new(n),
+        });
+        self.lock.set(w.new_lock("cpu_asid_lock"));
+    }
+
+    fn asid_of(&self, w: &World, mm: MmId) -> Asid {
+        (w.k.borrow().mms[mm as usize].context_id & (self.first_version() - 1)) as Asid
+    }
+
+    fn supports_kpti(&self) -> bool {
+        false
+    }
+
+    fn check_and_switch_context<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
+        Box::pin(async move {
+            let w = &ctx.w;
+            let cpu = ctx.cpu();
+            // Avoid speculative walks with the wrong TTBR during the switch.
+            cpu_set_reserved_ttbr0(ctx).await;
+            let (id, gen) = ctx
+                .atomic_read(|| {
+                    let st = self.st.borrow();
+                    let id = w.k.borrow().mms[mm as usize].context_id;
+                    (id, st.as_ref().expect("init").generation)
+                })
+                .await;
+            let mut fast = false;
+            if (id ^ gen) >> self.bits == 0 {
+                // atomic64_xchg(&per_cpu(active_asids, cpu), mm->context.id)
+                let was = ctx
+                    .cmpxchg(|| {
+                        let mut st = self.st.borrow_mut();
+                        let slot = &mut st.as_mut().expect("init").active[cpu];
+                        std::mem::replace(slot, id)
+                    })
+                    .await;
+                fast = was != 0;
+            }
+            if !fast {
+                self.check_and_switch_context_slow(ctx, mm).await;
+            }
+            // switch_mm_fastpath:
+            w.policy.before_ttbr0_load(ctx, mm).await;
+            cpu_switch_mm(ctx, mm).await;
+        })
+    }
+}
+
+/// The registry entry of `arm-asid-reserved-3.8`.
+pub const ENTRY: AllocatorEntry = AllocatorEntry {
+    name: "arm-asid-reserved-3.8",
+    description: "ARM 2012 (Linux 3.8): reserved ASIDs at rollover, no IPIs, xchg fast path, \
+                  first free bit, one TLBIALLIS per rollover",
+    arch: Some(crate::config::Arch::Arm64),
+    // Linux 3.8's lost reservation (fixed in 3.11 by ae120d9edfe9): a CPU
+    // running one mm through two rollovers keeps its ASID, which is handed
+    // to another mm.
+    breaks: Some(Breaks {
+        invariant: Invariant::AsidIsolation,
+        search: super::mutants::ALLOCATOR_SEARCH,
+    }),
+    new: |_, bits| Box::new(Asid38::new(bits)),
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(a: &Asid38, ncpus: usize) -> State {
+        State {
+            generation: a.first_version(),
+            map: vec![false; a.first_version() as usize - 1],
+            active: vec![0; ncpus],
+            reserved: vec![0; ncpus],
+            flush_pending: CpuMask::new(ncpus),
+        }
+    }
+
+    #[test]
+    fn asids_start_at_one_and_take_the_first_free_bit() {
+        let a = Asid38::new(2); // user ASIDs 1..=3
+        let mut st = state(&a, 2);
+        let ids: Vec<u64> = (0..3).map(|_| a.new_context(&mut st, 0, 0).0 & 3).collect();
+        assert_eq!(ids, vec![1, 2, 3]);
+        // A stale mm whose old number is free does not get it back: arm64
+        // would, 3.8 takes the first free bit after the rollover.
+        st.active[1] = (1 << 2) | 2; // CPU1 runs the mm with ASID 2
+        let (new, rolled) = a.new_context(&mut st, 0, (1 << 2) | 3);
+        assert!(rolled);
+        assert_eq!(new, (2 << 2) | 1, "first free index after ASID 2 was reserved");
+        assert!(st.flush_pending.test(0) && !st.flush_pending.test(1));
+        assert_eq!(st.reserved, vec![0, (1 << 2) | 2]);
+        // The mm running on CPU1 keeps its number into the new generation.
+        let (kept, rolled) = a.new_context(&mut st, 1, (1 << 2) | 2);
+        assert_eq!((kept, rolled), ((2 << 2) | 2, false));
+    }
+
+    #[test]
+    fn a_second_rollover_without_a_switch_loses_the_reservation() {
+        // Linux 3.8's bug (fixed by ae120d9edfe9 in 3.11): CPU1 runs one
+        // mm through two rollovers by CPU0, and its ASID is handed out.
+        let a = Asid38::new(2);
+        let mut st = state(&a, 2);
+        let running = a.new_context(&mut st, 1, 0).0; // ASID 1 on CPU1
+        st.active[1] = running;
+        for _ in 0..2 {
+            a.new_context(&mut st, 0, 0);
+        }
+        let (_, rolled) = a.new_context(&mut st, 0, 0);
+        assert!(rolled, "first rollover");
+        assert_eq!(st.reserved[1], running);
+        assert_eq!(st.active[1], 0);
+        let mut handed = Vec::new();
+        for _ in 0..3 {
+            handed.push(a.new_context(&mut st, 0, 0).0 & 3);
+        }
+        assert_eq!(st.reserved[1], 0, "the second rollover read active 0");
+        assert!(handed.contains(&(running & 3)), "ASID {running} reused: {handed:?}");
+    }
+}
