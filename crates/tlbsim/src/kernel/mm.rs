@@ -408,7 +408,7 @@ pub(crate) fn insert_vma(
 }
 
 /// Lowest address `mmap` hands out.
-const MMAP_MIN_ADDR: u64 = 0x1000_0000;
+pub(crate) const MMAP_MIN_ADDR: u64 = 0x1000_0000;
 
 /// `unmapped_area_topdown()`: the start of the highest free range of `len`
 /// bytes below `ceiling` (`mm->mmap_base`), so that ranges freed by munmap
@@ -553,14 +553,21 @@ pub async fn sys_munmap(ctx: &Ctx, addr: u64, len: u64) {
     call_range(ctx, mm, addr, end);
     ctx.mmap_write_lock(mm).await;
     ctx.work(ctx.w.profile.kernel.munmap_ns).await;
+    do_munmap(ctx, mm, addr, end).await;
+    ctx.mmap_write_unlock(mm).await;
+    syscall_exit(ctx, "munmap").await;
+}
+
+/// `do_munmap()` of `[addr, end)` (page aligned) with the mmap_lock held
+/// for writing: removes the VMAs, zaps their PTEs, frees empty page
+/// tables and flushes (`unmap_region()` through an mmu_gather).
+pub(crate) async fn do_munmap(ctx: &Ctx, mm: MmId, addr: u64, end: u64) {
     let removed = remove_vmas(ctx, mm, addr, end);
     let mut g = MmuGather::begin(ctx, mm, false).await;
     g.zap(ctx, addr, end).await;
     g.free_pgtables(ctx, addr, end).await;
     g.finish(ctx).await;
     super::shmem::release_unmapped(ctx, mm, &removed);
-    ctx.mmap_write_unlock(mm).await;
-    syscall_exit(ctx, "munmap").await;
 }
 
 /// `madvise(addr, len, MADV_DONTNEED)`: zaps PTEs, keeps VMAs and tables.
@@ -828,10 +835,13 @@ pub async fn dup_mmap(ctx: &Ctx, old: MmId) -> MmId {
         let mut k = w.k.borrow_mut();
         let vmas = k.mms[old as usize].vmas.clone();
         let base = k.mms[old as usize].mmap_base;
+        let (start_brk, brk) = (k.mms[old as usize].start_brk, k.mms[old as usize].brk);
         let family = k.mms[old as usize].family;
         let child = &mut k.mms[new as usize];
         child.vmas = vmas.clone();
         child.mmap_base = base;
+        child.start_brk = start_brk;
+        child.brk = brk;
         child.family = family;
         for s in vmas.values().filter_map(|v| v.shmem) {
             k.shmem[s.id as usize].mms.insert(new);

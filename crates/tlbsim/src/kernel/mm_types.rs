@@ -163,6 +163,11 @@ pub struct Mm {
     pub tlb_flush_pending: u32,
     /// `mm->mmap_base`: mmap hands out the highest free range below it.
     pub mmap_base: u64,
+    /// `mm->start_brk`: where the heap (`brk`) begins; `brk()` never goes
+    /// below it.
+    pub start_brk: u64,
+    /// `mm->brk`: the current end of the heap (not page aligned).
+    pub brk: u64,
     /// Not yet freed.
     pub live: bool,
     /// `mmap_lock` (reader-writer).

@@ -7,6 +7,7 @@
 
 pub mod anon;
 pub mod arm64;
+pub mod brk;
 pub mod file;
 pub mod folio;
 pub mod madvise;

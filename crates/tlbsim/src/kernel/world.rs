@@ -336,6 +336,8 @@ impl World {
             cpumask: CpuMask::new(self.ncpus()),
             tlb_flush_pending: 0,
             mmap_base: 0x7f00_0000_0000,
+            start_brk: super::brk::START_BRK,
+            brk: super::brk::START_BRK,
             live: true,
             mmap_lock,
             ptl,

@@ -13,10 +13,12 @@
 //!   `madvise_per_iteration` MADV_DONTNEED calls over a large never-touched
 //!   range (which zap no PTE and so flush nothing).
 
+use super::libtool_wrapper::{launch, Launcher, WrapperShape};
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::mem::{Perms, PAGE_SIZE};
+use crate::kernel::brk::sys_brk;
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
 use crate::kernel::sched::{spawn_user, sys_exec, sys_fork, sys_wait};
 use crate::kernel::{Ctx, TaskId, World};
@@ -76,32 +78,87 @@ impl Default for Anatomy {
     }
 }
 
+impl Anatomy {
+    /// The direct start of a program with this anatomy (the loader's
+    /// mappings and faults; `start_mmaps` small mappings plus the
+    /// program's own, one of them unmapped again).
+    pub(crate) fn image(&self) -> Image {
+        Image {
+            mmaps: self.start_mmaps + 1,
+            start_faults: self.start_faults,
+            cow_faults: self.start_cow_faults,
+            mprotects: self.start_mprotects,
+            munmaps: 1,
+            brks: 0,
+        }
+    }
+}
+
+/// What one program does between `execve` and its own work: the dynamic
+/// loader's and libc's system calls and faults (counted per program with
+/// strace and perf on the host; docs/model.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Image {
+    /// mmap calls: the loader's (4 pages each) and, last, one over the
+    /// pages the program faults in.
+    pub mmaps: u64,
+    /// Pages faulted in (read) at start.
+    pub start_faults: u64,
+    /// Of those, pages then written (private file data: copy-on-write).
+    pub cow_faults: u64,
+    /// mprotect calls (RELRO), each over one touched page: one flush each.
+    pub mprotects: u64,
+    /// munmap calls, each of a loader mapping with one touched page.
+    pub munmaps: u64,
+    /// brk calls: ld.so's `brk(0)` first, then malloc's growths.
+    pub brks: u64,
+}
+
+/// How far glibc's malloc moves the break when it first grows the heap:
+/// the request plus `M_TOP_PAD` (128 KiB), page aligned, 0x21000 bytes in
+/// the host's strace of sed and ls.
+const HEAP_GROWTH_BYTES: u64 = 0x21000;
+
+/// `execve()` of a program and its start-up ([`Image`]).
+pub(crate) async fn program_start(ctx: &Ctx, img: &Image) {
+    sys_exec(ctx).await;
+    let mut brk = match img.brks {
+        0 => None,
+        _ => Some(sys_brk(ctx, 0).await),
+    };
+    // The loader: mappings, faults, copy-on-write of private data, RELRO.
+    let mut maps = Vec::new();
+    for _ in 1..img.mmaps {
+        maps.push(sys_mmap(ctx, 4 * PAGE_SIZE, Perms::RW).await);
+    }
+    let main = sys_mmap(ctx, img.start_faults.max(1) * PAGE_SIZE, Perms::RW).await;
+    for i in 0..img.start_faults {
+        ctx.user_access(main + i * PAGE_SIZE, false).await;
+    }
+    for i in 0..img.cow_faults.min(img.start_faults) {
+        ctx.user_access(main + i * PAGE_SIZE, true).await;
+    }
+    for i in 0..img.mprotects.min(img.start_faults) {
+        sys_mprotect(ctx, main + i * PAGE_SIZE, PAGE_SIZE, Perms::R).await;
+    }
+    // ld.so unmaps its cache (one touched page), and so on.
+    for &m in maps.iter().take(img.munmaps as usize) {
+        ctx.user_access(m, false).await;
+        sys_munmap(ctx, m, 4 * PAGE_SIZE).await;
+    }
+    // malloc's heap growths.
+    for _ in 1..img.brks {
+        let cur = brk.unwrap_or(0);
+        brk = Some(sys_brk(ctx, cur + HEAP_GROWTH_BYTES).await);
+    }
+}
+
 /// Runs in the child after fork: COW faults, exec, loader start-up.
 async fn child_start(ctx: &Ctx, a: &Anatomy, shell_base: u64) {
     for i in 0..a.child_cow_faults {
         ctx.user_access(shell_base + i * PAGE_SIZE, true).await;
     }
-    sys_exec(ctx).await;
-    // The loader: mappings, faults, copy-on-write of private data, RELRO.
-    let mut maps = Vec::new();
-    for _ in 0..a.start_mmaps {
-        maps.push(sys_mmap(ctx, 4 * PAGE_SIZE, Perms::RW).await);
-    }
-    let main = sys_mmap(ctx, a.start_faults.max(1) * PAGE_SIZE, Perms::RW).await;
-    for i in 0..a.start_faults {
-        ctx.user_access(main + i * PAGE_SIZE, false).await;
-    }
-    for i in 0..a.start_cow_faults.min(a.start_faults) {
-        ctx.user_access(main + i * PAGE_SIZE, true).await;
-    }
-    for i in 0..a.start_mprotects.min(a.start_faults) {
-        sys_mprotect(ctx, main + i * PAGE_SIZE, PAGE_SIZE, Perms::R).await;
-    }
-    // ld.so unmaps its cache (one touched page).
-    if let Some(&m) = maps.first() {
-        ctx.user_access(m, false).await;
-        sys_munmap(ctx, m, 4 * PAGE_SIZE).await;
-    }
+    program_start(ctx, &a.image()).await;
 }
 
 /// The shell's side of one fork: COW faults on its working set.
@@ -113,7 +170,7 @@ async fn parent_after_fork(ctx: &Ctx, a: &Anatomy, shell_base: u64) {
 }
 
 /// The shell's working set.
-async fn shell_setup(ctx: &Ctx, a: &Anatomy) -> u64 {
+pub(crate) async fn shell_setup(ctx: &Ctx, a: &Anatomy) -> u64 {
     let base = sys_mmap(ctx, a.shell_pages.max(1) * PAGE_SIZE, Perms::RW).await;
     for i in 0..a.shell_pages {
         ctx.user_access(base + i * PAGE_SIZE, true).await;
@@ -238,6 +295,17 @@ pub struct Tcmalloc {
     /// Heap size in pages (never touched by the loop).
     #[serde(default = "d_heap")]
     pub heap_pages: u64,
+    /// How for-each-cpu.sh's child starts the test: `"direct"` (fork,
+    /// exec of the binary; the default) or `"libtool-wrapper"` (a
+    /// gperftools build tree's wrapper script first,
+    /// [`super::libtool_wrapper`]).
+    #[serde(default)]
+    pub launcher: Launcher,
+    /// The wrapper's shape; given only with `launcher =
+    /// "libtool-wrapper"`, and recorded in the resolved parameters only
+    /// then (so that direct runs record what they always did).
+    #[serde(flatten)]
+    pub wrapper: WrapperShape,
     /// Process anatomy.
     #[serde(flatten)]
     pub anatomy: Anatomy,
@@ -280,7 +348,16 @@ impl Workload for Tcmalloc {
                             "tcmalloc_large_heap_fragmentation_unittest",
                             Box::new(move |c: Ctx| {
                                 Box::pin(async move {
-                                    child_start(&c, &m.anatomy, base).await;
+                                    match m.launcher {
+                                        Launcher::Direct => child_start(&c, &m.anatomy, base).await,
+                                        Launcher::LibtoolWrapper => {
+                                            let (s, a) = (
+                                                Rc::new(m.wrapper.clone()),
+                                                Rc::new(m.anatomy.clone()),
+                                            );
+                                            launch(&c, &s, &a, base).await;
+                                        }
+                                    }
                                     let len = m.heap_pages.max(1) * PAGE_SIZE;
                                     let heap = sys_mmap(&c, len, Perms::RW).await;
                                     for _ in 0..m.iterations {
@@ -317,7 +394,40 @@ pub fn tcmalloc_from_params(p: &Params) -> Result<Tcmalloc, String> {
     if !(0.0..=1.0).contains(&t.madvise_per_iteration) {
         return Err("`madvise_per_iteration` must be within 0..=1".into());
     }
+    match t.launcher {
+        Launcher::Direct => {
+            if let Some(k) = wrapper_keys().into_iter().find(|k| p.contains_key(k)) {
+                return Err(format!(
+                    "`{k}`: a libtool wrapper parameter, used only with launcher = \"libtool-wrapper\""
+                ));
+            }
+        }
+        Launcher::LibtoolWrapper => t.wrapper.validate(&t.anatomy)?,
+    }
     Ok(t)
+}
+
+/// The names of [`WrapperShape`]'s parameters.
+fn wrapper_keys() -> Vec<String> {
+    match toml::Value::try_from(WrapperShape::default()) {
+        Ok(toml::Value::Table(t)) => t.keys().cloned().collect(),
+        _ => unreachable!("a struct serialises as a table"),
+    }
+}
+
+/// `tcmalloc`'s resolved parameters: a direct launch records neither
+/// `launcher` nor the wrapper's shape, as before the wrapper existed.
+fn tcmalloc_resolved(p: &Params) -> Result<super::Resolved, String> {
+    let t = tcmalloc_from_params(p)?;
+    let direct = t.launcher == Launcher::Direct;
+    let mut r = super::resolved(t)?;
+    if direct {
+        r.params.remove("launcher");
+        for k in wrapper_keys() {
+            r.params.remove(&k);
+        }
+    }
+    Ok(r)
 }
 
 /// The registry entry of `sort-compute`.
@@ -330,6 +440,6 @@ pub const SORT_COMPUTE_ENTRY: WorkloadEntry = WorkloadEntry {
 /// The registry entry of `tcmalloc`.
 pub const TCMALLOC_ENTRY: WorkloadEntry = WorkloadEntry {
     name: "tcmalloc",
-    description: "seed 000: one tcmalloc large-heap-fragmentation test per CPU (user work, madvise over untouched heap)",
-    new: |p| super::resolved(tcmalloc_from_params(p)?),
+    description: "seed 000: one tcmalloc large-heap-fragmentation test per CPU (user work, madvise over untouched heap), started directly or through libtool's wrapper",
+    new: tcmalloc_resolved,
 };

@@ -4,6 +4,7 @@ pub mod asid_churn;
 pub mod churn;
 pub mod flushbench;
 pub mod hackbench;
+pub mod libtool_wrapper;
 pub mod lifecycle;
 pub mod migrate_bench;
 pub mod mprotect;

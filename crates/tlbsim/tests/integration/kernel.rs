@@ -281,3 +281,59 @@ fn hackbench_over_sockets_blocks_senders_on_the_shared_send_buffer() {
     .to_string();
     assert!(e.contains("[workload] transport"), "{e}");
 }
+
+#[test]
+fn brk_grows_without_flushing_shrinks_like_munmap_and_fork_inherits_the_break() {
+    use tlbsim::kernel::brk::{sys_brk, START_BRK};
+    use tlbsim::kernel::sched::{sys_fork, sys_wait};
+    let w = world(2);
+    let seen: Rc<Cell<[u64; 6]>> = Rc::default();
+    let out = Rc::clone(&seen);
+    run_process(
+        &w,
+        Box::new(move |ctx: Ctx| {
+            Box::pin(async move {
+                let flushes = |c: &Ctx| {
+                    let t = c.w.stats.borrow().total();
+                    t.flushes_broadcast + t.flushes_local + t.flushes_skipped
+                };
+                // brk(0) asks for the break; growing maps nothing.
+                let b0 = sys_brk(&ctx, 0).await;
+                let b1 = sys_brk(&ctx, b0 + 3 * PAGE_SIZE + 10).await;
+                let grown = flushes(&ctx);
+                for i in 0..3 {
+                    assert!(ctx.user_access(b0 + i * PAGE_SIZE, true).await);
+                }
+                // The child inherits the heap and the break.
+                let child = Box::new(move |c: Ctx| -> tlbsim::kernel::TaskFuture {
+                    Box::pin(async move {
+                        assert_eq!(sys_brk(&c, 0).await, b1);
+                        assert!(c.user_access(b0, true).await);
+                    })
+                });
+                sys_fork(&ctx, "child", child).await;
+                while sys_wait(&ctx).await.is_some() {}
+                let before = flushes(&ctx);
+                // Shrinking to one page unmaps the two touched pages above.
+                let b2 = sys_brk(&ctx, b0 + PAGE_SIZE).await;
+                let shrunk = flushes(&ctx) - before;
+                let gone = !ctx.user_access(b0 + PAGE_SIZE, false).await;
+                assert!(ctx.user_access(b0, true).await, "the page below stays");
+                // Below start_brk: refused, the break stays.
+                let b3 = sys_brk(&ctx, START_BRK - PAGE_SIZE).await;
+                out.set([b0, b1, grown, b2, shrunk + 10 * u64::from(gone), b3]);
+            })
+        }),
+    );
+    let [b0, b1, grown, b2, shrunk, b3] = seen.get();
+    assert_eq!(b0, START_BRK);
+    assert_eq!(b1, START_BRK + 3 * PAGE_SIZE + 10);
+    assert_eq!(grown, 0, "no flush while only growing");
+    assert_eq!(b2, START_BRK + PAGE_SIZE);
+    assert_eq!(
+        shrunk,
+        1 + 10,
+        "one range flush, and the pages are unmapped"
+    );
+    assert_eq!(b3, b2);
+}

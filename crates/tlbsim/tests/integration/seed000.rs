@@ -134,3 +134,164 @@ fn madvise_of_untouched_heap_flushes_only_with_zap_flush_always() {
         "every madvise flushes: {with} against {without}"
     );
 }
+
+/// Counts, from the event stream, the kernel calls by name and the write
+/// faults on write-protected PTEs: copies (`wp_page_copy` clears the PTE
+/// inside the fault) and reuses (the same frame made writable).
+#[derive(Default, Debug)]
+struct LaunchCounts {
+    calls: std::collections::BTreeMap<&'static str, u64>,
+    in_fault: std::collections::BTreeMap<usize, bool>,
+    cow_copies: u64,
+    cow_reuses: u64,
+    events: u64,
+}
+
+/// The observer that fills [`LaunchCounts`] (shared with the test).
+struct LaunchCounter(std::rc::Rc<std::cell::RefCell<LaunchCounts>>);
+
+impl tlbsim::observe::Observer for LaunchCounter {
+    fn event(&mut self, _now: u64, ev: &tlbsim::observe::Event, _hw: &tlbsim::hw::Hw) {
+        use tlbsim::observe::Event;
+        let mut c = self.0.borrow_mut();
+        c.events += 1;
+        match *ev {
+            Event::CallEnter { cpu, call, .. } => {
+                *c.calls.entry(call).or_default() += 1;
+                c.in_fault.insert(cpu, call == "fault");
+            }
+            Event::CallExit { cpu, .. } => {
+                c.in_fault.insert(cpu, false);
+            }
+            Event::PteWrite {
+                cpu,
+                old: Some(old),
+                new,
+                ..
+            } if c.in_fault.get(&cpu) == Some(&true) => match new {
+                None => c.cow_copies += 1,
+                Some(n) if n.pfn == old.pfn && !old.perms.write() && n.perms.write() => {
+                    c.cow_reuses += 1;
+                }
+                Some(_) => {}
+            },
+            _ => {}
+        }
+    }
+    fn failure(&self) -> Option<tlbsim::check::Violation> {
+        None
+    }
+    fn events_seen(&self) -> u64 {
+        self.0.borrow().events
+    }
+}
+
+/// One tcmalloc copy started by `launcher` on 4 CPUs of ampere-32 with
+/// `policy`, its loop cut to nothing: the counts and the run's
+/// (broadcast, local, skipped) flushes.
+fn launch_counts(policy: &str, launcher: &str) -> (LaunchCounts, [u64; 3]) {
+    use std::rc::Rc;
+    use tlbsim::kernel::TaskState;
+    let wl =
+        format!("name = \"tcmalloc\"\nprocesses = 1\niterations = 0\nlauncher = \"{launcher}\"");
+    let e = common::experiment("ampere-32", policy, 4, "", &wl, "");
+    let built = tlbsim::sim::build(&e, &tlbsim::sim::RunOptions::default()).unwrap();
+    let w = Rc::clone(&built.world);
+    let counts: Rc<std::cell::RefCell<LaunchCounts>> = Rc::default();
+    *w.observer.borrow_mut() = Some(Box::new(LaunchCounter(Rc::clone(&counts))));
+    let root = built.roots[0].1;
+    let mut d = tlbsim::driver::TimingDriver::new(Rc::clone(&w), 10_000_000_000);
+    d.run_until(|w| w.k.borrow().tasks[root].state == TaskState::Zombie)
+        .unwrap();
+    let t = w.stats.borrow().total();
+    built.teardown();
+    let c = std::mem::take(&mut *counts.borrow_mut());
+    (c, [t.flushes_broadcast, t.flushes_local, t.flushes_skipped])
+}
+
+#[test]
+fn the_libtool_wrapper_launch_makes_the_measured_calls_and_stock_broadcasts_its_flushes() {
+    let (direct, df) = launch_counts("arm64-stock", "direct");
+    let (wrapper, wf) = launch_counts("arm64-stock", "libtool-wrapper");
+    let added = |call: &str| {
+        let n = |c: &LaunchCounts| c.calls.get(call).copied().unwrap_or(0);
+        n(&wrapper) - n(&direct)
+    };
+    // docs/research/seed000-libtool-launch.md, tree B (steady state): the
+    // wrapper adds 13 forks and exits, 6 execs (bash, 3 sed, 2 ls), 187
+    // mmap, 6 munmap, 32 mprotect and 19 brk calls.
+    assert_eq!(added("fork"), 13);
+    assert_eq!(added("exit"), 13);
+    assert_eq!(added("execve"), 6);
+    assert_eq!(added("mmap"), 187);
+    assert_eq!(added("munmap"), 6);
+    assert_eq!(added("mprotect"), 32);
+    assert_eq!(added("brk"), 19);
+    assert_eq!(
+        direct.calls.get("brk"),
+        None,
+        "the direct start is unchanged"
+    );
+    // The write faults the parameters ask for: the wrapper's 10 at start,
+    // 10 copies and 46 reuses per command (6), 31 in each of 8 subshells,
+    // 12 + 14 in each of 5 helpers = 724; of which 448 copies.
+    let copies = wrapper.cow_copies - direct.cow_copies;
+    let reuses = wrapper.cow_reuses - direct.cow_reuses;
+    assert_eq!(copies + reuses, 724, "{copies} copies, {reuses} reuses");
+    assert_eq!(copies, 448, "{reuses} reuses");
+    // Every flush of the launch broadcasts on stock: one per copy and per
+    // reuse (arm64's flush after ptep_set_access_flags), per mprotect and
+    // munmap, per torn-down address space (13 exits, 6 execs), and per
+    // fork that write-protected a PTE (the model's dup_mmap flushes only
+    // then: a pipeline's second fork, in 3 subshells that wrote nothing
+    // between their two forks, does not flush, so 10 of the 13).
+    assert_eq!((wf[1], wf[2], df[1], df[2]), (0, 0, 0, 0), "no local flush");
+    let flushes = wf[0] - df[0];
+    assert_eq!(
+        flushes,
+        724 + 32 + 6 + 10 + 13 + 6,
+        "{flushes} added flushes"
+    );
+    // The same launch under v2: the single-threaded processes flush
+    // locally.
+    let (_, v2) = launch_counts("arm64-skip-broadcast-v2", "libtool-wrapper");
+    assert!(
+        v2[0] * 20 < v2[1],
+        "v2 broadcasts {} of {}",
+        v2[0],
+        v2[0] + v2[1]
+    );
+}
+
+#[test]
+fn the_wrapper_shape_is_recorded_only_when_used_and_refused_without_it() {
+    let direct = tlbsim::workload::build("tcmalloc", &Default::default()).unwrap();
+    assert!(!direct.params.contains_key("launcher"));
+    assert!(!direct.params.contains_key("sed_mmaps"));
+    let mut p = tlbsim::workload::Params::new();
+    p.insert(
+        "launcher".into(),
+        toml::Value::String("libtool-wrapper".into()),
+    );
+    let wrapper = tlbsim::workload::build("tcmalloc", &p).unwrap();
+    assert_eq!(wrapper.params["sed_mmaps"], toml::Value::Integer(34));
+    assert_eq!(
+        wrapper.params["libtool_fast_install"],
+        toml::Value::String("yes".into())
+    );
+    let mut q = tlbsim::workload::Params::new();
+    q.insert("sed_mmaps".into(), toml::Value::Integer(3));
+    let e = tlbsim::workload::build("tcmalloc", &q).unwrap_err();
+    assert!(e.starts_with("`sed_mmaps`: "), "{e}");
+    p.insert(
+        "wrapper_reuse_faults_per_command".into(),
+        toml::Value::Integer(500),
+    );
+    let e = tlbsim::workload::build("tcmalloc", &p).unwrap_err();
+    assert!(e.contains("`shell_pages`"), "{e}");
+    p.insert("sed_nmaps".into(), toml::Value::Integer(3));
+    assert!(
+        tlbsim::workload::build("tcmalloc", &p).is_err(),
+        "unknown field"
+    );
+}
