@@ -862,12 +862,10 @@ pub async fn dup_mmap(ctx: &Ctx, old: MmId) -> MmId {
     let mut ptes = present_ptes(w, old, 0, TASK_SIZE);
     ptes.retain(|&(va, _)| !shared(va));
     let cpu = ctx.cpu();
-    let mut changed = false;
     for &(va, p) in &ptes {
         let ro = Perms(p.perms.0 & !2);
         if p.perms.write() {
             set_pte(w, cpu, old, va, Some((p.pfn, ro)));
-            changed = true;
         }
         w.hw.borrow_mut().mem.get_frame(p.pfn);
         set_pte(w, cpu, new, va, Some((p.pfn, ro)));
@@ -897,9 +895,9 @@ pub async fn dup_mmap(ctx: &Ctx, old: MmId) -> MmId {
     ctx.work(w.profile.kernel.fork_per_pte_ns * (ptes.len() + swapped.len()) as u64)
         .await;
     ctx.ptl_unlock(old, 0).await;
-    if changed {
-        flush_tlb_mm(ctx, old).await;
-    }
+    // Unconditional in every Linux version, even when no PTE was
+    // write-protected (kernel/fork.c, `out:` of dup_mmap()).
+    flush_tlb_mm(ctx, old).await;
     ctx.mmap_write_unlock(old).await;
     new
 }
