@@ -130,13 +130,14 @@ pub struct WrapperShape {
     pub wrapper_user_ns: u64,
     /// User work of each fork-only subshell (ns). Derived: the launch's
     /// CPU time is measured (tree B: 13.76 - 3.28 = 10.48 ms of
-    /// task-clock added per launch on the host), x 2.1 (eMAG/host,
-    /// docs/model.md) = 22.0 ms, less the 7.16 ms the model charges for
-    /// the launch's kernel work (one copy under arm64-skip-broadcast-v2,
-    /// where every flush is local; docs/model.md, "The libtool wrapper
-    /// launch"): 14.85 ms of user work. Its split by process was not
-    /// measured: even over the 14 processes (the wrapper's bash and the
-    /// 13 it creates), 1.06 ms each (estimated).
+    /// task-clock added per launch on the host), x 2.5 (eMAG/host,
+    /// docs/model.md) = 26.2 ms, less the 6.21 ms of kernel work the
+    /// model adds for the launch (one copy on ampere-32 under
+    /// arm64-skip-broadcast-v2, where every flush is local, no user work:
+    /// 7.70 ms through the wrapper against 1.49 ms direct; docs/model.md,
+    /// "The libtool wrapper launch"): 20.0 ms of user work. Its split by
+    /// process was not measured: even over the 14 processes (the
+    /// wrapper's bash and the 13 it creates), 1.43 ms each (estimated).
     #[serde(default = "d_user_ns")]
     pub subshell_user_ns: u64,
     /// User work of each exec'd `sed` or `ls` (ns), after its start-up
@@ -185,7 +186,7 @@ fn d_ls_mprotects() -> u64 {
     5
 }
 fn d_user_ns() -> u64 {
-    1_060_000
+    1_430_000
 }
 
 impl Default for WrapperShape {

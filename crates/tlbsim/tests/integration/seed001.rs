@@ -450,10 +450,14 @@ fn madv_cold_flushes_the_translations_it_makes_old_and_keeps_the_race_checks() {
     };
     // Each MADV_COLD that finds mapped pages flushes them (one range flush
     // at tlb_finish_mmu()); kswapd still reclaims; nothing goes stale.
-    let (cold, none) = (
-        run_ok(&kswapd(true, "arm64-stock")),
-        run_ok(&kswapd(false, "arm64-stock")),
-    );
+    // Over 20 iterations: with the experiment's 6, whether any MADV_COLD
+    // finds its page mapped depends on the timing of kswapd and the forks.
+    let longer = |cold: bool| {
+        let mut e = kswapd(cold, "arm64-stock");
+        set_params(&mut e, &[("iterations", toml::Value::Integer(20))]);
+        run_ok(&e)
+    };
+    let (cold, none) = (longer(true), longer(false));
     assert!(cold.stats.total.flushes_broadcast > none.stats.total.flushes_broadcast);
     assert!(cold.stats.reclaim.pgsteal > 0);
     assert_eq!(cold.checker.verdict, "pass");
@@ -546,8 +550,8 @@ fn reclaim_and_migration_race_mprotect_fork_and_faults_on_the_same_mms() {
     assert!(search("arm64-stock").is_none());
     let f = search("arm64-tlbbatch-6.6").expect("v6.6's race");
     assert_breaks(&f, Invariant::NoStaleHold);
-    let f = search("mutant-tlbbatch-no-batch-sync").expect("frees before the DSB");
-    assert_breaks(&f, Invariant::NoUseAfterFree);
+    let f = search("mutant-tlbbatch-no-batch-sync").expect("returns before the DSB");
+    assert_breaks(&f, Invariant::NoStaleHold);
 }
 
 #[test]
@@ -597,7 +601,7 @@ fn kswapd_swaps_private_pages_shared_after_fork_through_the_swap_cache() {
         200,
         50_000,
     );
-    assert_breaks(&f.expect("caught"), Invariant::NoUseAfterFree);
+    assert_breaks(&f.expect("caught"), Invariant::NoStaleHold);
 }
 
 #[test]

@@ -1,8 +1,11 @@
 //! `mutant-tlbbatch-no-batch-sync`: `arm64-tlbbatch` whose
-//! `arch_tlbbatch_flush()` omits its `DSB ISH`: reclaim frees the pages it
-//! unmapped while their `TLBI`s may still be on their way, so another CPU
-//! can keep using a translation of a frame handed to someone else (the
-//! ordering 72b252aed506 put first: flush, then `free_unref_folios()`).
+//! `arch_tlbbatch_flush()` omits its `DSB ISH`: reclaim returns, and frees
+//! the pages it unmapped, while their `TLBI`s may still be on their way,
+//! so a CPU can keep using a translation after the call that removed it
+//! returned ("no stale hold"), and of a frame handed to someone else ("no
+//! use after free"; the ordering 72b252aed506 put first: flush, then
+//! `free_unref_folios()`). Which the checker sees first depends on the
+//! schedule; its registered search finds the stale hold.
 
 use crate::check::Invariant;
 use crate::config::Arch;
@@ -24,7 +27,7 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
     requires: &[],
     allocators: Allocators::OfArch,
     breaks: Some(Breaks {
-        invariant: Invariant::NoUseAfterFree,
+        invariant: Invariant::NoStaleHold,
         search: batch_search(Source::File("experiments/seed001-explore.toml")),
     }),
     new: || Box::new(TlbBatch::with_flush(no_sync)),
