@@ -20,8 +20,7 @@ fn world(hz: Option<u32>) -> Rc<World> {
     let mut p = builtin_profile("cortex-a15-2").unwrap();
     p.kernel.hz = hz;
     p.validate().unwrap();
-    let mut k = KernelConfig::default();
-    k.asid_allocator = "arm64-asid-reserved".into();
+    let k = KernelConfig::default(); // arm64-asid-reserved
     let alloc = asid_allocator(&k.asid_allocator, &k, p.tlb.asid_bits).unwrap();
     let w = World::new(p, k.clone(), tlb_policy(&k.tlb_policy).unwrap(), alloc);
     *w.observer.borrow_mut() = Some(Box::new(Checker::new(w.ncpus(), 16)));
