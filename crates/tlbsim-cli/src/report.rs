@@ -358,6 +358,14 @@ fn interrupts(s: &mut String, o: &RunOutput) {
         }
         let _ = writeln!(s, "{line}  {what}");
     }
+    if o.stats.per_cpu.iter().any(|c| c.timer_ticks > 0) {
+        // Only with the periodic tick on (`kernel.hz`).
+        let mut line = String::from("  LOC:");
+        for c in &o.stats.per_cpu {
+            line.push_str(&format!("{:>11}", c.timer_ticks));
+        }
+        let _ = writeln!(s, "{line}  Local timer interrupts");
+    }
 }
 
 /// One row of counters per CPU, with the architecture's names.

@@ -396,6 +396,15 @@ pub fn resolve_profile(exp: &Experiment, opts: &RunOptions) -> Result<Profile, S
     if let Some(b) = exp.kernel.asid_bits {
         p.tlb.asid_bits = b;
     }
+    if let Some(hz) = exp.kernel.hz {
+        p.kernel.hz = Some(hz);
+    }
+    if p.kernel.hz.is_none() {
+        // No tick: its cost is unused and left out of the resolved
+        // profile, so that results without a tick read as before it
+        // existed (issue 17).
+        p.kernel.tick_handler_ns = None;
+    }
     p.validate()
         .map_err(|m| SimError::Config(format!("profile {}: {m}", p.name)))?;
     Ok(p)

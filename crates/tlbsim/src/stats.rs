@@ -43,6 +43,10 @@ pub struct CpuStats {
     /// Function-call IPIs received from a call to one CPU ("Single function
     /// call interrupts").
     pub ipi_call_single: u64,
+    /// Timer tick interrupts taken (`/proc/interrupts` "LOC: Local timer
+    /// interrupts"); left out of the JSON when zero (no tick modelled).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub timer_ticks: u64,
     /// Time not spent in the idle task (ns).
     pub busy_ns: u64,
     /// User-mm flushes sent to every CPU (policy decision).
@@ -80,6 +84,7 @@ impl CpuStats {
         self.ipi_resched += o.ipi_resched;
         self.ipi_call += o.ipi_call;
         self.ipi_call_single += o.ipi_call_single;
+        self.timer_ticks += o.timer_ticks;
         self.busy_ns += o.busy_ns;
         self.flushes_broadcast += o.flushes_broadcast;
         self.flushes_local += o.flushes_local;

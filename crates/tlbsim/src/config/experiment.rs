@@ -184,6 +184,12 @@ pub struct KernelConfig {
     /// `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_min_pages: Option<u64>,
+    /// `CONFIG_HZ`: turns the periodic timer tick on at this rate,
+    /// overriding the profile's `kernel.hz` (whose `tick_handler_ns` it
+    /// needs). `None`: the profile's, if any; without either there is no
+    /// tick. Left out of the JSON when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hz: Option<u32>,
 }
 
 /// Transparent huge page mode.
@@ -212,6 +218,7 @@ impl Default for KernelConfig {
             mremap_flush_unlocked: false,
             memory_limit_pages: None,
             memory_min_pages: None,
+            hz: None,
         }
     }
 }

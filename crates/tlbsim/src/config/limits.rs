@@ -51,6 +51,11 @@ pub const MAX_HISTORY: usize = 1 << 20;
 /// of a `--replay` schedule).
 pub const MAX_ACTIONS: usize = 10_000_000;
 
+/// Timer ticks per second (`kernel.hz`): Linux offers 100 to 1,000
+/// (`kernel/Kconfig.hz`), some ports a little more; far above that a
+/// tick is shorter than its own handler.
+pub const MAX_HZ: u32 = 10_000;
+
 /// PCT's bug depth (`check --depth`).
 pub const MAX_PCT_DEPTH: u32 = 1000;
 

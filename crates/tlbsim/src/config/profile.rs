@@ -404,6 +404,17 @@ pub struct KernelCosts {
     pub ipi_handler_ns: u64,
     /// Scheduler time slice.
     pub time_slice_ns: u64,
+    /// `CONFIG_HZ` of the machine's kernel: each CPU takes a periodic
+    /// timer interrupt this many times a second (`kernel/tick.rs`).
+    /// `None` (absent): no tick is modelled, as before issue 17. An
+    /// experiment's `[kernel] hz` overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hz: Option<u32>,
+    /// One timer tick interrupt from entry to exit (the tick handler,
+    /// `update_process_times()` and the softirq work it raises). Needed
+    /// when `hz` is set (here or in the experiment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tick_handler_ns: Option<u64>,
     /// CFS `sysctl_sched_latency` before CPU-count scaling.
     pub sched_latency_ns: u64,
     /// CFS `sysctl_sched_wakeup_granularity` before CPU-count scaling.
@@ -645,6 +656,30 @@ impl Profile {
         }
         if self.kernel.time_slice_ns == 0 {
             return Err("kernel.time_slice_ns must be > 0".into());
+        }
+        self.check_tick()
+    }
+
+    /// The periodic tick's settings: `hz` within 1..=[`limits::MAX_HZ`]
+    /// and, with it, a `tick_handler_ns` shorter than one tick period.
+    fn check_tick(&self) -> Result<(), String> {
+        let Some(hz) = self.kernel.hz else {
+            return Ok(());
+        };
+        if hz == 0 || hz > limits::MAX_HZ {
+            return Err(format!("kernel.hz = {hz} (must be 1..={})", limits::MAX_HZ));
+        }
+        let Some(cost) = self.kernel.tick_handler_ns else {
+            return Err(
+                "kernel.hz is set but the profile has no kernel.tick_handler_ns (the cost of one tick interrupt)"
+                    .into(),
+            );
+        };
+        let period = 1_000_000_000 / u64::from(hz);
+        if cost >= period {
+            return Err(format!(
+                "kernel.tick_handler_ns = {cost} is not shorter than one tick period ({period} ns at kernel.hz = {hz})"
+            ));
         }
         Ok(())
     }

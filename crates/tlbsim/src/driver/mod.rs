@@ -59,6 +59,8 @@ enum Ev {
     /// A time slice of the vCPU thread running the CPU's guest is over
     /// (floating vCPUs: the scheduler tick that matters).
     SliceEnd(u32),
+    /// The host CPU's timer fires (the periodic tick, `kernel/tick.rs`).
+    Tick(u32),
 }
 
 /// A CPU number or an in-flight id as carried in an [`Ev`]. Both index
@@ -152,6 +154,18 @@ pub struct TimingDriver {
     work_step: Vec<Option<(EventId, Ns)>>,
     /// Per CPU: work left of a `Work` step an IPI interrupted.
     interrupted_work: Vec<Option<Ns>>,
+    /// Per CPU: the function the interrupted `Work` step was charged to
+    /// (`step::cpu_time`), given back when it resumes. Only with the tick
+    /// on: without it the handler's function keeps the rest of the step,
+    /// as it always has (changing that would move results without a
+    /// tick).
+    interrupted_label: Vec<Option<&'static Label>>,
+    /// Per CPU: its last `Work` step (under way, or interrupted) is user
+    /// work, which an interrupt returning with `need_resched` cuts short
+    /// when the tick is on.
+    user_step: Vec<bool>,
+    /// The periodic tick's first events are queued.
+    ticking: bool,
     /// Per host lock: its word's cache line.
     lines: Vec<CacheLine>,
     /// Per guest kernel (from 1), per lock: its word's cache line.
@@ -189,6 +203,9 @@ impl TimingDriver {
             last_va: vec![None; n],
             work_step: vec![None; n],
             interrupted_work: vec![None; n],
+            interrupted_label: vec![None; n],
+            user_step: vec![false; n],
+            ticking: false,
             core: Cpus::new(w),
             q: EventQueue::default(),
             result: vec![None; n],
@@ -256,6 +273,7 @@ impl TimingDriver {
             self.charge_to_current(cpu);
             self.run(cpu);
         }
+        self.start_ticks();
         // Counted here and added to the statistics once, on the way out.
         let mut events = 0;
         let end = loop {
@@ -315,22 +333,15 @@ impl TimingDriver {
                 let (cx, ipi, single) = self.ipis[i as usize].take().expect("an IPI in flight");
                 self.free_ipis.push(i);
                 self.core.ipi_arrive(cx, ipi, single);
-                let Some(cpu) = self.core.resident(cx) else {
-                    self.ring_doorbell(cx);
-                    return;
-                };
-                if self.core.running(cpu) != cx {
-                    // A host interrupt to a CPU running a guest.
-                    self.force_exit(cpu);
-                    return;
-                }
-                if !self.core.in_irq(cpu) && !self.core.irqs_off(cpu) {
-                    if *self.core.wait(cpu) == Wait::Step && self.work_step[cpu].is_some() {
-                        self.interrupt_work(cpu);
-                    } else {
-                        self.take_pending_irq(cpu);
-                    }
-                }
+                self.irq_arrived(cx);
+            }
+            Ev::Tick(cpu) => {
+                let cpu = cpu as usize;
+                let period = self.w().tick_period_ns().expect("ticks only with a period");
+                self.q.push(self.now() + period, Ev::Tick(ix(cpu)));
+                // The host context of the CPU (guests have no tick).
+                self.core.tick_arrive(cpu);
+                self.irq_arrived(cpu);
             }
             Ev::DvmApply(id) => self.dvm_apply(id as usize),
             Ev::SyncDone(cpu) => {
@@ -373,6 +384,47 @@ impl TimingDriver {
         }
     }
 
+    /// An interrupt was queued at context `cx`: it is taken at once if
+    /// `cx` runs with interrupts on and no handler (cutting a `Work`
+    /// step), else when they come back on or the step ends; a guest
+    /// context that runs nowhere rings its doorbell; a host interrupt to
+    /// a CPU running a guest makes the guest exit.
+    fn irq_arrived(&mut self, cx: Cx) {
+        let Some(cpu) = self.core.resident(cx) else {
+            self.ring_doorbell(cx);
+            return;
+        };
+        if self.core.running(cpu) != cx {
+            // A host interrupt to a CPU running a guest.
+            self.force_exit(cpu);
+            return;
+        }
+        if !self.core.in_irq(cpu) && !self.core.irqs_off(cpu) {
+            if *self.core.wait(cpu) == Wait::Step && self.work_step[cpu].is_some() {
+                self.interrupt_work(cpu);
+            } else {
+                self.take_pending_irq(cpu);
+            }
+        }
+    }
+
+    /// Queues each host CPU's first timer tick, at the first multiple of
+    /// the tick period after now (every CPU's tick falls at the same
+    /// instants: `kernel/tick.rs`). Nothing without a tick.
+    fn start_ticks(&mut self) {
+        let Some(period) = self.w().tick_period_ns() else {
+            return;
+        };
+        if self.ticking {
+            return;
+        }
+        self.ticking = true;
+        let first = (self.now() / period + 1) * period;
+        for cpu in 0..self.w().ncpus() {
+            self.q.push(first, Ev::Tick(ix(cpu)));
+        }
+    }
+
     /// A host interrupt reached `cpu`, which runs a guest: the guest exits
     /// to the host to take it, at once where it spins or waits, at the end
     /// of its step if one is timed (a `Work` step is cut, its rest resumes
@@ -409,8 +461,9 @@ impl TimingDriver {
 
     /// When vCPU threads share CPUs, the guest `cpu` runs gets a time
     /// slice (`time_slice_ns`) before the host looks at its queue again.
+    /// With the host's timer tick on, the tick does this instead.
     fn start_slice(&mut self, cpu: CpuId) {
-        if self.slice_vcpus && self.core.running(cpu) != cpu {
+        if self.slice_vcpus && self.core.running(cpu) != cpu && !self.ticking {
             let at = self.now() + self.w().profile.kernel.time_slice_ns;
             self.slice_end[cpu] = Some(self.q.push(at, Ev::SliceEnd(ix(cpu))));
         }
@@ -572,7 +625,21 @@ impl TimingDriver {
         if self.core.irq_pending(cpu) {
             self.start_irq(cpu);
         } else if let Some(left) = self.interrupted_work[cpu].take() {
-            self.after_work(cpu, left);
+            let label = self.interrupted_label[cpu].take();
+            if self.user_step[cpu] && self.resched_on_return_to_user(cpu) {
+                // ret_to_user_from_irq → work_pending → schedule(): the
+                // task stops its user work here and does the rest later.
+                let mut st = self.core.w.stats.borrow_mut();
+                let busy = &mut st.cpu[cpu].busy_ns;
+                *busy = busy.saturating_sub(left);
+                drop(st);
+                self.complete(cpu, OpResult::WorkLeft(left));
+            } else {
+                if let Some(label) = label {
+                    self.cpu_time.relabel(cpu, self.now(), label);
+                }
+                self.after_work(cpu, left);
+            }
         } else {
             match *self.core.wait(cpu) {
                 Wait::Ready(r) => self.complete(cpu, r),
@@ -581,6 +648,16 @@ impl TimingDriver {
                 _ => {}
             }
         }
+    }
+
+    /// Does a handler that interrupted user work on `cpu` return to user
+    /// space with `need_resched` set, in a host kernel with the timer tick
+    /// on? (Without the tick, user work is cut at slice boundaries
+    /// instead: `Ctx::user_work`.)
+    fn resched_on_return_to_user(&self, cpu: CpuId) -> bool {
+        self.ticking
+            && self.core.running(cpu) == cpu
+            && self.core.w.k.borrow().cpus[cpu].need_resched
     }
 
     /// Starts a queued IPI on `cpu` if it waits interruptibly (idle, on a
@@ -603,6 +680,9 @@ impl TimingDriver {
             self.q.cancel(id);
             self.work_step[cpu] = None;
             self.interrupted_work[cpu] = Some(end - self.now());
+            if self.ticking {
+                self.interrupted_label[cpu] = Some(self.cpu_time.label(cpu));
+            }
             self.core.set_wait(cpu, Wait::Free);
             self.start_irq(cpu);
         }
@@ -775,6 +855,10 @@ impl TimingDriver {
                 }
                 let s = self.take_stolen(cpu);
                 self.w().stats.borrow_mut().cpu[cpu].busy_ns += ns;
+                if !self.core.in_irq(cpu) {
+                    // A handler's work is not the task's.
+                    self.user_step[cpu] = user;
+                }
                 self.after_work(cpu, ns + s);
                 // An IPI that waited for interrupts to come back on is
                 // taken now.

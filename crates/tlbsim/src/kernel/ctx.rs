@@ -310,15 +310,25 @@ impl Ctx {
         false
     }
 
-    /// User-mode computation for `ns`, preemptible at time-slice boundaries.
+    /// User-mode computation for `ns`. Without a timer tick it is
+    /// preemptible at time-slice boundaries (the model's stand-in for the
+    /// tick). With one, it is a single step that an interrupt returning
+    /// to user space with `need_resched` set cuts short (the tick sets it
+    /// at a slice's end: `kernel/tick.rs`); the task then reschedules and
+    /// does the rest when it runs again.
     pub async fn user_work(&self, ns: u64) {
         self.w.rcu_quiescent(self.cpu()); // user mode: quiescent
-        let slice = self.w.profile.kernel.time_slice_ns;
+        let slice = match self.w.tick_period_ns() {
+            Some(_) => u64::MAX,
+            None => self.w.profile.kernel.time_slice_ns,
+        };
         let mut left = ns;
         while left > 0 {
             let d = left.min(slice);
-            self.step(Op::Work { ns: d, user: true }).await;
             left -= d;
+            if let OpResult::WorkLeft(rest) = self.step(Op::Work { ns: d, user: true }).await {
+                left += rest;
+            }
             sched::maybe_preempt(self).await;
         }
     }

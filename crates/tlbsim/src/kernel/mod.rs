@@ -23,6 +23,7 @@ pub mod rmap;
 pub mod sched;
 pub mod shmem;
 pub mod swap;
+pub mod tick;
 pub mod tlbbatch;
 pub mod tlbflush;
 pub mod unix_socket;

@@ -207,6 +207,11 @@ pub enum OpResult {
     Access(Result<(), Fault>),
     /// Why the guest exited (the end of an `EnterGuest`).
     GuestExit(GuestExit),
+    /// A user `Work` step cut short, with this much work (ns) left: an
+    /// interrupt returned to user space with `need_resched` set
+    /// (`ret_to_user_from_irq` → `work_pending`), which happens only with
+    /// the timer tick on (`Ctx::user_work`).
+    WorkLeft(u64),
 }
 
 /// Why a guest exited to the host.
@@ -230,6 +235,7 @@ impl std::fmt::Display for OpResult {
             OpResult::Access(Err(fault)) => fault.fmt(f),
             OpResult::GuestExit(GuestExit::Wfi) => f.write_str("guest exit on WFI"),
             OpResult::GuestExit(GuestExit::Irq) => f.write_str("guest exit on IRQ"),
+            OpResult::WorkLeft(ns) => write!(f, "user work cut with {ns} ns left"),
         }
     }
 }

@@ -41,16 +41,22 @@ pub fn start_program(ctx: Ctx, program: Program) -> TaskFuture {
     })
 }
 
-/// Preemption point on return to user space.
+/// Preemption point on return to user space (arm `ret_to_user` →
+/// `work_pending`): reschedules if `need_resched` is set. Without a timer
+/// tick the model also checks the slice here, standing in for the tick's
+/// `check_preempt_tick()`; with the tick on, as in Linux, only the tick
+/// finds a slice used up (`kernel/tick.rs`) and this tests the flag alone.
 pub async fn maybe_preempt(ctx: &Ctx) {
     let cpu = ctx.cpu();
     let now = ctx.now();
+    let tick = ctx.w.tick_period_ns().is_some();
     let want = {
         let k = ctx.w.k.borrow();
         let pc = &k.cpus[cpu];
         let t = &k.tasks[ctx.task];
         pc.need_resched
-            || (!pc.rq.is_empty()
+            || (!tick
+                && !pc.rq.is_empty()
                 && now.saturating_sub(t.slice_start_ns) >= ctx.w.profile.kernel.time_slice_ns)
     };
     if want {

@@ -46,6 +46,9 @@ pub struct KState {
     pub kswapd: Option<super::TaskId>,
     /// Page-table pages waiting for a grace period (`kernel/rcu.rs`).
     pub rcu_frees: Vec<super::rcu::RcuFree>,
+    /// `jiffies`: timer ticks since boot, advanced by the tick of CPU 0
+    /// (`tick_do_timer_cpu`; `kernel/tick.rs`). Stays 0 without a tick.
+    pub jiffies: u64,
 }
 
 /// A task's program.
@@ -245,6 +248,16 @@ impl World {
         w.asid.init(&w);
         w.policy.init(&w);
         w
+    }
+
+    /// The period of this kernel's timer tick (`TICK_NSEC`, 10^9 / HZ),
+    /// or `None` when it has none: no `hz` in the profile or experiment,
+    /// or a guest kernel (guests have no timer in the model).
+    pub fn tick_period_ns(&self) -> Option<Ns> {
+        match (&self.guest, self.profile.kernel.hz) {
+            (None, Some(hz)) => Some(1_000_000_000 / u64::from(hz.max(1))),
+            _ => None,
+        }
     }
 
     /// Number of CPUs (a guest's: its vCPUs).

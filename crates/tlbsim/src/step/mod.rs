@@ -130,10 +130,26 @@ fn run_queue(rq: &VecDeque<TaskId>) -> String {
     format!("rq {}", tasks.join(" "))
 }
 
-/// A function-call IPI that reached a CPU and waits to be taken.
+/// What kind of interrupt a [`PendingIpi`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IrqKind {
+    /// A function-call IPI (or a vCPU's doorbell): runs the registered
+    /// handler after `ipi_handler_ns` of entry.
+    Call,
+    /// The periodic timer tick ([`crate::kernel::tick`]): `arg` counts
+    /// the tick periods it stands for; its handler costs
+    /// `tick_handler_ns`, entry to exit.
+    Tick,
+}
+
+/// An interrupt that reached a CPU and waits to be taken: a function-call
+/// IPI, or the timer tick.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PendingIpi {
-    /// Index of the handler (`World::register_ipi_handler`).
+    /// Which kind.
+    pub kind: IrqKind,
+    /// Index of the handler (`World::register_ipi_handler`; unused for a
+    /// tick).
     pub handler: usize,
     /// Its argument.
     pub arg: usize,
@@ -438,14 +454,31 @@ impl Cpus {
         let task = w.k.borrow().cpus[cpu_k].current;
         let mb: Rc<TaskMailbox> = Rc::default();
         let ctx = Ctx::interrupt(&w, task, Rc::clone(&mb));
-        let h = Rc::clone(&w.ipi_handlers.borrow()[ipi.handler]);
-        let entry = w.profile.kernel.ipi_handler_ns;
-        let inner = h(ctx.clone(), ipi.arg);
+        let (entry, label, inner) = match ipi.kind {
+            IrqKind::Call => {
+                let h = Rc::clone(&w.ipi_handlers.borrow()[ipi.handler]);
+                // The exception entry and the IPI dispatch, in the
+                // handler's name for the profile (arm64 `do_handle_IPI`,
+                // x86 `sysvec_call_function`, both calling this).
+                let label = crate::label!("generic_smp_call_function_interrupt");
+                (
+                    w.profile.kernel.ipi_handler_ns,
+                    label,
+                    h(ctx.clone(), ipi.arg),
+                )
+            }
+            // The tick's cost is all its own (entry to exit).
+            IrqKind::Tick => (
+                0,
+                crate::label!("tick_handle_periodic"),
+                Box::pin(crate::kernel::tick::tick_handle_periodic(
+                    ctx.clone(),
+                    ipi.arg,
+                )) as TaskFuture,
+            ),
+        };
         let fut: TaskFuture = Box::pin(async move {
-            // The exception entry and the IPI dispatch, in the handler's
-            // name for the profile (arm64 `do_handle_IPI`, x86
-            // `sysvec_call_function`, both calling this).
-            let _f = ctx.func(crate::label!("generic_smp_call_function_interrupt"));
+            let _f = ctx.func(label);
             ctx.w.k.borrow_mut().cpus[cpu_k].in_irq += 1; // irq_enter()
             ctx.work(entry).await;
             inner.await;
@@ -514,6 +547,7 @@ impl Cpus {
         let (handler, arg) = self.doorbell[cx]?;
         let at = self.kernels[i.kernel].pcpu(i.cpu);
         let ipi = PendingIpi {
+            kind: IrqKind::Call,
             handler,
             arg,
             sender: None,
@@ -544,6 +578,23 @@ impl Cpus {
         self.irq_queue[target].push_back(ipi);
         if self.cxs[target].on.is_none() {
             self.mark_pending(target);
+        }
+    }
+
+    /// A timer tick reaches host context `cx` and waits there to be taken.
+    /// A tick already waiting (interrupts off, or a handler running, for
+    /// a whole period) absorbs it: one interrupt then stands for both
+    /// periods ([`crate::kernel::tick::tick_handle_periodic`]).
+    pub fn tick_arrive(&mut self, cx: Cx) {
+        let q = &mut self.irq_queue[cx];
+        match q.iter_mut().find(|i| i.kind == IrqKind::Tick) {
+            Some(t) => t.arg += 1,
+            None => q.push_back(PendingIpi {
+                kind: IrqKind::Tick,
+                handler: 0,
+                arg: 1,
+                sender: None,
+            }),
         }
     }
 

@@ -185,6 +185,7 @@ impl Cpus {
         self.acks[cx] = n;
         self.set_wait(cpu, Wait::IpiAck);
         let ipi = PendingIpi {
+            kind: super::IrqKind::Call,
             handler,
             arg,
             sender: Some(cx),

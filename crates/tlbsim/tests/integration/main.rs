@@ -10,4 +10,5 @@ mod scenarios;
 mod seed000;
 mod seed001;
 mod seed003;
+mod tick;
 mod x86;
