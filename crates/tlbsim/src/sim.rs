@@ -385,6 +385,16 @@ pub fn resolve_profile(exp: &Experiment, opts: &RunOptions) -> Result<Profile, S
             message,
         })?;
     }
+    if exp.machine.walk_cache_after_ttbr_write.is_some() && p.arm64.is_none() {
+        return Err(SimError::Field {
+            section: "machine".into(),
+            key: "walk_cache_after_ttbr_write".into(),
+            message: format!(
+                "profile {} is not arm64: the setting describes arm64's TTBR0 and walk cache",
+                p.name
+            ),
+        });
+    }
     p.apply(&exp.machine);
     if let Some(c) = opts.cpus {
         cpus_ok(c).map_err(|message| SimError::Flag {
@@ -917,6 +927,47 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
 #[cfg(test)]
 mod tests {
     use super::SimError;
+
+    #[test]
+    fn the_walk_cache_reading_is_a_machine_setting_of_arm64_profiles() {
+        use crate::config::{parse_toml, Experiment, WalkCacheAfterTtbrWrite};
+        let exp = |profile: &str, machine: &str| {
+            format!(
+                "[experiment]\nname = \"x\"\nprofile = \"{profile}\"\n[machine]\n{machine}\n[workload]\nname = \"threads\"\n"
+            )
+        };
+        let resolve = |text: &str| {
+            let e: Experiment = parse_toml("x.toml", text).map_err(|e| e.to_string())?;
+            super::resolve_profile(&e, &super::RunOptions::default())
+                .map_err(|e| e.located("x.toml", text))
+        };
+        let p = resolve(&exp("ampere-32", "")).unwrap();
+        assert_eq!(
+            p.arm64().walk_cache_after_ttbr_write,
+            WalkCacheAfterTtbrWrite::AsidTagged
+        );
+        // The default is left out of the resolved profile (goldens).
+        assert!(!toml::to_string(&p).unwrap().contains("walk_cache_after"));
+        let set = "walk_cache_after_ttbr_write = \"flush-on-ttbr-change\"";
+        let p = resolve(&exp("ampere-32", set)).unwrap();
+        assert_eq!(
+            p.arm64().walk_cache_after_ttbr_write,
+            WalkCacheAfterTtbrWrite::FlushOnTtbrChange
+        );
+        assert!(toml::to_string(&p)
+            .unwrap()
+            .contains("walk_cache_after_ttbr_write = \"flush-on-ttbr-change\""));
+        let bad = resolve(&exp("ampere-32", "walk_cache_after_ttbr_write = \"vipt\"")).unwrap_err();
+        assert!(
+            bad.contains("walk_cache_after_ttbr_write") && bad.contains("asid-tagged"),
+            "{bad}"
+        );
+        let x86 = resolve(&exp("skylake-4c8t", set)).unwrap_err();
+        assert!(
+            x86.contains("[machine] walk_cache_after_ttbr_write") && x86.contains("not arm64"),
+            "{x86}"
+        );
+    }
 
     #[test]
     fn located_errors_name_file_line_and_field() {

@@ -403,7 +403,9 @@ impl Checker {
         vpn: u64,
         why: (&str, CpuId),
     ) {
-        let Some(t) = hw.cpus[cpu].ttbr0 else { return };
+        let Some(t) = hw.cpus[cpu].ttbr0() else {
+            return;
+        };
         if t.mm != mm {
             return;
         }
@@ -494,7 +496,7 @@ impl Checker {
     /// retired translation of `mm` under its loaded ASID (no stale hold).
     fn running(&mut self, now: Ns, hw: &Hw, cpu: CpuId, mm: Option<MmId>) {
         self.running[cpu] = mm;
-        let (Some(mm), Some(t)) = (mm, hw.cpus[cpu].ttbr0) else {
+        let (Some(mm), Some(t)) = (mm, hw.cpus[cpu].ttbr0()) else {
             return;
         };
         if t.mm != mm {
@@ -547,7 +549,7 @@ impl Checker {
         let mut cpus = std::mem::take(&mut self.scratch_cpus);
         self.cpus_running(mm, &mut cpus);
         for &c in &cpus {
-            let Some(t) = hw.cpus[c].ttbr0.filter(|t| t.mm == mm) else {
+            let Some(t) = hw.cpus[c].ttbr0().filter(|t| t.mm == mm) else {
                 continue;
             };
             if range
@@ -618,7 +620,7 @@ impl Checker {
         self.cpus_running(mm, &mut cpus);
         let mut holders: Vec<(CpuId, Tag)> = Vec::new();
         for &c in &cpus {
-            let Some(t) = hw.cpus[c].ttbr0.filter(|t| t.mm == mm) else {
+            let Some(t) = hw.cpus[c].ttbr0().filter(|t| t.mm == mm) else {
                 continue;
             };
             let lo = region * HPAGE_PAGES;
@@ -700,7 +702,7 @@ impl Checker {
         let mut spans = std::mem::take(&mut self.scratch_spans);
         spans.clear();
         for &c in &cpus {
-            let Some(t) = hw.cpus[c].ttbr0.filter(|t| t.mm == mm) else {
+            let Some(t) = hw.cpus[c].ttbr0().filter(|t| t.mm == mm) else {
                 continue;
             };
             if (g.len() as u64) < PROBE_MIN_PAGES {
@@ -952,7 +954,7 @@ impl Checker {
         // include it (every TTBR0 load is an `AsidLoad`; had the page
         // belonged to a freed mm before, its free would have been reported
         // then): only CPUs whose last load was `mm` can point at it.
-        let points_at = |c: CpuId| hw.cpus[c].ttbr0.is_some_and(|t| t.pgd == table);
+        let points_at = |c: CpuId| hw.cpus[c].user.base.is_some_and(|(_, pgd)| pgd == table);
         let at = match self.by_mm.get(&mm) {
             Some(s) => s.loaded.iter().find(|&c| points_at(c)),
             None => (0..hw.ncpus()).find(|&c| points_at(c)),
@@ -1088,15 +1090,18 @@ fn bad_walk(hw: &Hw, tlb: &Tlb, mm: MmId, asid: Tag) -> Option<WalkEntry> {
         .copied()
 }
 
-/// The first of `cpus` that caches, under the ASID its TTBR0 holds, a walk
-/// entry to `table` at `instance`: the CPU, that ASID and the entry.
+/// The first of `cpus` that caches, under the ASID it may walk with
+/// ([`Hw::walk_context`]: its current ASID while TTBR0 holds user tables,
+/// or on the reserved table where the walk-cache reading keeps cached
+/// walks usable), a walk entry to `table` at `instance`: the CPU, that
+/// ASID and the entry.
 fn first_walk_to(
     hw: &Hw,
     cpus: impl Iterator<Item = CpuId>,
     table: TableId,
     instance: u64,
 ) -> Option<(CpuId, Tag, WalkEntry)> {
-    cpus.filter_map(|c| hw.cpus[c].ttbr0.map(|t| (c, hw.cpus[c].tag(t.asid))))
+    cpus.filter_map(|c| hw.walk_context(c).map(|t| (c, hw.cpus[c].tag(t.asid))))
         .find_map(|(c, asid)| {
             hw.cpus[c]
                 .tlb
@@ -1240,11 +1245,14 @@ mod tests {
         let mut p = builtin_profile("ampere-32").unwrap();
         p.topology.cpus = 3;
         let mut hw = Hw::new(&p);
-        hw.cpus[1].ttbr0 = Some(Ttbr0 {
-            mm: 0,
-            pgd: 0,
-            asid: 1,
-        });
+        hw.set_ttbr0(
+            1,
+            Some(Ttbr0 {
+                mm: 0,
+                pgd: 0,
+                asid: 1,
+            }),
+        );
         hw.cpus[1].tlb.insert(LeafEntry {
             vmid: 0,
             asid: 1,
@@ -1320,11 +1328,14 @@ mod tests {
         let mut p = builtin_profile("ampere-32").unwrap();
         p.topology.cpus = 2;
         let mut hw = Hw::new(&p);
-        hw.cpus[1].ttbr0 = Some(Ttbr0 {
-            mm: 0,
-            pgd: 0,
-            asid: 1,
-        });
+        hw.set_ttbr0(
+            1,
+            Some(Ttbr0 {
+                mm: 0,
+                pgd: 0,
+                asid: 1,
+            }),
+        );
         let vpn = HVA >> PAGE_SHIFT;
         hw.cpus[1].tlb.insert(LeafEntry {
             vmid: 0,

@@ -110,6 +110,11 @@ pub struct MachineOverrides {
     pub dies_per_socket: Option<u32>,
     /// FEAT_TLBIRANGE on or off.
     pub tlbirange: Option<bool>,
+    /// The walk-cache reading (`arm64.walk_cache_after_ttbr_write`):
+    /// `"asid-tagged"`, `"flush-on-ttbr-change"` or `"no-new-root-walks"`.
+    /// arm64 profiles only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walk_cache_after_ttbr_write: Option<super::WalkCacheAfterTtbrWrite>,
 }
 
 /// Kernel policy selection.

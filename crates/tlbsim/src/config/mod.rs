@@ -22,6 +22,6 @@ pub use location::{find_key_line, from_table, parse_toml, ConfigError};
 pub use patch::apply_sets;
 pub use profile::{
     builtin_profile, is_profile_path, parse_profile, Arch, Arm64Params, FileCosts, KernelCosts,
-    NumaParams, Profile, StepCosts, SwapCosts, SyncDomain, TlbParams, Topology, X86Params,
-    BUILTIN_PROFILES,
+    NumaParams, Profile, StepCosts, SwapCosts, SyncDomain, TlbParams, Topology,
+    WalkCacheAfterTtbrWrite, X86Params, BUILTIN_PROFILES,
 };

@@ -234,6 +234,64 @@ pub struct Arm64Params {
     pub isb_ns: u64,
     /// Cost of writing TTBR0/ASID (context switch of translation regime).
     pub ttbr_write_ns: u64,
+    /// What the CPU may do with its walk-cache entries once TTBR0 has
+    /// been written, in particular while it points at the reserved (empty)
+    /// table with the ASID left in TTBR1 (docs/model.md, "Walk cache after
+    /// the reserved TTBR0"). Absent means `"asid-tagged"`, the Arm ARM's
+    /// rule; written into the resolved profile only when it is not that.
+    #[serde(default, skip_serializing_if = "WalkCacheAfterTtbrWrite::is_default")]
+    pub walk_cache_after_ttbr_write: WalkCacheAfterTtbrWrite,
+}
+
+/// What a CPU may do with cached walks (intermediate, table-level TLB
+/// entries) after a TTBR0 write, in particular after
+/// `cpu_set_reserved_ttbr0()` leaves TTBR0 on the reserved (empty) table
+/// and the ASID current in TTBR1 (`TCR_EL1.A1 = 1`): the three readings of
+/// docs/research/walk-cache-reserved-ttbr0.md. Every reading keeps leaf
+/// entries tagged by (VMID, ASID).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WalkCacheAfterTtbrWrite {
+    /// Cached walks are tagged by VMID and ASID only and stay usable while
+    /// their ASID is current, whatever TTBR0 points at: a walk may start
+    /// from a cached intermediate entry (and fill new entries) with TTBR0
+    /// on the reserved table; a walk from the reserved root reads an empty
+    /// table and caches nothing. Arm ARM DDI 0487 M.a.a D8.17 R_NWYRD,
+    /// D8.16.3.1 R_XXNPZ and R_SCBSR; Cortex-A57/A72 TRM 5.6.
+    #[default]
+    AsidTagged,
+    /// A TTBR0 write (the reserved table, or `cpu_do_switch_mm()`'s)
+    /// discards the cached walks of the regime written (the CPU's VMID):
+    /// none cached before it is used after it (a conservative
+    /// implementation; no architectural source).
+    FlushOnTtbrChange,
+    /// No walk starts from the reserved root, but cached walks of the
+    /// current ASID stay usable (research reading C1: a reserved TTBR0
+    /// with `TCR_EL1.EPD0 = 0`).
+    NoNewRootWalks,
+}
+
+impl WalkCacheAfterTtbrWrite {
+    /// Is this the default reading (`asid-tagged`)?
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// The name used in TOML (`asid-tagged`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::AsidTagged => "asid-tagged",
+            Self::FlushOnTtbrChange => "flush-on-ttbr-change",
+            Self::NoNewRootWalks => "no-new-root-walks",
+        }
+    }
+}
+
+impl fmt::Display for WalkCacheAfterTtbrWrite {
+    /// The TOML name.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// Where DVM Syncs are served ([`Arm64Params::dvm_sync_domain`]).
@@ -503,6 +561,11 @@ impl Profile {
         if let Some(r) = o.tlbirange {
             if let Some(a) = self.arm64.as_mut() {
                 a.tlbirange = r;
+            }
+        }
+        if let Some(r) = o.walk_cache_after_ttbr_write {
+            if let Some(a) = self.arm64.as_mut() {
+                a.walk_cache_after_ttbr_write = r;
             }
         }
     }

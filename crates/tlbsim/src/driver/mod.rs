@@ -689,7 +689,7 @@ impl TimingDriver {
     }
 
     fn speculate(&mut self, cpu: CpuId) {
-        let Some(t) = self.w().hw.borrow().cpus[cpu].ttbr0 else {
+        let Some(t) = self.w().hw.borrow().walk_context(cpu) else {
             return;
         };
         if let Some((mm, va)) = self.last_va[cpu] {
@@ -785,7 +785,7 @@ impl TimingDriver {
             match op {
                 Op::Work { .. } => self.speculate(cpu),
                 Op::Access { va, .. } => {
-                    let t = self.w().hw.borrow().cpus[cpu].ttbr0;
+                    let t = self.w().hw.borrow().cpus[cpu].ttbr0();
                     self.last_va[cpu] = t.map(|t| (t.mm, va));
                 }
                 _ => {}
@@ -872,7 +872,10 @@ impl TimingDriver {
             Op::Dsb(_) => self.c.barrier_ns,
             Op::Isb => self.c.isb_ns,
             // A system-register write, like TTBR0's.
-            Op::SetTtbr0(_) | Op::SetDvmAffinity(_) | Op::SetVttbr { .. } => self.c.ttbr_write_ns,
+            Op::SetTtbr0(_)
+            | Op::SetReservedTtbr0
+            | Op::SetDvmAffinity(_)
+            | Op::SetVttbr { .. } => self.c.ttbr_write_ns,
             Op::LoadCr3 { flush, .. } => {
                 self.c.ttbr_write_ns + flush.map_or(0, |_| self.c.inval_local_all_ns)
             }

@@ -192,10 +192,13 @@ impl Explorer {
         }
         if self.speculation_budget > 0 {
             let hw = self.core.w.hw.borrow();
-            for (c, cpu) in hw.cpus.iter().enumerate() {
-                if let Some(t) = cpu.ttbr0 {
+            for c in 0..n {
+                if let Some(t) = hw.walk_context(c) {
                     for &(_, va) in self.touched.range((t.mm, 0)..=(t.mm, u64::MAX)) {
-                        v.push(Action::Speculate(c, va));
+                        // A walk that can change nothing is no choice.
+                        if hw.may_speculate(c, va) {
+                            v.push(Action::Speculate(c, va));
+                        }
                     }
                 }
             }
@@ -272,7 +275,7 @@ impl Explorer {
             t
         };
         if let Op::Access { va, .. } = op {
-            if let Some(t) = self.core.w.hw.borrow().cpus[cpu].ttbr0 {
+            if let Some(t) = self.core.w.hw.borrow().cpus[cpu].ttbr0() {
                 self.touched
                     .insert((t.mm, va & !(crate::hw::mem::PAGE_SIZE - 1)));
             }

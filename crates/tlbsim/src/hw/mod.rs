@@ -11,7 +11,7 @@ pub mod mem;
 pub mod stage2;
 pub mod tlb;
 
-use crate::config::Profile;
+use crate::config::{Profile, WalkCacheAfterTtbrWrite};
 use cpumask::CpuMask;
 use mem::{
     level_index, level_shift, Desc, PhysMem, Pte, TableId, HPAGE_PAGES, HUGE_LEVEL, LEVELS,
@@ -23,7 +23,9 @@ use tlb::{Asid, LeafEntry, MmId, Tlb, TlbiScope, Vmid, WalkEntry};
 /// Index of a CPU.
 pub type CpuId = usize;
 
-/// What TTBR0 points at: a user address space's top-level table, tagged.
+/// A user context as `cpu_do_switch_mm()` installs it: an address space's
+/// top-level table in TTBR0 and its ASID (in TTBR1 on arm64 since v4.15,
+/// [`UserRegs`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ttbr0 {
     /// Address space (ground truth, not visible to hardware lookups).
@@ -32,6 +34,46 @@ pub struct Ttbr0 {
     pub pgd: TableId,
     /// ASID programmed with it.
     pub asid: Asid,
+}
+
+/// The current ASID of a CPU's user (non-global) translations, and the
+/// address space it was loaded for (ground truth, not visible to hardware
+/// lookups).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AsidContext {
+    /// Address space the ASID was loaded for.
+    pub mm: MmId,
+    /// The ASID.
+    pub asid: Asid,
+}
+
+/// The user half of a CPU's translation registers, split as arm64 keeps
+/// it with `TCR_EL1.A1 = 1` (v4.15+, 7655abb95386 "arm64: mm: Move ASID
+/// from TTBR0 to TTBR1"): TTBR0's base and the ASID, which
+/// `cpu_set_reserved_ttbr0()` changes apart. Kernels that keep the ASID
+/// in TTBR0 (arm64 before v4.15; 32-bit ARM with LPAE) and x86's CR3
+/// always write both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UserRegs {
+    /// `TTBR0_EL1.BADDR`: a user address space's top-level table (`mm`,
+    /// `pgd`), or `None` for the reserved (empty) table.
+    pub base: Option<(MmId, TableId)>,
+    /// The current ASID (`TTBR1_EL1.ASID`, or TTBR0's where the kernel
+    /// keeps it there), or `None` for ASID 0, which tags no user entry.
+    pub asid: Option<AsidContext>,
+}
+
+impl UserRegs {
+    /// Both halves as one user context, if TTBR0 holds user tables.
+    pub fn ttbr0(&self) -> Option<Ttbr0> {
+        let (mm, pgd) = self.base?;
+        let a = self.asid?;
+        Some(Ttbr0 {
+            mm,
+            pgd,
+            asid: a.asid,
+        })
+    }
 }
 
 impl std::fmt::Display for Ttbr0 {
@@ -43,6 +85,12 @@ impl std::fmt::Display for Ttbr0 {
 }
 
 impl CpuHw {
+    /// The user context installed, if TTBR0 holds user tables: what user
+    /// accesses translate with.
+    pub fn ttbr0(&self) -> Option<Ttbr0> {
+        self.user.ttbr0()
+    }
+
     /// The VMID a TLBI of `scope` by this CPU applies to: an EL2
     /// operation by VMID (`VMALLS12E1`) to `VTTBR_EL2`'s, an EL1 one to
     /// the VMID the CPU runs under.
@@ -69,8 +117,10 @@ pub struct CpuHw {
     /// [`Hw::speculate`]: broadcast invalidations visit only the CPUs whose
     /// fills those recorded ([`Hw::dvm_apply_all`]).
     pub tlb: Tlb,
-    /// User translation base, or `None` for the reserved (empty) table.
-    pub ttbr0: Option<Ttbr0>,
+    /// TTBR0's base and the current ASID. Write them through
+    /// [`Hw::set_ttbr0`] and [`Hw::set_reserved_ttbr0_base`] (which apply
+    /// the walk-cache reading); read them with [`CpuHw::ttbr0`].
+    pub user: UserRegs,
     /// Broadcast TLBIs issued by this CPU and not yet applied everywhere.
     pub inflight: u32,
     /// A broadcast TLBI was issued since this CPU's last DSB ISH.
@@ -189,6 +239,9 @@ pub struct Hw {
     holders: FxHashMap<HolderKey, Holders>,
     /// The machine has TLBI by affinity (`arm64.tlbi_affinity`).
     tlbi_affinity: bool,
+    /// What cached walks are good for after a TTBR0 write
+    /// (`arm64.walk_cache_after_ttbr_write`; x86: ASID-tagged).
+    pub walk_cache_reading: WalkCacheAfterTtbrWrite,
     /// The profile's instruction-set family: reports name TLB
     /// maintenance in its terms ([`tlb::TlbiScope::insn`]).
     pub arch: crate::config::Arch,
@@ -216,7 +269,7 @@ impl Hw {
                     p.tlb.tlb_ways as usize,
                     p.tlb.walk_cache_entries as usize,
                 ),
-                ttbr0: None,
+                user: UserRegs::default(),
                 vmid: 0,
                 vttbr_vmid: 0,
                 hcr_fb: false,
@@ -244,6 +297,10 @@ impl Hw {
             free_inflight: Vec::new(),
             holders: FxHashMap::default(),
             tlbi_affinity: p.arm64.as_ref().is_some_and(|a| a.tlbi_affinity),
+            walk_cache_reading: p
+                .arm64
+                .as_ref()
+                .map_or_else(Default::default, |a| a.walk_cache_after_ttbr_write),
             arch: p.arch,
         }
     }
@@ -263,7 +320,7 @@ impl Hw {
         trace: &mut Vec<AccessTrace>,
     ) -> (Result<(), Fault>, AccessInfo) {
         let mut info = AccessInfo::default();
-        let Some(ttbr) = self.cpus[cpu].ttbr0 else {
+        let Some(ttbr) = self.cpus[cpu].ttbr0() else {
             return (Err(Fault::Translation), info);
         };
         let vpn = va >> PAGE_SHIFT;
@@ -280,7 +337,11 @@ impl Hw {
             }
             return (Ok(()), info);
         }
-        let Some((pte, huge)) = self.walk(cpu, ttbr, va, trace, &mut info) else {
+        let cx = AsidContext {
+            mm: ttbr.mm,
+            asid: ttbr.asid,
+        };
+        let Some((pte, huge)) = self.walk(cpu, cx, Some(ttbr.pgd), va, trace, &mut info) else {
             return (Err(Fault::Translation), info);
         };
         if (write && !pte.perms.write()) || !pte.perms.read() {
@@ -292,31 +353,33 @@ impl Hw {
                 .s2
                 .translate(vmid, stage2::Ipa::Frame(pte.pfn));
         }
-        self.fill_leaf(cpu, ttbr, vpn, pte, huge);
+        self.fill_leaf(cpu, cx, vpn, pte, huge);
         (Ok(()), info)
     }
 
-    /// The table walk of `va` through `ttbr`: starts from the deepest
-    /// walk-cache entry (recorded in `trace`), else from the PGD, caches
-    /// every table descriptor it reads, and returns the leaf if `va` is
-    /// mapped: the PTE, or for a 2 MiB leaf its first frame's PTE and
-    /// `true`. `info` counts the levels read.
+    /// The table walk of `va` under `cx`'s ASID: starts from the deepest
+    /// walk-cache entry (recorded in `trace`), else from `root` (TTBR0's
+    /// user tables; `None`, the reserved table, has no entry: nothing is
+    /// found or cached), caches every table descriptor it reads, and
+    /// returns the leaf if `va` is mapped: the PTE, or for a 2 MiB leaf its
+    /// first frame's PTE and `true`. `info` counts the levels read.
     fn walk(
         &mut self,
         cpu: CpuId,
-        ttbr: Ttbr0,
+        cx: AsidContext,
+        root: Option<TableId>,
         va: u64,
         trace: &mut Vec<AccessTrace>,
         info: &mut AccessInfo,
     ) -> Option<(Pte, bool)> {
         let vmid = self.cpus[cpu].vmid;
-        let (mut level, mut table) = match self.cpus[cpu].tlb.walk_lookup(vmid, ttbr.asid, va) {
+        let (mut level, mut table) = match self.cpus[cpu].tlb.walk_lookup(vmid, cx.asid, va) {
             Some(w) => {
                 info.walk_cache_hit = true;
                 trace.push(AccessTrace::UsedWalk(w));
                 (w.level + 1, w.next)
             }
-            None => (0, ttbr.pgd),
+            None => (0, root?),
         };
         let vmid = self.cpus[cpu].vmid;
         loop {
@@ -329,15 +392,15 @@ impl Hw {
             match self.mem.table(table).entries.get(&idx).copied() {
                 Some(Desc::Table(next)) if level < LEVELS - 1 => {
                     let inst = self.mem.table(next).instance;
-                    self.note_holder(cpu, vmid, ttbr.asid);
+                    self.note_holder(cpu, vmid, cx.asid);
                     self.cpus[cpu].tlb.walk_insert(WalkEntry {
                         vmid,
-                        asid: ttbr.asid,
+                        asid: cx.asid,
                         level,
                         va_prefix: va >> level_shift(level),
                         next,
                         next_instance: inst,
-                        mm: ttbr.mm,
+                        mm: cx.mm,
                     });
                     level += 1;
                     table = next;
@@ -351,18 +414,18 @@ impl Hw {
 
     /// Fills the TLB with the leaf the walk of `vpn` found (`huge`: a 2 MiB
     /// leaf, cached as one entry).
-    fn fill_leaf(&mut self, cpu: CpuId, ttbr: Ttbr0, vpn: u64, pte: Pte, huge: bool) {
+    fn fill_leaf(&mut self, cpu: CpuId, cx: AsidContext, vpn: u64, pte: Pte, huge: bool) {
         let vmid = self.cpus[cpu].vmid;
         let e = LeafEntry {
             vmid,
-            asid: ttbr.asid,
+            asid: cx.asid,
             vpn: if huge { vpn & !(HPAGE_PAGES - 1) } else { vpn },
             pfn: pte.pfn,
             perms: pte.perms,
             version: pte.version,
-            mm: ttbr.mm,
+            mm: cx.mm,
         };
-        self.note_holder(cpu, vmid, ttbr.asid);
+        self.note_holder(cpu, vmid, cx.asid);
         if huge {
             self.cpus[cpu].tlb.insert_huge(e);
         } else {
@@ -433,22 +496,59 @@ impl Hw {
         self.cpus[cpu].held_asids = held;
     }
 
-    /// A speculative table walk of `va` by `cpu` through its current TTBR0:
-    /// the hardware may do this at any time the tables are installed (it
-    /// fills the TLB and walk cache; no permission check, no fault). Used
-    /// walk-cache entries go to `trace`, as for an access.
+    /// A speculative table walk of `va` by `cpu` in its current context
+    /// ([`Hw::walk_context`]): the hardware may do this at any time (it
+    /// fills the TLB and walk cache; no permission check, no fault). With
+    /// TTBR0 on the reserved table, only a walk that starts from a cached
+    /// walk of the current ASID gets anywhere. Used walk-cache entries go
+    /// to `trace`, as for an access.
     pub fn speculate(&mut self, cpu: CpuId, va: u64, trace: &mut Vec<AccessTrace>) {
-        let Some(ttbr) = self.cpus[cpu].ttbr0 else {
+        let Some(cx) = self.walk_context(cpu) else {
             return;
         };
         let vpn = va >> PAGE_SHIFT;
         let vmid = self.cpus[cpu].vmid;
-        if self.cpus[cpu].tlb.lookup(vmid, ttbr.asid, vpn).is_some() {
+        if self.cpus[cpu].tlb.lookup(vmid, cx.asid, vpn).is_some() {
             return;
         }
-        if let Some((pte, huge)) = self.walk(cpu, ttbr, va, trace, &mut AccessInfo::default()) {
-            self.fill_leaf(cpu, ttbr, vpn, pte, huge);
+        let root = self.cpus[cpu].user.base.map(|(_, pgd)| pgd);
+        let info = &mut AccessInfo::default();
+        if let Some((pte, huge)) = self.walk(cpu, cx, root, va, trace, info) {
+            self.fill_leaf(cpu, cx, vpn, pte, huge);
         }
+    }
+
+    /// The context in which `cpu` may walk now, from its root or from its
+    /// cached walks: its current ASID while TTBR0 holds user tables, and,
+    /// with TTBR0 on the reserved table, under `asid-tagged` and
+    /// `no-new-root-walks` (the ASID's cached walks stay usable). `None`
+    /// when no walk is possible: ASID 0, or the reserved table under
+    /// `flush-on-ttbr-change` (whose write discarded the regime's cached
+    /// walks).
+    /// The checker treats the ASID as loaded there (no stale walk).
+    pub fn walk_context(&self, cpu: CpuId) -> Option<AsidContext> {
+        let u = &self.cpus[cpu].user;
+        match (u.base, self.walk_cache_reading) {
+            (Some(_), _) => u.asid,
+            (None, WalkCacheAfterTtbrWrite::FlushOnTtbrChange) => None,
+            (
+                None,
+                WalkCacheAfterTtbrWrite::AsidTagged | WalkCacheAfterTtbrWrite::NoNewRootWalks,
+            ) => u.asid,
+        }
+    }
+
+    /// Can a speculative walk of `va` by `cpu` change anything now? Not
+    /// when it has no walk context, nor when TTBR0 is on the reserved
+    /// table and neither a leaf nor a cached walk of the current ASID
+    /// covers `va` (a walk from the empty table finds nothing and caches
+    /// nothing). Reads the TLB without touching its LRU order.
+    pub fn may_speculate(&self, cpu: CpuId, va: u64) -> bool {
+        let Some(cx) = self.walk_context(cpu) else {
+            return false;
+        };
+        let c = &self.cpus[cpu];
+        c.user.base.is_some() || c.tlb.has_walk(c.vmid, cx.asid, va)
     }
 
     /// The PTE currently mapping `va` under `pgd`, if any (a software walk
@@ -624,9 +724,54 @@ impl Hw {
         self.cpus[cpu].vmid = 0;
     }
 
-    /// Points TTBR0 of `cpu` at `t` (or the reserved table).
+    /// Writes TTBR0 of `cpu` together with the ASID: `t`'s tables and
+    /// ASID (`cpu_do_switch_mm()`, which on v4.15+ writes the ASID to
+    /// TTBR1 and then the base to TTBR0, folded into one write here; an
+    /// x86 CR3 load), or, with `None`, the reserved table and ASID 0 (a
+    /// kernel that keeps the ASID in TTBR0: arm64 before v4.15, 32-bit ARM
+    /// with LPAE). Under `flush-on-ttbr-change` the write discards the
+    /// regime's cached walks.
     pub fn set_ttbr0(&mut self, cpu: CpuId, t: Option<Ttbr0>) {
-        self.cpus[cpu].ttbr0 = t;
+        self.cpus[cpu].user = UserRegs {
+            base: t.map(|t| (t.mm, t.pgd)),
+            asid: t.map(|t| AsidContext {
+                mm: t.mm,
+                asid: t.asid,
+            }),
+        };
+        self.ttbr_written(cpu);
+    }
+
+    /// Points TTBR0 of `cpu` at the reserved table and leaves the ASID
+    /// (in TTBR1) as it is: arm64's `cpu_set_reserved_ttbr0()` since v4.15.
+    /// Under `flush-on-ttbr-change` the write discards the regime's cached
+    /// walks.
+    pub fn set_reserved_ttbr0_base(&mut self, cpu: CpuId) {
+        self.cpus[cpu].user.base = None;
+        self.ttbr_written(cpu);
+    }
+
+    /// A TTBR0 write on `cpu` took effect: under `flush-on-ttbr-change`
+    /// no walk cached before it in the regime it wrote (the VMID the CPU
+    /// runs under) is used after it. Other guests' and the host's cached
+    /// walks belong to their own TTBRs, which it did not write.
+    fn ttbr_written(&mut self, cpu: CpuId) {
+        if self.walk_cache_reading == WalkCacheAfterTtbrWrite::FlushOnTtbrChange {
+            let vmid = self.cpus[cpu].vmid;
+            self.cpus[cpu].tlb.drop_walk_cache(vmid);
+        }
+    }
+
+    /// `cpu`'s user registers as they are, for a world switch to save.
+    pub fn user_regs(&self, cpu: CpuId) -> UserRegs {
+        self.cpus[cpu].user
+    }
+
+    /// Makes `r` the user registers `cpu` translates with, as a world
+    /// switch restores a regime's own registers: no write of the running
+    /// regime's TTBR0, so no walk-cache reading applies.
+    pub fn restore_user_regs(&mut self, cpu: CpuId, r: UserRegs) {
+        self.cpus[cpu].user = r;
     }
 }
 
@@ -696,6 +841,139 @@ mod tests {
             .collect();
         v.sort_unstable();
         v
+    }
+
+    /// Adds the 4 KiB page at `va` to the tables under `pgd`.
+    fn map_va(hw: &mut Hw, pgd: TableId, va: u64) {
+        let mut t = pgd;
+        for level in 0..LEVELS - 1 {
+            let idx = level_index(va, level);
+            t = match hw.mem.table(t).entries.get(&idx).copied() {
+                Some(Desc::Table(next)) => next,
+                _ => {
+                    let next = hw.mem.alloc_table(level + 1);
+                    hw.mem.table_mut(t).entries.insert(idx, Desc::Table(next));
+                    next
+                }
+            };
+        }
+        let pte = Pte {
+            pfn: 7000,
+            perms: Perms::RW,
+            version: 1,
+        };
+        hw.mem
+            .table_mut(t)
+            .entries
+            .insert(level_index(va, LEVELS - 1), Desc::Page(pte));
+    }
+
+    /// What CPU 0 of a machine with `reading` can do after
+    /// `cpu_set_reserved_ttbr0()` (v4.15+: TTBR0's base only; the ASID stays
+    /// in TTBR1) once it has walked VA 0 of a mapped mm under ASID 1: (its
+    /// walk context; a speculative walk of page 1, which the cached L2
+    /// walk covers, used the cached walk and filled a leaf; a speculative
+    /// walk of a mapped VA no cached walk covers filled anything; walk
+    /// entries left).
+    fn after_reserved_ttbr0(reading: WalkCacheAfterTtbrWrite) -> (bool, bool, bool, usize) {
+        let mut p = builtin_profile("ampere-32").unwrap();
+        p.arm64.as_mut().unwrap().walk_cache_after_ttbr_write = reading;
+        let mut hw = Hw::new(&p);
+        let pgd = map(&mut hw, 4);
+        let far = 1u64 << 39; // another L0 entry: no cached walk covers it
+        map_va(&mut hw, pgd, far);
+        let t = Ttbr0 {
+            mm: 1,
+            pgd,
+            asid: 1,
+        };
+        hw.set_ttbr0(0, Some(t));
+        let mut trace = Vec::new();
+        let (r, info) = hw.access(0, 0, false, &mut trace);
+        assert!(r.is_ok() && info.levels_walked == 4);
+        assert_eq!(hw.cpus[0].tlb.walk_entries().count(), 3);
+        hw.set_reserved_ttbr0_base(0);
+        // User accesses need user tables in TTBR0, whatever the reading.
+        let (r, _) = hw.access(0, 0, false, &mut Vec::new());
+        assert_eq!(r, Err(Fault::Translation));
+        let context = hw.walk_context(0).is_some();
+        assert_eq!(hw.may_speculate(0, 1 << PAGE_SHIFT), context);
+        assert!(!hw.may_speculate(0, far), "nothing to walk from");
+        trace.clear();
+        let leaves = hw.cpus[0].tlb.leaf_entries().count();
+        hw.speculate(0, 1 << PAGE_SHIFT, &mut trace);
+        let used = matches!(trace[..], [AccessTrace::UsedWalk(w)] if w.level == 2 && w.asid == 1);
+        let filled = hw.cpus[0].tlb.leaf_entries().count() - leaves;
+        assert_eq!(used, filled == 1, "a used walk fills the leaf");
+        let walks = hw.cpus[0].tlb.walk_entries().count();
+        hw.speculate(0, far, &mut trace);
+        let new_walk = hw.cpus[0].tlb.leaf_entries().count() > leaves + filled
+            || hw.cpus[0].tlb.walk_entries().count() > walks;
+        (context, used, new_walk, walks)
+    }
+
+    #[test]
+    fn asid_tagged_cached_walks_stay_usable_after_the_reserved_ttbr0() {
+        // The ASID in TTBR1 keeps its cached walks usable (R_NWYRD); the
+        // empty root gives no new walk.
+        assert_eq!(
+            after_reserved_ttbr0(WalkCacheAfterTtbrWrite::AsidTagged),
+            (true, true, false, 3)
+        );
+    }
+
+    #[test]
+    fn flush_on_ttbr_change_leaves_no_cached_walk_after_the_reserved_ttbr0() {
+        // The write discarded the walk cache: nothing to walk from.
+        assert_eq!(
+            after_reserved_ttbr0(WalkCacheAfterTtbrWrite::FlushOnTtbrChange),
+            (false, false, false, 0)
+        );
+    }
+
+    #[test]
+    fn no_new_root_walks_uses_cached_walks_but_starts_none_from_the_root() {
+        assert_eq!(
+            after_reserved_ttbr0(WalkCacheAfterTtbrWrite::NoNewRootWalks),
+            (true, true, false, 3)
+        );
+    }
+
+    #[test]
+    fn a_ttbr0_write_with_asid_0_leaves_nothing_to_walk_under_any_reading() {
+        // Kernels that keep the ASID in TTBR0 (arm64 before v4.15, 32-bit
+        // ARM with LPAE) load ASID 0 with the reserved table.
+        for reading in [
+            WalkCacheAfterTtbrWrite::AsidTagged,
+            WalkCacheAfterTtbrWrite::FlushOnTtbrChange,
+            WalkCacheAfterTtbrWrite::NoNewRootWalks,
+        ] {
+            let mut p = builtin_profile("ampere-32").unwrap();
+            p.arm64.as_mut().unwrap().walk_cache_after_ttbr_write = reading;
+            let mut hw = Hw::new(&p);
+            let pgd = map(&mut hw, 4);
+            let t = Ttbr0 {
+                mm: 1,
+                pgd,
+                asid: 1,
+            };
+            hw.set_ttbr0(0, Some(t));
+            let _ = hw.access(0, 0, false, &mut Vec::new());
+            hw.set_ttbr0(0, None);
+            assert!(hw.walk_context(0).is_none(), "{reading}");
+            let mut trace = Vec::new();
+            hw.speculate(0, 1 << PAGE_SHIFT, &mut trace);
+            assert!(trace.is_empty(), "{reading}");
+            // Back on the mm: only flush-on-ttbr-change walks from the root.
+            hw.set_ttbr0(0, Some(t));
+            let (_, info) = hw.access(0, 2 << PAGE_SHIFT, false, &mut trace);
+            let from_root = reading == WalkCacheAfterTtbrWrite::FlushOnTtbrChange;
+            assert_eq!(
+                info.levels_walked,
+                if from_root { 4 } else { 1 },
+                "{reading}"
+            );
+        }
     }
 
     #[test]

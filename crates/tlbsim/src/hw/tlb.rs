@@ -597,6 +597,20 @@ impl Tlb {
         })
     }
 
+    /// Is there a walk-cache entry usable for `va` under `(vmid, asid)`?
+    /// Unlike [`Tlb::walk_lookup`], does not touch the LRU order.
+    pub fn has_walk(&self, vmid: Vmid, asid: Asid, va: u64) -> bool {
+        self.walk_entries()
+            .any(|e| e.asid == asid && e.vmid == vmid && e.va_prefix == va >> level_shift(e.level))
+    }
+
+    /// Drops every walk-cache entry of `vmid` (leaf entries stay): a TTBR
+    /// write of that VMID's regime under the `flush-on-ttbr-change`
+    /// reading. Returns how many entries it removed.
+    pub fn drop_walk_cache(&mut self, vmid: Vmid) -> usize {
+        self.invalidate_walk(|e| e.vmid == vmid)
+    }
+
     /// Caches an intermediate descriptor.
     pub fn walk_insert(&mut self, e: WalkEntry) {
         self.asid_filter |= asid_bit(e.asid);

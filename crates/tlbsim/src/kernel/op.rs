@@ -35,8 +35,15 @@ pub enum Op {
     Dsb(Dsb),
     /// `ISB`.
     Isb,
-    /// Writes TTBR0 (and the ASID) of this CPU.
+    /// Writes TTBR0 and the ASID of this CPU together
+    /// ([`crate::hw::Hw::set_ttbr0`]): a user context
+    /// (`cpu_do_switch_mm()`), or with `None` the reserved table and ASID 0
+    /// (kernels that keep the ASID in TTBR0).
     SetTtbr0(Option<Ttbr0>),
+    /// Points TTBR0 at the reserved table and leaves the ASID, which lives
+    /// in TTBR1 (`TCR_EL1.A1 = 1`): arm64's `cpu_set_reserved_ttbr0()`
+    /// since v4.15 ([`crate::hw::Hw::set_reserved_ttbr0_base`]).
+    SetReservedTtbr0,
     /// Writes this CPU's broadcast-affinity register (TLBI by affinity,
     /// HiSilicon's `LSUDVMBM_EL2`) asking to reach these CPUs (`None`: no
     /// limit); later broadcast TLBIs of this CPU go where it says
@@ -128,7 +135,8 @@ impl std::fmt::Display for OpDisplay<'_> {
             Op::Dsb(d) => d.fmt(f),
             Op::Isb => f.write_str("ISB"),
             Op::SetTtbr0(Some(t)) => write!(f, "TTBR0 <- {t}"),
-            Op::SetTtbr0(None) => f.write_str("TTBR0 <- reserved (no user tables)"),
+            Op::SetTtbr0(None) => f.write_str("TTBR0 <- reserved (no user tables), ASID 0"),
+            Op::SetReservedTtbr0 => f.write_str("TTBR0 <- reserved (no user tables), ASID kept"),
             Op::SetDvmAffinity(Some(m)) => write!(f, "DVM affinity <- cpus {m}"),
             Op::SetDvmAffinity(None) => f.write_str("DVM affinity <- every CPU"),
             Op::SetVttbr { vmid, fb } => {

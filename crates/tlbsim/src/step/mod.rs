@@ -210,7 +210,7 @@ pub struct Cpus {
     /// Per context: its translation base while it does not run (a vCPU's
     /// `TTBR0_EL1`, kept by KVM; the host's, while its CPU runs a guest:
     /// VHE gives the host its own regime).
-    saved_ttbr0: Vec<Option<crate::hw::Ttbr0>>,
+    saved_ttbr0: Vec<crate::hw::UserRegs>,
 }
 
 impl std::fmt::Debug for Cpus {
@@ -246,7 +246,7 @@ impl Cpus {
             irq: (0..n).map(|_| None).collect(),
             acks: vec![0; n],
             doorbell: vec![None; n],
-            saved_ttbr0: vec![None; n],
+            saved_ttbr0: vec![crate::hw::UserRegs::default(); n],
         }
     }
 
@@ -266,7 +266,7 @@ impl Cpus {
             self.irq.push(None);
             self.acks.push(0);
             self.doorbell.push(None);
-            self.saved_ttbr0.push(None);
+            self.saved_ttbr0.push(crate::hw::UserRegs::default());
         }
         self.kernels.push(g);
         base
@@ -626,7 +626,7 @@ impl Cpus {
         self.on[cpu] = cx;
         self.stolen
             .set_idle(cpu, matches!(self.wait[cx], Wait::Idle));
-        self.saved_ttbr0[cpu] = self.w.hw.borrow().cpus[cpu].ttbr0;
+        self.saved_ttbr0[cpu] = self.w.hw.borrow().user_regs(cpu);
         self.w.hw.borrow_mut().enter_guest(cpu);
         ops::switch_regime_ttbr0(&self.w, cpu, self.saved_ttbr0[cx]);
         self.tell_running(cpu);
@@ -673,7 +673,7 @@ impl Cpus {
         debug_assert_ne!(cx, cpu, "a guest runs");
         self.cxs[cx].on = None;
         self.on[cpu] = cpu;
-        self.saved_ttbr0[cx] = self.w.hw.borrow().cpus[cpu].ttbr0;
+        self.saved_ttbr0[cx] = self.w.hw.borrow().user_regs(cpu);
         self.w.hw.borrow_mut().exit_guest(cpu);
         ops::switch_regime_ttbr0(&self.w, cpu, self.saved_ttbr0[cpu]);
         self.tell_running(cpu);

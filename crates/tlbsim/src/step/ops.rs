@@ -6,7 +6,7 @@
 use super::{Cpus, Cx, PendingIpi, Wait};
 use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{Asid, TlbiScope};
-use crate::hw::{AccessInfo, AccessTrace, CpuId, Fault, Inflight, Ttbr0};
+use crate::hw::{AccessInfo, AccessTrace, CpuId, Fault, Inflight, Ttbr0, UserRegs};
 use crate::kernel::{Dsb, GuestExit, LockId, LockWaiter, Op, OpResult, TaskId, TaskState, World};
 use crate::observe::Event;
 use std::rc::Rc;
@@ -94,6 +94,11 @@ impl Cpus {
             Op::SetTtbr0(t) => {
                 w.stats.borrow_mut().cpu[cpu].ttbr_writes += 1;
                 set_ttbr0(&w, cpu, t.map(|t| machine_ttbr(&w, t)));
+                Applied::Done(OpResult::Unit)
+            }
+            Op::SetReservedTtbr0 => {
+                w.stats.borrow_mut().cpu[cpu].ttbr_writes += 1;
+                w.hw.borrow_mut().set_reserved_ttbr0_base(cpu);
                 Applied::Done(OpResult::Unit)
             }
             Op::SetDvmAffinity(ref want) => {
@@ -280,7 +285,7 @@ pub fn access(
             c.walk_cache_hits += u64::from(info.walk_cache_hit);
         }
     }
-    let running = w.hw.borrow().cpus[cpu].ttbr0.map(|t| t.mm);
+    let running = w.hw.borrow().cpus[cpu].ttbr0().map(|t| t.mm);
     if let Some(running) = running {
         let store = write && r.is_ok();
         for tr in trace.drain(..) {
@@ -302,11 +307,11 @@ pub fn access(
     (r, info)
 }
 
-/// A speculative table walk of `va` by `cpu` through its current TTBR0
+/// A speculative table walk of `va` by `cpu` in its current context
 /// (see [`crate::hw::Hw::speculate`]); walk-cache entries it used are
-/// reported like a demand walk's.
+/// reported like a demand walk's, as walks of the mm whose ASID is current.
 pub fn speculate(w: &World, cpu: CpuId, va: u64, trace: &mut Vec<AccessTrace>) {
-    let Some(t) = w.hw.borrow().cpus[cpu].ttbr0 else {
+    let Some(t) = w.hw.borrow().walk_context(cpu) else {
         return;
     };
     trace.clear();
@@ -352,13 +357,20 @@ fn tlbi(w: &World, cpu: CpuId, scope: TlbiScope, broadcast: bool) -> Option<usiz
     id
 }
 
-/// On a switch between host and guest, the translation base of the
-/// regime now running becomes the one used (`t`, machine-wide): the
-/// hardware has one per regime, so nothing is written, but the observer
-/// learns what the CPU now translates with (an `AsidLoad`, checked as
-/// one).
-pub(super) fn switch_regime_ttbr0(w: &World, cpu: CpuId, t: Option<Ttbr0>) {
-    set_ttbr0(w, cpu, t);
+/// On a switch between host and guest, the user registers of the
+/// regime now running become the ones used (`r`, machine-wide): the
+/// hardware has one set per regime, so nothing is written, but the
+/// observer learns what the CPU now translates with (an `AsidLoad` if
+/// TTBR0 holds user tables, checked as one).
+pub(super) fn switch_regime_ttbr0(w: &World, cpu: CpuId, r: UserRegs) {
+    w.hw.borrow_mut().restore_user_regs(cpu, r);
+    if let Some(t) = r.ttbr0() {
+        w.m.emit(Event::AsidLoad {
+            cpu,
+            mm: t.mm,
+            asid: t.asid,
+        });
+    }
 }
 
 /// `t` with its mm numbered machine-wide (a guest kernel's own numbers

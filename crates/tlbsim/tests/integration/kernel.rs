@@ -80,7 +80,7 @@ fn a_kernel_thread_borrows_the_previous_mm_lazily() {
                 ctx.work(5_000).await;
                 let k = ctx.w.k.borrow();
                 let me = &k.tasks[ctx.task];
-                let ttbr_mm = ctx.w.hw.borrow().cpus[ctx.cpu()].ttbr0.map(|t| t.mm);
+                let ttbr_mm = ctx.w.hw.borrow().cpus[ctx.cpu()].ttbr0().map(|t| t.mm);
                 let count = me.active_mm.map_or(0, |m| k.mms[m as usize].count);
                 seen2.set(Some((me.active_mm, ttbr_mm, count)));
             })

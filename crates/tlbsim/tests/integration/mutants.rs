@@ -172,6 +172,24 @@ fn every_registered_mutant_is_caught_and_its_real_counterpart_passes() {
 #[test]
 #[ignore = "long: every real policy under every mutant search (about 3 min)"]
 fn every_real_policy_passes_every_mutant_search() {
-    let failures = real_failures(|kind, e| real(kind, e).into_iter().map(String::from).collect());
+    // v2 runs under the walk-cache reading it was designed for
+    // (`flush-on-ttbr-change`): under the default (`asid-tagged`) its idle
+    // CPUs keep cached walks into tables a local-only flush freed, which
+    // `churn_stress_shows_v2_safe_only_where_the_reserved_ttbr0_drops_cached_walks`
+    // shows (docs/validation.md, "Walk cache after the reserved TTBR0").
+    let mut failures = Vec::new();
+    for (kind, s) in searches(&broken()).values() {
+        let e = load(source(s));
+        for name in real(*kind, &e) {
+            let mut run = with(&e, *kind, name);
+            if name == "arm64-skip-broadcast-v2" {
+                run.machine.walk_cache_after_ttbr_write =
+                    Some(tlbsim::config::WalkCacheAfterTtbrWrite::FlushOnTtbrChange);
+            }
+            if let Some(r) = search(&run, s) {
+                failures.push(format!("real {name} failed {s:?}:\n{r}"));
+            }
+        }
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }

@@ -20,7 +20,6 @@
 //! broadcast), the VIVT instruction-cache flush. The allocator does not
 //! support KPTI (ARMv7 had none).
 
-use super::mmu_context::cpu_set_reserved_ttbr0;
 use crate::engine::exec::KFuture;
 use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{Asid, MmId, TlbiScope};
@@ -149,6 +148,17 @@ impl Inner {
         self.set_mm_context(ctx, mm, asid).await;
         ctx.spin_unlock(self.lock.get()).await;
     }
+}
+
+/// `cpu_set_reserved_ttbr0()` of 32-bit ARM with LPAE (arch/arm/mm/
+/// context.c, Linux 3.5): TTBR0 <- `swapper_pg_dir`, "which contains only
+/// global entries. The ASID is set to 0." (LPAE keeps the ASID in TTBR0),
+/// then `isb()`. Without LPAE it copies TTBR1 into TTBR0 and leaves the
+/// ASID in CONTEXTIDR, as arm64 does since v4.15; the model takes the LPAE
+/// form (docs/model.md, "Walk cache after the reserved TTBR0").
+async fn cpu_set_reserved_ttbr0(ctx: &Ctx) {
+    ctx.step(Op::SetTtbr0(None)).await;
+    ctx.isb().await;
 }
 
 /// `local_flush_tlb_all()` of 32-bit ARM (arch/arm/include/asm/tlbflush.h,

@@ -15,6 +15,13 @@
 //!   with the switch-in's increment, test and flush this is a Dekker pair.
 //!   (The posted code wrote the re-check as `likely(atomic_read(..)) <= 1`,
 //!   which is always true; `arm64-skip-broadcast-v2-posted` models that.)
+//! - The idle CPU's reserved TTBR0 leaves the mm's ASID in TTBR1 (arm64
+//!   since v4.15). Whether its cached walks of that ASID stay usable is the
+//!   hardware's walk-cache reading: under the Arm ARM's (`asid-tagged`)
+//!   a local-only flush that frees page tables leaves them in that CPU's
+//!   walk cache (Catalin Marinas's objection, 9 Mar 2020); v2 is safe only
+//!   where the reserved TTBR0 write drops them (`flush-on-ttbr-change`).
+//!   docs/validation.md, "Walk cache after the reserved TTBR0".
 
 use super::mmu_context::cpu_set_reserved_ttbr0;
 use super::tlbflush::local_flush_tlb_asid;
@@ -186,6 +193,10 @@ impl TlbPolicy for SkipV2 {
         })
     }
 
+    /// v2's `enter_lazy_tlb()`: an idle CPU loads the reserved TTBR0 and
+    /// leaves `nr_active_mm`. v2 skips the reserved TTBR0 under SW PAN
+    /// (`if (!system_uses_ttbr0_pan())`, which then has ASID 0 in TTBR1);
+    /// the model is a kernel without SW PAN.
     fn enter_lazy_tlb<'a>(&'a self, ctx: &'a Ctx, mm: MmId, to_idle: bool) -> KFuture<'a, ()> {
         Box::pin(async move {
             if self.is_not_lazy(ctx) && to_idle {
