@@ -31,9 +31,9 @@
 //! this era is broadcast), `vmalloc_seq`, the VIVT I-cache flush. ARMv7
 //! has no KPTI.
 
-// ARMv7 SMP's `local_flush_tlb_all()` before Linux 3.10: a TLBIALLIS.
-use super::asid_ipi::local_flush_tlb_all;
-use super::mmu_context::cpu_set_reserved_ttbr0;
+// ARMv7 SMP's `local_flush_tlb_all()` before Linux 3.10 (a TLBIALLIS),
+// and 32-bit ARM's `cpu_set_reserved_ttbr0()` (the LPAE form, as for 3.5).
+use super::asid_ipi::{cpu_set_reserved_ttbr0, local_flush_tlb_all};
 use crate::engine::exec::KFuture;
 use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{Asid, MmId};

@@ -156,7 +156,7 @@ impl Inner {
 /// then `isb()`. Without LPAE it copies TTBR1 into TTBR0 and leaves the
 /// ASID in CONTEXTIDR, as arm64 does since v4.15; the model takes the LPAE
 /// form (docs/model.md, "Walk cache after the reserved TTBR0").
-async fn cpu_set_reserved_ttbr0(ctx: &Ctx) {
+pub(super) async fn cpu_set_reserved_ttbr0(ctx: &Ctx) {
     ctx.step(Op::SetTtbr0(None)).await;
     ctx.isb().await;
 }
