@@ -796,26 +796,7 @@ mod tests {
     fn map(hw: &mut Hw, pages: u64) -> TableId {
         let pgd = hw.mem.alloc_table(0);
         for vpn in 0..pages {
-            let va = vpn << PAGE_SHIFT;
-            let mut t = pgd;
-            for level in 0..LEVELS - 1 {
-                let idx = level_index(va, level);
-                t = match hw.mem.table(t).entries.get(&idx).copied() {
-                    Some(Desc::Table(next)) => next,
-                    _ => {
-                        let next = hw.mem.alloc_table(level + 1);
-                        hw.mem.table_mut(t).entries.insert(idx, Desc::Table(next));
-                        next
-                    }
-                };
-            }
-            let pte = Pte {
-                pfn: 1000 + vpn,
-                perms: Perms::RW,
-                version: 1,
-            };
-            let idx = level_index(va, LEVELS - 1);
-            hw.mem.table_mut(t).entries.insert(idx, Desc::Page(pte));
+            map_page(hw, pgd, vpn << PAGE_SHIFT, 1000 + vpn);
         }
         pgd
     }
@@ -845,6 +826,12 @@ mod tests {
 
     /// Adds the 4 KiB page at `va` to the tables under `pgd`.
     fn map_va(hw: &mut Hw, pgd: TableId, va: u64) {
+        map_page(hw, pgd, va, 7000);
+    }
+
+    /// Maps `va` to frame `pfn` (read-write) under `pgd`, allocating the
+    /// missing tables.
+    fn map_page(hw: &mut Hw, pgd: TableId, va: u64, pfn: u64) {
         let mut t = pgd;
         for level in 0..LEVELS - 1 {
             let idx = level_index(va, level);
@@ -858,7 +845,7 @@ mod tests {
             };
         }
         let pte = Pte {
-            pfn: 7000,
+            pfn,
             perms: Perms::RW,
             version: 1,
         };
