@@ -14,7 +14,7 @@ use crate::hw::mem::{Perms, PAGE_SIZE};
 use crate::hw::tlb::MmId;
 
 /// Where every address space's heap begins (`mm->start_brk`): below the
-/// lowest address `mmap` hands out ([`super::mm::MMAP_MIN_ADDR`]), as an
+/// lowest address `mmap` hands out (`mm::MMAP_MIN_ADDR`), as an
 /// ELF program's heap follows its data segment low in the address space.
 /// Linux randomises it (`arch_randomize_brk()`); the model does not.
 pub const START_BRK: u64 = 0x0200_0000;
