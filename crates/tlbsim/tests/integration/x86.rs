@@ -328,7 +328,7 @@ fn the_huge_zero_page_needs_thp_and_a_known_mode() {
         matches!(run_seed(&e, 1), Err(SimError::Field { key, .. }) if key == "thp_huge_zero_page")
     );
     let text = "[experiment]\nname = \"t\"\nprofile = \"skylake-4c8t\"\n[kernel]\nthp = \"always\"\nthp_huge_zero_page = \"sometimes\"\n[workload]\nname = \"pthread-mmap\"\n";
-    let err = tlbsim::config::parse_toml("hzp.toml", text)
+    let err = tlbsim::config::parse_toml::<Experiment>("hzp.toml", text)
         .unwrap_err()
         .to_string();
     assert!(err.contains("thp_huge_zero_page"), "{err}");
