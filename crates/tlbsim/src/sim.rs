@@ -723,6 +723,12 @@ fn check_kernel(
             ),
         ));
     }
+    if !kcfg.thp_huge_zero_page.is_off() && kcfg.thp != crate::config::Thp::Always {
+        return Err(field(
+            "thp_huge_zero_page",
+            "the huge zero page needs thp = \"always\"".into(),
+        ));
+    }
     if let Some(limit) = kcfg.memory_limit_pages {
         if limit == 0 {
             return Err(field("memory_limit_pages", "must be >= 1 (pages)".into()));

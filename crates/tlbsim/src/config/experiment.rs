@@ -148,6 +148,16 @@ pub struct KernelConfig {
     /// `"never"` (default) uses 4 KiB pages only. See docs/model.md.
     #[serde(default)]
     pub thp: Thp,
+    /// The huge zero page (`/sys/kernel/mm/transparent_hugepage/
+    /// use_zero_page`, on by default in every Linux since 3.8): with
+    /// `thp = "always"`, a read fault where a huge page fits maps the
+    /// shared huge zero page read-only at the PMD, and the first write
+    /// replaces it (`"cow-alloc"`: Linux 3.8-5.7; `"cow-split"`: 5.8+).
+    /// `"alloc-on-read"` is `use_zero_page = 0`. `"off"` (the model's
+    /// default, a deliberate divergence until adopted, docs/model.md) maps
+    /// the 4 KiB zero page on a read fault. Left out of the JSON when off.
+    #[serde(default, skip_serializing_if = "ThpZeroPage::is_off")]
+    pub thp_huge_zero_page: ThpZeroPage,
     /// arm64 `__switch_to()` executes `dsb(ish)`, completing the TLB
     /// maintenance the CPU issued before the task leaves it (every arm64
     /// kernel; reclaim's deferred flush relies on it when the reclaiming
@@ -208,6 +218,46 @@ pub enum Thp {
     Always,
 }
 
+/// How the huge zero page is mapped and copied on write
+/// (`[kernel] thp_huge_zero_page`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ThpZeroPage {
+    /// The model's behaviour before the huge zero page was built, which no
+    /// Linux has: a read fault maps the 4 KiB zero page (its PTE table
+    /// then keeps the 2 MiB from becoming a huge page).
+    #[default]
+    Off,
+    /// Linux with `use_zero_page = 0` (and Linux before 3.8): no huge zero
+    /// page; a read fault where a huge page fits allocates one, as a write
+    /// fault does (`do_huge_pmd_anonymous_page()` skips its zero-page
+    /// branch).
+    AllocOnRead,
+    /// Linux 3.8-5.7 (the huge zero page came in 3.8; until 3917c80280c9): a write to the
+    /// huge zero page allocates and clears a new huge page, clears the PMD
+    /// with its 2 MiB flush (`pmdp_huge_clear_flush_notify()`) and maps it
+    /// (`do_huge_pmd_wp_page()`, its `alloc:` path).
+    CowAlloc,
+    /// Linux 5.8+ (3917c80280c9, "thp: change CoW semantics for
+    /// anon-THP"): a write to the huge zero page splits it into 512
+    /// read-only 4 KiB zero-page PTEs (`__split_huge_zero_page_pmd()`,
+    /// with its 2 MiB flush) and the write is retried as a 4 KiB
+    /// copy-on-write of the zero page.
+    CowSplit,
+}
+
+impl ThpZeroPage {
+    /// Is this the model's default (`"off"`)?
+    pub fn is_off(&self) -> bool {
+        *self == ThpZeroPage::Off
+    }
+
+    /// Does a read fault map the huge zero page?
+    pub fn maps_huge_zero_page(&self) -> bool {
+        matches!(self, ThpZeroPage::CowAlloc | ThpZeroPage::CowSplit)
+    }
+}
+
 impl Default for KernelConfig {
     fn default() -> Self {
         Self {
@@ -218,6 +268,7 @@ impl Default for KernelConfig {
             mmap_lock_readers_sleep: false,
             zap_flush_always: false,
             thp: Thp::Never,
+            thp_huge_zero_page: ThpZeroPage::Off,
             switch_to_dsb: true,
             migrate_batch_flush: false,
             mremap_flush_unlocked: false,

@@ -16,7 +16,7 @@ pub mod profile;
 
 pub use experiment::{
     CheckerConfig, Experiment, ExperimentMeta, KernelConfig, MachineOverrides, Placement, Thp,
-    VmConfig, WorkloadConfig,
+    ThpZeroPage, VmConfig, WorkloadConfig,
 };
 pub use location::{find_key_line, from_table, parse_toml, ConfigError};
 pub use patch::apply_sets;

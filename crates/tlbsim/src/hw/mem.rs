@@ -154,6 +154,8 @@ pub struct PhysMem {
     free_huge: Vec<Pfn>,
     /// Mappings of each frame (`page_mapcount`), indexed by pfn.
     frame_refs: Vec<u32>,
+    /// First frame of the huge zero page, once allocated.
+    huge_zero_pfn: Option<Pfn>,
     /// Live table pages.
     pub live_tables: usize,
     /// Live data frames.
@@ -242,6 +244,29 @@ impl PhysMem {
             *r = 1;
         }
         base
+    }
+
+    /// `get_huge_zero_page()`: the huge zero page (512 zeroed frames),
+    /// allocated on first use and kept for the rest of the run. Linux
+    /// counts its users (`huge_zero_refcount`, one per mm that mapped it)
+    /// and a shrinker frees it when none is left; the model keeps it, so
+    /// its frames are never freed and never reused while mapped. Mappings
+    /// of it take no frame reference (`release_pages()` skips it).
+    pub fn get_huge_zero_page(&mut self) -> Pfn {
+        match self.huge_zero_pfn {
+            Some(p) => p,
+            None => {
+                let p = self.alloc_huge();
+                self.huge_zero_pfn = Some(p);
+                p
+            }
+        }
+    }
+
+    /// `is_huge_zero_page()`: is `pfn` the first frame of the huge zero
+    /// page?
+    pub fn is_huge_zero_pfn(&self, pfn: Pfn) -> bool {
+        self.huge_zero_pfn == Some(pfn)
     }
 
     /// Drops the references a huge mapping holds on its 512 frames

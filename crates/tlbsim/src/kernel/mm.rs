@@ -108,6 +108,8 @@ pub struct MmuGather {
     freed_tables: bool,
     /// 4 KiB PTEs were cleared (arm64 `tlb->cleared_ptes`).
     cleared_ptes: bool,
+    /// 2 MiB leaves were cleared (arm64 `tlb->cleared_pmds`).
+    cleared_pmds: bool,
     /// Frames to release after the flush, with the VA they were mapped at.
     frames: Vec<(Pfn, u64)>,
     /// Huge pages to release after the flush: first frame and VA.
@@ -126,6 +128,7 @@ impl MmuGather {
             end: 0,
             freed_tables: false,
             cleared_ptes: false,
+            cleared_pmds: false,
             frames: Vec::new(),
             huge: Vec::new(),
             tables: Vec::new(),
@@ -160,7 +163,12 @@ impl MmuGather {
                 if !huge_leaves(&ctx.w, self.mm, base, base + HPAGE_SIZE).is_empty() {
                     let (old, _) = set_huge(&ctx.w, ctx.cpu(), self.mm, base, None);
                     let old = old.expect("huge leaf present under its lock");
-                    self.huge.push((old.pfn, base));
+                    // The huge zero page is not freed (zap_huge_pmd()'s
+                    // is_huge_zero_pmd() branch) but flushed all the same.
+                    if !ctx.w.hw.borrow().mem.is_huge_zero_pfn(old.pfn) {
+                        self.huge.push((old.pfn, base));
+                    }
+                    self.cleared_pmds = true;
                     self.add_range(base, base + HPAGE_SIZE);
                     ctx.work(per).await;
                 }
@@ -231,7 +239,7 @@ impl MmuGather {
             } else {
                 // tlb_get_unmap_size(): one invalidation per 2 MiB when
                 // only huge pages were cleared.
-                let stride = if !self.cleared_ptes && !self.huge.is_empty() {
+                let stride = if !self.cleared_ptes && self.cleared_pmds {
                     HPAGE_SIZE
                 } else {
                     PAGE_SIZE
@@ -293,7 +301,10 @@ pub async fn dec_tlb_flush_pending(ctx: &Ctx, mm: MmId) {
 /// `__split_huge_pmd()` of the anonymous huge page at `base`, under its
 /// PMD lock: the PMD is invalidated and the 2 MiB flushed
 /// (`pmdp_invalidate`), then a PTE table maps the same 512 frames with the
-/// same permissions. Callers then work on 4 KiB PTEs.
+/// same permissions. The huge zero page is split into 512 read-only
+/// PTEs of the 4 KiB zero page (`__split_huge_zero_page_pmd()`, whose
+/// `pmdp_huge_clear_flush()` flushes the same 2 MiB). Callers then work
+/// on 4 KiB PTEs.
 pub async fn split_huge_pmd(ctx: &Ctx, mm: MmId, base: u64) {
     let _f = ctx.func(crate::label!("__split_huge_pmd"));
     let w = &ctx.w;
@@ -303,9 +314,15 @@ pub async fn split_huge_pmd(ctx: &Ctx, mm: MmId, base: u64) {
         set_huge(w, ctx.cpu(), mm, base, None);
         flush_tlb_range(ctx, mm, base, base + HPAGE_SIZE, HPAGE_SIZE, true).await;
         let cpu = ctx.cpu();
+        let zero = w.hw.borrow().mem.is_huge_zero_pfn(p.pfn);
         let mut tables = 0;
         for i in 0..HPAGE_PAGES {
-            let (_, t) = set_pte(w, cpu, mm, base + i * PAGE_SIZE, Some((p.pfn + i, p.perms)));
+            let new = if zero {
+                (ZERO_PFN, Perms::R)
+            } else {
+                (p.pfn + i, p.perms)
+            };
+            let (_, t) = set_pte(w, cpu, mm, base + i * PAGE_SIZE, Some(new));
             tables += t;
         }
         ctx.work(
@@ -647,7 +664,8 @@ async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -> bool {
 /// `__handle_mm_fault()` and `handle_pte_fault()`: what the entry for `va`
 /// calls for. A swap entry: [`do_swap_page`]; a migration entry: wait
 /// for the migration (`migration_entry_wait()`). No entry: a new page, huge where it fits
-/// ([`do_huge_pmd_anonymous_page`]) or not ([`do_anonymous_page`]); a
+/// ([`do_huge_pmd_anonymous_page`]; for a read, only with
+/// `thp_huge_zero_page` other than `"off"`) or not ([`do_anonymous_page`]); a
 /// write to a read-only huge page ([`wp_huge_pmd`]) or page
 /// ([`do_wp_page`]); anything else was spurious (the retry walks the
 /// current entry).
@@ -663,14 +681,14 @@ async fn handle_pte_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
                 }
             }
         }
-        None if write && thp_fits(ctx, mm, v, va) => {
-            do_huge_pmd_anonymous_page(ctx, mm, v, va).await;
+        None if (write || !w.kcfg.thp_huge_zero_page.is_off()) && thp_fits(ctx, mm, v, va) => {
+            do_huge_pmd_anonymous_page(ctx, mm, v, va, write).await;
         }
         None => do_anonymous_page(ctx, mm, v, va, write).await,
         Some(p)
             if write && !p.perms.write() && !huge_leaves(w, mm, va, va + PAGE_SIZE).is_empty() =>
         {
-            wp_huge_pmd(ctx, mm, va).await;
+            wp_huge_pmd(ctx, mm, v, va).await;
         }
         Some(p) if write && !p.perms.write() => do_wp_page(ctx, mm, v, va, p).await,
         Some(_) => {}
@@ -679,11 +697,17 @@ async fn handle_pte_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
 
 /// `do_huge_pmd_anonymous_page()`: allocate, clear and map 2 MiB; back off
 /// if the PMD was filled meanwhile (the retry then faults the 4 KiB way or
-/// finds the page).
-async fn do_huge_pmd_anonymous_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64) {
+/// finds the page). A read fault maps the huge zero page instead where
+/// it is on ([`set_huge_zero_page`]), and allocates like a write with
+/// `thp_huge_zero_page = "alloc-on-read"`.
+async fn do_huge_pmd_anonymous_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
     let _f = ctx.func(crate::label!("do_huge_pmd_anonymous_page"));
     let w = &ctx.w;
     let base = va & !(HPAGE_SIZE - 1);
+    if !write && w.kcfg.thp_huge_zero_page.maps_huge_zero_page() {
+        set_huge_zero_page(ctx, mm, base).await;
+        return;
+    }
     let cost = w.profile.kernel.thp_fault_ns.unwrap_or(0);
     ctx.work(cost).await;
     let pfn = w.hw.borrow_mut().mem.alloc_huge();
@@ -732,11 +756,74 @@ async fn do_anonymous_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
     }
 }
 
-/// `wp_huge_pmd()` on a write-protected huge page (none is made today:
-/// mprotect and fork split them): split it (`do_huge_pmd_wp_page()`'s
-/// fallback); the retry then takes the 4 KiB write-protect fault.
-async fn wp_huge_pmd(ctx: &Ctx, mm: MmId, va: u64) {
-    split_huge_pmd(ctx, mm, va & !(HPAGE_SIZE - 1)).await;
+/// The read-fault branch of `do_huge_pmd_anonymous_page()` with
+/// `transparent_hugepage/use_zero_page` (Linux 3.8+): under the PMD lock,
+/// if the PMD is still empty, map the huge zero page read-only at it
+/// (`mm_get_huge_zero_page()`, `set_huge_zero_page()`). Nothing is
+/// allocated or cleared: the fault costs `page_fault_ns` plus any upper
+/// table it allocates (the deposited PTE table is not modelled, as for
+/// a THP).
+async fn set_huge_zero_page(ctx: &Ctx, mm: MmId, base: u64) {
+    let w = &ctx.w;
+    let zero = w.hw.borrow_mut().mem.get_huge_zero_page();
+    ctx.ptl_lock(mm, base).await;
+    if pmd_none(w, mm, base) {
+        let (_, tables) = set_huge(w, ctx.cpu(), mm, base, Some((zero, Perms::R)));
+        ctx.work(w.profile.kernel.page_alloc_ns * u64::from(tables))
+            .await;
+    }
+    ctx.ptl_unlock(mm, base).await;
+}
+
+/// `wp_huge_pmd()` → `do_huge_pmd_wp_page()` on a write-protected huge
+/// page. The huge zero page, by `[kernel] thp_huge_zero_page`: Linux
+/// 3.8-5.7 copy it into a new huge page ([`do_huge_pmd_wp_zero_alloc`]);
+/// 5.8+ split it (`goto fallback`). Any other huge page (none is made
+/// today: mprotect and fork split them) is split. After a split the retry
+/// takes the 4 KiB write-protect fault.
+async fn wp_huge_pmd(ctx: &Ctx, mm: MmId, v: &Vma, va: u64) {
+    let w = &ctx.w;
+    let base = va & !(HPAGE_SIZE - 1);
+    let leaf = huge_leaves(w, mm, base, base + HPAGE_SIZE)
+        .first()
+        .map(|&(_, p)| p);
+    if let Some(orig) = leaf {
+        if w.kcfg.thp_huge_zero_page == crate::config::ThpZeroPage::CowAlloc
+            && w.hw.borrow().mem.is_huge_zero_pfn(orig.pfn)
+        {
+            do_huge_pmd_wp_zero_alloc(ctx, mm, v, base, orig).await;
+            return;
+        }
+    }
+    split_huge_pmd(ctx, mm, base).await;
+}
+
+/// `do_huge_pmd_wp_page()`'s `alloc:` path for the huge zero page (Linux
+/// 3.8-5.7, here as in 4.14): allocate and clear a huge page
+/// (`thp_fault_ns`), then under the PMD lock, if the PMD is still
+/// `orig` (`pmd_same()`), clear it and flush its 2 MiB
+/// (`pmdp_huge_clear_flush_notify()` → `flush_tlb_range(vma, haddr,
+/// haddr + HPAGE_PMD_SIZE)`) and map the new page writable; otherwise
+/// free the new page (the retry finds whatever is there).
+async fn do_huge_pmd_wp_zero_alloc(ctx: &Ctx, mm: MmId, v: &Vma, base: u64, orig: Pte) {
+    let _f = ctx.func(crate::label!("do_huge_pmd_wp_page"));
+    let w = &ctx.w;
+    ctx.work(w.profile.kernel.thp_fault_ns.unwrap_or(0)).await;
+    let pfn = w.hw.borrow_mut().mem.alloc_huge();
+    ctx.ptl_lock(mm, base).await;
+    let same = huge_leaves(w, mm, base, base + HPAGE_SIZE)
+        .first()
+        .map(|&(_, p)| p)
+        == Some(orig);
+    if same {
+        w.stats.borrow_mut().thp_fault_alloc += 1;
+        set_huge(w, ctx.cpu(), mm, base, None);
+        flush_tlb_range(ctx, mm, base, base + HPAGE_SIZE, HPAGE_SIZE, true).await;
+        set_huge(w, ctx.cpu(), mm, base, Some((pfn, v.perms)));
+    } else {
+        w.put_huge(ctx.cpu(), pfn, mm, base);
+    }
+    ctx.ptl_unlock(mm, base).await;
 }
 
 /// `do_wp_page()`: a write to the read-only PTE `p`. A page someone else
@@ -811,7 +898,8 @@ async fn access_flags_flush(ctx: &Ctx, mm: MmId, va: u64) {
     }
 }
 
-/// Would a write fault at `va` in `v` map a transparent huge page? With
+/// Would a fault at `va` in `v` map a transparent huge page (a write
+/// fault) or the huge zero page (a read fault, when it is on)? With
 /// `thp = "always"`, when the aligned 2 MiB around `va` lies inside the VMA
 /// and no PTE table (or huge page) is there yet (`pmd_none`).
 fn thp_fits(ctx: &Ctx, mm: MmId, v: &Vma, va: u64) -> bool {

@@ -333,6 +333,21 @@ fn the_explorer_passes_huge_page_faults_and_splits() {
 }
 
 #[test]
+fn the_explorer_passes_the_huge_zero_page_and_its_copy_on_write() {
+    // pthread-mmap reading each page before writing it, 2 threads with
+    // 4 MiB each (one aligned 2 MiB or more per mapping): the read maps the
+    // huge zero page, the write copies it with a 2 MiB flush (3.8-5.7) or
+    // splits it (5.8+), under schedules the explorer picks.
+    for mode in ["cow-alloc", "cow-split"] {
+        let text = format!("[experiment]\nname = \"t\"\nprofile = \"skylake-4c8t\"\n[machine]\ncpus = 3\n[kernel]\ntlb_policy = \"x86-tlb-gen\"\nasid_allocator = \"none\"\nthp = \"always\"\nthp_huge_zero_page = \"{mode}\"\n[workload]\nname = \"pthread-mmap\"\nthreads = 2\nrounds = 1\ndata_mib = 8\nread_before_write = true\n");
+        let e: Experiment = parse_toml("hzp.toml", &text).unwrap();
+        let r = check(&e, &opts(Strategy::Random, 20)).unwrap();
+        assert!(r.failure.is_none(), "{mode}: {:?}", r.failure);
+        assert!(r.completed > 0 && r.interrupts > 0, "{mode}: {r:?}");
+    }
+}
+
+#[test]
 fn in_vms_dvmbm_leaves_a_window_after_a_mask_change_and_stock_kvm_has_none() {
     // experiments/seed003-vm-race.toml: two 2-vCPU VMs, mprotect vs a
     // hopping reader in each. Under kvm-dvmbm a vCPU that loads on a new

@@ -337,3 +337,174 @@ fn brk_grows_without_flushing_shrinks_like_munmap_and_fork_inherits_the_break() 
     );
     assert_eq!(b3, b2);
 }
+
+/// A 2-CPU Skylake world with THP on and the huge zero page as `mode`,
+/// under x86 `policy`, with the checker.
+fn huge_zero_world(policy: &str, mode: tlbsim::config::ThpZeroPage) -> Rc<World> {
+    let mut p = builtin_profile("skylake-4c8t").unwrap();
+    p.topology.cpus = 2;
+    let k = KernelConfig {
+        tlb_policy: policy.into(),
+        asid_allocator: "none".into(),
+        thp: tlbsim::config::Thp::Always,
+        thp_huge_zero_page: mode,
+        ..KernelConfig::default()
+    };
+    let alloc = asid_allocator(&k.asid_allocator, &k, p.tlb.asid_bits).unwrap();
+    let w = World::new(p, k.clone(), tlb_policy(&k.tlb_policy).unwrap(), alloc);
+    *w.observer.borrow_mut() = Some(Box::new(Checker::new(w.ncpus(), 16)));
+    w
+}
+
+/// What [`huge_zero_cow`] saw.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+struct ZeroCow {
+    /// After the read: 2 MiB leaves over the region, and whether the one
+    /// leaf is the huge zero page, read-only; PTE tables there.
+    read_leaves: usize,
+    read_zero_ro: bool,
+    read_tables: usize,
+    /// Page faults taken by reading all 512 pages.
+    read_faults: u64,
+    /// Flushes and CPU1's flush IPIs during the first write.
+    write_flushes: u64,
+    write_ipis_cpu1: u64,
+    /// After the write: the leaf at the region is huge and writable (not
+    /// the zero page); the PTE of its second page is the 4 KiB zero page.
+    written_huge_rw: bool,
+    second_pte_zero: bool,
+    /// CPU1 still caches its unrelated 4 KiB page after the write's flush.
+    cpu1_kept_other: bool,
+}
+
+/// CPU0 maps 6 MiB and reads the first aligned 2 MiB; a thread on CPU1
+/// writes an unrelated page and reads the same 2 MiB, then computes (it
+/// stays in `mm_cpumask`, not lazy); CPU0 writes the 2 MiB's first page.
+fn huge_zero_cow(policy: &str, mode: tlbsim::config::ThpZeroPage) -> ZeroCow {
+    use tlbsim::hw::mem::HPAGE_SIZE;
+    use tlbsim::kernel::pgtable::{get_pte, huge_leaves, pte_tables};
+    use tlbsim::kernel::sched::sys_clone_thread;
+    let w = huge_zero_world(policy, mode);
+    let seen: Rc<Cell<ZeroCow>> = Rc::default();
+    let out = Rc::clone(&seen);
+    run_process(
+        &w,
+        Box::new(move |ctx: Ctx| {
+            Box::pin(async move {
+                let w = Rc::clone(&ctx.w);
+                let mm = ctx.mm().unwrap();
+                let mut s = ZeroCow::default();
+                let p = sys_mmap(&ctx, 3 * HPAGE_SIZE, Perms::RW).await;
+                let other = sys_mmap(&ctx, PAGE_SIZE, Perms::RW).await;
+                let base = (p + HPAGE_SIZE - 1) & !(HPAGE_SIZE - 1);
+                let faults = |w: &World| w.stats.borrow().total().page_faults;
+                let f0 = faults(&w);
+                for i in 0..512 {
+                    assert!(ctx.user_access(base + i * PAGE_SIZE, false).await);
+                }
+                s.read_faults = faults(&w) - f0;
+                let leaves = huge_leaves(&w, mm, base, base + HPAGE_SIZE);
+                s.read_leaves = leaves.len();
+                s.read_zero_ro = leaves.first().is_some_and(|&(_, l)| {
+                    w.hw.borrow().mem.is_huge_zero_pfn(l.pfn) && l.perms == Perms::R
+                });
+                s.read_tables = pte_tables(&w, mm, base, base + HPAGE_SIZE).len();
+                let ready: Rc<Cell<bool>> = Rc::default();
+                let set = Rc::clone(&ready);
+                sys_clone_thread(
+                    &ctx,
+                    "reader",
+                    Some(1),
+                    Box::new(move |c: Ctx| {
+                        Box::pin(async move {
+                            assert!(c.user_access(other, true).await);
+                            assert!(c.user_access(base + PAGE_SIZE, false).await);
+                            set.set(true);
+                            c.user_work(2_000_000).await;
+                        })
+                    }),
+                )
+                .await;
+                while !ready.get() {
+                    ctx.user_work(10_000).await;
+                }
+                // flush_tlb_range/page/mm calls (each timed once).
+                let flushes = |w: &World| w.stats.borrow().flush_latency_ns.summary().count;
+                let ipis1 = |w: &World| {
+                    let c = &w.stats.borrow().cpu[1];
+                    c.ipi_call + c.ipi_call_single
+                };
+                let (fl0, ipi0) = (flushes(&w), ipis1(&w));
+                assert!(ctx.user_access(base, true).await);
+                s.write_flushes = flushes(&w) - fl0;
+                s.write_ipis_cpu1 = ipis1(&w) - ipi0;
+                s.written_huge_rw = huge_leaves(&w, mm, base, base + HPAGE_SIZE)
+                    .first()
+                    .is_some_and(|&(_, l)| {
+                        !w.hw.borrow().mem.is_huge_zero_pfn(l.pfn) && l.perms == Perms::RW
+                    });
+                s.second_pte_zero = get_pte(&w, mm, base + PAGE_SIZE)
+                    .is_some_and(|p| p.pfn == tlbsim::hw::mem::ZERO_PFN && p.perms == Perms::R);
+                s.cpu1_kept_other = w.hw.borrow().cpus[1]
+                    .tlb
+                    .leaf_entries_for(other / PAGE_SIZE)
+                    .any(|e| e.vpn == other / PAGE_SIZE);
+                out.set(s);
+            })
+        }),
+    );
+    seen.get()
+}
+
+#[test]
+fn the_huge_zero_page_is_mapped_on_read_and_copied_with_one_2mib_flush() {
+    use tlbsim::config::ThpZeroPage;
+    // 3.8-5.7: the read maps the huge zero page (one fault, one read-only
+    // PMD leaf, no PTE table); the first write copies it into a new huge
+    // page with one flush of its 2 MiB, which IPIs CPU1 (running, in
+    // mm_cpumask). Kernels before 4.20 count that flush in 4 KiB pages
+    // (512 > 33): a full flush, so CPU1 also loses an unrelated entry;
+    // 4.20+ invalidate one 2 MiB entry and CPU1 keeps it.
+    for (policy, full) in [
+        ("x86-lazy-legacy", true),
+        ("x86-tlb-gen-before-b956575", true),
+        ("x86-tlb-gen", false),
+    ] {
+        let s = huge_zero_cow(policy, ThpZeroPage::CowAlloc);
+        assert_eq!(
+            (s.read_leaves, s.read_zero_ro, s.read_tables, s.read_faults),
+            (1, true, 0, 1),
+            "{policy}: {s:?}"
+        );
+        assert_eq!(
+            (s.write_flushes, s.write_ipis_cpu1),
+            (1, 1),
+            "{policy}: {s:?}"
+        );
+        assert!(s.written_huge_rw, "{policy}: {s:?}");
+        assert_eq!(s.cpu1_kept_other, !full, "{policy}: {s:?}");
+    }
+    // 5.8+: the write splits the huge zero page (its 2 MiB flush) into
+    // 4 KiB zero-page PTEs and the retry copies one of them (a page flush).
+    let s = huge_zero_cow("x86-tlb-gen", ThpZeroPage::CowSplit);
+    assert_eq!((s.read_leaves, s.read_zero_ro), (1, true), "{s:?}");
+    assert_eq!((s.write_flushes, s.write_ipis_cpu1), (2, 2), "{s:?}");
+    assert!(!s.written_huge_rw && s.second_pte_zero, "{s:?}");
+    // Off (the model's default): the read maps the 4 KiB zero page, which
+    // leaves a PTE table, one fault per page.
+    let s = huge_zero_cow("x86-tlb-gen", ThpZeroPage::Off);
+    assert_eq!(
+        (s.read_leaves, s.read_tables, s.read_faults),
+        (0, 1, 512),
+        "{s:?}"
+    );
+    // use_zero_page = 0: the read allocates the huge page, the write
+    // needs no fault and no flush.
+    let s = huge_zero_cow("x86-tlb-gen", ThpZeroPage::AllocOnRead);
+    assert_eq!(
+        (s.read_leaves, s.read_zero_ro, s.read_faults),
+        (1, false, 1),
+        "{s:?}"
+    );
+    assert_eq!((s.write_flushes, s.written_huge_rw), (0, true), "{s:?}");
+}

@@ -318,3 +318,18 @@ fn a_write_fault_that_reuses_the_page_flushes_on_arm64_only() {
     assert!(x86 < 2 * 2 * 10 + 5, "x86: {x86} flushes");
     assert!(arm64 >= 3 * 2 * 10, "arm64: {arm64} flushes");
 }
+
+#[test]
+fn the_huge_zero_page_needs_thp_and_a_known_mode() {
+    let wl = "name = \"pthread-mmap\"\nthreads = 1\nrounds = 1\ndata_mib = 4";
+    let k = "asid_allocator = \"none\"\nthp_huge_zero_page = \"cow-alloc\"\n";
+    let e = common::experiment("skylake-4c8t", "x86-tlb-gen", 2, k, wl, "");
+    assert!(
+        matches!(run_seed(&e, 1), Err(SimError::Field { key, .. }) if key == "thp_huge_zero_page")
+    );
+    let text = "[experiment]\nname = \"t\"\nprofile = \"skylake-4c8t\"\n[kernel]\nthp = \"always\"\nthp_huge_zero_page = \"sometimes\"\n[workload]\nname = \"pthread-mmap\"\n";
+    let err = tlbsim::config::parse_toml::<Experiment>("hzp.toml", text)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("thp_huge_zero_page"), "{err}");
+}
