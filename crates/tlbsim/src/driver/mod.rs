@@ -155,10 +155,9 @@ pub struct TimingDriver {
     /// Per CPU: work left of a `Work` step an IPI interrupted.
     interrupted_work: Vec<Option<Ns>>,
     /// Per CPU: the function the interrupted `Work` step was charged to
-    /// (`step::cpu_time`), given back when it resumes. Only with the tick
-    /// on: without it the handler's function keeps the rest of the step,
-    /// as it always has (changing that would move results without a
-    /// tick).
+    /// (`step::cpu_time`), given back when it resumes (until 2026-11-26
+    /// the handler's function kept the rest of the step unless the tick
+    /// was on).
     interrupted_label: Vec<Option<&'static Label>>,
     /// Per CPU: its last `Work` step (under way, or interrupted) is user
     /// work, which an interrupt returning with `need_resched` cuts short
@@ -680,9 +679,9 @@ impl TimingDriver {
             self.q.cancel(id);
             self.work_step[cpu] = None;
             self.interrupted_work[cpu] = Some(end - self.now());
-            if self.ticking {
-                self.interrupted_label[cpu] = Some(self.cpu_time.label(cpu));
-            }
+            // The rest of the step is charged to what it was charged to
+            // before the handler ran, not to the handler.
+            self.interrupted_label[cpu] = Some(self.cpu_time.label(cpu));
             self.core.set_wait(cpu, Wait::Free);
             self.start_irq(cpu);
         }
