@@ -1,14 +1,9 @@
 //! End-to-end tests of the `tlbsim` command.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn tlbsim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tlbsim"))
-        .args(args)
-        .output()
-        .expect("tlbsim runs")
-}
+use common::tlbsim;
+use std::path::{Path, PathBuf};
 
 fn scratch(name: &str, text: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tlbsim-cli-test-{}", std::process::id()));

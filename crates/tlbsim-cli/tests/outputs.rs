@@ -3,45 +3,13 @@
 //! a symbolic link keeps being one, a bad output or sweep list is found
 //! before any work, and printed command lines survive a shell.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{scratch_dir, stderr, stdout, tlbsim, tlbsim_in, EXE, MPROTECT};
+use std::path::Path;
 use std::process::{Command, Output};
 
-const EXE: &str = env!("CARGO_BIN_EXE_tlbsim");
-
-/// seed000-mprotect cut to 10 iterations: a run of a few milliseconds.
-const MPROTECT: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../experiments/seed000-mprotect.toml"
-);
 const SHORT: &str = "workload.iterations=10";
-
-fn tlbsim_in(dir: &Path, args: &[&str]) -> Output {
-    Command::new(EXE)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("tlbsim runs")
-}
-
-fn tlbsim(args: &[&str]) -> Output {
-    tlbsim_in(Path::new("."), args)
-}
-
-/// A new empty directory for one test.
-fn scratch_dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tlbsim-outputs-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 /// `run` of the short mprotect experiment, writing its JSON to `json`.
 fn run_to(dir: &Path, json: &str) -> Output {
@@ -59,7 +27,7 @@ fn leftovers(dir: &Path) -> Vec<String> {
 
 #[test]
 fn json_dash_is_standard_output_and_the_table_goes_to_stderr() {
-    let dir = scratch_dir("dash");
+    let dir = scratch_dir("outputs", "dash");
     let o = run_to(&dir, "-");
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON alone");
@@ -134,7 +102,7 @@ fn a_write_error_on_a_device_is_reported_and_the_device_stays() {
 fn a_fifo_is_written_in_place() {
     use std::io::Read;
     use std::os::unix::fs::FileTypeExt;
-    let dir = scratch_dir("fifo");
+    let dir = scratch_dir("outputs", "fifo");
     let fifo = dir.join("out.json");
     let made = Command::new("mkfifo").arg(&fifo).status();
     if !made.is_ok_and(|s| s.success()) {
@@ -171,7 +139,7 @@ fn a_fifo_is_written_in_place() {
 #[cfg(unix)]
 #[test]
 fn a_symbolic_link_keeps_being_one_and_its_target_is_replaced() {
-    let dir = scratch_dir("symlink");
+    let dir = scratch_dir("outputs", "symlink");
     std::fs::create_dir(dir.join("data")).unwrap();
     std::fs::write(dir.join("data/real.json"), "old").unwrap();
     std::os::unix::fs::symlink("data/real.json", dir.join("link.json")).unwrap();
@@ -205,7 +173,7 @@ fn commands_with_output(path: &str) -> Vec<Vec<String>> {
     ];
     // rerun needs a result file; a missing one is reported first (exit 2
     // too), so give it one.
-    let dir = scratch_dir("rerun-input");
+    let dir = scratch_dir("outputs", "rerun-input");
     let o = run_to(&dir, "r.json");
     assert!(o.status.success(), "{}", stderr(&o));
     let result = dir.join("r.json");
@@ -218,7 +186,7 @@ fn commands_with_output(path: &str) -> Vec<Vec<String>> {
 
 #[test]
 fn an_unwritable_output_is_found_before_any_work() {
-    let dir = scratch_dir("unwritable");
+    let dir = scratch_dir("outputs", "unwritable");
     std::fs::write(dir.join("plain"), "").unwrap();
     let missing = "/nonexistent-tlbsim-dir/x.json".to_string();
     let under_file = dir.join("plain/x.json").to_string_lossy().into_owned();
@@ -258,7 +226,7 @@ fn an_unwritable_output_is_found_before_any_work() {
 
 #[test]
 fn a_bad_sweep_list_is_found_before_the_first_run() {
-    let dir = scratch_dir("sweep-lists");
+    let dir = scratch_dir("outputs", "sweep-lists");
     let csv = dir.join("out.csv");
     let csv = csv.to_str().unwrap();
     for (flag, value, want) in [
@@ -318,7 +286,7 @@ fn through_sh(line: &str, dir: &Path) -> Output {
 #[cfg(unix)]
 #[test]
 fn printed_commands_quote_paths_with_spaces_and_quotes() {
-    let dir = scratch_dir("quoting");
+    let dir = scratch_dir("outputs", "quoting");
     let sub = dir.join("my runs");
     std::fs::create_dir(&sub).unwrap();
     // `check` of seed 002's explorer experiment with a mutant allocator.

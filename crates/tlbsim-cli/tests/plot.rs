@@ -4,25 +4,17 @@
 //! 2 and nothing written; `reproduce --report DIR` writes a page and a
 //! figure per seed.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{s, scratch_dir, stderr, tlbsim, EXE, MPROTECT};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-const EXE: &str = env!("CARGO_BIN_EXE_tlbsim");
-
-const MPROTECT: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../experiments/seed000-mprotect.toml"
-);
 
 const SCALING_CSV: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../docs/data/seed000-scaling.csv"
 );
-
-fn tlbsim(args: &[&str]) -> Output {
-    Command::new(EXE).args(args).output().expect("tlbsim runs")
-}
 
 /// [`tlbsim`], killed (and the test failed) if it runs longer than `limit`.
 fn tlbsim_within(args: &[&str], limit: Duration) -> Output {
@@ -41,22 +33,6 @@ fn tlbsim_within(args: &[&str], limit: Duration) -> Output {
         std::thread::sleep(Duration::from_millis(5));
     }
     child.wait_with_output().unwrap()
-}
-
-/// A new empty directory for one test.
-fn scratch_dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tlbsim-plot-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// The lines of series in an SVG that `tlbsim plot` drew (axes and ticks
@@ -79,7 +55,7 @@ e,v,1,ampere-32,1,8,arm64-skip-broadcast-v2,asid,0.03125
 
 #[test]
 fn plot_draws_a_line_per_group_with_its_legend_label_and_the_same_bytes_twice() {
-    let dir = scratch_dir("groups");
+    let dir = scratch_dir("plot", "groups");
     let csv = dir.join("small.csv");
     std::fs::write(&csv, SMALL).unwrap();
     let out = dir.join("fig.svg");
@@ -131,7 +107,7 @@ fn plot_draws_a_line_per_group_with_its_legend_label_and_the_same_bytes_twice() 
 
 #[test]
 fn plot_reads_a_fresh_sweep_csv_and_the_older_schema_of_docs_data() {
-    let dir = scratch_dir("schemas");
+    let dir = scratch_dir("plot", "schemas");
     let csv = dir.join("sweep.csv");
     let o = tlbsim(&[
         "sweep",
@@ -212,7 +188,7 @@ fn refused(args: &[&str], out: &Path, want: &str) {
 
 #[test]
 fn plot_refuses_bad_input_with_exit_2_naming_file_row_and_column() {
-    let dir = scratch_dir("bad");
+    let dir = scratch_dir("plot", "bad");
     let csv = dir.join("small.csv");
     std::fs::write(&csv, SMALL).unwrap();
     let c = s(&csv);
@@ -269,7 +245,7 @@ fn plot_refuses_bad_input_with_exit_2_naming_file_row_and_column() {
 
 #[test]
 fn reproduce_report_writes_the_page_and_a_figure_per_seed() {
-    let dir = scratch_dir("report");
+    let dir = scratch_dir("plot", "report");
     let report = dir.join("new/report");
     let o = tlbsim(&[
         "reproduce",
@@ -329,7 +305,7 @@ const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
 #[test]
 fn every_csv_in_docs_data_has_the_figure_tools_figures_sh_draws() {
-    let out = scratch_dir("figures");
+    let out = scratch_dir("plot", "figures");
     let o = Command::new("sh")
         .arg("tools/figures.sh")
         .arg(&out)
@@ -383,7 +359,7 @@ proptest::proptest! {
         log_y in proptest::bool::ANY,
         group in proptest::bool::ANY,
     ) {
-        let dir = scratch_dir("fuzz");
+        let dir = scratch_dir("plot", "fuzz");
         let mut text = String::from("a,b,g\n");
         for (i, r) in rows.iter().enumerate() {
             let cells: Vec<&str> = r.iter().map(|&c| CELLS[c]).collect();

@@ -4,16 +4,12 @@
 //! and `--summary` gives mean and spread; bad flags and directories of
 //! another sweep are refused before any run.
 
+mod common;
+
+use common::{s, scratch_dir, stderr, tlbsim, EXE, MPROTECT};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-const EXE: &str = env!("CARGO_BIN_EXE_tlbsim");
-
-const MPROTECT: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../experiments/seed000-mprotect.toml"
-);
 
 /// The churn stress, whose results depend on the seed.
 const SAFETY: &str = concat!(
@@ -49,32 +45,12 @@ const LONG: [&str; 10] = [
     "1..30",
 ];
 
-fn tlbsim(args: &[&str]) -> Output {
-    Command::new(EXE).args(args).output().expect("tlbsim runs")
-}
-
 /// `sweep EXPERIMENT ARGS... MORE...`.
 fn sweep(exp: &str, args: &[&str], more: &[&str]) -> Output {
     let mut all = vec!["sweep", exp];
     all.extend_from_slice(args);
     all.extend_from_slice(more);
     tlbsim(&all)
-}
-
-/// A new empty directory for one test.
-fn scratch_dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tlbsim-resume-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 #[track_caller]
@@ -131,7 +107,7 @@ fn kill_after(args: &[String], dir: &Path, after: usize) -> bool {
 #[cfg(unix)]
 #[test]
 fn a_sweep_killed_at_any_moment_resumes_to_the_same_csv() {
-    let dir = scratch_dir("kill");
+    let dir = scratch_dir("resume", "kill");
     let whole = dir.join("whole.csv");
     ok(&sweep(MPROTECT, &LONG, &["--csv", s(&whole)]));
     let points = dir.join("points");
@@ -174,7 +150,7 @@ fn a_sweep_killed_at_any_moment_resumes_to_the_same_csv() {
 
 #[test]
 fn a_damaged_point_file_is_refused_and_a_temporary_one_ignored() {
-    let dir = scratch_dir("damaged");
+    let dir = scratch_dir("resume", "damaged");
     let whole = dir.join("whole.csv");
     ok(&sweep(MPROTECT, &SMALL, &["--csv", s(&whole)]));
     let points = dir.join("points");
@@ -200,7 +176,7 @@ fn a_damaged_point_file_is_refused_and_a_temporary_one_ignored() {
 
 #[test]
 fn shards_merged_equal_the_whole_sweep() {
-    let dir = scratch_dir("shards");
+    let dir = scratch_dir("resume", "shards");
     let whole = dir.join("whole.csv");
     ok(&sweep(MPROTECT, &SMALL, &["--csv", s(&whole)]));
     let want = std::fs::read(&whole).unwrap();
@@ -263,7 +239,7 @@ fn shards_merged_equal_the_whole_sweep() {
 
 #[test]
 fn resuming_with_other_arguments_is_refused() {
-    let dir = scratch_dir("other");
+    let dir = scratch_dir("resume", "other");
     let points = dir.join("points");
     let out = dir.join("out.csv");
     let resume = ["--resume", s(&points), "--csv", s(&out)];
@@ -307,7 +283,7 @@ fn resuming_with_other_arguments_is_refused() {
 
 #[test]
 fn seeds_give_one_row_per_seed_and_a_deterministic_summary() {
-    let dir = scratch_dir("seeds");
+    let dir = scratch_dir("resume", "seeds");
     // v2 passes the churn stress only under the walk-cache reading it was
     // designed for (docs/validation.md, "Walk cache after the reserved
     // TTBR0"); this test is about the rows a sweep writes.
@@ -403,7 +379,7 @@ fn seeds_give_one_row_per_seed_and_a_deterministic_summary() {
 
 #[test]
 fn bad_flags_are_refused_before_any_work() {
-    let dir = scratch_dir("flags");
+    let dir = scratch_dir("resume", "flags");
     let out = dir.join("out.csv");
     let points = dir.join("points");
     let (o, p) = (s(&out), s(&points));
@@ -466,7 +442,7 @@ fn bad_flags_are_refused_before_any_work() {
 
 #[test]
 fn json_holds_the_csvs_rows_with_numbers_as_numbers() {
-    let dir = scratch_dir("json");
+    let dir = scratch_dir("resume", "json");
     let csv = dir.join("out.csv");
     let json = dir.join("out.json");
     let more = ["--csv", s(&csv), "--json", s(&json)];
