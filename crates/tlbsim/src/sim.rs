@@ -515,6 +515,8 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
     let alloc = (alloc_entry.new)(&kcfg, profile.tlb.asid_bits);
     debug_assert_eq!(policy.arch(), policy_entry.arch, "{}", policy_entry.name);
     check_kernel(&kcfg, &profile, alloc.as_ref(), alloc_entry.arch.is_some())?;
+    check_arm64_only(&kcfg, policy_entry.arch)
+        .map_err(|(key, message)| field("kernel", key, message))?;
     let wl = match &exp.vm {
         None => build_workload(exp, &profile)?,
         Some(vm) => {
@@ -697,6 +699,36 @@ fn check_vms(
     let mut guest = profile.clone();
     guest.topology.cpus = vm.vcpus;
     check_kernel(kcfg, &guest, alloc, true)
+}
+
+/// The `[kernel]` settings that model arm64 kernel versions, which an x86
+/// policy has no use for: `(key, message)` of the first one set.
+fn check_arm64_only(
+    kcfg: &KernelConfig,
+    arch: crate::config::Arch,
+) -> Result<(), (&'static str, String)> {
+    if arch == crate::config::Arch::Arm64 {
+        return Ok(());
+    }
+    let why = |what: &str| {
+        format!(
+            "{what} is an arm64 kernel behaviour; tlb_policy \"{}\" is x86",
+            kcfg.tlb_policy
+        )
+    };
+    if !kcfg.pgtable_free_tlbi.is_deferred() {
+        return Err((
+            "pgtable_free_tlbi",
+            why("__flush_tlb_pgtable() per freed table"),
+        ));
+    }
+    if kcfg.spurious_fault_flush {
+        return Err((
+            "spurious_fault_flush",
+            why("flush_tlb_fix_spurious_fault() as flush_tlb_page()"),
+        ));
+    }
+    Ok(())
 }
 
 /// The `[kernel]` settings that depend on the profile and the allocator:

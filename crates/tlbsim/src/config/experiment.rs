@@ -205,6 +205,45 @@ pub struct KernelConfig {
     /// tick. Left out of the JSON when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hz: Option<u32>,
+    /// How arm64 invalidates the walk caches for page-table pages it frees
+    /// (`free_pgtables()`). `"deferred"` (default, Linux 4.20+, Will
+    /// Deacon's "arm64: tlb: Avoid synchronous TLBIs when freeing page
+    /// tables"): the gather notes `freed_tables` and its one `tlb_flush()`
+    /// at the end invalidates all levels. `"sync-per-table"` (Linux 3.x-4.19,
+    /// RHEL 8's 4.18): `__pte_free_tlb()`/`__pmd_free_tlb()` each issue
+    /// `__flush_tlb_pgtable()` (`TLBI VAE1IS` at the table's address, then
+    /// `DSB ISH`) as they free the table, and `tlb_flush()` is last-level
+    /// only and does nothing for a full-mm teardown. arm64 only. Left out of
+    /// the JSON when `"deferred"`.
+    #[serde(default, skip_serializing_if = "PgtableFreeTlbi::is_deferred")]
+    pub pgtable_free_tlbi: PgtableFreeTlbi,
+    /// arm64 `flush_tlb_fix_spurious_fault()` is the generic
+    /// `flush_tlb_page()` (Linux 3.7-5.9: a write fault that finds the PTE
+    /// already writable flushes that page) rather than a no-op (5.10+, Will
+    /// Deacon's "arm64: mm: Make flush_tlb_fix_spurious_fault() a no-op").
+    /// arm64 only. Left out of the JSON when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub spurious_fault_flush: bool,
+}
+
+/// When arm64 invalidates walk caches for freed page-table pages
+/// (`[kernel] pgtable_free_tlbi`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PgtableFreeTlbi {
+    /// Linux 4.20+: once, in the gather's `tlb_flush()` (non-last-level).
+    #[default]
+    Deferred,
+    /// Linux 3.x-4.19: a synchronous `TLBI VAE1IS; DSB ISH` per freed
+    /// table page (`__flush_tlb_pgtable()`).
+    SyncPerTable,
+}
+
+impl PgtableFreeTlbi {
+    /// Is this the default (`"deferred"`)?
+    pub fn is_deferred(&self) -> bool {
+        *self == PgtableFreeTlbi::Deferred
+    }
 }
 
 /// Transparent huge page mode.
@@ -275,6 +314,8 @@ impl Default for KernelConfig {
             memory_limit_pages: None,
             memory_min_pages: None,
             hz: None,
+            pgtable_free_tlbi: PgtableFreeTlbi::Deferred,
+            spurious_fault_flush: false,
         }
     }
 }

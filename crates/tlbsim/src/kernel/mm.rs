@@ -204,17 +204,37 @@ impl MmuGather {
     }
 
     /// `free_pgtables()` over `[floor, ceiling)`: detaches empty tables; they
-    /// are freed after the flush.
+    /// are freed after the flush. With `[kernel] pgtable_free_tlbi =
+    /// "sync-per-table"` (arm64 before 4.20) each table's walk-cache entries
+    /// are invalidated at once instead ([`Self::__flush_tlb_pgtable`]).
     pub async fn free_pgtables(&mut self, ctx: &Ctx, floor: u64, ceiling: u64) {
         let _f = ctx.func(crate::label!("free_pgtables"));
         let detached = detach_empty_tables(&ctx.w, self.mm, floor, ceiling);
         ctx.work(ctx.w.profile.kernel.pte_update_ns * detached.len() as u64)
             .await;
+        let sync = !ctx.w.kcfg.pgtable_free_tlbi.is_deferred();
         for (t, va) in detached {
             self.tables.push(t);
-            self.freed_tables = true;
-            self.add_range(va, va + PAGE_SIZE);
+            if sync {
+                self.__flush_tlb_pgtable(ctx, va).await;
+            } else {
+                self.freed_tables = true;
+                self.add_range(va, va + PAGE_SIZE);
+            }
         }
+    }
+
+    /// `__pte_free_tlb()` → `__flush_tlb_pgtable(tlb->mm, addr)` of arm64
+    /// Linux 3.x-4.19: `TLBI VAE1IS` at the lowest address the freed table
+    /// translated (all levels, so the walk caches drop the entry pointing
+    /// at it), then `DSB ISH`, before the page goes on the gather's list.
+    /// The model issues it as a one-page, non-last-level
+    /// `flush_tlb_range()`, so a policy scopes it like its other flushes
+    /// (seed 000's patch was posted for 5.6, which has no such function;
+    /// a 4.18 port is assumed to have given it the same check as
+    /// `flush_tlb_page()`, docs/model.md).
+    async fn __flush_tlb_pgtable(&self, ctx: &Ctx, va: u64) {
+        flush_tlb_range(ctx, self.mm, va, va + PAGE_SIZE, PAGE_SIZE, false).await;
     }
 
     /// `tlb_finish_mmu()`: flush (arm64 `tlb_flush`), then free pages and
@@ -223,37 +243,20 @@ impl MmuGather {
         let _f = ctx.func(crate::label!("tlb_finish_mmu"));
         let w = &ctx.w;
         let nested = || w.k.borrow().mms[self.mm as usize].tlb_flush_pending > 1;
-        if ctx.atomic_read(nested).await {
-            // mm_tlb_flush_nested(): another gather may have cleared PTEs we
-            // found none; like tlb_finish_mmu(), flush the whole mm.
-            self.fullmm = true;
-            self.freed_tables = true;
-            self.start = 0;
-            self.end = crate::kernel::mm::TASK_SIZE;
-        }
-        if self.end > self.start {
-            if self.fullmm {
-                if self.freed_tables {
-                    flush_tlb_mm(ctx, self.mm).await;
-                }
-            } else {
-                // tlb_get_unmap_size(): one invalidation per 2 MiB when
-                // only huge pages were cleared.
-                let stride = if !self.cleared_ptes && self.cleared_pmds {
-                    HPAGE_SIZE
-                } else {
-                    PAGE_SIZE
-                };
-                flush_tlb_range(
-                    ctx,
-                    self.mm,
-                    self.start,
-                    self.end,
-                    stride,
-                    !self.freed_tables,
-                )
-                .await;
+        let nested = ctx.atomic_read(nested).await;
+        if w.kcfg.pgtable_free_tlbi.is_deferred() {
+            if nested {
+                // mm_tlb_flush_nested(): another gather may have cleared
+                // PTEs we found none; like tlb_finish_mmu(), flush the
+                // whole mm.
+                self.fullmm = true;
+                self.freed_tables = true;
+                self.start = 0;
+                self.end = crate::kernel::mm::TASK_SIZE;
             }
+            self.tlb_flush(ctx).await;
+        } else {
+            self.tlb_flush_4_18(ctx, nested).await;
         }
         let cpu = ctx.cpu();
         // tlb_flush_mmu_free(): page-table pages, then pages.
@@ -280,6 +283,48 @@ impl MmuGather {
             w.put_huge(cpu, f, self.mm, va);
         }
         dec_tlb_flush_pending(ctx, self.mm).await;
+    }
+
+    /// arm64 `tlb_flush()` (Linux 4.20+; x86's `flush_tlb_mm_range()`
+    /// takes the same range): a full-mm teardown flushes the ASID only if
+    /// tables were freed; otherwise the range, by the size of the level
+    /// cleared, all levels if tables were freed.
+    async fn tlb_flush(&self, ctx: &Ctx) {
+        if self.end <= self.start {
+            return;
+        }
+        if self.fullmm {
+            if self.freed_tables {
+                flush_tlb_mm(ctx, self.mm).await;
+            }
+            return;
+        }
+        // tlb_get_unmap_size(): one invalidation per 2 MiB when only huge
+        // pages were cleared.
+        let stride = if !self.cleared_ptes && self.cleared_pmds {
+            HPAGE_SIZE
+        } else {
+            PAGE_SIZE
+        };
+        let last_level = !self.freed_tables;
+        flush_tlb_range(ctx, self.mm, self.start, self.end, stride, last_level).await;
+    }
+
+    /// arm64 `tlb_flush()` of Linux 3.x-4.19 (`pgtable_free_tlbi =
+    /// "sync-per-table"`): freed tables were invalidated as they were
+    /// freed ([`Self::__flush_tlb_pgtable`]), so a range is flushed
+    /// last-level only, one TLBI per base page (4.18 had no stride, even
+    /// over huge pages), and a full-mm teardown not at all (the ASID is not
+    /// handed out again before a rollover flushes it). A nested gather
+    /// (`mm_tlb_flush_nested()`) forced 4.18's `arch_tlb_finish_mmu()` to
+    /// flush the range of the call; the model does not keep that range
+    /// and flushes the whole ASID instead (docs/model.md).
+    async fn tlb_flush_4_18(&self, ctx: &Ctx, nested: bool) {
+        if nested {
+            flush_tlb_mm(ctx, self.mm).await;
+        } else if !self.fullmm && self.end > self.start {
+            flush_tlb_range(ctx, self.mm, self.start, self.end, PAGE_SIZE, true).await;
+        }
     }
 }
 
@@ -691,7 +736,21 @@ async fn handle_pte_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
             wp_huge_pmd(ctx, mm, v, va).await;
         }
         Some(p) if write && !p.perms.write() => do_wp_page(ctx, mm, v, va, p).await,
+        Some(_) if write => flush_tlb_fix_spurious_fault(ctx, mm, va).await,
         Some(_) => {}
+    }
+}
+
+/// `flush_tlb_fix_spurious_fault(vma, address)`: a write fault found the
+/// PTE already writable (`ptep_set_access_flags()` changed nothing), so
+/// this CPU's TLB may hold an older read-only entry. arm64 Linux 3.7-5.9
+/// used the generic `flush_tlb_page()` (`[kernel] spurious_fault_flush`);
+/// arm64 5.10+ (Will Deacon, "arm64: mm: Make flush_tlb_fix_spurious_fault()
+/// a no-op": the faulting access is retried and a fault's entry is never
+/// cached) and x86 do nothing.
+async fn flush_tlb_fix_spurious_fault(ctx: &Ctx, mm: MmId, va: u64) {
+    if ctx.w.kcfg.spurious_fault_flush {
+        flush_tlb_page(ctx, mm, va).await;
     }
 }
 

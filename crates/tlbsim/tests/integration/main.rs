@@ -5,6 +5,7 @@
 mod common;
 mod explore;
 mod kernel;
+mod kernel_4_18;
 mod mutants;
 mod scenarios;
 mod seed000;
