@@ -205,6 +205,35 @@ pub struct KernelConfig {
     /// tick. Left out of the JSON when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hz: Option<u32>,
+    /// The base page size in KiB, the kernel's build-time granule: 4
+    /// (`CONFIG_ARM64_4K_PAGES`, and x86's only size) or 64
+    /// (`CONFIG_ARM64_64K_PAGES`, arm64 only, as RHEL 8's aarch64 kernel
+    /// is built): with 48-bit VAs, 3 table levels of 13 index bits under a
+    /// 64-entry top table, and 512 MiB PMD blocks (THP). Page counts
+    /// elsewhere in `[kernel]` (`memory_limit_pages`) count these pages.
+    /// See docs/model.md, Kernel. Left out of the JSON when 4.
+    #[serde(
+        default = "default_page_size_kib",
+        skip_serializing_if = "is_default_page_size_kib"
+    )]
+    pub page_size_kib: u32,
+}
+
+impl KernelConfig {
+    /// The granule `page_size_kib` chooses. Call after validation
+    /// (`page_size_kib` is 4 or 64); any other value is a bug.
+    pub fn granule(&self) -> crate::hw::mem::Granule {
+        crate::hw::mem::Granule::from_kib(self.page_size_kib)
+            .unwrap_or_else(|| panic!("kernel.page_size_kib = {} not validated", self.page_size_kib))
+    }
+}
+
+fn default_page_size_kib() -> u32 {
+    4
+}
+
+fn is_default_page_size_kib(kib: &u32) -> bool {
+    *kib == default_page_size_kib()
 }
 
 /// Transparent huge page mode.
@@ -275,6 +304,7 @@ impl Default for KernelConfig {
             memory_limit_pages: None,
             memory_min_pages: None,
             hz: None,
+            page_size_kib: default_page_size_kib(),
         }
     }
 }

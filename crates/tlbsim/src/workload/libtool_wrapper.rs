@@ -18,7 +18,6 @@
 //! program, the direct start too.
 
 use super::lifecycle::{program_start, shell_setup, Anatomy, Image};
-use crate::hw::mem::PAGE_SIZE;
 use crate::kernel::sched::{sys_fork, sys_wait};
 use crate::kernel::{Ctx, Program};
 use serde::{Deserialize, Serialize};
@@ -363,6 +362,8 @@ pub fn counts(fast_install: FastInstall) -> (u64, u64, u64) {
 /// test binary (`exec "$progdir/$program"`), whose start is the direct
 /// one's.
 pub async fn launch(ctx: &Ctx, s: &Rc<WrapperShape>, a: &Rc<Anatomy>, shell_base: u64) {
+    #[allow(non_snake_case)]
+    let PAGE_SIZE = ctx.w.granule.page_size();
     for i in 0..a.child_cow_faults {
         ctx.user_access(shell_base + i * PAGE_SIZE, true).await;
     }
@@ -396,6 +397,8 @@ fn process(p: Proc, s: &Rc<WrapperShape>, a: &Rc<Anatomy>, ws: u64) -> Program {
     let (s, a) = (Rc::clone(s), Rc::clone(a));
     Box::new(move |c: Ctx| {
         Box::pin(async move {
+            #[allow(non_snake_case)]
+            let PAGE_SIZE = c.w.granule.page_size();
             match p {
                 Subshell(children) => {
                     for i in 0..s.subshell_cow_faults {

@@ -17,7 +17,7 @@ use super::libtool_wrapper::{launch, Launcher, WrapperShape};
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
-use crate::hw::mem::{Perms, PAGE_SIZE};
+use crate::hw::mem::{Perms, PAGE_SIZE_4K};
 use crate::kernel::brk::sys_brk;
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
 use crate::kernel::sched::{spawn_user, sys_exec, sys_fork, sys_wait};
@@ -121,6 +121,8 @@ const HEAP_GROWTH_BYTES: u64 = 0x21000;
 
 /// `execve()` of a program and its start-up ([`Image`]).
 pub(crate) async fn program_start(ctx: &Ctx, img: &Image) {
+    #[allow(non_snake_case)]
+    let PAGE_SIZE = ctx.w.granule.page_size();
     sys_exec(ctx).await;
     let mut brk = match img.brks {
         0 => None,
@@ -155,6 +157,8 @@ pub(crate) async fn program_start(ctx: &Ctx, img: &Image) {
 
 /// Runs in the child after fork: COW faults, exec, loader start-up.
 async fn child_start(ctx: &Ctx, a: &Anatomy, shell_base: u64) {
+    #[allow(non_snake_case)]
+    let PAGE_SIZE = ctx.w.granule.page_size();
     for i in 0..a.child_cow_faults {
         ctx.user_access(shell_base + i * PAGE_SIZE, true).await;
     }
@@ -163,6 +167,8 @@ async fn child_start(ctx: &Ctx, a: &Anatomy, shell_base: u64) {
 
 /// The shell's side of one fork: COW faults on its working set.
 async fn parent_after_fork(ctx: &Ctx, a: &Anatomy, shell_base: u64) {
+    #[allow(non_snake_case)]
+    let PAGE_SIZE = ctx.w.granule.page_size();
     for i in 0..a.parent_cow_faults {
         ctx.user_access(shell_base + (i % a.shell_pages.max(1)) * PAGE_SIZE, true)
             .await;
@@ -171,6 +177,8 @@ async fn parent_after_fork(ctx: &Ctx, a: &Anatomy, shell_base: u64) {
 
 /// The shell's working set.
 pub(crate) async fn shell_setup(ctx: &Ctx, a: &Anatomy) -> u64 {
+    #[allow(non_snake_case)]
+    let PAGE_SIZE = ctx.w.granule.page_size();
     let base = sys_mmap(ctx, a.shell_pages.max(1) * PAGE_SIZE, Perms::RW).await;
     for i in 0..a.shell_pages {
         ctx.user_access(base + i * PAGE_SIZE, true).await;
@@ -197,7 +205,8 @@ pub struct SortCompute {
     /// faults, mappings and exit (docs/model.md).
     #[serde(default = "d_sort_ns")]
     pub sort_user_ns: u64,
-    /// Pages of sort's input buffer written (the 118 KB input).
+    /// Size of sort's input buffer, written whole (the 118 KB input), in
+    /// 4 KiB pages whatever the kernel's page size (a byte size).
     #[serde(default = "d_sort_pages")]
     pub sort_buffer_pages: u64,
     /// Process anatomy.
@@ -243,15 +252,7 @@ impl Workload for SortCompute {
                                             Box::new(move |s: Ctx| {
                                                 Box::pin(async move {
                                                     child_start(&s, &m2.anatomy, base).await;
-                                                    let len =
-                                                        m2.sort_buffer_pages.max(1) * PAGE_SIZE;
-                                                    let buf = sys_mmap(&s, len, Perms::RW).await;
-                                                    for i in 0..m2.sort_buffer_pages {
-                                                        s.user_access(buf + i * PAGE_SIZE, true)
-                                                            .await;
-                                                    }
-                                                    s.user_work(m2.sort_user_ns).await;
-                                                    sys_munmap(&s, buf, len).await;
+                                                    sort_run(&s, &m2).await;
                                                 })
                                             }),
                                         )
@@ -270,6 +271,21 @@ impl Workload for SortCompute {
             }),
         )
     }
+}
+
+/// sort's input buffer: `sort_buffer_pages` 4 KiB pages of bytes (the
+/// 118 KB input: a byte size, which 64 KiB pages hold in 2), mapped, and
+/// written a kernel page at a time; sorts, then unmaps it.
+async fn sort_run(s: &Ctx, m: &SortCompute) {
+    let page = s.w.granule.page_size();
+    let bytes = m.sort_buffer_pages * PAGE_SIZE_4K;
+    let len = bytes.max(PAGE_SIZE_4K);
+    let buf = sys_mmap(s, len, Perms::RW).await;
+    for off in (0..bytes).step_by(page as usize) {
+        s.user_access(buf + off, true).await;
+    }
+    s.user_work(m.sort_user_ns).await;
+    sys_munmap(s, buf, len).await;
 }
 
 /// `tcmalloc` parameters.
@@ -291,7 +307,8 @@ pub struct Tcmalloc {
     /// Mean MADV_DONTNEED calls per iteration over the untouched heap.
     #[serde(default = "d_madv")]
     pub madvise_per_iteration: f64,
-    /// Heap size in pages (never touched by the loop).
+    /// Heap size in 4 KiB pages whatever the kernel's page size (a byte
+    /// size; never touched by the loop).
     #[serde(default = "d_heap")]
     pub heap_pages: u64,
     /// How for-each-cpu.sh's child starts the test: `"direct"` (fork,
@@ -357,7 +374,8 @@ impl Workload for Tcmalloc {
                                             launch(&c, &s, &a, base).await;
                                         }
                                     }
-                                    let len = m.heap_pages.max(1) * PAGE_SIZE;
+                                    // A byte size (551 MiB), whatever the page size.
+                                    let len = m.heap_pages.max(1) * PAGE_SIZE_4K;
                                     let heap = sys_mmap(&c, len, Perms::RW).await;
                                     for _ in 0..m.iterations {
                                         c.user_work(m.user_ns_per_iteration).await;
@@ -434,6 +452,7 @@ pub const SORT_COMPUTE_ENTRY: WorkloadEntry = WorkloadEntry {
     name: "sort-compute",
     description: "seed 000: 256 subshells each running 32 sequential short-lived sort processes",
     new: |p| super::resolved(sort_from_params(p)?),
+    page_sizes_kib: super::ANY_PAGE_SIZE,
 };
 
 /// The registry entry of `tcmalloc`.
@@ -441,4 +460,5 @@ pub const TCMALLOC_ENTRY: WorkloadEntry = WorkloadEntry {
     name: "tcmalloc",
     description: "seed 000: one tcmalloc large-heap-fragmentation test per CPU (user work, madvise over untouched heap), started directly or through libtool's wrapper",
     new: tcmalloc_resolved,
+    page_sizes_kib: super::ANY_PAGE_SIZE,
 };

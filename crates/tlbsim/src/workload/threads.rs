@@ -13,7 +13,8 @@ use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::cpumask::CpuMask;
-use crate::hw::mem::{Perms, PAGE_SIZE};
+// 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
+use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
 use crate::kernel::sched::{spawn_user, sys_clone_thread, sys_sched_setaffinity, sys_wait};
 use crate::kernel::{Ctx, TaskId, World};
@@ -168,4 +169,5 @@ pub const ENTRY: WorkloadEntry = WorkloadEntry {
     description:
         "checker stress: thread 0 mprotects or munmaps while pinned threads on other CPUs read",
     new: |p| super::resolved(Threads::from_params(p)?),
+    page_sizes_kib: super::PAGE_SIZE_4K_ONLY,
 };

@@ -203,6 +203,48 @@ fn range_ops_and_the_whole_asid_threshold() {
     assert_eq!(per_iter(511, false), 2 * 511 + 511);
 }
 
+/// [`tlbis`] with `kernel.page_size_kib = kib`.
+fn tlbis_kib(pages: u64, iterations: u64, kib: u32) -> u64 {
+    let text = format!(
+        "[experiment]\nname = \"t\"\nprofile = \"ampere-32\"\n[machine]\ncpus = 2\ntlbirange = false\n[kernel]\npage_size_kib = {kib}\n[workload]\nname = \"mprotect\"\nprocesses = 1\npages = {pages}\niterations = {iterations}\n"
+    );
+    let e: Experiment = parse_toml("test.toml", &text).unwrap();
+    run_ok(&e).stats.total.tlbi_broadcast
+}
+
+#[test]
+fn with_64k_pages_max_tlbi_ops_is_ptrs_per_pte_8192() {
+    let per_iter = |pages| tlbis_kib(pages, 3, 64) - tlbis_kib(pages, 2, 64);
+    // 512 and 8191 pages of 64 KiB stay per page (the 4 KiB threshold,
+    // 512, does not apply)...
+    assert_eq!(per_iter(512), 2 * 512 + 512);
+    assert_eq!(per_iter(8191), 2 * 8191 + 8191);
+    // ... 8192 reach MAX_TLBI_OPS = PTRS_PER_PTE: one ASIDE1IS per mprotect.
+    assert_eq!(per_iter(8192), 2 + 8192);
+}
+
+#[test]
+fn page_size_kib_is_validated_against_the_architecture_and_the_workload() {
+    let e = |profile: &str, policy: &str, kib: u32, workload: &str| {
+        let extra = format!("page_size_kib = {kib}\n");
+        common::experiment(profile, policy, 2, &extra, workload, "")
+    };
+    let mprotect = "name = \"mprotect\"\nprocesses = 1\niterations = 2";
+    let (section, key, message) = field_error(&e("skylake-4c8t", "x86-tlb-gen", 64, mprotect));
+    assert_eq!((section.as_str(), key.as_str()), ("kernel", "page_size_kib"));
+    assert!(message.contains("x86"), "{message}");
+    let (_, key, message) = field_error(&e("ampere-32", "arm64-stock", 16, mprotect));
+    assert_eq!(key, "page_size_kib");
+    assert!(message.contains("4 or 64"), "{message}");
+    // A workload still written for 4 KiB pages refuses 64 KiB.
+    let (_, key, message) = field_error(&e("ampere-32", "arm64-stock", 64, THREADS_MPROTECT));
+    assert_eq!(key, "page_size_kib");
+    assert!(message.contains("\"threads\""), "{message}");
+    // arm64 with 64 KiB pages runs, and the resolved config records it.
+    let o = run_ok(&e("ampere-32", "arm64-stock", 64, mprotect));
+    assert_eq!(o.checker.verdict, "pass");
+}
+
 #[test]
 fn a_profile_file_the_caller_did_not_load_is_a_field_error() {
     let text =
