@@ -217,6 +217,41 @@ pub struct KernelConfig {
         skip_serializing_if = "is_default_page_size_kib"
     )]
     pub page_size_kib: u32,
+    /// arm64 `__flush_tlb_range()`'s limit on per-page TLBIs, as each
+    /// Linux version had it: `"max-tlbi-ops"` (the model's default, Linux
+    /// 4.20+: from `MAX_TLBI_OPS = PTRS_PER_PTE` strides on, flush the
+    /// whole ASID; 512 pages with 4 KiB pages, 8192 with 64 KiB) or
+    /// `"max-tlb-range"` (Linux 4.1-4.19, 05ac65305437: above
+    /// `MAX_TLB_RANGE = 1024UL << PAGE_SHIFT` bytes, per-page TLBIs
+    /// whatever the stride, no range operations). Left out of the JSON
+    /// when default. Ignored on x86.
+    #[serde(default, skip_serializing_if = "Arm64FlushRangeLimit::is_default")]
+    pub arm64_flush_range_limit: Arm64FlushRangeLimit,
+}
+
+/// When arm64's `__flush_tlb_range()` gives up per-page TLBIs for one
+/// whole-ASID flush (`[kernel] arm64_flush_range_limit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Arm64FlushRangeLimit {
+    /// Linux 4.20+ (Will Deacon's 2018 series: "arm64: tlbflush: Allow
+    /// stride to be specified for __flush_tlb_range()" and "arm64: tlbi:
+    /// Set MAX_TLBI_OPS to PTRS_PER_PTE"): `end - start >= MAX_TLBI_OPS *
+    /// stride` with `MAX_TLBI_OPS = PTRS_PER_PTE`, one TLBI per stride.
+    #[default]
+    MaxTlbiOps,
+    /// Linux 4.1-4.19 (05ac65305437, "arm64: fix soft lockup due to large
+    /// tlb flush range"): `end - start > MAX_TLB_RANGE` with
+    /// `MAX_TLB_RANGE = 1024UL << PAGE_SHIFT`; below it one TLBI per base
+    /// page (the function had no stride), no range operations.
+    MaxTlbRange,
+}
+
+impl Arm64FlushRangeLimit {
+    /// Is this the model's default (`"max-tlbi-ops"`)?
+    pub fn is_default(&self) -> bool {
+        *self == Self::MaxTlbiOps
+    }
 }
 
 impl KernelConfig {
@@ -305,6 +340,7 @@ impl Default for KernelConfig {
             memory_min_pages: None,
             hz: None,
             page_size_kib: default_page_size_kib(),
+            arm64_flush_range_limit: Arm64FlushRangeLimit::MaxTlbiOps,
         }
     }
 }

@@ -15,7 +15,7 @@ pub mod patch;
 pub mod profile;
 
 pub use experiment::{
-    CheckerConfig, Experiment, ExperimentMeta, KernelConfig, MachineOverrides, Placement, Thp,
+    Arm64FlushRangeLimit, CheckerConfig, Experiment, ExperimentMeta, KernelConfig, MachineOverrides, Placement, Thp,
     ThpZeroPage, VmConfig, WorkloadConfig,
 };
 pub use location::{find_key_line, from_table, parse_toml, ConfigError};

@@ -223,6 +223,40 @@ fn with_64k_pages_max_tlbi_ops_is_ptrs_per_pte_8192() {
     assert_eq!(per_iter(8192), 2 + 8192);
 }
 
+/// [`tlbis_kib`] under Linux 4.18's `MAX_TLB_RANGE` limit.
+fn tlbis_4_18(pages: u64, iterations: u64, kib: u32) -> u64 {
+    let text = format!(
+        "[experiment]\nname = \"t\"\nprofile = \"ampere-32\"\n[machine]\ncpus = 2\ntlbirange = false\n[kernel]\npage_size_kib = {kib}\narm64_flush_range_limit = \"max-tlb-range\"\n[workload]\nname = \"mprotect\"\nprocesses = 1\npages = {pages}\niterations = {iterations}\n"
+    );
+    let e: Experiment = parse_toml("test.toml", &text).unwrap();
+    run_ok(&e).stats.total.tlbi_broadcast
+}
+
+#[test]
+fn linux_4_18_flushes_up_to_1024_pages_one_by_one() {
+    for kib in [4, 64] {
+        let per_iter = |pages| tlbis_4_18(pages, 3, kib) - tlbis_4_18(pages, 2, kib);
+        // 1024 pages are not above MAX_TLB_RANGE: per page, where 4.20+
+        // flushes the ASID from 512 (4 KiB) pages on.
+        assert_eq!(per_iter(1024), 2 * 1024 + 1024, "{kib} KiB");
+        // 1025 are: one ASIDE1IS per mprotect.
+        assert_eq!(per_iter(1025), 2 + 1025, "{kib} KiB");
+    }
+    // A profile with range TLBIs cannot run a kernel that had none.
+    let e = common::experiment(
+        "ampere-32",
+        "arm64-stock",
+        2,
+        "arm64_flush_range_limit = \"max-tlb-range\"\n",
+        "name = \"mprotect\"\nprocesses = 1\niterations = 2",
+        "",
+    );
+    let mut e = e;
+    e.machine.tlbirange = Some(true);
+    let (_, key, _) = field_error(&e);
+    assert_eq!(key, "arm64_flush_range_limit");
+}
+
 #[test]
 fn page_size_kib_is_validated_against_the_architecture_and_the_workload() {
     let e = |profile: &str, policy: &str, kib: u32, workload: &str| {
@@ -245,7 +279,13 @@ fn page_size_kib_is_validated_against_the_architecture_and_the_workload() {
     let (_, key, message) = field_error(&e("ampere-32", "arm64-stock", 64, THREADS_MPROTECT));
     assert_eq!(key, "page_size_kib");
     assert!(message.contains("\"threads\""), "{message}");
-    // arm64 with 64 KiB pages runs, and the resolved config records it.
+    // THP's 512 MiB blocks have no cost in any profile yet.
+    let mut thp = e("ampere-32", "arm64-stock", 64, mprotect);
+    thp.kernel.thp = tlbsim::config::Thp::Always;
+    let (_, key, message) = field_error(&thp);
+    assert_eq!(key, "page_size_kib");
+    assert!(message.contains("512 MiB"), "{message}");
+    // arm64 with 64 KiB pages runs.
     let o = run_ok(&e("ampere-32", "arm64-stock", 64, mprotect));
     assert_eq!(o.checker.verdict, "pass");
 }

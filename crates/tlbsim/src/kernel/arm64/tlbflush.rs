@@ -10,6 +10,7 @@
 //! always [`FlushScope::Broadcast`] for stock Linux) and passes the decision
 //! here; these functions count it and issue the instructions.
 
+use crate::config::Arm64FlushRangeLimit;
 use crate::hw::mem::Granule;
 use crate::hw::tlb::{Asid, MmId, TlbiScope};
 use crate::kernel::tlbflush::{count_flush, FlushScope};
@@ -119,11 +120,20 @@ pub async fn __flush_tlb_page_nosync(ctx: &Ctx, mm: MmId, va: u64) {
     __flush_tlb_range_op(ctx, mm, va, 1, page_size, true, true).await;
 }
 
+/// `MAX_TLB_RANGE` (Linux 4.1-4.19): `1024UL << PAGE_SHIFT` bytes.
+pub const fn max_tlb_range(g: Granule) -> u64 {
+    1024 << g.page_shift()
+}
+
 /// `__flush_tlb_range_limit_excess()`: should a range flush fall back to a
 /// whole-ASID flush (too many per-stride TLBIs without FEAT_TLBIRANGE, or
-/// more pages than range TLBIs cover)?
+/// more pages than range TLBIs cover)? Under `arm64_flush_range_limit =
+/// "max-tlb-range"`, Linux 4.18's `(end - start) > MAX_TLB_RANGE` instead.
 pub fn __flush_tlb_range_limit_excess(ctx: &Ctx, start: u64, end: u64, stride: u64) -> bool {
     let g = ctx.w.granule;
+    if ctx.w.kcfg.arm64_flush_range_limit == Arm64FlushRangeLimit::MaxTlbRange {
+        return end - start > max_tlb_range(g);
+    }
     let pages = (end - start) >> g.page_shift();
     (!ctx.w.profile.arm64().tlbirange && end - start >= max_tlbi_ops(g) * stride)
         || pages >= MAX_TLBI_RANGE_PAGES
@@ -167,6 +177,12 @@ pub async fn __flush_tlb_range(
     flush: FlushScope,
 ) {
     let _f = ctx.inline_func(crate::label!("__flush_tlb_range"));
+    // Linux 4.1-4.19's __flush_tlb_range() had no stride: one TLBI per
+    // base page.
+    let stride = match ctx.w.kcfg.arm64_flush_range_limit {
+        Arm64FlushRangeLimit::MaxTlbiOps => stride,
+        Arm64FlushRangeLimit::MaxTlbRange => ctx.w.granule.page_size(),
+    };
     let (start, end) = round_range(start, end, stride);
     if __flush_tlb_range_limit_excess(ctx, start, end, stride) {
         return flush_tlb_mm(ctx, mm, flush).await;
