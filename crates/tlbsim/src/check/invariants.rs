@@ -624,7 +624,13 @@ impl Checker {
                 continue;
             };
             let lo = region * self.g.hpage_pmd_nr();
-            if !self.holds_none_in(hw, c, hw.cpus[c].tag(t.asid), lo, lo + self.g.hpage_pmd_nr()) {
+            if !self.holds_none_in(
+                hw,
+                c,
+                hw.cpus[c].tag(t.asid),
+                lo,
+                lo + self.g.hpage_pmd_nr(),
+            ) {
                 holders.push((c, hw.cpus[c].tag(t.asid)));
             }
         }
@@ -895,7 +901,9 @@ impl Checker {
                 Invariant::NoStaleHold,
                 e.vpn << self.g.page_shift(),
                 format!(
-                    "cpu{cpu} loads ASID {asid} for mm {mm} while holding a stale translation: {e}", e = e.show(self.g)),
+                    "cpu{cpu} loads ASID {asid} for mm {mm} while holding a stale translation: {e}",
+                    e = e.show(self.g)
+                ),
             )
         } else if let Some(e) = bad_walk(hw, tlb, mm, asid) {
             (

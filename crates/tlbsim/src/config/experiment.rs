@@ -258,8 +258,12 @@ impl KernelConfig {
     /// The granule `page_size_kib` chooses. Call after validation
     /// (`page_size_kib` is 4 or 64); any other value is a bug.
     pub fn granule(&self) -> crate::hw::mem::Granule {
-        crate::hw::mem::Granule::from_kib(self.page_size_kib)
-            .unwrap_or_else(|| panic!("kernel.page_size_kib = {} not validated", self.page_size_kib))
+        crate::hw::mem::Granule::from_kib(self.page_size_kib).unwrap_or_else(|| {
+            panic!(
+                "kernel.page_size_kib = {} not validated",
+                self.page_size_kib
+            )
+        })
     }
 }
 

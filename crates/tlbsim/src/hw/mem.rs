@@ -490,8 +490,14 @@ mod tests {
     fn the_64k_granule_walks_three_levels_of_8192_entries_under_a_64_entry_top() {
         let g = Granule::K64;
         assert_eq!((g.start_level(), g.levels()), (1, 3));
-        assert_eq!((g.level_shift(1), g.level_shift(2), g.level_shift(3)), (42, 29, 16));
-        assert_eq!((g.entries_at(1), g.entries_at(2), g.entries_at(3)), (64, 8192, 8192));
+        assert_eq!(
+            (g.level_shift(1), g.level_shift(2), g.level_shift(3)),
+            (42, 29, 16)
+        );
+        assert_eq!(
+            (g.entries_at(1), g.entries_at(2), g.entries_at(3)),
+            (64, 8192, 8192)
+        );
         let va = 0x7fff_ffff_0000;
         assert_eq!(g.level_index(va, 1), 31, "bits 47:42");
         assert_eq!(g.level_index(va, 2), 8191, "bits 41:29");
@@ -500,7 +506,10 @@ mod tests {
         assert_eq!(g.hpage_pmd_nr(), 8192);
         assert_eq!(g.page_align(1), 65536);
         let k4 = Granule::K4;
-        assert_eq!((k4.start_level(), k4.levels(), k4.entries_at(0)), (0, 4, 512));
+        assert_eq!(
+            (k4.start_level(), k4.levels(), k4.entries_at(0)),
+            (0, 4, 512)
+        );
         assert_eq!((k4.pmd_size(), k4.hpage_pmd_nr()), (2 << 20, 512));
         assert_eq!(k4.page_align(1), 4096);
         assert_eq!(Granule::from_kib(16), None);

@@ -13,9 +13,7 @@ pub mod tlb;
 
 use crate::config::{Profile, WalkCacheAfterTtbrWrite};
 use cpumask::CpuMask;
-use mem::{
-    Desc, Granule, PhysMem, Pte, TableId, HUGE_LEVEL, LEAF_LEVEL,
-};
+use mem::{Desc, Granule, PhysMem, Pte, TableId, HUGE_LEVEL, LEAF_LEVEL};
 use rustc_hash::FxHashMap;
 use tlb::{Asid, LeafEntry, MmId, Tlb, TlbiScope, Vmid, WalkEntry};
 
@@ -877,7 +875,10 @@ mod tests {
         map_page(&mut hw, pgd, va, 77);
         // The tables: level 1 indexed by bits 47:42, 2 by 41:29, 3 by 28:16.
         let l1 = &hw.mem.table(pgd).entries;
-        assert_eq!(l1.keys().copied().collect::<Vec<_>>(), vec![(va >> 42) as u16]);
+        assert_eq!(
+            l1.keys().copied().collect::<Vec<_>>(),
+            vec![(va >> 42) as u16]
+        );
         let Some(&Desc::Table(l2)) = l1.values().next() else {
             panic!("a level-2 table")
         };
@@ -886,8 +887,19 @@ mod tests {
             panic!("a level-3 table at {idx2}")
         };
         assert_eq!(hw.mem.table(l3).level, 3);
-        assert!(hw.mem.table(l3).entries.contains_key(&(((va >> 16) & 8191) as u16)));
-        hw.set_ttbr0(0, Some(Ttbr0 { mm: 1, pgd, asid: 1 }));
+        assert!(hw
+            .mem
+            .table(l3)
+            .entries
+            .contains_key(&(((va >> 16) & 8191) as u16)));
+        hw.set_ttbr0(
+            0,
+            Some(Ttbr0 {
+                mm: 1,
+                pgd,
+                asid: 1,
+            }),
+        );
         let mut trace = Vec::new();
         let (r, first) = hw.access(0, va + 0xfff8, false, &mut trace);
         assert!(r.is_ok());

@@ -527,7 +527,11 @@ impl Tlb {
         for (r, huge) in [(self.set_of(vpn), false), (self.huge_set_of(vpn), true)] {
             for s in &mut self.leaf[r] {
                 if let Some(e) = s.entry() {
-                    if s.huge == huge && e.asid == asid && e.vmid == vmid && covers(&e, huge, vpn, hpage_pages) {
+                    if s.huge == huge
+                        && e.asid == asid
+                        && e.vmid == vmid
+                        && covers(&e, huge, vpn, hpage_pages)
+                    {
                         s.lru = tick;
                         return Some(view(e, huge, vpn));
                     }
@@ -630,8 +634,9 @@ impl Tlb {
     /// Unlike [`Tlb::walk_lookup`], does not touch the LRU order.
     pub fn has_walk(&self, vmid: Vmid, asid: Asid, va: u64) -> bool {
         let g = self.g;
-        self.walk_entries()
-            .any(|e| e.asid == asid && e.vmid == vmid && e.va_prefix == va >> g.level_shift(e.level))
+        self.walk_entries().any(|e| {
+            e.asid == asid && e.vmid == vmid && e.va_prefix == va >> g.level_shift(e.level)
+        })
     }
 
     /// Drops every walk-cache entry of `vmid` (leaf entries stay): a TTBR
@@ -928,18 +933,37 @@ mod tests {
         // Every 4 KiB inside the 64 KiB page is the same entry, the
         // next 64 KiB page is not.
         assert_eq!(
-            t.invalidate(0, TlbiScope::Va { asid: 1, va: va + 0x1000, last_level: true }),
+            t.invalidate(
+                0,
+                TlbiScope::Va {
+                    asid: 1,
+                    va: va + 0x1000,
+                    last_level: true
+                }
+            ),
             1
         );
         t.insert(leaf(1, vpn));
         assert_eq!(
-            t.invalidate(0, TlbiScope::Va { asid: 1, va: va + 0x1_0000, last_level: true }),
+            t.invalidate(
+                0,
+                TlbiScope::Va {
+                    asid: 1,
+                    va: va + 0x1_0000,
+                    last_level: true
+                }
+            ),
             0
         );
         // A range counts 64 KiB pages: two from the page before covers it.
         let n = t.invalidate(
             0,
-            TlbiScope::Range { asid: 1, va: va - 0x1_0000, pages: 2, last_level: true },
+            TlbiScope::Range {
+                asid: 1,
+                va: va - 0x1_0000,
+                pages: 2,
+                last_level: true,
+            },
         );
         assert_eq!(n, 1);
         // A huge (PMD) entry spans 8192 pages, 512 MiB.
@@ -959,8 +983,12 @@ mod tests {
             next_instance: 1,
             mm: 0,
         });
-        assert!(t.walk_lookup(0, 1, (va & !((1 << 29) - 1)) + (1 << 29) - 1).is_some());
-        assert!(t.walk_lookup(0, 1, (va & !((1 << 29) - 1)) + (1 << 29)).is_none());
+        assert!(t
+            .walk_lookup(0, 1, (va & !((1 << 29) - 1)) + (1 << 29) - 1)
+            .is_some());
+        assert!(t
+            .walk_lookup(0, 1, (va & !((1 << 29) - 1)) + (1 << 29))
+            .is_none());
         assert_eq!(
             t.walk_entries().next().unwrap().show(g).to_string(),
             "L2 va 0x7f0000000000 (512 MiB) -> table 7 instance 1 (asid 1, vmid 0, mm 0)"

@@ -392,7 +392,15 @@ pub async fn sys_mmap_private(ctx: &Ctx, len: u64, perms: Perms, data: PageData)
         k.anon_ids += 1;
         let anon = Some((k.anon_ids, data));
         let m = &mut k.mms[mm as usize];
-        insert_vma(&mut m.vmas, m.mmap_base, len, perms, None, anon, ctx.w.granule)
+        insert_vma(
+            &mut m.vmas,
+            m.mmap_base,
+            len,
+            perms,
+            None,
+            anon,
+            ctx.w.granule,
+        )
     };
     ctx.mmap_write_unlock(mm).await;
     syscall_exit(ctx, "mmap").await;
@@ -696,7 +704,9 @@ async fn handle_pte_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
         }
         None => do_anonymous_page(ctx, mm, v, va, write).await,
         Some(p)
-            if write && !p.perms.write() && !huge_leaves(w, mm, va, va + w.granule.page_size()).is_empty() =>
+            if write
+                && !p.perms.write()
+                && !huge_leaves(w, mm, va, va + w.granule.page_size()).is_empty() =>
         {
             wp_huge_pmd(ctx, mm, v, va).await;
         }

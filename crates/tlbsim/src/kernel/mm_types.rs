@@ -41,12 +41,8 @@ impl Vma {
 
     /// The object page mapped at `va` (inside the VMA), if shared.
     pub fn shmem_index(&self, va: u64) -> Option<(ShmemId, u64)> {
-        self.shmem.map(|s| {
-            (
-                s.id,
-                s.pgoff + (va - self.start) / PGOFF_UNIT,
-            )
-        })
+        self.shmem
+            .map(|s| (s.id, s.pgoff + (va - self.start) / PGOFF_UNIT))
     }
 
     /// The address mapping object page `index` of `id`, if this VMA maps
@@ -65,18 +61,13 @@ impl Vma {
 
     /// The linear page index of `va` (inside the VMA) in its anon mapping.
     pub fn anon_index(&self, va: u64) -> Option<(AnonId, u64)> {
-        self.anon.map(|a| {
-            (
-                a.id,
-                a.pgoff + (va - self.start) / PGOFF_UNIT,
-            )
-        })
+        self.anon
+            .map(|a| (a.id, a.pgoff + (va - self.start) / PGOFF_UNIT))
     }
 
     fn page_address(&self, pgoff: u64, index: u64) -> Option<u64> {
         let pages = (self.end - self.start) / PGOFF_UNIT;
-        (index >= pgoff && index - pgoff < pages)
-            .then(|| self.start + (index - pgoff) * PGOFF_UNIT)
+        (index >= pgoff && index - pgoff < pages).then(|| self.start + (index - pgoff) * PGOFF_UNIT)
     }
 
     /// The VMA from `addr` on (inside it), its page offsets advanced.

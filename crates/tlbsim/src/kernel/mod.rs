@@ -48,4 +48,3 @@ pub use world::{Guest, IpiHandler, KState, Machine, Program, TaskFuture, World, 
 pub type TaskId = usize;
 /// Index of a modelled spinlock.
 pub type LockId = usize;
-

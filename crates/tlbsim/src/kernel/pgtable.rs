@@ -261,7 +261,15 @@ fn visit_level(
         visit(&hw.mem, table, level, base, (start, end), level, &mut f);
         return;
     }
-    visit(&hw.mem, pgd, g.start_level(), 0, (start, end), level, &mut f);
+    visit(
+        &hw.mem,
+        pgd,
+        g.start_level(),
+        0,
+        (start, end),
+        level,
+        &mut f,
+    );
 }
 
 fn visit(
@@ -318,7 +326,11 @@ pub fn set_huge(
     va: u64,
     new: Option<(Pfn, Perms)>,
 ) -> (Option<Pte>, u32) {
-    assert_eq!(va % w.granule.pmd_size(), 0, "huge page at {va:#x} not aligned");
+    assert_eq!(
+        va % w.granule.pmd_size(),
+        0,
+        "huge page at {va:#x} not aligned"
+    );
     let (old, new, allocated) = set_leaf(w, mm, va, HUGE_LEVEL, new);
     if old.is_some() || new.is_some() {
         w.emit(Event::HugePteWrite {

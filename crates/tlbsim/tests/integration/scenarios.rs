@@ -270,7 +270,10 @@ fn page_size_kib_is_validated_against_the_architecture_and_the_workload() {
     };
     let mprotect = "name = \"mprotect\"\nprocesses = 1\niterations = 2";
     let (section, key, message) = field_error(&e("skylake-4c8t", "x86-tlb-gen", 64, mprotect));
-    assert_eq!((section.as_str(), key.as_str()), ("kernel", "page_size_kib"));
+    assert_eq!(
+        (section.as_str(), key.as_str()),
+        ("kernel", "page_size_kib")
+    );
     assert!(message.contains("x86"), "{message}");
     let (_, key, message) = field_error(&e("ampere-32", "arm64-stock", 16, mprotect));
     assert_eq!(key, "page_size_kib");
