@@ -50,6 +50,27 @@ fn checker_catches_a_flush_range_that_skips_the_broadcast() {
 }
 
 #[test]
+fn with_64k_pages_the_checker_catches_the_same_mutants_in_64k_terms() {
+    let at_64k = |policy: &str, wl: &str| {
+        let mut e = experiment(policy, 4, wl);
+        e.kernel.page_size_kib = 64;
+        violation(&e)
+    };
+    let r = at_64k("mutant-range-no-broadcast", THREADS_MPROTECT);
+    assert!(
+        matches!(r.invariant, Invariant::NoStaleUse | Invariant::NoStaleHold),
+        "{r}"
+    );
+    assert_eq!(r.va.map(|va| va % 65536), Some(0), "a 64 KiB page: {r}");
+    let r = at_64k("mutant-range-no-broadcast", THREADS_MADVISE);
+    assert_eq!(r.invariant, Invariant::NoUseAfterFree, "{r}");
+    let r = at_64k("mutant-free-before-sync", THREADS_MUNMAP);
+    assert_eq!(r.invariant, Invariant::NoStaleWalk, "{r}");
+    // The walk entry it names covers a level-2 region of 512 MiB.
+    assert!(r.detail.contains("(512 MiB)"), "{r}");
+}
+
+#[test]
 fn checker_catches_a_missing_broadcast_after_madvise_dontneed() {
     // The frame is freed after the (local-only) flush while another CPU
     // still maps it.
@@ -279,9 +300,10 @@ fn page_size_kib_is_validated_against_the_architecture_and_the_workload() {
     assert_eq!(key, "page_size_kib");
     assert!(message.contains("4 or 64"), "{message}");
     // A workload still written for 4 KiB pages refuses 64 KiB.
-    let (_, key, message) = field_error(&e("ampere-32", "arm64-stock", 64, THREADS_MPROTECT));
+    let churn = "name = \"churn\"";
+    let (_, key, message) = field_error(&e("ampere-32", "arm64-stock", 64, churn));
     assert_eq!(key, "page_size_kib");
-    assert!(message.contains("\"threads\""), "{message}");
+    assert!(message.contains("\"churn\""), "{message}");
     // THP's 512 MiB blocks have no cost in any profile yet.
     let mut thp = e("ampere-32", "arm64-stock", 64, mprotect);
     thp.kernel.thp = tlbsim::config::Thp::Always;
