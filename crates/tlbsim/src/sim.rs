@@ -823,9 +823,13 @@ fn check_kernel(
 
 /// `kernel.page_size_kib`: 4, or 64 on arm64 (x86 has no 64 KiB base
 /// page; arm64's 16 KiB granule is not modelled), and 64 without THP
-/// (no profile has the cost of a 512 MiB huge-page fault).
+/// (no profile has the cost of a 512 MiB huge-page fault) and without
+/// kswapd (reclaim was not reviewed for 64 KiB pages).
 fn check_page_size(kcfg: &KernelConfig, profile: &Profile) -> Result<(), String> {
     match (kcfg.page_size_kib, profile.arch) {
+        (64, crate::config::Arch::Arm64) if kcfg.memory_limit_pages.is_some() => Err(
+            "reclaim (memory_limit_pages) is not modelled with 64 KiB pages yet: its per-page costs are 4 KiB figures".into(),
+        ),
         (64, crate::config::Arch::Arm64) if kcfg.thp == crate::config::Thp::Always => Err(
             "thp = \"always\" with 64 KiB pages is not modelled yet: its PMD blocks are 512 MiB, and the profile's thp_fault_ns is the cost of a 2 MiB fault".into(),
         ),

@@ -310,6 +310,12 @@ fn page_size_kib_is_validated_against_the_architecture_and_the_workload() {
     let (_, key, message) = field_error(&thp);
     assert_eq!(key, "page_size_kib");
     assert!(message.contains("512 MiB"), "{message}");
+    // Neither has reclaim.
+    let mut reclaim = e("ampere-32", "arm64-stock", 64, mprotect);
+    reclaim.kernel.memory_limit_pages = Some(100);
+    let (_, key, message) = field_error(&reclaim);
+    assert_eq!(key, "page_size_kib");
+    assert!(message.contains("memory_limit_pages"), "{message}");
     // arm64 with 64 KiB pages runs.
     let o = run_ok(&e("ampere-32", "arm64-stock", 64, mprotect));
     assert_eq!(o.checker.verdict, "pass");
