@@ -17,7 +17,7 @@ use super::libtool_wrapper::{launch, Launcher, WrapperShape};
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
-use crate::hw::mem::{Perms, PAGE_SIZE_4K};
+use crate::hw::mem::{Granule, Perms, PAGE_SIZE_4K};
 use crate::kernel::brk::sys_brk;
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
 use crate::kernel::sched::{spawn_user, sys_exec, sys_fork, sys_wait};
@@ -51,6 +51,43 @@ pub struct Anatomy {
     /// RELRO mprotect calls (each over touched pages: one flush each).
     #[serde(default = "d_mprotects")]
     pub start_mprotects: u64,
+    /// Where the measured 4 KiB pages above lie when the kernel's pages
+    /// are larger (`kernel.page_size_kib = 64`): `"spread"` (default) or
+    /// `"packed"`. No difference with 4 KiB pages. Left out of the
+    /// resolved parameters when `"spread"`.
+    #[serde(default, skip_serializing_if = "MeasuredPages::is_spread")]
+    pub measured_pages: MeasuredPages,
+}
+
+/// How the anatomy's page counts, measured on a 4 KiB host, become the
+/// kernel's pages ([`Anatomy::measured_pages`]; docs/model.md, "Workloads
+/// at 64 KiB"). The two bound what a 64 KiB kernel would see, which was
+/// not measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MeasuredPages {
+    /// Each measured 4 KiB page is its own kernel page: counts stay counts
+    /// (an upper bound on faults with 64 KiB pages).
+    #[default]
+    Spread,
+    /// The measured pages of each region lie side by side: `n` of them
+    /// take `ceil(n x 4 KiB / PAGE_SIZE)` kernel pages (a lower bound).
+    Packed,
+}
+
+impl MeasuredPages {
+    /// Is this the default (`"spread"`)?
+    pub fn is_spread(&self) -> bool {
+        *self == MeasuredPages::Spread
+    }
+
+    /// The kernel pages of granule `g` that `n` measured 4 KiB pages take.
+    pub fn kernel_pages(self, g: Granule, n: u64) -> u64 {
+        match self {
+            MeasuredPages::Spread => n,
+            MeasuredPages::Packed => (n * PAGE_SIZE_4K).div_ceil(g.page_size()),
+        }
+    }
 }
 
 fn d_shell_pages() -> u64 {
@@ -79,6 +116,12 @@ impl Default for Anatomy {
 }
 
 impl Anatomy {
+    /// The kernel pages `n` of this anatomy's measured 4 KiB pages take
+    /// ([`MeasuredPages::kernel_pages`] in `ctx`'s granule).
+    pub(crate) fn pages(&self, ctx: &Ctx, n: u64) -> u64 {
+        self.measured_pages.kernel_pages(ctx.w.granule, n)
+    }
+
     /// The direct start of a program with this anatomy (the loader's
     /// mappings and faults; `start_mmaps` small mappings plus the
     /// program's own, one of them unmapped again).
@@ -119,10 +162,18 @@ pub(crate) struct Image {
 /// the host's strace of sed and ls.
 const HEAP_GROWTH_BYTES: u64 = 0x21000;
 
-/// `execve()` of a program and its start-up ([`Image`]).
-pub(crate) async fn program_start(ctx: &Ctx, img: &Image) {
+/// `execve()` of a program and its start-up ([`Image`], its page counts
+/// laid out as `layout` says).
+pub(crate) async fn program_start(ctx: &Ctx, img: &Image, layout: MeasuredPages) {
     #[allow(non_snake_case)]
     let PAGE_SIZE = ctx.w.granule.page_size();
+    let pages = |n| layout.kernel_pages(ctx.w.granule, n);
+    // The loader's small mappings, the pages faulted in and written.
+    let (loader_len, start, cow) = (
+        pages(4) * PAGE_SIZE,
+        pages(img.start_faults),
+        pages(img.cow_faults),
+    );
     sys_exec(ctx).await;
     let mut brk = match img.brks {
         0 => None,
@@ -131,22 +182,24 @@ pub(crate) async fn program_start(ctx: &Ctx, img: &Image) {
     // The loader: mappings, faults, copy-on-write of private data, RELRO.
     let mut maps = Vec::new();
     for _ in 1..img.mmaps {
-        maps.push(sys_mmap(ctx, 4 * PAGE_SIZE, Perms::RW).await);
+        maps.push(sys_mmap(ctx, loader_len, Perms::RW).await);
     }
-    let main = sys_mmap(ctx, img.start_faults.max(1) * PAGE_SIZE, Perms::RW).await;
-    for i in 0..img.start_faults {
+    let main = sys_mmap(ctx, start.max(1) * PAGE_SIZE, Perms::RW).await;
+    for i in 0..start {
         ctx.user_access(main + i * PAGE_SIZE, false).await;
     }
-    for i in 0..img.cow_faults.min(img.start_faults) {
+    for i in 0..cow.min(start) {
         ctx.user_access(main + i * PAGE_SIZE, true).await;
     }
-    for i in 0..img.mprotects.min(img.start_faults) {
+    // Each RELRO mprotect over a page of its own (segments are page
+    // aligned), as many as the image has pages.
+    for i in 0..img.mprotects.min(start) {
         sys_mprotect(ctx, main + i * PAGE_SIZE, PAGE_SIZE, Perms::R).await;
     }
     // ld.so unmaps its cache (one touched page), and so on.
     for &m in maps.iter().take(img.munmaps as usize) {
         ctx.user_access(m, false).await;
-        sys_munmap(ctx, m, 4 * PAGE_SIZE).await;
+        sys_munmap(ctx, m, loader_len).await;
     }
     // malloc's heap growths.
     for _ in 1..img.brks {
@@ -159,18 +212,19 @@ pub(crate) async fn program_start(ctx: &Ctx, img: &Image) {
 async fn child_start(ctx: &Ctx, a: &Anatomy, shell_base: u64) {
     #[allow(non_snake_case)]
     let PAGE_SIZE = ctx.w.granule.page_size();
-    for i in 0..a.child_cow_faults {
+    for i in 0..a.pages(ctx, a.child_cow_faults) {
         ctx.user_access(shell_base + i * PAGE_SIZE, true).await;
     }
-    program_start(ctx, &a.image()).await;
+    program_start(ctx, &a.image(), a.measured_pages).await;
 }
 
 /// The shell's side of one fork: COW faults on its working set.
 async fn parent_after_fork(ctx: &Ctx, a: &Anatomy, shell_base: u64) {
     #[allow(non_snake_case)]
     let PAGE_SIZE = ctx.w.granule.page_size();
-    for i in 0..a.parent_cow_faults {
-        ctx.user_access(shell_base + (i % a.shell_pages.max(1)) * PAGE_SIZE, true)
+    let ws = a.pages(ctx, a.shell_pages).max(1);
+    for i in 0..a.pages(ctx, a.parent_cow_faults) {
+        ctx.user_access(shell_base + (i % ws) * PAGE_SIZE, true)
             .await;
     }
 }
@@ -179,8 +233,9 @@ async fn parent_after_fork(ctx: &Ctx, a: &Anatomy, shell_base: u64) {
 pub(crate) async fn shell_setup(ctx: &Ctx, a: &Anatomy) -> u64 {
     #[allow(non_snake_case)]
     let PAGE_SIZE = ctx.w.granule.page_size();
-    let base = sys_mmap(ctx, a.shell_pages.max(1) * PAGE_SIZE, Perms::RW).await;
-    for i in 0..a.shell_pages {
+    let n = a.pages(ctx, a.shell_pages);
+    let base = sys_mmap(ctx, n.max(1) * PAGE_SIZE, Perms::RW).await;
+    for i in 0..n {
         ctx.user_access(base + i * PAGE_SIZE, true).await;
     }
     base

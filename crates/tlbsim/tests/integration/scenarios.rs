@@ -279,6 +279,41 @@ fn linux_4_18_flushes_up_to_1024_pages_one_by_one() {
 }
 
 #[test]
+fn measured_pages_packed_bounds_the_64k_faults_from_below_and_changes_nothing_at_4k() {
+    let run = |kib: u32, workload: &str, layout: &str| {
+        let extra = format!("page_size_kib = {kib}\n");
+        let wl = format!("{workload}\nmeasured_pages = \"{layout}\"");
+        let o = run_ok(&common::experiment(
+            "ampere-32",
+            "arm64-stock",
+            4,
+            &extra,
+            &wl,
+            "",
+        ));
+        assert_eq!(o.checker.verdict, "pass");
+        (
+            o.stats.total.page_faults,
+            o.elapsed_ns,
+            o.stats.total.tlbi_broadcast,
+        )
+    };
+    for workload in [
+        "name = \"sort-compute\"\nshells = 2\nruns = 2",
+        "name = \"tcmalloc\"\nprocesses = 2\niterations = 10\nlauncher = \"libtool-wrapper\"",
+    ] {
+        assert_eq!(
+            run(4, workload, "spread"),
+            run(4, workload, "packed"),
+            "4 KiB: {workload}"
+        );
+        let (spread, packed) = (run(64, workload, "spread"), run(64, workload, "packed"));
+        assert!(packed.0 < spread.0, "{workload}: {packed:?} {spread:?}");
+        assert!(packed.2 < spread.2, "{workload}: {packed:?} {spread:?}");
+    }
+}
+
+#[test]
 fn page_size_kib_is_validated_against_the_architecture_and_the_workload() {
     let e = |profile: &str, policy: &str, kib: u32, workload: &str| {
         let alloc = if policy.starts_with("x86") {
