@@ -3,7 +3,7 @@
 
 use crate::config::Arch;
 use crate::engine::Ns;
-use crate::hw::mem::{MaybePte, Pte, TableId, HPAGE_PAGES};
+use crate::hw::mem::{Granule, MaybePte, Pte, TableId};
 use crate::hw::tlb::{Asid, LeafEntry, MmId, TlbiScope, WalkEntry};
 use crate::hw::{CpuId, Hw};
 use std::fmt;
@@ -336,15 +336,17 @@ impl Event {
     /// The event as a report's history prints it, one line naming TLB
     /// maintenance in `arch`'s terms (`Tlbi cpu3 VAE1IS asid 2 va
     /// 0x7f0000001000`, `Tlbi cpu3 INVLPG pcid 2 va 0x7f0000001000`);
-    /// `Display` on the event itself uses arm64's.
-    pub fn display(&self, arch: Arch) -> EventDisplay<'_> {
-        EventDisplay { ev: self, arch }
+    /// TLB entries' addresses and huge pages' sizes in granule `g`'s
+    /// pages. `Display` on the event itself uses arm64's terms and 4 KiB
+    /// pages.
+    pub fn display(&self, arch: Arch, g: Granule) -> EventDisplay<'_> {
+        EventDisplay { ev: self, arch, g }
     }
 }
 
 impl fmt::Display for Event {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.display(Arch::Arm64).fmt(f)
+        self.display(Arch::Arm64, Granule::K4).fmt(f)
     }
 }
 
@@ -356,6 +358,7 @@ impl fmt::Display for Event {
 pub struct EventDisplay<'a> {
     ev: &'a Event,
     arch: Arch,
+    g: Granule,
 }
 
 impl fmt::Display for EventDisplay<'_> {
@@ -400,9 +403,10 @@ impl EventDisplay<'_> {
                 new,
             } => {
                 let (old, new) = (MaybePte(old), MaybePte(new));
+                let size = self.g.pmd_size() >> 20;
                 write!(
                     f,
-                    "HugePteWrite cpu{cpu} mm{mm} va {va:#x} (2 MiB) {old} -> {new}"
+                    "HugePteWrite cpu{cpu} mm{mm} va {va:#x} ({size} MiB) {old} -> {new}"
                 )
             }
             E::CallRange {
@@ -422,7 +426,7 @@ impl EventDisplay<'_> {
             E::HugeFrameFree { cpu, pfn, mm, va } => write!(
                 f,
                 "HugeFrameFree cpu{cpu} pfn {pfn}-{} (last mapped by mm{mm} at va {va:#x})",
-                pfn + HPAGE_PAGES - 1
+                pfn + self.g.hpage_pmd_nr() - 1
             ),
             E::CopyOut { cpu, pfn } => write!(f, "CopyOut cpu{cpu} pfn {pfn}"),
             E::TableFree {
@@ -453,6 +457,7 @@ impl EventDisplay<'_> {
                 store,
             } => {
                 let access = if store { "store" } else { "load" };
+                let entry = entry.show(self.g);
                 write!(f, "LeafUse cpu{cpu} running mm{running} {access} {entry}")
             }
             E::WalkUse {
@@ -460,6 +465,7 @@ impl EventDisplay<'_> {
                 running,
                 entry,
             } => {
+                let entry = entry.show(self.g);
                 write!(f, "WalkUse cpu{cpu} running mm{running} {entry}")
             }
             E::AsidLoad { cpu, mm, asid } => {
@@ -589,7 +595,7 @@ mod tests {
         let entry = LeafEntry {
             vmid: 0,
             asid: 1,
-            vpn: VA >> crate::hw::mem::PAGE_SHIFT,
+            vpn: VA >> crate::hw::mem::PAGE_SHIFT_4K,
             pfn: 10,
             perms: Perms::RW,
             version: 11,
@@ -619,7 +625,7 @@ mod tests {
             "Tlbi cpu3 VAE1IS asid 2 va 0x7f0000001000"
         );
         assert_eq!(
-            tlbi.display(Arch::X86).to_string(),
+            tlbi.display(Arch::X86, Granule::K4).to_string(),
             "Tlbi cpu3 INVLPGB pcid 2 va 0x7f0000001000"
         );
         let load = Event::AsidLoad {
@@ -629,7 +635,7 @@ mod tests {
         };
         assert_eq!(load.to_string(), "AsidLoad cpu1 mm4 asid 7");
         assert_eq!(
-            load.display(Arch::X86).to_string(),
+            load.display(Arch::X86, Granule::K4).to_string(),
             "AsidLoad cpu1 mm4 pcid 7"
         );
     }

@@ -32,7 +32,7 @@ use super::{Invariant, Violation};
 use crate::config::Arch;
 use crate::engine::Ns;
 use crate::hw::cpumask::CpuMask;
-use crate::hw::mem::{MaybePte, Pfn, Pte, TableId, HPAGE_PAGES, PAGE_SHIFT};
+use crate::hw::mem::{Granule, MaybePte, Pfn, Pte, TableId};
 use crate::hw::tlb::{Asid, LeafEntry, MmId, Tag, Tlb, TlbiScope, Vmid, WalkEntry};
 use crate::hw::{CpuId, Hw};
 use crate::observe::{Event, Observer};
@@ -41,23 +41,19 @@ use rustc_hash::{FxHashMap, FxHashSet};
 /// A PTE's value before and after a write.
 type PteChange = (Option<Pte>, Option<Pte>);
 
-/// One PTE write of a call in progress: of a 4 KiB PTE, or (`huge`) of a
-/// 2 MiB leaf standing for its 512 pages, page `i` mapping frame `pfn + i`
-/// of the values recorded for the first.
+/// One PTE write of a call in progress: of a base-page PTE (`pages` 1),
+/// or of a PMD-sized leaf standing for its `pages` (`HPAGE_PMD_NR`) pages,
+/// page `i` mapping frame `pfn + i` of the values recorded for the first.
 #[derive(Debug, Clone, Copy)]
 struct PendingWrite {
     rec: PteWriteRec,
-    huge: bool,
+    pages: u64,
 }
 
 impl PendingWrite {
     /// Pages it covers: `[vpn, vpn + pages())`.
     fn pages(&self) -> u64 {
-        if self.huge {
-            HPAGE_PAGES
-        } else {
-            1
-        }
+        self.pages
     }
 }
 
@@ -189,6 +185,9 @@ pub struct Checker {
     /// The machine's instruction-set family (from the hardware each event
     /// comes with), recorded in a violation for its report.
     arch: Arch,
+    /// The machine's granule (from the hardware each event comes with):
+    /// the size of the pages `vpn`s count and of huge leaves.
+    g: Granule,
     /// Events observed.
     pub events_seen: u64,
 }
@@ -221,6 +220,7 @@ impl Checker {
             version_bound: 1,
             failure: None,
             arch: Arch::Arm64,
+            g: Granule::K4,
             events_seen: 0,
         }
     }
@@ -254,6 +254,7 @@ impl Checker {
                 .copied()
                 .collect(),
             arch: self.arch,
+            granule: self.g,
         });
     }
 
@@ -283,7 +284,7 @@ impl Checker {
         if newest.is_none_or(|n| e.version > n) {
             None
         } else if huge {
-            self.shadow.first_stale_huge(mm, e)
+            self.shadow.first_stale_huge(mm, e, self.g.hpage_pmd_nr())
         } else {
             self.shadow.stale(mm, e).then_some(*e)
         }
@@ -303,7 +304,7 @@ impl Checker {
             }
         }
         let any = tlb.leaf_slots().any(|(e, huge)| {
-            let span = if huge { HPAGE_PAGES } else { 1 };
+            let span = if huge { self.g.hpage_pmd_nr() } else { 1 };
             e.tag() == asid && e.vpn < hi && lo < e.vpn + span
         });
         self.probes[cpu] = Some(RangeProbe {
@@ -421,15 +422,14 @@ impl Checker {
                 Invariant::NoStaleHold,
                 &[cpu, why.1],
                 Some(mm),
-                Some(vpn << PAGE_SHIFT),
+                Some(vpn << self.g.page_shift()),
                 format!(
                     "cpu{cpu} has mm {mm} loaded (ASID {}) and still holds a stale translation of va {:#x} after {} on cpu{} returned: {e}, current PTE {}",
                     t.asid,
-                    vpn << PAGE_SHIFT,
+                    vpn << self.g.page_shift(),
                     why.0,
                     why.1,
-                    MaybePte(self.shadow.current(mm, vpn))
-                ),
+                    MaybePte(self.shadow.current(mm, vpn)), e = e.show(self.g)),
             );
         }
     }
@@ -439,18 +439,19 @@ impl Checker {
     /// the call in progress on `cpu` records what it replaced (retired
     /// when the call returns).
     fn pte_write(&mut self, cpu: CpuId, mm: MmId, va: u64, (old, new): PteChange, huge: bool) {
-        let vpn = va >> PAGE_SHIFT;
+        let vpn = va >> self.g.page_shift();
         if huge {
-            self.shadow.write_huge(mm, vpn, new);
+            self.shadow.write_huge(mm, vpn, new, self.g.hpage_pmd_nr());
         } else {
             self.shadow.write(mm, vpn, new);
         }
         if let Some(p) = new {
             self.version_bound = self.version_bound.max(p.version + 1);
         }
+        let pages = if huge { self.g.hpage_pmd_nr() } else { 1 };
         self.pending[cpu].writes.push(PendingWrite {
             rec: (mm, vpn, old.map(|p| p.version), new),
-            huge,
+            pages,
         });
     }
 
@@ -486,8 +487,8 @@ impl Checker {
     fn call_range(&mut self, cpu: CpuId, mm: MmId, start: u64, end: u64) {
         self.pending[cpu].range = Some((
             mm,
-            start >> PAGE_SHIFT,
-            end.div_ceil(1 << PAGE_SHIFT),
+            start >> self.g.page_shift(),
+            end.div_ceil(self.g.page_size()),
             self.version_bound,
         ));
     }
@@ -513,8 +514,8 @@ impl Checker {
                 Invariant::NoStaleHold,
                 &[cpu],
                 Some(mm),
-                Some(e.vpn << PAGE_SHIFT),
-                format!("cpu{cpu} resumes a task of mm {mm} (ASID {}) while holding a stale translation: {e}", t.asid),
+                Some(e.vpn << self.g.page_shift()),
+                format!("cpu{cpu} resumes a task of mm {mm} (ASID {}) while holding a stale translation: {e}", t.asid, e = e.show(self.g)),
             );
         } else {
             self.clean[cpu] = Some(state);
@@ -531,8 +532,8 @@ impl Checker {
     fn frame_free(&mut self, now: Ns, hw: &Hw, cpu: CpuId, pfn: Pfn, mm: MmId, va: u64) {
         self.copied_out.remove(&pfn);
         self.note_freed(pfn, 1);
-        let vpn = va >> PAGE_SHIFT;
-        let region = vpn / HPAGE_PAGES;
+        let vpn = va >> self.g.page_shift();
+        let region = vpn / self.g.hpage_pmd_nr();
         let streak = match self.free_streak {
             Some((m, r, n)) if (m, r) == (mm, region) => n.saturating_add(1),
             _ => 1,
@@ -543,8 +544,8 @@ impl Checker {
             .filter(|r| r.0 == mm && r.1 <= vpn && vpn < r.2 && r.2 - r.1 >= PROBE_MIN_PAGES)
             .map(|r| (r.1, r.2))
             .or_else(|| {
-                let lo = region * HPAGE_PAGES;
-                (streak >= FREE_STREAK_PROBE).then_some((lo, lo + HPAGE_PAGES))
+                let lo = region * self.g.hpage_pmd_nr();
+                (streak >= FREE_STREAK_PROBE).then_some((lo, lo + self.g.hpage_pmd_nr()))
             });
         let mut cpus = std::mem::take(&mut self.scratch_cpus);
         self.cpus_running(mm, &mut cpus);
@@ -576,7 +577,7 @@ impl Checker {
         mm: MmId,
         va: u64,
     ) -> bool {
-        let vpn = va >> PAGE_SHIFT;
+        let vpn = va >> self.g.page_shift();
         let held = hw.cpus[c]
             .tlb
             .leaf_entries_for(vpn)
@@ -589,8 +590,7 @@ impl Checker {
             Some(mm),
             Some(va),
             format!(
-                "cpu{cpu} freed frame {pfn} (mm {mm} va {va:#x}) while cpu{c} (ASID {asid} loaded) still maps it: {e}"
-            ),
+                "cpu{cpu} freed frame {pfn} (mm {mm} va {va:#x}) while cpu{c} (ASID {asid} loaded) still maps it: {e}", e = e.show(self.g)),
         );
         true
     }
@@ -602,20 +602,20 @@ impl Checker {
     /// something there, so the first page found held (and the first such
     /// CPU) is the one page-by-page frees would report.
     fn huge_frame_free(&mut self, now: Ns, hw: &Hw, cpu: CpuId, pfn: Pfn, mm: MmId, va: u64) {
-        self.note_freed(pfn, HPAGE_PAGES);
+        self.note_freed(pfn, self.g.hpage_pmd_nr());
         if !self.copied_out.is_empty() {
             let gone: Vec<Pfn> = self
                 .copied_out
-                .range(pfn..pfn + HPAGE_PAGES)
+                .range(pfn..pfn + self.g.hpage_pmd_nr())
                 .copied()
                 .collect();
             for p in gone {
                 self.copied_out.remove(&p);
             }
         }
-        let vpn = va >> PAGE_SHIFT;
-        let region = vpn / HPAGE_PAGES;
-        self.free_streak = Some((mm, region, HPAGE_PAGES as u32));
+        let vpn = va >> self.g.page_shift();
+        let region = vpn / self.g.hpage_pmd_nr();
+        self.free_streak = Some((mm, region, self.g.hpage_pmd_nr() as u32));
         let mut cpus = std::mem::take(&mut self.scratch_cpus);
         self.cpus_running(mm, &mut cpus);
         let mut holders: Vec<(CpuId, Tag)> = Vec::new();
@@ -623,15 +623,21 @@ impl Checker {
             let Some(t) = hw.cpus[c].ttbr0().filter(|t| t.mm == mm) else {
                 continue;
             };
-            let lo = region * HPAGE_PAGES;
-            if !self.holds_none_in(hw, c, hw.cpus[c].tag(t.asid), lo, lo + HPAGE_PAGES) {
+            let lo = region * self.g.hpage_pmd_nr();
+            if !self.holds_none_in(
+                hw,
+                c,
+                hw.cpus[c].tag(t.asid),
+                lo,
+                lo + self.g.hpage_pmd_nr(),
+            ) {
                 holders.push((c, hw.cpus[c].tag(t.asid)));
             }
         }
         self.scratch_cpus = cpus;
-        for i in 0..HPAGE_PAGES {
+        for i in 0..self.g.hpage_pmd_nr() {
             for &(c, asid) in &holders {
-                let (p, v) = (pfn + i, va + (i << PAGE_SHIFT));
+                let (p, v) = (pfn + i, va + (i << self.g.page_shift()));
                 if self.still_maps(now, hw, (cpu, c, asid), p, mm, v) {
                     return;
                 }
@@ -733,7 +739,7 @@ impl Checker {
     /// `LeafUse`: the translation used must belong to the running mm (ASID
     /// isolation) and not be retired (no stale use).
     fn leaf_use(&mut self, now: Ns, cpu: CpuId, running: MmId, entry: &LeafEntry) {
-        let va = entry.vpn << PAGE_SHIFT;
+        let va = entry.vpn << self.g.page_shift();
         if entry.mm != running {
             self.fail(
                 now,
@@ -756,8 +762,7 @@ impl Checker {
                 format!(
                     "cpu{cpu} used a stale translation of mm {} va {va:#x}: {entry}, current PTE {}",
                     entry.mm,
-                    MaybePte(self.shadow.current(entry.mm, entry.vpn))
-                ),
+                    MaybePte(self.shadow.current(entry.mm, entry.vpn)), entry = entry.show(self.g)),
             );
         }
     }
@@ -782,7 +787,7 @@ impl Checker {
     fn used_after_free(&mut self, now: Ns, cpu: CpuId, entry: &LeafEntry) {
         let freed = self.freed_below.get(entry.pfn as usize).copied();
         if freed.is_some_and(|b| entry.version < b) {
-            let va = entry.vpn << PAGE_SHIFT;
+            let va = entry.vpn << self.g.page_shift();
             self.fail(
                 now,
                 Invariant::NoUseAfterFree,
@@ -793,8 +798,7 @@ impl Checker {
                     "cpu{cpu} used a translation of mm {} va {va:#x} to frame {} filled before the frame was freed: {entry}, current PTE {}",
                     entry.mm,
                     entry.pfn,
-                    MaybePte(self.shadow.current(entry.mm, entry.vpn))
-                ),
+                    MaybePte(self.shadow.current(entry.mm, entry.vpn)), entry = entry.show(self.g)),
             );
         }
     }
@@ -803,7 +807,7 @@ impl Checker {
     /// not be copied out since it was last allocated (no lost write).
     fn store(&mut self, now: Ns, cpu: CpuId, entry: &LeafEntry) {
         if self.copied_out.contains(&entry.pfn) {
-            let va = entry.vpn << PAGE_SHIFT;
+            let va = entry.vpn << self.g.page_shift();
             self.fail(
                 now,
                 Invariant::NoLostWrite,
@@ -814,8 +818,7 @@ impl Checker {
                     "cpu{cpu} stored to frame {} of mm {} va {va:#x} after the kernel began copying it out: the write is lost ({entry}, current PTE {})",
                     entry.pfn,
                     entry.mm,
-                    MaybePte(self.shadow.current(entry.mm, entry.vpn))
-                ),
+                    MaybePte(self.shadow.current(entry.mm, entry.vpn)), entry = entry.show(self.g)),
             );
         }
     }
@@ -825,7 +828,7 @@ impl Checker {
     /// (no stale walk).
     fn walk_use(&mut self, now: Ns, hw: &Hw, cpu: CpuId, running: MmId, entry: &WalkEntry) {
         let t = hw.mem.table(entry.next);
-        let va = Some(entry.va());
+        let va = Some(entry.va(self.g));
         if entry.mm != running {
             self.fail(
                 now,
@@ -833,7 +836,7 @@ impl Checker {
                 &[cpu],
                 Some(running),
                 va,
-                format!("cpu{cpu} runs mm {running} but walked through a cached table entry of mm {}: {entry}", entry.mm),
+                format!("cpu{cpu} runs mm {running} but walked through a cached table entry of mm {}: {entry}", entry.mm, entry = entry.show(self.g)),
             );
         } else if !t.live || t.instance != entry.next_instance {
             self.fail(
@@ -846,8 +849,7 @@ impl Checker {
                     "cpu{cpu} walked mm {} through a cached entry to table page {} that was freed{}: {entry}",
                     entry.mm,
                     entry.next,
-                    if t.live { " and reused" } else { "" }
-                ),
+                    if t.live { " and reused" } else { "" }, entry = entry.show(self.g)),
             );
         }
     }
@@ -891,22 +893,23 @@ impl Checker {
         let (invariant, va, detail) = if let Some(e) = other {
             (
                 isolation(mm, e.mm),
-                e.vpn << PAGE_SHIFT,
-                format!("cpu{cpu} loads ASID {asid} for mm {mm} while holding a translation of mm {} under it: {e}", e.mm),
+                e.vpn << self.g.page_shift(),
+                format!("cpu{cpu} loads ASID {asid} for mm {mm} while holding a translation of mm {} under it: {e}", e.mm, e = e.show(self.g)),
             )
         } else if let Some(e) = stale {
             (
                 Invariant::NoStaleHold,
-                e.vpn << PAGE_SHIFT,
+                e.vpn << self.g.page_shift(),
                 format!(
-                    "cpu{cpu} loads ASID {asid} for mm {mm} while holding a stale translation: {e}"
+                    "cpu{cpu} loads ASID {asid} for mm {mm} while holding a stale translation: {e}",
+                    e = e.show(self.g)
                 ),
             )
         } else if let Some(e) = bad_walk(hw, tlb, mm, asid) {
             (
                 Invariant::NoStaleWalk,
-                e.va(),
-                format!("cpu{cpu} loads ASID {asid} for mm {mm} while its walk cache holds {e} (other mm or freed table)"),
+                e.va(self.g),
+                format!("cpu{cpu} loads ASID {asid} for mm {mm} while its walk cache holds {e} (other mm or freed table)", e = e.show(self.g)),
             )
         } else {
             return;
@@ -980,10 +983,9 @@ impl Checker {
                 Invariant::NoStaleWalk,
                 &[c, cpu],
                 Some(mm),
-                Some(e.va()),
+                Some(e.va(self.g)),
                 format!(
-                    "cpu{cpu} freed table page {table} of mm {mm} while cpu{c} (ASID {asid} loaded) still caches a walk entry to it: {e}"
-                ),
+                    "cpu{cpu} freed table page {table} of mm {mm} while cpu{c} (ASID {asid} loaded) still caches a walk entry to it: {e}", e = e.show(self.g)),
             );
         }
     }
@@ -1020,11 +1022,11 @@ fn drop_subsumed(writes: &mut Vec<PendingWrite>, (mm, lo, hi, bound): (MmId, u64
 fn per_page(writes: &[PendingWrite], out: &mut Vec<PteWriteRec>) {
     for w in writes {
         let (mm, vpn, old, new) = w.rec;
-        if !w.huge {
+        if w.pages == 1 {
             out.push(w.rec);
             continue;
         }
-        out.extend((0..HPAGE_PAGES).map(|i| (mm, vpn + i, old, huge_view(new, i))));
+        out.extend((0..w.pages).map(|i| (mm, vpn + i, old, huge_view(new, i))));
     }
 }
 
@@ -1051,8 +1053,9 @@ fn candidate_spans(
         return Some(Vec::new());
     };
     let mut out = Vec::new();
+    let hpage_pages = tlb.granule().hpage_pmd_nr();
     for (e, huge) in tlb.leaf_slots() {
-        let end = e.vpn + if huge { HPAGE_PAGES } else { 1 };
+        let end = e.vpn + if huge { hpage_pages } else { 1 };
         if e.tag() == asid && e.mm == mm && e.version <= newest && e.vpn < hi && lo < end {
             if out.len() == MAX_SPANS {
                 return None;
@@ -1113,9 +1116,10 @@ fn first_walk_to(
 
 impl Observer for Checker {
     fn event(&mut self, now: Ns, ev: &Event, hw: &Hw) {
-        // A 2 MiB write or free counts as the 512 it stands for.
+        self.g = hw.granule;
+        // A huge write or free counts as the `HPAGE_PMD_NR` it stands for.
         self.events_seen += match ev {
-            Event::HugePteWrite { .. } | Event::HugeFrameFree { .. } => HPAGE_PAGES,
+            Event::HugePteWrite { .. } | Event::HugeFrameFree { .. } => self.g.hpage_pmd_nr(),
             _ => 1,
         };
         if self.failure.is_some() {
@@ -1219,9 +1223,12 @@ impl Observer for Checker {
 mod tests {
     use super::*;
     use crate::config::builtin_profile;
-    use crate::hw::mem::{Perms, PAGE_SIZE};
+    use crate::hw::mem::{Perms, PAGE_SHIFT_4K as PAGE_SHIFT, PAGE_SIZE_4K as PAGE_SIZE};
     use crate::hw::tlb::LeafEntry;
     use crate::hw::Ttbr0;
+
+    /// Pages in a 2 MiB huge page (4 KiB pages).
+    const HPAGE_PAGES: u64 = 512;
 
     const VA: u64 = 0x4000_0000;
 
@@ -1506,9 +1513,9 @@ mod tests {
 
     #[test]
     fn writes_a_range_commit_overrides_are_dropped_only_when_all_in_it_are_older() {
-        let w = |vpn, old: Option<u64>, huge| PendingWrite {
+        let w = |vpn, old: Option<u64>, huge: bool| PendingWrite {
             rec: (0, vpn, old, None),
-            huge,
+            pages: if huge { 512 } else { 1 },
         };
         let mut writes = vec![
             w(10, Some(3), false),

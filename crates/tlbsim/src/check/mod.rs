@@ -100,6 +100,9 @@ pub struct Violation {
     /// The machine's instruction-set family, in whose terms the report
     /// names TLB maintenance ([`Event::display`]).
     pub arch: Arch,
+    /// The machine's granule, in whose pages the report's TLB entries
+    /// count.
+    pub granule: crate::hw::mem::Granule,
 }
 
 impl std::fmt::Display for Violation {
@@ -110,7 +113,7 @@ impl std::fmt::Display for Violation {
             self.invariant, self.time_ns, self.detail
         )?;
         for (t, e) in &self.history {
-            writeln!(f, "  {t:>12} ns  {}", e.display(self.arch))?;
+            writeln!(f, "  {t:>12} ns  {}", e.display(self.arch, self.granule))?;
         }
         Ok(())
     }

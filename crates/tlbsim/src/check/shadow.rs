@@ -11,7 +11,7 @@
 //! commits of `CallRange` and for dropping the mm.
 
 use crate::hw::compatible;
-use crate::hw::mem::{Pte, HPAGE_PAGES};
+use crate::hw::mem::{Granule, Pte};
 use crate::hw::tlb::{LeafEntry, MmId};
 use rustc_hash::FxHashMap;
 use std::cell::Cell;
@@ -22,7 +22,11 @@ const CHUNK_SHIFT: u32 = 6;
 /// Pages per chunk: a power of two dividing 512 (a 2 MiB page spans whole
 /// chunks) and the width of the chunk's bitmaps.
 const CHUNK_PAGES: u64 = 1 << CHUNK_SHIFT;
-const _: () = assert!(HPAGE_PAGES.is_multiple_of(CHUNK_PAGES) && CHUNK_PAGES <= 64);
+const _: () = assert!(
+    Granule::K4.hpage_pmd_nr().is_multiple_of(CHUNK_PAGES)
+        && Granule::K64.hpage_pmd_nr().is_multiple_of(CHUNK_PAGES)
+        && CHUNK_PAGES <= 64
+);
 
 /// The pages `base + i` (`i` < [`CHUNK_PAGES`]) of one mm.
 #[derive(Debug)]
@@ -249,12 +253,13 @@ impl Shadow {
         c.current[i] = new;
     }
 
-    /// `HugePteWrite`: the shadow PTEs of the 512 pages from `vpn` (2 MiB
-    /// aligned) become the views of the leaf `new` (page `i`: frame
-    /// `pfn + i`), as 512 [`Shadow::write`]s would leave them.
-    pub fn write_huge(&mut self, mm: MmId, vpn: u64, new: Option<Pte>) {
-        debug_assert!(vpn.is_multiple_of(HPAGE_PAGES));
-        for id in vpn >> CHUNK_SHIFT..(vpn + HPAGE_PAGES) >> CHUNK_SHIFT {
+    /// `HugePteWrite`: the shadow PTEs of the `hpage_pages`
+    /// (`HPAGE_PMD_NR`) pages from `vpn` (aligned to as many) become the
+    /// views of the leaf `new` (page `i`: frame `pfn + i`), as that many
+    /// [`Shadow::write`]s would leave them.
+    pub fn write_huge(&mut self, mm: MmId, vpn: u64, new: Option<Pte>, hpage_pages: u64) {
+        debug_assert!(vpn.is_multiple_of(hpage_pages));
+        for id in vpn >> CHUNK_SHIFT..(vpn + hpage_pages) >> CHUNK_SHIFT {
             let first = (id << CHUNK_SHIFT) - vpn;
             let c = self.chunk_at(mm, id);
             c.written = u64::MAX;
@@ -330,12 +335,12 @@ impl Shadow {
         self.chunk(mm, id).is_some_and(|c| c.stale(i, e))
     }
 
-    /// The first (lowest) 4 KiB view of the 2 MiB entry `e` (of `mm`,
-    /// `e.vpn` and `e.pfn` its first page and frame) for which
-    /// [`Shadow::stale`] holds: the same answer as testing its 512 views in
-    /// increasing order.
-    pub fn first_stale_huge(&self, mm: MmId, e: &LeafEntry) -> Option<LeafEntry> {
-        let (lo, hi) = (e.vpn, e.vpn + HPAGE_PAGES);
+    /// The first (lowest) base-page view of the huge entry `e` of
+    /// `hpage_pages` pages (of `mm`, `e.vpn` and `e.pfn` its first page and
+    /// frame) for which [`Shadow::stale`] holds: the same answer as testing
+    /// its views in increasing order.
+    pub fn first_stale_huge(&self, mm: MmId, e: &LeafEntry, hpage_pages: u64) -> Option<LeafEntry> {
+        let (lo, hi) = (e.vpn, e.vpn + hpage_pages);
         for id in lo >> CHUNK_SHIFT..=(hi - 1) >> CHUNK_SHIFT {
             let Some(c) = self.chunk(mm, id) else {
                 continue;
@@ -439,11 +444,11 @@ mod tests {
         assert_eq!(keys, vec![(0, base + 100), (0, base + 300)]);
         let e = entry(base, 1000, 3);
         let v = s
-            .first_stale_huge(0, &e)
+            .first_stale_huge(0, &e, 512)
             .expect("page 300 maps another frame");
         assert_eq!((v.vpn, v.pfn), (base + 300, 1300));
-        assert_eq!(s.first_stale_huge(0, &entry(base, 1000, 5)), None);
+        assert_eq!(s.first_stale_huge(0, &entry(base, 1000, 5), 512), None);
         s.drop_mm(0);
-        assert_eq!(s.first_stale_huge(0, &e), None);
+        assert_eq!(s.first_stale_huge(0, &e, 512), None);
     }
 }

@@ -224,6 +224,28 @@ pub struct KernelConfig {
     /// arm64 only. Left out of the JSON when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub spurious_fault_flush: bool,
+    /// The base page size in KiB, the kernel's build-time granule: 4
+    /// (`CONFIG_ARM64_4K_PAGES`, and x86's only size) or 64
+    /// (`CONFIG_ARM64_64K_PAGES`, arm64 only, as RHEL 8's aarch64 kernel
+    /// is built): with 48-bit VAs, 3 table levels of 13 index bits under a
+    /// 64-entry top table, and 512 MiB PMD blocks (THP). Page counts
+    /// elsewhere in `[kernel]` (`memory_limit_pages`) count these pages.
+    /// See docs/model.md, Kernel. Left out of the JSON when 4.
+    #[serde(
+        default = "default_page_size_kib",
+        skip_serializing_if = "is_default_page_size_kib"
+    )]
+    pub page_size_kib: u32,
+    /// arm64 `__flush_tlb_range()`'s limit on per-page TLBIs, as each
+    /// Linux version had it: `"max-tlbi-ops"` (the model's default, Linux
+    /// 4.20+: from `MAX_TLBI_OPS = PTRS_PER_PTE` strides on, flush the
+    /// whole ASID; 512 pages with 4 KiB pages, 8192 with 64 KiB) or
+    /// `"max-tlb-range"` (Linux 4.1-4.19, 05ac65305437: above
+    /// `MAX_TLB_RANGE = 1024UL << PAGE_SHIFT` bytes, per-page TLBIs
+    /// whatever the stride, no range operations). Left out of the JSON
+    /// when default. Ignored on x86.
+    #[serde(default, skip_serializing_if = "Arm64FlushRangeLimit::is_default")]
+    pub arm64_flush_range_limit: Arm64FlushRangeLimit,
 }
 
 /// When arm64 invalidates walk caches for freed page-table pages
@@ -244,6 +266,52 @@ impl PgtableFreeTlbi {
     pub fn is_deferred(&self) -> bool {
         *self == PgtableFreeTlbi::Deferred
     }
+}
+
+/// When arm64's `__flush_tlb_range()` gives up per-page TLBIs for one
+/// whole-ASID flush (`[kernel] arm64_flush_range_limit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Arm64FlushRangeLimit {
+    /// Linux 4.20+ (Will Deacon's 2018 series: "arm64: tlbflush: Allow
+    /// stride to be specified for __flush_tlb_range()" and "arm64: tlbi:
+    /// Set MAX_TLBI_OPS to PTRS_PER_PTE"): `end - start >= MAX_TLBI_OPS *
+    /// stride` with `MAX_TLBI_OPS = PTRS_PER_PTE`, one TLBI per stride.
+    #[default]
+    MaxTlbiOps,
+    /// Linux 4.1-4.19 (05ac65305437, "arm64: fix soft lockup due to large
+    /// tlb flush range"): `end - start > MAX_TLB_RANGE` with
+    /// `MAX_TLB_RANGE = 1024UL << PAGE_SHIFT`; below it one TLBI per base
+    /// page (the function had no stride), no range operations.
+    MaxTlbRange,
+}
+
+impl Arm64FlushRangeLimit {
+    /// Is this the model's default (`"max-tlbi-ops"`)?
+    pub fn is_default(&self) -> bool {
+        *self == Self::MaxTlbiOps
+    }
+}
+
+impl KernelConfig {
+    /// The granule `page_size_kib` chooses. Call after validation
+    /// (`page_size_kib` is 4 or 64); any other value is a bug.
+    pub fn granule(&self) -> crate::hw::mem::Granule {
+        crate::hw::mem::Granule::from_kib(self.page_size_kib).unwrap_or_else(|| {
+            panic!(
+                "kernel.page_size_kib = {} not validated",
+                self.page_size_kib
+            )
+        })
+    }
+}
+
+fn default_page_size_kib() -> u32 {
+    4
+}
+
+fn is_default_page_size_kib(kib: &u32) -> bool {
+    *kib == default_page_size_kib()
 }
 
 /// Transparent huge page mode.
@@ -316,6 +384,8 @@ impl Default for KernelConfig {
             hz: None,
             pgtable_free_tlbi: PgtableFreeTlbi::Deferred,
             spurious_fault_flush: false,
+            page_size_kib: default_page_size_kib(),
+            arm64_flush_range_limit: Arm64FlushRangeLimit::MaxTlbiOps,
         }
     }
 }

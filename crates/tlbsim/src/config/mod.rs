@@ -15,8 +15,8 @@ pub mod patch;
 pub mod profile;
 
 pub use experiment::{
-    CheckerConfig, Experiment, ExperimentMeta, KernelConfig, MachineOverrides, PgtableFreeTlbi,
-    Placement, Thp, ThpZeroPage, VmConfig, WorkloadConfig,
+    Arm64FlushRangeLimit, CheckerConfig, Experiment, ExperimentMeta, KernelConfig,
+    MachineOverrides, PgtableFreeTlbi, Placement, Thp, ThpZeroPage, VmConfig, WorkloadConfig,
 };
 pub use location::{find_key_line, from_table, parse_toml, ConfigError};
 pub use patch::apply_sets;

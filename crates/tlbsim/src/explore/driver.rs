@@ -277,7 +277,7 @@ impl Explorer {
         if let Op::Access { va, .. } = op {
             if let Some(t) = self.core.w.hw.borrow().cpus[cpu].ttbr0() {
                 self.touched
-                    .insert((t.mm, va & !(crate::hw::mem::PAGE_SIZE - 1)));
+                    .insert((t.mm, self.core.w.granule.page_down(va)));
             }
         }
         match self.core.apply(cpu, task, &op, &mut self.trace) {

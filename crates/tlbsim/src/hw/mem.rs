@@ -9,33 +9,158 @@ pub type TableId = u32;
 /// A physical page frame number.
 pub type Pfn = u64;
 
-/// Page size shift (4 KiB pages).
-pub const PAGE_SHIFT: u32 = 12;
-/// Page size in bytes.
-pub const PAGE_SIZE: u64 = 1 << PAGE_SHIFT;
-/// Entries per table page.
-pub const PTRS_PER_TABLE: u64 = 512;
 /// The shared zero page, mapped read-only by read faults.
 pub const ZERO_PFN: Pfn = 0;
-/// Number of translation levels (arm64 4 KiB granule, 48-bit VA: L0..L3).
-pub const LEVELS: u8 = 4;
-/// Level whose leaf descriptors map a huge page (PMD / arm64 L2 block).
+/// The level of leaf page descriptors (arm64's level 3, Linux's PTE level)
+/// in every granule: levels keep arm64's numbering, so a walk with 64 KiB
+/// pages starts at level 1 and still ends here.
+pub const LEAF_LEVEL: u8 = 3;
+/// Level whose leaf descriptors map a huge page (Linux's PMD, arm64's
+/// level-2 block) in every granule.
 pub const HUGE_LEVEL: u8 = 2;
-/// Huge page shift (2 MiB).
-pub const HPAGE_SHIFT: u32 = 21;
-/// Huge page size in bytes.
-pub const HPAGE_SIZE: u64 = 1 << HPAGE_SHIFT;
-/// 4 KiB pages (and frames) in a huge page.
-pub const HPAGE_PAGES: u64 = HPAGE_SIZE / PAGE_SIZE;
+/// The 4 KiB page shift, for code whose page size is fixed at 4 KiB
+/// whatever the kernel setting: x86 (which has no other base page size)
+/// and tests of the 4 KiB geometry. Everything else asks the kernel's
+/// [`Granule`].
+pub const PAGE_SHIFT_4K: u32 = 12;
+/// The 4 KiB page size in bytes (see [`PAGE_SHIFT_4K`]).
+pub const PAGE_SIZE_4K: u64 = 1 << PAGE_SHIFT_4K;
 
-/// VA shift of the index of `level` (0 = PGD ... 3 = PTE).
-pub const fn level_shift(level: u8) -> u32 {
-    PAGE_SHIFT + 9 * (3 - level as u32)
+/// The translation granule: the base page size the kernel was built with
+/// (`CONFIG_ARM64_4K_PAGES` or `CONFIG_ARM64_64K_PAGES`; x86 has 4 KiB
+/// only) and the page-table geometry that follows from it for a 48-bit
+/// virtual address space (`CONFIG_ARM64_VA_BITS_48`, x86's 4-level
+/// paging). One value per machine, chosen by `kernel.page_size_kib`;
+/// the hardware walker, the TLBs and the kernel's page-table code all
+/// read it. Source: Linux `arch/arm64/include/asm/pgtable-hwdef.h`
+/// (`ARM64_HW_PGTABLE_LEVELS`, `PTRS_PER_PTE = 1 << (PAGE_SHIFT - 3)`),
+/// the Arm ARM's VMSAv8-64 translation tables; docs/model.md, Kernel.
+///
+/// | granule | levels walked | bits per level | top table | huge (PMD) |
+/// |---------|---------------|----------------|-----------|------------|
+/// | 4 KiB   | 0, 1, 2, 3    | 9 (512)        | 512       | 2 MiB      |
+/// | 64 KiB  | 1, 2, 3       | 13 (8192)      | 64        | 512 MiB    |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Granule {
+    /// `PAGE_SHIFT`: 12 or 16.
+    page_shift: u32,
 }
 
-/// Index of `va` in a table of `level`.
-pub fn level_index(va: u64, level: u8) -> u16 {
-    ((va >> level_shift(level)) & (PTRS_PER_TABLE - 1)) as u16
+/// Virtual address bits translated (`VA_BITS`): 48 in every kernel the
+/// model runs.
+pub const VA_BITS: u32 = 48;
+
+impl Granule {
+    /// 4 KiB pages: arm64 `CONFIG_ARM64_4K_PAGES`, and x86.
+    pub const K4: Granule = Granule { page_shift: 12 };
+    /// 64 KiB pages: arm64 `CONFIG_ARM64_64K_PAGES` (RHEL 8's aarch64
+    /// kernel).
+    pub const K64: Granule = Granule { page_shift: 16 };
+
+    /// The granule of `kib` KiB pages: 4 or 64, else `None`.
+    pub fn from_kib(kib: u32) -> Option<Granule> {
+        match kib {
+            4 => Some(Self::K4),
+            64 => Some(Self::K64),
+            _ => None,
+        }
+    }
+
+    /// `PAGE_SHIFT`.
+    pub const fn page_shift(self) -> u32 {
+        self.page_shift
+    }
+
+    /// `PAGE_SIZE` in bytes.
+    pub const fn page_size(self) -> u64 {
+        1 << self.page_shift
+    }
+
+    /// The page size in KiB (4 or 64).
+    pub const fn page_size_kib(self) -> u64 {
+        self.page_size() >> 10
+    }
+
+    /// `PAGE_ALIGN(x)`: `x` rounded up to a page boundary.
+    pub const fn page_align(self, x: u64) -> u64 {
+        x.div_ceil(self.page_size()) * self.page_size()
+    }
+
+    /// `x & PAGE_MASK`: `x` rounded down to a page boundary.
+    pub const fn page_down(self, x: u64) -> u64 {
+        x & !(self.page_size() - 1)
+    }
+
+    /// Index bits resolved per level below the top (`PAGE_SHIFT - 3`: a
+    /// table page holds 8-byte descriptors).
+    pub const fn bits_per_level(self) -> u32 {
+        self.page_shift - 3
+    }
+
+    /// `PTRS_PER_PTE` (= `PTRS_PER_PMD`): descriptors in a full table
+    /// page, 512 or 8192.
+    pub const fn ptrs_per_pte(self) -> u64 {
+        1 << self.bits_per_level()
+    }
+
+    /// The level a walk starts at (arm64 numbering): 0 with 4 KiB pages,
+    /// 1 with 64 KiB pages (48 - 16 = 32 bits over 13-bit levels: 3
+    /// levels, `ARM64_HW_PGTABLE_LEVELS(48)`).
+    pub const fn start_level(self) -> u8 {
+        let levels = (VA_BITS - self.page_shift).div_ceil(self.bits_per_level());
+        (LEAF_LEVEL + 1) - levels as u8
+    }
+
+    /// Levels a walk reads (`CONFIG_PGTABLE_LEVELS`): 4 or 3.
+    pub const fn levels(self) -> u8 {
+        LEAF_LEVEL + 1 - self.start_level()
+    }
+
+    /// VA shift of the index of `level` (arm64 numbering, `LEAF_LEVEL`
+    /// = the PTE level): `ARM64_HW_PGTABLE_LEVEL_SHIFT(level)`.
+    pub const fn level_shift(self, level: u8) -> u32 {
+        self.page_shift + self.bits_per_level() * (LEAF_LEVEL - level) as u32
+    }
+
+    /// Descriptors in a table of `level`: [`Self::ptrs_per_pte`] below the
+    /// top, fewer at the top (`PTRS_PER_PGD`: 64 with 64 KiB pages, VA
+    /// bits 47:42).
+    pub const fn entries_at(self, level: u8) -> u64 {
+        let bits = VA_BITS - self.level_shift(level);
+        if bits < self.bits_per_level() {
+            1 << bits
+        } else {
+            self.ptrs_per_pte()
+        }
+    }
+
+    /// Index of `va` in a table of `level`.
+    pub const fn level_index(self, va: u64, level: u8) -> u16 {
+        ((va >> self.level_shift(level)) & (self.entries_at(level) - 1)) as u16
+    }
+
+    /// `PMD_SHIFT` (= `HPAGE_SHIFT`): 21 or 29.
+    pub const fn pmd_shift(self) -> u32 {
+        self.level_shift(HUGE_LEVEL)
+    }
+
+    /// `PMD_SIZE` (= `HPAGE_PMD_SIZE`) in bytes: 2 MiB or 512 MiB.
+    pub const fn pmd_size(self) -> u64 {
+        1 << self.pmd_shift()
+    }
+
+    /// `HPAGE_PMD_NR`: base pages (and frames) in a PMD-sized huge page,
+    /// 512 or 8192.
+    pub const fn hpage_pmd_nr(self) -> u64 {
+        self.pmd_size() / self.page_size()
+    }
+}
+
+impl Default for Granule {
+    /// 4 KiB pages.
+    fn default() -> Self {
+        Self::K4
+    }
 }
 
 /// Access permissions of a leaf entry (user view).
@@ -110,10 +235,11 @@ impl std::fmt::Display for MaybePte {
 pub enum Desc {
     /// Points at a next-level table page.
     Table(TableId),
-    /// A leaf: a 4 KiB page at level 3, a 2 MiB huge page at
-    /// [`HUGE_LEVEL`] (whose `pfn` is the first of 512 contiguous frames).
+    /// A leaf: a base page at [`LEAF_LEVEL`], a PMD-sized huge page at
+    /// [`HUGE_LEVEL`] (whose `pfn` is the first of
+    /// [`Granule::hpage_pmd_nr`] contiguous frames).
     Page(Pte),
-    /// A non-present 4 KiB leaf whose other bits the kernel uses (a swap
+    /// A non-present base-page leaf whose other bits the kernel uses (a swap
     /// or migration entry, `is_swap_pte()`): the walker treats it as no
     /// translation and faults.
     NonPresent(SwpEntry),
@@ -150,7 +276,7 @@ pub struct PhysMem {
     free_tables: Vec<TableId>,
     next_pfn: Pfn,
     free_pfns: Vec<Pfn>,
-    /// First frames of freed huge pages (512 contiguous frames each).
+    /// First frames of freed huge pages (`hpage_pmd_nr` contiguous frames each).
     free_huge: Vec<Pfn>,
     /// Mappings of each frame (`page_mapcount`), indexed by pfn.
     frame_refs: Vec<u32>,
@@ -160,9 +286,25 @@ pub struct PhysMem {
     pub live_tables: usize,
     /// Live data frames.
     pub live_frames: usize,
+    /// The granule: a frame is one base page, a huge page
+    /// [`Granule::hpage_pmd_nr`] frames.
+    g: Granule,
 }
 
 impl PhysMem {
+    /// Empty memory of granule `g`'s frames.
+    pub fn new(g: Granule) -> Self {
+        Self {
+            g,
+            ..Self::default()
+        }
+    }
+
+    /// The granule of the frames and table pages.
+    pub fn granule(&self) -> Granule {
+        self.g
+    }
+
     /// Allocates a zeroed table page of `level`, reusing freed pages first
     /// (LIFO, like a per-CPU page list), which is what makes stale walks
     /// dangerous.
@@ -223,20 +365,21 @@ impl PhysMem {
         p
     }
 
-    /// Allocates a huge page: 512 contiguous frames with one reference
+    /// Allocates a huge page: `hpage_pmd_nr()` contiguous frames with one reference
     /// each; returns the first.
     pub fn alloc_huge(&mut self) -> Pfn {
-        self.live_frames += HPAGE_PAGES as usize;
+        let hpage_pages = self.g.hpage_pmd_nr();
+        self.live_frames += hpage_pages as usize;
         let base = match self.free_huge.pop() {
             Some(b) => b,
             None => {
                 // Fresh frames, aligned like a real huge page.
-                let base = (self.next_pfn + 1).div_ceil(HPAGE_PAGES) * HPAGE_PAGES;
-                self.next_pfn = base + HPAGE_PAGES - 1;
+                let base = (self.next_pfn + 1).div_ceil(hpage_pages) * hpage_pages;
+                self.next_pfn = base + hpage_pages - 1;
                 base
             }
         };
-        let end = (base + HPAGE_PAGES) as usize;
+        let end = (base + hpage_pages) as usize;
         if self.frame_refs.len() < end {
             self.frame_refs.resize(end, 0);
         }
@@ -246,7 +389,7 @@ impl PhysMem {
         base
     }
 
-    /// `get_huge_zero_page()`: the huge zero page (512 zeroed frames),
+    /// `get_huge_zero_page()`: the huge zero page (`hpage_pmd_nr()` zeroed frames),
     /// allocated on first use and kept for the rest of the run. Linux
     /// counts its users (`huge_zero_refcount`, one per mm that mapped it)
     /// and a shrinker frees it when none is left; the model keeps it, so
@@ -269,13 +412,14 @@ impl PhysMem {
         self.huge_zero_pfn == Some(pfn)
     }
 
-    /// Drops the references a huge mapping holds on its 512 frames
+    /// Drops the references a huge mapping holds on its `hpage_pmd_nr()` frames
     /// (`zap_huge_pmd`); returns true if the huge page was freed whole.
     /// A frame that another mapping still holds keeps it alive, and the
     /// others are then freed one by one.
     pub fn put_huge(&mut self, base: Pfn) -> bool {
+        let hpage_pages = self.g.hpage_pmd_nr();
         let mut freed = 0;
-        for pfn in base..base + HPAGE_PAGES {
+        for pfn in base..base + hpage_pages {
             let r = &mut self.frame_refs[pfn as usize];
             *r -= 1;
             if *r == 0 {
@@ -283,11 +427,11 @@ impl PhysMem {
             }
         }
         self.live_frames -= freed;
-        if freed as u64 == HPAGE_PAGES {
+        if freed as u64 == hpage_pages {
             self.free_huge.push(base);
             true
         } else {
-            for pfn in base..base + HPAGE_PAGES {
+            for pfn in base..base + hpage_pages {
                 if self.frame_refs[pfn as usize] == 0 {
                     self.free_pfns.push(pfn);
                 }
@@ -337,8 +481,48 @@ mod tests {
         let b = m.alloc_table(2);
         assert_eq!(a, b);
         assert_eq!(m.table(b).instance, 2);
-        assert_eq!(level_index(0x7fff_ffff_f000, 3), 511);
-        assert_eq!(level_shift(0), 39);
+        let g = Granule::K4;
+        assert_eq!(g.level_index(0x7fff_ffff_f000, 3), 511);
+        assert_eq!(g.level_shift(0), 39);
+    }
+
+    #[test]
+    fn the_64k_granule_walks_three_levels_of_8192_entries_under_a_64_entry_top() {
+        let g = Granule::K64;
+        assert_eq!((g.start_level(), g.levels()), (1, 3));
+        assert_eq!(
+            (g.level_shift(1), g.level_shift(2), g.level_shift(3)),
+            (42, 29, 16)
+        );
+        assert_eq!(
+            (g.entries_at(1), g.entries_at(2), g.entries_at(3)),
+            (64, 8192, 8192)
+        );
+        let va = 0x7fff_ffff_0000;
+        assert_eq!(g.level_index(va, 1), 31, "bits 47:42");
+        assert_eq!(g.level_index(va, 2), 8191, "bits 41:29");
+        assert_eq!(g.level_index(va, 3), 8191, "bits 28:16");
+        assert_eq!(g.pmd_size(), 512 << 20);
+        assert_eq!(g.hpage_pmd_nr(), 8192);
+        assert_eq!(g.page_align(1), 65536);
+        let k4 = Granule::K4;
+        assert_eq!(
+            (k4.start_level(), k4.levels(), k4.entries_at(0)),
+            (0, 4, 512)
+        );
+        assert_eq!((k4.pmd_size(), k4.hpage_pmd_nr()), (2 << 20, 512));
+        assert_eq!(k4.page_align(1), 4096);
+        assert_eq!(Granule::from_kib(16), None);
+    }
+
+    #[test]
+    fn a_64k_huge_page_takes_8192_frames() {
+        let mut m = PhysMem::new(Granule::K64);
+        let base = m.alloc_huge();
+        assert_eq!(base % 8192, 0);
+        assert_eq!(m.live_frames, 8192);
+        assert!(m.put_huge(base));
+        assert_eq!(m.live_frames, 0);
     }
 
     #[test]

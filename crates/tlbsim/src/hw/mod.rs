@@ -13,10 +13,7 @@ pub mod tlb;
 
 use crate::config::{Profile, WalkCacheAfterTtbrWrite};
 use cpumask::CpuMask;
-use mem::{
-    level_index, level_shift, Desc, PhysMem, Pte, TableId, HPAGE_PAGES, HUGE_LEVEL, LEVELS,
-    PAGE_SHIFT,
-};
+use mem::{Desc, Granule, PhysMem, Pte, TableId, HUGE_LEVEL, LEAF_LEVEL};
 use rustc_hash::FxHashMap;
 use tlb::{Asid, LeafEntry, MmId, Tlb, TlbiScope, Vmid, WalkEntry};
 
@@ -245,6 +242,9 @@ pub struct Hw {
     /// The profile's instruction-set family: reports name TLB
     /// maintenance in its terms ([`tlb::TlbiScope::insn`]).
     pub arch: crate::config::Arch,
+    /// The translation granule (`kernel.page_size_kib`): the walker's
+    /// levels and index bits, the TLBs' page numbers, the frames' size.
+    pub granule: Granule,
 }
 
 /// The CPUs that may hold entries of one ASID: a mask to test, and the
@@ -257,17 +257,23 @@ struct Holders {
 }
 
 impl Hw {
-    /// Builds the machine of `p`.
+    /// Builds the machine of `p`, with 4 KiB pages.
     pub fn new(p: &Profile) -> Self {
+        Self::with_granule(p, Granule::K4)
+    }
+
+    /// Builds the machine of `p` for the base pages of granule `g`.
+    pub fn with_granule(p: &Profile, g: Granule) -> Self {
         let n = p.topology.cpus as usize;
         let per_socket = n.div_ceil(p.topology.sockets as usize);
         let per_die = per_socket.div_ceil(p.topology.dies_per_socket as usize);
         let cpus = (0..n)
             .map(|i| CpuHw {
-                tlb: Tlb::new(
+                tlb: Tlb::with_granule(
                     p.tlb.tlb_entries as usize,
                     p.tlb.tlb_ways as usize,
                     p.tlb.walk_cache_entries as usize,
+                    g,
                 ),
                 user: UserRegs::default(),
                 vmid: 0,
@@ -292,7 +298,7 @@ impl Hw {
             .collect();
         Self {
             cpus,
-            mem: PhysMem::default(),
+            mem: PhysMem::new(g),
             inflight: Vec::new(),
             free_inflight: Vec::new(),
             holders: FxHashMap::default(),
@@ -302,6 +308,7 @@ impl Hw {
                 .as_ref()
                 .map_or_else(Default::default, |a| a.walk_cache_after_ttbr_write),
             arch: p.arch,
+            granule: g,
         }
     }
 
@@ -323,7 +330,7 @@ impl Hw {
         let Some(ttbr) = self.cpus[cpu].ttbr0() else {
             return (Err(Fault::Translation), info);
         };
-        let vpn = va >> PAGE_SHIFT;
+        let vpn = va >> self.granule.page_shift();
         let c = &mut self.cpus[cpu];
         let vmid = c.vmid;
         if let Some(e) = c.tlb.lookup(vmid, ttbr.asid, vpn) {
@@ -372,14 +379,14 @@ impl Hw {
         trace: &mut Vec<AccessTrace>,
         info: &mut AccessInfo,
     ) -> Option<(Pte, bool)> {
-        let vmid = self.cpus[cpu].vmid;
+        let (vmid, g) = (self.cpus[cpu].vmid, self.granule);
         let (mut level, mut table) = match self.cpus[cpu].tlb.walk_lookup(vmid, cx.asid, va) {
             Some(w) => {
                 info.walk_cache_hit = true;
                 trace.push(AccessTrace::UsedWalk(w));
                 (w.level + 1, w.next)
             }
-            None => (0, root?),
+            None => (g.start_level(), root?),
         };
         let vmid = self.cpus[cpu].vmid;
         loop {
@@ -388,16 +395,16 @@ impl Hw {
                 let s2 = self.cpus[cpu].s2.translate(vmid, stage2::Ipa::Table(table));
                 info.s2_levels += s2;
             }
-            let idx = level_index(va, level);
+            let idx = g.level_index(va, level);
             match self.mem.table(table).entries.get(&idx).copied() {
-                Some(Desc::Table(next)) if level < LEVELS - 1 => {
+                Some(Desc::Table(next)) if level < LEAF_LEVEL => {
                     let inst = self.mem.table(next).instance;
                     self.note_holder(cpu, vmid, cx.asid);
                     self.cpus[cpu].tlb.walk_insert(WalkEntry {
                         vmid,
                         asid: cx.asid,
                         level,
-                        va_prefix: va >> level_shift(level),
+                        va_prefix: va >> g.level_shift(level),
                         next,
                         next_instance: inst,
                         mm: cx.mm,
@@ -405,7 +412,7 @@ impl Hw {
                     level += 1;
                     table = next;
                 }
-                Some(Desc::Page(pte)) if level == LEVELS - 1 => return Some((pte, false)),
+                Some(Desc::Page(pte)) if level == LEAF_LEVEL => return Some((pte, false)),
                 Some(Desc::Page(pte)) if level == HUGE_LEVEL => return Some((pte, true)),
                 _ => return None,
             }
@@ -419,7 +426,11 @@ impl Hw {
         let e = LeafEntry {
             vmid,
             asid: cx.asid,
-            vpn: if huge { vpn & !(HPAGE_PAGES - 1) } else { vpn },
+            vpn: if huge {
+                vpn & !(self.granule.hpage_pmd_nr() - 1)
+            } else {
+                vpn
+            },
             pfn: pte.pfn,
             perms: pte.perms,
             version: pte.version,
@@ -506,7 +517,7 @@ impl Hw {
         let Some(cx) = self.walk_context(cpu) else {
             return;
         };
-        let vpn = va >> PAGE_SHIFT;
+        let vpn = va >> self.granule.page_shift();
         let vmid = self.cpus[cpu].vmid;
         if self.cpus[cpu].tlb.lookup(vmid, cx.asid, vpn).is_some() {
             return;
@@ -552,17 +563,17 @@ impl Hw {
     }
 
     /// The PTE currently mapping `va` under `pgd`, if any (a software walk
-    /// that touches no TLB). Inside a 2 MiB leaf, its 4 KiB view: the frame
-    /// of `va`'s page, the leaf's permissions and version.
+    /// that touches no TLB). Inside a huge leaf, its base-page view: the
+    /// frame of `va`'s page, the leaf's permissions and version.
     pub fn read_pte(&self, pgd: TableId, va: u64) -> Option<Pte> {
-        let mut table = pgd;
-        for level in 0..LEVELS {
-            match self.mem.table(table).entries.get(&level_index(va, level)) {
+        let (mut table, g) = (pgd, self.granule);
+        for level in g.start_level()..=LEAF_LEVEL {
+            match self.mem.table(table).entries.get(&g.level_index(va, level)) {
                 Some(Desc::Table(next)) => table = *next,
-                Some(Desc::Page(p)) if level == LEVELS - 1 => return Some(*p),
+                Some(Desc::Page(p)) if level == LEAF_LEVEL => return Some(*p),
                 Some(Desc::Page(p)) => {
                     return Some(Pte {
-                        pfn: p.pfn + ((va >> PAGE_SHIFT) & (HPAGE_PAGES - 1)),
+                        pfn: p.pfn + ((va >> g.page_shift()) & (g.hpage_pmd_nr() - 1)),
                         ..*p
                     })
                 }
@@ -789,14 +800,14 @@ pub fn compatible(e: &LeafEntry, pte: Option<Pte>) -> bool {
 mod tests {
     use super::*;
     use crate::config::builtin_profile;
-    use mem::{Perms, PAGE_SHIFT};
+    use mem::{Perms, PAGE_SHIFT_4K as PAGE_SHIFT};
 
-    /// Maps `pages` 4 KiB pages from VA 0 in a new address space; returns
+    /// Maps `pages` base pages from VA 0 in a new address space; returns
     /// its top-level table.
     fn map(hw: &mut Hw, pages: u64) -> TableId {
-        let pgd = hw.mem.alloc_table(0);
+        let pgd = hw.mem.alloc_table(hw.granule.start_level());
         for vpn in 0..pages {
-            map_page(hw, pgd, vpn << PAGE_SHIFT, 1000 + vpn);
+            map_page(hw, pgd, vpn << hw.granule.page_shift(), 1000 + vpn);
         }
         pgd
     }
@@ -832,9 +843,9 @@ mod tests {
     /// Maps `va` to frame `pfn` (read-write) under `pgd`, allocating the
     /// missing tables.
     fn map_page(hw: &mut Hw, pgd: TableId, va: u64, pfn: u64) {
-        let mut t = pgd;
-        for level in 0..LEVELS - 1 {
-            let idx = level_index(va, level);
+        let (mut t, g) = (pgd, hw.granule);
+        for level in g.start_level()..LEAF_LEVEL {
+            let idx = g.level_index(va, level);
             t = match hw.mem.table(t).entries.get(&idx).copied() {
                 Some(Desc::Table(next)) => next,
                 _ => {
@@ -852,7 +863,55 @@ mod tests {
         hw.mem
             .table_mut(t)
             .entries
-            .insert(level_index(va, LEVELS - 1), Desc::Page(pte));
+            .insert(g.level_index(va, LEAF_LEVEL), Desc::Page(pte));
+    }
+
+    #[test]
+    fn a_64k_walk_reads_three_levels_and_fills_a_64k_entry() {
+        let p = builtin_profile("ampere-32").unwrap();
+        let mut hw = Hw::with_granule(&p, Granule::K64);
+        let pgd = hw.mem.alloc_table(1);
+        let va = 0x7f00_1234_0000;
+        map_page(&mut hw, pgd, va, 77);
+        // The tables: level 1 indexed by bits 47:42, 2 by 41:29, 3 by 28:16.
+        let l1 = &hw.mem.table(pgd).entries;
+        assert_eq!(
+            l1.keys().copied().collect::<Vec<_>>(),
+            vec![(va >> 42) as u16]
+        );
+        let Some(&Desc::Table(l2)) = l1.values().next() else {
+            panic!("a level-2 table")
+        };
+        let idx2 = ((va >> 29) & 8191) as u16;
+        let Some(&Desc::Table(l3)) = hw.mem.table(l2).entries.get(&idx2) else {
+            panic!("a level-3 table at {idx2}")
+        };
+        assert_eq!(hw.mem.table(l3).level, 3);
+        assert!(hw
+            .mem
+            .table(l3)
+            .entries
+            .contains_key(&(((va >> 16) & 8191) as u16)));
+        hw.set_ttbr0(
+            0,
+            Some(Ttbr0 {
+                mm: 1,
+                pgd,
+                asid: 1,
+            }),
+        );
+        let mut trace = Vec::new();
+        let (r, first) = hw.access(0, va + 0xfff8, false, &mut trace);
+        assert!(r.is_ok());
+        assert_eq!(first.levels_walked, 3, "48-bit VA, 64 KiB pages: 3 levels");
+        // Any byte of the 64 KiB page hits the one entry.
+        let (_, again) = hw.access(0, va + 0x1000, false, &mut trace);
+        assert!(again.tlb_hit);
+        assert_eq!(held(&hw), vec![(0, 1, va >> 16)]);
+        assert_eq!(hw.read_pte(pgd, va + 0x8000).map(|p| p.pfn), Some(77));
+        // The next 64 KiB page is not mapped.
+        let (r, _) = hw.access(0, va + 0x1_0000, false, &mut trace);
+        assert!(r.is_err());
     }
 
     /// What CPU 0 of a machine with `reading` can do after

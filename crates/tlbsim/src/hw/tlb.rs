@@ -4,7 +4,7 @@
 //! address space and which page-table value it was filled from (hardware does
 //! not use those fields).
 
-use super::mem::{level_shift, Perms, Pfn, TableId, HPAGE_PAGES, PAGE_SHIFT};
+use super::mem::{Granule, Perms, Pfn, TableId};
 use crate::config::Arch;
 use std::fmt;
 
@@ -67,7 +67,7 @@ pub struct WalkEntry {
     pub asid: Asid,
     /// Level (0..=2) of the table whose descriptor is cached.
     pub level: u8,
-    /// `va >> level_shift(level)`.
+    /// `va >> g.level_shift(level)` in the machine's granule `g`.
     pub va_prefix: u64,
     /// Next-level table page.
     pub next: TableId,
@@ -88,27 +88,37 @@ impl LeafEntry {
 }
 
 impl LeafEntry {
-    /// The virtual address of the page it translates.
-    pub fn va(&self) -> u64 {
-        self.vpn << PAGE_SHIFT
+    /// The virtual address of the page it translates (`vpn` counts base
+    /// pages of granule `g`).
+    pub fn va(&self, g: Granule) -> u64 {
+        self.vpn << g.page_shift()
+    }
+
+    /// The entry printed in granule `g`: `va 0x7effffffe000 -> pfn 10 rw
+    /// (asid 1, vmid 0, mm 0, v11)`, the translation, then its tags, the
+    /// mm walked and the PTE version it was filled from.
+    pub fn show(&self, g: Granule) -> impl fmt::Display + '_ {
+        Shown(self, g)
     }
 }
 
-impl fmt::Display for LeafEntry {
-    /// `va 0x7effffffe000 -> pfn 10 rw (asid 1, vmid 0, mm 0, v11)`: the
-    /// translation, then its tags, the mm walked and the PTE version it
-    /// was filled from.
+/// An entry with the granule that gives its numbers their sizes, for
+/// printing ([`LeafEntry::show`], [`WalkEntry::show`]).
+struct Shown<'a, T>(&'a T, Granule);
+
+impl fmt::Display for Shown<'_, LeafEntry> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let e = self.0;
         write!(
             f,
             "va {:#x} -> pfn {} {} (asid {}, vmid {}, mm {}, v{})",
-            self.va(),
-            self.pfn,
-            self.perms,
-            self.asid,
-            self.vmid,
-            self.mm,
-            self.version
+            e.va(self.1),
+            e.pfn,
+            e.perms,
+            e.asid,
+            e.vmid,
+            e.mm,
+            e.version
         )
     }
 }
@@ -123,9 +133,18 @@ impl WalkEntry {
     }
 
     /// The first virtual address the entry covers (its prefix shifted
-    /// back).
-    pub fn va(&self) -> u64 {
-        self.va_prefix << level_shift(self.level)
+    /// back) in granule `g`.
+    pub fn va(&self, g: Granule) -> u64 {
+        self.va_prefix << g.level_shift(self.level)
+    }
+
+    /// The entry printed in granule `g`: `L2 va 0x7effffe00000 (2 MiB)
+    /// -> table 9 instance 1 (asid 1, vmid 0, mm 0)`, the level of the
+    /// table whose descriptor is cached, the region it covers, the
+    /// next-level table page it points at (and that page's instance when
+    /// cached), then its tags and the mm walked.
+    pub fn show(&self, g: Granule) -> impl fmt::Display + '_ {
+        Shown(self, g)
     }
 }
 
@@ -139,23 +158,20 @@ fn size_name(bytes: u64) -> String {
     }
 }
 
-impl fmt::Display for WalkEntry {
-    /// `L2 va 0x7effffe00000 (2 MiB) -> table 9 instance 1 (asid 1, vmid
-    /// 0, mm 0)`: the level of the table whose descriptor is cached, the
-    /// region it covers, the next-level table page it points at (and that
-    /// page's instance when cached), then its tags and the mm walked.
+impl fmt::Display for Shown<'_, WalkEntry> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (e, g) = (self.0, self.1);
         write!(
             f,
             "L{} va {:#x} ({}) -> table {} instance {} (asid {}, vmid {}, mm {})",
-            self.level,
-            self.va(),
-            size_name(1 << level_shift(self.level)),
-            self.next,
-            self.next_instance,
-            self.asid,
-            self.vmid,
-            self.mm
+            e.level,
+            e.va(g),
+            size_name(1 << g.level_shift(e.level)),
+            e.next,
+            e.next_instance,
+            e.asid,
+            e.vmid,
+            e.mm
         )
     }
 }
@@ -419,8 +435,8 @@ fn drop_tagged<T: Copy>(
     n
 }
 
-/// The 4 KiB view at `vpn` of a leaf entry (`huge`: it maps the 2 MiB
-/// page starting at `e.vpn`).
+/// The base-page view at `vpn` of a leaf entry (`huge`: it maps the
+/// PMD-sized page starting at `e.vpn`).
 fn view(e: LeafEntry, huge: bool, vpn: u64) -> LeafEntry {
     if huge {
         LeafEntry {
@@ -433,10 +449,11 @@ fn view(e: LeafEntry, huge: bool, vpn: u64) -> LeafEntry {
     }
 }
 
-/// Does the leaf entry (4 KiB, or 2 MiB if `huge`) translate `vpn`?
-fn covers(e: &LeafEntry, huge: bool, vpn: u64) -> bool {
+/// Does the leaf entry (a base page, or `hpage_pages` of them if `huge`)
+/// translate `vpn`?
+fn covers(e: &LeafEntry, huge: bool, vpn: u64, hpage_pages: u64) -> bool {
     if huge {
-        e.vpn == vpn & !(HPAGE_PAGES - 1)
+        e.vpn == vpn & !(hpage_pages - 1)
     } else {
         e.vpn == vpn
     }
@@ -456,6 +473,9 @@ pub struct Tlb {
     asid_filter: u64,
     /// `sets - 1` when the set count is a power of two.
     set_mask: Option<u64>,
+    /// The granule: `vpn`s count its base pages, huge entries span
+    /// [`Granule::hpage_pmd_nr`] of them.
+    g: Granule,
 }
 
 fn asid_bit(asid: Asid) -> u64 {
@@ -464,8 +484,13 @@ fn asid_bit(asid: Asid) -> u64 {
 
 impl Tlb {
     /// A TLB of `entries` leaf entries in `ways` ways, and `walk_entries`
-    /// walk-cache entries.
+    /// walk-cache entries, for 4 KiB pages.
     pub fn new(entries: usize, ways: usize, walk_entries: usize) -> Self {
+        Self::with_granule(entries, ways, walk_entries, Granule::K4)
+    }
+
+    /// [`Tlb::new`] for the pages of granule `g`.
+    pub fn with_granule(entries: usize, ways: usize, walk_entries: usize, g: Granule) -> Self {
         Self {
             sets: entries / ways,
             ways,
@@ -476,6 +501,7 @@ impl Tlb {
             set_mask: (entries / ways)
                 .is_power_of_two()
                 .then(|| (entries / ways) as u64 - 1),
+            g,
         }
     }
 
@@ -487,9 +513,9 @@ impl Tlb {
         s * self.ways..(s + 1) * self.ways
     }
 
-    /// The set a huge entry for the 2 MiB page of `vpn` lives in.
+    /// The set a huge entry for the PMD-sized page of `vpn` lives in.
     fn huge_set_of(&self, vpn: u64) -> std::ops::Range<usize> {
-        self.set_of(vpn / HPAGE_PAGES)
+        self.set_of(vpn / self.g.hpage_pmd_nr())
     }
 
     /// Looks up a leaf entry, refreshing its LRU age on a hit. A 2 MiB
@@ -497,10 +523,15 @@ impl Tlb {
     pub fn lookup(&mut self, vmid: Vmid, asid: Asid, vpn: u64) -> Option<LeafEntry> {
         self.tick += 1;
         let tick = self.tick;
+        let hpage_pages = self.g.hpage_pmd_nr();
         for (r, huge) in [(self.set_of(vpn), false), (self.huge_set_of(vpn), true)] {
             for s in &mut self.leaf[r] {
                 if let Some(e) = s.entry() {
-                    if s.huge == huge && e.asid == asid && e.vmid == vmid && covers(&e, huge, vpn) {
+                    if s.huge == huge
+                        && e.asid == asid
+                        && e.vmid == vmid
+                        && covers(&e, huge, vpn, hpage_pages)
+                    {
                         s.lru = tick;
                         return Some(view(e, huge, vpn));
                     }
@@ -519,7 +550,7 @@ impl Tlb {
     /// Inserts a leaf entry for the 2 MiB page whose first 4 KiB page and
     /// frame are `e.vpn` and `e.pfn`.
     pub fn insert_huge(&mut self, e: LeafEntry) {
-        debug_assert_eq!(e.vpn % HPAGE_PAGES, 0);
+        debug_assert_eq!(e.vpn % self.g.hpage_pmd_nr(), 0);
         self.insert_slot(e, true);
     }
 
@@ -562,10 +593,11 @@ impl Tlb {
     /// translating `vpn`.
     fn drop_covering(&mut self, vmid: Vmid, asid: Asid, vpn: u64) -> usize {
         let mut n = 0;
+        let hpage_pages = self.g.hpage_pmd_nr();
         for (r, huge) in [(self.set_of(vpn), false), (self.huge_set_of(vpn), true)] {
             for s in &mut self.leaf[r] {
                 if s.huge == huge
-                    && matches!(s.entry(), Some(x) if x.asid == asid && x.vmid == vmid && covers(&x, huge, vpn))
+                    && matches!(s.entry(), Some(x) if x.asid == asid && x.vmid == vmid && covers(&x, huge, vpn, hpage_pages))
                 {
                     s.clear();
                     n += 1;
@@ -577,6 +609,7 @@ impl Tlb {
 
     /// The deepest walk-cache entry usable for `va` under `(vmid, asid)`.
     pub fn walk_lookup(&mut self, vmid: Vmid, asid: Asid, va: u64) -> Option<WalkEntry> {
+        let g = self.g;
         self.tick += 1;
         let tick = self.tick;
         let mut best: Option<usize> = None;
@@ -584,7 +617,7 @@ impl Tlb {
             if let Some(e) = s.entry() {
                 if e.asid == asid
                     && e.vmid == vmid
-                    && e.va_prefix == va >> level_shift(e.level)
+                    && e.va_prefix == va >> g.level_shift(e.level)
                     && best.is_none_or(|b| self.walk[b].entry().is_some_and(|x| x.level < e.level))
                 {
                     best = Some(i);
@@ -600,8 +633,10 @@ impl Tlb {
     /// Is there a walk-cache entry usable for `va` under `(vmid, asid)`?
     /// Unlike [`Tlb::walk_lookup`], does not touch the LRU order.
     pub fn has_walk(&self, vmid: Vmid, asid: Asid, va: u64) -> bool {
-        self.walk_entries()
-            .any(|e| e.asid == asid && e.vmid == vmid && e.va_prefix == va >> level_shift(e.level))
+        let g = self.g;
+        self.walk_entries().any(|e| {
+            e.asid == asid && e.vmid == vmid && e.va_prefix == va >> g.level_shift(e.level)
+        })
     }
 
     /// Drops every walk-cache entry of `vmid` (leaf entries stay): a TTBR
@@ -639,6 +674,7 @@ impl Tlb {
     /// `VTTBR_EL2.VMID`; `AllE1` ignores it); returns how many entries it
     /// removed.
     pub fn invalidate(&mut self, vmid: Vmid, scope: TlbiScope) -> usize {
+        let g = self.g;
         match scope {
             TlbiScope::Va { asid, .. } | TlbiScope::Range { asid, .. } | TlbiScope::Asid(asid)
                 if self.asid_filter & asid_bit(asid) == 0 =>
@@ -650,12 +686,12 @@ impl Tlb {
                 va,
                 last_level,
             } => {
-                let mut n = self.drop_covering(vmid, asid, va >> PAGE_SHIFT);
+                let mut n = self.drop_covering(vmid, asid, va >> g.page_shift());
                 if !last_level {
                     n += self.invalidate_walk(|e| {
                         e.asid == asid
                             && e.vmid == vmid
-                            && e.va_prefix == va >> level_shift(e.level)
+                            && e.va_prefix == va >> g.level_shift(e.level)
                     });
                 }
                 n
@@ -691,7 +727,8 @@ impl Tlb {
         last_level: bool,
     ) -> usize {
         let mut n = 0;
-        let lo = va >> PAGE_SHIFT;
+        let g = self.g;
+        let lo = va >> g.page_shift();
         let hi = lo + pages;
         if pages as usize <= self.sets {
             for vpn in lo..hi {
@@ -701,7 +738,7 @@ impl Tlb {
             for s in &mut self.leaf {
                 if let Some(x) = s.entry() {
                     // The pages the entry translates overlap the range.
-                    let span = if s.huge { HPAGE_PAGES } else { 1 };
+                    let span = if s.huge { g.hpage_pmd_nr() } else { 1 };
                     if x.asid == asid && x.vmid == vmid && x.vpn < hi && lo < x.vpn + span {
                         s.clear();
                         n += 1;
@@ -710,10 +747,10 @@ impl Tlb {
             }
         }
         if !last_level {
-            let end = va + (pages << PAGE_SHIFT);
+            let end = va + (pages << g.page_shift());
             n += self.invalidate_walk(|e| {
                 // The region the cached descriptor translates overlaps the range.
-                let sh = level_shift(e.level);
+                let sh = g.level_shift(e.level);
                 let r_lo = e.va_prefix << sh;
                 let r_hi = r_lo + (1u64 << sh);
                 e.asid == asid && e.vmid == vmid && r_lo < end && va < r_hi
@@ -743,11 +780,12 @@ impl Tlb {
         n
     }
 
-    /// Every valid leaf entry (for checkers), as 4 KiB views: a 2 MiB
-    /// entry appears once per 4 KiB page it translates.
+    /// Every valid leaf entry (for checkers), as base-page views: a huge
+    /// entry appears once per base page it translates.
     pub fn leaf_entries(&self) -> impl Iterator<Item = LeafEntry> + '_ {
-        self.leaf.iter().flat_map(|s| {
-            let pages = if s.huge { HPAGE_PAGES } else { 1 };
+        let hpage_pages = self.g.hpage_pmd_nr();
+        self.leaf.iter().flat_map(move |s| {
+            let pages = if s.huge { hpage_pages } else { 1 };
             s.entry()
                 .into_iter()
                 .flat_map(move |e| (e.vpn..e.vpn + pages).map(move |v| view(e, s.huge, v)))
@@ -757,6 +795,7 @@ impl Tlb {
     /// Leaf entries that could match `vpn` (its sets), for cheap checks; a
     /// 2 MiB entry that translates `vpn` appears as its view at `vpn`.
     pub fn leaf_entries_for(&self, vpn: u64) -> impl Iterator<Item = LeafEntry> + '_ {
+        let hpage_pages = self.g.hpage_pmd_nr();
         let small = self.leaf[self.set_of(vpn)]
             .iter()
             .filter(|s| !s.huge)
@@ -766,7 +805,7 @@ impl Tlb {
             .filter(|s| s.huge)
             .filter_map(move |s| {
                 s.entry()
-                    .filter(|e| covers(e, true, vpn))
+                    .filter(|e| covers(e, true, vpn, hpage_pages))
                     .map(|e| view(e, true, vpn))
             });
         small.chain(huge)
@@ -788,6 +827,11 @@ impl Tlb {
         self.leaf
             .iter()
             .filter_map(|s| s.entry().map(|e| (e, s.huge)))
+    }
+
+    /// The granule whose base pages the entries' `vpn`s count.
+    pub fn granule(&self) -> Granule {
+        self.g
     }
 
     /// A counter that advances at every insertion into the TLB or the walk
@@ -854,7 +898,7 @@ mod tests {
                 0,
                 TlbiScope::Va {
                     asid: 1,
-                    va: (base + 300) << PAGE_SHIFT,
+                    va: (base + 300) << 12,
                     last_level: true
                 }
             ),
@@ -864,7 +908,7 @@ mod tests {
         // A range that overlaps its last page drops it too (both paths).
         for pages in [2, 64] {
             t.insert_huge(leaf(1, base));
-            let va = (base + 511) << PAGE_SHIFT;
+            let va = (base + 511) << 12;
             let n = t.invalidate(
                 0,
                 TlbiScope::Range {
@@ -876,6 +920,79 @@ mod tests {
             );
             assert_eq!(n, 1, "{pages} pages");
         }
+    }
+
+    #[test]
+    fn a_64k_tlb_fills_and_invalidates_by_va_in_64k_pages() {
+        let g = Granule::K64;
+        let mut t = Tlb::with_granule(16, 4, 4, g);
+        let va: u64 = 0x7f00_0003_0000;
+        let vpn = va >> 16;
+        t.insert(leaf(1, vpn));
+        assert_eq!(leaf(1, vpn).va(g), va);
+        // Every 4 KiB inside the 64 KiB page is the same entry, the
+        // next 64 KiB page is not.
+        assert_eq!(
+            t.invalidate(
+                0,
+                TlbiScope::Va {
+                    asid: 1,
+                    va: va + 0x1000,
+                    last_level: true
+                }
+            ),
+            1
+        );
+        t.insert(leaf(1, vpn));
+        assert_eq!(
+            t.invalidate(
+                0,
+                TlbiScope::Va {
+                    asid: 1,
+                    va: va + 0x1_0000,
+                    last_level: true
+                }
+            ),
+            0
+        );
+        // A range counts 64 KiB pages: two from the page before covers it.
+        let n = t.invalidate(
+            0,
+            TlbiScope::Range {
+                asid: 1,
+                va: va - 0x1_0000,
+                pages: 2,
+                last_level: true,
+            },
+        );
+        assert_eq!(n, 1);
+        // A huge (PMD) entry spans 8192 pages, 512 MiB.
+        let base = 8192 * 3;
+        t.insert_huge(leaf(1, base));
+        let e = t.lookup(0, 1, base + 8191).expect("hit");
+        assert_eq!(e.pfn, base + 100 + 8191);
+        assert!(t.lookup(0, 1, base + 8192).is_none());
+        // Walk-cache entries are tagged by 13-bit level prefixes: the
+        // level-2 descriptor covers 512 MiB.
+        t.walk_insert(WalkEntry {
+            vmid: 0,
+            asid: 1,
+            level: 2,
+            va_prefix: va >> 29,
+            next: 7,
+            next_instance: 1,
+            mm: 0,
+        });
+        assert!(t
+            .walk_lookup(0, 1, (va & !((1 << 29) - 1)) + (1 << 29) - 1)
+            .is_some());
+        assert!(t
+            .walk_lookup(0, 1, (va & !((1 << 29) - 1)) + (1 << 29))
+            .is_none());
+        assert_eq!(
+            t.walk_entries().next().unwrap().show(g).to_string(),
+            "L2 va 0x7f0000000000 (512 MiB) -> table 7 instance 1 (asid 1, vmid 0, mm 0)"
+        );
     }
 
     #[test]
@@ -932,14 +1049,15 @@ mod tests {
         let e = LeafEntry {
             vmid: 0,
             asid: 1,
-            vpn: 0x7eff_ffff_e000 >> PAGE_SHIFT,
+            vpn: 0x7eff_ffff_e000 >> 12,
             pfn: 10,
             perms: Perms::RW,
             version: 11,
             mm: 0,
         };
+        let g = Granule::K4;
         assert_eq!(
-            e.to_string(),
+            e.show(g).to_string(),
             "va 0x7effffffe000 -> pfn 10 rw (asid 1, vmid 0, mm 0, v11)"
         );
         let w = WalkEntry {
@@ -952,7 +1070,7 @@ mod tests {
             mm: 0,
         };
         assert_eq!(
-            w.to_string(),
+            w.show(g).to_string(),
             "L2 va 0x7effffc00000 (2 MiB) -> table 9 instance 1 (asid 1, vmid 2, mm 0)"
         );
         assert_eq!(
@@ -961,6 +1079,7 @@ mod tests {
                 va_prefix: 1,
                 ..w
             }
+            .show(g)
             .to_string(),
             "L0 va 0x8000000000 (512 GiB) -> table 9 instance 1 (asid 1, vmid 2, mm 0)"
         );

@@ -17,7 +17,7 @@ use super::pgtable::{get_swap_pte, set_pte, set_swap_pte};
 use super::shmem::cpu_node;
 use super::swap::{zram_read, SwapSlot};
 use super::{Ctx, Vma, World};
-use crate::hw::mem::{Perms, Pfn, PAGE_SIZE};
+use crate::hw::mem::{Perms, Pfn};
 use crate::hw::tlb::MmId;
 
 /// The (mm, address) pairs whose PTE may map anonymous page `index` of
@@ -219,7 +219,7 @@ async fn swapin_folio(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, slot: SwapSlot) -> 
         return None; // the retry finds the page
     }
     let pfn = w.hw.borrow_mut().mem.alloc_frame();
-    new_anon_folio(w, ctx.cpu(), mm, v, va & !(PAGE_SIZE - 1), pfn);
+    new_anon_folio(w, ctx.cpu(), mm, v, w.granule.page_down(va), pfn);
     folio_lock_new(ctx, pfn);
     {
         let mut k = w.k.borrow_mut();

@@ -10,7 +10,7 @@
 
 use super::mm::{call_range, do_munmap, find_vma, page_align, syscall_enter, syscall_exit};
 use super::{Ctx, Vma};
-use crate::hw::mem::{Perms, PAGE_SIZE};
+use crate::hw::mem::Perms;
 use crate::hw::tlb::MmId;
 
 /// Where every address space's heap begins (`mm->start_brk`): below the
@@ -33,8 +33,8 @@ pub async fn sys_brk(ctx: &Ctx, brk: u64) -> u64 {
         let m = &k.mms[mm as usize];
         (m.start_brk, m.brk)
     };
-    let newbrk = page_align(brk);
-    let oldbrk = page_align(origbrk);
+    let newbrk = page_align(ctx, brk);
+    let oldbrk = page_align(ctx, origbrk);
     let set = if brk < min_brk {
         false
     } else if oldbrk == newbrk {
@@ -67,7 +67,8 @@ pub async fn sys_brk(ctx: &Ctx, brk: u64) -> u64 {
 /// least a page above the new break) and the model's layout limit (the
 /// heap stays below the mmap area, in place of `RLIMIT_DATA`).
 fn brk_fits(ctx: &Ctx, mm: MmId, oldbrk: u64, newbrk: u64) -> bool {
-    if newbrk + PAGE_SIZE > super::mm::MMAP_MIN_ADDR {
+    let page = ctx.w.granule.page_size();
+    if newbrk + page > super::mm::MMAP_MIN_ADDR {
         return false;
     }
     let k = ctx.w.k.borrow();
@@ -77,7 +78,7 @@ fn brk_fits(ctx: &Ctx, mm: MmId, oldbrk: u64, newbrk: u64) -> bool {
         .next()
         .map(|(_, v)| v.start);
     let inside = find_vma(&ctx.w, mm, oldbrk).is_some();
-    !inside && next.is_none_or(|start| newbrk + PAGE_SIZE <= start)
+    !inside && next.is_none_or(|start| newbrk + page <= start)
 }
 
 /// `do_brk_flags(addr, len)`: expands the heap VMA that ends at `oldbrk`
@@ -107,7 +108,7 @@ fn do_brk_flags(ctx: &Ctx, mm: MmId, oldbrk: u64, newbrk: u64) {
             shmem: None,
             anon: Some(super::AnonMap {
                 id,
-                pgoff: oldbrk / PAGE_SIZE,
+                pgoff: oldbrk / super::mm_types::PGOFF_UNIT,
                 data: super::swap::PageData::Compressible,
             }),
         },

@@ -285,7 +285,9 @@ impl Ctx {
 
     /// The split lock of the PTE table mapping `va` in `mm`.
     fn pte_lock_id(&self, mm: MmId, va: u64) -> LockId {
-        let key = va >> crate::kernel::PTE_TABLE_SHIFT;
+        // The span one PTE table maps (`PMD_SHIFT`): the granule of the
+        // split page-table locks.
+        let key = va >> self.w.granule.pmd_shift();
         if let Some(&l) = self.w.k.borrow().mms[mm as usize].pte_locks.get(&key) {
             return l;
         }

@@ -16,7 +16,7 @@ use super::pgtable::{present_ptes, pte_tables, set_pte, set_swap_pte, swp_entrie
 use super::tlbbatch::flush_tlb_batched_pending;
 use super::vmscan::{reclaim_pages, Isolated};
 use super::{Ctx, Vma};
-use crate::hw::mem::{Perms, SwpEntry, PAGE_SIZE, ZERO_PFN};
+use crate::hw::mem::{Perms, SwpEntry, ZERO_PFN};
 use crate::hw::tlb::MmId;
 
 /// The `madvise()` advice modelled here besides `MADV_DONTNEED`
@@ -37,7 +37,7 @@ async fn do_madvise(ctx: &Ctx, addr: u64, len: u64, advice: Advice) {
     let _f = ctx.func(crate::label!("do_madvise"));
     syscall_enter(ctx, "madvise").await;
     let mm = ctx.mm().expect("user task");
-    let end = addr.saturating_add(len.div_ceil(PAGE_SIZE) * PAGE_SIZE);
+    let end = addr.saturating_add(ctx.w.granule.page_align(len));
     ctx.mmap_read_lock(mm).await;
     ctx.work(ctx.w.profile.kernel.madvise_ns).await;
     match advice {
@@ -76,7 +76,7 @@ fn table_ranges(ctx: &Ctx, mm: MmId, addr: u64, end: u64) -> Vec<(Vma, u64, u64)
         .filter(|v| v.start < end && v.end > addr)
         .copied()
         .collect();
-    let span = 1u64 << crate::kernel::PTE_TABLE_SHIFT;
+    let span = ctx.w.granule.pmd_size();
     let mut out = Vec::new();
     for v in vmas {
         let (lo, hi) = (addr.max(v.start), end.min(v.end));

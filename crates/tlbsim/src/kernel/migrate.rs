@@ -56,7 +56,7 @@ async fn queue_pages(ctx: &Ctx, mm: MmId, from: u32) -> Vec<Pfn> {
     let mut out = Vec::new();
     for v in vmas {
         for table_va in pte_tables(w, mm, v.start, v.end) {
-            let span = 1u64 << crate::kernel::PTE_TABLE_SHIFT;
+            let span = w.granule.pmd_size();
             let (lo, hi) = (v.start.max(table_va), v.end.min(table_va + span));
             ctx.ptl_lock(mm, lo).await;
             let ptes = present_ptes(w, mm, lo, hi);

@@ -14,9 +14,7 @@ use super::pgtable::{
 use super::swap::PageData;
 use super::tlbbatch::flush_tlb_batched_pending;
 use super::{sched, Ctx, Vma};
-use crate::hw::mem::{
-    Perms, Pfn, Pte, SwpEntry, TableId, HPAGE_PAGES, HPAGE_SIZE, PAGE_SIZE, ZERO_PFN,
-};
+use crate::hw::mem::{Granule, Perms, Pfn, Pte, SwpEntry, TableId, ZERO_PFN};
 use crate::hw::tlb::MmId;
 use crate::hw::Fault;
 use crate::observe::Event;
@@ -106,10 +104,12 @@ pub struct MmuGather {
     start: u64,
     end: u64,
     freed_tables: bool,
-    /// 4 KiB PTEs were cleared (arm64 `tlb->cleared_ptes`).
+    /// Base-page PTEs were cleared (arm64 `tlb->cleared_ptes`).
     cleared_ptes: bool,
-    /// 2 MiB leaves were cleared (arm64 `tlb->cleared_pmds`).
+    /// PMD-sized leaves were cleared (arm64 `tlb->cleared_pmds`).
     cleared_pmds: bool,
+    /// The kernel's granule (`PAGE_SIZE`, `PMD_SIZE`).
+    g: Granule,
     /// Frames to release after the flush, with the VA they were mapped at.
     frames: Vec<(Pfn, u64)>,
     /// Huge pages to release after the flush: first frame and VA.
@@ -122,6 +122,7 @@ impl MmuGather {
     pub async fn begin(ctx: &Ctx, mm: MmId, fullmm: bool) -> Self {
         inc_tlb_flush_pending(ctx, mm).await;
         Self {
+            g: ctx.w.granule,
             mm,
             fullmm,
             start: u64::MAX,
@@ -138,7 +139,7 @@ impl MmuGather {
     /// `tlb_remove_tlb_entry()`: the PTE at `va` changed in place (made
     /// old): its translation is flushed with the rest at [`Self::finish`].
     pub fn remove_tlb_entry(&mut self, va: u64) {
-        self.add_range(va, va + PAGE_SIZE);
+        self.add_range(va, va + self.g.page_size());
         self.cleared_ptes = true;
     }
 
@@ -152,15 +153,16 @@ impl MmuGather {
     pub async fn zap(&mut self, ctx: &Ctx, start: u64, end: u64) {
         let _f = ctx.func(crate::label!("unmap_page_range"));
         let per = ctx.w.profile.kernel.pte_update_ns;
+        let (page_size, pmd_size) = (self.g.page_size(), self.g.pmd_size());
         // zap_pmd_range(): a huge page the range covers whole is cleared at
         // its PMD (zap_huge_pmd); one it covers in part is split first.
         for (base, _) in huge_leaves(&ctx.w, self.mm, start, end) {
-            if base >= start && base + HPAGE_SIZE <= end {
+            if base >= start && base + pmd_size <= end {
                 ctx.ptl_lock(self.mm, base).await;
                 // Re-check under the lock (zap_huge_pmd runs under
                 // pmd_trans_huge_lock): a concurrent madvise may have
                 // split or zapped it, or a fault mapped another one.
-                if !huge_leaves(&ctx.w, self.mm, base, base + HPAGE_SIZE).is_empty() {
+                if !huge_leaves(&ctx.w, self.mm, base, base + pmd_size).is_empty() {
                     let (old, _) = set_huge(&ctx.w, ctx.cpu(), self.mm, base, None);
                     let old = old.expect("huge leaf present under its lock");
                     // The huge zero page is not freed (zap_huge_pmd()'s
@@ -169,7 +171,7 @@ impl MmuGather {
                         self.huge.push((old.pfn, base));
                     }
                     self.cleared_pmds = true;
-                    self.add_range(base, base + HPAGE_SIZE);
+                    self.add_range(base, base + pmd_size);
                     ctx.work(per).await;
                 }
                 ctx.ptl_unlock(self.mm, base).await;
@@ -178,7 +180,7 @@ impl MmuGather {
             }
         }
         for table_va in pte_tables(&ctx.w, self.mm, start, end) {
-            let (lo, hi) = clip_table(table_va, start, end);
+            let (lo, hi) = clip_table(ctx.w.granule, table_va, start, end);
             ctx.ptl_lock(self.mm, table_va).await;
             flush_tlb_batched_pending(ctx, self.mm).await;
             let ptes = present_ptes(&ctx.w, self.mm, lo, hi);
@@ -186,7 +188,7 @@ impl MmuGather {
             for &(va, p) in &ptes {
                 set_pte(&ctx.w, cpu, self.mm, va, None);
                 self.frames.push((p.pfn, va));
-                self.add_range(va, va + PAGE_SIZE);
+                self.add_range(va, va + page_size);
                 self.cleared_ptes = true;
             }
             // Swap and migration entries: no translation to flush; a swap
@@ -219,7 +221,7 @@ impl MmuGather {
                 self.__flush_tlb_pgtable(ctx, va).await;
             } else {
                 self.freed_tables = true;
-                self.add_range(va, va + PAGE_SIZE);
+                self.add_range(va, va + self.g.page_size());
             }
         }
     }
@@ -234,7 +236,8 @@ impl MmuGather {
     /// a 4.18 port is assumed to have given it the same check as
     /// `flush_tlb_page()`, docs/model.md).
     async fn __flush_tlb_pgtable(&self, ctx: &Ctx, va: u64) {
-        flush_tlb_range(ctx, self.mm, va, va + PAGE_SIZE, PAGE_SIZE, false).await;
+        let page = self.g.page_size();
+        flush_tlb_range(ctx, self.mm, va, va + page, page, false).await;
     }
 
     /// `tlb_finish_mmu()`: flush (arm64 `tlb_flush`), then free pages and
@@ -299,12 +302,12 @@ impl MmuGather {
             }
             return;
         }
-        // tlb_get_unmap_size(): one invalidation per 2 MiB when only huge
-        // pages were cleared.
+        // tlb_get_unmap_size(): one invalidation per PMD_SIZE when only
+        // huge pages were cleared.
         let stride = if !self.cleared_ptes && self.cleared_pmds {
-            HPAGE_SIZE
+            self.g.pmd_size()
         } else {
-            PAGE_SIZE
+            self.g.page_size()
         };
         let last_level = !self.freed_tables;
         flush_tlb_range(ctx, self.mm, self.start, self.end, stride, last_level).await;
@@ -323,7 +326,8 @@ impl MmuGather {
         if nested {
             flush_tlb_mm(ctx, self.mm).await;
         } else if !self.fullmm && self.end > self.start {
-            flush_tlb_range(ctx, self.mm, self.start, self.end, PAGE_SIZE, true).await;
+            let page = self.g.page_size();
+            flush_tlb_range(ctx, self.mm, self.start, self.end, page, true).await;
         }
     }
 }
@@ -353,25 +357,26 @@ pub async fn dec_tlb_flush_pending(ctx: &Ctx, mm: MmId) {
 pub async fn split_huge_pmd(ctx: &Ctx, mm: MmId, base: u64) {
     let _f = ctx.func(crate::label!("__split_huge_pmd"));
     let w = &ctx.w;
+    let g = w.granule;
     ctx.ptl_lock(mm, base).await;
-    if let Some(&(_, p)) = huge_leaves(w, mm, base, base + HPAGE_SIZE).first() {
+    if let Some(&(_, p)) = huge_leaves(w, mm, base, base + g.pmd_size()).first() {
         w.stats.borrow_mut().thp_split_pmd += 1;
         set_huge(w, ctx.cpu(), mm, base, None);
-        flush_tlb_range(ctx, mm, base, base + HPAGE_SIZE, HPAGE_SIZE, true).await;
+        flush_tlb_range(ctx, mm, base, base + g.pmd_size(), g.pmd_size(), true).await;
         let cpu = ctx.cpu();
         let zero = w.hw.borrow().mem.is_huge_zero_pfn(p.pfn);
         let mut tables = 0;
-        for i in 0..HPAGE_PAGES {
+        for i in 0..g.hpage_pmd_nr() {
             let new = if zero {
                 (ZERO_PFN, Perms::R)
             } else {
                 (p.pfn + i, p.perms)
             };
-            let (_, t) = set_pte(w, cpu, mm, base + i * PAGE_SIZE, Some(new));
+            let (_, t) = set_pte(w, cpu, mm, base + i * g.page_size(), Some(new));
             tables += t;
         }
         ctx.work(
-            w.profile.kernel.pte_update_ns * HPAGE_PAGES
+            w.profile.kernel.pte_update_ns * g.hpage_pmd_nr()
                 + w.profile.kernel.page_alloc_ns * u64::from(tables),
         )
         .await;
@@ -387,9 +392,10 @@ pub(crate) async fn split_huge_range(ctx: &Ctx, mm: MmId, start: u64, end: u64) 
     }
 }
 
-/// `[start, end)` clipped to the 2 MiB a PTE table at `table_va` maps.
-fn clip_table(table_va: u64, start: u64, end: u64) -> (u64, u64) {
-    let span = 1u64 << crate::kernel::PTE_TABLE_SHIFT;
+/// `[start, end)` clipped to the `PMD_SIZE` a PTE table at `table_va`
+/// maps in granule `g`.
+fn clip_table(g: Granule, table_va: u64, start: u64, end: u64) -> (u64, u64) {
+    let span = g.pmd_size();
     (start.max(table_va), end.min(table_va + span))
 }
 
@@ -406,8 +412,9 @@ pub(crate) fn call_range(ctx: &Ctx, mm: MmId, start: u64, end: u64) {
 /// Top of the user address space (48-bit VA).
 pub const TASK_SIZE: u64 = 1 << 48;
 
-pub(crate) fn page_align(x: u64) -> u64 {
-    x.div_ceil(PAGE_SIZE) * PAGE_SIZE
+/// `PAGE_ALIGN(x)` in the kernel's granule.
+pub(crate) fn page_align(ctx: &Ctx, x: u64) -> u64 {
+    ctx.w.granule.page_align(x)
 }
 
 /// `mmap(NULL, len, prot, MAP_PRIVATE | MAP_ANONYMOUS)`: returns the
@@ -426,13 +433,21 @@ pub async fn sys_mmap_private(ctx: &Ctx, len: u64, perms: Perms, data: PageData)
     let mm = ctx.mm().expect("user task");
     ctx.mmap_write_lock(mm).await;
     ctx.work(ctx.w.profile.kernel.mmap_ns).await;
-    let len = page_align(len.max(1));
+    let len = page_align(ctx, len.max(1));
     let addr = {
         let mut k = ctx.w.k.borrow_mut();
         k.anon_ids += 1;
         let anon = Some((k.anon_ids, data));
         let m = &mut k.mms[mm as usize];
-        insert_vma(&mut m.vmas, m.mmap_base, len, perms, None, anon)
+        insert_vma(
+            &mut m.vmas,
+            m.mmap_base,
+            len,
+            perms,
+            None,
+            anon,
+            ctx.w.granule,
+        )
     };
     ctx.mmap_write_unlock(mm).await;
     syscall_exit(ctx, "mmap").await;
@@ -450,8 +465,9 @@ pub(crate) fn insert_vma(
     perms: Perms,
     shmem: Option<ShmemMap>,
     anon: Option<(AnonId, PageData)>,
+    g: Granule,
 ) -> u64 {
-    let start = unmapped_area_topdown(vmas, ceiling, len);
+    let start = unmapped_area_topdown(vmas, ceiling, len, g);
     vmas.insert(
         start,
         Vma {
@@ -461,7 +477,7 @@ pub(crate) fn insert_vma(
             shmem,
             anon: anon.map(|(id, data)| AnonMap {
                 id,
-                pgoff: start / PAGE_SIZE,
+                pgoff: start / crate::kernel::mm_types::PGOFF_UNIT,
                 data,
             }),
         },
@@ -474,24 +490,26 @@ pub(crate) const MMAP_MIN_ADDR: u64 = 0x1000_0000;
 
 /// `unmapped_area_topdown()`: the start of the highest free range of `len`
 /// bytes below `ceiling` (`mm->mmap_base`), so that ranges freed by munmap
-/// are reused as in Linux. A free page is kept above and below each
-/// mapping so that separate mappings never merge into one VMA.
+/// are reused as in Linux. A free page (of granule `g`) is kept above and
+/// below each mapping so that separate mappings never merge into one VMA.
 pub(crate) fn unmapped_area_topdown(
     vmas: &std::collections::BTreeMap<u64, Vma>,
     ceiling: u64,
     len: u64,
+    g: Granule,
 ) -> u64 {
+    let page = g.page_size();
     let mut hi = ceiling;
     for v in vmas.range(..ceiling).rev().map(|(_, v)| v) {
         let fits = hi
-            .checked_sub(PAGE_SIZE + len)
-            .is_some_and(|start| start >= v.end + PAGE_SIZE);
+            .checked_sub(page + len)
+            .is_some_and(|start| start >= v.end + page);
         if fits {
-            return hi - PAGE_SIZE - len;
+            return hi - page - len;
         }
         hi = hi.min(v.start);
     }
-    hi.checked_sub(PAGE_SIZE + len)
+    hi.checked_sub(page + len)
         .filter(|&start| start >= MMAP_MIN_ADDR)
         .expect("the model's 47-bit user address space is not exhausted")
 }
@@ -540,7 +558,7 @@ pub async fn sys_mprotect(ctx: &Ctx, addr: u64, len: u64, perms: Perms) -> bool 
     syscall_enter(ctx, "mprotect").await;
     let w = &ctx.w;
     let mm = ctx.mm().expect("user task");
-    let end = addr + page_align(len);
+    let end = addr + page_align(ctx, len);
     call_range(ctx, mm, addr, end);
     ctx.mmap_write_lock(mm).await;
     ctx.work(w.profile.kernel.mprotect_vma_ns).await;
@@ -573,7 +591,7 @@ pub async fn sys_mprotect(ctx: &Ctx, addr: u64, len: u64, perms: Perms) -> bool 
         let pte_perms = Perms(perms.0 & !(Perms::RW.0 & !Perms::R.0));
         let mut changed = 0;
         for table_va in pte_tables(w, mm, addr, end) {
-            let (lo, hi) = clip_table(table_va, addr, end);
+            let (lo, hi) = clip_table(ctx.w.granule, table_va, addr, end);
             ctx.ptl_lock(mm, table_va).await;
             flush_tlb_batched_pending(ctx, mm).await;
             let ptes = present_ptes(w, mm, lo, hi);
@@ -587,7 +605,7 @@ pub async fn sys_mprotect(ctx: &Ctx, addr: u64, len: u64, perms: Perms) -> bool 
             changed += ptes.len();
         }
         if changed > 0 {
-            flush_tlb_range(ctx, mm, addr, end, PAGE_SIZE, true).await;
+            flush_tlb_range(ctx, mm, addr, end, w.granule.page_size(), true).await;
         }
         dec_tlb_flush_pending(ctx, mm).await;
     }
@@ -611,7 +629,7 @@ pub async fn sys_munmap(ctx: &Ctx, addr: u64, len: u64) {
     let _f = ctx.func(crate::label!("do_vmi_munmap"));
     syscall_enter(ctx, "munmap").await;
     let mm = ctx.mm().expect("user task");
-    let end = addr + page_align(len);
+    let end = addr + page_align(ctx, len);
     call_range(ctx, mm, addr, end);
     ctx.mmap_write_lock(mm).await;
     ctx.work(ctx.w.profile.kernel.munmap_ns).await;
@@ -637,14 +655,16 @@ pub async fn sys_madvise_dontneed(ctx: &Ctx, addr: u64, len: u64) {
     let _f = ctx.func(crate::label!("do_madvise"));
     syscall_enter(ctx, "madvise").await;
     let mm = ctx.mm().expect("user task");
-    call_range(ctx, mm, addr, addr + page_align(len));
+    let end = addr + page_align(ctx, len);
+    call_range(ctx, mm, addr, end);
     ctx.mmap_read_lock(mm).await;
     ctx.work(ctx.w.profile.kernel.madvise_ns).await;
     let mut g = MmuGather::begin(ctx, mm, false).await;
-    g.zap(ctx, addr, addr + page_align(len)).await;
+    g.zap(ctx, addr, end).await;
     if ctx.w.kcfg.zap_flush_always {
         // Linux 4.14-4.18: flush_tlb_range() per VMA inside zap_page_range().
-        flush_tlb_range(ctx, mm, addr, addr + page_align(len), PAGE_SIZE, true).await;
+        let page_size = ctx.w.granule.page_size();
+        flush_tlb_range(ctx, mm, addr, end, page_size, true).await;
     }
     g.finish(ctx).await;
     ctx.mmap_read_unlock(mm).await;
@@ -667,7 +687,7 @@ pub async fn handle_page_fault(ctx: &Ctx, va: u64, write: bool, _f: Fault) -> bo
     let ok = match ctx.mm() {
         Some(mm) => {
             ctx.mmap_read_lock(mm).await;
-            let ok = handle_mm_fault(ctx, mm, va & !(PAGE_SIZE - 1), write).await;
+            let ok = handle_mm_fault(ctx, mm, w.granule.page_down(va), write).await;
             ctx.mmap_read_unlock(mm).await;
             ok
         }
@@ -731,7 +751,9 @@ async fn handle_pte_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
         }
         None => do_anonymous_page(ctx, mm, v, va, write).await,
         Some(p)
-            if write && !p.perms.write() && !huge_leaves(w, mm, va, va + PAGE_SIZE).is_empty() =>
+            if write
+                && !p.perms.write()
+                && !huge_leaves(w, mm, va, va + w.granule.page_size()).is_empty() =>
         {
             wp_huge_pmd(ctx, mm, v, va).await;
         }
@@ -762,7 +784,7 @@ async fn flush_tlb_fix_spurious_fault(ctx: &Ctx, mm: MmId, va: u64) {
 async fn do_huge_pmd_anonymous_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
     let _f = ctx.func(crate::label!("do_huge_pmd_anonymous_page"));
     let w = &ctx.w;
-    let base = va & !(HPAGE_SIZE - 1);
+    let base = va & !(w.granule.pmd_size() - 1);
     if !write && w.kcfg.thp_huge_zero_page.maps_huge_zero_page() {
         set_huge_zero_page(ctx, mm, base).await;
         return;
@@ -842,8 +864,9 @@ async fn set_huge_zero_page(ctx: &Ctx, mm: MmId, base: u64) {
 /// takes the 4 KiB write-protect fault.
 async fn wp_huge_pmd(ctx: &Ctx, mm: MmId, v: &Vma, va: u64) {
     let w = &ctx.w;
-    let base = va & !(HPAGE_SIZE - 1);
-    let leaf = huge_leaves(w, mm, base, base + HPAGE_SIZE)
+    let pmd_size = w.granule.pmd_size();
+    let base = va & !(pmd_size - 1);
+    let leaf = huge_leaves(w, mm, base, base + pmd_size)
         .first()
         .map(|&(_, p)| p);
     if let Some(orig) = leaf {
@@ -870,14 +893,15 @@ async fn do_huge_pmd_wp_zero_alloc(ctx: &Ctx, mm: MmId, v: &Vma, base: u64, orig
     ctx.work(w.profile.kernel.thp_fault_ns.unwrap_or(0)).await;
     let pfn = w.hw.borrow_mut().mem.alloc_huge();
     ctx.ptl_lock(mm, base).await;
-    let same = huge_leaves(w, mm, base, base + HPAGE_SIZE)
+    let pmd_size = w.granule.pmd_size();
+    let same = huge_leaves(w, mm, base, base + pmd_size)
         .first()
         .map(|&(_, p)| p)
         == Some(orig);
     if same {
         w.stats.borrow_mut().thp_fault_alloc += 1;
         set_huge(w, ctx.cpu(), mm, base, None);
-        flush_tlb_range(ctx, mm, base, base + HPAGE_SIZE, HPAGE_SIZE, true).await;
+        flush_tlb_range(ctx, mm, base, base + pmd_size, pmd_size, true).await;
         set_huge(w, ctx.cpu(), mm, base, Some((pfn, v.perms)));
     } else {
         w.put_huge(ctx.cpu(), pfn, mm, base);
@@ -959,14 +983,16 @@ async fn access_flags_flush(ctx: &Ctx, mm: MmId, va: u64) {
 
 /// Would a fault at `va` in `v` map a transparent huge page (a write
 /// fault) or the huge zero page (a read fault, when it is on)? With
-/// `thp = "always"`, when the aligned 2 MiB around `va` lies inside the VMA
-/// and no PTE table (or huge page) is there yet (`pmd_none`).
+/// `thp = "always"`, when the aligned `PMD_SIZE` around `va` (2 MiB, or
+/// 512 MiB with 64 KiB pages) lies inside the VMA and no PTE table (or
+/// huge page) is there yet (`pmd_none`).
 fn thp_fits(ctx: &Ctx, mm: MmId, v: &Vma, va: u64) -> bool {
-    let base = va & !(HPAGE_SIZE - 1);
+    let pmd_size = ctx.w.granule.pmd_size();
+    let base = va & !(pmd_size - 1);
     ctx.w.kcfg.thp == crate::config::Thp::Always
         && !v.shared()
         && base >= v.start
-        && base + HPAGE_SIZE <= v.end
+        && base + pmd_size <= v.end
         && pmd_none(&ctx.w, mm, base)
 }
 
@@ -1105,16 +1131,31 @@ pub async fn mmdrop(ctx: &Ctx, mm: MmId) {
 
 #[cfg(test)]
 mod tests {
-    use super::{insert_vma, Vma, PAGE_SIZE};
-    use crate::hw::mem::Perms;
+    use super::{insert_vma, Vma};
+    use crate::hw::mem::{Granule, Perms};
     use std::collections::BTreeMap;
 
+    fn map_in(g: Granule, vmas: &mut BTreeMap<u64, Vma>, ceiling: u64, len: u64) -> u64 {
+        insert_vma(vmas, ceiling, len, Perms::RW, None, None, g)
+    }
+
     fn map(vmas: &mut BTreeMap<u64, Vma>, ceiling: u64, len: u64) -> u64 {
-        insert_vma(vmas, ceiling, len, Perms::RW, None, None)
+        map_in(Granule::K4, vmas, ceiling, len)
+    }
+
+    #[test]
+    fn with_64k_pages_the_guard_gap_is_one_64k_page() {
+        let (g, top) = (Granule::K64, 0x7f00_0000_0000);
+        let mut vmas = BTreeMap::new();
+        let a = map_in(g, &mut vmas, top, 65536);
+        assert_eq!(a, top - 2 * 65536);
+        let b = map_in(g, &mut vmas, top, 2 * 65536);
+        assert_eq!(b, a - 3 * 65536);
     }
 
     #[test]
     fn mmap_is_top_down_with_guard_pages_and_reuses_freed_ranges() {
+        const PAGE_SIZE: u64 = crate::hw::mem::PAGE_SIZE_4K;
         let top = 0x7f00_0000_0000;
         let mut vmas = BTreeMap::new();
         let a = map(&mut vmas, top, 4 * PAGE_SIZE);

@@ -25,6 +25,14 @@ pub struct Vma {
     pub anon: Option<AnonMap>,
 }
 
+/// The bytes one unit of a page index (`vm_pgoff`, a folio's index)
+/// stands for: 4 KiB whatever the granule. Linux counts these indices in
+/// `PAGE_SIZE` pages; the model's are keys compared only with each other
+/// and turned back into addresses by the same unit, so with 64 KiB pages
+/// each page's index is 16 times Linux's and nothing else differs
+/// (docs/model.md, Kernel: base page size).
+pub const PGOFF_UNIT: u64 = crate::hw::mem::PAGE_SIZE_4K;
+
 impl Vma {
     /// Is this a shared mapping (`VM_SHARED`)?
     pub fn shared(&self) -> bool {
@@ -33,12 +41,8 @@ impl Vma {
 
     /// The object page mapped at `va` (inside the VMA), if shared.
     pub fn shmem_index(&self, va: u64) -> Option<(ShmemId, u64)> {
-        self.shmem.map(|s| {
-            (
-                s.id,
-                s.pgoff + (va - self.start) / crate::hw::mem::PAGE_SIZE,
-            )
-        })
+        self.shmem
+            .map(|s| (s.id, s.pgoff + (va - self.start) / PGOFF_UNIT))
     }
 
     /// The address mapping object page `index` of `id`, if this VMA maps
@@ -57,23 +61,18 @@ impl Vma {
 
     /// The linear page index of `va` (inside the VMA) in its anon mapping.
     pub fn anon_index(&self, va: u64) -> Option<(AnonId, u64)> {
-        self.anon.map(|a| {
-            (
-                a.id,
-                a.pgoff + (va - self.start) / crate::hw::mem::PAGE_SIZE,
-            )
-        })
+        self.anon
+            .map(|a| (a.id, a.pgoff + (va - self.start) / PGOFF_UNIT))
     }
 
     fn page_address(&self, pgoff: u64, index: u64) -> Option<u64> {
-        let pages = (self.end - self.start) / crate::hw::mem::PAGE_SIZE;
-        (index >= pgoff && index - pgoff < pages)
-            .then(|| self.start + (index - pgoff) * crate::hw::mem::PAGE_SIZE)
+        let pages = (self.end - self.start) / PGOFF_UNIT;
+        (index >= pgoff && index - pgoff < pages).then(|| self.start + (index - pgoff) * PGOFF_UNIT)
     }
 
     /// The VMA from `addr` on (inside it), its page offsets advanced.
     pub fn tail_from(&self, addr: u64) -> Vma {
-        let pages = (addr - self.start) / crate::hw::mem::PAGE_SIZE;
+        let pages = (addr - self.start) / PGOFF_UNIT;
         Vma {
             start: addr,
             shmem: self.shmem.map(|m| ShmemMap {
@@ -91,7 +90,7 @@ impl Vma {
     /// Does `next`, starting where `self` ends, continue the same object
     /// at the next page (so that the two may merge)?
     pub fn continued_by(&self, next: &Vma) -> bool {
-        let pages = (self.end - self.start) / crate::hw::mem::PAGE_SIZE;
+        let pages = (self.end - self.start) / PGOFF_UNIT;
         let shmem = match (self.shmem, next.shmem) {
             (None, None) => true,
             (Some(a), Some(b)) => a.id == b.id && b.pgoff == a.pgoff + pages,

@@ -48,7 +48,3 @@ pub use world::{Guest, IpiHandler, KState, Machine, Program, TaskFuture, World, 
 pub type TaskId = usize;
 /// Index of a modelled spinlock.
 pub type LockId = usize;
-
-/// log2 of the span one PTE table maps (2 MiB with 4 KiB pages): the
-/// granule of the split page-table locks.
-pub const PTE_TABLE_SHIFT: u32 = 21;

@@ -27,7 +27,6 @@ use super::mm::{
 use super::pgtable::{present_ptes, pte_tables, set_pte, set_swp_entry, swp_entries};
 use super::tlbbatch::flush_tlb_batched_pending;
 use super::{Ctx, Vma};
-use crate::hw::mem::PAGE_SIZE;
 use crate::hw::tlb::MmId;
 use crate::kernel::mm::flush_tlb_range;
 
@@ -39,12 +38,12 @@ pub async fn sys_mremap(ctx: &Ctx, addr: u64, len: u64) -> Option<u64> {
     let _f = ctx.func(crate::label!("__do_sys_mremap"));
     syscall_enter(ctx, "mremap").await;
     let mm = ctx.mm().expect("user task");
-    let len = page_align(len);
+    let len = page_align(ctx, len);
     let end = addr.checked_add(len);
     ctx.mmap_write_lock(mm).await;
     // vma_to_resize(): the range must lie inside one VMA.
     let vma = end
-        .filter(|_| addr.is_multiple_of(PAGE_SIZE) && len > 0)
+        .filter(|_| addr.is_multiple_of(ctx.w.granule.page_size()) && len > 0)
         .and_then(|end| find_vma(&ctx.w, mm, addr).filter(|v| v.end >= end));
     let moved = match (vma, end) {
         (Some(v), Some(end)) => {
@@ -71,7 +70,7 @@ async fn move_vma(ctx: &Ctx, mm: MmId, v: &Vma, addr: u64, len: u64) -> u64 {
     let new_addr = {
         let mut k = w.k.borrow_mut();
         let m = &mut k.mms[mm as usize];
-        let start = unmapped_area_topdown(&m.vmas, m.mmap_base, len);
+        let start = unmapped_area_topdown(&m.vmas, m.mmap_base, len, ctx.w.granule);
         // copy_vma(): the new VMA maps the same pages (vm_pgoff kept).
         m.vmas.insert(
             start,
@@ -99,7 +98,7 @@ async fn move_vma(ctx: &Ctx, mm: MmId, v: &Vma, addr: u64, len: u64) -> u64 {
 /// flushed at the end if a clean present PTE was moved (Linux 4.9-4.18).
 async fn move_page_tables(ctx: &Ctx, mm: MmId, old: u64, new: u64, len: u64) {
     let _f = ctx.func(crate::label!("move_page_tables"));
-    let span = 1u64 << crate::kernel::PTE_TABLE_SHIFT;
+    let span = ctx.w.granule.pmd_size();
     let old_end = old + len;
     let mut need_flush = false;
     let (mut o, mut n) = (old, new);
@@ -114,7 +113,8 @@ async fn move_page_tables(ctx: &Ctx, mm: MmId, old: u64, new: u64, len: u64) {
         n += extent;
     }
     if need_flush {
-        flush_tlb_range(ctx, mm, old, old_end, PAGE_SIZE, true).await;
+        let page_size = ctx.w.granule.page_size();
+        flush_tlb_range(ctx, mm, old, old_end, page_size, true).await;
     }
 }
 
@@ -130,7 +130,7 @@ async fn move_ptes(ctx: &Ctx, mm: MmId, old: (u64, u64), new: u64) -> bool {
     let _f = ctx.func(crate::label!("move_ptes"));
     let w = &ctx.w;
     let (lo, hi) = old;
-    let shift = crate::kernel::PTE_TABLE_SHIFT;
+    let shift = w.granule.pmd_shift();
     let same_table = lo >> shift == new >> shift;
     ctx.ptl_lock(mm, lo).await;
     if !same_table {
@@ -164,7 +164,7 @@ async fn move_ptes(ctx: &Ctx, mm: MmId, old: (u64, u64), new: u64) -> bool {
     }
     let flush_now = if unlocked { dirty } else { force_flush };
     if flush_now {
-        flush_tlb_range(ctx, mm, lo, hi, PAGE_SIZE, true).await;
+        flush_tlb_range(ctx, mm, lo, hi, w.granule.page_size(), true).await;
     }
     if !same_table && !unlocked {
         ctx.ptl_unlock(mm, new).await;

@@ -3,10 +3,7 @@
 
 use super::swap::SwapSlot;
 use super::World;
-use crate::hw::mem::{
-    level_index, level_shift, Desc, Perms, Pfn, Pte, SwpEntry, TableId, HPAGE_SIZE, HUGE_LEVEL,
-    LEVELS, PAGE_SIZE, PTRS_PER_TABLE,
-};
+use crate::hw::mem::{Desc, Perms, Pfn, Pte, SwpEntry, TableId, HUGE_LEVEL, LEAF_LEVEL};
 use crate::hw::tlb::MmId;
 use crate::hw::CpuId;
 use crate::observe::Event;
@@ -18,7 +15,7 @@ pub fn get_pte(w: &World, mm: MmId, va: u64) -> Option<Pte> {
 }
 
 /// The table at `level` that maps `va` under `pgd`, walking down from the
-/// PGD; a missing table is allocated (counted in `allocated`) if `alloc`,
+/// PGD (at the granule's start level); a missing table is allocated (counted in `allocated`) if `alloc`,
 /// else the walk returns `None`. Panics on a leaf above `level`: callers
 /// split huge pages before touching the PTEs under them.
 fn table_at(
@@ -29,9 +26,9 @@ fn table_at(
     alloc: bool,
     allocated: &mut u32,
 ) -> Option<TableId> {
-    let mut table = pgd;
-    for l in 0..level {
-        let idx = level_index(va, l);
+    let (mut table, g) = (pgd, mem.granule());
+    for l in g.start_level()..level {
+        let idx = g.level_index(va, l);
         match mem.table(table).entries.get(&idx).copied() {
             Some(Desc::Table(next)) => table = next,
             Some(Desc::Page(_) | Desc::NonPresent(_)) => {
@@ -77,7 +74,7 @@ fn set_leaf(
     ) else {
         return (None, None, 0);
     };
-    let idx = level_index(va, level);
+    let idx = hw.granule.level_index(va, level);
     let t = hw.mem.table_mut(table);
     let old = match newpte {
         Some(p) => t.entries.insert(idx, Desc::Page(p)),
@@ -102,8 +99,8 @@ pub fn set_pte(
     va: u64,
     new: Option<(u64, crate::hw::mem::Perms)>,
 ) -> (Option<Pte>, u32) {
-    let va = va & !(PAGE_SIZE - 1);
-    let (old, new, allocated) = set_leaf(w, mm, va, LEVELS - 1, new);
+    let va = w.granule.page_down(va);
+    let (old, new, allocated) = set_leaf(w, mm, va, LEAF_LEVEL, new);
     if old.is_some() || new.is_some() {
         w.emit(Event::PteWrite {
             cpu,
@@ -121,11 +118,11 @@ pub fn set_pte(
 pub fn get_swp_entry(w: &World, mm: MmId, va: u64) -> Option<SwpEntry> {
     let pgd = w.k.borrow().mms[mm as usize].pgd;
     let hw = w.hw.borrow();
-    let mut table = pgd;
-    for level in 0..LEVELS {
-        match hw.mem.table(table).entries.get(&level_index(va, level)) {
+    let (mut table, g) = (pgd, hw.granule);
+    for level in g.start_level()..=LEAF_LEVEL {
+        match hw.mem.table(table).entries.get(&g.level_index(va, level)) {
             Some(Desc::Table(next)) => table = *next,
-            Some(Desc::NonPresent(e)) if level == LEVELS - 1 => return Some(*e),
+            Some(Desc::NonPresent(e)) if level == LEAF_LEVEL => return Some(*e),
             _ => return None,
         }
     }
@@ -155,10 +152,10 @@ pub fn set_swp_entry(w: &World, mm: MmId, va: u64, e: Option<SwpEntry>) -> (Opti
     let mut allocated = 0;
     let mut hw = w.hw.borrow_mut();
     let alloc = e.is_some();
-    let Some(table) = table_at(&mut hw.mem, pgd, va, LEVELS - 1, alloc, &mut allocated) else {
+    let Some(table) = table_at(&mut hw.mem, pgd, va, LEAF_LEVEL, alloc, &mut allocated) else {
         return (None, 0);
     };
-    let idx = level_index(va, LEVELS - 1);
+    let idx = hw.granule.level_index(va, LEAF_LEVEL);
     let t = hw.mem.table_mut(table);
     let old = match e {
         Some(e) => t.entries.insert(idx, Desc::NonPresent(e)),
@@ -186,7 +183,7 @@ pub fn set_swap_pte(
 /// order.
 pub fn swp_entries(w: &World, mm: MmId, start: u64, end: u64) -> Vec<(u64, SwpEntry)> {
     let mut out = Vec::new();
-    visit_level(w, mm, start, end, LEVELS - 1, |_, lo, d| {
+    visit_level(w, mm, start, end, LEAF_LEVEL, |_, lo, d| {
         if let Desc::NonPresent(e) = *d {
             out.push((lo, e));
         }
@@ -194,13 +191,13 @@ pub fn swp_entries(w: &World, mm: MmId, start: u64, end: u64) -> Vec<(u64, SwpEn
     out
 }
 
-/// Present 4 KiB PTEs of `mm` in `[start, end)`, in address order (huge
+/// Present base-page PTEs of `mm` in `[start, end)`, in address order (huge
 /// pages are not listed: see [`huge_leaves`]).
 pub fn present_ptes(w: &World, mm: MmId, start: u64, end: u64) -> Vec<(u64, Pte)> {
-    leaves(w, mm, start, end, LEVELS - 1)
+    leaves(w, mm, start, end, LEAF_LEVEL)
 }
 
-/// The 2 MiB leaves of `mm` overlapping `[start, end)`: the address of
+/// The PMD-sized leaves of `mm` overlapping `[start, end)`: the address of
 /// each huge page and its leaf (first frame, permissions, version).
 pub fn huge_leaves(w: &World, mm: MmId, start: u64, end: u64) -> Vec<(u64, Pte)> {
     leaves(w, mm, start, end, HUGE_LEVEL)
@@ -250,11 +247,12 @@ fn visit_level(
     }
     // A range inside one table at `level` (an mprotect or fault of a few
     // pages): walk down to that table, then visit it alone.
-    let parent_shift = level_shift(level) + PTRS_PER_TABLE.trailing_zeros();
-    if level > 0 && start >> parent_shift == (end - 1) >> parent_shift {
+    let g = hw.granule;
+    let parent_shift = g.level_shift(level) + g.bits_per_level();
+    if level > g.start_level() && start >> parent_shift == (end - 1) >> parent_shift {
         let mut table = pgd;
-        for l in 0..level {
-            match hw.mem.table(table).entries.get(&level_index(start, l)) {
+        for l in g.start_level()..level {
+            match hw.mem.table(table).entries.get(&g.level_index(start, l)) {
                 Some(Desc::Table(next)) => table = *next,
                 _ => return,
             }
@@ -263,7 +261,15 @@ fn visit_level(
         visit(&hw.mem, table, level, base, (start, end), level, &mut f);
         return;
     }
-    visit(&hw.mem, pgd, 0, 0, (start, end), level, &mut f);
+    visit(
+        &hw.mem,
+        pgd,
+        g.start_level(),
+        0,
+        (start, end),
+        level,
+        &mut f,
+    );
 }
 
 fn visit(
@@ -275,7 +281,7 @@ fn visit(
     leaf_level: u8,
     f: &mut impl FnMut(&crate::hw::mem::PhysMem, u64, &Desc),
 ) {
-    let sh = level_shift(level);
+    let sh = mem.granule().level_shift(level);
     for (&idx, d) in &mem.table(table).entries {
         let lo = base | (u64::from(idx) << sh);
         if lo + (1u64 << sh) <= start || lo >= end {
@@ -295,9 +301,9 @@ fn visit(
 pub fn pmd_none(w: &World, mm: MmId, va: u64) -> bool {
     let pgd = w.k.borrow().mms[mm as usize].pgd;
     let hw = w.hw.borrow();
-    let mut table = pgd;
-    for level in 0..HUGE_LEVEL {
-        match hw.mem.table(table).entries.get(&level_index(va, level)) {
+    let (mut table, g) = (pgd, hw.granule);
+    for level in g.start_level()..HUGE_LEVEL {
+        match hw.mem.table(table).entries.get(&g.level_index(va, level)) {
             Some(Desc::Table(next)) => table = *next,
             _ => return true,
         }
@@ -305,12 +311,12 @@ pub fn pmd_none(w: &World, mm: MmId, va: u64) -> bool {
     !hw.mem
         .table(table)
         .entries
-        .contains_key(&level_index(va, HUGE_LEVEL))
+        .contains_key(&g.level_index(va, HUGE_LEVEL))
 }
 
-/// Writes (or clears, with `None`) the 2 MiB leaf of `mm` at `va` (2 MiB
-/// aligned, no PTE table there), mapping the 512 frames from the given
-/// one; allocates upper tables as needed. Observers see one
+/// Writes (or clears, with `None`) the PMD-sized leaf of `mm` at `va`
+/// (`PMD_SIZE` aligned, no PTE table there), mapping the `HPAGE_PMD_NR`
+/// frames from the given one; allocates upper tables as needed. Observers see one
 /// `HugePteWrite`. Returns the old leaf and the number of table pages
 /// allocated.
 pub fn set_huge(
@@ -320,7 +326,11 @@ pub fn set_huge(
     va: u64,
     new: Option<(Pfn, Perms)>,
 ) -> (Option<Pte>, u32) {
-    assert_eq!(va % HPAGE_SIZE, 0, "huge page at {va:#x} not aligned");
+    assert_eq!(
+        va % w.granule.pmd_size(),
+        0,
+        "huge page at {va:#x} not aligned"
+    );
     let (old, new, allocated) = set_leaf(w, mm, va, HUGE_LEVEL, new);
     if old.is_some() || new.is_some() {
         w.emit(Event::HugePteWrite {
@@ -348,7 +358,8 @@ pub fn detach_empty_tables(w: &World, mm: MmId, floor: u64, ceiling: u64) -> Vec
     let covered = |lo: u64, hi: u64| vmas.iter().any(|&(s, e)| s < hi && lo < e);
     let mut hw = w.hw.borrow_mut();
     let mut out = Vec::new();
-    detach(&mut hw.mem, pgd, 0, 0, floor, ceiling, &covered, &mut out);
+    let top = hw.granule.start_level();
+    detach(&mut hw.mem, pgd, top, 0, floor, ceiling, &covered, &mut out);
     out
 }
 
@@ -363,7 +374,7 @@ fn detach(
     covered: &dyn Fn(u64, u64) -> bool,
     out: &mut Vec<(TableId, u64)>,
 ) {
-    let sh = level_shift(level);
+    let sh = mem.granule().level_shift(level);
     let children: Vec<(u16, TableId)> = mem
         .table(table)
         .entries

@@ -54,14 +54,8 @@ pub trait TlbPolicy {
     ) -> KFuture<'a, ()>;
     /// `flush_tlb_page(vma, va)`.
     fn flush_tlb_page<'a>(&'a self, ctx: &'a Ctx, mm: MmId, va: u64) -> KFuture<'a, ()> {
-        self.flush_tlb_range(
-            ctx,
-            mm,
-            va,
-            va + crate::hw::mem::PAGE_SIZE,
-            crate::hw::mem::PAGE_SIZE,
-            true,
-        )
+        let page_size = ctx.w.granule.page_size();
+        self.flush_tlb_range(ctx, mm, va, va + page_size, page_size, true)
     }
     /// `arch_tlbbatch_should_defer(mm)`: may reclaim defer the flush of a
     /// PTE of `mm` it clears (`TTU_BATCH_FLUSH`) to one flush per batch?

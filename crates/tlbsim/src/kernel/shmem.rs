@@ -15,7 +15,7 @@ use super::mm_types::{ShmemId, ShmemMap};
 use super::pgtable::{get_pte, set_pte};
 use super::swap::{zram_read, PageData, SwapSlot};
 use super::{Ctx, Vma, World};
-use crate::hw::mem::{Perms, Pfn, PAGE_SIZE};
+use crate::hw::mem::{Perms, Pfn};
 use crate::hw::tlb::MmId;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -70,9 +70,10 @@ pub async fn sys_mmap_shared(ctx: &Ctx, len: u64, perms: Perms, data: PageData) 
             ..Default::default()
         });
         let m = &mut k.mms[mm as usize];
-        let len = len.max(1).div_ceil(PAGE_SIZE) * PAGE_SIZE;
+        let g = ctx.w.granule;
+        let len = g.page_align(len.max(1));
         let shmem = Some(ShmemMap { id, pgoff: 0 });
-        super::mm::insert_vma(&mut m.vmas, m.mmap_base, len, perms, shmem, None)
+        super::mm::insert_vma(&mut m.vmas, m.mmap_base, len, perms, shmem, None, g)
     };
     ctx.mmap_write_unlock(mm).await;
     syscall_exit(ctx, "mmap").await;
@@ -236,7 +237,7 @@ pub fn release_unmapped(ctx: &Ctx, mm: MmId, removed: &[Vma]) {
             match e {
                 ShmemEntry::Folio(pfn) => {
                     w.k.borrow_mut().folios.remove(&pfn);
-                    let va = v.start + index.saturating_sub(s.pgoff) * PAGE_SIZE;
+                    let va = v.start + index.saturating_sub(s.pgoff) * super::mm_types::PGOFF_UNIT;
                     w.put_frame(ctx.cpu(), pfn, mm, va);
                 }
                 ShmemEntry::Swap(slot) => {

@@ -75,6 +75,10 @@ pub struct Machine {
     observer_failed: Cell<bool>,
     /// Current simulated time (set by the driver).
     pub now: Cell<Ns>,
+    /// The translation granule (`kernel.page_size_kib`, one for the whole
+    /// machine): `PAGE_SIZE`, `PTRS_PER_PTE`, `PMD_SIZE` for the kernel
+    /// code, the same value as `hw.granule`.
+    pub granule: crate::hw::mem::Granule,
     /// The last PTE version handed out ([`World::next_pte_version`]): one
     /// sequence for every kernel, so that versions order all writes.
     pte_version: Cell<u64>,
@@ -153,9 +157,11 @@ impl World {
         policy: Box<dyn TlbPolicy>,
         asid: Box<dyn AsidAllocator>,
     ) -> Rc<World> {
-        let hw = Hw::new(&profile);
+        let granule = kcfg.granule();
+        let hw = Hw::with_granule(&profile, granule);
         let n = hw.ncpus();
         let m = Rc::new(Machine {
+            granule,
             hw: RefCell::new(hw),
             stats: RefCell::new(Stats::new(n)),
             observer: RefCell::new(None),
@@ -334,7 +340,11 @@ impl World {
 
     /// Creates an empty address space with a fresh top-level table.
     pub fn new_mm(&self) -> MmId {
-        let pgd = self.hw.borrow_mut().mem.alloc_table(0);
+        let pgd = {
+            let mut hw = self.hw.borrow_mut();
+            let top = hw.granule.start_level();
+            hw.mem.alloc_table(top)
+        };
         let mmap_lock = self.new_lock("mmap_lock");
         let ptl = self.new_lock("page_table_lock");
         let mut k = self.k.borrow_mut();
@@ -379,14 +389,14 @@ impl World {
         }
     }
 
-    /// Drops the references a huge mapping of `mm` at `va` held on the 512
-    /// frames from `base`, reporting the frames freed: all at once
+    /// Drops the references a huge mapping of `mm` at `va` held on the
+    /// `HPAGE_PMD_NR` frames from `base`, reporting the frames freed: all at once
     /// (`HugeFrameFree`) when they all were, else each one freed.
     pub fn put_huge(&self, cpu: CpuId, base: crate::hw::mem::Pfn, mm: MmId, va: u64) {
-        use crate::hw::mem::{HPAGE_PAGES, PAGE_SIZE};
+        let g = self.granule;
         let last: Vec<bool> = {
             let mut hw = self.hw.borrow_mut();
-            let last = (0..HPAGE_PAGES)
+            let last = (0..g.hpage_pmd_nr())
                 .map(|i| hw.mem.frame_refs(base + i) == 1)
                 .collect();
             hw.mem.put_huge(base);
@@ -401,13 +411,13 @@ impl World {
             });
             return;
         }
-        for (i, freed) in (0..HPAGE_PAGES).zip(last) {
+        for (i, freed) in (0..g.hpage_pmd_nr()).zip(last) {
             if freed {
                 self.emit(Event::FrameFree {
                     cpu,
                     pfn: base + i,
                     mm,
-                    va: va + i * PAGE_SIZE,
+                    va: va + i * g.page_size(),
                 });
             }
         }

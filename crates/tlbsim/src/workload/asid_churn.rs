@@ -13,7 +13,8 @@
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
-use crate::hw::mem::{Perms, PAGE_SIZE};
+// 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
+use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
 use crate::kernel::mm::{sys_mmap, sys_mprotect};
 use crate::kernel::sched::{spawn_user, sys_clone_thread, sys_exec, sys_sched_yield, sys_wait};
 use crate::kernel::{Ctx, TaskId, World};
@@ -135,4 +136,5 @@ pub const ENTRY: WorkloadEntry = WorkloadEntry {
     name: "asid-churn",
     description: "allocator stress: a threaded mm toggling a page with mprotect, processes exec'ing new mms, more mms than ASIDs",
     new: |p| super::resolved(AsidChurn::from_params(p)?),
+    page_sizes_kib: super::PAGE_SIZE_4K_ONLY,
 };

@@ -19,7 +19,8 @@ use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::{Rng, Streams};
 use crate::hw::cpumask::CpuMask;
-use crate::hw::mem::{Perms, PAGE_SIZE};
+// 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
+use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
 use crate::kernel::sched::{
     block_until_woken, spawn_kthread, spawn_user, sys_clone_thread, sys_fork,
@@ -233,4 +234,5 @@ pub const ENTRY: WorkloadEntry = WorkloadEntry {
     name: "churn",
     description: "checker stress: threads come and go, migrations, lazy CPUs running kworkers, munmap freeing tables",
     new: |p| super::resolved(Churn::from_params(p)?),
+    page_sizes_kib: super::PAGE_SIZE_4K_ONLY,
 };

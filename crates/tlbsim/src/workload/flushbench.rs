@@ -18,7 +18,8 @@ use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::cpumask::CpuMask;
-use crate::hw::mem::{Perms, PAGE_SIZE};
+// 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
+use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_munmap};
 use crate::kernel::sched::{
     spawn_user, sys_clone_thread, sys_exec, sys_fork, sys_sched_setaffinity, sys_wait,
@@ -388,6 +389,7 @@ pub const MADV_MIGRATE_ENTRY: WorkloadEntry = WorkloadEntry {
     name: "madv-migrate",
     description: "seed 004: madvise(DONTNEED) a page, touch it, move to the other CPU with sched_setaffinity; reports iteration_us",
     new: |p| super::resolved(MadvMigrate::from_params(p)?),
+    page_sizes_kib: super::PAGE_SIZE_4K_ONLY,
 };
 
 /// The registry entry of `pthread-mmap`.
@@ -395,6 +397,7 @@ pub const PTHREAD_MMAP_ENTRY: WorkloadEntry = WorkloadEntry {
     name: "pthread-mmap",
     description: "seed 004: threads of one process each mmap, write and munmap their share of the data, round after round",
     new: |p| super::resolved(PthreadMmap::from_params(p)?),
+    page_sizes_kib: super::PAGE_SIZE_4K_ONLY,
 };
 
 /// The registry entry of `tlb-flush`.
@@ -402,4 +405,5 @@ pub const TLB_FLUSH_ENTRY: WorkloadEntry = WorkloadEntry {
     name: "tlb-flush",
     description: "will-it-scale tlb_flush1/2/3: pinned tasks write, MADV_DONTNEED and re-read pages, threads or processes; reports loops_per_s",
     new: |p| super::resolved(TlbFlush::from_params(p)?),
+    page_sizes_kib: super::PAGE_SIZE_4K_ONLY,
 };

@@ -18,7 +18,6 @@
 //! program, the direct start too.
 
 use super::lifecycle::{program_start, shell_setup, Anatomy, Image};
-use crate::hw::mem::PAGE_SIZE;
 use crate::kernel::sched::{sys_fork, sys_wait};
 use crate::kernel::{Ctx, Program};
 use serde::{Deserialize, Serialize};
@@ -363,31 +362,39 @@ pub fn counts(fast_install: FastInstall) -> (u64, u64, u64) {
 /// test binary (`exec "$progdir/$program"`), whose start is the direct
 /// one's.
 pub async fn launch(ctx: &Ctx, s: &Rc<WrapperShape>, a: &Rc<Anatomy>, shell_base: u64) {
-    for i in 0..a.child_cow_faults {
+    #[allow(non_snake_case)]
+    let PAGE_SIZE = ctx.w.granule.page_size();
+    let pages = |n| a.pages(ctx, n);
+    // Offsets in the wrapper's working set wrap inside it (they fit with
+    // the measured counts, `WrapperShape`'s check; packed, their rounded
+    // sum may not).
+    let ws_pages = pages(a.shell_pages).max(1);
+    let at = |ws: u64, i: u64| ws + (i % ws_pages) * PAGE_SIZE;
+    for i in 0..pages(a.child_cow_faults) {
         ctx.user_access(shell_base + i * PAGE_SIZE, true).await;
     }
-    program_start(ctx, &s.bash_image(a)).await;
+    program_start(ctx, &s.bash_image(a), a.measured_pages).await;
     let ws = shell_setup(ctx, a).await;
     let cmds = commands(s.libtool_fast_install);
     let share = s.wrapper_user_ns / (cmds.len() as u64 + 1);
     // The pages the wrapper writes after each fork lie above those its
     // children write, so that which side copies is not a race.
-    let own = ws + s.subshell_cow_faults.max(a.child_cow_faults) * PAGE_SIZE;
+    let own = pages(s.subshell_cow_faults).max(pages(a.child_cow_faults));
     for cmd in cmds {
         ctx.user_work(share).await;
         sys_fork(ctx, "bash", process(cmd, s, a, ws)).await;
-        for i in 0..s.wrapper_cow_faults_per_fork {
-            ctx.user_access(own + i * PAGE_SIZE, true).await;
+        for i in 0..pages(s.wrapper_cow_faults_per_fork) {
+            ctx.user_access(at(ws, own + i), true).await;
         }
         while sys_wait(ctx).await.is_some() {}
-        let reused = own + s.wrapper_cow_faults_per_fork * PAGE_SIZE;
-        for i in 0..s.wrapper_reuse_faults_per_command {
-            ctx.user_access(reused + i * PAGE_SIZE, true).await;
+        let reused = own + pages(s.wrapper_cow_faults_per_fork);
+        for i in 0..pages(s.wrapper_reuse_faults_per_command) {
+            ctx.user_access(at(ws, reused + i), true).await;
         }
     }
     ctx.user_work(s.wrapper_user_ns - share * cmds.len() as u64)
         .await;
-    program_start(ctx, &a.image()).await;
+    program_start(ctx, &a.image(), a.measured_pages).await;
 }
 
 /// The program of a process of the launch; `ws` is the shell working set
@@ -396,9 +403,11 @@ fn process(p: Proc, s: &Rc<WrapperShape>, a: &Rc<Anatomy>, ws: u64) -> Program {
     let (s, a) = (Rc::clone(s), Rc::clone(a));
     Box::new(move |c: Ctx| {
         Box::pin(async move {
+            #[allow(non_snake_case)]
+            let PAGE_SIZE = c.w.granule.page_size();
             match p {
                 Subshell(children) => {
-                    for i in 0..s.subshell_cow_faults {
+                    for i in 0..a.pages(&c, s.subshell_cow_faults) {
                         c.user_access(ws + i * PAGE_SIZE, true).await;
                     }
                     c.user_work(s.subshell_user_ns).await;
@@ -413,10 +422,10 @@ fn process(p: Proc, s: &Rc<WrapperShape>, a: &Rc<Anatomy>, ws: u64) -> Program {
                     while sys_wait(&c).await.is_some() {}
                 }
                 Exec(h) => {
-                    for i in 0..a.child_cow_faults {
+                    for i in 0..a.pages(&c, a.child_cow_faults) {
                         c.user_access(ws + i * PAGE_SIZE, true).await;
                     }
-                    program_start(&c, &s.image(h, &a)).await;
+                    program_start(&c, &s.image(h, &a), a.measured_pages).await;
                     c.user_work(s.helper_user_ns).await;
                 }
             }

@@ -17,7 +17,7 @@ use super::libtool_wrapper::{launch, Launcher, WrapperShape};
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
-use crate::hw::mem::{Perms, PAGE_SIZE};
+use crate::hw::mem::{Granule, Perms, PAGE_SIZE_4K};
 use crate::kernel::brk::sys_brk;
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
 use crate::kernel::sched::{spawn_user, sys_exec, sys_fork, sys_wait};
@@ -51,6 +51,43 @@ pub struct Anatomy {
     /// RELRO mprotect calls (each over touched pages: one flush each).
     #[serde(default = "d_mprotects")]
     pub start_mprotects: u64,
+    /// Where the measured 4 KiB pages above lie when the kernel's pages
+    /// are larger (`kernel.page_size_kib = 64`): `"spread"` (default) or
+    /// `"packed"`. No difference with 4 KiB pages. Left out of the
+    /// resolved parameters when `"spread"`.
+    #[serde(default, skip_serializing_if = "MeasuredPages::is_spread")]
+    pub measured_pages: MeasuredPages,
+}
+
+/// How the anatomy's page counts, measured on a 4 KiB host, become the
+/// kernel's pages ([`Anatomy::measured_pages`]; docs/model.md, "Workloads
+/// at 64 KiB"). The two bound what a 64 KiB kernel would see, which was
+/// not measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MeasuredPages {
+    /// Each measured 4 KiB page is its own kernel page: counts stay counts
+    /// (an upper bound on faults with 64 KiB pages).
+    #[default]
+    Spread,
+    /// The measured pages of each region lie side by side: `n` of them
+    /// take `ceil(n x 4 KiB / PAGE_SIZE)` kernel pages (a lower bound).
+    Packed,
+}
+
+impl MeasuredPages {
+    /// Is this the default (`"spread"`)?
+    pub fn is_spread(&self) -> bool {
+        *self == MeasuredPages::Spread
+    }
+
+    /// The kernel pages of granule `g` that `n` measured 4 KiB pages take.
+    pub fn kernel_pages(self, g: Granule, n: u64) -> u64 {
+        match self {
+            MeasuredPages::Spread => n,
+            MeasuredPages::Packed => (n * PAGE_SIZE_4K).div_ceil(g.page_size()),
+        }
+    }
 }
 
 fn d_shell_pages() -> u64 {
@@ -79,6 +116,12 @@ impl Default for Anatomy {
 }
 
 impl Anatomy {
+    /// The kernel pages `n` of this anatomy's measured 4 KiB pages take
+    /// ([`MeasuredPages::kernel_pages`] in `ctx`'s granule).
+    pub(crate) fn pages(&self, ctx: &Ctx, n: u64) -> u64 {
+        self.measured_pages.kernel_pages(ctx.w.granule, n)
+    }
+
     /// The direct start of a program with this anatomy (the loader's
     /// mappings and faults; `start_mmaps` small mappings plus the
     /// program's own, one of them unmapped again).
@@ -119,8 +162,18 @@ pub(crate) struct Image {
 /// the host's strace of sed and ls.
 const HEAP_GROWTH_BYTES: u64 = 0x21000;
 
-/// `execve()` of a program and its start-up ([`Image`]).
-pub(crate) async fn program_start(ctx: &Ctx, img: &Image) {
+/// `execve()` of a program and its start-up ([`Image`], its page counts
+/// laid out as `layout` says).
+pub(crate) async fn program_start(ctx: &Ctx, img: &Image, layout: MeasuredPages) {
+    #[allow(non_snake_case)]
+    let PAGE_SIZE = ctx.w.granule.page_size();
+    let pages = |n| layout.kernel_pages(ctx.w.granule, n);
+    // The loader's small mappings, the pages faulted in and written.
+    let (loader_len, start, cow) = (
+        pages(4) * PAGE_SIZE,
+        pages(img.start_faults),
+        pages(img.cow_faults),
+    );
     sys_exec(ctx).await;
     let mut brk = match img.brks {
         0 => None,
@@ -129,22 +182,24 @@ pub(crate) async fn program_start(ctx: &Ctx, img: &Image) {
     // The loader: mappings, faults, copy-on-write of private data, RELRO.
     let mut maps = Vec::new();
     for _ in 1..img.mmaps {
-        maps.push(sys_mmap(ctx, 4 * PAGE_SIZE, Perms::RW).await);
+        maps.push(sys_mmap(ctx, loader_len, Perms::RW).await);
     }
-    let main = sys_mmap(ctx, img.start_faults.max(1) * PAGE_SIZE, Perms::RW).await;
-    for i in 0..img.start_faults {
+    let main = sys_mmap(ctx, start.max(1) * PAGE_SIZE, Perms::RW).await;
+    for i in 0..start {
         ctx.user_access(main + i * PAGE_SIZE, false).await;
     }
-    for i in 0..img.cow_faults.min(img.start_faults) {
+    for i in 0..cow.min(start) {
         ctx.user_access(main + i * PAGE_SIZE, true).await;
     }
-    for i in 0..img.mprotects.min(img.start_faults) {
+    // Each RELRO mprotect over a page of its own (segments are page
+    // aligned), as many as the image has pages.
+    for i in 0..img.mprotects.min(start) {
         sys_mprotect(ctx, main + i * PAGE_SIZE, PAGE_SIZE, Perms::R).await;
     }
     // ld.so unmaps its cache (one touched page), and so on.
     for &m in maps.iter().take(img.munmaps as usize) {
         ctx.user_access(m, false).await;
-        sys_munmap(ctx, m, 4 * PAGE_SIZE).await;
+        sys_munmap(ctx, m, loader_len).await;
     }
     // malloc's heap growths.
     for _ in 1..img.brks {
@@ -155,24 +210,32 @@ pub(crate) async fn program_start(ctx: &Ctx, img: &Image) {
 
 /// Runs in the child after fork: COW faults, exec, loader start-up.
 async fn child_start(ctx: &Ctx, a: &Anatomy, shell_base: u64) {
-    for i in 0..a.child_cow_faults {
+    #[allow(non_snake_case)]
+    let PAGE_SIZE = ctx.w.granule.page_size();
+    for i in 0..a.pages(ctx, a.child_cow_faults) {
         ctx.user_access(shell_base + i * PAGE_SIZE, true).await;
     }
-    program_start(ctx, &a.image()).await;
+    program_start(ctx, &a.image(), a.measured_pages).await;
 }
 
 /// The shell's side of one fork: COW faults on its working set.
 async fn parent_after_fork(ctx: &Ctx, a: &Anatomy, shell_base: u64) {
-    for i in 0..a.parent_cow_faults {
-        ctx.user_access(shell_base + (i % a.shell_pages.max(1)) * PAGE_SIZE, true)
+    #[allow(non_snake_case)]
+    let PAGE_SIZE = ctx.w.granule.page_size();
+    let ws = a.pages(ctx, a.shell_pages).max(1);
+    for i in 0..a.pages(ctx, a.parent_cow_faults) {
+        ctx.user_access(shell_base + (i % ws) * PAGE_SIZE, true)
             .await;
     }
 }
 
 /// The shell's working set.
 pub(crate) async fn shell_setup(ctx: &Ctx, a: &Anatomy) -> u64 {
-    let base = sys_mmap(ctx, a.shell_pages.max(1) * PAGE_SIZE, Perms::RW).await;
-    for i in 0..a.shell_pages {
+    #[allow(non_snake_case)]
+    let PAGE_SIZE = ctx.w.granule.page_size();
+    let n = a.pages(ctx, a.shell_pages);
+    let base = sys_mmap(ctx, n.max(1) * PAGE_SIZE, Perms::RW).await;
+    for i in 0..n {
         ctx.user_access(base + i * PAGE_SIZE, true).await;
     }
     base
@@ -197,7 +260,8 @@ pub struct SortCompute {
     /// faults, mappings and exit (docs/model.md).
     #[serde(default = "d_sort_ns")]
     pub sort_user_ns: u64,
-    /// Pages of sort's input buffer written (the 118 KB input).
+    /// Size of sort's input buffer, written whole (the 118 KB input), in
+    /// 4 KiB pages whatever the kernel's page size (a byte size).
     #[serde(default = "d_sort_pages")]
     pub sort_buffer_pages: u64,
     /// Process anatomy.
@@ -243,15 +307,7 @@ impl Workload for SortCompute {
                                             Box::new(move |s: Ctx| {
                                                 Box::pin(async move {
                                                     child_start(&s, &m2.anatomy, base).await;
-                                                    let len =
-                                                        m2.sort_buffer_pages.max(1) * PAGE_SIZE;
-                                                    let buf = sys_mmap(&s, len, Perms::RW).await;
-                                                    for i in 0..m2.sort_buffer_pages {
-                                                        s.user_access(buf + i * PAGE_SIZE, true)
-                                                            .await;
-                                                    }
-                                                    s.user_work(m2.sort_user_ns).await;
-                                                    sys_munmap(&s, buf, len).await;
+                                                    sort_run(&s, &m2).await;
                                                 })
                                             }),
                                         )
@@ -270,6 +326,21 @@ impl Workload for SortCompute {
             }),
         )
     }
+}
+
+/// sort's input buffer: `sort_buffer_pages` 4 KiB pages of bytes (the
+/// 118 KB input: a byte size, which 64 KiB pages hold in 2), mapped, and
+/// written a kernel page at a time; sorts, then unmaps it.
+async fn sort_run(s: &Ctx, m: &SortCompute) {
+    let page = s.w.granule.page_size();
+    let bytes = m.sort_buffer_pages * PAGE_SIZE_4K;
+    let len = bytes.max(PAGE_SIZE_4K);
+    let buf = sys_mmap(s, len, Perms::RW).await;
+    for off in (0..bytes).step_by(page as usize) {
+        s.user_access(buf + off, true).await;
+    }
+    s.user_work(m.sort_user_ns).await;
+    sys_munmap(s, buf, len).await;
 }
 
 /// `tcmalloc` parameters.
@@ -291,7 +362,8 @@ pub struct Tcmalloc {
     /// Mean MADV_DONTNEED calls per iteration over the untouched heap.
     #[serde(default = "d_madv")]
     pub madvise_per_iteration: f64,
-    /// Heap size in pages (never touched by the loop).
+    /// Heap size in 4 KiB pages whatever the kernel's page size (a byte
+    /// size; never touched by the loop).
     #[serde(default = "d_heap")]
     pub heap_pages: u64,
     /// How for-each-cpu.sh's child starts the test: `"direct"` (fork,
@@ -357,7 +429,8 @@ impl Workload for Tcmalloc {
                                             launch(&c, &s, &a, base).await;
                                         }
                                     }
-                                    let len = m.heap_pages.max(1) * PAGE_SIZE;
+                                    // A byte size (551 MiB), whatever the page size.
+                                    let len = m.heap_pages.max(1) * PAGE_SIZE_4K;
                                     let heap = sys_mmap(&c, len, Perms::RW).await;
                                     for _ in 0..m.iterations {
                                         c.user_work(m.user_ns_per_iteration).await;
@@ -434,6 +507,7 @@ pub const SORT_COMPUTE_ENTRY: WorkloadEntry = WorkloadEntry {
     name: "sort-compute",
     description: "seed 000: 256 subshells each running 32 sequential short-lived sort processes",
     new: |p| super::resolved(sort_from_params(p)?),
+    page_sizes_kib: super::ANY_PAGE_SIZE,
 };
 
 /// The registry entry of `tcmalloc`.
@@ -441,4 +515,5 @@ pub const TCMALLOC_ENTRY: WorkloadEntry = WorkloadEntry {
     name: "tcmalloc",
     description: "seed 000: one tcmalloc large-heap-fragmentation test per CPU (user work, madvise over untouched heap), started directly or through libtool's wrapper",
     new: tcmalloc_resolved,
+    page_sizes_kib: super::ANY_PAGE_SIZE,
 };

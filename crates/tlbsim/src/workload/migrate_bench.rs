@@ -19,7 +19,8 @@ use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::cpumask::CpuMask;
-use crate::hw::mem::{Perms, PAGE_SIZE};
+// 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
+use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
 use crate::kernel::migrate::sys_migrate_pages;
 use crate::kernel::mm::sys_mmap_private;
 use crate::kernel::sched::{
@@ -222,4 +223,5 @@ pub const ENTRY: WorkloadEntry = WorkloadEntry {
     description:
         "seed 001: migratepages moving a busy process's pages between two NUMA nodes and back",
     new: |p| super::resolved(MigrateBench::from_params(p)?),
+    page_sizes_kib: super::PAGE_SIZE_4K_ONLY,
 };

@@ -77,7 +77,20 @@ pub struct WorkloadEntry {
     /// Builds it from its parameters, with the parameters it runs with;
     /// errors name the offending one.
     pub new: fn(&Params) -> Result<Resolved, String>,
+    /// The kernel page sizes (`kernel.page_size_kib`) it was written for:
+    /// [`ANY_PAGE_SIZE`] when its addresses and lengths follow the
+    /// kernel's page size where the program it models would (each choice
+    /// listed in docs/model.md, Workloads), [`PAGE_SIZE_4K_ONLY`] when it
+    /// still assumes 4 KiB pages (a run with another size is refused).
+    pub page_sizes_kib: &'static [u32],
 }
+
+/// [`WorkloadEntry::page_sizes_kib`] of a workload reviewed for every
+/// page size the model has.
+pub const ANY_PAGE_SIZE: &[u32] = &[4, 64];
+/// [`WorkloadEntry::page_sizes_kib`] of a workload that assumes 4 KiB
+/// pages.
+pub const PAGE_SIZE_4K_ONLY: &[u32] = &[4];
 
 /// Registered workloads, one line each, in the order `tlbsim policies`
 /// prints them.
@@ -137,7 +150,7 @@ const TASK_COUNTS: &[&str] = &[
 /// ..."), as [`parse_params`] does.
 fn check_bounds(params: &Params) -> Result<(), String> {
     use crate::config::limits::{MAX_PARAM_PAGES, MAX_TASKS, MAX_WORKLOAD_NS};
-    let page = crate::hw::mem::PAGE_SIZE;
+    let page = crate::hw::mem::PAGE_SIZE_4K;
     for (key, v) in params {
         let Some(n) = v.as_integer() else { continue };
         let n = u64::try_from(n).unwrap_or(0);

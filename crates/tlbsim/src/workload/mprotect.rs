@@ -3,7 +3,7 @@
 //! source was never published; we assume (docs/model.md) this loop body:
 //!
 //! ```text
-//! p = mmap(pages * 4 KiB, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS)
+//! p = mmap(pages * PAGE_SIZE, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS)
 //! write every page                       # populate
 //! repeat N times:
 //!     mprotect(p, len, PROT_READ);       read every page
@@ -18,7 +18,7 @@
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
-use crate::hw::mem::{Perms, PAGE_SIZE};
+use crate::hw::mem::Perms;
 use crate::kernel::mm::{sys_mmap, sys_mprotect, sys_munmap};
 use crate::kernel::sched::{spawn_user, sys_clone_thread, sys_exec, sys_fork, sys_wait};
 use crate::kernel::{Ctx, TaskId, World};
@@ -35,7 +35,7 @@ pub struct Mprotect {
     /// Processes; 0 means one per CPU (`nproc`).
     #[serde(default)]
     pub processes: u32,
-    /// Pages in the mapping.
+    /// Pages in the mapping (the kernel's pages, `kernel.page_size_kib`).
     #[serde(default = "one")]
     pub pages: u64,
     /// User-mode work per iteration besides the accesses (ns).
@@ -72,8 +72,12 @@ impl Mprotect {
     }
 }
 
-/// The per-process loop.
+/// The per-process loop. `pages` are the kernel's pages (`PAGE_SIZE`,
+/// `kernel.page_size_kib`): the program mprotects whole pages, as it
+/// must (mprotect needs a page-aligned start).
 pub async fn mprotect_loop(ctx: &Ctx, iterations: u64, pages: u64, user_ns: u64) {
+    #[allow(non_snake_case)]
+    let PAGE_SIZE = ctx.w.granule.page_size();
     let len = pages * PAGE_SIZE;
     let p = sys_mmap(ctx, len, Perms::RW).await;
     for i in 0..pages {
@@ -163,4 +167,5 @@ pub const ENTRY: WorkloadEntry = WorkloadEntry {
     description:
         "seed 000: one process per CPU looping over mprotect RO/RW on a small private mapping",
     new: |p| super::resolved(Mprotect::from_params(p)?),
+    page_sizes_kib: super::ANY_PAGE_SIZE,
 };

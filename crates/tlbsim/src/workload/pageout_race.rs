@@ -50,7 +50,8 @@
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
-use crate::hw::mem::{Perms, PAGE_SIZE};
+// 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
+use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
 use crate::kernel::madvise::{sys_madvise_cold, sys_madvise_free, sys_madvise_pageout};
 use crate::kernel::migrate::sys_migrate_pages;
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap_private, sys_mprotect, sys_munmap};
@@ -388,4 +389,5 @@ pub const ENTRY: WorkloadEntry = WorkloadEntry {
     name: "pageout-race",
     description: "checker stress: MADV_PAGEOUT of a shared mapping while threads or forked children on other CPUs use it",
     new: |p| super::resolved(PageoutRace::from_params(p)?),
+    page_sizes_kib: super::PAGE_SIZE_4K_ONLY,
 };

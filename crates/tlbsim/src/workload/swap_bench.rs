@@ -18,7 +18,8 @@
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
-use crate::hw::mem::{Perms, PAGE_SIZE};
+// 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
+use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
 use crate::kernel::madvise::sys_madvise_pageout;
 use crate::kernel::mm::sys_mmap_private;
 use crate::kernel::sched::{spawn_user, sys_sched_setaffinity};
@@ -149,4 +150,5 @@ pub const ENTRY: WorkloadEntry = WorkloadEntry {
     name: "swap-bench",
     description: "seed 001: one pinned process swapping 1 MiB of shared anonymous memory in and out of zram with MADV_PAGEOUT",
     new: |p| super::resolved(SwapBench::from_params(p)?),
+    page_sizes_kib: super::PAGE_SIZE_4K_ONLY,
 };

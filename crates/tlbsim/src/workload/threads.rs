@@ -13,7 +13,7 @@ use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::cpumask::CpuMask;
-use crate::hw::mem::{Perms, PAGE_SIZE};
+use crate::hw::mem::Perms;
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
 use crate::kernel::sched::{spawn_user, sys_clone_thread, sys_sched_setaffinity, sys_wait};
 use crate::kernel::{Ctx, TaskId, World};
@@ -88,6 +88,9 @@ impl Workload for Threads {
             0,
             Box::new(move |ctx: Ctx| {
                 Box::pin(async move {
+                    // The page the threads share: one kernel page.
+                    #[allow(non_snake_case)]
+                    let PAGE_SIZE = ctx.w.granule.page_size();
                     let done = Rc::new(Cell::new(false));
                     let page = Rc::new(Cell::new(0u64));
                     if me.op != "munmap" {
@@ -168,4 +171,5 @@ pub const ENTRY: WorkloadEntry = WorkloadEntry {
     description:
         "checker stress: thread 0 mprotects or munmaps while pinned threads on other CPUs read",
     new: |p| super::resolved(Threads::from_params(p)?),
+    page_sizes_kib: super::ANY_PAGE_SIZE,
 };

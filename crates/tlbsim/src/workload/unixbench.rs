@@ -51,7 +51,8 @@ use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::engine::Ns;
-use crate::hw::mem::{Perms, PAGE_SIZE};
+// 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
+use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
 use crate::kernel::file::{sys_lseek, sys_read, sys_write, CachedFile};
 use crate::kernel::mm::{sys_mmap, sys_munmap};
 use crate::kernel::pipe::{new_pipe, pipe_read, pipe_write};
@@ -534,4 +535,5 @@ pub const ENTRY: WorkloadEntry = WorkloadEntry {
     description:
         "seed 003: byte-unixbench's 12 index tests, instances of `copies` CPUs each; reports index",
     new: |p| super::resolved(Unixbench::from_params(p)?),
+    page_sizes_kib: super::PAGE_SIZE_4K_ONLY,
 };

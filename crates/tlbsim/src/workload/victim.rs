@@ -160,4 +160,5 @@ pub const ENTRY: WorkloadEntry = WorkloadEntry {
     name: "victim",
     description: "seed 000: a compute-bound victim on the last CPU, alone and beside mprotect loops; reports victim_slowdown_pct",
     new: |p| super::resolved(Victim::from_params(p)?),
+    page_sizes_kib: super::ANY_PAGE_SIZE,
 };

@@ -5,7 +5,7 @@ use std::rc::Rc;
 use tlbsim::check::Checker;
 use tlbsim::config::{builtin_profile, KernelConfig};
 use tlbsim::driver::TimingDriver;
-use tlbsim::hw::mem::{Perms, PAGE_SIZE};
+use tlbsim::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
 use tlbsim::kernel::mm::sys_mmap;
 use tlbsim::kernel::policy::{asid_allocator, tlb_policy};
 use tlbsim::kernel::sched::{spawn_kthread, spawn_user};
@@ -24,6 +24,91 @@ fn world_on(name: &str, cpus: u32) -> Rc<World> {
     let w = World::new(p, k.clone(), tlb_policy(&k.tlb_policy).unwrap(), alloc);
     *w.observer.borrow_mut() = Some(Box::new(Checker::new(w.ncpus(), 16)));
     w
+}
+
+/// A world on ampere-32 cut to `cpus` CPUs with 64 KiB pages, with the
+/// checker.
+fn world_64k(cpus: u32) -> Rc<World> {
+    let mut p = builtin_profile("ampere-32").unwrap();
+    p.topology.cpus = cpus;
+    let k = KernelConfig {
+        page_size_kib: 64,
+        ..KernelConfig::default()
+    };
+    let alloc = asid_allocator(&k.asid_allocator, &k, p.tlb.asid_bits).unwrap();
+    let w = World::new(p, k.clone(), tlb_policy(&k.tlb_policy).unwrap(), alloc);
+    *w.observer.borrow_mut() = Some(Box::new(Checker::new(w.ncpus(), 16)));
+    w
+}
+
+#[test]
+fn with_64k_pages_one_fault_maps_sixteen_4k_touches() {
+    use tlbsim::kernel::pgtable::get_pte;
+    let w = world_64k(1);
+    let seen: Rc<Cell<(u64, u64, bool)>> = Rc::default();
+    let out = Rc::clone(&seen);
+    run_process(
+        &w,
+        Box::new(move |ctx: Ctx| {
+            Box::pin(async move {
+                let w = Rc::clone(&ctx.w);
+                let mm = ctx.mm().unwrap();
+                let faults = |w: &World| w.stats.borrow().total().page_faults;
+                // Two 64 KiB pages, written 4 KiB at a time.
+                let p = sys_mmap(&ctx, 2 * 65536, Perms::RW).await;
+                assert_eq!(p % 65536, 0, "64 KiB aligned");
+                let before = faults(&w);
+                for i in 0..32 {
+                    ctx.user_access(p + i * PAGE_SIZE, true).await;
+                }
+                let n = faults(&w) - before;
+                let pte = |va| get_pte(&w, mm, va).map(|p| p.pfn);
+                let same = pte(p) == pte(p + 0xf000) && pte(p) != pte(p + 0x1_0000);
+                out.set((n, w.stats.borrow().total().page_faults, same));
+            })
+        }),
+    );
+    let (n, _, same) = seen.get();
+    assert_eq!(n, 2, "one write fault per 64 KiB page");
+    assert!(same, "a PTE maps the whole 64 KiB page");
+}
+
+#[test]
+fn with_64k_pages_mmap_mprotect_and_munmap_lengths_round_to_64k() {
+    let w = world_64k(1);
+    let seen: Rc<Cell<(u64, u64, bool, bool)>> = Rc::default();
+    let out = Rc::clone(&seen);
+    run_process(
+        &w,
+        Box::new(move |ctx: Ctx| {
+            Box::pin(async move {
+                use tlbsim::kernel::mm::{sys_mprotect, sys_munmap};
+                let w = Rc::clone(&ctx.w);
+                let mm = ctx.mm().unwrap();
+                let vma = |w: &World, va: u64| {
+                    let k = w.k.borrow();
+                    let v = k.mms[mm as usize]
+                        .vmas
+                        .values()
+                        .find(|v| v.start <= va && va < v.end)
+                        .copied();
+                    v
+                };
+                // PAGE_ALIGN(1) = 64 KiB, and a 64 KiB gap to the next.
+                let a = sys_mmap(&ctx, 1, Perms::RW).await;
+                let b = sys_mmap(&ctx, 4096, Perms::RW).await;
+                let len = vma(&w, a).map(|v| v.end - v.start).unwrap();
+                // mprotect of 4 KiB covers the whole page.
+                assert!(sys_mprotect(&ctx, a, 4096, Perms::R).await);
+                let ro = vma(&w, a + 0xf000).is_some_and(|v| v.perms == Perms::R);
+                // munmap of 1 byte removes the whole page.
+                sys_munmap(&ctx, b, 1).await;
+                let gone = vma(&w, b + 0x8000).is_none();
+                out.set((len, a - b, ro, gone));
+            })
+        }),
+    );
+    assert_eq!(seen.get(), (65536, 2 * 65536, true, true));
 }
 
 /// Runs `program` as a user process on CPU 0 of `w` until it exits, and
@@ -381,7 +466,7 @@ struct ZeroCow {
 /// writes an unrelated page and reads the same 2 MiB, then computes (it
 /// stays in `mm_cpumask`, not lazy); CPU0 writes the 2 MiB's first page.
 fn huge_zero_cow(policy: &str, mode: tlbsim::config::ThpZeroPage) -> ZeroCow {
-    use tlbsim::hw::mem::HPAGE_SIZE;
+    const HPAGE_SIZE: u64 = 2 << 20;
     use tlbsim::kernel::pgtable::{get_pte, huge_leaves, pte_tables};
     use tlbsim::kernel::sched::sys_clone_thread;
     let w = huge_zero_world(policy, mode);

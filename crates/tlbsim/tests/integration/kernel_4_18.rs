@@ -8,7 +8,7 @@ use std::rc::Rc;
 use tlbsim::check::Checker;
 use tlbsim::config::{builtin_profile, KernelConfig, PgtableFreeTlbi};
 use tlbsim::driver::TimingDriver;
-use tlbsim::hw::mem::{Perms, HPAGE_SIZE, PAGE_SIZE};
+use tlbsim::hw::mem::{Granule, Perms, PAGE_SIZE_4K as PAGE_SIZE};
 use tlbsim::hw::Fault;
 use tlbsim::kernel::mm::{handle_page_fault, sys_mmap, sys_munmap};
 use tlbsim::kernel::policy::{asid_allocator, tlb_policy};
@@ -44,25 +44,27 @@ fn run(w: &Rc<World>, program: tlbsim::kernel::Program) {
 /// Flushes and freed tables of one munmap of a written page (its PTE
 /// table is freed: nothing else is mapped in it), and of the whole run,
 /// whose exit frees the tables of a second written mapping.
-fn munmap_and_exit(mode: PgtableFreeTlbi) -> [u64; 4] {
+fn munmap_and_exit(mode: PgtableFreeTlbi, g: Granule) -> [u64; 4] {
     let w = world(KernelConfig {
         pgtable_free_tlbi: mode,
+        page_size_kib: g.page_size_kib() as u32,
         ..KernelConfig::default()
     });
+    let (page, pmd) = (g.page_size(), g.pmd_size());
     let seen: Rc<Cell<[u64; 2]>> = Rc::default();
     let out = Rc::clone(&seen);
     run(
         &w,
         Box::new(move |ctx: Ctx| {
             Box::pin(async move {
-                let kept = sys_mmap(&ctx, PAGE_SIZE, Perms::RW).await;
+                let kept = sys_mmap(&ctx, page, Perms::RW).await;
                 assert!(ctx.user_access(kept, true).await);
-                // The 2 MiB a PTE table maps, wholly inside `a`.
-                let a = sys_mmap(&ctx, 2 * HPAGE_SIZE, Perms::RW).await;
-                let page = (a + HPAGE_SIZE - 1) & !(HPAGE_SIZE - 1);
-                assert!(ctx.user_access(page, true).await);
+                // The PMD_SIZE a PTE table maps, wholly inside `a`.
+                let a = sys_mmap(&ctx, 2 * pmd, Perms::RW).await;
+                let inside = (a + pmd - 1) & !(pmd - 1);
+                assert!(ctx.user_access(inside, true).await);
                 let (f0, t0) = (flushes(&ctx), ctx.w.stats.borrow().tables_freed);
-                sys_munmap(&ctx, a, 2 * HPAGE_SIZE).await;
+                sys_munmap(&ctx, a, 2 * pmd).await;
                 let (f1, t1) = (flushes(&ctx), ctx.w.stats.borrow().tables_freed);
                 out.set([f1 - f0, t1 - t0]);
             })
@@ -77,7 +79,13 @@ fn munmap_and_exit(mode: PgtableFreeTlbi) -> [u64; 4] {
 
 #[test]
 fn linux_4_18_flushes_each_freed_table_at_once_and_nothing_at_a_full_teardown() {
-    let [f, tables, all, all_tables] = munmap_and_exit(PgtableFreeTlbi::Deferred);
+    for g in [Granule::K4, Granule::K64] {
+        one_granule_4_18_table_flushes(g);
+    }
+}
+
+fn one_granule_4_18_table_flushes(g: Granule) {
+    let [f, tables, all, all_tables] = munmap_and_exit(PgtableFreeTlbi::Deferred, g);
     assert!(tables >= 1, "the munmap freed its PTE table");
     assert_eq!(f, 1, "4.20+: one gather flush (all levels) for the munmap");
     assert_eq!(
@@ -85,7 +93,7 @@ fn linux_4_18_flushes_each_freed_table_at_once_and_nothing_at_a_full_teardown() 
         "and one flush_tlb_mm() for the exit, which freed tables"
     );
     assert!(all_tables > tables, "the exit freed tables too");
-    let [f, tables18, all, all_tables18] = munmap_and_exit(PgtableFreeTlbi::SyncPerTable);
+    let [f, tables18, all, all_tables18] = munmap_and_exit(PgtableFreeTlbi::SyncPerTable, g);
     assert_eq!(tables18, tables, "the same tables are freed");
     assert_eq!(all_tables18, all_tables);
     assert_eq!(

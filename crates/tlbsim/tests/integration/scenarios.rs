@@ -50,6 +50,27 @@ fn checker_catches_a_flush_range_that_skips_the_broadcast() {
 }
 
 #[test]
+fn with_64k_pages_the_checker_catches_the_same_mutants_in_64k_terms() {
+    let at_64k = |policy: &str, wl: &str| {
+        let mut e = experiment(policy, 4, wl);
+        e.kernel.page_size_kib = 64;
+        violation(&e)
+    };
+    let r = at_64k("mutant-range-no-broadcast", THREADS_MPROTECT);
+    assert!(
+        matches!(r.invariant, Invariant::NoStaleUse | Invariant::NoStaleHold),
+        "{r}"
+    );
+    assert_eq!(r.va.map(|va| va % 65536), Some(0), "a 64 KiB page: {r}");
+    let r = at_64k("mutant-range-no-broadcast", THREADS_MADVISE);
+    assert_eq!(r.invariant, Invariant::NoUseAfterFree, "{r}");
+    let r = at_64k("mutant-free-before-sync", THREADS_MUNMAP);
+    assert_eq!(r.invariant, Invariant::NoStaleWalk, "{r}");
+    // The walk entry it names covers a level-2 region of 512 MiB.
+    assert!(r.detail.contains("(512 MiB)"), "{r}");
+}
+
+#[test]
 fn checker_catches_a_missing_broadcast_after_madvise_dontneed() {
     // The frame is freed after the (local-only) flush while another CPU
     // still maps it.
@@ -201,6 +222,138 @@ fn range_ops_and_the_whole_asid_threshold() {
     assert_eq!(per_iter(512, false), 2 + 512);
     // 511 pages stay per page.
     assert_eq!(per_iter(511, false), 2 * 511 + 511);
+}
+
+/// [`tlbis`] with `kernel.page_size_kib = kib`.
+fn tlbis_kib(pages: u64, iterations: u64, kib: u32) -> u64 {
+    let text = format!(
+        "[experiment]\nname = \"t\"\nprofile = \"ampere-32\"\n[machine]\ncpus = 2\ntlbirange = false\n[kernel]\npage_size_kib = {kib}\n[workload]\nname = \"mprotect\"\nprocesses = 1\npages = {pages}\niterations = {iterations}\n"
+    );
+    let e: Experiment = parse_toml("test.toml", &text).unwrap();
+    run_ok(&e).stats.total.tlbi_broadcast
+}
+
+#[test]
+fn with_64k_pages_max_tlbi_ops_is_ptrs_per_pte_8192() {
+    let per_iter = |pages| tlbis_kib(pages, 3, 64) - tlbis_kib(pages, 2, 64);
+    // 512 and 8191 pages of 64 KiB stay per page (the 4 KiB threshold,
+    // 512, does not apply)...
+    assert_eq!(per_iter(512), 2 * 512 + 512);
+    assert_eq!(per_iter(8191), 2 * 8191 + 8191);
+    // ... 8192 reach MAX_TLBI_OPS = PTRS_PER_PTE: one ASIDE1IS per mprotect.
+    assert_eq!(per_iter(8192), 2 + 8192);
+}
+
+/// [`tlbis_kib`] under Linux 4.18's `MAX_TLB_RANGE` limit.
+fn tlbis_4_18(pages: u64, iterations: u64, kib: u32) -> u64 {
+    let text = format!(
+        "[experiment]\nname = \"t\"\nprofile = \"ampere-32\"\n[machine]\ncpus = 2\ntlbirange = false\n[kernel]\npage_size_kib = {kib}\narm64_flush_range_limit = \"max-tlb-range\"\n[workload]\nname = \"mprotect\"\nprocesses = 1\npages = {pages}\niterations = {iterations}\n"
+    );
+    let e: Experiment = parse_toml("test.toml", &text).unwrap();
+    run_ok(&e).stats.total.tlbi_broadcast
+}
+
+#[test]
+fn linux_4_18_flushes_up_to_1024_pages_one_by_one() {
+    for kib in [4, 64] {
+        let per_iter = |pages| tlbis_4_18(pages, 3, kib) - tlbis_4_18(pages, 2, kib);
+        // 1024 pages are not above MAX_TLB_RANGE: per page, where 4.20+
+        // flushes the ASID from 512 (4 KiB) pages on.
+        assert_eq!(per_iter(1024), 2 * 1024 + 1024, "{kib} KiB");
+        // 1025 are: one ASIDE1IS per mprotect.
+        assert_eq!(per_iter(1025), 2 + 1025, "{kib} KiB");
+    }
+    // A profile with range TLBIs cannot run a kernel that had none.
+    let e = common::experiment(
+        "ampere-32",
+        "arm64-stock",
+        2,
+        "arm64_flush_range_limit = \"max-tlb-range\"\n",
+        "name = \"mprotect\"\nprocesses = 1\niterations = 2",
+        "",
+    );
+    let mut e = e;
+    e.machine.tlbirange = Some(true);
+    let (_, key, _) = field_error(&e);
+    assert_eq!(key, "arm64_flush_range_limit");
+}
+
+#[test]
+fn measured_pages_packed_bounds_the_64k_faults_from_below_and_changes_nothing_at_4k() {
+    let run = |kib: u32, workload: &str, layout: &str| {
+        let extra = format!("page_size_kib = {kib}\n");
+        let wl = format!("{workload}\nmeasured_pages = \"{layout}\"");
+        let o = run_ok(&common::experiment(
+            "ampere-32",
+            "arm64-stock",
+            4,
+            &extra,
+            &wl,
+            "",
+        ));
+        assert_eq!(o.checker.verdict, "pass");
+        (
+            o.stats.total.page_faults,
+            o.elapsed_ns,
+            o.stats.total.tlbi_broadcast,
+        )
+    };
+    for workload in [
+        "name = \"sort-compute\"\nshells = 2\nruns = 2",
+        "name = \"tcmalloc\"\nprocesses = 2\niterations = 10\nlauncher = \"libtool-wrapper\"",
+    ] {
+        assert_eq!(
+            run(4, workload, "spread"),
+            run(4, workload, "packed"),
+            "4 KiB: {workload}"
+        );
+        let (spread, packed) = (run(64, workload, "spread"), run(64, workload, "packed"));
+        assert!(packed.0 < spread.0, "{workload}: {packed:?} {spread:?}");
+        assert!(packed.2 < spread.2, "{workload}: {packed:?} {spread:?}");
+    }
+}
+
+#[test]
+fn page_size_kib_is_validated_against_the_architecture_and_the_workload() {
+    let e = |profile: &str, policy: &str, kib: u32, workload: &str| {
+        let alloc = if policy.starts_with("x86") {
+            "asid_allocator = \"none\"\n"
+        } else {
+            ""
+        };
+        let extra = format!("{alloc}page_size_kib = {kib}\n");
+        common::experiment(profile, policy, 2, &extra, workload, "")
+    };
+    let mprotect = "name = \"mprotect\"\nprocesses = 1\niterations = 2";
+    let (section, key, message) = field_error(&e("skylake-4c8t", "x86-tlb-gen", 64, mprotect));
+    assert_eq!(
+        (section.as_str(), key.as_str()),
+        ("kernel", "page_size_kib")
+    );
+    assert!(message.contains("x86"), "{message}");
+    let (_, key, message) = field_error(&e("ampere-32", "arm64-stock", 16, mprotect));
+    assert_eq!(key, "page_size_kib");
+    assert!(message.contains("4 or 64"), "{message}");
+    // A workload still written for 4 KiB pages refuses 64 KiB.
+    let churn = "name = \"churn\"";
+    let (_, key, message) = field_error(&e("ampere-32", "arm64-stock", 64, churn));
+    assert_eq!(key, "page_size_kib");
+    assert!(message.contains("\"churn\""), "{message}");
+    // THP's 512 MiB blocks have no cost in any profile yet.
+    let mut thp = e("ampere-32", "arm64-stock", 64, mprotect);
+    thp.kernel.thp = tlbsim::config::Thp::Always;
+    let (_, key, message) = field_error(&thp);
+    assert_eq!(key, "page_size_kib");
+    assert!(message.contains("512 MiB"), "{message}");
+    // Neither has reclaim.
+    let mut reclaim = e("ampere-32", "arm64-stock", 64, mprotect);
+    reclaim.kernel.memory_limit_pages = Some(100);
+    let (_, key, message) = field_error(&reclaim);
+    assert_eq!(key, "page_size_kib");
+    assert!(message.contains("memory_limit_pages"), "{message}");
+    // arm64 with 64 KiB pages runs.
+    let o = run_ok(&e("ampere-32", "arm64-stock", 64, mprotect));
+    assert_eq!(o.checker.verdict, "pass");
 }
 
 #[test]

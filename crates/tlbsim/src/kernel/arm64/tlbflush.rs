@@ -10,13 +10,18 @@
 //! always [`FlushScope::Broadcast`] for stock Linux) and passes the decision
 //! here; these functions count it and issue the instructions.
 
-use crate::hw::mem::{PAGE_SHIFT, PTRS_PER_TABLE};
+use crate::config::Arm64FlushRangeLimit;
+use crate::hw::mem::Granule;
 use crate::hw::tlb::{Asid, MmId, TlbiScope};
 use crate::kernel::tlbflush::{count_flush, FlushScope};
 use crate::kernel::Ctx;
 
-/// `MAX_TLBI_OPS`: above this many strides, flush the whole ASID (no range ops).
-pub const MAX_TLBI_OPS: u64 = PTRS_PER_TABLE;
+/// `MAX_TLBI_OPS` (`#define MAX_TLBI_OPS PTRS_PER_PTE`): from this many
+/// strides on, a range flush without range ops flushes the whole ASID.
+/// It follows the granule: 512 with 4 KiB pages, 8192 with 64 KiB pages.
+pub const fn max_tlbi_ops(g: Granule) -> u64 {
+    g.ptrs_per_pte()
+}
 /// `MAX_TLBI_RANGE_PAGES = __TLBI_RANGE_PAGES(31, 3)`.
 pub const MAX_TLBI_RANGE_PAGES: u64 = 32 << 16;
 
@@ -65,6 +70,7 @@ pub async fn __flush_tlb_range_op(
     broadcast: bool,
 ) {
     let w = &ctx.w;
+    let page_shift = w.granule.page_shift();
     let asid = w.asid.asid_of(w, mm);
     let range = w.profile.arm64().tlbirange;
     let kpti = w.kcfg.kpti;
@@ -80,7 +86,7 @@ pub async fn __flush_tlb_range_op(
                 ctx.tlbi(va, broadcast).await;
             }
             start += stride;
-            pages = pages.saturating_sub(stride >> PAGE_SHIFT);
+            pages = pages.saturating_sub(stride >> page_shift);
             continue;
         }
         // __TLBI_RANGE_NUM(pages, scale)
@@ -96,7 +102,7 @@ pub async fn __flush_tlb_range_op(
                 };
                 ctx.tlbi(range, broadcast).await;
             }
-            start += n << PAGE_SHIFT;
+            start += n << page_shift;
             pages -= n;
         }
         scale += 1;
@@ -110,15 +116,26 @@ pub async fn __flush_tlb_range_op(
 /// `arch_tlbbatch_add_pending()`).
 pub async fn __flush_tlb_page_nosync(ctx: &Ctx, mm: MmId, va: u64) {
     ctx.dsb_ishst().await;
-    __flush_tlb_range_op(ctx, mm, va, 1, crate::hw::mem::PAGE_SIZE, true, true).await;
+    let page_size = ctx.w.granule.page_size();
+    __flush_tlb_range_op(ctx, mm, va, 1, page_size, true, true).await;
+}
+
+/// `MAX_TLB_RANGE` (Linux 4.1-4.19): `1024UL << PAGE_SHIFT` bytes.
+pub const fn max_tlb_range(g: Granule) -> u64 {
+    1024 << g.page_shift()
 }
 
 /// `__flush_tlb_range_limit_excess()`: should a range flush fall back to a
 /// whole-ASID flush (too many per-stride TLBIs without FEAT_TLBIRANGE, or
-/// more pages than range TLBIs cover)?
+/// more pages than range TLBIs cover)? Under `arm64_flush_range_limit =
+/// "max-tlb-range"`, Linux 4.18's `(end - start) > MAX_TLB_RANGE` instead.
 pub fn __flush_tlb_range_limit_excess(ctx: &Ctx, start: u64, end: u64, stride: u64) -> bool {
-    let pages = (end - start) >> PAGE_SHIFT;
-    (!ctx.w.profile.arm64().tlbirange && end - start >= MAX_TLBI_OPS * stride)
+    let g = ctx.w.granule;
+    if ctx.w.kcfg.arm64_flush_range_limit == Arm64FlushRangeLimit::MaxTlbRange {
+        return end - start > max_tlb_range(g);
+    }
+    let pages = (end - start) >> g.page_shift();
+    (!ctx.w.profile.arm64().tlbirange && end - start >= max_tlbi_ops(g) * stride)
         || pages >= MAX_TLBI_RANGE_PAGES
 }
 
@@ -160,12 +177,18 @@ pub async fn __flush_tlb_range(
     flush: FlushScope,
 ) {
     let _f = ctx.inline_func(crate::label!("__flush_tlb_range"));
+    // Linux 4.1-4.19's __flush_tlb_range() had no stride: one TLBI per
+    // base page.
+    let stride = match ctx.w.kcfg.arm64_flush_range_limit {
+        Arm64FlushRangeLimit::MaxTlbiOps => stride,
+        Arm64FlushRangeLimit::MaxTlbRange => ctx.w.granule.page_size(),
+    };
     let (start, end) = round_range(start, end, stride);
     if __flush_tlb_range_limit_excess(ctx, start, end, stride) {
         return flush_tlb_mm(ctx, mm, flush).await;
     }
     count_flush(ctx, flush);
-    let pages = (end - start) >> PAGE_SHIFT;
+    let pages = (end - start) >> ctx.w.granule.page_shift();
     match flush {
         FlushScope::Skip => {}
         FlushScope::Local => {

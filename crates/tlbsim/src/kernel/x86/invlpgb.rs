@@ -12,7 +12,9 @@
 use super::tlb_gen::{Inner, Options, TlbGen, FIRST_GLOBAL_ASID};
 use super::{FlushInfo, TLB_FLUSH_ALL};
 use crate::config::Arch;
-use crate::hw::mem::PAGE_SHIFT;
+// x86 has one base page size, 4 KiB (`kernel.page_size_kib = 64` is
+// refused for x86 profiles).
+use crate::hw::mem::PAGE_SHIFT_4K as PAGE_SHIFT;
 use crate::hw::tlb::{Asid, MmId, TlbiScope};
 use crate::kernel::registry::{Allocators, Feature, PolicyEntry};
 use crate::kernel::tlbflush::FlushScope;

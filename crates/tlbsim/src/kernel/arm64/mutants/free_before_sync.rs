@@ -4,7 +4,6 @@
 use crate::check::Invariant;
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
-use crate::hw::mem::PAGE_SHIFT;
 use crate::hw::tlb::MmId;
 use crate::kernel::arm64::stock::Stock;
 use crate::kernel::arm64::tlbflush::{
@@ -58,7 +57,7 @@ impl TlbPolicy for FreeBeforeSync {
                 return self.flush_tlb_mm(ctx, mm).await;
             }
             ctx.dsb_ishst().await;
-            let pages = (end - start) >> PAGE_SHIFT;
+            let pages = (end - start) >> ctx.w.granule.page_shift();
             __flush_tlb_range_op(ctx, mm, start, pages, stride, last_level, true).await;
             // missing: dsb(ish)
         })
