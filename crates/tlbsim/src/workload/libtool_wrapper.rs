@@ -364,7 +364,7 @@ pub fn counts(fast_install: FastInstall) -> (u64, u64, u64) {
 pub async fn launch(ctx: &Ctx, s: &Rc<WrapperShape>, a: &Rc<Anatomy>, shell_base: u64) {
     #[allow(non_snake_case)]
     let PAGE_SIZE = ctx.w.granule.page_size();
-    let pages = |n| a.pages(ctx, n);
+    let pages = |n| a.writes(ctx, n);
     // Offsets in the wrapper's working set wrap inside it (they fit with
     // the measured counts, `WrapperShape`'s check; packed, their rounded
     // sum may not).
@@ -407,7 +407,7 @@ fn process(p: Proc, s: &Rc<WrapperShape>, a: &Rc<Anatomy>, ws: u64) -> Program {
             let PAGE_SIZE = c.w.granule.page_size();
             match p {
                 Subshell(children) => {
-                    for i in 0..a.pages(&c, s.subshell_cow_faults) {
+                    for i in 0..a.writes(&c, s.subshell_cow_faults) {
                         c.user_access(ws + i * PAGE_SIZE, true).await;
                     }
                     c.user_work(s.subshell_user_ns).await;
@@ -422,7 +422,7 @@ fn process(p: Proc, s: &Rc<WrapperShape>, a: &Rc<Anatomy>, ws: u64) -> Program {
                     while sys_wait(&c).await.is_some() {}
                 }
                 Exec(h) => {
-                    for i in 0..a.pages(&c, a.child_cow_faults) {
+                    for i in 0..a.writes(&c, a.child_cow_faults) {
                         c.user_access(ws + i * PAGE_SIZE, true).await;
                     }
                     program_start(&c, &s.image(h, &a), a.measured_pages).await;

@@ -307,9 +307,24 @@ fn measured_pages_packed_bounds_the_64k_faults_from_below_and_changes_nothing_at
             run(4, workload, "packed"),
             "4 KiB: {workload}"
         );
+        assert_eq!(
+            run(4, workload, "spread"),
+            run(4, workload, "projected"),
+            "4 KiB: {workload}"
+        );
         let (spread, packed) = (run(64, workload, "spread"), run(64, workload, "packed"));
         assert!(packed.0 < spread.0, "{workload}: {packed:?} {spread:?}");
         assert!(packed.2 < spread.2, "{workload}: {packed:?} {spread:?}");
+        // The host's projection lies between the bounds.
+        let projected = run(64, workload, "projected");
+        assert!(
+            packed.0 < projected.0 && projected.0 < spread.0,
+            "{workload}: {projected:?}"
+        );
+        assert!(
+            packed.2 < projected.2 && projected.2 < spread.2,
+            "{workload}: {projected:?}"
+        );
     }
 }
 
