@@ -208,7 +208,7 @@ impl MmuGather {
     /// `free_pgtables()` over `[floor, ceiling)`: detaches empty tables; they
     /// are freed after the flush. With `[kernel] pgtable_free_tlbi =
     /// "sync-per-table"` (arm64 before 4.20) each table's walk-cache entries
-    /// are invalidated at once instead ([`Self::__flush_tlb_pgtable`]).
+    /// are invalidated at once instead (`__flush_tlb_pgtable()`).
     pub async fn free_pgtables(&mut self, ctx: &Ctx, floor: u64, ceiling: u64) {
         let _f = ctx.func(crate::label!("free_pgtables"));
         let detached = detach_empty_tables(&ctx.w, self.mm, floor, ceiling);
