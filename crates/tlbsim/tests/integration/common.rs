@@ -2,10 +2,36 @@
 //! experiment, and the runs it checks.
 #![allow(dead_code)]
 
-use tlbsim::check::Violation;
-use tlbsim::config::{parse_toml, Experiment};
-use tlbsim::driver::RunError;
+use std::rc::Rc;
+use tlbsim::check::{Checker, Violation};
+use tlbsim::config::{builtin_profile, parse_toml, Experiment, KernelConfig};
+use tlbsim::driver::{RunError, TimingDriver};
+use tlbsim::kernel::policy::{asid_allocator, tlb_policy};
+use tlbsim::kernel::sched::spawn_user;
+use tlbsim::kernel::{TaskState, World};
 use tlbsim::sim::{run, RunOptions, RunOutput, SimError};
+
+/// A world on built-in profile `profile` cut to `cpus` CPUs, running the
+/// kernel `k` (its policy and allocator by name), with the checker:
+/// for scenarios written directly on the library API.
+pub fn world_with(profile: &str, cpus: u32, k: KernelConfig) -> Rc<World> {
+    let mut p = builtin_profile(profile).unwrap();
+    p.topology.cpus = cpus;
+    let alloc = asid_allocator(&k.asid_allocator, &k, p.tlb.asid_bits).unwrap();
+    let w = World::new(p, k.clone(), tlb_policy(&k.tlb_policy).unwrap(), alloc);
+    *w.observer.borrow_mut() = Some(Box::new(Checker::new(w.ncpus(), 16)));
+    w
+}
+
+/// Runs `program` as a user process on CPU 0 of `w` until it exits, and
+/// asserts the checker found nothing.
+pub fn run_process(w: &Rc<World>, program: tlbsim::kernel::Program) {
+    let t = spawn_user(w, "test", 0, program);
+    let mut d = TimingDriver::new(Rc::clone(w), 1_000_000_000);
+    d.run_until(|w| w.k.borrow().tasks[t].state == TaskState::Zombie)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(w.failure().is_none(), "{:?}", w.failure());
+}
 
 /// A test experiment on `cpus` CPUs of `profile` with `policy`;
 /// `kernel_extra` adds `[kernel]` lines, `workload` is the `[workload]`

@@ -2,12 +2,10 @@
 
 use std::cell::Cell;
 use std::rc::Rc;
-use tlbsim::check::Checker;
-use tlbsim::config::{builtin_profile, KernelConfig};
+use tlbsim::config::KernelConfig;
 use tlbsim::driver::TimingDriver;
 use tlbsim::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
 use tlbsim::kernel::mm::sys_mmap;
-use tlbsim::kernel::policy::{asid_allocator, tlb_policy};
 use tlbsim::kernel::sched::{spawn_kthread, spawn_user};
 use tlbsim::kernel::{Ctx, TaskState, World};
 
@@ -17,28 +15,17 @@ fn world(cpus: u32) -> Rc<World> {
 
 /// A world on profile `name` cut to `cpus` CPUs, with the checker.
 fn world_on(name: &str, cpus: u32) -> Rc<World> {
-    let mut p = builtin_profile(name).unwrap();
-    p.topology.cpus = cpus;
-    let k = KernelConfig::default();
-    let alloc = asid_allocator(&k.asid_allocator, &k, p.tlb.asid_bits).unwrap();
-    let w = World::new(p, k.clone(), tlb_policy(&k.tlb_policy).unwrap(), alloc);
-    *w.observer.borrow_mut() = Some(Box::new(Checker::new(w.ncpus(), 16)));
-    w
+    super::common::world_with(name, cpus, KernelConfig::default())
 }
 
 /// A world on ampere-32 cut to `cpus` CPUs with 64 KiB pages, with the
 /// checker.
 fn world_64k(cpus: u32) -> Rc<World> {
-    let mut p = builtin_profile("ampere-32").unwrap();
-    p.topology.cpus = cpus;
     let k = KernelConfig {
         page_size_kib: 64,
         ..KernelConfig::default()
     };
-    let alloc = asid_allocator(&k.asid_allocator, &k, p.tlb.asid_bits).unwrap();
-    let w = World::new(p, k.clone(), tlb_policy(&k.tlb_policy).unwrap(), alloc);
-    *w.observer.borrow_mut() = Some(Box::new(Checker::new(w.ncpus(), 16)));
-    w
+    super::common::world_with("ampere-32", cpus, k)
 }
 
 #[test]
@@ -111,15 +98,7 @@ fn with_64k_pages_mmap_mprotect_and_munmap_lengths_round_to_64k() {
     assert_eq!(seen.get(), (65536, 2 * 65536, true, true));
 }
 
-/// Runs `program` as a user process on CPU 0 of `w` until it exits, and
-/// asserts the checker found nothing.
-fn run_process(w: &Rc<World>, program: tlbsim::kernel::Program) {
-    let t = spawn_user(w, "test", 0, program);
-    let mut d = TimingDriver::new(Rc::clone(w), 1_000_000_000);
-    d.run_until(|w| w.k.borrow().tasks[t].state == TaskState::Zombie)
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(w.failure().is_none(), "{:?}", w.failure());
-}
+use super::common::run_process;
 
 /// Maps `pages` private pages and writes each; returns the address.
 async fn written_private_pages(ctx: &Ctx, pages: u64) -> u64 {
@@ -426,8 +405,6 @@ fn brk_grows_without_flushing_shrinks_like_munmap_and_fork_inherits_the_break() 
 /// A 2-CPU Skylake world with THP on and the huge zero page as `mode`,
 /// under x86 `policy`, with the checker.
 fn huge_zero_world(policy: &str, mode: tlbsim::config::ThpZeroPage) -> Rc<World> {
-    let mut p = builtin_profile("skylake-4c8t").unwrap();
-    p.topology.cpus = 2;
     let k = KernelConfig {
         tlb_policy: policy.into(),
         asid_allocator: "none".into(),
@@ -435,10 +412,7 @@ fn huge_zero_world(policy: &str, mode: tlbsim::config::ThpZeroPage) -> Rc<World>
         thp_huge_zero_page: mode,
         ..KernelConfig::default()
     };
-    let alloc = asid_allocator(&k.asid_allocator, &k, p.tlb.asid_bits).unwrap();
-    let w = World::new(p, k.clone(), tlb_policy(&k.tlb_policy).unwrap(), alloc);
-    *w.observer.borrow_mut() = Some(Box::new(Checker::new(w.ncpus(), 16)));
-    w
+    super::common::world_with("skylake-4c8t", 2, k)
 }
 
 /// What [`huge_zero_cow`] saw.

@@ -5,25 +5,16 @@
 use super::common;
 use std::cell::Cell;
 use std::rc::Rc;
-use tlbsim::check::Checker;
-use tlbsim::config::{builtin_profile, KernelConfig, PgtableFreeTlbi};
-use tlbsim::driver::TimingDriver;
+use tlbsim::config::{KernelConfig, PgtableFreeTlbi};
 use tlbsim::hw::mem::{Granule, Perms, PAGE_SIZE_4K as PAGE_SIZE};
 use tlbsim::hw::Fault;
 use tlbsim::kernel::mm::{handle_page_fault, sys_mmap, sys_munmap};
-use tlbsim::kernel::policy::{asid_allocator, tlb_policy};
-use tlbsim::kernel::sched::spawn_user;
-use tlbsim::kernel::{Ctx, TaskState, World};
+use tlbsim::kernel::{Ctx, World};
 
 /// A 2-CPU ampere-32 world under arm64-stock with `k`'s 4.18 settings, with
 /// the checker.
 fn world(k: KernelConfig) -> Rc<World> {
-    let mut p = builtin_profile("ampere-32").unwrap();
-    p.topology.cpus = 2;
-    let alloc = asid_allocator(&k.asid_allocator, &k, p.tlb.asid_bits).unwrap();
-    let w = World::new(p, k.clone(), tlb_policy(&k.tlb_policy).unwrap(), alloc);
-    *w.observer.borrow_mut() = Some(Box::new(Checker::new(w.ncpus(), 16)));
-    w
+    common::world_with("ampere-32", 2, k)
 }
 
 /// Every flush decision so far (arm64-stock broadcasts each).
@@ -32,14 +23,7 @@ fn flushes(ctx: &Ctx) -> u64 {
     t.flushes_broadcast + t.flushes_local + t.flushes_skipped
 }
 
-/// Runs `program` on CPU 0 until it exits; the checker must pass.
-fn run(w: &Rc<World>, program: tlbsim::kernel::Program) {
-    let t = spawn_user(w, "test", 0, program);
-    let mut d = TimingDriver::new(Rc::clone(w), 1_000_000_000);
-    d.run_until(|w| w.k.borrow().tasks[t].state == TaskState::Zombie)
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(w.failure().is_none(), "{:?}", w.failure());
-}
+use common::run_process as run;
 
 /// Flushes and freed tables of one munmap of a written page (its PTE
 /// table is freed: nothing else is mapped in it), and of the whole run,
