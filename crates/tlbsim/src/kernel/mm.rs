@@ -217,11 +217,13 @@ impl MmuGather {
         let sync = !ctx.w.kcfg.pgtable_free_tlbi.is_deferred();
         for (t, va) in detached {
             self.tables.push(t);
+            // pte_free_tlb(): __tlb_adjust_range(tlb, address, PAGE_SIZE)
+            // in every version (4.18's last-level tlb_flush() covers it).
+            self.add_range(va, va + self.g.page_size());
             if sync {
                 self.__flush_tlb_pgtable(ctx, va).await;
             } else {
                 self.freed_tables = true;
-                self.add_range(va, va + self.g.page_size());
             }
         }
     }
