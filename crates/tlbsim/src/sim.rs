@@ -535,6 +535,7 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
         crate::kernel::vmscan::start_kswapd(&w);
     }
     let streams = Streams::new(seed);
+    w.seed_random(&streams);
     let (roots, vms, doorbell) = match &exp.vm {
         None => (
             vec![(Rc::clone(&w), wl.workload.setup(&w, &streams))],
@@ -551,6 +552,7 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
                 .iter()
                 .map(|kvm| {
                     let s = streams.child(&format!("vm{}", kvm.guest.id));
+                    kvm.guest.seed_random(&s);
                     (Rc::clone(&kvm.guest), wl.workload.setup(&kvm.guest, &s))
                 })
                 .collect();

@@ -717,7 +717,7 @@ pub(crate) fn find_vma(w: &crate::kernel::World, mm: MmId, addr: u64) -> Option<
 /// `handle_mm_fault()` with the mmap_lock held for reading: finds the VMA
 /// (`lock_mm_and_find_vma()`), checks the access against it
 /// (`access_error()`), and handles the fault. False: SIGSEGV.
-async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -> bool {
+pub(crate) async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -> bool {
     let _f = ctx.func(crate::label!("handle_mm_fault"));
     match find_vma(&ctx.w, mm, va) {
         Some(v) if v.perms.read() && (!write || v.perms.write()) => {

@@ -8,6 +8,7 @@
 pub mod anon;
 pub mod arm64;
 pub mod brk;
+pub mod exec;
 pub mod file;
 pub mod folio;
 pub mod madvise;

@@ -96,7 +96,7 @@ async fn move_vma(ctx: &Ctx, mm: MmId, v: &Vma, addr: u64, len: u64) -> u64 {
 /// one stretch at a time that lies in one PTE table at both ends
 /// ([`move_ptes`]). With `[kernel] mremap_flush_unlocked`, the old range is
 /// flushed at the end if a clean present PTE was moved (Linux 4.9-4.18).
-async fn move_page_tables(ctx: &Ctx, mm: MmId, old: u64, new: u64, len: u64) {
+pub(crate) async fn move_page_tables(ctx: &Ctx, mm: MmId, old: u64, new: u64, len: u64) {
     let _f = ctx.func(crate::label!("move_page_tables"));
     let span = ctx.w.granule.pmd_size();
     let old_end = old + len;

@@ -427,7 +427,9 @@ pub fn spawn_user(w: &Rc<World>, name: &str, cpu: CpuId, program: Program) -> Ta
     t
 }
 
-/// `execve()`: replaces the address space with a fresh one.
+/// `execve()`: replaces the address space with a fresh one, whose only
+/// mapping is the argument stack at a random depth
+/// ([`super::exec::setup_arg_pages`]).
 pub async fn sys_exec(ctx: &Ctx) {
     let _f = ctx.func(crate::label!("begin_new_exec"));
     syscall_enter(ctx, "execve").await;
@@ -447,6 +449,7 @@ pub async fn sys_exec(ctx: &Ctx) {
     if let Some(o) = old {
         mmput(ctx, o).await;
     }
+    super::exec::setup_arg_pages(ctx, new).await;
     syscall_exit(ctx, "execve").await;
 }
 

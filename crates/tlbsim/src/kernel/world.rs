@@ -133,6 +133,11 @@ pub struct World {
     pub programs: RefCell<Vec<Option<Program>>>,
     /// Handlers that `Op::CallFunction` runs on other CPUs.
     pub ipi_handlers: RefCell<Vec<IpiHandler>>,
+    /// The kernel's own random choices (`get_random_long()`: exec's stack
+    /// randomisation). Seeded from the run's stream `kernel.random` by
+    /// [`World::seed_random`]; a world built directly starts from a fixed
+    /// seed.
+    pub random: RefCell<crate::engine::rng::Rng>,
 }
 
 impl std::ops::Deref for World {
@@ -150,6 +155,12 @@ impl std::fmt::Debug for World {
 }
 
 impl World {
+    /// Seeds the kernel's random choices from `streams` (stream
+    /// `kernel.random`).
+    pub fn seed_random(&self, streams: &crate::engine::rng::Streams) {
+        *self.random.borrow_mut() = streams.stream("kernel.random");
+    }
+
     /// Builds a world with no tasks but one idle task per CPU.
     pub fn new(
         profile: Profile,
@@ -224,6 +235,7 @@ impl World {
             futures: RefCell::new(Vec::new()),
             programs: RefCell::new(Vec::new()),
             ipi_handlers: RefCell::new(Vec::new()),
+            random: RefCell::new(crate::engine::rng::Streams::new(0).stream("kernel.random")),
         });
         for cpu in 0..n {
             let t = w.new_task(

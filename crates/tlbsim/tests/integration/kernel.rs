@@ -567,3 +567,63 @@ fn the_huge_zero_page_is_mapped_on_read_and_copied_with_one_2mib_flush() {
     );
     assert_eq!((s.write_flushes, s.written_huge_rw), (0, true), "{s:?}");
 }
+
+#[test]
+fn exec_moves_its_argument_page_to_a_random_depth_with_two_flushes() {
+    use tlbsim::kernel::mm::TASK_SIZE;
+    use tlbsim::kernel::pgtable::get_pte;
+    use tlbsim::kernel::sched::sys_exec;
+    // (VMAs, the stack VMA's range, its page mapped there, flushes, tables
+    // freed) after one exec, at 4 and 64 KiB pages.
+    type Seen = (usize, u64, u64, bool, u64, u64);
+    let exec = |k: KernelConfig| {
+        let w = super::common::world_with("ampere-32", 2, k);
+        let seen: Rc<Cell<Seen>> = Rc::default();
+        let out = Rc::clone(&seen);
+        run_process(
+            &w,
+            Box::new(move |ctx: Ctx| {
+                Box::pin(async move {
+                    let stats = |c: &Ctx| {
+                        let st = c.w.stats.borrow();
+                        let t = st.total();
+                        (t.flushes_broadcast + t.flushes_local, st.tables_freed)
+                    };
+                    let (f0, t0) = stats(&ctx);
+                    sys_exec(&ctx).await;
+                    let (f1, t1) = stats(&ctx);
+                    let mm = ctx.mm().unwrap();
+                    let w = Rc::clone(&ctx.w);
+                    let (n, v) = {
+                        let k = w.k.borrow();
+                        let vmas = &k.mms[mm as usize].vmas;
+                        (vmas.len(), *vmas.values().next().unwrap())
+                    };
+                    let mapped = get_pte(&w, mm, v.start).is_some();
+                    out.set((n, v.start, v.end, mapped, f1 - f0, t1 - t0));
+                })
+            }),
+        );
+        seen.get()
+    };
+    for kib in [4, 64] {
+        let page = u64::from(kib) << 10;
+        let k = KernelConfig {
+            page_size_kib: kib,
+            ..KernelConfig::default()
+        };
+        let (n, start, end, mapped, flushes, freed) = exec(k);
+        assert_eq!(n, 1, "{kib} KiB: the stack is the new mm's only VMA");
+        assert_eq!(end - start, page, "{kib} KiB: one page of strings");
+        assert!(end < TASK_SIZE, "{kib} KiB: moved down from the top");
+        assert!(TASK_SIZE - end <= 1 << 30, "{kib} KiB: by at most 1 GiB");
+        assert!(mapped, "{kib} KiB: the written page moved with it");
+        // move_ptes()'s flush, then tlb_finish_mmu()'s over the old range
+        // if the page left its PTE table, which is then freed (with 4 KiB
+        // pages almost always: 2 MiB tables against a 1 GiB shift).
+        assert_eq!(flushes, 1 + freed.min(1), "{kib} KiB: {freed} tables freed");
+        if kib == 4 {
+            assert!(freed >= 1, "this run's shift leaves the 2 MiB table");
+        }
+    }
+}

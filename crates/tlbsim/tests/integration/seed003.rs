@@ -233,8 +233,10 @@ fn hcr_el2_fb_turns_a_guests_local_flushes_into_broadcasts() {
         local > 100 * bcast.max(1),
         "FB clear: {local} local, {bcast} broadcast"
     );
+    // Within 1 %: each exec's random stack depth decides whether it frees
+    // a table, and the two runs interleave the guests' execs differently.
     assert!(
-        bcast_fb >= local - 4,
+        bcast_fb * 100 >= (local - 4) * 99,
         "FB set: {bcast_fb} broadcasts for {local} local TLBIs"
     );
 }
