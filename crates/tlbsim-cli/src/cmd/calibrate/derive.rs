@@ -223,3 +223,111 @@ pub fn interconnect(v: &mut Values, r: &Results, u: &Unmeasured, base: &Profile,
         "{head}; minus the handler gap and ipi_ack_ns leaves {rest:.0} ns of send + delivery, split {:.0}:{:.0} as {}'s ipi_send_ns:ipi_latency_ns (not separable from user space)", share * 100.0, (1.0 - share) * 100.0, u.base));
     set(v, "kernel", "ipi_latency_ns", ns(rest * (1.0 - share)), format!("{head}; the delivery share of the {rest:.0} ns (see ipi_send_ns)"));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tlbsim::config::builtin_profile;
+
+    fn one(x: f64) -> Spread {
+        Spread::of(&[x]).unwrap()
+    }
+
+    /// Round numbers for every measurement (ns), two CPUs, one socket.
+    fn results() -> Results {
+        let topo = crate::cmd::calibrate::topology::HostTopology {
+            cpus: 2,
+            sockets: 1,
+            cpus_per_cluster: 1,
+            cluster_source: "test",
+            dies_per_socket: 1,
+            threads_per_core: 1,
+            packages: vec![(0, 0), (1, 0)],
+            siblings: vec![vec![0], vec![1]],
+        };
+        let shootdown = Shootdown {
+            local: one(2_000.0),
+            remote: Some(one(7_000.0)),
+            tried: 1,
+            ipis_per_iter: 1.0,
+            local_ipis_per_iter: 0.0,
+            gap: Some((one(1_100.0), 10)),
+        };
+        Results {
+            topo,
+            stlb: Err("none".into()),
+            cpu_flags: vec!["pcid".into()],
+            syscall: one(100.0),
+            pipe: one(500.0),
+            madv_empty: one(300.0),
+            madv_touch: one(3_000.0),
+            mprotect: one(1_000.0),
+            mmap: one(600.0),
+            munmap: one(700.0),
+            read_fault: one(500.0),
+            write_fault: one(1_200.0),
+            thp: Err("off".into()),
+            atomic: one(5.0),
+            chase: (one(25.0), one(5.0)),
+            chase_pages: 8,
+            ping_pong: one(2_000.0),
+            hop: Ok(one(10_000.0)),
+            line: Ok(one(60.0)),
+            cross_line: Err("one socket".into()),
+            shootdown: Ok(shootdown),
+        }
+    }
+
+    fn get(v: &Values, s: &str, k: &str) -> Option<i64> {
+        v.get(&(s.to_string(), k.to_string())).and_then(|e| e.value.as_integer())
+    }
+
+    #[test]
+    fn derivations_follow_docs_model() {
+        let base = builtin_profile("skylake-4c8t").unwrap();
+        let (r, u, tag) = (results(), Unmeasured::of(&base), Tag("h".into()));
+        let mut v = Values::new();
+        machine(&mut v, &r, &tag);
+        paths(&mut v, &r, &u, &tag);
+        let cs = scheduling(&mut v, &r, &u, &tag);
+        interconnect(&mut v, &r, &u, &base, &tag);
+        let k = |key| get(&v, "kernel", key).unwrap_or_else(|| panic!("{key}"));
+        assert_eq!(get(&v, "tlb", "walk_level_ns"), Some(20));
+        assert_eq!((k("page_fault_ns"), k("page_alloc_ns"), k("pipe_rw_ns")), (500, 700, 150));
+        // 3000 - syscall 100 - fault 500 - alloc 700 - INVLPG 100 - PTE 30.
+        assert_eq!(k("madvise_ns"), 1570);
+        assert_eq!(k("mprotect_vma_ns"), 1000 - 100 - 100 - 30);
+        assert_eq!((k("mmap_ns"), k("munmap_ns")), (500, 600));
+        // 2000 / 2 - 2 x (100 + 150) - CR3 42.
+        assert_eq!(cs, 458.0);
+        assert_eq!(k("migrate_ns"), 10_000 - 100 - 2 * 458 - 200);
+        // Round trip 5000 - gap 1100 - ack 60 = 3840, split 1500:2000.
+        assert_eq!((k("ipi_ack_ns"), k("ipi_handler_ns")), (60, 1000));
+        assert_eq!((k("ipi_send_ns"), k("ipi_latency_ns")), (1646, 2194));
+        assert!(get(&v, "kernel", "thp_fault_ns").is_none());
+        assert!(get(&v, "kernel", "cacheline_cross_socket_ns").is_none());
+    }
+
+    #[test]
+    fn madvise_never_falls_below_the_empty_call() {
+        let base = builtin_profile("skylake-4c8t").unwrap();
+        let mut r = results();
+        r.madv_touch = one(1_500.0);
+        let mut v = Values::new();
+        paths(&mut v, &r, &Unmeasured::of(&base), &Tag("h".into()));
+        assert_eq!(get(&v, "kernel", "madvise_ns"), Some(200));
+    }
+
+    #[test]
+    fn unconfirmed_ipis_leave_the_ipi_costs_unset() {
+        let base = builtin_profile("skylake-4c8t").unwrap();
+        let mut r = results();
+        if let Ok(s) = r.shootdown.as_mut() {
+            s.remote = None;
+        }
+        let mut v = Values::new();
+        interconnect(&mut v, &r, &Unmeasured::of(&base), &base, &Tag("h".into()));
+        assert!(get(&v, "kernel", "ipi_send_ns").is_none());
+        assert_eq!(get(&v, "kernel", "ipi_ack_ns"), Some(60));
+    }
+}
