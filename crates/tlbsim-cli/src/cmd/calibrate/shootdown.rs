@@ -95,8 +95,10 @@ fn spin_and_time_gaps(cpu: usize, stop: &AtomicBool, ready: &AtomicBool) -> Resu
 
 /// Repetitions of the remote loop tried at most, per repetition wanted:
 /// while another task runs on `b` the spinning thread is not there, no
-/// IPI is needed, and the repetition does not count.
-const TRIES_PER_REP: usize = 4;
+/// IPI is needed, and the repetition does not count. The remote
+/// repetitions are short (a hundredth of the local ones, a few ms) so
+/// that some fall inside the spinning thread's time slices on a busy host.
+const TRIES_PER_REP: usize = 30;
 
 /// The remote loop with a thread spinning on `b`: the repetitions in
 /// which nearly every iteration sent an IPI (ns per iteration), the
@@ -109,7 +111,7 @@ fn remote_reps(m: &Mapping, bud: &Budget, label: &str, b: usize) -> Result<(Vec<
     while !ready.load(Ordering::Acquire) && !spinner.is_finished() {
         std::hint::spin_loop();
     }
-    let n = bud.n(50_000);
+    let n = (bud.n(50_000) / 100).max(100);
     let (mut good, mut tried, mut ipis) = (Vec::new(), 0, 0);
     let mut err = None;
     while good.len() < bud.reps && tried < TRIES_PER_REP * bud.reps && !spinner.is_finished() {
