@@ -18,7 +18,10 @@ fn int(v: &toml::Value, section: &str, key: &str) -> i64 {
         .unwrap_or_else(|| panic!("{section}.{key} missing"))
 }
 
-#[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
 #[test]
 fn quick_calibration_writes_a_profile_that_runs() {
     let dir = scratch_dir("calibrate", "quick");
@@ -26,13 +29,25 @@ fn quick_calibration_writes_a_profile_that_runs() {
     let o = tlbsim(&["calibrate", "--quick", "-o", s(&out)]);
     assert!(o.status.success(), "{}", stderr(&o));
     let err = stderr(&o);
-    assert!(err.contains("calibrate [") && err.contains("null syscall"), "no progress: {err}");
-    assert!(err.contains("copied from built-in"), "no list of unmeasured values: {err}");
+    assert!(
+        err.contains("calibrate [") && err.contains("null syscall"),
+        "no progress: {err}"
+    );
+    assert!(
+        err.contains("copied from built-in"),
+        "no list of unmeasured values: {err}"
+    );
     let text = std::fs::read_to_string(&out).unwrap();
     let v: toml::Value = toml::from_str(&text).unwrap();
     // Topology as sysfs says.
     let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
-    let last: i64 = online.trim().rsplit(['-', ',']).next().unwrap().parse().unwrap();
+    let last: i64 = online
+        .trim()
+        .rsplit(['-', ','])
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(int(&v, "topology", "cpus") >= 1 && int(&v, "topology", "cpus") <= last + 1);
     // Measured costs are positive and of a sane order (ns).
     for (key, max) in [
@@ -54,14 +69,26 @@ fn quick_calibration_writes_a_profile_that_runs() {
     assert!((1..=100_000).contains(&walk), "tlb.walk_level_ns = {walk}");
     // Every value says where it comes from.
     for line in text.lines().filter(|l| l.contains(" = ")) {
-        let tagged = ["measured by calibrate", "read by calibrate", "set by calibrate", "copied from built-in"];
+        let tagged = [
+            "measured by calibrate",
+            "read by calibrate",
+            "set by calibrate",
+            "copied from built-in",
+        ];
         assert!(tagged.iter().any(|t| line.contains(t)), "untagged: {line}");
     }
     assert!(text.contains("measured by calibrate on "), "{text}");
     assert!(text.contains(" / median "), "no spread: {text}");
     // It loads as a profile file and runs an experiment of its architecture.
     if v["arch"].as_str() == Some("x86") {
-        let o = tlbsim(&["run", MADV_MIGRATE, "--profile", s(&out), "--set", "workload.iterations=20"]);
+        let o = tlbsim(&[
+            "run",
+            MADV_MIGRATE,
+            "--profile",
+            s(&out),
+            "--set",
+            "workload.iterations=20",
+        ]);
         assert!(o.status.success(), "{}", stderr(&o));
     }
     // Without --force it refuses to replace the file.
@@ -80,7 +107,10 @@ fn an_unwritable_output_is_refused_before_measuring() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(err.contains("no-such-dir"), "{err}");
-    assert!(!err.contains("null syscall"), "measured before checking: {err}");
+    assert!(
+        !err.contains("null syscall"),
+        "measured before checking: {err}"
+    );
     assert!(!out.exists());
     let o = tlbsim(&["calibrate", "--quick", "-o", s(&dir)]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));

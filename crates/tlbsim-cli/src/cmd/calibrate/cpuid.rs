@@ -110,7 +110,9 @@ pub fn host_stlb() -> Result<TlbGeometry, String> {
     if vendor == "AuthenticAMD" || vendor == "HygonGenuine" {
         let ext = cpuid(0x8000_0000, 0).eax;
         let g = (ext >= 0x8000_0006).then(|| decode_amd_l2_dtlb(cpuid(0x8000_0006, 0).ebx));
-        return g.flatten().ok_or(format!("{vendor}: CPUID leaf 0x80000006 reports no L2 data TLB"));
+        return g.flatten().ok_or(format!(
+            "{vendor}: CPUID leaf 0x80000006 reports no L2 data TLB"
+        ));
     }
     if l0.eax >= 0x18 {
         let subs = cpuid(0x18, 0).eax;
@@ -171,7 +173,10 @@ mod tests {
         let g = decode_leaf2([0x00ff_c301, 0, 0, 0x8000_00c1]).unwrap();
         assert_eq!((g.entries, g.ways), (1536, 6));
         assert_eq!(decode_leaf2([0x0000_0001, 0x8000_c1c1, 0, 0]), None);
-        assert_eq!(decode_leaf2([0x01, 0, 0x00ca_0000, 0]).unwrap().entries, 512);
+        assert_eq!(
+            decode_leaf2([0x01, 0, 0x00ca_0000, 0]).unwrap().entries,
+            512
+        );
     }
 
     #[test]

@@ -79,24 +79,64 @@ fn ns(x: f64) -> i64 {
 /// Topology (sysfs), TLB geometry (CPUID) and the walk (pointer chase).
 pub fn machine(v: &mut Values, r: &Results, tag: &Tag) {
     let t = &r.topo;
-    let src = format!("read by calibrate from /sys/devices/system/cpu on {}", tag.0);
+    let src = format!(
+        "read by calibrate from /sys/devices/system/cpu on {}",
+        tag.0
+    );
     let tm = tag.measured();
-    set(v, "topology", "cpus", t.cpus as i64, format!("{src}: online CPUs"));
-    let cl = format!("{src}: {} ({} SMT threads per core)", t.cluster_source, t.threads_per_core);
-    set(v, "topology", "cpus_per_cluster", t.cpus_per_cluster as i64, cl);
-    set(v, "topology", "sockets", t.sockets as i64, format!("{src}: distinct physical_package_id"));
+    set(
+        v,
+        "topology",
+        "cpus",
+        t.cpus as i64,
+        format!("{src}: online CPUs"),
+    );
+    let cl = format!(
+        "{src}: {} ({} SMT threads per core)",
+        t.cluster_source, t.threads_per_core
+    );
+    set(
+        v,
+        "topology",
+        "cpus_per_cluster",
+        t.cpus_per_cluster as i64,
+        cl,
+    );
+    set(
+        v,
+        "topology",
+        "sockets",
+        t.sockets as i64,
+        format!("{src}: distinct physical_package_id"),
+    );
     let d = format!("{src}: distinct L3 groups (cache/index3/shared_cpu_list) per socket");
-    set(v, "topology", "dies_per_socket", t.dies_per_socket as i64, d);
+    set(
+        v,
+        "topology",
+        "dies_per_socket",
+        t.dies_per_socket as i64,
+        d,
+    );
     if let Ok(g) = &r.stlb {
-        let c = format!("read by calibrate from {} on {}: second-level TLB, 4 KiB pages", g.source, tag.0);
+        let c = format!(
+            "read by calibrate from {} on {}: second-level TLB, 4 KiB pages",
+            g.source, tag.0
+        );
         set(v, "tlb", "tlb_entries", g.entries as i64, c.clone());
         set(v, "tlb", "tlb_ways", g.ways as i64, c);
     }
-    if v.get(&("".to_string(), "arch".to_string())).is_some_and(|e| e.value.as_str() == Some("x86")) {
+    if v.get(&("".to_string(), "arch".to_string()))
+        .is_some_and(|e| e.value.as_str() == Some("x86"))
+    {
         let has = |f: &str| r.cpu_flags.iter().any(|x| x == f);
         if !r.cpu_flags.is_empty() {
             let pcid = has("pcid") && has("invpcid");
-            let c = format!("read by calibrate from /proc/cpuinfo flags on {}: pcid {}, invpcid {}", tag.0, has("pcid"), has("invpcid"));
+            let c = format!(
+                "read by calibrate from /proc/cpuinfo flags on {}: pcid {}, invpcid {}",
+                tag.0,
+                has("pcid"),
+                has("invpcid")
+            );
             set(v, "x86", "pcid", pcid, c);
         }
     }
@@ -149,9 +189,24 @@ pub fn fault_split(r: &Results) -> (f64, f64) {
 pub fn paths(v: &mut Values, r: &Results, u: &Unmeasured, tag: &Tag) {
     let t = &tag.measured();
     let sys = r.syscall.median;
-    set(v, "kernel", "syscall_ns", ns(sys), format!("{t}: getppid() loop, {}", r.syscall.describe()));
+    set(
+        v,
+        "kernel",
+        "syscall_ns",
+        ns(sys),
+        format!("{t}: getppid() loop, {}", r.syscall.describe()),
+    );
     let pipe = r.pipe.median / 2.0 - sys;
-    set(v, "kernel", "pipe_rw_ns", ns(pipe), format!("{t}: 100-byte pipe write+read {} per pair, halved, minus syscall_ns", r.pipe.describe()));
+    set(
+        v,
+        "kernel",
+        "pipe_rw_ns",
+        ns(pipe),
+        format!(
+            "{t}: 100-byte pipe write+read {} per pair, halved, minus syscall_ns",
+            r.pipe.describe()
+        ),
+    );
     let (fault, alloc) = fault_split(r);
     set(v, "kernel", "page_fault_ns", ns(fault), format!("{t}: read fault on fresh anonymous 4 KiB pages (maps the zero page: entry, handling, exit, no allocation), {}", r.read_fault.describe()));
     set(v, "kernel", "page_alloc_ns", ns(alloc), format!("{t}: write fault on fresh anonymous 4 KiB pages {} minus the read fault (allocate, clear, charge)", r.write_fault.describe()));
@@ -163,7 +218,10 @@ pub fn paths(v: &mut Values, r: &Results, u: &Unmeasured, tag: &Tag) {
     let (value, how) = if madv >= fixed {
         (madv, "kept")
     } else {
-        (fixed, "below the empty call's, so the empty call's is taken")
+        (
+            fixed,
+            "below the empty call's, so the empty call's is taken",
+        )
     };
     set(v, "kernel", "madvise_ns", ns(value), format!(
         "{t}: madvise(DONTNEED)+touch of one page {} minus syscall_ns, page_fault_ns, page_alloc_ns and the base's INVLPG {} and pte_update {} ({how}; madvise of an unmapped page alone {})",
@@ -172,10 +230,34 @@ pub fn paths(v: &mut Values, r: &Results, u: &Unmeasured, tag: &Tag) {
     set(v, "kernel", "mprotect_vma_ns", ns(mp), format!(
         "{t}: mprotect RO<->RW of one dirty page {} per call, minus syscall_ns, the base's local flush {} and pte_update {}",
         r.mprotect.describe(), u.flush_ns, u.pte_ns));
-    set(v, "kernel", "mmap_ns", ns(r.mmap.median - sys), format!("{t}: mmap of one anonymous page {}, minus syscall_ns", r.mmap.describe()));
-    set(v, "kernel", "munmap_ns", ns(r.munmap.median - sys), format!("{t}: munmap of one untouched page (its own VMA) {}, minus syscall_ns", r.munmap.describe()));
+    set(
+        v,
+        "kernel",
+        "mmap_ns",
+        ns(r.mmap.median - sys),
+        format!(
+            "{t}: mmap of one anonymous page {}, minus syscall_ns",
+            r.mmap.describe()
+        ),
+    );
+    set(
+        v,
+        "kernel",
+        "munmap_ns",
+        ns(r.munmap.median - sys),
+        format!(
+            "{t}: munmap of one untouched page (its own VMA) {}, minus syscall_ns",
+            r.munmap.describe()
+        ),
+    );
     let a = &r.atomic;
-    set(v, "kernel", "atomic_ns", ns(a.median), format!("{t}: uncontended atomic fetch_add, {}", a.describe()));
+    set(
+        v,
+        "kernel",
+        "atomic_ns",
+        ns(a.median),
+        format!("{t}: uncontended atomic fetch_add, {}", a.describe()),
+    );
 }
 
 /// context_switch_ns (one-CPU ping-pong) and migrate_ns (affinity hop);
@@ -204,11 +286,25 @@ pub fn interconnect(v: &mut Values, r: &Results, u: &Unmeasured, base: &Profile,
     let ack = line.median;
     set(v, "kernel", "cacheline_transfer_ns", ns(ack), format!("{t}: counter ping-ponged between two pinned threads on different cores, half a round trip, {}", line.describe()));
     if let Ok(x) = &r.cross_line {
-        set(v, "kernel", "cacheline_cross_socket_ns", ns(x.median), format!("{t}: the same between sockets, {}", x.describe()));
+        set(
+            v,
+            "kernel",
+            "cacheline_cross_socket_ns",
+            ns(x.median),
+            format!("{t}: the same between sockets, {}", x.describe()),
+        );
     }
-    set(v, "kernel", "ipi_ack_ns", ns(ack), format!("{t}: the csd flag's cache line, = cacheline_transfer_ns"));
+    set(
+        v,
+        "kernel",
+        "ipi_ack_ns",
+        ns(ack),
+        format!("{t}: the csd flag's cache line, = cacheline_transfer_ns"),
+    );
     let Ok(s) = &r.shootdown else { return };
-    let (Some((gap, gaps)), Some(remote)) = (&s.gap, &s.remote) else { return };
+    let (Some((gap, gaps)), Some(remote)) = (&s.gap, &s.remote) else {
+        return;
+    };
     let round = remote.median - s.local.median;
     let handler = (gap.median - u.flush_ns).max(1.0);
     let rest = (round - gap.median - ack).max(2.0);
@@ -221,7 +317,13 @@ pub fn interconnect(v: &mut Values, r: &Results, u: &Unmeasured, base: &Profile,
         "{t}: median gap the interrupted spinning thread saw, {:.0} ns ({gaps} gaps > 300 ns, min {:.0} / max {:.0}), minus the base's INVLPG {} ns", gap.median, gap.min, gap.max, u.flush_ns));
     set(v, "kernel", "ipi_send_ns", ns(rest * share), format!(
         "{head}; minus the handler gap and ipi_ack_ns leaves {rest:.0} ns of send + delivery, split {:.0}:{:.0} as {}'s ipi_send_ns:ipi_latency_ns (not separable from user space)", share * 100.0, (1.0 - share) * 100.0, u.base));
-    set(v, "kernel", "ipi_latency_ns", ns(rest * (1.0 - share)), format!("{head}; the delivery share of the {rest:.0} ns (see ipi_send_ns)"));
+    set(
+        v,
+        "kernel",
+        "ipi_latency_ns",
+        ns(rest * (1.0 - share)),
+        format!("{head}; the delivery share of the {rest:.0} ns (see ipi_send_ns)"),
+    );
 }
 
 #[cfg(test)]
@@ -279,7 +381,8 @@ mod tests {
     }
 
     fn get(v: &Values, s: &str, k: &str) -> Option<i64> {
-        v.get(&(s.to_string(), k.to_string())).and_then(|e| e.value.as_integer())
+        v.get(&(s.to_string(), k.to_string()))
+            .and_then(|e| e.value.as_integer())
     }
 
     #[test]
@@ -293,7 +396,10 @@ mod tests {
         interconnect(&mut v, &r, &u, &base, &tag);
         let k = |key| get(&v, "kernel", key).unwrap_or_else(|| panic!("{key}"));
         assert_eq!(get(&v, "tlb", "walk_level_ns"), Some(20));
-        assert_eq!((k("page_fault_ns"), k("page_alloc_ns"), k("pipe_rw_ns")), (500, 700, 150));
+        assert_eq!(
+            (k("page_fault_ns"), k("page_alloc_ns"), k("pipe_rw_ns")),
+            (500, 700, 150)
+        );
         // 3000 - syscall 100 - fault 500 - alloc 700 - INVLPG 100 - PTE 30.
         assert_eq!(k("madvise_ns"), 1570);
         assert_eq!(k("mprotect_vma_ns"), 1000 - 100 - 100 - 30);

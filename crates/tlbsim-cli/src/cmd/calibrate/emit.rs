@@ -18,7 +18,13 @@ pub struct Entry {
 pub type Values = BTreeMap<(String, String), Entry>;
 
 /// Adds `key = value  # comment` under `section`.
-pub fn set(v: &mut Values, section: &str, key: &str, value: impl Into<toml::Value>, comment: String) {
+pub fn set(
+    v: &mut Values,
+    section: &str,
+    key: &str,
+    value: impl Into<toml::Value>,
+    comment: String,
+) {
     let e = Entry {
         value: value.into(),
         comment: comment.replace('\n', " "),
@@ -93,8 +99,14 @@ pub fn render(
             out.push(format!("{key} = {}  # {}", e.value, e.comment));
         } else {
             let why = why_not(&section, &key);
-            out.push(format!("{key} = {value}  # copied from built-in {base_name} ({why}): {comment}"));
-            copied.push(if section.is_empty() { key.clone() } else { format!("{section}.{key}") });
+            out.push(format!(
+                "{key} = {value}  # copied from built-in {base_name} ({why}): {comment}"
+            ));
+            copied.push(if section.is_empty() {
+                key.clone()
+            } else {
+                format!("{section}.{key}")
+            });
         }
         done.insert(id);
     }
@@ -129,7 +141,10 @@ mod tests {
 
     #[test]
     fn lines_split_at_the_comment_outside_strings() {
-        assert_eq!(split_line("a = \"x#y\"  # c # d"), Some(("a", "\"x#y\"", "c # d")));
+        assert_eq!(
+            split_line("a = \"x#y\"  # c # d"),
+            Some(("a", "\"x#y\"", "c # d"))
+        );
         assert_eq!(split_line("b=1"), Some(("b", "1", "")));
         assert_eq!(split_line("# x = 1"), None);
         assert_eq!(split_line("[kernel]"), None);
@@ -139,8 +154,20 @@ mod tests {
     fn measured_values_replace_copied_ones_in_base_order() {
         let mut v = Values::new();
         set(&mut v, "", "name", "calibrated", "set by calibrate".into());
-        set(&mut v, "kernel", "syscall_ns", 80, "measured by calibrate".into());
-        set(&mut v, "kernel", "atomic_ns", 9, "measured by calibrate".into());
+        set(
+            &mut v,
+            "kernel",
+            "syscall_ns",
+            80,
+            "measured by calibrate".into(),
+        );
+        set(
+            &mut v,
+            "kernel",
+            "atomic_ns",
+            9,
+            "measured by calibrate".into(),
+        );
         let (text, copied) = render("# head\n", "b", BASE, &v, |s, k| format!("no {s}.{k}"));
         assert_eq!(copied, vec!["arch", "kernel.fork_ns", "x86.pcid"]);
         let want = "# head\nname = \"calibrated\"  # set by calibrate\narch = \"x86\"  # copied from built-in b (no .arch): \n\n[kernel]\nsyscall_ns = 80  # measured by calibrate\nfork_ns = 5  # copied from built-in b (no kernel.fork_ns): estimated: # of forks\natomic_ns = 9  # measured by calibrate\n\n[x86]\npcid = true  # copied from built-in b (no x86.pcid): \n";

@@ -95,13 +95,19 @@ pub fn mmap_munmap(b: &Budget) -> Result<(Spread, Spread), String> {
     for _ in 0..=b.reps {
         let t = Instant::now();
         for i in 0..n {
-            let prot = if i % 2 == 0 { libc::PROT_READ } else { libc::PROT_READ | libc::PROT_WRITE };
+            let prot = if i % 2 == 0 {
+                libc::PROT_READ
+            } else {
+                libc::PROT_READ | libc::PROT_WRITE
+            };
             let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
             // SAFETY: a fresh anonymous mapping.
             let p = unsafe { libc::mmap(std::ptr::null_mut(), ps, prot, flags, -1, 0) };
             if p == libc::MAP_FAILED {
                 let e = io::Error::last_os_error();
-                ptrs.drain(..).for_each(|p| unsafe { libc::munmap(p, ps); });
+                ptrs.drain(..).for_each(|p| unsafe {
+                    libc::munmap(p, ps);
+                });
                 return Err(format!("mmap of one page: {e}"));
             }
             ptrs.push(p);
@@ -115,7 +121,10 @@ pub fn mmap_munmap(b: &Budget) -> Result<(Spread, Spread), String> {
         unmaps.push(t.elapsed().as_nanos() as f64 / n as f64);
     }
     // The first batch is a warm-up.
-    Ok((Spread::of(&maps[1..]).expect("reps"), Spread::of(&unmaps[1..]).expect("reps")))
+    Ok((
+        Spread::of(&maps[1..]).expect("reps"),
+        Spread::of(&unmaps[1..]).expect("reps"),
+    ))
 }
 
 /// First touch of fresh anonymous 4 KiB pages (no THP), per page: a read
@@ -149,11 +158,13 @@ pub type NoThp = String;
 /// extent, checked against `AnonHugePages` in /proc/self/smaps_rollup.
 pub fn fault_thp(b: &Budget) -> Result<Result<Spread, NoThp>, String> {
     const HUGE: usize = 2 << 20;
-    let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
-        .unwrap_or_default();
+    let mode =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
     if !mode.contains("[always]") && !mode.contains("[madvise]") {
         let m = mode.trim();
-        return Ok(Err(format!("transparent huge pages are off (enabled: {m:?})")));
+        return Ok(Err(format!(
+            "transparent huge pages are off (enabled: {m:?})"
+        )));
     }
     let extents = if b.quick { 4 } else { 32 };
     let mut samples = Vec::new();

@@ -74,7 +74,10 @@ pub fn run(args: Args) -> ExitCode {
 /// The output must be writable and, without `--force`, new.
 fn check_target(out: &Path, force: bool) -> Result<(), String> {
     if !force && std::fs::symlink_metadata(out).is_ok() {
-        return Err(format!("-o {}: exists (use --force to replace it)", out.display()));
+        return Err(format!(
+            "-o {}: exists (use --force to replace it)",
+            out.display()
+        ));
     }
     check_output("-o", out)
 }
@@ -125,7 +128,9 @@ fn host_arch() -> Result<Arch, String> {
     match std::env::consts::ARCH {
         "x86_64" => Ok(Arch::X86),
         "aarch64" => Ok(Arch::Arm64),
-        a => Err(format!("unsupported architecture {a} (x86_64 and aarch64 only)")),
+        a => Err(format!(
+            "unsupported architecture {a} (x86_64 and aarch64 only)"
+        )),
     }
 }
 
@@ -145,11 +150,17 @@ fn calibrate(args: &Args) -> Result<(), String> {
         quick: args.quick,
     };
     let (host, kernel, tag) = host_tag();
-    say(&format!("host {host}, Linux {kernel}, {}", std::env::consts::ARCH), t0);
+    say(
+        &format!("host {host}, Linux {kernel}, {}", std::env::consts::ARCH),
+        t0,
+    );
     let results = measure(&budget, t0)?;
     let topo = &results.topo;
     let (base, base_text) = nearest(arch, topo.cpus)?;
-    say(&format!("unmeasured values come from built-in profile {}", base.name), t0);
+    say(
+        &format!("unmeasured values come from built-in profile {}", base.name),
+        t0,
+    );
     let text = render(&results, &base, base_text, &tag, &host, &kernel)?;
     write_atomic(&args.output, text.as_bytes())?;
     say(&format!("wrote {}", args.output.display()), t0);
@@ -159,10 +170,26 @@ fn calibrate(args: &Args) -> Result<(), String> {
 /// Runs every benchmark, printing each result as it comes.
 fn measure(b: &Budget, t0: Instant) -> Result<Results, String> {
     let cpus = topology::summarise(&topology::read(Path::new("/sys/devices/system/cpu"))?)?;
-    say(&format!("topology: {} CPUs, {} socket(s), {} per cluster ({}), {} L3 group(s) per socket", cpus.cpus, cpus.sockets, cpus.cpus_per_cluster, cpus.cluster_source, cpus.dies_per_socket), t0);
+    say(
+        &format!(
+            "topology: {} CPUs, {} socket(s), {} per cluster ({}), {} L3 group(s) per socket",
+            cpus.cpus,
+            cpus.sockets,
+            cpus.cpus_per_cluster,
+            cpus.cluster_source,
+            cpus.dies_per_socket
+        ),
+        t0,
+    );
     let stlb = cpuid::host_stlb();
     match &stlb {
-        Ok(g) => say(&format!("second-level TLB: {} entries, {}-way ({})", g.entries, g.ways, g.source), t0),
+        Ok(g) => say(
+            &format!(
+                "second-level TLB: {} entries, {}-way ({})",
+                g.entries, g.ways, g.source
+            ),
+            t0,
+        ),
         Err(e) => say(&format!("TLB geometry: {e}"), t0),
     }
     let allowed = sample::allowed_cpus()?;
@@ -177,7 +204,10 @@ fn measure(b: &Budget, t0: Instant) -> Result<Results, String> {
 }
 
 fn show(what: &str, s: &sample::Spread, t0: Instant) {
-    say(&format!("{what}: {:.0} ns ({})", s.median, s.describe()), t0);
+    say(
+        &format!("{what}: {:.0} ns ({})", s.median, s.describe()),
+        t0,
+    );
 }
 
 /// The benchmarks that run on one CPU.
@@ -225,11 +255,29 @@ impl OneCpu {
         show("uncontended atomic", &atomic, t0);
         let chase_pages = if b.quick { 8_192 } else { 16_384 };
         let chase = cache::tlb_chase(b, chase_pages)?;
-        show(&format!("pointer chase, {chase_pages} pages, one line each"), &chase.0, t0);
+        show(
+            &format!("pointer chase, {chase_pages} pages, one line each"),
+            &chase.0,
+            t0,
+        );
         show("pointer chase, the same lines packed", &chase.1, t0);
         let ping_pong = sched::pipe_ping_pong(b, cpu)?;
         show("pipe ping-pong on one CPU, round trip", &ping_pong, t0);
-        Ok(OneCpu { syscall, pipe, madv_empty, madv_touch, mprotect, mmap, read_fault, write_fault, thp, atomic, chase, chase_pages, ping_pong })
+        Ok(OneCpu {
+            syscall,
+            pipe,
+            madv_empty,
+            madv_touch,
+            mprotect,
+            mmap,
+            read_fault,
+            write_fault,
+            thp,
+            atomic,
+            chase,
+            chase_pages,
+            ping_pong,
+        })
     }
 }
 
@@ -242,9 +290,17 @@ struct TwoCpus {
 }
 
 impl TwoCpus {
-    fn measure(b: &Budget, allowed: &[usize], topo: &topology::HostTopology, t0: Instant) -> Result<TwoCpus, String> {
+    fn measure(
+        b: &Budget,
+        allowed: &[usize],
+        topo: &topology::HostTopology,
+        t0: Instant,
+    ) -> Result<TwoCpus, String> {
         let Some((a, c)) = pair(allowed, topo, false) else {
-            let why = format!("this process may run on {} CPU(s) only (sched_getaffinity)", allowed.len());
+            let why = format!(
+                "this process may run on {} CPU(s) only (sched_getaffinity)",
+                allowed.len()
+            );
             say(&format!("two-CPU benchmarks: not measured: {why}"), t0);
             return Ok(TwoCpus {
                 hop: Err(why.clone()),
@@ -259,7 +315,11 @@ impl TwoCpus {
         let cross_line = match pair(allowed, topo, true) {
             Some((x, y)) => {
                 let s = cache::line_transfer(b, x, y)?;
-                show(&format!("cache-line transfer between sockets (CPUs {x}, {y})"), &s, t0);
+                show(
+                    &format!("cache-line transfer between sockets (CPUs {x}, {y})"),
+                    &s,
+                    t0,
+                );
                 Ok(s)
             }
             None => Err("one socket".to_string()),
@@ -277,19 +337,36 @@ impl TwoCpus {
                     None => say("no run had a shootdown IPI in >= 90 % of its iterations (the other CPU is busy?)", t0),
                 }
                 if let Some((g, n)) = &s.gap {
-                    say(&format!("interrupted thread's gaps: median {:.0} ns over {n}", g.median), t0);
+                    say(
+                        &format!(
+                            "interrupted thread's gaps: median {:.0} ns over {n}",
+                            g.median
+                        ),
+                        t0,
+                    );
                 }
                 Ok(s)
             }
-            None => Err("shootdowns are not IPIs on this architecture (broadcast TLBI)".to_string()),
+            None => {
+                Err("shootdowns are not IPIs on this architecture (broadcast TLBI)".to_string())
+            }
         };
-        Ok(TwoCpus { hop: Ok(hop), line: Ok(line), cross_line, shootdown })
+        Ok(TwoCpus {
+            hop: Ok(hop),
+            line: Ok(line),
+            cross_line,
+            shootdown,
+        })
     }
 }
 
 /// Two allowed CPUs on different cores (SMT siblings only if nothing
 /// else), or on different sockets if `cross_socket`.
-fn pair(allowed: &[usize], topo: &topology::HostTopology, cross_socket: bool) -> Option<(usize, usize)> {
+fn pair(
+    allowed: &[usize],
+    topo: &topology::HostTopology,
+    cross_socket: bool,
+) -> Option<(usize, usize)> {
     let pkg = |c: usize| topo.packages.iter().find(|(x, _)| *x == c).map(|(_, p)| *p);
     let a = *allowed.first()?;
     let others = allowed.iter().copied().filter(|&c| c != a);
@@ -297,11 +374,25 @@ fn pair(allowed: &[usize], topo: &topology::HostTopology, cross_socket: bool) ->
         return others.clone().find(|&c| pkg(c) != pkg(a)).map(|c| (a, c));
     }
     let same_pkg: Vec<usize> = others.filter(|&c| pkg(c) == pkg(a)).collect();
-    let sibling = |c: usize| topo.siblings.iter().any(|s| s.contains(&a) && s.contains(&c));
-    same_pkg.iter().copied().find(|&c| !sibling(c)).or(same_pkg.first().copied()).map(|c| (a, c))
+    let sibling = |c: usize| {
+        topo.siblings
+            .iter()
+            .any(|s| s.contains(&a) && s.contains(&c))
+    };
+    same_pkg
+        .iter()
+        .copied()
+        .find(|&c| !sibling(c))
+        .or(same_pkg.first().copied())
+        .map(|c| (a, c))
 }
 
-fn assemble(topo: topology::HostTopology, stlb: Got<cpuid::TlbGeometry>, o: OneCpu, t: TwoCpus) -> Results {
+fn assemble(
+    topo: topology::HostTopology,
+    stlb: Got<cpuid::TlbGeometry>,
+    o: OneCpu,
+    t: TwoCpus,
+) -> Results {
     Results {
         topo,
         stlb,
@@ -329,15 +420,40 @@ fn assemble(topo: topology::HostTopology, stlb: Got<cpuid::TlbGeometry>, o: OneC
 
 /// The profile text: measured values, the rest copied from `base`; the
 /// text is parsed and validated as a profile before it is returned.
-fn render(r: &Results, base: &Profile, base_text: &str, tag: &Tag, host: &str, kernel: &str) -> Result<String, String> {
+fn render(
+    r: &Results,
+    base: &Profile,
+    base_text: &str,
+    tag: &Tag,
+    host: &str,
+    kernel: &str,
+) -> Result<String, String> {
     let mut v = emit::Values::new();
     let u = Unmeasured::of(base);
-    let name: String = host.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
-    emit::set(&mut v, "", "name", format!("calibrated-{name}"), "set by calibrate".into());
+    let name: String = host
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    emit::set(
+        &mut v,
+        "",
+        "name",
+        format!("calibrated-{name}"),
+        "set by calibrate".into(),
+    );
     let model = cpu_model();
-    let desc = format!("{model}, {} CPUs, as measured by tlbsim calibrate on {host} (Linux {kernel})", r.topo.cpus);
+    let desc = format!(
+        "{model}, {} CPUs, as measured by tlbsim calibrate on {host} (Linux {kernel})",
+        r.topo.cpus
+    );
     emit::set(&mut v, "", "description", desc, "set by calibrate".into());
-    emit::set(&mut v, "", "arch", base.arch.to_string(), format!("{}: the host's architecture", tag.measured()));
+    emit::set(
+        &mut v,
+        "",
+        "arch",
+        base.arch.to_string(),
+        format!("{}: the host's architecture", tag.measured()),
+    );
     derive::machine(&mut v, r, tag);
     derive::paths(&mut v, r, &u, tag);
     derive::scheduling(&mut v, r, &u, tag);
@@ -347,9 +463,15 @@ fn render(r: &Results, base: &Profile, base_text: &str, tag: &Tag, host: &str, k
         tag.0, base.name
     );
     let (text, copied) = emit::render(&head, &base.name, base_text, &v, |s, k| why_not(r, s, k));
-    eprintln!("calibrate: not measured on this host, copied from built-in {}: {}", base.name, copied.join(", "));
-    let p = parse_profile("<calibrated profile>", &text).map_err(|e| format!("internal error: the written profile does not parse: {e}"))?;
-    p.validate().map_err(|e| format!("the measured values make no valid profile: {e}"))?;
+    eprintln!(
+        "calibrate: not measured on this host, copied from built-in {}: {}",
+        base.name,
+        copied.join(", ")
+    );
+    let p = parse_profile("<calibrated profile>", &text)
+        .map_err(|e| format!("internal error: the written profile does not parse: {e}"))?;
+    p.validate()
+        .map_err(|e| format!("the measured values make no valid profile: {e}"))?;
     Ok(text)
 }
 
@@ -357,7 +479,11 @@ fn render(r: &Results, base: &Profile, base_text: &str, tag: &Tag, host: &str, k
 fn cpu_model() -> String {
     let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     info.lines()
-        .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, m)| m.trim().to_string()))
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .and_then(|r| r.split_once(':'))
+                .map(|(_, m)| m.trim().to_string())
+        })
         .unwrap_or_else(|| std::env::consts::ARCH.to_string())
 }
 

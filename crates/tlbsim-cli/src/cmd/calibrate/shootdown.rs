@@ -22,9 +22,11 @@ pub fn shootdown_label() -> Option<&'static str> {
 /// The sum over CPUs of the `/proc/interrupts` line labelled `label`
 /// (`TLB:` on x86); `None` if there is no such line.
 pub fn interrupt_count(text: &str, label: &str) -> Option<u64> {
-    let line = text
-        .lines()
-        .find(|l| l.trim_start().strip_prefix(label).is_some_and(|r| r.starts_with(':')))?;
+    let line = text.lines().find(|l| {
+        l.trim_start()
+            .strip_prefix(label)
+            .is_some_and(|r| r.starts_with(':'))
+    })?;
     let (_, rest) = line.split_once(':')?;
     let counts: Vec<u64> = rest
         .split_whitespace()
@@ -57,8 +59,7 @@ pub struct Shootdown {
 fn read_count(label: &str) -> Result<u64, String> {
     let t = std::fs::read_to_string("/proc/interrupts")
         .map_err(|e| format!("cannot read /proc/interrupts: {e}"))?;
-    interrupt_count(&t, label)
-        .ok_or_else(|| format!("/proc/interrupts has no \"{label}:\" line"))
+    interrupt_count(&t, label).ok_or_else(|| format!("/proc/interrupts has no \"{label}:\" line"))
 }
 
 /// `n` iterations of madvise(DONTNEED) + write of one page: ns per
@@ -76,7 +77,11 @@ fn zap_rep(m: &Mapping, n: u64, label: &str) -> Result<(f64, u64), String> {
 
 /// Spins on `cpu` until `stop`, timing gaps longer than `min_gap_ns`
 /// between consecutive clock reads; returns the gaps.
-fn spin_and_time_gaps(cpu: usize, stop: &AtomicBool, ready: &AtomicBool) -> Result<Vec<f64>, String> {
+fn spin_and_time_gaps(
+    cpu: usize,
+    stop: &AtomicBool,
+    ready: &AtomicBool,
+) -> Result<Vec<f64>, String> {
     const MIN_GAP_NS: u128 = 300;
     pin(cpu)?;
     let mut gaps = Vec::with_capacity(1 << 20);
@@ -103,7 +108,12 @@ const TRIES_PER_REP: usize = 30;
 /// The remote loop with a thread spinning on `b`: the repetitions in
 /// which nearly every iteration sent an IPI (ns per iteration), the
 /// repetitions tried, their IPIs per iteration, the spinning thread's gaps.
-fn remote_reps(m: &Mapping, bud: &Budget, label: &str, b: usize) -> Result<(Vec<f64>, usize, f64, Vec<f64>), String> {
+fn remote_reps(
+    m: &Mapping,
+    bud: &Budget,
+    label: &str,
+    b: usize,
+) -> Result<(Vec<f64>, usize, f64, Vec<f64>), String> {
     let stop = Arc::new(AtomicBool::new(false));
     let ready = Arc::new(AtomicBool::new(false));
     let (s2, r2) = (stop.clone(), ready.clone());
@@ -130,11 +140,18 @@ fn remote_reps(m: &Mapping, bud: &Budget, label: &str, b: usize) -> Result<(Vec<
         }
     }
     stop.store(true, Ordering::Relaxed);
-    let gaps = spinner.join().map_err(|_| "the spinning thread panicked")??;
+    let gaps = spinner
+        .join()
+        .map_err(|_| "the spinning thread panicked")??;
     if let Some(e) = err {
         return Err(e);
     }
-    Ok((good, tried, ipis as f64 / (tried as u64 * n).max(1) as f64, gaps))
+    Ok((
+        good,
+        tried,
+        ipis as f64 / (tried as u64 * n).max(1) as f64,
+        gaps,
+    ))
 }
 
 /// Runs the local and remote loops; `a` and `b` are distinct CPUs.

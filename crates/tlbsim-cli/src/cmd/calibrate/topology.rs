@@ -125,7 +125,10 @@ pub fn summarise(cpus: &[CpuInfo]) -> Result<HostTopology, String> {
     let dies_per_socket = (l3_groups.len() as u32 / sockets).max(1);
     let threads_per_core = cpus.iter().map(|c| c.threads.len()).max().unwrap_or(1) as u32;
     let (cpus_per_cluster, cluster_source) = match cpus.iter().map(|c| c.l2.len()).max() {
-        Some(n) if n > 0 => (n as u32, "CPUs sharing an L2 (cache/index*/shared_cpu_list)"),
+        Some(n) if n > 0 => (
+            n as u32,
+            "CPUs sharing an L2 (cache/index*/shared_cpu_list)",
+        ),
         _ => (threads_per_core, "SMT siblings (no L2 reported)"),
     };
     Ok(HostTopology {
@@ -151,7 +154,10 @@ mod tests {
 
     #[test]
     fn cpu_lists_parse() {
-        assert_eq!(parse_cpu_list("0-3,8,10-11\n"), Some(vec![0, 1, 2, 3, 8, 10, 11]));
+        assert_eq!(
+            parse_cpu_list("0-3,8,10-11\n"),
+            Some(vec![0, 1, 2, 3, 8, 10, 11])
+        );
         assert_eq!(parse_cpu_list("5"), Some(vec![5]));
         assert_eq!(parse_cpu_list(""), Some(vec![]));
         assert_eq!(parse_cpu_list("3-1"), None);
@@ -190,10 +196,22 @@ mod tests {
         // 8 CPUs: 2 packages, 2 L3 groups each, SMT pairs sharing an L2.
         let d = tmp("2s");
         let pairs = ["0-1", "0-1", "2-3", "2-3", "4-5", "4-5", "6-7", "6-7"];
-        let cpus: Vec<_> = (0..8).map(|i| (i / 4, pairs[i as usize], pairs[i as usize], pairs[i as usize])).collect();
+        let cpus: Vec<_> = (0..8)
+            .map(|i| {
+                (
+                    i / 4,
+                    pairs[i as usize],
+                    pairs[i as usize],
+                    pairs[i as usize],
+                )
+            })
+            .collect();
         fixture(&d, "0-7\n", &cpus);
         let t = summarise(&read(&d).unwrap()).unwrap();
-        assert_eq!((t.cpus, t.sockets, t.cpus_per_cluster, t.dies_per_socket), (8, 2, 2, 2));
+        assert_eq!(
+            (t.cpus, t.sockets, t.cpus_per_cluster, t.dies_per_socket),
+            (8, 2, 2, 2)
+        );
         assert_eq!(t.threads_per_core, 2);
         std::fs::remove_dir_all(&d).unwrap();
     }
@@ -203,7 +221,10 @@ mod tests {
         let d = tmp("1s");
         fixture(&d, "0-1", &[(0, "0", "", "0-1"), (0, "1", "", "0-1")]);
         let t = summarise(&read(&d).unwrap()).unwrap();
-        assert_eq!((t.cpus, t.sockets, t.cpus_per_cluster, t.dies_per_socket), (2, 1, 1, 1));
+        assert_eq!(
+            (t.cpus, t.sockets, t.cpus_per_cluster, t.dies_per_socket),
+            (2, 1, 1, 1)
+        );
         assert!(t.cluster_source.starts_with("SMT"));
         std::fs::remove_dir_all(&d).unwrap();
     }
@@ -214,7 +235,10 @@ mod tests {
         fixture(&d, "0", &[(0, "0", "0", "0")]);
         std::fs::write(d.join("cpu0/topology/physical_package_id"), "zero").unwrap();
         let e = read(&d).unwrap_err();
-        assert!(e.contains("physical_package_id") && e.contains("zero"), "{e}");
+        assert!(
+            e.contains("physical_package_id") && e.contains("zero"),
+            "{e}"
+        );
         std::fs::remove_dir_all(&d).unwrap();
     }
 }
