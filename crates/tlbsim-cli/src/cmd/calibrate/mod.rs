@@ -327,30 +327,7 @@ impl TwoCpus {
         let hop = sched::affinity_hop(b, a, c)?;
         show("sched_setaffinity hop", &hop, t0);
         sample::pin(a)?;
-        let shootdown = match shootdown::shootdown_label() {
-            Some(_) => {
-                let s = shootdown::measure(b, a, c)?;
-                show("madvise+touch alone", &s.local, t0);
-                say(&format!("shootdown IPIs counted in /proc/interrupts: {:.2} per iteration over {} runs (alone: {:.2})", s.ipis_per_iter, s.tried, s.local_ipis_per_iter), t0);
-                match &s.remote {
-                    Some(r) => show("madvise+touch with a thread spinning on the other CPU, runs with IPIs", r, t0),
-                    None => say("no run had a shootdown IPI in >= 90 % of its iterations (the other CPU is busy?)", t0),
-                }
-                if let Some((g, n)) = &s.gap {
-                    say(
-                        &format!(
-                            "interrupted thread's gaps: median {:.0} ns over {n}",
-                            g.median
-                        ),
-                        t0,
-                    );
-                }
-                Ok(s)
-            }
-            None => {
-                Err("shootdowns are not IPIs on this architecture (broadcast TLBI)".to_string())
-            }
-        };
+        let shootdown = remote_shootdown(b, a, c, t0)?;
         Ok(TwoCpus {
             hop: Ok(hop),
             line: Ok(line),
@@ -358,6 +335,54 @@ impl TwoCpus {
             shootdown,
         })
     }
+}
+
+/// The shootdown loops on CPUs `a` and `c`, or why they cannot run
+/// (shootdowns are not IPIs here, or /proc/interrupts cannot say).
+fn remote_shootdown(
+    b: &Budget,
+    a: usize,
+    c: usize,
+    t0: Instant,
+) -> Result<Got<shootdown::Shootdown>, String> {
+    let counter = shootdown::shootdown_label()
+        .ok_or_else(|| "shootdowns are not IPIs on this architecture (broadcast TLBI)".to_string())
+        .and_then(shootdown::check_counter);
+    if let Err(why) = counter {
+        say(&format!("remote shootdown: not measured: {why}"), t0);
+        return Ok(Err(why));
+    }
+    let s = shootdown::measure(b, a, c)?;
+    show("madvise+touch alone", &s.local, t0);
+    let per = format!(
+        "{:.2} per iteration over {} runs (alone: {:.2})",
+        s.ipis_per_iter, s.tried, s.local_ipis_per_iter
+    );
+    say(
+        &format!("shootdown IPIs counted in /proc/interrupts: {per}"),
+        t0,
+    );
+    match &s.remote {
+        Some(r) => show(
+            "madvise+touch with a thread spinning on the other CPU, runs with IPIs",
+            r,
+            t0,
+        ),
+        None => say(
+            "no run had a shootdown IPI in >= 90 % of its iterations (the other CPU is busy?)",
+            t0,
+        ),
+    }
+    if let Some((g, n)) = &s.gap {
+        say(
+            &format!(
+                "interrupted thread's gaps: median {:.0} ns over {n}",
+                g.median
+            ),
+            t0,
+        );
+    }
+    Ok(Ok(s))
 }
 
 /// Two allowed CPUs on different cores (SMT siblings only if nothing

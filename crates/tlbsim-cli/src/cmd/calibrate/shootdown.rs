@@ -56,6 +56,12 @@ pub struct Shootdown {
     pub gap: Option<(Spread, usize)>,
 }
 
+/// Can the shootdown counter `label` be read? The error says why not
+/// (no /proc/interrupts, or no such line).
+pub fn check_counter(label: &str) -> Result<(), String> {
+    read_count(label).map(|_| ())
+}
+
 fn read_count(label: &str) -> Result<u64, String> {
     let t = std::fs::read_to_string("/proc/interrupts")
         .map_err(|e| format!("cannot read /proc/interrupts: {e}"))?;
