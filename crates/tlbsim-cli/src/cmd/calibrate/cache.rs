@@ -25,12 +25,16 @@ struct Line(AtomicU64);
 /// Half the round trip of a counter passed between a thread on `a` and
 /// one on `b` (each waits for the other's value and stores the next):
 /// one cache-line transfer, as core-to-core latency tools report it.
+/// Timed in many short runs (a few hundred microseconds each), so that
+/// the runs in which another task preempted one of the threads stay a
+/// minority that the median ignores.
 pub fn line_transfer(bud: &Budget, a: usize, b: usize) -> Result<Spread, String> {
-    let n = bud.n(200_000);
+    let chunk = (bud.n(200_000) / 100).max(100);
+    let runs = bud.reps as u64 * 20;
     let line = Arc::new(Line(AtomicU64::new(0)));
     let start = Arc::new(Barrier::new(2));
     let (l2, s2) = (line.clone(), start.clone());
-    let rounds = n * (bud.reps as u64 + 1);
+    let rounds = chunk * (runs + 1);
     let peer = std::thread::spawn(move || -> Result<(), String> {
         let pinned = pin(b);
         s2.wait();
@@ -51,16 +55,16 @@ pub fn line_transfer(bud: &Budget, a: usize, b: usize) -> Result<Spread, String>
         return Err(e);
     }
     let mut samples = Vec::new();
-    for rep in 0..=bud.reps as u64 {
+    for run in 0..=runs {
         let t = Instant::now();
-        for k in rep * n..(rep + 1) * n {
+        for k in run * chunk..(run + 1) * chunk {
             line.0.store(2 * k + 1, Ordering::Release);
             while line.0.load(Ordering::Acquire) != 2 * k + 2 {
                 std::hint::spin_loop();
             }
         }
-        if rep > 0 {
-            samples.push(t.elapsed().as_nanos() as f64 / n as f64 / 2.0);
+        if run > 0 {
+            samples.push(t.elapsed().as_nanos() as f64 / chunk as f64 / 2.0);
         }
     }
     peer.join().map_err(|_| "the peer thread panicked")??;
