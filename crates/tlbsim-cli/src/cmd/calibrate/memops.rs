@@ -80,7 +80,7 @@ pub fn mprotect_page(b: &Budget) -> Result<Spread, String> {
         min: s.min / 2.0,
         median: s.median / 2.0,
         max: s.max / 2.0,
-        reps: s.reps,
+        ..s
     })
 }
 

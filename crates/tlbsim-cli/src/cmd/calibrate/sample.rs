@@ -48,15 +48,22 @@ impl Spread {
     }
 }
 
-/// Runs `body(n)` (which performs `n` iterations) `reps` times after one
-/// warm-up and returns the spread of ns per iteration.
+/// Short runs per repetition in [`time_reps`].
+pub const RUNS_PER_REP: usize = 10;
+
+/// Runs `body(k)` (which performs `k` iterations) once as a warm-up and
+/// then `reps` x [`RUNS_PER_REP`] times with `k = n / RUNS_PER_REP`, and
+/// returns the spread of ns per iteration over those short runs: on a
+/// busy host a run in which another task preempted the loop is one of
+/// many, which the median ignores.
 pub fn time_reps(reps: usize, n: u64, mut body: impl FnMut(u64)) -> Spread {
-    body(n.div_ceil(10).max(1));
-    let samples: Vec<f64> = (0..reps)
+    let k = (n / RUNS_PER_REP as u64).max(1);
+    body(k);
+    let samples: Vec<f64> = (0..reps * RUNS_PER_REP)
         .map(|_| {
             let t = Instant::now();
-            body(n);
-            t.elapsed().as_nanos() as f64 / n as f64
+            body(k);
+            t.elapsed().as_nanos() as f64 / k as f64
         })
         .collect();
     Spread::of(&samples).expect("reps >= 1")
