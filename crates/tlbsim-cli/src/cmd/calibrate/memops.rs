@@ -3,7 +3,7 @@
 //! and write faults, 2 MiB THP faults. The loops are those of
 //! tools/microbench/kernel_ops.c, mprotect_loop.c, pipe_rw.c, thp_fault.c.
 
-use super::sample::{page_size, time_reps, Mapping, Spread};
+use super::sample::{page_size, time_reps, Mapping, Spread, RUNS_PER_REP};
 use super::Budget;
 use std::io;
 use std::time::Instant;
@@ -129,23 +129,27 @@ pub fn mmap_munmap(b: &Budget) -> Result<(Spread, Spread), String> {
 
 /// First touch of fresh anonymous 4 KiB pages (no THP), per page: a read
 /// maps the shared zero page (fault without allocation), a write
-/// allocates and clears a page.
+/// allocates and clears a page. Each repetition's pages are timed in
+/// [`RUNS_PER_REP`] short runs.
 pub fn fault_4k(b: &Budget, write: bool) -> Result<Spread, String> {
     let ps = page_size();
     let pages = b.n(8_192) as usize;
+    let chunk = (pages / RUNS_PER_REP).max(1);
     let mut samples = Vec::new();
     for rep in 0..=b.reps {
         let m = Mapping::new(pages * ps, Some(libc::MADV_NOHUGEPAGE))?;
-        let t = Instant::now();
-        for i in 0..pages {
-            if write {
-                m.write(i * ps, 1);
-            } else {
-                m.read(i * ps);
+        for run in 0..pages / chunk {
+            let t = Instant::now();
+            for i in run * chunk..(run + 1) * chunk {
+                if write {
+                    m.write(i * ps, 1);
+                } else {
+                    m.read(i * ps);
+                }
             }
-        }
-        if rep > 0 {
-            samples.push(t.elapsed().as_nanos() as f64 / pages as f64);
+            if rep > 0 {
+                samples.push(t.elapsed().as_nanos() as f64 / chunk as f64);
+            }
         }
     }
     Ok(Spread::of(&samples).expect("reps"))
