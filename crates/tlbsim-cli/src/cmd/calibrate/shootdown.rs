@@ -107,9 +107,9 @@ fn spin_and_time_gaps(
 /// Repetitions of the remote loop tried at most, per repetition wanted:
 /// while another task runs on `b` the spinning thread is not there, no
 /// IPI is needed, and the repetition does not count. The remote
-/// repetitions are short (a hundredth of the local ones, a few ms) so
-/// that some fall inside the spinning thread's time slices on a busy host.
-const TRIES_PER_REP: usize = 30;
+/// repetitions are short (100 iterations, a few ms) so that on a busy
+/// host some fall inside the time slices of both threads.
+const TRIES_PER_REP: usize = 60;
 
 /// The remote loop with a thread spinning on `b`: the repetitions in
 /// which nearly every iteration sent an IPI (ns per iteration), the
@@ -127,7 +127,7 @@ fn remote_reps(
     while !ready.load(Ordering::Acquire) && !spinner.is_finished() {
         std::hint::spin_loop();
     }
-    let n = (bud.n(50_000) / 100).max(100);
+    let n = (bud.n(50_000) / 500).max(50);
     let (mut good, mut tried, mut ipis) = (Vec::new(), 0, 0);
     let mut err = None;
     while good.len() < bud.reps && tried < TRIES_PER_REP * bud.reps && !spinner.is_finished() {
