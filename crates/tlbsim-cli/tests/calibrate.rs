@@ -99,6 +99,25 @@ fn quick_calibration_writes_a_profile_that_runs() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The example in docs/data (a real run on the development host) still
+/// loads as a profile and runs.
+#[test]
+fn the_shipped_example_profile_runs() {
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/data/calibrated-dev-host.toml"
+    );
+    let o = tlbsim(&[
+        "run",
+        MADV_MIGRATE,
+        "--profile",
+        example,
+        "--set",
+        "workload.iterations=20",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
 #[test]
 fn an_unwritable_output_is_refused_before_measuring() {
     let dir = scratch_dir("calibrate", "unwritable");
