@@ -99,6 +99,49 @@ fn quick_calibration_writes_a_profile_that_runs() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Confined to one CPU, the two-CPU loops cannot run: the run still
+/// succeeds, says why, and the values they would give are copied with
+/// that reason.
+#[cfg(target_os = "linux")]
+#[test]
+fn on_one_cpu_the_two_cpu_values_are_copied_and_say_why() {
+    use std::os::unix::process::CommandExt;
+    let dir = scratch_dir("calibrate", "one-cpu");
+    let out = dir.join("one.toml");
+    let mut cmd = std::process::Command::new(common::EXE);
+    cmd.args(["calibrate", "--quick", "-o", s(&out)]);
+    // SAFETY: sched_setaffinity is async-signal-safe; the set is plain data.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(0, &mut set);
+            if libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("may run on 1 CPU(s) only"),
+        "{}",
+        stderr(&o)
+    );
+    let text = std::fs::read_to_string(&out).unwrap();
+    for key in ["cacheline_transfer_ns", "ipi_handler_ns", "migrate_ns"] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{key} =")))
+            .unwrap();
+        assert!(
+            line.contains("copied from built-in") && line.contains("1 CPU(s) only"),
+            "{line}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// The example in docs/data (a real run on the development host) still
 /// loads as a profile and runs.
 #[test]
