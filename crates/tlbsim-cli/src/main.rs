@@ -42,6 +42,10 @@ enum Cmd {
     /// Measure the simulator itself on a fixed set of runs: events/s,
     /// host ns per event and peak RSS, with and without the checker.
     Bench(cmd::bench::Args),
+    /// Measure this host with built-in microbenchmarks and write a
+    /// machine profile for it (`-o FILE`; unmeasurable values are copied
+    /// from the nearest built-in profile, and say so).
+    Calibrate(cmd::calibrate::Args),
     /// Run every published experiment and print published vs simulated.
     Reproduce(cmd::reproduce::Args),
     /// Draw a sweep's CSV as a line chart (SVG): two columns as x and y,
@@ -61,6 +65,7 @@ fn main() -> ExitCode {
         Cmd::Policies(a) => cmd::policies::run(a),
         Cmd::Reproduce(a) => cmd::reproduce::run(a),
         Cmd::Bench(a) => cmd::bench::run(a),
+        Cmd::Calibrate(a) => cmd::calibrate::run(a),
         Cmd::Plot(a) => cmd::plot::run(a),
     }
 }

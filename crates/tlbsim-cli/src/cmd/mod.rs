@@ -1,6 +1,7 @@
 //! One module per command: its `Args` (the clap definition) and its `run`.
 
 pub mod bench;
+pub mod calibrate;
 pub mod check;
 pub mod merge;
 pub mod plot;
