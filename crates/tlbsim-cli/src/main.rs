@@ -47,6 +47,9 @@ enum Cmd {
     /// Draw a sweep's CSV as a line chart (SVG): two columns as x and y,
     /// one line per group.
     Plot(cmd::plot::Args),
+    /// Record a command's scheduling, memory-map and page-fault events
+    /// with perf into a tlbsim trace (docs/trace-format.md).
+    Record(cmd::record::Args),
 }
 
 fn main() -> ExitCode {
@@ -62,6 +65,7 @@ fn main() -> ExitCode {
         Cmd::Reproduce(a) => cmd::reproduce::run(a),
         Cmd::Bench(a) => cmd::bench::run(a),
         Cmd::Plot(a) => cmd::plot::run(a),
+        Cmd::Record(a) => cmd::record::run(a),
     }
 }
 
