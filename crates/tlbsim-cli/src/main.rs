@@ -50,6 +50,8 @@ enum Cmd {
     /// Record a command's scheduling, memory-map and page-fault events
     /// with perf into a tlbsim trace (docs/trace-format.md).
     Record(cmd::record::Args),
+    /// Replay a recorded trace on a profile under a policy, checker on.
+    Replay(cmd::replay::Args),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +68,7 @@ fn main() -> ExitCode {
         Cmd::Bench(a) => cmd::bench::run(a),
         Cmd::Plot(a) => cmd::plot::run(a),
         Cmd::Record(a) => cmd::record::run(a),
+        Cmd::Replay(a) => cmd::replay::run(a),
     }
 }
 

@@ -116,14 +116,14 @@ fn record(args: &Args) -> Result<Trace, String> {
         None => std::env::temp_dir().join(format!("tlbsim-record-{}.data", std::process::id())),
     };
     let mut perf = Command::new("perf");
-    perf.args(["record", "-q", "-o"]).arg(&data);
+    perf.args(["record", "-q", "--switch-events", "-o"]).arg(&data);
     for e in &events {
         perf.args(["-e", e]);
     }
     perf.arg("--").args(&args.command);
     let status = perf.status().map_err(|e| format!("cannot run perf: {e}"))?;
     let script = Command::new("perf")
-        .args(["script", "--ns", "-F", "comm,tid,pid,cpu,time,event,trace", "-i"])
+        .args(["script", "--ns", "--show-switch-events", "-F", "comm,tid,pid,cpu,time,event,trace", "-i"])
         .arg(&data)
         .output()
         .map_err(|e| format!("cannot run perf script: {e}"));
@@ -309,6 +309,13 @@ pub fn convert(text: &str, header: Header) -> Result<Trace, String> {
                 tk.pid_seen = true;
             }
         }
+        // Its own event shows a task on a CPU: a sleep or preemption ended
+        // (when perf gives no switch-in record).
+        if let Some(m) = me {
+            if !p.event.starts_with("PERF_RECORD_SWITCH OUT") {
+                resume(&mut tasks, &mut events, m, t, p.cpu);
+            }
+        }
         match p.event {
             "sched:sched_process_fork" => {
                 let Some(parent) = me else { continue };
@@ -360,18 +367,7 @@ pub fn convert(text: &str, header: Header) -> Result<Trace, String> {
                     tasks.get_mut(&prev).expect("present").running = false;
                 }
                 if let Some(next) = next.filter(|x| tasks.contains_key(x)) {
-                    let tk = tasks.get_mut(&next).expect("present");
-                    if let Some((i, since)) = tk.open_block.take() {
-                        if let EventKind::Block { ns, .. } = &mut events[i].kind {
-                            *ns = t - since;
-                        }
-                    }
-                    tk.running = true;
-                    events.push(Event {
-                        t_ns: t,
-                        tid: next,
-                        kind: EventKind::Run { cpu: p.cpu },
-                    });
+                    resume(&mut tasks, &mut events, next, t, p.cpu);
                 }
             }
             "sched:sched_wakeup" => {
@@ -463,6 +459,22 @@ pub fn convert(text: &str, header: Header) -> Result<Trace, String> {
         tasks: order.iter().map(|t| tasks[t].rec.clone()).collect(),
         events,
     })
+}
+
+/// Marks `tid` running on `cpu` from `t` (a `run` event) if it was not,
+/// ending its open sleep.
+fn resume(tasks: &mut BTreeMap<u32, Task>, events: &mut Vec<Event>, tid: u32, t: u64, cpu: u32) {
+    let Some(tk) = tasks.get_mut(&tid) else { return };
+    if tk.running {
+        return;
+    }
+    if let Some((i, since)) = tk.open_block.take() {
+        if let EventKind::Block { ns, .. } = &mut events[i].kind {
+            *ns = t - since;
+        }
+    }
+    tk.running = true;
+    push(events, t, tid, EventKind::Run { cpu });
 }
 
 /// Appends an event; returns its index.
