@@ -459,7 +459,7 @@ impl Parser<'_> {
                     if !tasks.is_empty() || !events.is_empty() {
                         return Err(self.err(Some(word), "header line after the tasks or events"));
                     }
-                    if header.insert(word, rest.trim().to_string()).is_some() {
+                    if header.insert(word, (n, rest.trim().to_string())).is_some() {
                         return Err(self.err(Some(word), "given twice"));
                     }
                 }
@@ -553,19 +553,24 @@ impl Parser<'_> {
         }
     }
 
-    fn header(&self, h: &BTreeMap<&str, String>) -> Result<Header, TraceError> {
-        let get = |k: &str| {
+    /// The header from its lines (keyword → line number, value); an
+    /// error names the line of the bad value.
+    fn header(&mut self, h: &BTreeMap<&str, (usize, String)>) -> Result<Header, TraceError> {
+        let get = |s: &Self, k: &str| {
             h.get(k)
-                .cloned()
-                .ok_or_else(|| self.err(Some(k), "missing header line"))
+                .map(|(_, v)| v.clone())
+                .ok_or_else(|| s.err(Some(k), "missing header line"))
         };
-        let cpus: u32 = get("cpus")?
+        let line_of = |k: &str| h.get(k).map_or(0, |(n, _)| *n);
+        self.line = line_of("cpus");
+        let cpus: u32 = get(self, "cpus")?
             .parse()
             .map_err(|_| self.err(Some("cpus"), "not a number"))?;
         if cpus == 0 || cpus > crate::config::limits::MAX_CPUS {
             return Err(self.err(Some("cpus"), format!("{cpus} is outside 1..=4096")));
         }
-        let page_size_bytes: u64 = get("page_size")?
+        self.line = line_of("page_size");
+        let page_size_bytes: u64 = get(self, "page_size")?
             .parse()
             .map_err(|_| self.err(Some("page_size"), "not a number"))?;
         if !page_size_bytes.is_power_of_two() || !(4096..=65536).contains(&page_size_bytes) {
@@ -574,13 +579,14 @@ impl Parser<'_> {
                 format!("{page_size_bytes} is not 4096, 16384 or 65536"),
             ));
         }
+        self.line = 0;
         Ok(Header {
-            host: get("host")?,
-            kernel: get("kernel")?,
-            arch: get("arch")?,
+            host: get(self, "host")?,
+            kernel: get(self, "kernel")?,
+            arch: get(self, "arch")?,
             cpus,
             page_size_bytes,
-            command: get("command")?,
+            command: get(self, "command")?,
         })
     }
 
@@ -953,5 +959,8 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert_eq!(e, "d:3: field `cpus`: given twice");
+        let text = sample().to_text().replace("cpus 2", "cpus two");
+        let e = Trace::parse("d", &text).unwrap_err().to_string();
+        assert_eq!(e, "d:5: field `cpus`: not a number");
     }
 }

@@ -141,7 +141,6 @@ impl Space {
 
     /// Forgets recorded `[addr, addr+len)`, splitting ranges at its ends.
     fn remove(&mut self, addr: u64, len: u64) {
-        let end = addr.saturating_add(len);
         for (lo, _, l) in self.pieces(addr, len) {
             let (&s, &(e, m)) = self.ranges.range(..=lo).next_back().expect("a piece's range");
             self.ranges.remove(&s);
@@ -153,7 +152,6 @@ impl Space {
                 self.ranges.insert(hi, (e, m + (hi - s)));
             }
         }
-        let _ = end;
     }
 
     /// The model address of recorded `va`, if mapped.
@@ -241,10 +239,6 @@ impl Workload for Replay {
         let root = &trace.tasks[0];
         let space = Rc::new(RefCell::new(Space::default()));
         spawn_user(w, &root.comm, 0, program(shared, root.tid, space))
-    }
-
-    fn check(&self, _profile: &crate::config::Profile) -> Result<(), String> {
-        Ok(())
     }
 }
 
