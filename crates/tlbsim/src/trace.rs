@@ -524,7 +524,10 @@ impl Parser<'_> {
             if t.parent != 0 && !by_tid.contains_key(&t.parent) {
                 return Err(self.err(
                     Some("parent"),
-                    format!("task {}: parent {} is not a task of the trace", t.tid, t.parent),
+                    format!(
+                        "task {}: parent {} is not a task of the trace",
+                        t.tid, t.parent
+                    ),
                 ));
             }
         }
@@ -633,7 +636,10 @@ impl Parser<'_> {
         let l: u64 = self.num(f, key)?;
         let max = crate::config::limits::MAX_PARAM_PAGES * crate::hw::mem::PAGE_SIZE_4K;
         if l > max {
-            return Err(self.err(Some(key), format!("{l} bytes exceeds tlbsim's limit of {max}")));
+            return Err(self.err(
+                Some(key),
+                format!("{l} bytes exceeds tlbsim's limit of {max}"),
+            ));
         }
         Ok(l)
     }
@@ -903,16 +909,19 @@ mod tests {
 
     #[test]
     fn wrong_version_names_file_line_field() {
-        let text = sample().to_text().replacen("tlbsim-trace 1", "tlbsim-trace 7", 1);
+        let text = sample()
+            .to_text()
+            .replacen("tlbsim-trace 1", "tlbsim-trace 7", 1);
         let e = Trace::parse("a.trace", &text).unwrap_err().to_string();
-        assert!(e.starts_with("a.trace:1: field `version`: format version 7"), "{e}");
+        assert!(
+            e.starts_with("a.trace:1: field `version`: format version 7"),
+            "{e}"
+        );
     }
 
     #[test]
     fn malformed_field_names_file_line_field() {
-        let text = sample()
-            .to_text()
-            .replace("len=8192", "len=eight");
+        let text = sample().to_text().replace("len=8192", "len=eight");
         let e = Trace::parse("b.trace", &text).unwrap_err().to_string();
         // magic, 6 header lines, 2 tasks, the run event: the mmap is line 11.
         assert_eq!(e, "b.trace:11: field `len`: `eight` is not a number");

@@ -64,10 +64,13 @@ pub fn run(args: Args) -> ExitCode {
 }
 
 fn tracefs() -> Option<PathBuf> {
-    ["/sys/kernel/tracing/events", "/sys/kernel/debug/tracing/events"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.is_dir())
+    [
+        "/sys/kernel/tracing/events",
+        "/sys/kernel/debug/tracing/events",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .find(|p| p.is_dir())
 }
 
 fn tracepoint_exists(base: &Path, tp: &str) -> bool {
@@ -79,14 +82,19 @@ fn record(args: &Args) -> Result<Trace, String> {
     match Command::new("perf").arg("--version").output() {
         Ok(o) if o.status.success() => {}
         Ok(_) | Err(_) => {
-            return Err("`perf` is not installed or does not run (install linux-perf / linux-tools)".into())
+            return Err(
+                "`perf` is not installed or does not run (install linux-perf / linux-tools)".into(),
+            )
         }
     }
     let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
         .ok()
         .and_then(|s| s.trim().parse::<i32>().ok());
     let root = std::fs::read_to_string("/proc/self/status")
-        .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0")))
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+        })
         .unwrap_or(false);
     if !root && paranoid.is_some_and(|p| p > -1) {
         return Err(format!(
@@ -116,14 +124,22 @@ fn record(args: &Args) -> Result<Trace, String> {
         None => std::env::temp_dir().join(format!("tlbsim-record-{}.data", std::process::id())),
     };
     let mut perf = Command::new("perf");
-    perf.args(["record", "-q", "--switch-events", "-o"]).arg(&data);
+    perf.args(["record", "-q", "--switch-events", "-o"])
+        .arg(&data);
     for e in &events {
         perf.args(["-e", e]);
     }
     perf.arg("--").args(&args.command);
     let status = perf.status().map_err(|e| format!("cannot run perf: {e}"))?;
     let script = Command::new("perf")
-        .args(["script", "--ns", "--show-switch-events", "-F", "comm,tid,pid,cpu,time,event,trace", "-i"])
+        .args([
+            "script",
+            "--ns",
+            "--show-switch-events",
+            "-F",
+            "comm,tid,pid,cpu,time,event,trace",
+            "-i",
+        ])
         .arg(&data)
         .output()
         .map_err(|e| format!("cannot run perf script: {e}"));
@@ -200,7 +216,9 @@ fn numbers(arch: &str) -> Result<Nr, String> {
             madvise: 233,
             clone: 220,
         }),
-        a => Err(format!("recording on {a} is not supported (x86_64 and aarch64 are)")),
+        a => Err(format!(
+            "recording on {a} is not supported (x86_64 and aarch64 are)"
+        )),
     }
 }
 
@@ -361,7 +379,12 @@ pub fn convert(text: &str, header: Header) -> Result<Trace, String> {
                     if state.starts_with('R') {
                         push(&mut events, t, prev, EventKind::Preempt);
                     } else if !state.starts_with('X') && !state.starts_with('Z') {
-                        let i = push(&mut events, t, prev, EventKind::Block { waker: None, ns: 0 });
+                        let i = push(
+                            &mut events,
+                            t,
+                            prev,
+                            EventKind::Block { waker: None, ns: 0 },
+                        );
                         tasks.get_mut(&prev).expect("present").open_block = Some((i, t));
                     }
                     tasks.get_mut(&prev).expect("present").running = false;
@@ -371,13 +394,14 @@ pub fn convert(text: &str, header: Header) -> Result<Trace, String> {
                 }
             }
             "sched:sched_wakeup" => {
-                let (Some(waker), Some(target)) = (
-                    me,
-                    field(p.trace, "pid").and_then(num).map(|x| x as u32),
-                ) else {
+                let (Some(waker), Some(target)) =
+                    (me, field(p.trace, "pid").and_then(num).map(|x| x as u32))
+                else {
                     continue;
                 };
-                let Some(tk) = tasks.get_mut(&target) else { continue };
+                let Some(tk) = tasks.get_mut(&target) else {
+                    continue;
+                };
                 if let Some((i, _)) = tk.open_block {
                     if waker != target {
                         if let EventKind::Block { waker: w, .. } = &mut events[i].kind {
@@ -394,7 +418,12 @@ pub fn convert(text: &str, header: Header) -> Result<Trace, String> {
                 let dest = field(p.trace, "dest_cpu").and_then(num);
                 if let (Some(target), Some(dest)) = (target, dest) {
                     if tasks.contains_key(&target) {
-                        push(&mut events, t, target, EventKind::Migrate { cpu: dest as u32 });
+                        push(
+                            &mut events,
+                            t,
+                            target,
+                            EventKind::Migrate { cpu: dest as u32 },
+                        );
                     }
                 }
             }
@@ -410,7 +439,9 @@ pub fn convert(text: &str, header: Header) -> Result<Trace, String> {
                 let Some(pending) = tasks.get_mut(&m).expect("present").pending.take() else {
                     continue;
                 };
-                let Some(ret) = syscall_ret(p.trace) else { continue };
+                let Some(ret) = syscall_ret(p.trace) else {
+                    continue;
+                };
                 if let Some(ev) = syscall_event(&nr, pending, ret, t) {
                     events.push(Event {
                         t_ns: pending.2,
@@ -426,7 +457,15 @@ pub fn convert(text: &str, header: Header) -> Result<Trace, String> {
                 if let Some(addr) = addr {
                     if addr < tlbsim::trace::MAX_USER_ADDR {
                         // X86_PF_WRITE is bit 1 of the error code.
-                        push(&mut events, t, m, EventKind::Fault { addr, write: code & 2 != 0 });
+                        push(
+                            &mut events,
+                            t,
+                            m,
+                            EventKind::Fault {
+                                addr,
+                                write: code & 2 != 0,
+                            },
+                        );
                     }
                 }
             }
@@ -464,7 +503,9 @@ pub fn convert(text: &str, header: Header) -> Result<Trace, String> {
 /// Marks `tid` running on `cpu` from `t` (a `run` event) if it was not,
 /// ending its open sleep.
 fn resume(tasks: &mut BTreeMap<u32, Task>, events: &mut Vec<Event>, tid: u32, t: u64, cpu: u32) {
-    let Some(tk) = tasks.get_mut(&tid) else { return };
+    let Some(tk) = tasks.get_mut(&tid) else {
+        return;
+    };
     if tk.running {
         return;
     }
@@ -523,7 +564,12 @@ fn syscall_ret(trace: &str) -> Option<i64> {
     trace.rsplit_once("= ")?.1.trim().parse().ok()
 }
 
-fn syscall_event(nr: &Nr, (n, a, t_enter): (u64, [u64; 6], u64), ret: i64, t_exit: u64) -> Option<EventKind> {
+fn syscall_event(
+    nr: &Nr,
+    (n, a, t_enter): (u64, [u64; 6], u64),
+    ret: i64,
+    t_exit: u64,
+) -> Option<EventKind> {
     let dur_ns = t_exit.saturating_sub(t_enter);
     let ok = ret >= 0;
     let page_ok = |addr: u64| addr < tlbsim::trace::MAX_USER_ADDR;
@@ -599,14 +645,26 @@ mod tests {
         };
         let t = convert(SAMPLE, h).unwrap();
         let text = t.to_text();
-        assert!(text.contains("ev 297000 31344 mmap addr=0x7f5450a69000 len=8192 prot=rw- dur=1000"), "{text}");
-        assert!(text.contains("ev 0 31344 tlb_flush reason=3 pages=1"), "{text}");
+        assert!(
+            text.contains("ev 297000 31344 mmap addr=0x7f5450a69000 len=8192 prot=rw- dur=1000"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ev 0 31344 tlb_flush reason=3 pages=1"),
+            "{text}"
+        );
         assert!(text.contains("fault addr=0x7f5450a69000 write=1"), "{text}");
         assert!(text.contains("ev 785000 31344 clone child=31345"), "{text}");
-        assert!(text.contains("ev 885000 31344 block waker=31345 ns=200000"), "{text}");
+        assert!(
+            text.contains("ev 885000 31344 block waker=31345 ns=200000"),
+            "{text}"
+        );
         assert!(text.contains("ev 985000 31345 wake target=31344"), "{text}");
         assert!(text.contains("ev 1085000 31344 run cpu=0"), "{text}");
-        assert!(text.contains("task 31345 pid=31345 parent=31344 kind=process"), "{text}");
+        assert!(
+            text.contains("task 31345 pid=31345 parent=31344 kind=process"),
+            "{text}"
+        );
         // The written trace reads back.
         assert_eq!(Trace::parse("t", &text).unwrap(), t);
     }

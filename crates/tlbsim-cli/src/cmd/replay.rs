@@ -68,7 +68,10 @@ pub fn run(args: Args) -> ExitCode {
     if let Some(p) = &args.policy {
         exp.kernel.tlb_policy = p.clone();
         // x86 policies pick their PCIDs themselves (unless --set says otherwise).
-        let allocator_set = args.sets.iter().any(|s| s.starts_with("kernel.asid_allocator"));
+        let allocator_set = args
+            .sets
+            .iter()
+            .any(|s| s.starts_with("kernel.asid_allocator"));
         if p.starts_with("x86-") && !allocator_set {
             exp.kernel.asid_allocator = "none".into();
         }

@@ -92,9 +92,10 @@ fn supported(t: &Trace) -> Result<(), String> {
                 .iter()
                 .filter(|o| o.pid == me.pid && o.tid != me.tid && o.kind == TaskKind::Thread);
             for th in threads {
-                let created = t.events.iter().any(|c| {
-                    c.t_ns <= e.t_ns && c.kind == EventKind::Clone { child: th.tid }
-                });
+                let created = t
+                    .events
+                    .iter()
+                    .any(|c| c.t_ns <= e.t_ns && c.kind == EventKind::Clone { child: th.tid });
                 let exited = t
                     .events
                     .iter()
@@ -142,7 +143,11 @@ impl Space {
     /// Forgets recorded `[addr, addr+len)`, splitting ranges at its ends.
     fn remove(&mut self, addr: u64, len: u64) {
         for (lo, _, l) in self.pieces(addr, len) {
-            let (&s, &(e, m)) = self.ranges.range(..=lo).next_back().expect("a piece's range");
+            let (&s, &(e, m)) = self
+                .ranges
+                .range(..=lo)
+                .next_back()
+                .expect("a piece's range");
             self.ranges.remove(&s);
             if s < lo {
                 self.ranges.insert(s, (lo, m));
@@ -478,7 +483,10 @@ mod tests {
         s.ranges.insert(0x14000, (0x18000, 0x7000_0000));
         assert_eq!(
             s.pieces(0x13000, 0x2000),
-            vec![(0x13000, 0x9000_3000, 0x1000), (0x14000, 0x7000_0000, 0x1000)]
+            vec![
+                (0x13000, 0x9000_3000, 0x1000),
+                (0x14000, 0x7000_0000, 0x1000)
+            ]
         );
         s.remove(0x11000, 0x1000);
         assert_eq!(s.translate(0x11000), None);

@@ -45,7 +45,10 @@ fn every_fixture_passes_the_checker_with_its_faults_and_flushes() {
         let t = recorded(f);
         let faults = t.counts().get("fault").copied().unwrap_or(0);
         assert!(faults > 0, "{f}: the fixture has faults");
-        for (profile, policy) in [("ampere-32", "arm64-stock"), ("skylake-4c8t", "x86-tlb-gen")] {
+        for (profile, policy) in [
+            ("ampere-32", "arm64-stock"),
+            ("skylake-4c8t", "x86-tlb-gen"),
+        ] {
             let o = run_ok(&replay(profile, policy, &path(f)));
             let s = &o.stats.total;
             // Every recorded fault is an access; a fault the model does not
@@ -69,10 +72,10 @@ fn threads_of_xz_make_remote_flushes() {
     // xz -T2's threads share an mm: the x86 policy shoots down the other
     // CPU (the recorded trace has reason-4 "remote send IPI" flushes).
     let t = recorded("xz");
-    assert!(t.events.iter().any(|e| matches!(
-        e.kind,
-        tlbsim::trace::EventKind::TlbFlush { reason: 4, .. }
-    )));
+    assert!(t
+        .events
+        .iter()
+        .any(|e| matches!(e.kind, tlbsim::trace::EventKind::TlbFlush { reason: 4, .. })));
     let o = run_ok(&replay("skylake-4c8t", "x86-tlb-gen", &path("xz")));
     assert!(o.stats.total.flushes_broadcast > 0);
     let o = run_ok(&replay("ampere-32", "arm64-stock", &path("xz")));
@@ -106,9 +109,17 @@ fn bad_traces_are_refused_naming_file_line_and_field() {
     std::fs::create_dir_all(&dir).unwrap();
     let good = std::fs::read_to_string(path("sort")).unwrap();
     let cases = [
-        ("version", good.replacen("tlbsim-trace 1", "tlbsim-trace 2", 1), ":1: field `version`: format version 2"),
+        (
+            "version",
+            good.replacen("tlbsim-trace 1", "tlbsim-trace 2", 1),
+            ":1: field `version`: format version 2",
+        ),
         ("truncated", good[..good.len() / 2].to_string(), "truncated"),
-        ("malformed", good.replacen("write=", "write=maybe", 1), "field `write`: `maybe"),
+        (
+            "malformed",
+            good.replacen("write=", "write=maybe", 1),
+            "field `write`: `maybe",
+        ),
     ];
     for (name, text, want) in cases {
         let p = dir.join(format!("{name}.trace"));
@@ -118,6 +129,9 @@ fn bad_traces_are_refused_naming_file_line_and_field() {
         assert!(err.contains(&p) && err.contains(want), "{name}: {err}");
     }
     let missing = config_error(&replay("ampere-32", "arm64-stock", "/nonexistent.trace"));
-    assert!(missing.contains("/nonexistent.trace: cannot read"), "{missing}");
+    assert!(
+        missing.contains("/nonexistent.trace: cannot read"),
+        "{missing}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
