@@ -102,6 +102,16 @@ fn record(args: &Args) -> Result<Trace, String> {
             paranoid.unwrap_or(0)
         ));
     }
+    let prog = &args.command[0];
+    let found = if prog.contains('/') {
+        Path::new(prog).is_file()
+    } else {
+        std::env::var_os("PATH")
+            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(prog).is_file()))
+    };
+    if !found {
+        return Err(format!("command `{prog}` not found"));
+    }
     let Some(base) = tracefs() else {
         return Err("tracefs is not mounted (/sys/kernel/tracing): `mount -t tracefs nodev /sys/kernel/tracing`".into());
     };
@@ -151,10 +161,13 @@ fn record(args: &Args) -> Result<Trace, String> {
         eprintln!("tlbsim record: the command exited with {status}; converting what was recorded");
     }
     if !script.status.success() {
-        return Err(format!(
-            "perf script failed: {}",
-            String::from_utf8_lossy(&script.stderr).trim()
-        ));
+        // perf script warns about fields of event kinds the file lacks.
+        let stderr = String::from_utf8_lossy(&script.stderr);
+        let why: Vec<&str> = stderr
+            .lines()
+            .filter(|l| !l.contains("not valid for"))
+            .collect();
+        return Err(format!("perf script failed: {}", why.join("; ")));
     }
     let text = String::from_utf8_lossy(&script.stdout);
     let header = Header {
