@@ -477,6 +477,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_exec_beside_a_live_thread_is_refused() {
+        let text =
+            "tlbsim-trace 1\nhost h\nkernel k\narch x86_64\ncpus 2\npage_size 4096\ncommand c\n\
+task 1 pid=1 parent=0 kind=process comm=a\ntask 2 pid=1 parent=1 kind=thread comm=a\n\
+ev 0 1 clone child=2\nev 5 1 exec\nev 9 2 exit\nend events=3\n";
+        let t = Trace::parse("t", text).unwrap();
+        let e = supported(&t).unwrap_err();
+        assert_eq!(e, "task 1 execs while its thread 2 lives: not supported");
+        // Once the thread has exited, the exec is fine.
+        let t = Trace::parse(
+            "t",
+            &text.replace("ev 5 1 exec\nev 9 2 exit", "ev 5 2 exit\nev 9 1 exec"),
+        )
+        .unwrap();
+        assert!(supported(&t).is_ok());
+    }
+
+    #[test]
     fn pieces_split_and_translate() {
         let mut s = Space::default();
         s.ranges.insert(0x10000, (0x14000, 0x9000_0000));
