@@ -51,6 +51,11 @@ enum Cmd {
     /// Draw a sweep's CSV as a line chart (SVG): two columns as x and y,
     /// one line per group.
     Plot(cmd::plot::Args),
+    /// Record a command's scheduling, memory-map and page-fault events
+    /// with perf into a tlbsim trace (docs/trace-format.md).
+    Record(cmd::record::Args),
+    /// Replay a recorded trace on a profile under a policy, checker on.
+    Replay(cmd::replay::Args),
 }
 
 fn main() -> ExitCode {
@@ -67,6 +72,8 @@ fn main() -> ExitCode {
         Cmd::Bench(a) => cmd::bench::run(a),
         Cmd::Calibrate(a) => cmd::calibrate::run(a),
         Cmd::Plot(a) => cmd::plot::run(a),
+        Cmd::Record(a) => cmd::record::run(a),
+        Cmd::Replay(a) => cmd::replay::run(a),
     }
 }
 

@@ -809,3 +809,44 @@ fn check_writes_its_result_as_json() {
     );
     assert!(v["failure"].is_null());
 }
+
+fn fixture(name: &str) -> String {
+    format!(
+        "{}/../tlbsim/tests/fixtures/traces/{name}.trace",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+#[test]
+fn replay_runs_a_recorded_trace_under_the_checker() {
+    let t = fixture("xz");
+    let o = tlbsim(&[
+        "replay",
+        &t,
+        "--profile",
+        "skylake-4c8t",
+        "--policy",
+        "x86-tlb-gen",
+        "--cpus",
+        "2",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("checker: pass") && stdout.contains("trace_faults"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn replay_of_a_bad_trace_names_file_line_and_field_and_exits_2() {
+    let good = std::fs::read_to_string(fixture("sort")).unwrap();
+    let bad = scratch("bad.trace", &good.replacen("cpus 2", "cpus two", 1));
+    let o = tlbsim(&["replay", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("bad.trace:5: field `cpus`: not a number"),
+        "{err}"
+    );
+}

@@ -23,4 +23,5 @@ pub mod reproduce;
 pub mod sim;
 pub mod stats;
 pub mod step;
+pub mod trace;
 pub mod workload;

@@ -7,6 +7,8 @@ pub mod merge;
 pub mod plot;
 pub mod policies;
 pub mod profiles;
+pub mod record;
+pub mod replay;
 pub mod report_page;
 pub mod reproduce;
 pub mod rerun;

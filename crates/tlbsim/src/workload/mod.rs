@@ -9,6 +9,7 @@ pub mod lifecycle;
 pub mod migrate_bench;
 pub mod mprotect;
 pub mod pageout_race;
+pub mod replay;
 pub mod swap_bench;
 pub mod threads;
 pub mod unixbench;
@@ -110,6 +111,7 @@ pub const WORKLOADS: &[&WorkloadEntry] = &[
     &pageout_race::ENTRY,
     &migrate_bench::ENTRY,
     &unixbench::ENTRY,
+    &replay::ENTRY,
 ];
 
 /// Builds a workload by name, with its resolved parameters. Errors name the

@@ -7,6 +7,7 @@ mod explore;
 mod kernel;
 mod kernel_4_18;
 mod mutants;
+mod replay;
 mod scenarios;
 mod seed000;
 mod seed001;

@@ -1,0 +1,118 @@
+//! `tlbsim replay TRACE`: runs a recorded trace (the `replay` workload)
+//! on a profile under a policy, with the checker on, and prints the run
+//! table (elapsed, flushes, IPIs, page faults) with the trace's own
+//! counts beside it as metrics.
+
+use crate::files::{check_output_or_report, set_args, set_profile, shell_word, Console};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+use tlbsim::config::{apply_sets, parse_toml, Experiment};
+use tlbsim::sim::{RunOptions, SimError};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The trace (`tlbsim record`'s output).
+    trace: PathBuf,
+    /// Machine profile: a built-in name or a profile file (.toml).
+    #[arg(long, default_value = "ampere-32")]
+    profile: String,
+    /// TLB policy (default: the profile architecture's stock policy).
+    #[arg(long)]
+    policy: Option<String>,
+    /// Number of CPUs (default: the profile's).
+    #[arg(long)]
+    cpus: Option<u32>,
+    /// Root seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Set any key of the experiment, as SECTION.KEY=VALUE; repeatable.
+    #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
+    sets: Vec<String>,
+    /// Write the full result as JSON to this file ("-": standard output).
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// The experiment a replay runs, as TOML text.
+pub fn experiment_text(trace: &Path, profile: &str) -> String {
+    let t = trace.display().to_string();
+    let q = |s: &str| toml::Value::String(s.to_string()).to_string();
+    format!(
+        "[experiment]\nname = \"replay\"\nprofile = {}\n\n[checker]\nenabled = true\n\n[workload]\nname = \"replay\"\ntrace = {}\n",
+        q(if profile.ends_with(".toml") { "ampere-32" } else { profile }),
+        q(&t)
+    )
+}
+
+/// Builds the experiment and runs it.
+pub fn run(args: Args) -> ExitCode {
+    let text = experiment_text(&args.trace, &args.profile);
+    let name = "replay";
+    let parsed: Result<Experiment, String> = if args.sets.is_empty() {
+        parse_toml(name, &text).map_err(|e| e.to_string())
+    } else {
+        apply_sets(&text, &args.sets)
+    };
+    let mut exp = match parsed {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = set_profile(&mut exp, &args.profile, Path::new("")) {
+        eprintln!("error: --profile {}: {e}", args.profile);
+        return ExitCode::from(2);
+    }
+    if let Some(p) = &args.policy {
+        exp.kernel.tlb_policy = p.clone();
+        // x86 policies pick their PCIDs themselves (unless --set says otherwise).
+        let allocator_set = args
+            .sets
+            .iter()
+            .any(|s| s.starts_with("kernel.asid_allocator"));
+        if p.starts_with("x86-") && !allocator_set {
+            exp.kernel.asid_allocator = "none".into();
+        }
+    }
+    if let Err(code) = check_output_or_report("--json", args.json.as_deref()) {
+        return code;
+    }
+    let mut again = format!(
+        "tlbsim replay {} --profile {} --seed {}",
+        shell_word(&args.trace.display().to_string()),
+        shell_word(&args.profile),
+        args.seed
+    );
+    if let Some(p) = &args.policy {
+        again.push_str(&format!(" --policy {}", shell_word(p)));
+    }
+    if let Some(c) = args.cpus {
+        again.push_str(&format!(" --cpus {c}"));
+    }
+    again.push_str(&set_args(&args.sets));
+    Console::new(&[args.json.as_deref()]).line(&format!("# {again}"));
+    let opts = RunOptions {
+        seed: Some(args.seed),
+        cpus: args.cpus,
+    };
+    let t0 = Instant::now();
+    match tlbsim::sim::run(&exp, &opts) {
+        Ok(o) => {
+            super::run::print_and_write(&o, t0.elapsed().as_secs_f64(), false, args.json.as_deref())
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            match e {
+                SimError::Config(_) | SimError::Field { .. } | SimError::Flag { .. } => {
+                    ExitCode::from(2)
+                }
+                SimError::Run(_) => {
+                    eprintln!("replay: {again}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}

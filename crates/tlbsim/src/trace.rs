@@ -1,0 +1,975 @@
+//! The recorded-trace format (`tlbsim-trace`, version 1; docs/trace-format.md):
+//! what `tlbsim record` writes and the `replay` workload reads. A text
+//! file, one record a line: a header (format and version, the recording
+//! host, kernel, architecture, CPU count, page size, command), the tasks,
+//! the timed events in time order, and an `end` line counting them (a
+//! file without it was truncated).
+//!
+//! [`Trace::parse`] never panics: every error names the file, the line
+//! and, where one is at fault, the field. Sizes and counts are bounded
+//! ([`MAX_TRACE_EVENTS`], [`crate::config::limits::MAX_TASKS`], lengths by
+//! [`crate::config::limits::MAX_PARAM_PAGES`]).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// The first word of a trace file.
+pub const FORMAT_NAME: &str = "tlbsim-trace";
+/// The format version this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+/// Events one trace may hold (a few hundred MiB of text).
+pub const MAX_TRACE_EVENTS: usize = 1 << 24;
+/// The longest line accepted, in bytes.
+pub const MAX_LINE_BYTES: usize = 4096;
+/// The highest user address accepted (exclusive): 57-bit virtual
+/// addresses (x86 LA57, arm64 52-bit VA fit below it).
+pub const MAX_USER_ADDR: u64 = 1 << 57;
+
+/// Where and how the trace was recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    /// Host name of the recording machine.
+    pub host: String,
+    /// Kernel release (`uname -r`).
+    pub kernel: String,
+    /// Architecture (`uname -m`).
+    pub arch: String,
+    /// Online CPUs when recorded.
+    pub cpus: u32,
+    /// Base page size of the recording kernel, bytes.
+    pub page_size_bytes: u64,
+    /// The recorded command line, words joined by spaces.
+    pub command: String,
+}
+
+/// A process (thread-group leader) or a thread of one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskKind {
+    /// A thread-group leader: its own address space.
+    Process,
+    /// A thread sharing its process's address space.
+    Thread,
+}
+
+/// One recorded task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskRec {
+    /// Its thread id (host numbering).
+    pub tid: u32,
+    /// Its process id (thread-group id).
+    pub pid: u32,
+    /// The task that created it, 0 for the recorded command itself.
+    pub parent: u32,
+    /// Process or thread.
+    pub kind: TaskKind,
+    /// Its command name (no spaces).
+    pub comm: String,
+}
+
+/// What happened (each system call at its entry, with its duration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// `mmap` that returned `addr` (`prot`: [`PROT_READ`] | [`PROT_WRITE`] | [`PROT_EXEC`]).
+    Mmap {
+        /// Address returned.
+        addr: u64,
+        /// Length, bytes.
+        len: u64,
+        /// Protection bits.
+        prot: u32,
+        /// Time in the system call, ns.
+        dur_ns: u64,
+    },
+    /// `munmap(addr, len)`.
+    Munmap {
+        /// Start.
+        addr: u64,
+        /// Length, bytes.
+        len: u64,
+        /// Time in the system call, ns.
+        dur_ns: u64,
+    },
+    /// `mprotect(addr, len, prot)`.
+    Mprotect {
+        /// Start.
+        addr: u64,
+        /// Length, bytes.
+        len: u64,
+        /// Protection bits.
+        prot: u32,
+        /// Time in the system call, ns.
+        dur_ns: u64,
+    },
+    /// `madvise(addr, len, advice)` (Linux's advice numbers).
+    Madvise {
+        /// Start.
+        addr: u64,
+        /// Length, bytes.
+        len: u64,
+        /// `MADV_*` number.
+        advice: u32,
+        /// Time in the system call, ns.
+        dur_ns: u64,
+    },
+    /// `brk` that left the break at `addr`.
+    Brk {
+        /// The break after the call.
+        addr: u64,
+        /// Time in the system call, ns.
+        dur_ns: u64,
+    },
+    /// `mremap(addr, len, new_len)` that returned `new_addr`.
+    Mremap {
+        /// Old start.
+        addr: u64,
+        /// Old length, bytes.
+        len: u64,
+        /// New start.
+        new_addr: u64,
+        /// New length, bytes.
+        new_len: u64,
+        /// Time in the system call, ns.
+        dur_ns: u64,
+    },
+    /// The task created `child` (a thread or a process, as its task record says).
+    Clone {
+        /// The new task's tid.
+        child: u32,
+    },
+    /// `execve` succeeded: a new address space.
+    Exec,
+    /// The task exited.
+    Exit,
+    /// A user page fault.
+    Fault {
+        /// Faulting address.
+        addr: u64,
+        /// A write fault?
+        write: bool,
+    },
+    /// Switched in on `cpu`.
+    Run {
+        /// CPU number.
+        cpu: u32,
+    },
+    /// Switched out asleep; `waker` is the recorded task that woke it,
+    /// `None` if none did (a timer, an interrupt, an untraced task).
+    Block {
+        /// The waking task.
+        waker: Option<u32>,
+        /// How long it slept, ns.
+        ns: u64,
+    },
+    /// Switched out still runnable (preempted).
+    Preempt,
+    /// Woke `target` (which had blocked).
+    Wake {
+        /// The woken task.
+        target: u32,
+    },
+    /// Moved to `cpu` by the scheduler.
+    Migrate {
+        /// New CPU.
+        cpu: u32,
+    },
+    /// `tlb:tlb_flush` (x86): a flush of `pages` pages (-1: all, written as
+    /// `u64::MAX`) for `reason` (`TLB_FLUSH_ON_TASK_SWITCH` = 0, ...).
+    TlbFlush {
+        /// `enum tlb_flush_reason`.
+        reason: u32,
+        /// Pages, `u64::MAX` for a full flush.
+        pages: u64,
+    },
+}
+
+/// `PROT_READ`.
+pub const PROT_READ: u32 = 1;
+/// `PROT_WRITE`.
+pub const PROT_WRITE: u32 = 2;
+/// `PROT_EXEC`.
+pub const PROT_EXEC: u32 = 4;
+
+/// One timed event of one task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Event {
+    /// Time since the first event, ns.
+    pub t_ns: u64,
+    /// The task.
+    pub tid: u32,
+    /// What happened.
+    pub kind: EventKind,
+}
+
+/// A whole trace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trace {
+    /// The header.
+    pub header: Header,
+    /// Tasks, in the order they appeared.
+    pub tasks: Vec<TaskRec>,
+    /// Events, in time order.
+    pub events: Vec<Event>,
+}
+
+/// A parse error: file, line (1-based, 0 for the whole file), field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceError {
+    /// File name as given.
+    pub file: String,
+    /// Line number, 1-based (0: the file as a whole).
+    pub line: usize,
+    /// The offending field, if one is.
+    pub field: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for TraceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.file)?;
+        if self.line > 0 {
+            write!(f, ":{}", self.line)?;
+        }
+        if let Some(k) = &self.field {
+            write!(f, ": field `{k}`")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl std::error::Error for TraceError {}
+
+fn prot_word(p: u32) -> String {
+    let mut s = String::new();
+    s.push(if p & PROT_READ != 0 { 'r' } else { '-' });
+    s.push(if p & PROT_WRITE != 0 { 'w' } else { '-' });
+    s.push(if p & PROT_EXEC != 0 { 'x' } else { '-' });
+    s
+}
+
+impl Trace {
+    /// The trace as text in the current format version.
+    pub fn to_text(&self) -> String {
+        let h = &self.header;
+        let mut s = format!("{FORMAT_NAME} {FORMAT_VERSION}\n");
+        let _ = writeln!(s, "host {}", one_word(&h.host));
+        let _ = writeln!(s, "kernel {}", one_word(&h.kernel));
+        let _ = writeln!(s, "arch {}", one_word(&h.arch));
+        let _ = writeln!(s, "cpus {}", h.cpus);
+        let _ = writeln!(s, "page_size {}", h.page_size_bytes);
+        let _ = writeln!(s, "command {}", h.command.replace('\n', " "));
+        for t in &self.tasks {
+            let kind = match t.kind {
+                TaskKind::Process => "process",
+                TaskKind::Thread => "thread",
+            };
+            let _ = writeln!(
+                s,
+                "task {} pid={} parent={} kind={kind} comm={}",
+                t.tid,
+                t.pid,
+                t.parent,
+                one_word(&t.comm)
+            );
+        }
+        for e in &self.events {
+            let _ = write!(s, "ev {} {} ", e.t_ns, e.tid);
+            let _ = match e.kind {
+                EventKind::Mmap {
+                    addr,
+                    len,
+                    prot,
+                    dur_ns,
+                } => write!(
+                    s,
+                    "mmap addr={addr:#x} len={len} prot={} dur={dur_ns}",
+                    prot_word(prot)
+                ),
+                EventKind::Munmap { addr, len, dur_ns } => {
+                    write!(s, "munmap addr={addr:#x} len={len} dur={dur_ns}")
+                }
+                EventKind::Mprotect {
+                    addr,
+                    len,
+                    prot,
+                    dur_ns,
+                } => write!(
+                    s,
+                    "mprotect addr={addr:#x} len={len} prot={} dur={dur_ns}",
+                    prot_word(prot)
+                ),
+                EventKind::Madvise {
+                    addr,
+                    len,
+                    advice,
+                    dur_ns,
+                } => write!(
+                    s,
+                    "madvise addr={addr:#x} len={len} advice={advice} dur={dur_ns}"
+                ),
+                EventKind::Brk { addr, dur_ns } => write!(s, "brk addr={addr:#x} dur={dur_ns}"),
+                EventKind::Mremap {
+                    addr,
+                    len,
+                    new_addr,
+                    new_len,
+                    dur_ns,
+                } => write!(
+                    s,
+                    "mremap addr={addr:#x} len={len} new_addr={new_addr:#x} new_len={new_len} dur={dur_ns}"
+                ),
+                EventKind::Clone { child } => write!(s, "clone child={child}"),
+                EventKind::Exec => write!(s, "exec"),
+                EventKind::Exit => write!(s, "exit"),
+                EventKind::Fault { addr, write } => {
+                    write!(s, "fault addr={addr:#x} write={}", u8::from(write))
+                }
+                EventKind::Run { cpu } => write!(s, "run cpu={cpu}"),
+                EventKind::Block { waker, ns } => match waker {
+                    Some(w) => write!(s, "block waker={w} ns={ns}"),
+                    None => write!(s, "block waker=none ns={ns}"),
+                },
+                EventKind::Preempt => write!(s, "preempt"),
+                EventKind::Wake { target } => write!(s, "wake target={target}"),
+                EventKind::Migrate { cpu } => write!(s, "migrate cpu={cpu}"),
+                EventKind::TlbFlush { reason, pages } => {
+                    if pages == u64::MAX {
+                        write!(s, "tlb_flush reason={reason} pages=all")
+                    } else {
+                        write!(s, "tlb_flush reason={reason} pages={pages}")
+                    }
+                }
+            };
+            s.push('\n');
+        }
+        let _ = writeln!(s, "end events={}", self.events.len());
+        s
+    }
+
+    /// Parses `text`, read from `file` (named in errors).
+    pub fn parse(file: &str, text: &str) -> Result<Trace, TraceError> {
+        Parser {
+            file,
+            line: 0,
+            field: None,
+        }
+        .parse(text)
+    }
+
+    /// The task record of `tid`.
+    pub fn task(&self, tid: u32) -> Option<&TaskRec> {
+        self.tasks.iter().find(|t| t.tid == tid)
+    }
+
+    /// Counts of events by kind name (`fault`, `mmap`, ...), for reports.
+    pub fn counts(&self) -> BTreeMap<&'static str, u64> {
+        let mut m = BTreeMap::new();
+        for e in &self.events {
+            *m.entry(kind_name(&e.kind)).or_insert(0) += 1;
+        }
+        m
+    }
+}
+
+/// The word naming an event kind in the format.
+pub fn kind_name(k: &EventKind) -> &'static str {
+    match k {
+        EventKind::Mmap { .. } => "mmap",
+        EventKind::Munmap { .. } => "munmap",
+        EventKind::Mprotect { .. } => "mprotect",
+        EventKind::Madvise { .. } => "madvise",
+        EventKind::Brk { .. } => "brk",
+        EventKind::Mremap { .. } => "mremap",
+        EventKind::Clone { .. } => "clone",
+        EventKind::Exec => "exec",
+        EventKind::Exit => "exit",
+        EventKind::Fault { .. } => "fault",
+        EventKind::Run { .. } => "run",
+        EventKind::Block { .. } => "block",
+        EventKind::Preempt => "preempt",
+        EventKind::Wake { .. } => "wake",
+        EventKind::Migrate { .. } => "migrate",
+        EventKind::TlbFlush { .. } => "tlb_flush",
+    }
+}
+
+/// `s` with whitespace replaced by `_` (a header value or comm is one word).
+fn one_word(s: &str) -> String {
+    let w: String = s
+        .chars()
+        .map(|c| if c.is_whitespace() { '_' } else { c })
+        .collect();
+    if w.is_empty() {
+        "-".into()
+    } else {
+        w
+    }
+}
+
+struct Parser<'a> {
+    file: &'a str,
+    line: usize,
+    field: Option<String>,
+}
+
+/// `key=value` fields of one line, each used once.
+struct Fields<'t> {
+    words: Vec<(&'t str, &'t str)>,
+}
+
+impl Parser<'_> {
+    fn err(&self, field: Option<&str>, message: impl Into<String>) -> TraceError {
+        TraceError {
+            file: self.file.to_string(),
+            line: self.line,
+            field: field.map(str::to_string).or_else(|| self.field.clone()),
+            message: message.into(),
+        }
+    }
+
+    fn parse(mut self, text: &str) -> Result<Trace, TraceError> {
+        let mut lines = text.split_inclusive('\n').enumerate().filter_map(|(i, l)| {
+            let body = l.trim_end_matches(['\n', '\r']);
+            let t = body.trim();
+            (!t.is_empty() && !t.starts_with('#')).then_some((i + 1, body, l.ends_with('\n')))
+        });
+        let Some((n, first, _)) = lines.next() else {
+            return Err(self.err(None, format!("empty file: not a {FORMAT_NAME} trace")));
+        };
+        self.line = n;
+        self.check_magic(first)?;
+        let mut header = BTreeMap::new();
+        let mut tasks: Vec<TaskRec> = Vec::new();
+        let mut by_tid: BTreeMap<u32, usize> = BTreeMap::new();
+        let mut events = Vec::new();
+        let mut ended = false;
+        let mut last_t = 0u64;
+        for (n, body, newline) in lines {
+            self.line = n;
+            self.field = None;
+            if ended {
+                return Err(self.err(None, "text after the `end` line"));
+            }
+            if body.len() > MAX_LINE_BYTES {
+                return Err(self.err(None, format!("line longer than {MAX_LINE_BYTES} bytes")));
+            }
+            let (word, rest) = body.trim().split_once(' ').unwrap_or((body.trim(), ""));
+            match word {
+                "host" | "kernel" | "arch" | "cpus" | "page_size" | "command" => {
+                    if !tasks.is_empty() || !events.is_empty() {
+                        return Err(self.err(Some(word), "header line after the tasks or events"));
+                    }
+                    if header.insert(word, (n, rest.trim().to_string())).is_some() {
+                        return Err(self.err(Some(word), "given twice"));
+                    }
+                }
+                "task" => {
+                    if !events.is_empty() {
+                        return Err(self.err(None, "task line after the first event"));
+                    }
+                    let t = self.task(rest)?;
+                    if by_tid.insert(t.tid, tasks.len()).is_some() {
+                        return Err(self.err(Some("tid"), format!("task {} declared twice", t.tid)));
+                    }
+                    if tasks.len() as u64 >= crate::config::limits::MAX_TASKS {
+                        return Err(self.err(None, "more tasks than tlbsim's limit"));
+                    }
+                    tasks.push(t);
+                }
+                "ev" => {
+                    if events.len() >= MAX_TRACE_EVENTS {
+                        return Err(self.err(
+                            None,
+                            format!("more than {MAX_TRACE_EVENTS} events (tlbsim's limit)"),
+                        ));
+                    }
+                    let e = self.event(rest, &by_tid)?;
+                    if e.t_ns < last_t {
+                        return Err(self.err(Some("time"), "events out of time order"));
+                    }
+                    last_t = e.t_ns;
+                    events.push(e);
+                }
+                "end" => {
+                    if !newline {
+                        return Err(self.err(None, "truncated: the `end` line has no newline"));
+                    }
+                    let mut f = self.fields(rest)?;
+                    let count: u64 = self.num(&mut f, "events")?;
+                    self.done(f)?;
+                    if count != events.len() as u64 {
+                        return Err(self.err(
+                            Some("events"),
+                            format!(
+                                "says {count} events but the file has {} (truncated or edited)",
+                                events.len()
+                            ),
+                        ));
+                    }
+                    ended = true;
+                }
+                other => {
+                    return Err(self.err(None, format!("unknown record `{other}`")));
+                }
+            }
+        }
+        if !ended {
+            self.line = 0;
+            self.field = None;
+            return Err(self.err(None, "truncated: no `end` line"));
+        }
+        self.line = 0;
+        let header = self.header(&header)?;
+        for t in &tasks {
+            if t.parent != 0 && !by_tid.contains_key(&t.parent) {
+                return Err(self.err(
+                    Some("parent"),
+                    format!(
+                        "task {}: parent {} is not a task of the trace",
+                        t.tid, t.parent
+                    ),
+                ));
+            }
+        }
+        Ok(Trace {
+            header,
+            tasks,
+            events,
+        })
+    }
+
+    fn check_magic(&self, first: &str) -> Result<(), TraceError> {
+        let mut it = first.split_whitespace();
+        if it.next() != Some(FORMAT_NAME) {
+            return Err(self.err(
+                None,
+                format!("not a {FORMAT_NAME} trace (first line must be `{FORMAT_NAME} {FORMAT_VERSION}`)"),
+            ));
+        }
+        match it.next().map(str::parse::<u32>) {
+            Some(Ok(FORMAT_VERSION)) => Ok(()),
+            Some(Ok(v)) => Err(self.err(
+                Some("version"),
+                format!("format version {v}, this tlbsim reads version {FORMAT_VERSION}"),
+            )),
+            _ => Err(self.err(Some("version"), "missing or not a number")),
+        }
+    }
+
+    /// The header from its lines (keyword → line number, value); an
+    /// error names the line of the bad value.
+    fn header(&mut self, h: &BTreeMap<&str, (usize, String)>) -> Result<Header, TraceError> {
+        let get = |s: &Self, k: &str| {
+            h.get(k)
+                .map(|(_, v)| v.clone())
+                .ok_or_else(|| s.err(Some(k), "missing header line"))
+        };
+        let line_of = |k: &str| h.get(k).map_or(0, |(n, _)| *n);
+        self.line = line_of("cpus");
+        let cpus: u32 = get(self, "cpus")?
+            .parse()
+            .map_err(|_| self.err(Some("cpus"), "not a number"))?;
+        if cpus == 0 || cpus > crate::config::limits::MAX_CPUS {
+            return Err(self.err(Some("cpus"), format!("{cpus} is outside 1..=4096")));
+        }
+        self.line = line_of("page_size");
+        let page_size_bytes: u64 = get(self, "page_size")?
+            .parse()
+            .map_err(|_| self.err(Some("page_size"), "not a number"))?;
+        if !page_size_bytes.is_power_of_two() || !(4096..=65536).contains(&page_size_bytes) {
+            return Err(self.err(
+                Some("page_size"),
+                format!("{page_size_bytes} is not 4096, 16384 or 65536"),
+            ));
+        }
+        self.line = 0;
+        Ok(Header {
+            host: get(self, "host")?,
+            kernel: get(self, "kernel")?,
+            arch: get(self, "arch")?,
+            cpus,
+            page_size_bytes,
+            command: get(self, "command")?,
+        })
+    }
+
+    fn fields<'t>(&self, rest: &'t str) -> Result<Fields<'t>, TraceError> {
+        let mut words = Vec::new();
+        for w in rest.split_whitespace() {
+            let Some((k, v)) = w.split_once('=') else {
+                return Err(self.err(None, format!("`{w}` is not key=value")));
+            };
+            if words.iter().any(|(k2, _)| *k2 == k) {
+                return Err(self.err(Some(k), "given twice"));
+            }
+            words.push((k, v));
+        }
+        Ok(Fields { words })
+    }
+
+    fn raw<'t>(&self, f: &mut Fields<'t>, key: &str) -> Result<&'t str, TraceError> {
+        match f.words.iter().position(|(k, _)| *k == key) {
+            Some(i) => Ok(f.words.remove(i).1),
+            None => Err(self.err(Some(key), "missing")),
+        }
+    }
+
+    fn num<T: TryFrom<u64>>(&self, f: &mut Fields<'_>, key: &str) -> Result<T, TraceError> {
+        let v = self.raw(f, key)?;
+        let n = match v.strip_prefix("0x") {
+            Some(h) => u64::from_str_radix(h, 16),
+            None => v.parse::<u64>(),
+        }
+        .map_err(|_| self.err(Some(key), format!("`{v}` is not a number")))?;
+        T::try_from(n).map_err(|_| self.err(Some(key), format!("{n} is out of range")))
+    }
+
+    fn addr(&self, f: &mut Fields<'_>, key: &str) -> Result<u64, TraceError> {
+        let a: u64 = self.num(f, key)?;
+        if a >= MAX_USER_ADDR {
+            return Err(self.err(Some(key), format!("{a:#x} is not a user address")));
+        }
+        Ok(a)
+    }
+
+    fn len(&self, f: &mut Fields<'_>, key: &str) -> Result<u64, TraceError> {
+        let l: u64 = self.num(f, key)?;
+        let max = crate::config::limits::MAX_PARAM_PAGES * crate::hw::mem::PAGE_SIZE_4K;
+        if l > max {
+            return Err(self.err(
+                Some(key),
+                format!("{l} bytes exceeds tlbsim's limit of {max}"),
+            ));
+        }
+        Ok(l)
+    }
+
+    fn prot(&self, f: &mut Fields<'_>) -> Result<u32, TraceError> {
+        let v = self.raw(f, "prot")?;
+        let b = v.as_bytes();
+        let bad = || self.err(Some("prot"), format!("`{v}` is not like `rw-`"));
+        if b.len() != 3 {
+            return Err(bad());
+        }
+        let mut p = 0;
+        for (i, (c, bit)) in [(b'r', PROT_READ), (b'w', PROT_WRITE), (b'x', PROT_EXEC)]
+            .iter()
+            .enumerate()
+        {
+            if b[i] == *c {
+                p |= bit;
+            } else if b[i] != b'-' {
+                return Err(bad());
+            }
+        }
+        Ok(p)
+    }
+
+    fn done(&self, f: Fields<'_>) -> Result<(), TraceError> {
+        match f.words.first() {
+            Some((k, _)) => Err(self.err(Some(k), "unknown field")),
+            None => Ok(()),
+        }
+    }
+
+    fn task(&self, rest: &str) -> Result<TaskRec, TraceError> {
+        let (tid, rest) = rest.trim().split_once(' ').unwrap_or((rest.trim(), ""));
+        let tid: u32 = tid
+            .parse()
+            .map_err(|_| self.err(Some("tid"), format!("`{tid}` is not a number")))?;
+        let mut f = self.fields(rest)?;
+        let pid = self.num(&mut f, "pid")?;
+        let parent = self.num(&mut f, "parent")?;
+        let kind = match self.raw(&mut f, "kind")? {
+            "process" => TaskKind::Process,
+            "thread" => TaskKind::Thread,
+            k => return Err(self.err(Some("kind"), format!("`{k}` is not process or thread"))),
+        };
+        let comm = self.raw(&mut f, "comm")?.to_string();
+        self.done(f)?;
+        Ok(TaskRec {
+            tid,
+            pid,
+            parent,
+            kind,
+            comm,
+        })
+    }
+
+    fn event(&mut self, rest: &str, tasks: &BTreeMap<u32, usize>) -> Result<Event, TraceError> {
+        let mut w = rest.split_whitespace();
+        let (Some(t), Some(tid), Some(kind)) = (w.next(), w.next(), w.next()) else {
+            return Err(self.err(None, "an event is `ev TIME TID KIND FIELDS...`"));
+        };
+        let t_ns: u64 = t
+            .parse()
+            .map_err(|_| self.err(Some("time"), format!("`{t}` is not a number")))?;
+        let tid: u32 = tid
+            .parse()
+            .map_err(|_| self.err(Some("tid"), format!("`{tid}` is not a number")))?;
+        if !tasks.contains_key(&tid) {
+            return Err(self.err(Some("tid"), format!("task {tid} has no task line")));
+        }
+        let rest = w.collect::<Vec<&str>>().join(" ");
+        let mut f = self.fields(&rest)?;
+        let known = |s: &Self, key: &str, t: u32| {
+            if tasks.contains_key(&t) {
+                Ok(t)
+            } else {
+                Err(s.err(Some(key), format!("task {t} has no task line")))
+            }
+        };
+        let kind = match kind {
+            "mmap" => EventKind::Mmap {
+                addr: self.addr(&mut f, "addr")?,
+                len: self.len(&mut f, "len")?,
+                prot: self.prot(&mut f)?,
+                dur_ns: self.num(&mut f, "dur")?,
+            },
+            "munmap" => EventKind::Munmap {
+                addr: self.addr(&mut f, "addr")?,
+                len: self.len(&mut f, "len")?,
+                dur_ns: self.num(&mut f, "dur")?,
+            },
+            "mprotect" => EventKind::Mprotect {
+                addr: self.addr(&mut f, "addr")?,
+                len: self.len(&mut f, "len")?,
+                prot: self.prot(&mut f)?,
+                dur_ns: self.num(&mut f, "dur")?,
+            },
+            "madvise" => EventKind::Madvise {
+                addr: self.addr(&mut f, "addr")?,
+                len: self.len(&mut f, "len")?,
+                advice: self.num(&mut f, "advice")?,
+                dur_ns: self.num(&mut f, "dur")?,
+            },
+            "brk" => EventKind::Brk {
+                addr: self.addr(&mut f, "addr")?,
+                dur_ns: self.num(&mut f, "dur")?,
+            },
+            "mremap" => EventKind::Mremap {
+                addr: self.addr(&mut f, "addr")?,
+                len: self.len(&mut f, "len")?,
+                new_addr: self.addr(&mut f, "new_addr")?,
+                new_len: self.len(&mut f, "new_len")?,
+                dur_ns: self.num(&mut f, "dur")?,
+            },
+            "clone" => {
+                let c = self.num(&mut f, "child")?;
+                EventKind::Clone {
+                    child: known(self, "child", c)?,
+                }
+            }
+            "exec" => EventKind::Exec,
+            "exit" => EventKind::Exit,
+            "fault" => EventKind::Fault {
+                addr: self.addr(&mut f, "addr")?,
+                write: match self.raw(&mut f, "write")? {
+                    "0" => false,
+                    "1" => true,
+                    v => return Err(self.err(Some("write"), format!("`{v}` is not 0 or 1"))),
+                },
+            },
+            "run" => EventKind::Run {
+                cpu: self.num(&mut f, "cpu")?,
+            },
+            "block" => {
+                let waker = match self.raw(&mut f, "waker")? {
+                    "none" => None,
+                    v => {
+                        let n = v.parse().map_err(|_| {
+                            self.err(Some("waker"), format!("`{v}` is not a tid or none"))
+                        })?;
+                        Some(known(self, "waker", n)?)
+                    }
+                };
+                EventKind::Block {
+                    waker,
+                    ns: self.num(&mut f, "ns")?,
+                }
+            }
+            "preempt" => EventKind::Preempt,
+            "wake" => {
+                let t = self.num(&mut f, "target")?;
+                EventKind::Wake {
+                    target: known(self, "target", t)?,
+                }
+            }
+            "migrate" => EventKind::Migrate {
+                cpu: self.num(&mut f, "cpu")?,
+            },
+            "tlb_flush" => {
+                let reason = self.num(&mut f, "reason")?;
+                let pages = if f.words.iter().any(|(k, v)| *k == "pages" && *v == "all") {
+                    self.raw(&mut f, "pages")?;
+                    u64::MAX
+                } else {
+                    self.num(&mut f, "pages")?
+                };
+                EventKind::TlbFlush { reason, pages }
+            }
+            other => return Err(self.err(Some("kind"), format!("unknown event `{other}`"))),
+        };
+        self.done(f)?;
+        Ok(Event { t_ns, tid, kind })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Trace {
+        Trace {
+            header: Header {
+                host: "box".into(),
+                kernel: "6.1.0".into(),
+                arch: "x86_64".into(),
+                cpus: 2,
+                page_size_bytes: 4096,
+                command: "sort /tmp/x".into(),
+            },
+            tasks: vec![
+                TaskRec {
+                    tid: 10,
+                    pid: 10,
+                    parent: 0,
+                    kind: TaskKind::Process,
+                    comm: "sort".into(),
+                },
+                TaskRec {
+                    tid: 11,
+                    pid: 10,
+                    parent: 10,
+                    kind: TaskKind::Thread,
+                    comm: "sort".into(),
+                },
+            ],
+            events: vec![
+                Event {
+                    t_ns: 0,
+                    tid: 10,
+                    kind: EventKind::Run { cpu: 1 },
+                },
+                Event {
+                    t_ns: 5,
+                    tid: 10,
+                    kind: EventKind::Mmap {
+                        addr: 0x7f00_0000_0000,
+                        len: 8192,
+                        prot: PROT_READ | PROT_WRITE,
+                        dur_ns: 700,
+                    },
+                },
+                Event {
+                    t_ns: 900,
+                    tid: 10,
+                    kind: EventKind::Fault {
+                        addr: 0x7f00_0000_0010,
+                        write: true,
+                    },
+                },
+                Event {
+                    t_ns: 950,
+                    tid: 10,
+                    kind: EventKind::Clone { child: 11 },
+                },
+                Event {
+                    t_ns: 990,
+                    tid: 10,
+                    kind: EventKind::Block {
+                        waker: Some(11),
+                        ns: 100,
+                    },
+                },
+                Event {
+                    t_ns: 1000,
+                    tid: 11,
+                    kind: EventKind::TlbFlush {
+                        reason: 1,
+                        pages: u64::MAX,
+                    },
+                },
+                Event {
+                    t_ns: 1090,
+                    tid: 11,
+                    kind: EventKind::Wake { target: 10 },
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let t = sample();
+        let text = t.to_text();
+        assert_eq!(Trace::parse("x.trace", &text).unwrap(), t);
+        assert_eq!(Trace::parse("x.trace", &text).unwrap().to_text(), text);
+    }
+
+    #[test]
+    fn wrong_version_names_file_line_field() {
+        let text = sample()
+            .to_text()
+            .replacen("tlbsim-trace 1", "tlbsim-trace 7", 1);
+        let e = Trace::parse("a.trace", &text).unwrap_err().to_string();
+        assert!(
+            e.starts_with("a.trace:1: field `version`: format version 7"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn malformed_field_names_file_line_field() {
+        let text = sample().to_text().replace("len=8192", "len=eight");
+        let e = Trace::parse("b.trace", &text).unwrap_err().to_string();
+        // magic, 6 header lines, 2 tasks, the run event: the mmap is line 11.
+        assert_eq!(e, "b.trace:11: field `len`: `eight` is not a number");
+        let text = sample().to_text().replace("write=1", "write=yes");
+        let e = Trace::parse("b.trace", &text).unwrap_err().to_string();
+        assert_eq!(e, "b.trace:12: field `write`: `yes` is not 0 or 1");
+        let text = sample().to_text().replace("target=10", "target=99");
+        let e = Trace::parse("b.trace", &text).unwrap_err().to_string();
+        assert_eq!(e, "b.trace:16: field `target`: task 99 has no task line");
+    }
+
+    #[test]
+    fn truncated_is_an_error() {
+        let text = sample().to_text();
+        // Cut inside the last event: no `end` line.
+        let cut = &text[..text.len() - 20];
+        let e = Trace::parse("c.trace", cut).unwrap_err().to_string();
+        assert!(e.starts_with("c.trace:"), "{e}");
+        let no_end = text.replace("end events=7\n", "");
+        let e = Trace::parse("c.trace", &no_end).unwrap_err().to_string();
+        assert_eq!(e, "c.trace: truncated: no `end` line");
+        let dropped = text.replace("ev 1000 11 tlb_flush reason=1 pages=all\n", "");
+        let e = Trace::parse("c.trace", &dropped).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "c.trace:16: field `events`: says 7 events but the file has 6 (truncated or edited)"
+        );
+    }
+
+    #[test]
+    fn other_errors_never_panic() {
+        for bad in [
+            "",
+            "hello",
+            "tlbsim-trace",
+            "tlbsim-trace 1\nhost a\n",
+            "tlbsim-trace 1\nev 1 2 mmap\nend events=1\n",
+            "tlbsim-trace 1\ntask x\n",
+            "tlbsim-trace 1\ntask 1 pid=1 parent=0 kind=process comm=a\nev 5 1 fault addr=0xffffffffffffffff write=0\nend events=1\n",
+        ] {
+            assert!(Trace::parse("d", bad).is_err(), "{bad:?}");
+        }
+        let e = Trace::parse("d", "tlbsim-trace 1\ncpus 2\ncpus 3\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "d:3: field `cpus`: given twice");
+        let text = sample().to_text().replace("cpus 2", "cpus two");
+        let e = Trace::parse("d", &text).unwrap_err().to_string();
+        assert_eq!(e, "d:5: field `cpus`: not a number");
+    }
+}

@@ -1,0 +1,516 @@
+//! `replay`: runs a recorded trace (`tlbsim record`, docs/trace-format.md)
+//! as a workload. Each recorded task becomes a model task (a thread shares
+//! its process's mm, a process is forked, `exec` gives it a fresh mm);
+//! each runs its recorded events in order:
+//!
+//! - the time it spent on a CPU between two events becomes user work
+//!   (`ctx.user_work`), unscaled: the model runs the recorded host's
+//!   compute as is, whatever the profile;
+//! - `mmap`, `munmap`, `mprotect`, `madvise`, `brk` and `mremap` run the
+//!   model's system calls on the model's address range for the recorded
+//!   one (mappings are placed by the model's `mmap` and the recorded
+//!   addresses translated piece by piece, so they are rebased);
+//! - each recorded page fault becomes a user access to the translated
+//!   address (a read or a write as recorded); an address in no recorded
+//!   mapping (the program image, the stack, the vDSO, mapped at `execve`
+//!   and so never seen by `mmap`) gets an anonymous read-write window of
+//!   [`IMAGE_WINDOW_BYTES`] around it, clipped to the gaps between known
+//!   mappings;
+//! - a recorded sleep that a recorded task ended (`block waker=T`) waits
+//!   for that task's `wake` (a count, so a wake that comes first is not
+//!   lost); a sleep that nothing recorded ended (a timer, I/O, an
+//!   untraced task) is dropped, and its length reported as the metric
+//!   `replay_dropped_sleep_ns`;
+//! - recorded switches, preemptions, migrations and `tlb:tlb_flush` events
+//!   are not replayed (the model's scheduler and TLB policy decide those);
+//!   the trace's counts are reported as metrics `trace_faults` and
+//!   `trace_tlb_flushes` beside the model's.
+//!
+//! The assumptions are listed in docs/model.md, "Trace replay".
+
+use super::{parse_params, Params, Workload, WorkloadEntry};
+use crate::engine::rng::Streams;
+use crate::hw::mem::Perms;
+use crate::kernel::brk::sys_brk;
+use crate::kernel::madvise::{sys_madvise_cold, sys_madvise_free, sys_madvise_pageout};
+use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
+use crate::kernel::mremap::sys_mremap;
+use crate::kernel::sched::{
+    block_until_woken, spawn_user, sys_clone_thread, sys_exec, sys_fork, sys_null, sys_wait,
+    wake_up,
+};
+use crate::kernel::{Ctx, Program, TaskId, World};
+use crate::trace::{EventKind, TaskKind, Trace, PROT_READ, PROT_WRITE};
+use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// The window mapped around a fault outside every recorded mapping.
+pub const IMAGE_WINDOW_BYTES: u64 = 1 << 20;
+const PAGE: u64 = crate::hw::mem::PAGE_SIZE_4K;
+
+/// Parameters.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Replay {
+    /// The trace file (relative to the working directory).
+    pub trace: String,
+    /// The parsed trace.
+    #[serde(skip)]
+    parsed: Option<Arc<Trace>>,
+}
+
+impl Replay {
+    /// From config parameters: reads and parses the trace.
+    pub fn from_params(p: &Params) -> Result<Self, String> {
+        let mut r: Replay = parse_params(p)?;
+        let text = std::fs::read_to_string(&r.trace)
+            .map_err(|e| format!("`trace`: {}: cannot read: {e}", r.trace))?;
+        let t = Trace::parse(&r.trace, &text).map_err(|e| format!("`trace`: {e}"))?;
+        supported(&t).map_err(|e| format!("`trace`: {}: {e}", r.trace))?;
+        r.parsed = Some(Arc::new(t));
+        Ok(r)
+    }
+}
+
+/// Refuses what the replay does not model.
+fn supported(t: &Trace) -> Result<(), String> {
+    if t.tasks.is_empty() {
+        return Err("the trace has no tasks".into());
+    }
+    if t.tasks[0].parent != 0 {
+        return Err("the first task must be the recorded command (parent=0)".into());
+    }
+    // An exec in a process with live threads (which exec kills) is not replayed.
+    for e in &t.events {
+        if e.kind == EventKind::Exec {
+            let me = t.task(e.tid).expect("parsed");
+            let threads = t
+                .tasks
+                .iter()
+                .filter(|o| o.pid == me.pid && o.tid != me.tid && o.kind == TaskKind::Thread);
+            for th in threads {
+                let created = t
+                    .events
+                    .iter()
+                    .any(|c| c.t_ns <= e.t_ns && c.kind == EventKind::Clone { child: th.tid });
+                let exited = t
+                    .events
+                    .iter()
+                    .any(|x| x.tid == th.tid && x.kind == EventKind::Exit && x.t_ns <= e.t_ns);
+                if created && !exited {
+                    return Err(format!(
+                        "task {} execs while its thread {} lives: not supported",
+                        e.tid, th.tid
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A recorded address range's model address, per process.
+#[derive(Debug, Clone, Default)]
+struct Space {
+    /// Recorded start → (recorded end, model start).
+    ranges: BTreeMap<u64, (u64, u64)>,
+    /// The recorded heap start and the model's (first `brk`).
+    heap: Option<(u64, u64)>,
+    /// The recorded break.
+    brk: u64,
+}
+
+impl Space {
+    /// The model pieces `(model addr, len)` of recorded `[addr, addr+len)`.
+    fn pieces(&self, addr: u64, len: u64) -> Vec<(u64, u64, u64)> {
+        let end = addr.saturating_add(len);
+        let mut out = Vec::new();
+        let first = self.ranges.range(..=addr).next_back().map(|(s, _)| *s);
+        let from = first.unwrap_or(addr);
+        for (&s, &(e, m)) in self.ranges.range(from..end) {
+            let lo = s.max(addr);
+            let hi = e.min(end);
+            if lo < hi {
+                out.push((lo, m + (lo - s), hi - lo));
+            }
+        }
+        out
+    }
+
+    /// Forgets recorded `[addr, addr+len)`, splitting ranges at its ends.
+    fn remove(&mut self, addr: u64, len: u64) {
+        for (lo, _, l) in self.pieces(addr, len) {
+            let (&s, &(e, m)) = self
+                .ranges
+                .range(..=lo)
+                .next_back()
+                .expect("a piece's range");
+            self.ranges.remove(&s);
+            if s < lo {
+                self.ranges.insert(s, (lo, m));
+            }
+            let hi = lo + l;
+            if hi < e {
+                self.ranges.insert(hi, (e, m + (hi - s)));
+            }
+        }
+    }
+
+    /// The model address of recorded `va`, if mapped.
+    fn translate(&self, va: u64) -> Option<u64> {
+        if let Some((rs, ms)) = self.heap {
+            if va >= rs && va < self.brk.max(rs) {
+                return Some(ms + (va - rs));
+            }
+        }
+        let (&s, &(e, m)) = self.ranges.range(..=va).next_back()?;
+        (va < e).then_some(m + (va - s))
+    }
+
+    /// The gap around `va` where an image window may go.
+    fn window(&self, va: u64) -> (u64, u64) {
+        let mut lo = va & !(IMAGE_WINDOW_BYTES - 1);
+        let mut hi = lo + IMAGE_WINDOW_BYTES;
+        if let Some((_, &(e, _))) = self.ranges.range(..=va).next_back() {
+            lo = lo.max(e);
+        }
+        if let Some((&s, _)) = self.ranges.range(va + 1..).next() {
+            hi = hi.min(s);
+        }
+        if let Some((rs, _)) = self.heap {
+            let he = self.brk.max(rs);
+            if he <= va {
+                lo = lo.max(he.next_multiple_of(PAGE));
+            } else if rs > va {
+                hi = hi.min(rs);
+            }
+        }
+        (lo & !(PAGE - 1), hi.next_multiple_of(PAGE).max(lo + PAGE))
+    }
+}
+
+fn perms(prot: u32) -> Perms {
+    if prot & PROT_WRITE != 0 {
+        Perms::RW
+    } else if prot & PROT_READ != 0 {
+        Perms::R
+    } else {
+        Perms::NONE
+    }
+}
+
+/// What the tasks of one replay share.
+struct Shared {
+    trace: Arc<Trace>,
+    /// Each task's event indices, in order.
+    by_tid: BTreeMap<u32, Vec<usize>>,
+    /// Wakes received and not yet consumed by a sleep.
+    tokens: RefCell<BTreeMap<u32, u64>>,
+    /// Tasks asleep waiting for a wake, and their model ids.
+    sleeping: RefCell<BTreeMap<u32, TaskId>>,
+}
+
+impl Workload for Replay {
+    fn setup(&self, w: &Rc<World>, _streams: &Streams) -> TaskId {
+        let trace = Arc::clone(self.parsed.as_ref().expect("from_params parsed the trace"));
+        let mut by_tid: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        let mut dropped = 0u64;
+        for (i, e) in trace.events.iter().enumerate() {
+            by_tid.entry(e.tid).or_default().push(i);
+            if let EventKind::Block { waker: None, ns } = e.kind {
+                dropped += ns;
+            }
+        }
+        let counts = trace.counts();
+        {
+            let mut st = w.stats.borrow_mut();
+            let m = &mut st.metrics;
+            m.insert(w.metric("replay_dropped_sleep_ns"), dropped as f64);
+            let c = |k: &str| counts.get(k).copied().unwrap_or(0) as f64;
+            m.insert(w.metric("trace_faults"), c("fault"));
+            m.insert(w.metric("trace_tlb_flushes"), c("tlb_flush"));
+            let span = trace.events.last().map_or(0, |e| e.t_ns);
+            m.insert(w.metric("trace_elapsed_ns"), span as f64);
+        }
+        let shared = Rc::new(Shared {
+            trace: Arc::clone(&trace),
+            by_tid,
+            tokens: RefCell::new(BTreeMap::new()),
+            sleeping: RefCell::new(BTreeMap::new()),
+        });
+        let root = &trace.tasks[0];
+        let space = Rc::new(RefCell::new(Space::default()));
+        spawn_user(w, &root.comm, 0, program(shared, root.tid, space))
+    }
+}
+
+/// The program of recorded task `tid` in address space `space`.
+fn program(shared: Rc<Shared>, tid: u32, space: Rc<RefCell<Space>>) -> Program {
+    Box::new(move |ctx: Ctx| Box::pin(async move { run_task(&ctx, &shared, tid, space).await }))
+}
+
+/// Replays task `tid`'s events, then reaps its children.
+async fn run_task(ctx: &Ctx, sh: &Rc<Shared>, tid: u32, mut space: Rc<RefCell<Space>>) {
+    let idx = sh.by_tid.get(&tid).cloned().unwrap_or_default();
+    let mut running = true;
+    let mut last_end: Option<u64> = None;
+    for i in idx {
+        let e = sh.trace.events[i];
+        if let (true, Some(le)) = (running, last_end) {
+            let gap = e.t_ns.saturating_sub(le);
+            if gap > 0 {
+                ctx.user_work(gap).await;
+            }
+        }
+        let mut dur = 0;
+        match e.kind {
+            EventKind::Run { .. } => running = true,
+            EventKind::Preempt => running = false,
+            EventKind::Migrate { .. } | EventKind::TlbFlush { .. } => {}
+            EventKind::Block { waker, .. } => {
+                running = false;
+                if waker.is_some() {
+                    sleep_until_woken(ctx, sh, tid).await;
+                }
+            }
+            EventKind::Wake { target } => wake(ctx, sh, target).await,
+            EventKind::Clone { child } => {
+                let rec = sh.trace.task(child).expect("parsed").clone();
+                if rec.kind == TaskKind::Thread {
+                    let p = program(Rc::clone(sh), child, Rc::clone(&space));
+                    sys_clone_thread(ctx, &rec.comm, None, p).await;
+                } else {
+                    let copy = Rc::new(RefCell::new(space.borrow().clone()));
+                    sys_fork(ctx, &rec.comm, program(Rc::clone(sh), child, copy)).await;
+                }
+            }
+            EventKind::Exec => {
+                sys_exec(ctx).await;
+                space = Rc::new(RefCell::new(Space::default()));
+            }
+            EventKind::Exit => break,
+            EventKind::Fault { addr, write } => fault(ctx, &space, addr, write).await,
+            _ => dur = memory_op(ctx, &space, e.kind).await,
+        }
+        last_end = Some(e.t_ns + dur);
+    }
+    while sys_wait(ctx).await.is_some() {}
+}
+
+/// Sleeps until a recorded wake for `tid` has arrived (or consumes one
+/// that came first).
+async fn sleep_until_woken(ctx: &Ctx, sh: &Shared, tid: u32) {
+    loop {
+        {
+            let mut t = sh.tokens.borrow_mut();
+            let n = t.entry(tid).or_insert(0);
+            if *n > 0 {
+                *n -= 1;
+                return;
+            }
+            sh.sleeping.borrow_mut().insert(tid, ctx.task);
+        }
+        block_until_woken(ctx).await;
+    }
+}
+
+/// Gives `target` a wake, waking it if it sleeps in [`sleep_until_woken`].
+async fn wake(ctx: &Ctx, sh: &Shared, target: u32) {
+    *sh.tokens.borrow_mut().entry(target).or_insert(0) += 1;
+    let sleeper = sh.sleeping.borrow_mut().remove(&target);
+    if let Some(t) = sleeper {
+        wake_up(ctx, t).await;
+    }
+}
+
+/// A recorded fault: an access to its translated address.
+async fn fault(ctx: &Ctx, space: &Rc<RefCell<Space>>, addr: u64, write: bool) {
+    let mapped = space.borrow().translate(addr);
+    let va = match mapped {
+        Some(v) => v,
+        None => {
+            let (lo, hi) = space.borrow().window(addr);
+            let m = sys_mmap(ctx, hi - lo, Perms::RW).await;
+            space.borrow_mut().ranges.insert(lo, (hi, m));
+            m + (addr - lo)
+        }
+    };
+    // An access the model's mapping denies (e.g. a write to a read-only
+    // page the host made writable by a path not traced) is ignored.
+    ctx.user_access(va, write).await;
+}
+
+/// Runs a recorded memory system call; returns its recorded duration.
+async fn memory_op(ctx: &Ctx, space: &Rc<RefCell<Space>>, k: EventKind) -> u64 {
+    let pieces = |a: u64, l: u64| space.borrow().pieces(a, l.next_multiple_of(PAGE));
+    match k {
+        EventKind::Mmap {
+            addr,
+            len,
+            prot,
+            dur_ns,
+        } => {
+            let len = len.next_multiple_of(PAGE).max(PAGE);
+            // MAP_FIXED over existing mappings unmaps them first.
+            for (_, m, l) in pieces(addr, len) {
+                sys_munmap(ctx, m, l).await;
+            }
+            space.borrow_mut().remove(addr, len);
+            let m = sys_mmap(ctx, len, perms(prot)).await;
+            space.borrow_mut().ranges.insert(addr, (addr + len, m));
+            dur_ns
+        }
+        EventKind::Munmap { addr, len, dur_ns } => {
+            let ps = pieces(addr, len);
+            if ps.is_empty() {
+                sys_null(ctx, "munmap").await;
+            }
+            for (_, m, l) in ps {
+                sys_munmap(ctx, m, l).await;
+            }
+            space.borrow_mut().remove(addr, len.next_multiple_of(PAGE));
+            dur_ns
+        }
+        EventKind::Mprotect {
+            addr,
+            len,
+            prot,
+            dur_ns,
+        } => {
+            let ps = pieces(addr, len);
+            if ps.is_empty() {
+                sys_null(ctx, "mprotect").await;
+            }
+            for (_, m, l) in ps {
+                sys_mprotect(ctx, m, l, perms(prot)).await;
+            }
+            dur_ns
+        }
+        EventKind::Madvise {
+            addr,
+            len,
+            advice,
+            dur_ns,
+        } => {
+            let ps = pieces(addr, len);
+            if ps.is_empty() {
+                sys_null(ctx, "madvise").await;
+            }
+            for (_, m, l) in ps {
+                match advice {
+                    4 => sys_madvise_dontneed(ctx, m, l).await,
+                    8 => sys_madvise_free(ctx, m, l).await,
+                    20 => sys_madvise_cold(ctx, m, l).await,
+                    21 => sys_madvise_pageout(ctx, m, l).await,
+                    // Advice that changes no mapping (WILLNEED, HUGEPAGE, ...).
+                    _ => sys_null(ctx, "madvise").await,
+                }
+            }
+            dur_ns
+        }
+        EventKind::Brk { addr, dur_ns } => {
+            let heap = space.borrow().heap;
+            match heap {
+                None => {
+                    let m = sys_brk(ctx, 0).await;
+                    let mut s = space.borrow_mut();
+                    s.heap = Some((addr, m));
+                    s.brk = addr;
+                }
+                Some((rs, ms)) => {
+                    sys_brk(ctx, ms + addr.saturating_sub(rs)).await;
+                    space.borrow_mut().brk = addr.max(rs);
+                }
+            }
+            dur_ns
+        }
+        EventKind::Mremap {
+            addr,
+            len,
+            new_addr,
+            new_len,
+            dur_ns,
+        } => {
+            let len = len.next_multiple_of(PAGE);
+            let new_len = new_len.next_multiple_of(PAGE).max(PAGE);
+            let ps = pieces(addr, len);
+            let moved = match ps.as_slice() {
+                [(_, m, l)] if *l == len && len == new_len => sys_mremap(ctx, *m, len).await,
+                _ => None,
+            };
+            space.borrow_mut().remove(addr, len);
+            let m = match moved {
+                Some(m) => m,
+                None => {
+                    // A resize: modelled as a new mapping and an unmap of the old.
+                    let m = sys_mmap(ctx, new_len, Perms::RW).await;
+                    for (_, om, l) in ps {
+                        sys_munmap(ctx, om, l).await;
+                    }
+                    m
+                }
+            };
+            space.borrow_mut().remove(new_addr, new_len);
+            space
+                .borrow_mut()
+                .ranges
+                .insert(new_addr, (new_addr + new_len, m));
+            dur_ns
+        }
+        _ => 0,
+    }
+}
+
+/// The registry entry of `replay`.
+pub const ENTRY: WorkloadEntry = WorkloadEntry {
+    name: "replay",
+    description: "a recorded trace (tlbsim record): its tasks' memory operations, faults, compute and wake-ups",
+    new: |p| super::resolved(Replay::from_params(p)?),
+    page_sizes_kib: super::PAGE_SIZE_4K_ONLY,
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exec_beside_a_live_thread_is_refused() {
+        let text =
+            "tlbsim-trace 1\nhost h\nkernel k\narch x86_64\ncpus 2\npage_size 4096\ncommand c\n\
+task 1 pid=1 parent=0 kind=process comm=a\ntask 2 pid=1 parent=1 kind=thread comm=a\n\
+ev 0 1 clone child=2\nev 5 1 exec\nev 9 2 exit\nend events=3\n";
+        let t = Trace::parse("t", text).unwrap();
+        let e = supported(&t).unwrap_err();
+        assert_eq!(e, "task 1 execs while its thread 2 lives: not supported");
+        // Once the thread has exited, the exec is fine.
+        let t = Trace::parse(
+            "t",
+            &text.replace("ev 5 1 exec\nev 9 2 exit", "ev 5 2 exit\nev 9 1 exec"),
+        )
+        .unwrap();
+        assert!(supported(&t).is_ok());
+    }
+
+    #[test]
+    fn pieces_split_and_translate() {
+        let mut s = Space::default();
+        s.ranges.insert(0x10000, (0x14000, 0x9000_0000));
+        s.ranges.insert(0x14000, (0x18000, 0x7000_0000));
+        assert_eq!(
+            s.pieces(0x13000, 0x2000),
+            vec![
+                (0x13000, 0x9000_3000, 0x1000),
+                (0x14000, 0x7000_0000, 0x1000)
+            ]
+        );
+        s.remove(0x11000, 0x1000);
+        assert_eq!(s.translate(0x11000), None);
+        assert_eq!(s.translate(0x12010), Some(0x9000_2010));
+        assert_eq!(s.translate(0x10010), Some(0x9000_0010));
+        let (lo, hi) = s.window(0x11800);
+        assert_eq!((lo, hi), (0x11000, 0x12000));
+    }
+}
