@@ -56,6 +56,9 @@ enum Cmd {
     Record(cmd::record::Args),
     /// Replay a recorded trace on a profile under a policy, checker on.
     Replay(cmd::replay::Args),
+    /// Run will-it-scale's tlb_flush1/2/3 loops on this host and in the
+    /// simulator; print measured vs predicted loops/s and shootdowns.
+    ValidateHost(cmd::validate_host::Args),
 }
 
 fn main() -> ExitCode {
@@ -74,6 +77,7 @@ fn main() -> ExitCode {
         Cmd::Plot(a) => cmd::plot::run(a),
         Cmd::Record(a) => cmd::record::run(a),
         Cmd::Replay(a) => cmd::replay::run(a),
+        Cmd::ValidateHost(a) => cmd::validate_host::run(a),
     }
 }
 

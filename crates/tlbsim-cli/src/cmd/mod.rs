@@ -14,3 +14,4 @@ pub mod reproduce;
 pub mod rerun;
 pub mod run;
 pub mod sweep;
+pub mod validate_host;

@@ -11,9 +11,9 @@ mod cpuid;
 mod derive;
 mod emit;
 mod memops;
-mod sample;
+pub(crate) mod sample;
 mod sched;
-mod shootdown;
+pub(crate) mod shootdown;
 mod topology;
 
 use crate::files::{check_output, write_atomic};
@@ -113,7 +113,7 @@ fn utc_now() -> String {
 }
 
 /// The built-in profile of `arch` with the CPU count closest to `cpus`.
-fn nearest(arch: Arch, cpus: u32) -> Result<(Profile, &'static str), String> {
+pub(crate) fn nearest(arch: Arch, cpus: u32) -> Result<(Profile, &'static str), String> {
     let mut best: Option<(u32, Profile, &'static str)> = None;
     for (name, text) in BUILTIN_PROFILES {
         let p = builtin_profile(name).map_err(|e| e.to_string())?;
@@ -126,7 +126,7 @@ fn nearest(arch: Arch, cpus: u32) -> Result<(Profile, &'static str), String> {
         .ok_or_else(|| format!("no built-in {arch} profile to copy unmeasured values from"))
 }
 
-fn host_arch() -> Result<Arch, String> {
+pub(crate) fn host_arch() -> Result<Arch, String> {
     match std::env::consts::ARCH {
         "x86_64" => Ok(Arch::X86),
         "aarch64" => Ok(Arch::Arm64),

@@ -1,0 +1,479 @@
+//! `tlbsim validate-host`: runs will-it-scale's `tlb_flush1/2/3` loops on
+//! this host (threads and processes, 1..N pinned tasks; `host.rs`) and
+//! the same rows in the simulator (the `tlb-flush` workload on a profile,
+//! with the host's CPU count, under the architecture's default policy),
+//! and prints measured vs predicted loops/s with the error, and the
+//! host's `/proc/interrupts` shootdowns per loop beside the simulated
+//! flush IPIs per loop (issue 18, item 3; docs/validation.md).
+
+mod host;
+
+use crate::cmd::calibrate::sample::allowed_cpus;
+use crate::cmd::calibrate::shootdown::shootdown_label;
+use crate::cmd::calibrate::{host_arch, nearest};
+use crate::files::{check_output, set_profile, write_atomic};
+use host::Mode;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+use tlbsim::config::{parse_toml, Arch};
+use tlbsim::sim::RunOptions;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Machine profile to predict with: a profile file (.toml, e.g. from
+    /// `tlbsim calibrate`) or a built-in name (default: the built-in
+    /// profile of this architecture with the closest CPU count, said so).
+    #[arg(long, value_name = "FILE")]
+    profile: Option<String>,
+    /// Measured seconds per host row (after a warm-up of a fifth of it).
+    #[arg(long, default_value = "1.5")]
+    seconds: String,
+    /// Task counts, comma-separated (each 1..=the CPUs this process may
+    /// use; default: 1 up to that count).
+    #[arg(long, value_name = "N,N,...")]
+    tasks: Option<String>,
+    /// will-it-scale variants, comma-separated (1, 2, 3).
+    #[arg(long, default_value = "1,2,3", value_name = "V,V,...")]
+    variants: String,
+    /// Modes, comma-separated (threads, processes).
+    #[arg(long, default_value = "threads,processes", value_name = "MODE,...")]
+    modes: String,
+    /// TLB policy of the simulation (default: x86-tlb-gen on x86,
+    /// arm64-stock on arm64).
+    #[arg(long)]
+    policy: Option<String>,
+    /// Also write the table as CSV to FILE (whole or not at all).
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+}
+
+/// Validated flags.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Measured duration per host row.
+    pub measure: Duration,
+    /// Task counts.
+    pub tasks: Vec<usize>,
+    /// Variants (1..=3).
+    pub variants: Vec<u32>,
+    /// Modes.
+    pub modes: Vec<Mode>,
+}
+
+fn list<T>(flag: &str, s: &str, one: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
+    let mut out = Vec::new();
+    for w in s.split(',').map(str::trim) {
+        if w.is_empty() {
+            return Err(format!("{flag} {s:?}: an empty item"));
+        }
+        out.push(one(w).map_err(|e| format!("{flag} {s:?}: {e}"))?);
+    }
+    Ok(out)
+}
+
+/// Checks the flags; `cpus` is how many CPUs tasks may be pinned to.
+pub fn plan(
+    seconds: &str,
+    tasks: Option<&str>,
+    variants: &str,
+    modes: &str,
+    cpus: usize,
+) -> Result<Plan, String> {
+    let secs: f64 = seconds
+        .parse()
+        .map_err(|_| format!("--seconds {seconds:?}: not a number"))?;
+    if !(secs.is_finite() && secs > 0.0 && secs <= 600.0) {
+        return Err(format!("--seconds {seconds}: must be > 0 and <= 600"));
+    }
+    let tasks = match tasks {
+        None => (1..=cpus).collect(),
+        Some(t) => list("--tasks", t, |w| match w.parse::<usize>() {
+            Ok(n) if (1..=cpus).contains(&n) => Ok(n),
+            Ok(n) => Err(format!(
+                "{n} tasks: this process may use {cpus} CPU(s), one task per CPU (1..={cpus})"
+            )),
+            Err(_) => Err(format!("{w:?} is not a task count")),
+        })?,
+    };
+    let variants = list("--variants", variants, |w| match w {
+        "1" => Ok(1),
+        "2" => Ok(2),
+        "3" => Ok(3),
+        _ => Err(format!("{w:?}: variants are 1, 2 and 3 (tlb_flush1/2/3)")),
+    })?;
+    let modes = list("--modes", modes, |w| match w {
+        "threads" => Ok(Mode::Threads),
+        "processes" => Ok(Mode::Processes),
+        _ => Err(format!("{w:?}: modes are threads and processes")),
+    })?;
+    Ok(Plan {
+        measure: Duration::from_secs_f64(secs),
+        tasks,
+        variants,
+        modes,
+    })
+}
+
+/// One row of the comparison.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// will-it-scale variant.
+    pub variant: u32,
+    /// Threads or processes.
+    pub mode: Mode,
+    /// Tasks.
+    pub tasks: usize,
+    /// Measured loops/s (sum over tasks).
+    pub measured: f64,
+    /// Host shootdowns per loop (`None`: no counter).
+    pub host_shootdowns_per_loop: Option<f64>,
+    /// Simulated loops/s.
+    pub predicted: f64,
+    /// Simulated flush IPIs received per loop.
+    pub sim_ipis_per_loop: f64,
+}
+
+/// The acceptance bound of issue 18: |error| <= 25 %.
+pub const WITHIN_PCT: f64 = 25.0;
+
+impl Row {
+    /// (predicted - measured) / measured, in %.
+    pub fn error_pct(&self) -> f64 {
+        (self.predicted - self.measured) / self.measured * 100.0
+    }
+    /// Within [`WITHIN_PCT`]?
+    pub fn ok(&self) -> bool {
+        self.error_pct().abs() <= WITHIN_PCT
+    }
+    fn name(&self) -> String {
+        format!("tlb_flush{}_{}", self.variant, self.mode.name())
+    }
+    fn shoot(&self) -> String {
+        self.host_shootdowns_per_loop
+            .map_or("n/a".into(), |s| format!("{s:.3}"))
+    }
+}
+
+/// The printed table, one line per row, and a summary line.
+pub fn table(rows: &[Row]) -> String {
+    let mut s = format!(
+        "{:<24} {:>5} {:>12} {:>12} {:>8} {:>6} {:>11} {:>11}\n",
+        "test", "tasks", "measured/s", "predicted/s", "error%", "±25%", "host_sd/lp", "sim_ipi/lp"
+    );
+    for r in rows {
+        s.push_str(&format!(
+            "{:<24} {:>5} {:>12.0} {:>12.0} {:>+8.1} {:>6} {:>11} {:>11.3}\n",
+            r.name(),
+            r.tasks,
+            r.measured,
+            r.predicted,
+            r.error_pct(),
+            if r.ok() { "ok" } else { "MISS" },
+            r.shoot(),
+            r.sim_ipis_per_loop
+        ));
+    }
+    let ok = rows.iter().filter(|r| r.ok()).count();
+    s.push_str(&format!(
+        "# {ok} of {} rows within ±{WITHIN_PCT:.0} % of measured\n",
+        rows.len()
+    ));
+    s
+}
+
+/// The CSV of the rows (a header line, then one line per row).
+pub fn csv(rows: &[Row]) -> String {
+    let mut s = String::from("test,variant,mode,tasks,measured_loops_per_s,predicted_loops_per_s,error_pct,within_25_pct,host_shootdowns_per_loop,sim_ipis_per_loop\n");
+    for r in rows {
+        s.push_str(&format!(
+            "{},{},{},{},{:.1},{:.1},{:.2},{},{},{:.4}\n",
+            r.name(),
+            r.variant,
+            r.mode.name(),
+            r.tasks,
+            r.measured,
+            r.predicted,
+            r.error_pct(),
+            r.ok(),
+            r.host_shootdowns_per_loop
+                .map_or(String::new(), |v| format!("{v:.4}")),
+            r.sim_ipis_per_loop
+        ));
+    }
+    s
+}
+
+/// Simulated pages per task (after no warm-up: the IPIs per loop are
+/// counted over the whole run).
+const SIM_ITERATIONS: u64 = 2000;
+
+/// The simulation's experiment for one row.
+fn experiment_text(variant: u32, mode: Mode, tasks: usize, policy: &str) -> String {
+    format!(
+        "[experiment]\nname = \"validate-host\"\nprofile = \"skylake-4c8t\"\nseed = 1\n\n\
+         [kernel]\ntlb_policy = \"{policy}\"\nasid_allocator = \"none\"\n\n\
+         [workload]\nname = \"tlb-flush\"\nvariant = {variant}\nmode = \"{}\"\ntasks = {tasks}\niterations = {SIM_ITERATIONS}\n",
+        mode.name()
+    )
+}
+
+/// Simulates one row on `profile` with `cpus` CPUs: (loops/s, flush
+/// IPIs received per loop).
+fn simulate(
+    profile: &str,
+    policy: &str,
+    cpus: u32,
+    variant: u32,
+    mode: Mode,
+    tasks: usize,
+) -> Result<(f64, f64), String> {
+    let text = experiment_text(variant, mode, tasks, policy);
+    let mut exp = parse_toml("validate-host", &text).map_err(|e| e.to_string())?;
+    set_profile(&mut exp, profile, Path::new(""))
+        .map_err(|e| format!("--profile {profile}: {e}"))?;
+    if !policy.starts_with("x86-") {
+        exp.kernel.asid_allocator = tlbsim::config::KernelConfig::default().asid_allocator;
+    }
+    let opts = RunOptions {
+        seed: Some(1),
+        cpus: Some(cpus),
+    };
+    let o = tlbsim::sim::run(&exp, &opts).map_err(|e| e.to_string())?;
+    let rate = *o
+        .metrics
+        .get("loops_per_s")
+        .ok_or("the tlb-flush workload reported no loops_per_s")?;
+    let t = &o.stats.total;
+    let ipis = (t.ipi_call + t.ipi_call_single) as f64;
+    Ok((rate, ipis / (SIM_ITERATIONS as f64 * tasks as f64)))
+}
+
+/// The host's kernel release (`uname -r`).
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Runs every row; exit 2 for bad flags or output, 1 when a benchmark or
+/// simulation fails.
+pub fn run(args: Args) -> ExitCode {
+    let bad = |e: String| {
+        eprintln!("error: {e}");
+        ExitCode::from(2)
+    };
+    if !cfg!(target_os = "linux") {
+        return bad("validate-host runs on Linux only".into());
+    }
+    let arch = match host_arch() {
+        Ok(a) => a,
+        Err(e) => return bad(e),
+    };
+    let allowed = match allowed_cpus() {
+        Ok(c) => c,
+        Err(e) => return bad(e),
+    };
+    let p = match plan(
+        &args.seconds,
+        args.tasks.as_deref(),
+        &args.variants,
+        &args.modes,
+        allowed.len(),
+    ) {
+        Ok(p) => p,
+        Err(e) => return bad(e),
+    };
+    if let Some(c) = &args.csv {
+        if let Err(e) = check_output("--csv", c) {
+            return bad(e);
+        }
+    }
+    let policy = args.policy.clone().unwrap_or_else(|| {
+        match arch {
+            Arch::X86 => "x86-tlb-gen",
+            Arch::Arm64 => "arm64-stock",
+        }
+        .into()
+    });
+    let profile = match &args.profile {
+        Some(p) => p.clone(),
+        None => match nearest(arch, allowed.len() as u32) {
+            Ok((p, _)) => {
+                eprintln!(
+                    "validate-host: no --profile: predicting with the built-in profile {} (closest CPU count); give --profile FILE from `tlbsim calibrate` for this host",
+                    p.name
+                );
+                p.name
+            }
+            Err(e) => return bad(e),
+        },
+    };
+    match validate(&p, &allowed, &profile, &policy, arch) {
+        Ok(rows) => {
+            print!("{}", table(&rows));
+            if let Some(c) = &args.csv {
+                if let Err(e) = write_atomic(c, csv(&rows).as_bytes()) {
+                    eprintln!("error: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: validate-host: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn validate(
+    p: &Plan,
+    allowed: &[usize],
+    profile: &str,
+    policy: &str,
+    arch: Arch,
+) -> Result<Vec<Row>, String> {
+    let label = shootdown_label();
+    let counted = label.is_some_and(|l| crate::cmd::calibrate::shootdown::check_counter(l).is_ok());
+    let cpus = allowed.len() as u32;
+    println!(
+        "# tlbsim validate-host: host Linux {} ({}, {} CPUs); simulated on {profile} with {cpus} CPUs under {policy}{}",
+        kernel_release(),
+        std::env::consts::ARCH,
+        cpus,
+        if policy == "x86-tlb-gen" {
+            " (Linux 4.20-6.12's x86 flush path)"
+        } else {
+            ""
+        }
+    );
+    if !counted {
+        println!(
+            "# no shootdown counter: {}",
+            match arch {
+                Arch::X86 => "/proc/interrupts has no \"TLB:\" line",
+                Arch::Arm64 => "arm64 broadcasts TLBIs without IPIs",
+            }
+        );
+    }
+    let warmup = p.measure / 5;
+    let mut rows = Vec::new();
+    for &v in &p.variants {
+        for &m in &p.modes {
+            for &n in &p.tasks {
+                let h = host::run_row(
+                    v,
+                    m,
+                    &allowed[..n],
+                    warmup,
+                    p.measure,
+                    label.filter(|_| counted),
+                )
+                .map_err(|e| format!("tlb_flush{v}_{} with {n} task(s): {e}", m.name()))?;
+                let (pred, ipis) = simulate(profile, policy, cpus, v, m, n).map_err(|e| {
+                    format!("simulating tlb_flush{v}_{} with {n} task(s): {e}", m.name())
+                })?;
+                eprintln!(
+                    "validate-host: tlb_flush{v}_{} x{n}: host {:.0} loops/s, simulated {pred:.0}",
+                    m.name(),
+                    h.loops_per_s
+                );
+                rows.push(Row {
+                    variant: v,
+                    mode: m,
+                    tasks: n,
+                    measured: h.loops_per_s,
+                    host_shootdowns_per_loop: h
+                        .shootdowns
+                        .map(|s| s as f64 / h.loops.max(1) as f64),
+                    predicted: pred,
+                    sim_ipis_per_loop: ipis,
+                });
+            }
+        }
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(measured: f64, predicted: f64, sd: Option<f64>) -> Row {
+        Row {
+            variant: 2,
+            mode: Mode::Threads,
+            tasks: 2,
+            measured,
+            host_shootdowns_per_loop: sd,
+            predicted,
+            sim_ipis_per_loop: 1.0,
+        }
+    }
+
+    #[test]
+    fn error_and_acceptance_on_fixed_numbers() {
+        let r = row(100_000.0, 80_000.0, Some(0.998));
+        assert_eq!(r.error_pct(), -20.0);
+        assert!(r.ok());
+        let r = row(100_000.0, 126_000.0, None);
+        assert!((r.error_pct() - 26.0).abs() < 1e-9);
+        assert!(!r.ok());
+        let t = table(&[
+            row(100_000.0, 80_000.0, Some(0.998)),
+            row(100_000.0, 126_000.0, None),
+        ]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 4, "{t}");
+        assert!(lines[1].starts_with("tlb_flush2_threads"), "{t}");
+        assert!(
+            lines[1].contains("100000") && lines[1].contains("80000"),
+            "{t}"
+        );
+        assert!(
+            lines[1].contains("-20.0") && lines[1].contains(" ok ") && lines[1].contains("0.998"),
+            "{t}"
+        );
+        assert!(
+            lines[2].contains("+26.0") && lines[2].contains("MISS") && lines[2].contains("n/a"),
+            "{t}"
+        );
+        assert_eq!(lines[3], "# 1 of 2 rows within ±25 % of measured");
+        let c = csv(&[
+            row(100_000.0, 80_000.0, Some(0.998)),
+            row(100_000.0, 126_000.0, None),
+        ]);
+        assert_eq!(
+            c.lines().nth(1).unwrap(),
+            "tlb_flush2_threads,2,threads,2,100000.0,80000.0,-20.00,true,0.9980,1.0000"
+        );
+        assert!(c.lines().nth(2).unwrap().contains(",false,,1.0000"));
+    }
+
+    #[test]
+    fn flags_are_checked_with_clear_errors() {
+        let ok = plan("0.05", None, "1,2,3", "threads,processes", 2).unwrap();
+        assert_eq!(ok.tasks, vec![1, 2]);
+        assert_eq!(ok.variants, vec![1, 2, 3]);
+        assert_eq!(ok.modes, vec![Mode::Threads, Mode::Processes]);
+        assert_eq!(ok.measure, Duration::from_millis(50));
+        let err = |s: &str, t: Option<&str>, v: &str, m: &str| plan(s, t, v, m, 2).unwrap_err();
+        assert!(err("0", None, "1", "threads").contains("--seconds 0"));
+        assert!(err("x", None, "1", "threads").contains("not a number"));
+        assert!(err("1", Some("3"), "1", "threads").contains("--tasks"));
+        assert!(err("1", Some("0"), "1", "threads").contains("0 tasks"));
+        assert!(err("1", Some("1,,2"), "1", "threads").contains("empty item"));
+        assert!(err("1", None, "4", "threads").contains("--variants"));
+        assert!(err("1", None, "1", "thread").contains("--modes"));
+    }
+
+    #[test]
+    fn the_simulation_counts_flush_ipis_only_with_two_threads() {
+        let (r1, i1) = simulate("skylake-4c8t", "x86-tlb-gen", 2, 2, Mode::Threads, 1).unwrap();
+        let (r2, i2) = simulate("skylake-4c8t", "x86-tlb-gen", 2, 2, Mode::Threads, 2).unwrap();
+        assert!(r1 > 0.0 && r2 > 0.0);
+        assert!(i1 < 0.01, "one thread: {i1} IPIs per loop");
+        assert!(i2 > 0.5, "two threads: {i2} IPIs per loop");
+    }
+}
