@@ -850,3 +850,51 @@ fn replay_of_a_bad_trace_names_file_line_and_field_and_exits_2() {
         "{err}"
     );
 }
+
+#[test]
+fn validate_host_refuses_bad_flags_and_unwritable_csv_before_running() {
+    for (args, want) in [
+        (&["--seconds=0"][..], "--seconds 0: must be > 0"),
+        (&["--variants", "4"][..], "--variants"),
+        (&["--modes", "fibers"][..], "--modes"),
+        (&["--tasks", "9999"][..], "--tasks"),
+        (&["--csv", "/nonexistent-dir/x.csv"][..], "--csv"),
+    ] {
+        let mut a = vec!["validate-host"];
+        a.extend_from_slice(args);
+        let o = tlbsim(&a);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let e = common::stderr(&o);
+        assert!(e.contains(want), "{args:?}: {e}");
+        assert!(common::stdout(&o).is_empty(), "{args:?} ran rows");
+    }
+}
+
+#[test]
+fn validate_host_runs_one_tiny_row_and_writes_its_csv() {
+    let dir = common::scratch_dir("validate-host", "one-row");
+    let csv = dir.join("v.csv");
+    let o = tlbsim(&[
+        "validate-host",
+        "--seconds",
+        "0.05",
+        "--tasks",
+        "1",
+        "--variants",
+        "2",
+        "--modes",
+        "threads",
+        "--profile",
+        "skylake-4c8t",
+        "--csv",
+        common::s(&csv),
+    ]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let out = common::stdout(&o);
+    assert!(out.contains("tlb_flush2_threads"), "{out}");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let row: Vec<&str> = text.lines().nth(1).unwrap().split(',').collect();
+    assert_eq!(&row[..4], &["tlb_flush2_threads", "2", "threads", "1"]);
+    let measured: f64 = row[4].parse().unwrap();
+    assert!(measured > 0.0, "{text}");
+}
