@@ -859,6 +859,11 @@ fn validate_host_refuses_bad_flags_and_unwritable_csv_before_running() {
         (&["--modes", "fibers"][..], "--modes"),
         (&["--tasks", "9999"][..], "--tasks"),
         (&["--csv", "/nonexistent-dir/x.csv"][..], "--csv"),
+        (&["--profile", "/nonexistent-dir/p.toml"][..], "--profile"),
+        (
+            &["--profile", "skylake-4c8t", "--policy", "x86-nope"][..],
+            "x86-nope",
+        ),
     ] {
         let mut a = vec!["validate-host"];
         a.extend_from_slice(args);

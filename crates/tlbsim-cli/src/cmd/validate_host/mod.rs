@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 use tlbsim::config::{parse_toml, Arch};
-use tlbsim::sim::RunOptions;
+use tlbsim::sim::{RunOptions, SimError};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -219,7 +219,8 @@ fn experiment_text(variant: u32, mode: Mode, tasks: usize, policy: &str) -> Stri
 }
 
 /// Simulates one row on `profile` with `cpus` CPUs: (loops/s, flush
-/// IPIs received per loop).
+/// IPIs received per loop). The error carries the exit code: 2 for bad
+/// input (the profile or policy), 1 for a run that failed.
 fn simulate(
     profile: &str,
     policy: &str,
@@ -227,11 +228,11 @@ fn simulate(
     variant: u32,
     mode: Mode,
     tasks: usize,
-) -> Result<(f64, f64), String> {
+) -> Result<(f64, f64), (String, u8)> {
     let text = experiment_text(variant, mode, tasks, policy);
-    let mut exp = parse_toml("validate-host", &text).map_err(|e| e.to_string())?;
+    let mut exp = parse_toml("validate-host", &text).map_err(|e| (e.to_string(), 2))?;
     set_profile(&mut exp, profile, Path::new(""))
-        .map_err(|e| format!("--profile {profile}: {e}"))?;
+        .map_err(|e| (format!("--profile {profile}: {e}"), 2))?;
     if !policy.starts_with("x86-") {
         exp.kernel.asid_allocator = tlbsim::config::KernelConfig::default().asid_allocator;
     }
@@ -239,14 +240,51 @@ fn simulate(
         seed: Some(1),
         cpus: Some(cpus),
     };
-    let o = tlbsim::sim::run(&exp, &opts).map_err(|e| e.to_string())?;
-    let rate = *o
-        .metrics
-        .get("loops_per_s")
-        .ok_or("the tlb-flush workload reported no loops_per_s")?;
+    let o = tlbsim::sim::run(&exp, &opts).map_err(|e| {
+        let code = if matches!(e, SimError::Run(_)) { 1 } else { 2 };
+        (e.to_string(), code)
+    })?;
+    let rate = *o.metrics.get("loops_per_s").ok_or((
+        "the tlb-flush workload reported no loops_per_s".to_string(),
+        1,
+    ))?;
     let t = &o.stats.total;
     let ipis = (t.ipi_call + t.ipi_call_single) as f64;
     Ok((rate, ipis / (SIM_ITERATIONS as f64 * tasks as f64)))
+}
+
+/// The rows a plan runs, in order: (variant, mode, tasks).
+fn rows_of(p: &Plan) -> Vec<(u32, Mode, usize)> {
+    let mut v = Vec::new();
+    for &variant in &p.variants {
+        for &m in &p.modes {
+            for &n in &p.tasks {
+                v.push((variant, m, n));
+            }
+        }
+    }
+    v
+}
+
+/// Simulates every row first (milliseconds each), so that a bad profile
+/// or policy is reported before any host row runs.
+fn predict(
+    p: &Plan,
+    profile: &str,
+    policy: &str,
+    cpus: u32,
+) -> Result<Vec<(f64, f64)>, (String, u8)> {
+    rows_of(p)
+        .into_iter()
+        .map(|(v, m, n)| {
+            simulate(profile, policy, cpus, v, m, n).map_err(|(e, c)| {
+                (
+                    format!("simulating tlb_flush{v}_{} with {n} task(s): {e}", m.name()),
+                    c,
+                )
+            })
+        })
+        .collect()
 }
 
 /// The host's kernel release (`uname -r`).
@@ -309,7 +347,15 @@ pub fn run(args: Args) -> ExitCode {
             Err(e) => return bad(e),
         },
     };
-    match validate(&p, &allowed, &profile, &policy, arch) {
+    let cpus = allowed.len() as u32;
+    let predicted = match predict(&p, &profile, &policy, cpus) {
+        Ok(v) => v,
+        Err((e, code)) => {
+            eprintln!("error: validate-host: {e}");
+            return ExitCode::from(code);
+        }
+    };
+    match validate(&p, &allowed, &profile, &policy, arch, &predicted) {
         Ok(rows) => {
             print!("{}", table(&rows));
             if let Some(c) = &args.csv {
@@ -333,6 +379,7 @@ fn validate(
     profile: &str,
     policy: &str,
     arch: Arch,
+    predicted: &[(f64, f64)],
 ) -> Result<Vec<Row>, String> {
     let label = shootdown_label();
     let counted = label.is_some_and(|l| crate::cmd::calibrate::shootdown::check_counter(l).is_ok());
@@ -359,39 +406,30 @@ fn validate(
     }
     let warmup = p.measure / 5;
     let mut rows = Vec::new();
-    for &v in &p.variants {
-        for &m in &p.modes {
-            for &n in &p.tasks {
-                let h = host::run_row(
-                    v,
-                    m,
-                    &allowed[..n],
-                    warmup,
-                    p.measure,
-                    label.filter(|_| counted),
-                )
-                .map_err(|e| format!("tlb_flush{v}_{} with {n} task(s): {e}", m.name()))?;
-                let (pred, ipis) = simulate(profile, policy, cpus, v, m, n).map_err(|e| {
-                    format!("simulating tlb_flush{v}_{} with {n} task(s): {e}", m.name())
-                })?;
-                eprintln!(
-                    "validate-host: tlb_flush{v}_{} x{n}: host {:.0} loops/s, simulated {pred:.0}",
-                    m.name(),
-                    h.loops_per_s
-                );
-                rows.push(Row {
-                    variant: v,
-                    mode: m,
-                    tasks: n,
-                    measured: h.loops_per_s,
-                    host_shootdowns_per_loop: h
-                        .shootdowns
-                        .map(|s| s as f64 / h.loops.max(1) as f64),
-                    predicted: pred,
-                    sim_ipis_per_loop: ipis,
-                });
-            }
-        }
+    for ((v, m, n), &(pred, ipis)) in rows_of(p).into_iter().zip(predicted) {
+        let h = host::run_row(
+            v,
+            m,
+            &allowed[..n],
+            warmup,
+            p.measure,
+            label.filter(|_| counted),
+        )
+        .map_err(|e| format!("tlb_flush{v}_{} with {n} task(s): {e}", m.name()))?;
+        eprintln!(
+            "validate-host: tlb_flush{v}_{} x{n}: host {:.0} loops/s, simulated {pred:.0}",
+            m.name(),
+            h.loops_per_s
+        );
+        rows.push(Row {
+            variant: v,
+            mode: m,
+            tasks: n,
+            measured: h.loops_per_s,
+            host_shootdowns_per_loop: h.shootdowns.map(|s| s as f64 / h.loops.max(1) as f64),
+            predicted: pred,
+            sim_ipis_per_loop: ipis,
+        });
     }
     Ok(rows)
 }
