@@ -402,6 +402,59 @@ fn run_tasks(
     })
 }
 
+/// Seed 004's madvise-and-migrate loop on this host: one thread of this
+/// process, on CPU `cpus[0]`, repeats `madvise(MADV_DONTNEED)` of one
+/// touched page, a write to it and `sched_setaffinity` to the other of
+/// `cpus`, until stopped; measured like [`run_row`] (each iteration is a
+/// loop).
+pub fn run_madv_migrate(
+    cpus: [usize; 2],
+    warmup: Duration,
+    measure: Duration,
+    label: Option<&str>,
+) -> Result<HostRow, String> {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    let count = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (c2, s2) = (Arc::clone(&count), Arc::clone(&stop));
+    let h = std::thread::spawn(move || -> Result<(), String> {
+        let page = crate::cmd::calibrate::sample::page_size();
+        let m = crate::cmd::calibrate::sample::Mapping::new(page, None)?;
+        pin(cpus[0])?;
+        m.write(0, 1);
+        let mut i = 0usize;
+        while !s2.load(Ordering::Relaxed) {
+            m.madvise(0, page, libc::MADV_DONTNEED)?;
+            m.write(0, 1);
+            i += 1;
+            pin(cpus[i % 2])?;
+            c2.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    });
+    std::thread::sleep(warmup);
+    let (l0, s0, t0) = (
+        count.load(Ordering::Relaxed),
+        shootdowns(label),
+        Instant::now(),
+    );
+    std::thread::sleep(measure);
+    let (l1, s1, dt) = (
+        count.load(Ordering::Relaxed),
+        shootdowns(label),
+        t0.elapsed(),
+    );
+    stop.store(true, Ordering::Relaxed);
+    h.join().map_err(|_| "the madv-migrate thread panicked")??;
+    let loops = l1 - l0;
+    Ok(HostRow {
+        loops_per_s: loops as f64 / dt.as_secs_f64(),
+        loops,
+        shootdowns: s0.zip(s1).map(|(a, b)| b.saturating_sub(a)),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -427,6 +480,29 @@ mod tests {
                 assert!(r.loops_per_s > 0.0);
             }
         }
+    }
+
+    #[test]
+    fn madv_migrate_counts_loops_and_names_a_bad_cpu() {
+        let cpus = allowed_cpus().unwrap();
+        if cpus.len() >= 2 {
+            let r = run_madv_migrate(
+                [cpus[0], cpus[1]],
+                Duration::ZERO,
+                Duration::from_millis(30),
+                Some("TLB"),
+            )
+            .unwrap();
+            assert!(r.loops > 0 && r.loops_per_s > 0.0);
+        }
+        let e = run_madv_migrate(
+            [cpus[0], 1000],
+            Duration::ZERO,
+            Duration::from_millis(1),
+            None,
+        )
+        .unwrap_err();
+        assert!(e.contains("CPU 1000"), "{e}");
     }
 
     #[test]

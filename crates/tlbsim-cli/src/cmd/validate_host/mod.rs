@@ -43,6 +43,11 @@ pub struct Args {
     /// arm64-stock on arm64).
     #[arg(long)]
     policy: Option<String>,
+    /// Also run seed 004's madvise-and-migrate loop (madvise(DONTNEED) a
+    /// page, touch it, move to the other CPU) as one more row; needs two
+    /// CPUs.
+    #[arg(long)]
+    madv_migrate: bool,
     /// Also write the table as CSV to FILE (whole or not at all).
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
@@ -59,6 +64,17 @@ pub struct Plan {
     pub variants: Vec<u32>,
     /// Modes.
     pub modes: Vec<Mode>,
+    /// Add the madvise-and-migrate row (on the first two CPUs).
+    pub madv_migrate: bool,
+}
+
+/// Which benchmark a row runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Test {
+    /// will-it-scale `tlb_flush{1,2,3}`.
+    TlbFlush(u32),
+    /// Seed 004's madvise-and-migrate loop (one task, two CPUs).
+    MadvMigrate,
 }
 
 fn list<T>(flag: &str, s: &str, one: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
@@ -78,8 +94,14 @@ pub fn plan(
     tasks: Option<&str>,
     variants: &str,
     modes: &str,
+    madv_migrate: bool,
     cpus: usize,
 ) -> Result<Plan, String> {
+    if madv_migrate && cpus < 2 {
+        return Err(format!(
+            "--madv-migrate: needs two CPUs, this process may use {cpus}"
+        ));
+    }
     let secs: f64 = seconds
         .parse()
         .map_err(|_| format!("--seconds {seconds:?}: not a number"))?;
@@ -112,14 +134,15 @@ pub fn plan(
         tasks,
         variants,
         modes,
+        madv_migrate,
     })
 }
 
 /// One row of the comparison.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
-    /// will-it-scale variant.
-    pub variant: u32,
+    /// The benchmark.
+    pub test: Test,
     /// Threads or processes.
     pub mode: Mode,
     /// Tasks.
@@ -147,7 +170,7 @@ impl Row {
         self.error_pct().abs() <= WITHIN_PCT
     }
     fn name(&self) -> String {
-        format!("tlb_flush{}_{}", self.variant, self.mode.name())
+        test_name(self.test, self.mode)
     }
     fn shoot(&self) -> String {
         self.host_shootdowns_per_loop
@@ -189,7 +212,10 @@ pub fn csv(rows: &[Row]) -> String {
         s.push_str(&format!(
             "{},{},{},{},{:.1},{:.1},{:.2},{},{},{:.4}\n",
             r.name(),
-            r.variant,
+            match r.test {
+                Test::TlbFlush(v) => v.to_string(),
+                Test::MadvMigrate => String::new(),
+            },
             r.mode.name(),
             r.tasks,
             r.measured,
@@ -208,8 +234,26 @@ pub fn csv(rows: &[Row]) -> String {
 /// counted over the whole run).
 const SIM_ITERATIONS: u64 = 2000;
 
+/// A row's name: `tlb_flush2_threads`, `madv_migrate`.
+fn test_name(t: Test, mode: Mode) -> String {
+    match t {
+        Test::TlbFlush(v) => format!("tlb_flush{v}_{}", mode.name()),
+        Test::MadvMigrate => "madv_migrate".into(),
+    }
+}
+
 /// The simulation's experiment for one row.
-fn experiment_text(variant: u32, mode: Mode, tasks: usize, policy: &str) -> String {
+fn experiment_text(test: Test, mode: Mode, tasks: usize, policy: &str) -> String {
+    let variant = match test {
+        Test::TlbFlush(v) => v,
+        Test::MadvMigrate => {
+            return format!(
+                "[experiment]\nname = \"validate-host\"\nprofile = \"skylake-4c8t\"\nseed = 1\n\n\
+                 [kernel]\ntlb_policy = \"{policy}\"\nasid_allocator = \"none\"\n\n\
+                 [workload]\nname = \"madv-migrate\"\niterations = {SIM_ITERATIONS}\ncpus = [0, 1]\n"
+            )
+        }
+    };
     format!(
         "[experiment]\nname = \"validate-host\"\nprofile = \"skylake-4c8t\"\nseed = 1\n\n\
          [kernel]\ntlb_policy = \"{policy}\"\nasid_allocator = \"none\"\n\n\
@@ -225,11 +269,11 @@ fn simulate(
     profile: &str,
     policy: &str,
     cpus: u32,
-    variant: u32,
+    test: Test,
     mode: Mode,
     tasks: usize,
 ) -> Result<(f64, f64), (String, u8)> {
-    let text = experiment_text(variant, mode, tasks, policy);
+    let text = experiment_text(test, mode, tasks, policy);
     let mut exp = parse_toml("validate-host", &text).map_err(|e| (e.to_string(), 2))?;
     set_profile(&mut exp, profile, Path::new(""))
         .map_err(|e| (format!("--profile {profile}: {e}"), 2))?;
@@ -244,24 +288,28 @@ fn simulate(
         let code = if matches!(e, SimError::Run(_)) { 1 } else { 2 };
         (e.to_string(), code)
     })?;
-    let rate = *o.metrics.get("loops_per_s").ok_or((
-        "the tlb-flush workload reported no loops_per_s".to_string(),
-        1,
-    ))?;
+    let rate = match test {
+        Test::TlbFlush(_) => o.metrics.get("loops_per_s").copied(),
+        Test::MadvMigrate => o.metrics.get("iteration_us").map(|us| 1e6 / us),
+    }
+    .ok_or(("the workload reported no rate".to_string(), 1))?;
     let t = &o.stats.total;
     let ipis = (t.ipi_call + t.ipi_call_single) as f64;
     Ok((rate, ipis / (SIM_ITERATIONS as f64 * tasks as f64)))
 }
 
-/// The rows a plan runs, in order: (variant, mode, tasks).
-fn rows_of(p: &Plan) -> Vec<(u32, Mode, usize)> {
+/// The rows a plan runs, in order: (test, mode, tasks).
+fn rows_of(p: &Plan) -> Vec<(Test, Mode, usize)> {
     let mut v = Vec::new();
     for &variant in &p.variants {
         for &m in &p.modes {
             for &n in &p.tasks {
-                v.push((variant, m, n));
+                v.push((Test::TlbFlush(variant), m, n));
             }
         }
+    }
+    if p.madv_migrate {
+        v.push((Test::MadvMigrate, Mode::Processes, 1));
     }
     v
 }
@@ -276,10 +324,10 @@ fn predict(
 ) -> Result<Vec<(f64, f64)>, (String, u8)> {
     rows_of(p)
         .into_iter()
-        .map(|(v, m, n)| {
-            simulate(profile, policy, cpus, v, m, n).map_err(|(e, c)| {
+        .map(|(t, m, n)| {
+            simulate(profile, policy, cpus, t, m, n).map_err(|(e, c)| {
                 (
-                    format!("simulating tlb_flush{v}_{} with {n} task(s): {e}", m.name()),
+                    format!("simulating {} with {n} task(s): {e}", test_name(t, m)),
                     c,
                 )
             })
@@ -317,6 +365,7 @@ pub fn run(args: Args) -> ExitCode {
         args.tasks.as_deref(),
         &args.variants,
         &args.modes,
+        args.madv_migrate,
         allowed.len(),
     ) {
         Ok(p) => p,
@@ -406,23 +455,22 @@ fn validate(
     }
     let warmup = p.measure / 5;
     let mut rows = Vec::new();
-    for ((v, m, n), &(pred, ipis)) in rows_of(p).into_iter().zip(predicted) {
-        let h = host::run_row(
-            v,
-            m,
-            &allowed[..n],
-            warmup,
-            p.measure,
-            label.filter(|_| counted),
-        )
-        .map_err(|e| format!("tlb_flush{v}_{} with {n} task(s): {e}", m.name()))?;
+    for ((t, m, n), &(pred, ipis)) in rows_of(p).into_iter().zip(predicted) {
+        let label = label.filter(|_| counted);
+        let h = match t {
+            Test::TlbFlush(v) => host::run_row(v, m, &allowed[..n], warmup, p.measure, label),
+            Test::MadvMigrate => {
+                host::run_madv_migrate([allowed[0], allowed[1]], warmup, p.measure, label)
+            }
+        }
+        .map_err(|e| format!("{} with {n} task(s): {e}", test_name(t, m)))?;
         eprintln!(
-            "validate-host: tlb_flush{v}_{} x{n}: host {:.0} loops/s, simulated {pred:.0}",
-            m.name(),
+            "validate-host: {} x{n}: host {:.0} loops/s, simulated {pred:.0}",
+            test_name(t, m),
             h.loops_per_s
         );
         rows.push(Row {
-            variant: v,
+            test: t,
             mode: m,
             tasks: n,
             measured: h.loops_per_s,
@@ -440,7 +488,7 @@ mod tests {
 
     fn row(measured: f64, predicted: f64, sd: Option<f64>) -> Row {
         Row {
-            variant: 2,
+            test: Test::TlbFlush(2),
             mode: Mode::Threads,
             tasks: 2,
             measured,
@@ -491,12 +539,13 @@ mod tests {
 
     #[test]
     fn flags_are_checked_with_clear_errors() {
-        let ok = plan("0.05", None, "1,2,3", "threads,processes", 2).unwrap();
+        let ok = plan("0.05", None, "1,2,3", "threads,processes", false, 2).unwrap();
         assert_eq!(ok.tasks, vec![1, 2]);
         assert_eq!(ok.variants, vec![1, 2, 3]);
         assert_eq!(ok.modes, vec![Mode::Threads, Mode::Processes]);
         assert_eq!(ok.measure, Duration::from_millis(50));
-        let err = |s: &str, t: Option<&str>, v: &str, m: &str| plan(s, t, v, m, 2).unwrap_err();
+        let err =
+            |s: &str, t: Option<&str>, v: &str, m: &str| plan(s, t, v, m, false, 2).unwrap_err();
         assert!(err("0", None, "1", "threads").contains("--seconds 0"));
         assert!(err("x", None, "1", "threads").contains("not a number"));
         assert!(err("1", Some("3"), "1", "threads").contains("--tasks"));
@@ -504,14 +553,64 @@ mod tests {
         assert!(err("1", Some("1,,2"), "1", "threads").contains("empty item"));
         assert!(err("1", None, "4", "threads").contains("--variants"));
         assert!(err("1", None, "1", "thread").contains("--modes"));
+        let e = plan("1", None, "1", "threads", true, 1).unwrap_err();
+        assert!(
+            e.contains("--madv-migrate") && e.contains("two CPUs"),
+            "{e}"
+        );
+        assert!(
+            plan("1", None, "1", "threads", true, 2)
+                .unwrap()
+                .madv_migrate
+        );
     }
 
     #[test]
     fn the_simulation_counts_flush_ipis_only_with_two_threads() {
-        let (r1, i1) = simulate("skylake-4c8t", "x86-tlb-gen", 2, 2, Mode::Threads, 1).unwrap();
-        let (r2, i2) = simulate("skylake-4c8t", "x86-tlb-gen", 2, 2, Mode::Threads, 2).unwrap();
+        let (r1, i1) = simulate(
+            "skylake-4c8t",
+            "x86-tlb-gen",
+            2,
+            Test::TlbFlush(2),
+            Mode::Threads,
+            1,
+        )
+        .unwrap();
+        let (r2, i2) = simulate(
+            "skylake-4c8t",
+            "x86-tlb-gen",
+            2,
+            Test::TlbFlush(2),
+            Mode::Threads,
+            2,
+        )
+        .unwrap();
         assert!(r1 > 0.0 && r2 > 0.0);
         assert!(i1 < 0.01, "one thread: {i1} IPIs per loop");
         assert!(i2 > 0.5, "two threads: {i2} IPIs per loop");
+        // madv-migrate under x86-tlb-gen: the CPU left behind is lazy,
+        // so no flush IPI (seed 004's fix); its rate comes from
+        // iteration_us.
+        let (r, i) = simulate(
+            "skylake-4c8t",
+            "x86-tlb-gen",
+            2,
+            Test::MadvMigrate,
+            Mode::Processes,
+            1,
+        )
+        .unwrap();
+        assert!(r > 0.0);
+        assert!(i < 0.01, "madv-migrate: {i} IPIs per loop");
+        let (_, i) = simulate(
+            "skylake-4c8t",
+            "x86-lazy-legacy",
+            2,
+            Test::MadvMigrate,
+            Mode::Processes,
+            1,
+        )
+        .unwrap();
+        assert!(i > 0.5, "madv-migrate before seed 004: {i} IPIs per loop");
     }
 }
