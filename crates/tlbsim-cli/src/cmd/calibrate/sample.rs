@@ -101,7 +101,8 @@ pub fn allowed_cpus() -> Result<Vec<usize>, String> {
     }
 }
 
-/// An anonymous private mapping, unmapped on drop.
+/// An anonymous mapping (private unless made by [`Mapping::shared`]),
+/// unmapped on drop.
 pub struct Mapping {
     /// First byte.
     pub ptr: *mut u8,
@@ -118,13 +119,29 @@ impl Mapping {
     /// Maps `len` bytes read-write, optionally advising (huge or no huge
     /// pages); the error names the call.
     pub fn new(len: usize, advice: Option<libc::c_int>) -> Result<Mapping, String> {
+        let m = Self::map(len, libc::MAP_PRIVATE)?;
+        if let Some(a) = advice {
+            m.madvise(0, len, a)?;
+        }
+        Ok(m)
+    }
+
+    /// Maps `len` zero-filled bytes read-write, shared with forked children
+    /// (`MAP_SHARED`); the error names the call.
+    pub fn shared(len: usize) -> Result<Mapping, String> {
+        Self::map(len, libc::MAP_SHARED)
+    }
+
+    /// An anonymous read-write mapping with `sharing` (`MAP_PRIVATE` or
+    /// `MAP_SHARED`).
+    fn map(len: usize, sharing: libc::c_int) -> Result<Mapping, String> {
         // SAFETY: a fresh anonymous mapping; no existing memory is touched.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                sharing | libc::MAP_ANONYMOUS,
                 -1,
                 0,
             )
@@ -135,14 +152,10 @@ impl Mapping {
                 io::Error::last_os_error()
             ));
         }
-        let m = Mapping {
+        Ok(Mapping {
             ptr: ptr.cast(),
             len,
-        };
-        if let Some(a) = advice {
-            m.madvise(0, len, a)?;
-        }
-        Ok(m)
+        })
     }
 
     /// `madvise(ptr + off, len, advice)`; the error names the advice.

@@ -12,7 +12,7 @@
 //! lets them warm up, then samples the counters and the `TLB` line of
 //! `/proc/interrupts` before and after the measured interval.
 
-use crate::cmd::calibrate::sample::pin;
+use crate::cmd::calibrate::sample::{pin, Mapping};
 use crate::cmd::calibrate::shootdown::interrupt_count;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -76,47 +76,20 @@ struct Control {
 /// Tasks a row may run at most.
 pub const MAX_TASKS: usize = 256;
 
-struct Shared(*mut Control);
-
-// SAFETY: the control block is only accessed through atomics.
-unsafe impl Send for Shared {}
-unsafe impl Sync for Shared {}
+/// The control block's mapping (`MAP_SHARED`: forked tasks see it too).
+struct Shared(Mapping);
 
 impl Shared {
     fn new() -> Result<Shared, String> {
-        let len = std::mem::size_of::<Control>();
-        // SAFETY: a fresh shared anonymous mapping, zero-filled: every
-        // atomic starts at 0.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(format!(
-                "mmap of the control block: {}",
-                io::Error::last_os_error()
-            ));
-        }
-        Ok(Shared(p.cast()))
+        // Zero-filled: every atomic starts at 0.
+        Mapping::shared(std::mem::size_of::<Control>())
+            .map(Shared)
+            .map_err(|e| format!("the control block: {e}"))
     }
     fn get(&self) -> &Control {
-        // SAFETY: mapped by new() until drop.
-        unsafe { &*self.0 }
-    }
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        // SAFETY: mapped by new() with this length.
-        unsafe {
-            libc::munmap(self.0.cast(), std::mem::size_of::<Control>());
-        }
+        // SAFETY: the mapping holds one Control (page aligned, zeroed: a
+        // valid value of atomics) until drop.
+        unsafe { &*self.0.ptr.cast::<Control>() }
     }
 }
 
@@ -507,25 +480,17 @@ mod tests {
 
     #[test]
     fn pinning_to_a_missing_cpu_is_an_error_naming_it() {
-        let e = run_row(
-            2,
-            Mode::Threads,
-            &[1000],
-            Duration::ZERO,
-            Duration::from_millis(1),
-            None,
-        )
-        .unwrap_err();
-        assert!(e.contains("CPU 1000"), "{e}");
-        let e = run_row(
-            2,
-            Mode::Processes,
-            &[1000],
-            Duration::ZERO,
-            Duration::from_millis(1),
-            None,
-        )
-        .unwrap_err();
-        assert!(e.contains("CPU 1000"), "{e}");
+        for mode in [Mode::Threads, Mode::Processes] {
+            let e = run_row(
+                2,
+                mode,
+                &[1000],
+                Duration::ZERO,
+                Duration::from_millis(1),
+                None,
+            )
+            .unwrap_err();
+            assert!(e.contains("CPU 1000"), "{}: {e}", mode.name());
+        }
     }
 }
