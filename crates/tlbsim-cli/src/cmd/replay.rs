@@ -7,7 +7,7 @@ use crate::files::{check_output_or_report, set_args, set_profile, shell_word, Co
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
-use tlbsim::config::{apply_sets, parse_toml, Experiment};
+use tlbsim::config::{apply_sets, builtin_profile, parse_toml, Arch, Experiment};
 use tlbsim::sim::{RunOptions, SimError};
 
 #[derive(clap::Args, Debug)]
@@ -17,9 +17,15 @@ pub struct Args {
     /// Machine profile: a built-in name or a profile file (.toml).
     #[arg(long, default_value = "ampere-32")]
     profile: String,
-    /// TLB policy (default: the profile architecture's stock policy).
+    /// TLB policy (default: the profile architecture's stock policy,
+    /// `arm64-stock` or `x86-tlb-gen`).
     #[arg(long)]
     policy: Option<String>,
+    /// Where the tasks run: `recorded` (the CPU each `run` event names, and
+    /// the recorded order of tasks sharing a CPU) or `model` (the model's
+    /// scheduler decides).
+    #[arg(long, default_value = "recorded", value_parser = ["recorded", "model"])]
+    placement: String,
     /// Number of CPUs (default: the profile's).
     #[arg(long)]
     cpus: Option<u32>,
@@ -45,6 +51,16 @@ pub fn experiment_text(trace: &Path, profile: &str) -> String {
     )
 }
 
+/// The architecture of the experiment's profile (a file's, or a built-in's).
+fn profile_arch(exp: &Experiment) -> Result<Arch, String> {
+    match &exp.profile_data {
+        Some(p) => Ok(p.arch),
+        None => builtin_profile(&exp.experiment.profile)
+            .map(|p| p.arch)
+            .map_err(|e| e.to_string()),
+    }
+}
+
 /// Builds the experiment and runs it.
 pub fn run(args: Args) -> ExitCode {
     let text = experiment_text(&args.trace, &args.profile);
@@ -65,7 +81,22 @@ pub fn run(args: Args) -> ExitCode {
         eprintln!("error: --profile {}: {e}", args.profile);
         return ExitCode::from(2);
     }
-    if let Some(p) = &args.policy {
+    exp.workload.params.insert(
+        "placement".into(),
+        toml::Value::String(args.placement.clone()),
+    );
+    let policy = match &args.policy {
+        Some(p) => Some(p.clone()),
+        None => match profile_arch(&exp) {
+            Ok(Arch::X86) => Some("x86-tlb-gen".to_string()),
+            Ok(Arch::Arm64) => None,
+            Err(e) => {
+                eprintln!("error: --profile {}: {e}", args.profile);
+                return ExitCode::from(2);
+            }
+        },
+    };
+    if let Some(p) = &policy {
         exp.kernel.tlb_policy = p.clone();
         // x86 policies pick their PCIDs themselves (unless --set says otherwise).
         let allocator_set = args
@@ -90,6 +121,9 @@ pub fn run(args: Args) -> ExitCode {
     }
     if let Some(c) = args.cpus {
         again.push_str(&format!(" --cpus {c}"));
+    }
+    if args.placement != "recorded" {
+        again.push_str(&format!(" --placement {}", args.placement));
     }
     again.push_str(&set_args(&args.sets));
     Console::new(&[args.json.as_deref()]).line(&format!("# {again}"));

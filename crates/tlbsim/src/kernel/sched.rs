@@ -550,6 +550,33 @@ pub async fn sys_sched_setaffinity(ctx: &Ctx, mask: Option<crate::hw::cpumask::C
     syscall_exit(ctx, "sched_setaffinity").await;
 }
 
+/// Restricts the caller to `cpu` as `set_cpus_allowed_ptr()` does, for a
+/// placement that a recorded host scheduler chose (trace replay): no
+/// system call and no stopper (`migrate_ns`) is charged, since the host's
+/// own cost of the placement lies in time the replay does not run (a
+/// wake-up's `select_task_rq()`, or load balancing while the task was
+/// preempted). With `now`, a caller running on another CPU moves there at
+/// once (requeued, then [`schedule`]); without it the mask only steers the
+/// next wake-up (for a caller about to sleep).
+pub async fn set_cpus_allowed_replayed(ctx: &Ctx, cpu: CpuId, now: bool) {
+    let moving = {
+        let mut k = ctx.w.k.borrow_mut();
+        let mut m = crate::hw::cpumask::CpuMask::new(k.cpus.len());
+        m.set(cpu);
+        let here = k.tasks[ctx.task].cpu;
+        let t = &mut k.tasks[ctx.task];
+        t.affinity = Some(m);
+        let moving = now && here != cpu;
+        if moving {
+            t.state = TaskState::Runnable; // requeued by finish_task_switch
+        }
+        moving
+    };
+    if moving {
+        schedule(ctx).await;
+    }
+}
+
 /// Blocks the caller until another task calls [`wake_up`] on it.
 pub async fn block_until_woken(ctx: &Ctx) {
     ctx.w.k.borrow_mut().tasks[ctx.task].state = TaskState::Blocked;

@@ -36,14 +36,14 @@ use crate::kernel::madvise::{sys_madvise_cold, sys_madvise_free, sys_madvise_pag
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
 use crate::kernel::mremap::sys_mremap;
 use crate::kernel::sched::{
-    block_until_woken, spawn_user, sys_clone_thread, sys_exec, sys_fork, sys_null, sys_wait,
-    wake_up,
+    block_until_woken, set_cpus_allowed_replayed, spawn_user, sys_clone_thread, sys_exec, sys_fork,
+    sys_null, sys_wait, wake_up,
 };
 use crate::kernel::{Ctx, Program, TaskId, World};
 use crate::trace::{EventKind, TaskKind, Trace, PROT_READ, PROT_WRITE};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -51,12 +51,30 @@ use std::sync::Arc;
 pub const IMAGE_WINDOW_BYTES: u64 = 1 << 20;
 const PAGE: u64 = crate::hw::mem::PAGE_SIZE_4K;
 
+/// Where the replayed tasks run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    /// On the CPU each `run` event names: the host scheduler's placement,
+    /// imposed at no cost ([`set_cpus_allowed_replayed`]). Which tasks
+    /// overlap on which CPUs decides how many flushes must reach another
+    /// CPU, so this is what a comparison with the recording host needs.
+    /// The profile must have every recorded CPU.
+    #[default]
+    Recorded,
+    /// Wherever the model's scheduler puts them (no affinity).
+    Model,
+}
+
 /// Parameters.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Replay {
     /// The trace file (relative to the working directory).
     pub trace: String,
+    /// Where the tasks run (default `recorded`).
+    #[serde(default)]
+    pub placement: Placement,
     /// The parsed trace.
     #[serde(skip)]
     parsed: Option<Arc<Trace>>,
@@ -72,6 +90,18 @@ impl Replay {
         supported(&t).map_err(|e| format!("`trace`: {}: {e}", r.trace))?;
         r.parsed = Some(Arc::new(t));
         Ok(r)
+    }
+
+    /// The highest CPU a `run` event names.
+    fn max_recorded_cpu(&self) -> Option<u32> {
+        let t = self.parsed.as_ref()?;
+        t.events
+            .iter()
+            .filter_map(|e| match e.kind {
+                EventKind::Run { cpu } => Some(cpu),
+                _ => None,
+            })
+            .max()
     }
 }
 
@@ -204,6 +234,15 @@ fn perms(prot: u32) -> Perms {
 
 /// What the tasks of one replay share.
 struct Shared {
+    placement: Placement,
+    /// `run` event index → the event of another task that handed it the
+    /// CPU ([`handoffs`]); empty unless the placement is recorded.
+    handoff: BTreeMap<usize, usize>,
+    /// The events `handoff` names.
+    awaited: BTreeSet<usize>,
+    /// Handed-off events processed so far, and tasks waiting for one.
+    handed: RefCell<BTreeSet<usize>>,
+    handoff_waiters: RefCell<BTreeMap<usize, TaskId>>,
     trace: Arc<Trace>,
     /// Each task's event indices, in order.
     by_tid: BTreeMap<u32, Vec<usize>>,
@@ -214,6 +253,16 @@ struct Shared {
 }
 
 impl Workload for Replay {
+    fn check(&self, profile: &crate::config::Profile) -> Result<(), String> {
+        let cpus = profile.topology.cpus;
+        match self.max_recorded_cpu() {
+            Some(c) if self.placement == Placement::Recorded && c >= cpus => Err(format!(
+                "`placement`: \"recorded\" runs each task on the CPU the trace names, up to CPU {c}, but the machine has {cpus} CPUs (use placement = \"model\")"
+            )),
+            _ => Ok(()),
+        }
+    }
+
     fn setup(&self, w: &Rc<World>, _streams: &Streams) -> TaskId {
         let trace = Arc::clone(self.parsed.as_ref().expect("from_params parsed the trace"));
         let mut by_tid: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
@@ -235,7 +284,16 @@ impl Workload for Replay {
             let span = trace.events.last().map_or(0, |e| e.t_ns);
             m.insert(w.metric("trace_elapsed_ns"), span as f64);
         }
+        let handoff = match self.placement {
+            Placement::Recorded => handoffs(&trace),
+            Placement::Model => BTreeMap::new(),
+        };
         let shared = Rc::new(Shared {
+            placement: self.placement,
+            awaited: handoff.values().copied().collect(),
+            handoff,
+            handed: RefCell::new(BTreeSet::new()),
+            handoff_waiters: RefCell::new(BTreeMap::new()),
             trace: Arc::clone(&trace),
             by_tid,
             tokens: RefCell::new(BTreeMap::new()),
@@ -252,12 +310,35 @@ fn program(shared: Rc<Shared>, tid: u32, space: Rc<RefCell<Space>>) -> Program {
     Box::new(move |ctx: Ctx| Box::pin(async move { run_task(&ctx, &shared, tid, space).await }))
 }
 
+impl Shared {
+    /// The CPU of task `tid`'s first `run` event.
+    fn first_run(&self, tid: u32) -> Option<usize> {
+        self.by_tid
+            .get(&tid)?
+            .iter()
+            .find_map(|&j| match self.trace.events[j].kind {
+                EventKind::Run { cpu } => Some(cpu as usize),
+                _ => None,
+            })
+    }
+}
+
 /// Replays task `tid`'s events, then reaps its children.
 async fn run_task(ctx: &Ctx, sh: &Rc<Shared>, tid: u32, mut space: Rc<RefCell<Space>>) {
     let idx = sh.by_tid.get(&tid).cloned().unwrap_or_default();
+    let recorded = sh.placement == Placement::Recorded;
+    // The CPU of the task's next `run` after position p.
+    let next_run = |p: usize| {
+        idx[p + 1..]
+            .iter()
+            .find_map(|&j| match sh.trace.events[j].kind {
+                EventKind::Run { cpu } => Some(cpu as usize),
+                _ => None,
+            })
+    };
     let mut running = true;
     let mut last_end: Option<u64> = None;
-    for i in idx {
+    for (p, &i) in idx.iter().enumerate() {
         let e = sh.trace.events[i];
         if let (true, Some(le)) = (running, last_end) {
             let gap = e.t_ns.saturating_sub(le);
@@ -265,14 +346,29 @@ async fn run_task(ctx: &Ctx, sh: &Rc<Shared>, tid: u32, mut space: Rc<RefCell<Sp
                 ctx.user_work(gap).await;
             }
         }
+        // The task has reached event i: one it hands its CPU over at
+        // (before it sleeps there) releases the task waiting for it.
+        handed_off(ctx, sh, i).await;
         let mut dur = 0;
         match e.kind {
-            EventKind::Run { .. } => running = true,
+            EventKind::Run { cpu } => {
+                running = true;
+                if let Some(&j) = sh.handoff.get(&i) {
+                    wait_for_handoff(ctx, sh, j).await;
+                }
+                if recorded {
+                    set_cpus_allowed_replayed(ctx, cpu as usize, true).await;
+                }
+            }
             EventKind::Preempt => running = false,
             EventKind::Migrate { .. } | EventKind::TlbFlush { .. } => {}
             EventKind::Block { waker, .. } => {
                 running = false;
                 if waker.is_some() {
+                    if let (true, Some(cpu)) = (recorded, next_run(p)) {
+                        // Steer the wake-up to where the host woke it.
+                        set_cpus_allowed_replayed(ctx, cpu, false).await;
+                    }
                     sleep_until_woken(ctx, sh, tid).await;
                 }
             }
@@ -280,8 +376,9 @@ async fn run_task(ctx: &Ctx, sh: &Rc<Shared>, tid: u32, mut space: Rc<RefCell<Sp
             EventKind::Clone { child } => {
                 let rec = sh.trace.task(child).expect("parsed").clone();
                 if rec.kind == TaskKind::Thread {
+                    let pin = recorded.then(|| sh.first_run(child)).flatten();
                     let p = program(Rc::clone(sh), child, Rc::clone(&space));
-                    sys_clone_thread(ctx, &rec.comm, None, p).await;
+                    sys_clone_thread(ctx, &rec.comm, pin, p).await;
                 } else {
                     let copy = Rc::new(RefCell::new(space.borrow().clone()));
                     sys_fork(ctx, &rec.comm, program(Rc::clone(sh), child, copy)).await;
@@ -298,6 +395,57 @@ async fn run_task(ctx: &Ctx, sh: &Rc<Shared>, tid: u32, mut space: Rc<RefCell<Sp
         last_end = Some(e.t_ns + dur);
     }
     while sys_wait(ctx).await.is_some() {}
+}
+
+/// The recorded CPU hand-overs: for each `run` event of a task on CPU c
+/// at time t, the event (`preempt`, `block` or `exit`) by which another
+/// task left CPU c at the same t, if any (the two halves of one
+/// `sched_switch`). Replaying them as waits (the task does not resume
+/// before the other has reached that point) keeps the recorded order of
+/// tasks sharing a CPU, without timers.
+fn handoffs(t: &Trace) -> BTreeMap<usize, usize> {
+    let mut on_cpu: BTreeMap<u32, u32> = BTreeMap::new(); // tid → CPU
+    let mut left: BTreeMap<u32, (u64, usize, u32)> = BTreeMap::new(); // CPU → (t, event, tid)
+    let mut out = BTreeMap::new();
+    for (i, e) in t.events.iter().enumerate() {
+        match e.kind {
+            EventKind::Run { cpu } => {
+                if let Some(&(lt, j, ltid)) = left.get(&cpu) {
+                    if lt == e.t_ns && ltid != e.tid {
+                        out.insert(i, j);
+                    }
+                }
+                on_cpu.insert(e.tid, cpu);
+            }
+            EventKind::Preempt | EventKind::Block { .. } | EventKind::Exit => {
+                if let Some(cpu) = on_cpu.remove(&e.tid) {
+                    left.insert(cpu, (e.t_ns, i, e.tid));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Waits until event `j` (another task leaving the CPU) has been replayed.
+async fn wait_for_handoff(ctx: &Ctx, sh: &Shared, j: usize) {
+    while !sh.handed.borrow().contains(&j) {
+        sh.handoff_waiters.borrow_mut().insert(j, ctx.task);
+        block_until_woken(ctx).await;
+    }
+}
+
+/// Marks event `i` replayed, waking the task that waits for it.
+async fn handed_off(ctx: &Ctx, sh: &Shared, i: usize) {
+    if !sh.awaited.contains(&i) {
+        return;
+    }
+    sh.handed.borrow_mut().insert(i);
+    let waiter = sh.handoff_waiters.borrow_mut().remove(&i);
+    if let Some(t) = waiter {
+        wake_up(ctx, t).await;
+    }
 }
 
 /// Sleeps until a recorded wake for `tid` has arrived (or consumes one
@@ -492,6 +640,42 @@ ev 0 1 clone child=2\nev 5 1 exec\nev 9 2 exit\nend events=3\n";
         )
         .unwrap();
         assert!(supported(&t).is_ok());
+    }
+
+    #[test]
+    fn handoffs_pair_the_halves_of_a_switch_on_one_cpu() {
+        let text =
+            "tlbsim-trace 1\nhost h\nkernel k\narch x86_64\ncpus 2\npage_size 4096\ncommand c\n\
+task 1 pid=1 parent=0 kind=process comm=a\ntask 2 pid=1 parent=1 kind=thread comm=a\n\
+ev 0 1 run cpu=0\nev 1 1 clone child=2\nev 5 1 preempt\nev 5 2 run cpu=0\n\
+ev 9 2 block waker=1 ns=4\nev 9 1 run cpu=0\nev 10 1 wake target=2\nev 11 2 run cpu=1\n\
+ev 12 2 exit\nev 13 1 exit\nend events=10\n";
+        let t = Trace::parse("t", text).unwrap();
+        // Task 2's first run takes cpu0 from task 1's preempt (events 3 <- 2),
+        // task 1 takes it back at task 2's block (5 <- 4); task 2's wake-up
+        // on idle cpu1 waits for nobody.
+        let h: Vec<(usize, usize)> = handoffs(&t).into_iter().collect();
+        assert_eq!(h, vec![(3, 2), (5, 4)]);
+    }
+
+    #[test]
+    fn recorded_placement_needs_the_recorded_cpus() {
+        let text =
+            "tlbsim-trace 1\nhost h\nkernel k\narch x86_64\ncpus 4\npage_size 4096\ncommand c\n\
+task 1 pid=1 parent=0 kind=process comm=a\nev 0 1 run cpu=3\nev 1 1 exit\nend events=2\n";
+        let mut r = Replay {
+            trace: "t".into(),
+            placement: Placement::Recorded,
+            parsed: Some(Arc::new(Trace::parse("t", text).unwrap())),
+        };
+        let p = crate::config::builtin_profile("skylake-4c8t").unwrap();
+        let mut two = p.clone();
+        two.topology.cpus = 2;
+        assert!(r.check(&p).is_ok());
+        let e = r.check(&two).unwrap_err();
+        assert!(e.starts_with("`placement`:") && e.contains("CPU 3"), "{e}");
+        r.placement = Placement::Model;
+        assert!(r.check(&two).is_ok());
     }
 
     #[test]

@@ -135,3 +135,63 @@ fn bad_traces_are_refused_naming_file_line_and_field() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Two threads that the host ran one after the other on cpu0 (cpu1
+/// idle), each copying zero pages on write (`wp_page_copy` flushes).
+fn cpu0_only_trace() -> String {
+    let mut ev = vec![
+        "ev 0 1 run cpu=0".to_string(),
+        "ev 10 1 mmap addr=0x10000000 len=262144 prot=rw- dur=100".into(),
+        "ev 200 1 clone child=2".into(),
+        "ev 300 1 preempt".into(),
+        "ev 300 2 run cpu=0".into(),
+    ];
+    let mut t = 400;
+    let mut faults = |ev: &mut Vec<String>, tid: u32, first: u64, t: &mut u64| {
+        for p in first..first + 16 {
+            let a = 0x1000_0000 + p * 4096;
+            ev.push(format!("ev {t} {tid} fault addr={a:#x} write=0"));
+            ev.push(format!(
+                "ev {} {tid} fault addr={a:#x} write=1",
+                *t + 20_000
+            ));
+            *t += 40_000;
+        }
+    };
+    faults(&mut ev, 2, 0, &mut t);
+    ev.push(format!("ev {t} 2 exit"));
+    ev.push(format!("ev {t} 1 run cpu=0"));
+    t += 100;
+    faults(&mut ev, 1, 32, &mut t);
+    ev.push(format!("ev {t} 1 exit"));
+    format!(
+        "tlbsim-trace 1\nhost h\nkernel k\narch x86_64\ncpus 2\npage_size 4096\ncommand c\n\
+task 1 pid=1 parent=0 kind=process comm=a\ntask 2 pid=1 parent=1 kind=thread comm=a\n{}\nend events={}\n",
+        ev.join("\n"),
+        ev.len()
+    )
+}
+
+#[test]
+fn recorded_placement_keeps_the_hosts_cpu_sharing() {
+    let dir = std::env::temp_dir().join(format!("tlbsim-replay-place-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("cpu0.trace");
+    std::fs::write(&p, cpu0_only_trace()).unwrap();
+    let p = p.display().to_string();
+    let ipis = |placement: &str| {
+        let mut e = replay("skylake-4c8t", "x86-tlb-gen", &p);
+        e.workload.params.insert(
+            "placement".into(),
+            toml::Value::String(placement.to_string()),
+        );
+        let o = run_ok(&e);
+        o.stats.total.flushes_broadcast
+    };
+    // On the host the threads took turns on cpu0: no flush had another
+    // CPU to reach. The model's own scheduler spreads them over both CPUs,
+    // and the copies then shoot down the other thread's CPU.
+    assert_eq!(ipis("recorded"), 0);
+    assert!(ipis("model") > 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
