@@ -56,6 +56,9 @@ enum Cmd {
     Record(cmd::record::Args),
     /// Replay a recorded trace on a profile under a policy, checker on.
     Replay(cmd::replay::Args),
+    /// `tlbsim record`'s overhead probe (run by `record` itself).
+    #[command(hide = true)]
+    RecordProbe,
     /// Run will-it-scale's tlb_flush1/2/3 loops on this host and in the
     /// simulator; print measured vs predicted loops/s and shootdowns.
     ValidateHost(cmd::validate_host::Args),
@@ -77,6 +80,7 @@ fn main() -> ExitCode {
         Cmd::Plot(a) => cmd::plot::run(a),
         Cmd::Record(a) => cmd::record::run(a),
         Cmd::Replay(a) => cmd::replay::run(a),
+        Cmd::RecordProbe => cmd::record_probe::run(),
         Cmd::ValidateHost(a) => cmd::validate_host::run(a),
     }
 }

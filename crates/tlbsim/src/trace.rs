@@ -15,10 +15,13 @@ use std::fmt::Write as _;
 
 /// The first word of a trace file.
 pub const FORMAT_NAME: &str = "tlbsim-trace";
-/// The format version this build reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this build writes (it reads 1 and 2; version 2
+/// added the `overhead` header line and `perf` events).
+pub const FORMAT_VERSION: u32 = 2;
 /// Events one trace may hold (a few hundred MiB of text).
 pub const MAX_TRACE_EVENTS: usize = 1 << 24;
+/// The largest `overhead` value accepted, ns.
+pub const MAX_OVERHEAD_NS: u64 = 1_000_000;
 /// The longest line accepted, in bytes.
 pub const MAX_LINE_BYTES: usize = 4096;
 /// The highest user address accepted (exclusive): 57-bit virtual
@@ -40,6 +43,21 @@ pub struct Header {
     pub page_size_bytes: u64,
     /// The recorded command line, words joined by spaces.
     pub command: String,
+    /// The format version the trace was read in (written back as is).
+    pub version: u32,
+    /// What recording cost the recorded tasks (version 2, optional).
+    pub overhead: Option<Overhead>,
+}
+
+/// The recorder's own cost in the recorded times, measured by `tlbsim
+/// record` before it recorded (the `overhead` header line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overhead {
+    /// Time one perf record adds to the task it is written in, ns.
+    pub record_ns: u64,
+    /// A user page fault's kernel time on the recording host, untraced, ns
+    /// (it falls in the gap after a `fault` event).
+    pub fault_ns: u64,
 }
 
 /// A process (thread-group leader) or a thread of one.
@@ -180,6 +198,14 @@ pub enum EventKind {
         /// Pages, `u64::MAX` for a full flush.
         pages: u64,
     },
+    /// Version 2: the task wrote `records` perf records since the end of
+    /// its previous event (untraced system calls, switches, wake-ups,
+    /// faults, flushes: each costs it [`Overhead::record_ns`]); stamped at
+    /// the time of its next event, which follows it.
+    Perf {
+        /// Records.
+        records: u64,
+    },
 }
 
 /// `PROT_READ`.
@@ -251,13 +277,20 @@ impl Trace {
     /// The trace as text in the current format version.
     pub fn to_text(&self) -> String {
         let h = &self.header;
-        let mut s = format!("{FORMAT_NAME} {FORMAT_VERSION}\n");
+        let mut s = format!("{FORMAT_NAME} {}\n", h.version);
         let _ = writeln!(s, "host {}", one_word(&h.host));
         let _ = writeln!(s, "kernel {}", one_word(&h.kernel));
         let _ = writeln!(s, "arch {}", one_word(&h.arch));
         let _ = writeln!(s, "cpus {}", h.cpus);
         let _ = writeln!(s, "page_size {}", h.page_size_bytes);
         let _ = writeln!(s, "command {}", h.command.replace('\n', " "));
+        if let Some(o) = h.overhead {
+            let _ = writeln!(
+                s,
+                "overhead record_ns={} fault_ns={}",
+                o.record_ns, o.fault_ns
+            );
+        }
         for t in &self.tasks {
             let kind = match t.kind {
                 TaskKind::Process => "process",
@@ -332,6 +365,7 @@ impl Trace {
                 EventKind::Preempt => write!(s, "preempt"),
                 EventKind::Wake { target } => write!(s, "wake target={target}"),
                 EventKind::Migrate { cpu } => write!(s, "migrate cpu={cpu}"),
+                EventKind::Perf { records } => write!(s, "perf records={records}"),
                 EventKind::TlbFlush { reason, pages } => {
                     if pages == u64::MAX {
                         write!(s, "tlb_flush reason={reason} pages=all")
@@ -352,6 +386,7 @@ impl Trace {
             file,
             line: 0,
             field: None,
+            version: 0,
         }
         .parse(text)
     }
@@ -390,6 +425,7 @@ pub fn kind_name(k: &EventKind) -> &'static str {
         EventKind::Wake { .. } => "wake",
         EventKind::Migrate { .. } => "migrate",
         EventKind::TlbFlush { .. } => "tlb_flush",
+        EventKind::Perf { .. } => "perf",
     }
 }
 
@@ -410,6 +446,8 @@ struct Parser<'a> {
     file: &'a str,
     line: usize,
     field: Option<String>,
+    /// The version the first line gave.
+    version: u32,
 }
 
 /// `key=value` fields of one line, each used once.
@@ -455,7 +493,10 @@ impl Parser<'_> {
             }
             let (word, rest) = body.trim().split_once(' ').unwrap_or((body.trim(), ""));
             match word {
-                "host" | "kernel" | "arch" | "cpus" | "page_size" | "command" => {
+                "host" | "kernel" | "arch" | "cpus" | "page_size" | "command" | "overhead" => {
+                    if word == "overhead" && self.version < 2 {
+                        return Err(self.err(Some(word), "needs format version 2"));
+                    }
                     if !tasks.is_empty() || !events.is_empty() {
                         return Err(self.err(Some(word), "header line after the tasks or events"));
                     }
@@ -538,7 +579,7 @@ impl Parser<'_> {
         })
     }
 
-    fn check_magic(&self, first: &str) -> Result<(), TraceError> {
+    fn check_magic(&mut self, first: &str) -> Result<(), TraceError> {
         let mut it = first.split_whitespace();
         if it.next() != Some(FORMAT_NAME) {
             return Err(self.err(
@@ -547,10 +588,13 @@ impl Parser<'_> {
             ));
         }
         match it.next().map(str::parse::<u32>) {
-            Some(Ok(FORMAT_VERSION)) => Ok(()),
+            Some(Ok(v @ 1..=FORMAT_VERSION)) => {
+                self.version = v;
+                Ok(())
+            }
             Some(Ok(v)) => Err(self.err(
                 Some("version"),
-                format!("format version {v}, this tlbsim reads version {FORMAT_VERSION}"),
+                format!("format version {v}, this tlbsim reads versions 1 to {FORMAT_VERSION}"),
             )),
             _ => Err(self.err(Some("version"), "missing or not a number")),
         }
@@ -582,8 +626,31 @@ impl Parser<'_> {
                 format!("{page_size_bytes} is not 4096, 16384 or 65536"),
             ));
         }
+        let overhead = match h.get("overhead") {
+            None => None,
+            Some((n, v)) => {
+                self.line = *n;
+                let mut f = self.fields(v)?;
+                let record_ns = self.num(&mut f, "record_ns")?;
+                let fault_ns = self.num(&mut f, "fault_ns")?;
+                self.done(f)?;
+                for (k, v) in [("record_ns", record_ns), ("fault_ns", fault_ns)] {
+                    if v > MAX_OVERHEAD_NS {
+                        return Err(
+                            self.err(Some(k), format!("{v} ns is over {MAX_OVERHEAD_NS} (1 ms)"))
+                        );
+                    }
+                }
+                Some(Overhead {
+                    record_ns,
+                    fault_ns,
+                })
+            }
+        };
         self.line = 0;
         Ok(Header {
+            version: self.version,
+            overhead,
             host: get(self, "host")?,
             kernel: get(self, "kernel")?,
             arch: get(self, "arch")?,
@@ -798,6 +865,9 @@ impl Parser<'_> {
             "migrate" => EventKind::Migrate {
                 cpu: self.num(&mut f, "cpu")?,
             },
+            "perf" if self.version >= 2 => EventKind::Perf {
+                records: self.num(&mut f, "records")?,
+            },
             "tlb_flush" => {
                 let reason = self.num(&mut f, "reason")?;
                 let pages = if f.words.iter().any(|(k, v)| *k == "pages" && *v == "all") {
@@ -828,6 +898,8 @@ mod tests {
                 cpus: 2,
                 page_size_bytes: 4096,
                 command: "sort /tmp/x".into(),
+                version: FORMAT_VERSION,
+                overhead: None,
             },
             tasks: vec![
                 TaskRec {
@@ -899,19 +971,80 @@ mod tests {
         }
     }
 
+    /// The sample with version 2's overhead line and a `perf` event.
+    fn sample_v2() -> Trace {
+        let mut t = sample();
+        t.header.overhead = Some(Overhead {
+            record_ns: 210,
+            fault_ns: 900,
+        });
+        t.events.insert(
+            6,
+            Event {
+                t_ns: 1090,
+                tid: 11,
+                kind: EventKind::Perf { records: 3 },
+            },
+        );
+        t
+    }
+
     #[test]
     fn round_trip() {
-        let t = sample();
+        for t in [sample(), sample_v2()] {
+            let text = t.to_text();
+            assert_eq!(Trace::parse("x.trace", &text).unwrap(), t);
+            assert_eq!(Trace::parse("x.trace", &text).unwrap().to_text(), text);
+        }
+        let v2 = sample_v2().to_text();
+        assert!(v2.contains("overhead record_ns=210 fault_ns=900\n"), "{v2}");
+        assert!(
+            v2.contains("ev 1090 11 perf records=3\nev 1090 11 wake"),
+            "{v2}"
+        );
+    }
+
+    #[test]
+    fn version_1_reads_back_as_1_and_has_no_version_2_records() {
+        let mut t = sample();
+        t.header.version = 1;
         let text = t.to_text();
+        assert!(text.starts_with("tlbsim-trace 1\n"));
         assert_eq!(Trace::parse("x.trace", &text).unwrap(), t);
-        assert_eq!(Trace::parse("x.trace", &text).unwrap().to_text(), text);
+        let perf = text.replacen(
+            "ev 1090 11 wake",
+            "ev 1090 11 perf records=3\nev 1090 11 wake",
+            1,
+        );
+        let perf = perf.replacen("end events=7", "end events=8", 1);
+        let e = Trace::parse("v1.trace", &perf).unwrap_err().to_string();
+        assert!(e.contains("unknown event `perf`"), "{e}");
+        let head = text.replacen(
+            "command sort /tmp/x\n",
+            "command sort /tmp/x\noverhead record_ns=1 fault_ns=2\n",
+            1,
+        );
+        let e = Trace::parse("v1.trace", &head).unwrap_err().to_string();
+        assert!(
+            e.contains("field `overhead`: needs format version 2"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_absurd_overhead_is_refused() {
+        let text = sample_v2()
+            .to_text()
+            .replacen("record_ns=210", "record_ns=99999999999", 1);
+        let e = Trace::parse("o.trace", &text).unwrap_err().to_string();
+        assert!(e.contains("field `record_ns`") && e.contains("over"), "{e}");
     }
 
     #[test]
     fn wrong_version_names_file_line_field() {
         let text = sample()
             .to_text()
-            .replacen("tlbsim-trace 1", "tlbsim-trace 7", 1);
+            .replacen("tlbsim-trace 2", "tlbsim-trace 7", 1);
         let e = Trace::parse("a.trace", &text).unwrap_err().to_string();
         assert!(
             e.starts_with("a.trace:1: field `version`: format version 7"),

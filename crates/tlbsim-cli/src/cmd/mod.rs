@@ -8,6 +8,7 @@ pub mod plot;
 pub mod policies;
 pub mod profiles;
 pub mod record;
+pub mod record_probe;
 pub mod replay;
 pub mod report_page;
 pub mod reproduce;

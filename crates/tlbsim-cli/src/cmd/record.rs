@@ -129,6 +129,16 @@ fn record(args: &Args) -> Result<Trace, String> {
             eprintln!("tlbsim record: this kernel has no tracepoint {tp}; recording without it");
         }
     }
+    let overhead = match crate::cmd::record_probe::measure(
+        &events,
+        &std::env::temp_dir().join(format!("tlbsim-probe-{}.data", std::process::id())),
+    ) {
+        Ok(o) => Some(o),
+        Err(e) => {
+            eprintln!("tlbsim record: {e}; the trace has no `overhead` line (replay will not subtract perf's cost)");
+            None
+        }
+    };
     let data = match &args.keep_perf_data {
         Some(p) => p.clone(),
         None => std::env::temp_dir().join(format!("tlbsim-record-{}.data", std::process::id())),
@@ -177,6 +187,8 @@ fn record(args: &Args) -> Result<Trace, String> {
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
         page_size_bytes: page_size(),
         command: args.command.join(" "),
+        version: tlbsim::trace::FORMAT_VERSION,
+        overhead,
     };
     convert(&text, header)
 }
@@ -313,6 +325,8 @@ pub fn convert(text: &str, header: Header) -> Result<Trace, String> {
     let mut tasks: BTreeMap<u32, Task> = BTreeMap::new();
     let mut order: Vec<u32> = Vec::new();
     let mut events: Vec<Event> = Vec::new();
+    // Each kept task's perf records (their times), for the `perf` events.
+    let mut recs: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
     let mut t0 = None;
     for (i, l) in text.lines().enumerate() {
         if l.trim().is_empty() {
@@ -329,6 +343,7 @@ pub fn convert(text: &str, header: Header) -> Result<Trace, String> {
         }
         let me = tasks.contains_key(&p.tid).then_some(p.tid);
         if let Some(m) = me {
+            recs.entry(m).or_default().push(t);
             let tk = tasks.get_mut(&m).expect("present");
             if !tk.pid_seen {
                 tk.rec.pid = p.pid;
@@ -506,11 +521,59 @@ pub fn convert(text: &str, header: Header) -> Result<Trace, String> {
     }
     // A syscall event is stamped at its entry: keep the list in time order.
     events.sort_by_key(|e| e.t_ns);
+    let events = if header.version >= 2 {
+        with_perf_records(events, &recs)
+    } else {
+        events
+    };
     Ok(Trace {
         header,
         tasks: order.iter().map(|t| tasks[t].rec.clone()).collect(),
         events,
     })
+}
+
+/// When an event ends: a system call's entry plus its duration.
+fn event_end(e: &Event) -> u64 {
+    let dur = match e.kind {
+        EventKind::Mmap { dur_ns, .. }
+        | EventKind::Munmap { dur_ns, .. }
+        | EventKind::Mprotect { dur_ns, .. }
+        | EventKind::Madvise { dur_ns, .. }
+        | EventKind::Brk { dur_ns, .. }
+        | EventKind::Mremap { dur_ns, .. } => dur_ns,
+        _ => 0,
+    };
+    e.t_ns + dur
+}
+
+/// Puts a `perf records=N` event before each event whose task wrote N > 0
+/// perf records between the end of its previous event and its start (the
+/// previous system call's `sys_exit`, untraced system calls, switches,
+/// wake-ups, a fault's own record): the time they cost lies in that gap.
+fn with_perf_records(events: Vec<Event>, recs: &BTreeMap<u32, Vec<u64>>) -> Vec<Event> {
+    let mut last_end: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut out = Vec::with_capacity(events.len());
+    for e in events {
+        if let (Some(&from), Some(r)) = (last_end.get(&e.tid), recs.get(&e.tid)) {
+            let lo = r.partition_point(|&t| t < from);
+            let hi = r.partition_point(|&t| t < e.t_ns);
+            if hi > lo {
+                out.push(Event {
+                    t_ns: e.t_ns,
+                    tid: e.tid,
+                    kind: EventKind::Perf {
+                        records: (hi - lo) as u64,
+                    },
+                });
+            }
+        }
+        let end = event_end(&e);
+        let le = last_end.entry(e.tid).or_insert(end);
+        *le = (*le).max(end);
+        out.push(e);
+    }
+    out
 }
 
 /// Marks `tid` running on `cpu` from `t` (a `run` event) if it was not,
@@ -655,6 +718,8 @@ mod tests {
             cpus: 2,
             page_size_bytes: 4096,
             command: "sort".into(),
+            version: 1,
+            overhead: None,
         };
         let t = convert(SAMPLE, h).unwrap();
         let text = t.to_text();
@@ -680,5 +745,29 @@ mod tests {
         );
         // The written trace reads back.
         assert_eq!(Trace::parse("t", &text).unwrap(), t);
+        assert!(!text.contains("perf records"), "version 1 has none");
+    }
+
+    #[test]
+    fn version_2_counts_each_gaps_perf_records() {
+        let h = Header {
+            host: "h".into(),
+            kernel: "k".into(),
+            arch: "x86_64".into(),
+            cpus: 2,
+            page_size_bytes: 4096,
+            command: "sort".into(),
+            version: 2,
+            overhead: None,
+        };
+        let text = convert(SAMPLE, h).unwrap().to_text();
+        // Before the mmap: the tlb_flush record (its cost follows it);
+        // before the fault: the mmap's sys_exit (its sys_enter is inside
+        // the call's `dur`); before the clone: the fault's own record.
+        for (t, next) in [(297000, "mmap"), (761000, "fault"), (785000, "clone")] {
+            let want = format!("ev {t} 31344 perf records=1\nev {t} 31344 {next}");
+            assert!(text.contains(&want), "{want}\n{text}");
+        }
+        assert_eq!(text.matches("perf records=").count(), 6, "{text}");
     }
 }

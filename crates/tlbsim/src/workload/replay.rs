@@ -243,6 +243,8 @@ struct Shared {
     /// Handed-off events processed so far, and tasks waiting for one.
     handed: RefCell<BTreeSet<usize>>,
     handoff_waiters: RefCell<BTreeMap<usize, TaskId>>,
+    /// Recorder time taken out of the compute so far, ns.
+    removed_ns: std::cell::Cell<u64>,
     trace: Arc<Trace>,
     /// Each task's event indices, in order.
     by_tid: BTreeMap<u32, Vec<usize>>,
@@ -294,6 +296,7 @@ impl Workload for Replay {
             handoff,
             handed: RefCell::new(BTreeSet::new()),
             handoff_waiters: RefCell::new(BTreeMap::new()),
+            removed_ns: std::cell::Cell::new(0),
             trace: Arc::clone(&trace),
             by_tid,
             tokens: RefCell::new(BTreeMap::new()),
@@ -336,16 +339,27 @@ async fn run_task(ctx: &Ctx, sh: &Rc<Shared>, tid: u32, mut space: Rc<RefCell<Sp
                 _ => None,
             })
     };
+    let overhead = sh.trace.header.overhead;
     let mut running = true;
     let mut last_end: Option<u64> = None;
+    // The recorder's own time in the current gap (perf records, a fault's
+    // host handling), taken out of the compute.
+    let mut recorder_ns = 0u64;
     for (p, &i) in idx.iter().enumerate() {
         let e = sh.trace.events[i];
+        if let (EventKind::Perf { records }, Some(o)) = (e.kind, overhead) {
+            recorder_ns = recorder_ns.saturating_add(records.saturating_mul(o.record_ns));
+            continue;
+        }
         if let (true, Some(le)) = (running, last_end) {
             let gap = e.t_ns.saturating_sub(le);
-            if gap > 0 {
-                ctx.user_work(gap).await;
+            let removed = recorder_ns.min(gap);
+            sh.removed_ns.set(sh.removed_ns.get() + removed);
+            if gap > removed {
+                ctx.user_work(gap - removed).await;
             }
         }
+        recorder_ns = 0;
         // The task has reached event i: one it hands its CPU over at
         // (before it sleeps there) releases the task waiting for it.
         handed_off(ctx, sh, i).await;
@@ -361,7 +375,7 @@ async fn run_task(ctx: &Ctx, sh: &Rc<Shared>, tid: u32, mut space: Rc<RefCell<Sp
                 }
             }
             EventKind::Preempt => running = false,
-            EventKind::Migrate { .. } | EventKind::TlbFlush { .. } => {}
+            EventKind::Migrate { .. } | EventKind::TlbFlush { .. } | EventKind::Perf { .. } => {}
             EventKind::Block { waker, .. } => {
                 running = false;
                 if waker.is_some() {
@@ -389,12 +403,24 @@ async fn run_task(ctx: &Ctx, sh: &Rc<Shared>, tid: u32, mut space: Rc<RefCell<Sp
                 space = Rc::new(RefCell::new(Space::default()));
             }
             EventKind::Exit => break,
-            EventKind::Fault { addr, write } => fault(ctx, &space, addr, write).await,
+            EventKind::Fault { addr, write } => {
+                fault(ctx, &space, addr, write).await;
+                // The host's handling of it is in the next gap; the model
+                // has just charged its own.
+                recorder_ns = overhead.map_or(0, |o| o.fault_ns);
+            }
             _ => dur = memory_op(ctx, &space, e.kind).await,
         }
         last_end = Some(e.t_ns + dur);
     }
     while sys_wait(ctx).await.is_some() {}
+    // Each task leaves the total so far: the last one's is the run's.
+    let removed = sh.removed_ns.get() as f64;
+    ctx.w
+        .stats
+        .borrow_mut()
+        .metrics
+        .insert(ctx.w.metric("replay_recorder_removed_ns"), removed);
 }
 
 /// The recorded CPU hand-overs: for each `run` event of a task on CPU c

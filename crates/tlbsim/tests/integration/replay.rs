@@ -111,8 +111,8 @@ fn bad_traces_are_refused_naming_file_line_and_field() {
     let cases = [
         (
             "version",
-            good.replacen("tlbsim-trace 1", "tlbsim-trace 2", 1),
-            ":1: field `version`: format version 2",
+            good.replacen("tlbsim-trace 1", "tlbsim-trace 3", 1),
+            ":1: field `version`: format version 3",
         ),
         ("truncated", good[..good.len() / 2].to_string(), "truncated"),
         (
@@ -193,5 +193,39 @@ fn recorded_placement_keeps_the_hosts_cpu_sharing() {
     // and the copies then shoot down the other thread's CPU.
     assert_eq!(ipis("recorded"), 0);
     assert!(ipis("model") > 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_recorders_own_time_is_taken_out_of_the_compute() {
+    // One task: 2 ms between its mmap and its exit, of which 100 perf
+    // records at 1 us each and one fault's host handling (50 us) were the
+    // recorder's and the host's, not the program's.
+    let trace = |perf: &str| {
+        format!(
+            "tlbsim-trace 2\nhost h\nkernel k\narch x86_64\ncpus 2\npage_size 4096\ncommand c\n\
+overhead record_ns=1000 fault_ns=50000\ntask 1 pid=1 parent=0 kind=process comm=a\n\
+ev 0 1 run cpu=0\nev 10 1 mmap addr=0x10000000 len=4096 prot=rw- dur=90\n\
+ev 100000 1 fault addr=0x10000000 write=1\n{perf}ev 2000000 1 exit\nend events={}\n",
+            if perf.is_empty() { 4 } else { 5 }
+        )
+    };
+    let dir = std::env::temp_dir().join(format!("tlbsim-replay-ovh-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let elapsed = |name: &str, text: String| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        let o = run_ok(&replay(
+            "skylake-4c8t",
+            "x86-tlb-gen",
+            &p.display().to_string(),
+        ));
+        (o.elapsed_ns, o.metrics["replay_recorder_removed_ns"])
+    };
+    let (plain, _) = elapsed("plain.trace", trace(""));
+    let (less, m) = elapsed("perf.trace", trace("ev 2000000 1 perf records=100\n"));
+    assert_eq!(plain - less, 100_000, "the records' 100 us");
+    // The fault's 50 us comes out of both runs; the records' only of one.
+    assert_eq!(m, 150_000.0);
     let _ = std::fs::remove_dir_all(&dir);
 }
