@@ -147,7 +147,7 @@ fn cpu0_only_trace() -> String {
         "ev 300 2 run cpu=0".into(),
     ];
     let mut t = 400;
-    let mut faults = |ev: &mut Vec<String>, tid: u32, first: u64, t: &mut u64| {
+    let faults = |ev: &mut Vec<String>, tid: u32, first: u64, t: &mut u64| {
         for p in first..first + 16 {
             let a = 0x1000_0000 + p * 4096;
             ev.push(format!("ev {t} {tid} fault addr={a:#x} write=0"));
