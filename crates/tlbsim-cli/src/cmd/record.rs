@@ -357,8 +357,11 @@ pub fn convert(text: &str, header: Header) -> Result<Trace, String> {
         }
         // Its own event shows a task on a CPU: a sleep or preemption ended
         // (when perf gives no switch-in record).
+        // Not its switch-out record, nor the flush the switch itself makes
+        // (x86's `switch_mm_irqs_off()` traces `TLB_FLUSH_ON_TASK_SWITCH`,
+        // reason 0, while `current` is still the task going to sleep).
         if let Some(m) = me {
-            if !p.event.starts_with("PERF_RECORD_SWITCH OUT") {
+            if !p.event.starts_with("PERF_RECORD_SWITCH OUT") && !is_switch_flush(&p) {
                 resume(&mut tasks, &mut events, m, t, p.cpu);
             }
         }
@@ -396,6 +399,7 @@ pub fn convert(text: &str, header: Header) -> Result<Trace, String> {
             }
             "sched:sched_process_exit" => {
                 if let Some(m) = me {
+                    wake_waiting_parent(&mut tasks, &mut events, m, t);
                     push(&mut events, t, m, EventKind::Exit);
                 }
             }
@@ -504,10 +508,7 @@ pub fn convert(text: &str, header: Header) -> Result<Trace, String> {
                     .strip_prefix("pages:")
                     .and_then(|r| r.split(' ').next())
                     .and_then(|v| v.parse::<i64>().ok());
-                let reason = p
-                    .trace
-                    .rsplit_once('(')
-                    .and_then(|(_, r)| r.trim_end_matches(')').parse::<u32>().ok());
+                let reason = flush_reason(p.trace);
                 if let (Some(pages), Some(reason)) = (pages, reason) {
                     let pages = u64::try_from(pages).unwrap_or(u64::MAX);
                     push(&mut events, t, m, EventKind::TlbFlush { reason, pages });
@@ -531,6 +532,18 @@ pub fn convert(text: &str, header: Header) -> Result<Trace, String> {
         tasks: order.iter().map(|t| tasks[t].rec.clone()).collect(),
         events,
     })
+}
+
+/// Is this `tlb:tlb_flush` the one a context switch makes (reason 0)?
+fn is_switch_flush(p: &Line<'_>) -> bool {
+    p.event == "tlb:tlb_flush" && flush_reason(p.trace) == Some(0)
+}
+
+/// `tlb:tlb_flush`'s reason: the number in the parentheses at the end.
+fn flush_reason(trace: &str) -> Option<u32> {
+    trace
+        .rsplit_once('(')
+        .and_then(|(_, r)| r.trim_end_matches(')').parse::<u32>().ok())
 }
 
 /// When an event ends: a system call's entry plus its duration.
@@ -574,6 +587,36 @@ fn with_perf_records(events: Vec<Event>, recs: &BTreeMap<u32, Vec<u64>>) -> Vec<
         out.push(e);
     }
     out
+}
+
+/// A process's exit wakes its parent if it sleeps (in `wait4()`, or on a
+/// pipe the child held) from `exit_notify()`, which runs after
+/// `perf_event_exit_task()`: perf never sees that wake-up, so it is
+/// written here, as the exiting child's last act (`wake` before `exit`).
+/// A thread's exit is left alone: its `pthread_join` waker
+/// (`CLONE_CHILD_CLEARTID`'s futex wake in `exit_mm()`) comes before and
+/// is recorded.
+fn wake_waiting_parent(tasks: &mut BTreeMap<u32, Task>, events: &mut Vec<Event>, tid: u32, t: u64) {
+    let (parent, kind) = match tasks.get(&tid) {
+        Some(c) => (c.rec.parent, c.rec.kind),
+        None => return,
+    };
+    if kind != TaskKind::Process {
+        return;
+    }
+    let Some(pt) = tasks.get_mut(&parent) else {
+        return;
+    };
+    let Some((i, _)) = pt.open_block else {
+        return;
+    };
+    if let EventKind::Block {
+        waker: w @ None, ..
+    } = &mut events[i].kind
+    {
+        *w = Some(tid);
+        push(events, t, tid, EventKind::Wake { target: parent });
+    }
 }
 
 /// Marks `tid` running on `cpu` from `t` (a `run` event) if it was not,
@@ -705,6 +748,7 @@ mod tests {
             sort 31344/31344 [000] 40875.399576000: exceptions:page_fault_user: address=0x7f5450a69000 ip=0x7f5450a8b581 error_code=0x6
             sort 31344/31344 [000] 40875.399600000:   sched:sched_process_fork: comm=sort pid=31344 child_comm=sort child_pid=31345
             sort 31344/31344 [000] 40875.399700000:         sched:sched_switch: prev_comm=sort prev_pid=31344 prev_prio=120 prev_state=S ==> next_comm=sort next_pid=31345 next_prio=120
+            sort 31344/31344 [000] 40875.399701000:              tlb:tlb_flush: pages:-1 reason:flush on task switch (0)
             sort 31345/31345 [000] 40875.399800000:         sched:sched_wakeup: comm=sort pid=31344 prio=120 target_cpu=001
             sort 31345/31345 [000] 40875.399900000:         sched:sched_switch: prev_comm=sort prev_pid=31345 prev_prio=120 prev_state=R ==> next_comm=lto cgu.13 next_pid=31344 next_prio=120
 ";
@@ -749,6 +793,37 @@ mod tests {
     }
 
     #[test]
+    fn a_child_process_exit_wakes_its_sleeping_parent() {
+        // The parent sleeps (wait4) and no wake-up is recorded: the child's
+        // exit_notify() runs after perf stopped following it.
+        let sample = "\
+            sh 100/100 [000] 1.000000000:   sched:sched_process_fork: comm=sh pid=100 child_comm=sh child_pid=101
+            sh 100/100 [000] 1.000100000:         sched:sched_switch: prev_comm=sh prev_pid=100 prev_prio=120 prev_state=S ==> next_comm=sh next_pid=101 next_prio=120
+            sh 101/101 [000] 1.000500000:   sched:sched_process_exit: comm=sh pid=101 prio=120
+            sh 100/100 [001] 1.000600000:              tlb:tlb_flush: pages:1 reason:local MM shootdown (3)
+";
+        let h = Header {
+            host: "h".into(),
+            kernel: "k".into(),
+            arch: "x86_64".into(),
+            cpus: 2,
+            page_size_bytes: 4096,
+            command: "sh".into(),
+            version: 1,
+            overhead: None,
+        };
+        let text = convert(sample, h).unwrap().to_text();
+        assert!(
+            text.contains("ev 100000 100 block waker=101 ns=500000"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ev 500000 101 wake target=100\nev 500000 101 exit"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn version_2_counts_each_gaps_perf_records() {
         let h = Header {
             host: "h".into(),
@@ -768,6 +843,6 @@ mod tests {
             let want = format!("ev {t} 31344 perf records=1\nev {t} 31344 {next}");
             assert!(text.contains(&want), "{want}\n{text}");
         }
-        assert_eq!(text.matches("perf records=").count(), 6, "{text}");
+        assert_eq!(text.matches("perf records=").count(), 7, "{text}");
     }
 }
