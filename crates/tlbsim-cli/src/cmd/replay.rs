@@ -142,7 +142,12 @@ pub fn run(args: Args) -> ExitCode {
                 SimError::Config(_) | SimError::Field { .. } | SimError::Flag { .. } => {
                     ExitCode::from(2)
                 }
-                SimError::Run(_) => {
+                SimError::Run(m) => {
+                    if matches!(m, tlbsim::driver::RunError::Deadlock(_))
+                        && args.placement == "recorded"
+                    {
+                        eprintln!("hint: the recorded order of tasks sharing a CPU could not be kept (docs/model.md, \"Trace replay\"); `--placement model` lets the model's scheduler place the tasks");
+                    }
                     eprintln!("replay: {again}");
                     ExitCode::FAILURE
                 }
