@@ -753,18 +753,23 @@ mod tests {
             sort 31345/31345 [000] 40875.399900000:         sched:sched_switch: prev_comm=sort prev_pid=31345 prev_prio=120 prev_state=R ==> next_comm=lto cgu.13 next_pid=31344 next_prio=120
 ";
 
-    #[test]
-    fn converts_perf_script() {
-        let h = Header {
+    /// A test header in format `version`.
+    fn header(command: &str, version: u32) -> Header {
+        Header {
             host: "h".into(),
             kernel: "k".into(),
             arch: "x86_64".into(),
             cpus: 2,
             page_size_bytes: 4096,
-            command: "sort".into(),
-            version: 1,
+            command: command.into(),
+            version,
             overhead: None,
-        };
+        }
+    }
+
+    #[test]
+    fn converts_perf_script() {
+        let h = header("sort", 1);
         let t = convert(SAMPLE, h).unwrap();
         let text = t.to_text();
         assert!(
@@ -802,16 +807,7 @@ mod tests {
             sh 101/101 [000] 1.000500000:   sched:sched_process_exit: comm=sh pid=101 prio=120
             sh 100/100 [001] 1.000600000:              tlb:tlb_flush: pages:1 reason:local MM shootdown (3)
 ";
-        let h = Header {
-            host: "h".into(),
-            kernel: "k".into(),
-            arch: "x86_64".into(),
-            cpus: 2,
-            page_size_bytes: 4096,
-            command: "sh".into(),
-            version: 1,
-            overhead: None,
-        };
+        let h = header("sh", 1);
         let text = convert(sample, h).unwrap().to_text();
         assert!(
             text.contains("ev 100000 100 block waker=101 ns=500000"),
@@ -825,16 +821,7 @@ mod tests {
 
     #[test]
     fn version_2_counts_each_gaps_perf_records() {
-        let h = Header {
-            host: "h".into(),
-            kernel: "k".into(),
-            arch: "x86_64".into(),
-            cpus: 2,
-            page_size_bytes: 4096,
-            command: "sort".into(),
-            version: 2,
-            overhead: None,
-        };
+        let h = header("sort", 2);
         let text = convert(SAMPLE, h).unwrap().to_text();
         // Before the mmap: the tlb_flush record (its cost follows it);
         // before the fault: the mmap's sys_exit (its sys_enter is inside
