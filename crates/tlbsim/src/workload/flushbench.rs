@@ -141,6 +141,12 @@ pub struct TlbFlush {
     /// checked once every 32 ticks, need about 32 ticks).
     #[serde(default)]
     pub warmup_ns: u64,
+    /// Run tlb_flush1/3 on 128 MiB of private anonymous memory instead
+    /// of a file (the model before it had a page cache; with `[kernel]
+    /// thp = "always"` the region is backed by 2 MiB pages). Left out of
+    /// the resolved parameters when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub anonymous: bool,
 }
 
 fn d_variant() -> u32 {
@@ -194,6 +200,7 @@ impl TlbFlush {
     fn backing(&self) -> Backing {
         match self.variant {
             2 => Backing::Anon,
+            _ if self.anonymous => Backing::Anon,
             v => Backing::File { shared: v == 3 },
         }
     }

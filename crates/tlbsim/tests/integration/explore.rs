@@ -323,9 +323,10 @@ fn parallel_searches_report_what_the_sequential_search_reports() {
 
 #[test]
 fn the_explorer_passes_huge_page_faults_and_splits() {
-    // will-it-scale tlb_flush1 with THP: the first write maps a 2 MiB page,
-    // each MADV_DONTNEED of one page splits it; x86 flush IPIs are taken.
-    let text = "[experiment]\nname = \"t\"\nprofile = \"skylake-4c8t\"\n[machine]\ncpus = 3\n[kernel]\ntlb_policy = \"x86-tlb-gen\"\nasid_allocator = \"none\"\nthp = \"always\"\n[workload]\nname = \"tlb-flush\"\nvariant = 1\ntasks = 2\niterations = 2\n";
+    // will-it-scale tlb_flush1's loop on 128 MiB of anonymous memory with
+    // THP: the first write maps a 2 MiB page, each MADV_DONTNEED of one
+    // page splits it; x86 flush IPIs are taken.
+    let text = "[experiment]\nname = \"t\"\nprofile = \"skylake-4c8t\"\n[machine]\ncpus = 3\n[kernel]\ntlb_policy = \"x86-tlb-gen\"\nasid_allocator = \"none\"\nthp = \"always\"\n[workload]\nname = \"tlb-flush\"\nvariant = 1\nanonymous = true\ntasks = 2\niterations = 2\n";
     let e: Experiment = parse_toml("thp.toml", text).unwrap();
     let r = check(&e, &opts(Strategy::Exhaustive(1), 100_000)).unwrap();
     assert!(r.failure.is_none(), "{:?}", r.failure);
