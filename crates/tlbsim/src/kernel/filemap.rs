@@ -200,16 +200,25 @@ async fn do_cow_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64) {
     super::vmscan::wakeup_kswapd(ctx).await;
 }
 
-/// `do_shared_fault()`: `__do_fault()` reads the page, `do_page_mkwrite()`
-/// (the filesystem's `page_mkwrite`, no cost of its own in the model)
-/// and `finish_fault()` map it writable; the folio is dirty
-/// (`fault_dirty_shared_page()`).
+/// `do_shared_fault()`: `__do_fault()` reads the page,
+/// [`do_page_mkwrite`] tells the filesystem, and `finish_fault()` maps it
+/// writable; the folio is dirty (`fault_dirty_shared_page()`).
 async fn do_shared_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64) {
     let _f = ctx.func(crate::label!("do_shared_fault"));
     let (id, index) = v.shmem_index(va).expect("a file VMA");
     let pfn = filemap_fault(ctx, id, index).await;
+    do_page_mkwrite(ctx).await;
     finish_fault(ctx, mm, v, va, pfn, true).await;
     super::shmem::fault_dirty_shared_page(&ctx.w, pfn);
+}
+
+/// `do_page_mkwrite()`: the filesystem's `->page_mkwrite()` before a
+/// shared file page becomes writable (`page_mkwrite_ns`; 0 on a profile
+/// without it).
+pub(crate) async fn do_page_mkwrite(ctx: &Ctx) {
+    let _f = ctx.func(crate::label!("do_page_mkwrite"));
+    ctx.work(ctx.w.profile.kernel.page_mkwrite_ns.unwrap_or(0))
+        .await;
 }
 
 /// The cached frame of page `index` of file `id`, if any.

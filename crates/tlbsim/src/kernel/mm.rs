@@ -945,7 +945,11 @@ async fn do_huge_pmd_wp_zero_alloc(ctx: &Ctx, mm: MmId, v: &Vma, base: u64, orig
 async fn do_wp_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, p: Pte) {
     let _f = ctx.func(crate::label!("do_wp_page"));
     if v.shared() {
-        // wp_page_shared(): a shared page is written in place.
+        // wp_page_shared(): a shared page is written in place, after the
+        // filesystem's page_mkwrite for a regular file.
+        if super::filemap::is_regular(&ctx.w, v) {
+            super::filemap::do_page_mkwrite(ctx).await;
+        }
         wp_page_reuse(ctx, mm, v, va, p).await;
         super::shmem::fault_dirty_shared_page(&ctx.w, p.pfn);
         return;
