@@ -337,3 +337,29 @@ fn will_it_scale_file_variants_take_two_shootdowns_per_loop_and_tlb_flush2_one()
         assert!((lo..=hi).contains(&got), "{name}: {got} IPIs per loop");
     }
 }
+
+#[test]
+fn bad_page_cache_settings_are_refused_naming_the_field() {
+    use tlbsim::sim::SimError;
+    for (line, key) in [
+        ("fault_around_bytes = 3000\n", "fault_around_bytes"),
+        ("fault_around_bytes = 0\n", "fault_around_bytes"),
+        ("fault_around_bytes = 4194304\n", "fault_around_bytes"),
+        ("read_ahead_kb = 1000000\n", "read_ahead_kb"),
+    ] {
+        let e = common::experiment(
+            "skylake-4c8t",
+            "x86-tlb-gen",
+            2,
+            &format!("asid_allocator = \"none\"\n{line}"),
+            "name = \"tlb-flush\"\nvariant = 1\ntasks = 2\niterations = 10",
+            "",
+        );
+        match common::run_seed(&e, 1) {
+            Err(SimError::Field {
+                key: k, message, ..
+            }) => assert_eq!(k, key, "{line}: {message}"),
+            other => panic!("{line}: {:?}", other.map(|_| ())),
+        }
+    }
+}
