@@ -433,6 +433,10 @@ pub fn run(args: Args) -> ExitCode {
             return bad(e);
         }
     }
+    let (folios, folios_note) = match file_folios_flag(&args.file_large_folios) {
+        Ok(f) => f,
+        Err(e) => return bad(e),
+    };
     let policy = args.policy.clone().unwrap_or_else(|| {
         match arch {
             Arch::X86 => "x86-tlb-gen",
@@ -452,10 +456,6 @@ pub fn run(args: Args) -> ExitCode {
             }
             Err(e) => return bad(e),
         },
-    };
-    let (folios, folios_note) = match file_folios_flag(&args.file_large_folios) {
-        Ok(f) => f,
-        Err(e) => return bad(e),
     };
     let cpus = allowed.len() as u32;
     let predicted = match predict(&p, &profile, &policy, folios, cpus) {
