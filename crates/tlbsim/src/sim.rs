@@ -794,6 +794,26 @@ fn check_kernel(
             "the huge zero page needs thp = \"always\"".into(),
         ));
     }
+    let pmd_bytes = kcfg.granule().pmd_size();
+    if !kcfg.fault_around_bytes.is_power_of_two() || kcfg.fault_around_bytes > pmd_bytes {
+        return Err(field(
+            "fault_around_bytes",
+            format!(
+                "{} (must be a power of two, at most the {pmd_bytes}-byte PMD)",
+                kcfg.fault_around_bytes
+            ),
+        ));
+    }
+    if kcfg.read_ahead_kb > crate::config::limits::MAX_READ_AHEAD_KB {
+        return Err(field(
+            "read_ahead_kb",
+            format!(
+                "{} exceeds tlbsim's limit of {} KiB",
+                kcfg.read_ahead_kb,
+                crate::config::limits::MAX_READ_AHEAD_KB
+            ),
+        ));
+    }
     if let Some(limit) = kcfg.memory_limit_pages {
         if limit == 0 {
             return Err(field("memory_limit_pages", "must be >= 1 (pages)".into()));

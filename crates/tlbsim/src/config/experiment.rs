@@ -246,6 +246,72 @@ pub struct KernelConfig {
     /// when default. Ignored on x86.
     #[serde(default, skip_serializing_if = "Arm64FlushRangeLimit::is_default")]
     pub arm64_flush_range_limit: Arm64FlushRangeLimit,
+    /// `fault_around_bytes` (debugfs, mm/memory.c; Linux 3.15+ default
+    /// 65536): a read fault on a regular file maps the already cached
+    /// pages of this aligned window around it read-only
+    /// (`do_fault_around()`); a value of one page or less turns
+    /// fault-around off. A power of two, at most `PMD_SIZE`. Left out of
+    /// the JSON when default.
+    #[serde(
+        default = "default_fault_around_bytes",
+        skip_serializing_if = "is_default_fault_around_bytes"
+    )]
+    pub fault_around_bytes: u64,
+    /// The read-around window of a page-cache miss in a file mapping, in
+    /// KiB (`/sys/block/<dev>/queue/read_ahead_kb`, the bdi's `ra_pages`;
+    /// Linux default `VM_READAHEAD_PAGES` = 128 KiB): `filemap_fault()`'s
+    /// `do_sync_mmap_readahead()` reads this many KiB centred on the
+    /// missing page. 0 reads the missing page only. Left out of the JSON
+    /// when default.
+    #[serde(
+        default = "default_read_ahead_kb",
+        skip_serializing_if = "is_default_read_ahead_kb"
+    )]
+    pub read_ahead_kb: u64,
+    /// Folio size the filesystem of regular files caches them in:
+    /// `"small"` (default: one base page a folio, every filesystem before
+    /// large folios) or `"pmd"` (PMD-sized folios, which `finish_fault()`
+    /// and fault-around map with one PMD where it fits: the model's
+    /// stand-in for ext4 on Linux 6.16+, which caches files in large
+    /// folios, docs/model.md "Page cache of regular files"). Left out of
+    /// the JSON when `"small"`.
+    #[serde(default, skip_serializing_if = "FileLargeFolios::is_small")]
+    pub file_large_folios: FileLargeFolios,
+}
+
+/// The folio size of regular files' page cache (`[kernel]
+/// file_large_folios`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FileLargeFolios {
+    /// One base page per folio.
+    #[default]
+    Small,
+    /// PMD-sized folios (`mapping_set_large_folios()`; ext4 since 6.16).
+    Pmd,
+}
+
+impl FileLargeFolios {
+    /// Is this the default (`"small"`)?
+    pub fn is_small(&self) -> bool {
+        *self == FileLargeFolios::Small
+    }
+}
+
+fn default_fault_around_bytes() -> u64 {
+    65536
+}
+
+fn is_default_fault_around_bytes(b: &u64) -> bool {
+    *b == default_fault_around_bytes()
+}
+
+fn default_read_ahead_kb() -> u64 {
+    128
+}
+
+fn is_default_read_ahead_kb(k: &u64) -> bool {
+    *k == default_read_ahead_kb()
 }
 
 /// When arm64 invalidates walk caches for freed page-table pages
@@ -386,6 +452,9 @@ impl Default for KernelConfig {
             spurious_fault_flush: false,
             page_size_kib: default_page_size_kib(),
             arm64_flush_range_limit: Arm64FlushRangeLimit::MaxTlbiOps,
+            fault_around_bytes: default_fault_around_bytes(),
+            read_ahead_kb: default_read_ahead_kb(),
+            file_large_folios: FileLargeFolios::Small,
         }
     }
 }

@@ -56,6 +56,11 @@ pub const MAX_ACTIONS: usize = 10_000_000;
 /// tick is shorter than its own handler.
 pub const MAX_HZ: u32 = 10_000;
 
+/// The read-around window of a file fault (`[kernel] read_ahead_kb`):
+/// 64 MiB (Linux bounds it only by the device; distributions set at most
+/// a few MiB).
+pub const MAX_READ_AHEAD_KB: u64 = 1 << 16;
+
 /// PCT's bug depth (`check --depth`).
 pub const MAX_PCT_DEPTH: u32 = 1000;
 

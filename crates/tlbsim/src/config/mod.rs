@@ -15,7 +15,7 @@ pub mod patch;
 pub mod profile;
 
 pub use experiment::{
-    Arm64FlushRangeLimit, CheckerConfig, Experiment, ExperimentMeta, KernelConfig,
+    Arm64FlushRangeLimit, CheckerConfig, Experiment, ExperimentMeta, FileLargeFolios, KernelConfig,
     MachineOverrides, PgtableFreeTlbi, Placement, Thp, ThpZeroPage, VmConfig, WorkloadConfig,
 };
 pub use location::{find_key_line, from_table, parse_toml, ConfigError};

@@ -419,6 +419,16 @@ pub struct KernelCosts {
     /// "always"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thp_fault_ns: Option<u64>,
+    /// A filesystem's `->page_mkwrite()` (`do_page_mkwrite()`, mm/memory.c)
+    /// on the first write to a page of a `MAP_SHARED` regular file: ext4's
+    /// `ext4_page_mkwrite()` walks the folio's blocks (delalloc
+    /// reservation, buffers dirtied, `file_update_time()`), so the cost
+    /// grows with the folio. Charged by `do_shared_fault()` and
+    /// `wp_page_shared()` on regular files (kernel/filemap.rs). Absent:
+    /// 0 ns, which no real filesystem costs (the built-in profiles'
+    /// machines were not measured for it; `tlbsim calibrate` measures it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_mkwrite_ns: Option<u64>,
     /// Base work of fork (task struct, mm copy without page tables).
     pub fork_ns: u64,
     /// Per-PTE work of copying page tables at fork.

@@ -91,7 +91,9 @@ fn do_brk_flags(ctx: &Ctx, mm: MmId, oldbrk: u64, newbrk: u64) {
         .range(..oldbrk)
         .next_back()
         .map(|(_, v)| *v)
-        .filter(|v| v.end == oldbrk && v.perms == Perms::RW && !v.shared() && v.anon.is_some());
+        .filter(|v| {
+            v.end == oldbrk && v.perms == Perms::RW && !v.file_backed() && v.anon.is_some()
+        });
     if let Some(v) = prev {
         let m = &mut k.mms[mm as usize];
         m.vmas.get_mut(&v.start).expect("just found").end = newbrk;

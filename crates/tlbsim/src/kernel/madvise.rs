@@ -183,8 +183,9 @@ async fn madvise_pageout_pte_range(ctx: &Ctx, mm: MmId, lo: u64, hi: u64) -> Vec
 /// `flush_tlb_batched_pending()` (`madvise_free_pte_range()`); the
 /// translations it changed are flushed once at the end
 /// (`tlb_finish_mmu()`, which flushes the whole range if another gather
-/// of the mm ran meanwhile: 99baac21e458, v4.13). Shared VMAs are left
-/// alone (Linux fails them with `EINVAL`).
+/// of the mm ran meanwhile: 99baac21e458, v4.13). File-backed VMAs
+/// (shared or a private file mapping) are left alone (Linux fails them
+/// with `EINVAL`: `!vma_is_anonymous()`).
 pub async fn sys_madvise_free(ctx: &Ctx, addr: u64, len: u64) {
     do_madvise(ctx, addr, len, Advice::Free).await;
 }
@@ -192,7 +193,7 @@ pub async fn sys_madvise_free(ctx: &Ctx, addr: u64, len: u64) {
 async fn madvise_free(ctx: &Ctx, mm: MmId, addr: u64, end: u64) {
     let mut tlb = MmuGather::begin(ctx, mm, false).await;
     for (v, tlo, thi) in table_ranges(ctx, mm, addr, end) {
-        if !v.shared() {
+        if !v.file_backed() {
             madvise_free_pte_range(ctx, mm, &mut tlb, tlo, thi).await;
         }
     }

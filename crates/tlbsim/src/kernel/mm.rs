@@ -355,14 +355,22 @@ pub async fn dec_tlb_flush_pending(ctx: &Ctx, mm: MmId) {
 /// same permissions. The huge zero page is split into 512 read-only
 /// PTEs of the 4 KiB zero page (`__split_huge_zero_page_pmd()`, whose
 /// `pmdp_huge_clear_flush()` flushes the same 2 MiB). Callers then work
-/// on 4 KiB PTEs.
+/// on 4 KiB PTEs. A file VMA's PMD (a page-cache folio) is cleared and
+/// flushed without a PTE table in its place
+/// ([`super::filemap::split_file_pmd_locked`]).
 pub async fn split_huge_pmd(ctx: &Ctx, mm: MmId, base: u64) {
     let _f = ctx.func(crate::label!("__split_huge_pmd"));
     let w = &ctx.w;
     let g = w.granule;
     ctx.ptl_lock(mm, base).await;
+    let file = find_vma(w, mm, base).is_some_and(|v| v.file_backed());
     if let Some(&(_, p)) = huge_leaves(w, mm, base, base + g.pmd_size()).first() {
         w.stats.borrow_mut().thp_split_pmd += 1;
+        if file {
+            super::filemap::split_file_pmd_locked(ctx, mm, base, p.pfn).await;
+            ctx.ptl_unlock(mm, base).await;
+            return;
+        }
         set_huge(w, ctx.cpu(), mm, base, None);
         flush_tlb_range(ctx, mm, base, base + g.pmd_size(), g.pmd_size(), true).await;
         let cpu = ctx.cpu();
@@ -729,7 +737,10 @@ pub(crate) async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -
 }
 
 /// `__handle_mm_fault()` and `handle_pte_fault()`: what the entry for `va`
-/// calls for. A swap entry: [`do_swap_page`]; a migration entry: wait
+/// calls for. No entry in a regular file's VMA: `do_fault()`
+/// (kernel/filemap.rs); a write to its read-only PMD splits it
+/// (`wp_huge_pmd()`) and goes on as `do_fault()` (`VM_FAULT_FALLBACK`).
+/// A swap entry: [`do_swap_page`]; a migration entry: wait
 /// for the migration (`migration_entry_wait()`). No entry: a new page, huge where it fits
 /// ([`do_huge_pmd_anonymous_page`]; for a read, only with
 /// `thp_huge_zero_page` other than `"off"`) or not ([`do_anonymous_page`]); a
@@ -738,8 +749,9 @@ pub(crate) async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -
 /// current entry).
 async fn handle_pte_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
     let w = &ctx.w;
+    let regular = super::filemap::is_regular(w, v);
     match get_pte(w, mm, va) {
-        None if v.shared() => super::shmem::shmem_fault(ctx, mm, v, va, write).await,
+        None if v.shared() && !regular => super::shmem::shmem_fault(ctx, mm, v, va, write).await,
         None if !v.shared() && get_swp_entry(w, mm, va).is_some() => {
             match get_swp_entry(w, mm, va).expect("just read") {
                 SwpEntry::Swap(slot) => do_swap_page(ctx, mm, v, va, slot, write).await,
@@ -748,6 +760,7 @@ async fn handle_pte_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
                 }
             }
         }
+        None if regular => super::filemap::do_fault(ctx, mm, v, va, write).await,
         None if (write || !w.kcfg.thp_huge_zero_page.is_off()) && thp_fits(ctx, mm, v, va) => {
             do_huge_pmd_anonymous_page(ctx, mm, v, va, write).await;
         }
@@ -758,6 +771,11 @@ async fn handle_pte_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
                 && !huge_leaves(w, mm, va, va + w.granule.page_size()).is_empty() =>
         {
             wp_huge_pmd(ctx, mm, v, va).await;
+            if regular {
+                // VM_FAULT_FALLBACK: the split left the PMD empty; the
+                // same fault goes on at the PTE level (do_fault()).
+                super::filemap::do_fault(ctx, mm, v, va, write).await;
+            }
         }
         Some(p) if write && !p.perms.write() => do_wp_page(ctx, mm, v, va, p).await,
         Some(_) if write => flush_tlb_fix_spurious_fault(ctx, mm, va).await,
@@ -861,13 +879,22 @@ async fn set_huge_zero_page(ctx: &Ctx, mm: MmId, base: u64) {
 /// `wp_huge_pmd()` → `do_huge_pmd_wp_page()` on a write-protected huge
 /// page. The huge zero page, by `[kernel] thp_huge_zero_page`: Linux
 /// 3.8-5.7 copy it into a new huge page ([`do_huge_pmd_wp_zero_alloc`]);
-/// 5.8+ split it (`goto fallback`). Any other huge page (none is made
-/// today: mprotect and fork split them) is split. After a split the retry
-/// takes the 4 KiB write-protect fault.
+/// 5.8+ split it (`goto fallback`). Any other anonymous huge page (none
+/// is made today: mprotect and fork split them) is split; after a split
+/// the retry takes the 4 KiB write-protect fault. A file VMA's PMD
+/// (a page-cache folio) is split (mm/memory.c `wp_huge_pmd()`, 6.18:
+/// no `huge_fault`, so "COW or write-notify handled on pte level") and
+/// the caller goes on with `do_fault()`.
 async fn wp_huge_pmd(ctx: &Ctx, mm: MmId, v: &Vma, va: u64) {
     let w = &ctx.w;
     let pmd_size = w.granule.pmd_size();
     let base = va & !(pmd_size - 1);
+    if v.file_backed() {
+        // Not vma_is_anonymous(), no ->huge_fault (ext4's is DAX only):
+        // "COW or write-notify handled on pte level: split pmd."
+        split_huge_pmd(ctx, mm, base).await;
+        return;
+    }
     let leaf = huge_leaves(w, mm, base, base + pmd_size)
         .first()
         .map(|&(_, p)| p);
@@ -918,7 +945,11 @@ async fn do_huge_pmd_wp_zero_alloc(ctx: &Ctx, mm: MmId, v: &Vma, base: u64, orig
 async fn do_wp_page(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, p: Pte) {
     let _f = ctx.func(crate::label!("do_wp_page"));
     if v.shared() {
-        // wp_page_shared(): a shared page is written in place.
+        // wp_page_shared(): a shared page is written in place, after the
+        // filesystem's page_mkwrite for a regular file.
+        if super::filemap::is_regular(&ctx.w, v) {
+            super::filemap::do_page_mkwrite(ctx).await;
+        }
         wp_page_reuse(ctx, mm, v, va, p).await;
         super::shmem::fault_dirty_shared_page(&ctx.w, p.pfn);
         return;
@@ -992,7 +1023,7 @@ fn thp_fits(ctx: &Ctx, mm: MmId, v: &Vma, va: u64) -> bool {
     let pmd_size = ctx.w.granule.pmd_size();
     let base = va & !(pmd_size - 1);
     ctx.w.kcfg.thp == crate::config::Thp::Always
-        && !v.shared()
+        && !v.file_backed()
         && base >= v.start
         && base + pmd_size <= v.end
         && pmd_none(&ctx.w, mm, base)

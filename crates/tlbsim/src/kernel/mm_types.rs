@@ -16,12 +16,14 @@ pub struct Vma {
     pub end: u64,
     /// Protection.
     pub perms: Perms,
-    /// A `MAP_SHARED | MAP_ANONYMOUS` mapping: the shmem object it maps
-    /// and the page of the object at `start` (`vm_file`, `vm_pgoff`).
-    /// `None`: private anonymous memory.
+    /// A mapping of an object with a page cache (`vm_file`, `vm_pgoff`):
+    /// a `MAP_SHARED | MAP_ANONYMOUS` shmem object, or a regular file
+    /// mapped `MAP_SHARED` or `MAP_PRIVATE` ([`ShmemMap::shared`]).
+    /// `None`: anonymous memory (`vma_is_anonymous()`).
     pub shmem: Option<ShmemMap>,
-    /// Private anonymous memory: its `anon_vma` and the linear page index
-    /// of `start` (see [`AnonMap`]). `None` for shared mappings.
+    /// Private memory (anonymous, or a private file mapping's
+    /// copy-on-write pages): its `anon_vma` and the linear page index of
+    /// `start` (see [`AnonMap`]). `None` for shared mappings.
     pub anon: Option<AnonMap>,
 }
 
@@ -36,6 +38,12 @@ pub const PGOFF_UNIT: u64 = crate::hw::mem::PAGE_SIZE_4K;
 impl Vma {
     /// Is this a shared mapping (`VM_SHARED`)?
     pub fn shared(&self) -> bool {
+        self.shmem.is_some_and(|s| s.shared)
+    }
+
+    /// Does it map an object with a page cache (`!vma_is_anonymous()`):
+    /// a shmem object or a regular file, shared or private?
+    pub fn file_backed(&self) -> bool {
         self.shmem.is_some()
     }
 
@@ -131,13 +139,19 @@ pub struct AnonMap {
 /// Index of a shmem object (`struct shmem_inode_info`) in [`super::KState`].
 pub type ShmemId = u32;
 
-/// What a shared VMA maps: an object and the page of it at the VMA's start.
+/// What a file-backed VMA maps: an object and the page of it at the
+/// VMA's start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ShmemMap {
     /// The object.
     pub id: ShmemId,
     /// Page offset in the object of the VMA's first page (`vm_pgoff`).
     pub pgoff: u64,
+    /// `MAP_SHARED` (`VM_SHARED`): writes go to the object's pages.
+    /// False for a `MAP_PRIVATE` file mapping, whose writes copy the
+    /// page into a private anonymous one (the VMA then has an
+    /// [`AnonMap`] too).
+    pub shared: bool,
 }
 
 /// An address space (`struct mm_struct`).

@@ -10,6 +10,7 @@ pub mod arm64;
 pub mod brk;
 pub mod exec;
 pub mod file;
+pub mod filemap;
 pub mod folio;
 pub mod madvise;
 pub mod migrate;

@@ -41,6 +41,10 @@ pub struct ShmemInode {
     pub mms: BTreeSet<MmId>,
     /// Not yet evicted.
     pub live: bool,
+    /// A regular file's page cache (kernel/filemap.rs), not a shmem
+    /// object: its pages are never swapped, and stay cached when no VMA
+    /// maps the file any more.
+    pub regular: Option<super::filemap::RegularFile>,
 }
 
 /// The NUMA node of `cpu` (node 0 without a `[numa]` profile section):
@@ -72,7 +76,11 @@ pub async fn sys_mmap_shared(ctx: &Ctx, len: u64, perms: Perms, data: PageData) 
         let m = &mut k.mms[mm as usize];
         let g = ctx.w.granule;
         let len = g.page_align(len.max(1));
-        let shmem = Some(ShmemMap { id, pgoff: 0 });
+        let shmem = Some(ShmemMap {
+            id,
+            pgoff: 0,
+            shared: true,
+        });
         super::mm::insert_vma(&mut m.vmas, m.mmap_base, len, perms, shmem, None, g)
     };
     ctx.mmap_write_unlock(mm).await;
@@ -223,7 +231,11 @@ pub fn release_unmapped(ctx: &Ctx, mm: MmId, removed: &[Vma]) {
                             .any(|x| x.shmem.is_some_and(|y| y.id == s.id))
                 })
         };
-        if mapped || !w.k.borrow().shmem[s.id as usize].live {
+        let keep = {
+            let k = w.k.borrow();
+            !k.shmem[s.id as usize].live || k.shmem[s.id as usize].regular.is_some()
+        };
+        if mapped || keep {
             continue;
         }
         let pages = {

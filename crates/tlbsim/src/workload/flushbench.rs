@@ -7,9 +7,17 @@
 //! - `tlb-flush` (will-it-scale `tlb_flush1/2/3`, antonblanchard/
 //!   will-it-scale tests/tlb_flushN.c): `tasks` tasks, each pinned to its own
 //!   CPU, each mapping its own region (`tlb_flush2`: 1 MiB anonymous;
-//!   `tlb_flush1/3`: 128 MiB file mappings, modelled as anonymous memory,
-//!   docs/model.md) and, per page, writing it, `madvise(MADV_DONTNEED)`-ing
-//!   it and reading it back; after the region, `munmap`. `mode = "threads"`
+//!   `tlb_flush1`: a `MAP_PRIVATE`, `tlb_flush3`: a `MAP_SHARED` mapping
+//!   of the task's own 128 MiB sparse file, created before its loop, whose
+//!   pages stay in the page cache from one pass to the next,
+//!   kernel/filemap.rs) and, per page, writing it,
+//!   `madvise(MADV_DONTNEED)`-ing it and reading it back; after the
+//!   region, `munmap`. On the file variants the read-back's fault-around
+//!   maps the next cached pages read-only, so `tlb_flush1`'s next write
+//!   copies a present page (`wp_page_copy()`, a second flush); with
+//!   `[kernel] file_large_folios = "pmd"` `tlb_flush3`'s pages are mapped
+//!   by a PMD that each write and each madvise split (docs/model.md,
+//!   "Page cache of regular files"). `mode = "threads"`
 //!   runs the tasks as threads of one process (every madvise must flush the
 //!   other CPUs), `"processes"` as forked processes. Reports `loops_per_s`
 //!   (the sum of the tasks' iteration rates, measured after `warmup_ns`).
@@ -20,6 +28,7 @@ use crate::engine::rng::Streams;
 use crate::hw::cpumask::CpuMask;
 // 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
 use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
+use crate::kernel::filemap::{sys_create_file, sys_mmap_file};
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_munmap};
 use crate::kernel::sched::{
     spawn_user, sys_clone_thread, sys_exec, sys_fork, sys_sched_setaffinity, sys_wait,
@@ -132,6 +141,12 @@ pub struct TlbFlush {
     /// checked once every 32 ticks, need about 32 ticks).
     #[serde(default)]
     pub warmup_ns: u64,
+    /// Run tlb_flush1/3 on 128 MiB of private anonymous memory instead
+    /// of a file (the model before it had a page cache; with `[kernel]
+    /// thp = "always"` the region is backed by 2 MiB pages). Left out of
+    /// the resolved parameters when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub anonymous: bool,
 }
 
 fn d_variant() -> u32 {
@@ -173,16 +188,49 @@ impl TlbFlush {
     }
 }
 
-/// The body of `testcase()`: pinned to `cpu`, warms up for `warmup_ns`,
-/// then runs `iterations` pages; returns this task's rate (loops/s).
-async fn tlb_flush_task(ctx: &Ctx, cpu: u32, iterations: u64, region: u64, warmup_ns: u64) -> f64 {
+/// What a task maps: anonymous memory (`tlb_flush2`) or its own file,
+/// `MAP_SHARED` (`tlb_flush3`) or not (`tlb_flush1`).
+#[derive(Debug, Clone, Copy)]
+enum Backing {
+    Anon,
+    File { shared: bool },
+}
+
+impl TlbFlush {
+    fn backing(&self) -> Backing {
+        match self.variant {
+            2 => Backing::Anon,
+            _ if self.anonymous => Backing::Anon,
+            v => Backing::File { shared: v == 3 },
+        }
+    }
+}
+
+/// The body of `testcase()`: pinned to `cpu`, creates its file if it maps
+/// one (`mkstemp`, `ftruncate` to the region's size), warms up for
+/// `warmup_ns`, then runs `iterations` pages; returns this task's rate
+/// (loops/s).
+async fn tlb_flush_task(
+    ctx: &Ctx,
+    cpu: u32,
+    iterations: u64,
+    (region, backing): (u64, Backing),
+    warmup_ns: u64,
+) -> f64 {
     let w = Rc::clone(&ctx.w);
     sys_sched_setaffinity(ctx, Some(only(&w, cpu))).await;
+    let file = match backing {
+        Backing::Anon => None,
+        Backing::File { shared } => Some((sys_create_file(ctx, region).await, shared)),
+    };
     let start = ctx.now();
     let mut measured_from = None;
     let mut left = iterations;
     while left > 0 {
-        let p = sys_mmap(ctx, region, Perms::RW).await;
+        let p = match file {
+            None => sys_mmap(ctx, region, Perms::RW).await,
+            Some((f, shared)) => sys_mmap_file(ctx, f, region, Perms::RW, shared).await,
+        };
         let mut off = 0;
         while off < region && left > 0 {
             ctx.user_access(p + off, true).await;
@@ -217,7 +265,7 @@ impl Workload for TlbFlush {
             0,
             Box::new(move |ctx: Ctx| {
                 Box::pin(async move {
-                    let region = me.region();
+                    let region = (me.region(), me.backing());
                     let rate = Rc::new(std::cell::Cell::new(0.0f64));
                     for i in 0..n {
                         let cpu = i % ncpus;

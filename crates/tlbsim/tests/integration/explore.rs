@@ -323,9 +323,10 @@ fn parallel_searches_report_what_the_sequential_search_reports() {
 
 #[test]
 fn the_explorer_passes_huge_page_faults_and_splits() {
-    // will-it-scale tlb_flush1 with THP: the first write maps a 2 MiB page,
-    // each MADV_DONTNEED of one page splits it; x86 flush IPIs are taken.
-    let text = "[experiment]\nname = \"t\"\nprofile = \"skylake-4c8t\"\n[machine]\ncpus = 3\n[kernel]\ntlb_policy = \"x86-tlb-gen\"\nasid_allocator = \"none\"\nthp = \"always\"\n[workload]\nname = \"tlb-flush\"\nvariant = 1\ntasks = 2\niterations = 2\n";
+    // will-it-scale tlb_flush1's loop on 128 MiB of anonymous memory with
+    // THP: the first write maps a 2 MiB page, each MADV_DONTNEED of one
+    // page splits it; x86 flush IPIs are taken.
+    let text = "[experiment]\nname = \"t\"\nprofile = \"skylake-4c8t\"\n[machine]\ncpus = 3\n[kernel]\ntlb_policy = \"x86-tlb-gen\"\nasid_allocator = \"none\"\nthp = \"always\"\n[workload]\nname = \"tlb-flush\"\nvariant = 1\nanonymous = true\ntasks = 2\niterations = 2\n";
     let e: Experiment = parse_toml("thp.toml", text).unwrap();
     let r = check(&e, &opts(Strategy::Exhaustive(1), 100_000)).unwrap();
     assert!(r.failure.is_none(), "{:?}", r.failure);
@@ -391,4 +392,35 @@ fn with_fb_clear_a_vcpu_that_moved_must_flush_its_vm_where_it_comes_back() {
         panic!("{}", f.report)
     };
     assert_eq!(v.invariant, Invariant::NoStaleHold, "{v}");
+}
+
+/// will-it-scale's tlb_flush`variant` on a 128 MiB file (kernel/filemap.rs)
+/// under x86 `policy`, 2 tasks as threads on 3 CPUs, `iterations` pages
+/// each, with `[kernel] extra`.
+fn file_flush(policy: &str, variant: u32, iterations: u32, extra: &str) -> Experiment {
+    let text = format!("[experiment]\nname = \"t\"\nprofile = \"skylake-4c8t\"\n[machine]\ncpus = 3\n[kernel]\ntlb_policy = \"{policy}\"\nasid_allocator = \"none\"\n{extra}[workload]\nname = \"tlb-flush\"\nvariant = {variant}\ntasks = 2\niterations = {iterations}\n");
+    parse_toml("file.toml", &text).unwrap()
+}
+
+#[test]
+fn the_explorer_passes_file_mappings_with_fault_around_and_pmd_splits() {
+    // tlb_flush1: the read-back's fault-around maps the next pages
+    // read-only and the next write copies one (wp_page_copy's flush);
+    // tlb_flush3 with PMD-sized folios: each write and each madvise split
+    // the file PMD (pmdp_huge_clear_flush). Both under the schedules the
+    // explorer picks, with x86 flush IPIs taken.
+    for (variant, extra) in [
+        (1, ""),
+        (1, "file_large_folios = \"pmd\"\n"),
+        (3, "file_large_folios = \"pmd\"\n"),
+    ] {
+        let e = file_flush("x86-tlb-gen", variant, 3, extra);
+        let r = check(&e, &opts(Strategy::Exhaustive(1), 100_000)).unwrap();
+        assert!(
+            r.failure.is_none(),
+            "tlb_flush{variant} {extra}: {:?}",
+            r.failure
+        );
+        assert!(r.exhausted && r.interrupts > 0, "tlb_flush{variant}: {r:?}");
+    }
 }

@@ -4,6 +4,7 @@
 
 mod common;
 mod explore;
+mod filemap;
 mod kernel;
 mod kernel_4_18;
 mod mutants;

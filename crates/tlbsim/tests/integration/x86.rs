@@ -268,8 +268,9 @@ fn transparent_huge_pages_fault_split_and_free_under_the_checker() {
     // munmap of whole huge pages needs no split.
     assert_eq!(on.stats.thp_split_pmd, 0);
     // MADV_DONTNEED of one page inside a huge page splits it (will-it-scale
-    // tlb_flush1 maps 128 MiB), under every x86 policy.
-    let wis = "name = \"tlb-flush\"\nvariant = 1\ntasks = 3\niterations = 300";
+    // tlb_flush1's loop over 128 MiB of anonymous memory), under every x86
+    // policy.
+    let wis = "name = \"tlb-flush\"\nvariant = 1\nanonymous = true\ntasks = 3\niterations = 300";
     for policy in ["x86-lazy-legacy", "x86-tlb-gen", "x86-pcid"] {
         let o = run_seed(&thp(policy, wis), 1).unwrap();
         assert_eq!(o.checker.verdict, "pass", "{policy}");

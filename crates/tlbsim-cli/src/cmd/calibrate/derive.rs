@@ -44,6 +44,8 @@ pub struct Results {
     pub write_fault: Spread,
     /// Write fault on a fresh 2 MiB THP extent.
     pub thp: Got<Spread>,
+    /// First write to a read-mapped page of a shared /tmp file.
+    pub mkwrite: Got<super::filefault::SharedWrite>,
     /// Uncontended atomic.
     pub atomic: Spread,
     /// Pointer chase (one line per page, packed), ns per load.
@@ -213,6 +215,11 @@ pub fn paths(v: &mut Values, r: &Results, u: &Unmeasured, tag: &Tag) {
     if let Ok(s) = &r.thp {
         set(v, "kernel", "thp_fault_ns", ns(s.median - fault), format!("{t}: first write to a 2 MiB MADV_HUGEPAGE extent (AnonHugePages checked), {}, minus page_fault_ns", s.describe()));
     }
+    if let Ok(w) = &r.mkwrite {
+        let mk = w.spread.median - fault - u.pte_ns;
+        let (pmd, of) = w.pmd_kib;
+        set(v, "kernel", "page_mkwrite_ns", ns(mk), format!("{t}: first write to a read-mapped page of a MAP_SHARED /tmp file (the last 2 MiB of a 64 MiB file read through first, cached and dirty, mapped afresh each time: {pmd} of {of} KiB PMD-mapped, whose split is included) {} minus page_fault_ns and the base's pte_update {}", w.spread.describe(), u.pte_ns));
+    }
     let fixed = r.madv_empty.median - sys;
     let madv = r.madv_touch.median - sys - fault - alloc - u.flush_ns - u.pte_ns;
     let (value, how) = if madv >= fixed {
@@ -369,6 +376,10 @@ mod tests {
             read_fault: one(500.0),
             write_fault: one(1_200.0),
             thp: Err("off".into()),
+            mkwrite: Ok(super::super::filefault::SharedWrite {
+                spread: one(4_000.0),
+                pmd_kib: (32_768, 32_768),
+            }),
             atomic: one(5.0),
             chase: (one(25.0), one(5.0)),
             chase_pages: 8,
@@ -411,6 +422,8 @@ mod tests {
         assert_eq!((k("ipi_ack_ns"), k("ipi_handler_ns")), (60, 1000));
         assert_eq!((k("ipi_send_ns"), k("ipi_latency_ns")), (1646, 2194));
         assert!(get(&v, "kernel", "thp_fault_ns").is_none());
+        // 4000 - fault 500 - PTE 30.
+        assert_eq!(k("page_mkwrite_ns"), 3470);
         assert!(get(&v, "kernel", "cacheline_cross_socket_ns").is_none());
     }
 

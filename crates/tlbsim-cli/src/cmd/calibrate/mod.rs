@@ -10,6 +10,7 @@ mod cache;
 mod cpuid;
 mod derive;
 mod emit;
+mod filefault;
 mod memops;
 pub(crate) mod sample;
 mod sched;
@@ -223,6 +224,7 @@ struct OneCpu {
     read_fault: sample::Spread,
     write_fault: sample::Spread,
     thp: Got<sample::Spread>,
+    mkwrite: Got<filefault::SharedWrite>,
     atomic: sample::Spread,
     chase: (sample::Spread, sample::Spread),
     chase_pages: usize,
@@ -253,6 +255,18 @@ impl OneCpu {
             Ok(s) => show("2 MiB THP write fault", s, t0),
             Err(e) => say(&format!("2 MiB THP fault: not measured: {e}"), t0),
         }
+        let mkwrite = filefault::shared_write_fault(b);
+        match &mkwrite {
+            Ok(s) => show(
+                &format!(
+                    "write to a read-mapped page of a shared /tmp file (PMD-mapped {} of {} KiB)",
+                    s.pmd_kib.0, s.pmd_kib.1
+                ),
+                &s.spread,
+                t0,
+            ),
+            Err(e) => say(&format!("shared file write fault: not measured: {e}"), t0),
+        }
         let atomic = cache::atomic_rmw(b);
         show("uncontended atomic", &atomic, t0);
         let chase_pages = if b.quick { 8_192 } else { 16_384 };
@@ -275,6 +289,7 @@ impl OneCpu {
             read_fault,
             write_fault,
             thp,
+            mkwrite,
             atomic,
             chase,
             chase_pages,
@@ -434,6 +449,7 @@ fn assemble(
         read_fault: o.read_fault,
         write_fault: o.write_fault,
         thp: o.thp,
+        mkwrite: o.mkwrite,
         atomic: o.atomic,
         chase: o.chase,
         chase_pages: o.chase_pages,
@@ -522,6 +538,7 @@ fn why_not(r: &Results, section: &str, key: &str) -> String {
         ("tlb", "tlb_entries" | "tlb_ways") => r.stlb.as_ref().err().cloned(),
         ("tlb", _) => Some("the CPU does not report it".to_string()),
         ("kernel", "thp_fault_ns") => r.thp.as_ref().err().cloned(),
+        ("kernel", "page_mkwrite_ns") => r.mkwrite.as_ref().err().cloned(),
         ("kernel", "migrate_ns") => r.hop.as_ref().err().cloned(),
         ("kernel", "cacheline_transfer_ns" | "ipi_ack_ns") => r.line.as_ref().err().cloned(),
         ("kernel", k) if k.starts_with("ipi_") && k != "ipi_cpus_per_send" => match &r.shootdown {

@@ -468,10 +468,12 @@ mod tests {
             .unwrap();
             assert!(r.loops > 0 && r.loops_per_s > 0.0);
         }
+        // Long enough for the thread to start and reach its first hop
+        // on a loaded host (with 1 ms it was stopped before it tried).
         let e = run_madv_migrate(
             [cpus[0], 1000],
             Duration::ZERO,
-            Duration::from_millis(1),
+            Duration::from_millis(200),
             None,
         )
         .unwrap_err();

@@ -16,7 +16,7 @@ use host::Mode;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
-use tlbsim::config::{parse_toml, Arch};
+use tlbsim::config::{parse_toml, Arch, FileLargeFolios};
 use tlbsim::sim::{RunOptions, SimError};
 
 #[derive(clap::Args, Debug)]
@@ -48,6 +48,12 @@ pub struct Args {
     /// CPUs.
     #[arg(long)]
     madv_migrate: bool,
+    /// Folio size of the simulated page cache for tlb_flush1/3's file
+    /// (`[kernel] file_large_folios`): `small`, `pmd`, or `auto` (the
+    /// default): `pmd` where the host caches `/tmp` files in large folios
+    /// (ext4 on Linux 6.16 or later), `small` otherwise.
+    #[arg(long, default_value = "auto", value_name = "auto|small|pmd")]
+    file_large_folios: String,
     /// Also write the table as CSV to FILE (whole or not at all).
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
@@ -266,15 +272,16 @@ fn experiment_text(test: Test, mode: Mode, tasks: usize, policy: &str) -> String
 /// IPIs received per loop). The error carries the exit code: 2 for bad
 /// input (the profile or policy), 1 for a run that failed.
 fn simulate(
-    profile: &str,
-    policy: &str,
+    (profile, policy, folios): (&str, &str, FileLargeFolios),
     cpus: u32,
     test: Test,
     mode: Mode,
     tasks: usize,
 ) -> Result<(f64, f64), (String, u8)> {
     let text = experiment_text(test, mode, tasks, policy);
-    let mut exp = parse_toml("validate-host", &text).map_err(|e| (e.to_string(), 2))?;
+    let mut exp: tlbsim::config::Experiment =
+        parse_toml("validate-host", &text).map_err(|e| (e.to_string(), 2))?;
+    exp.kernel.file_large_folios = folios;
     set_profile(&mut exp, profile, Path::new(""))
         .map_err(|e| (format!("--profile {profile}: {e}"), 2))?;
     if !policy.starts_with("x86-") {
@@ -320,12 +327,13 @@ fn predict(
     p: &Plan,
     profile: &str,
     policy: &str,
+    folios: FileLargeFolios,
     cpus: u32,
 ) -> Result<Vec<(f64, f64)>, (String, u8)> {
     rows_of(p)
         .into_iter()
         .map(|(t, m, n)| {
-            simulate(profile, policy, cpus, t, m, n).map_err(|(e, c)| {
+            simulate((profile, policy, folios), cpus, t, m, n).map_err(|(e, c)| {
                 (
                     format!("simulating {} with {n} task(s): {e}", test_name(t, m)),
                     c,
@@ -333,6 +341,55 @@ fn predict(
             })
         })
         .collect()
+}
+
+/// `EXT4_SUPER_MAGIC` (include/uapi/linux/magic.h).
+const EXT4_SUPER_MAGIC: i64 = 0xEF53;
+
+/// Does the host cache `/tmp` files in large folios? ext4 does from Linux
+/// 6.16 on ("ext4: enable large folio for regular file", merged for
+/// 6.16); other filesystems are taken as small-folio ones. Returns the
+/// setting and why.
+fn host_file_folios() -> (FileLargeFolios, String) {
+    let release = kernel_release();
+    let mut nums = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse::<u32>().ok());
+    let version = (nums.next().unwrap_or(0), nums.next().unwrap_or(0));
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a statfs buffer of ours.
+    let rc = unsafe { libc::statfs(c"/tmp".as_ptr(), &mut st) };
+    let ext4 = rc == 0 && st.f_type as i64 == EXT4_SUPER_MAGIC;
+    let fs = if rc != 0 {
+        "unknown filesystem"
+    } else if ext4 {
+        "ext4"
+    } else {
+        "not ext4"
+    };
+    let large = ext4 && version >= (6, 16);
+    let setting = if large {
+        FileLargeFolios::Pmd
+    } else {
+        FileLargeFolios::Small
+    };
+    (setting, format!("/tmp {fs}, Linux {release}"))
+}
+
+/// `--file-large-folios`: the setting and a note saying where it came
+/// from.
+fn file_folios_flag(flag: &str) -> Result<(FileLargeFolios, String), String> {
+    match flag {
+        "auto" => {
+            let (s, why) = host_file_folios();
+            Ok((s, format!("auto: {why}")))
+        }
+        "small" => Ok((FileLargeFolios::Small, "--file-large-folios".into())),
+        "pmd" => Ok((FileLargeFolios::Pmd, "--file-large-folios".into())),
+        other => Err(format!(
+            "--file-large-folios {other:?}: expected auto, small or pmd"
+        )),
+    }
 }
 
 /// The host's kernel release (`uname -r`).
@@ -376,6 +433,10 @@ pub fn run(args: Args) -> ExitCode {
             return bad(e);
         }
     }
+    let (folios, folios_note) = match file_folios_flag(&args.file_large_folios) {
+        Ok(f) => f,
+        Err(e) => return bad(e),
+    };
     let policy = args.policy.clone().unwrap_or_else(|| {
         match arch {
             Arch::X86 => "x86-tlb-gen",
@@ -397,14 +458,20 @@ pub fn run(args: Args) -> ExitCode {
         },
     };
     let cpus = allowed.len() as u32;
-    let predicted = match predict(&p, &profile, &policy, cpus) {
+    let predicted = match predict(&p, &profile, &policy, folios, cpus) {
         Ok(v) => v,
         Err((e, code)) => {
             eprintln!("error: validate-host: {e}");
             return ExitCode::from(code);
         }
     };
-    match validate(&p, &allowed, &profile, &policy, arch, &predicted) {
+    let sim = (
+        profile.as_str(),
+        policy.as_str(),
+        folios,
+        folios_note.as_str(),
+    );
+    match validate(&p, &allowed, sim, arch, &predicted) {
         Ok(rows) => {
             print!("{}", table(&rows));
             if let Some(c) = &args.csv {
@@ -425,8 +492,7 @@ pub fn run(args: Args) -> ExitCode {
 fn validate(
     p: &Plan,
     allowed: &[usize],
-    profile: &str,
-    policy: &str,
+    (profile, policy, folios, folios_note): (&str, &str, FileLargeFolios, &str),
     arch: Arch,
     predicted: &[(f64, f64)],
 ) -> Result<Vec<Row>, String> {
@@ -434,7 +500,7 @@ fn validate(
     let counted = label.is_some_and(|l| crate::cmd::calibrate::shootdown::check_counter(l).is_ok());
     let cpus = allowed.len() as u32;
     println!(
-        "# tlbsim validate-host: host Linux {} ({}, {} CPUs); simulated on {profile} with {cpus} CPUs under {policy}{}",
+        "# tlbsim validate-host: host Linux {} ({}, {} CPUs); simulated on {profile} with {cpus} CPUs under {policy}{}, file_large_folios = \"{}\" ({folios_note})",
         kernel_release(),
         std::env::consts::ARCH,
         cpus,
@@ -442,6 +508,10 @@ fn validate(
             " (Linux 4.20-6.12's x86 flush path)"
         } else {
             ""
+        },
+        match folios {
+            FileLargeFolios::Small => "small",
+            FileLargeFolios::Pmd => "pmd",
         }
     );
     if !counted {
@@ -568,8 +638,7 @@ mod tests {
     #[test]
     fn the_simulation_counts_flush_ipis_only_with_two_threads() {
         let (r1, i1) = simulate(
-            "skylake-4c8t",
-            "x86-tlb-gen",
+            ("skylake-4c8t", "x86-tlb-gen", FileLargeFolios::Small),
             2,
             Test::TlbFlush(2),
             Mode::Threads,
@@ -577,8 +646,7 @@ mod tests {
         )
         .unwrap();
         let (r2, i2) = simulate(
-            "skylake-4c8t",
-            "x86-tlb-gen",
+            ("skylake-4c8t", "x86-tlb-gen", FileLargeFolios::Small),
             2,
             Test::TlbFlush(2),
             Mode::Threads,
@@ -592,8 +660,7 @@ mod tests {
         // so no flush IPI (seed 004's fix); its rate comes from
         // iteration_us.
         let (r, i) = simulate(
-            "skylake-4c8t",
-            "x86-tlb-gen",
+            ("skylake-4c8t", "x86-tlb-gen", FileLargeFolios::Small),
             2,
             Test::MadvMigrate,
             Mode::Processes,
@@ -603,8 +670,7 @@ mod tests {
         assert!(r > 0.0);
         assert!(i < 0.01, "madv-migrate: {i} IPIs per loop");
         let (_, i) = simulate(
-            "skylake-4c8t",
-            "x86-lazy-legacy",
+            ("skylake-4c8t", "x86-lazy-legacy", FileLargeFolios::Small),
             2,
             Test::MadvMigrate,
             Mode::Processes,
@@ -612,5 +678,35 @@ mod tests {
         )
         .unwrap();
         assert!(i > 0.5, "madv-migrate before seed 004: {i} IPIs per loop");
+    }
+
+    #[test]
+    fn the_file_folio_flag_is_checked_and_pmd_folios_give_tlb_flush3_two_ipis_per_loop() {
+        assert!(file_folios_flag("huge")
+            .unwrap_err()
+            .contains("--file-large-folios"));
+        assert_eq!(file_folios_flag("pmd").unwrap().0, FileLargeFolios::Pmd);
+        assert!(file_folios_flag("auto")
+            .unwrap()
+            .1
+            .starts_with("auto: /tmp"));
+        let profile = format!(
+            "{}/../../docs/data/calibrated-dev-host.toml",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let ipis = |folios| {
+            simulate(
+                (&profile, "x86-tlb-gen", folios),
+                2,
+                Test::TlbFlush(3),
+                Mode::Threads,
+                2,
+            )
+            .unwrap()
+            .1
+        };
+        let (small, pmd) = (ipis(FileLargeFolios::Small), ipis(FileLargeFolios::Pmd));
+        assert!((0.9..1.1).contains(&small), "small folios: {small}");
+        assert!((1.9..2.1).contains(&pmd), "PMD-sized folios: {pmd}");
     }
 }

@@ -1,0 +1,157 @@
+//! Faults on a regular file's page cache (the model's kernel/filemap.rs):
+//! the first write to a read-mapped page of a `MAP_SHARED` file, whose
+//! cost beyond the fault is the filesystem's `->page_mkwrite()`
+//! (`page_mkwrite_ns`). A primitive of its own: one write per 2 MiB of
+//! a cached file, never a will-it-scale loop.
+
+use super::sample::Spread;
+use super::Budget;
+use std::io;
+use std::time::Instant;
+
+/// Bytes between the pages written: one PMD, so that each write meets a
+/// fresh read-only mapping whether the host maps the file's folios with
+/// PTEs or (PMD-sized folios) with one PMD.
+const EXTENT: usize = 2 << 20;
+
+/// A sparse temporary file of `len` bytes in `/tmp` (created, sized,
+/// unlinked); its descriptor.
+fn temp_file(len: usize) -> Result<libc::c_int, String> {
+    let mut name = *b"/tmp/tlbsim-calibrate.XXXXXX\0";
+    // SAFETY: name is a writable NUL-terminated template.
+    let fd = unsafe { libc::mkstemp(name.as_mut_ptr().cast()) };
+    if fd < 0 {
+        return Err(format!(
+            "mkstemp(/tmp/tlbsim-calibrate.XXXXXX): {}",
+            io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: fd is ours; name is the path mkstemp filled in.
+    let sized = unsafe { libc::ftruncate(fd, len as libc::off_t) } == 0;
+    let e = io::Error::last_os_error();
+    // SAFETY: as above.
+    unsafe { libc::unlink(name.as_ptr().cast()) };
+    if !sized {
+        // SAFETY: fd is ours.
+        unsafe { libc::close(fd) };
+        return Err(format!("ftruncate of a {len}-byte /tmp file: {e}"));
+    }
+    Ok(fd)
+}
+
+/// The file's size: its last half is timed. Reading it sequentially
+/// first lets readahead grow its folios (order +2 per asynchronous
+/// readahead, up to PMD-sized on a filesystem with large folios, ext4
+/// since 6.16), as a file a program keeps using ends up cached.
+const FILE_BYTES: usize = 64 << 20;
+
+/// Reads the whole file with `read()` in 1 MiB pieces (fills the page
+/// cache; the holes read as zeroes).
+fn read_through(fd: libc::c_int) -> Result<(), String> {
+    let mut buf = vec![0u8; 1 << 20];
+    // SAFETY: fd is ours.
+    unsafe { libc::lseek(fd, 0, libc::SEEK_SET) };
+    loop {
+        // SAFETY: buf has buf.len() writable bytes.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        match n {
+            0 => return Ok(()),
+            n if n < 0 => {
+                return Err(format!(
+                    "read of a /tmp file: {}",
+                    io::Error::last_os_error()
+                ))
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `FilePmdMapped` of this process's mapping starting at `addr`, in KiB
+/// (/proc/self/smaps; 0 if not found).
+fn file_pmd_mapped_kib(addr: usize) -> u64 {
+    let text = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
+    let head = format!("{addr:x}-");
+    let mut inside = false;
+    for l in text.lines() {
+        if l.starts_with(|c: char| c.is_ascii_hexdigit()) && l.contains('-') && l.contains(' ') {
+            inside = l.starts_with(&head);
+        } else if inside {
+            if let Some(v) = l.strip_prefix("FilePmdMapped:") {
+                return v.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
+            }
+        }
+    }
+    0
+}
+
+/// What [`shared_write_fault`] measured: the write's spread and how much
+/// of the timed half the host had mapped with PMDs before the writes.
+#[derive(Debug, Clone, Copy)]
+pub struct SharedWrite {
+    /// Per write.
+    pub spread: Spread,
+    /// `FilePmdMapped` after the reads, KiB, and the timed bytes' KiB.
+    pub pmd_kib: (u64, u64),
+}
+
+/// The first write to a page of a `MAP_SHARED` file that a read just
+/// mapped read-only, per write: the last 2 MiB of a 64 MiB sparse file
+/// read through first, mapped afresh (2 MiB at its offset), one byte
+/// read, the same byte written (timed), unmapped; repeated, so that the
+/// folio stays cache-hot. The first repetitions dirty the folio (as a
+/// file a program keeps writing is) and are not timed. Each write takes
+/// a write-protect fault: the filesystem's `page_mkwrite`, and where the
+/// host maps the file's folios with PMDs, the PMD's split first.
+pub fn shared_write_fault(b: &Budget) -> Result<SharedWrite, String> {
+    let fd = temp_file(FILE_BYTES)?;
+    let off = FILE_BYTES - EXTENT;
+    let r = (|| {
+        read_through(fd)?;
+        let mut samples = Vec::new();
+        let mut pmd_kib = 0;
+        let n = b.n(2_000) as usize;
+        for i in 0..n + 10 {
+            // SAFETY: a new shared mapping of our file's last 2 MiB,
+            // checked below.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    EXTENT,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    fd,
+                    off as libc::off_t,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return Err(format!(
+                    "mmap of 2 MiB of a /tmp file: {}",
+                    io::Error::last_os_error()
+                ));
+            }
+            let at = p.cast::<u8>();
+            // SAFETY: inside the mapping; volatile so that neither access
+            // is elided.
+            let v = unsafe { std::ptr::read_volatile(at) };
+            if i == 0 {
+                pmd_kib = file_pmd_mapped_kib(p as usize);
+            }
+            let t = Instant::now();
+            // SAFETY: as above.
+            unsafe { std::ptr::write_volatile(at, v.wrapping_add(1)) };
+            if i >= 10 {
+                samples.push(t.elapsed().as_nanos() as f64);
+            }
+            // SAFETY: p was mapped above with this length.
+            unsafe { libc::munmap(p, EXTENT) };
+        }
+        Ok(SharedWrite {
+            spread: Spread::of(&samples).expect("iterations"),
+            pmd_kib: (pmd_kib, (EXTENT / 1024) as u64),
+        })
+    })();
+    // SAFETY: fd is ours.
+    unsafe { libc::close(fd) };
+    r
+}
