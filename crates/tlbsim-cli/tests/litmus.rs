@@ -59,18 +59,41 @@ fn litmus_compares_verdicts_and_writes_the_csv() {
         csv.to_str().unwrap(),
     ]);
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(out.contains("litmus: 3 test files"), "{out}");
-    assert!(out.contains("agree (Allowed 1, Forbidden 1, Required 0)"), "{out}");
-    assert!(out.contains("hardware access-flag/dirty-bit updates"), "{out}");
+    assert!(
+        out.contains("agree (Allowed 1, Forbidden 1, Required 0)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("hardware access-flag/dirty-bit updates"),
+        "{out}"
+    );
     let csv = std::fs::read_to_string(csv).unwrap();
-    assert!(csv.starts_with("file,name,expected,tlbsim,class,states,detail\n"), "{csv}");
-    assert!(csv.contains("shoot.litmus,shoot,Forbidden,Forbidden,agree,"), "{csv}");
-    assert!(csv.contains("noshoot.litmus,noshoot,Allowed,Allowed,agree,"), "{csv}");
+    assert!(
+        csv.starts_with("file,name,expected,tlbsim,class,states,detail\n"),
+        "{csv}"
+    );
+    assert!(
+        csv.contains("shoot.litmus,shoot,Forbidden,Forbidden,agree,"),
+        "{csv}"
+    );
+    assert!(
+        csv.contains("noshoot.litmus,noshoot,Allowed,Allowed,agree,"),
+        "{csv}"
+    );
 
     // Told that the stale use is Forbidden, the weakened test is a
     // disagreement (tlbsim weaker), and the exit code says so.
-    std::fs::write(dir.join("kinds.txt"), "shoot Forbidden\nnoshoot Forbidden\nhwaf Allowed\n").unwrap();
+    std::fs::write(
+        dir.join("kinds.txt"),
+        "shoot Forbidden\nnoshoot Forbidden\nhwaf Allowed\n",
+    )
+    .unwrap();
     let o = tlbsim(&["litmus", dir.to_str().unwrap()]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(!o.status.success(), "{out}");
@@ -90,7 +113,10 @@ fn litmus_reports_a_malformed_test_with_its_line() {
     let o = tlbsim(&["litmus", dir.join("absent").to_str().unwrap()]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
-    assert!(err.contains("absent") && err.contains("../shared/litmus"), "{err}");
+    assert!(
+        err.contains("absent") && err.contains("../shared/litmus"),
+        "{err}"
+    );
 }
 
 /// The catalogue beside the checkout: `<workspace>/../shared/litmus/...`.
@@ -115,7 +141,11 @@ fn catalogue() -> PathBuf {
 fn the_vmsa_catalogue_agrees_except_where_documented() {
     let o = tlbsim(&["litmus", catalogue().to_str().unwrap()]);
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let row = |label: &str| -> usize {
         let l = out
             .lines()
@@ -130,7 +160,11 @@ fn the_vmsa_catalogue_agrees_except_where_documented() {
     assert_eq!(row("run to a verdict"), EXPECTED_RUN, "{out}");
     assert_eq!(row("agree"), EXPECTED_AGREE, "{out}");
     assert_eq!(row("Allowed, SC-unreachable"), EXPECTED_SC, "{out}");
-    assert_eq!(row("disagree: Allowed staleness"), EXPECTED_STRONGER, "{out}");
+    assert_eq!(
+        row("disagree: Allowed staleness"),
+        EXPECTED_STRONGER,
+        "{out}"
+    );
 }
 
 /// The counts of docs/validation.md, "Litmus tests (issue 19)".

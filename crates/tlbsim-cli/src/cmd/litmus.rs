@@ -113,7 +113,11 @@ fn list(path: &Path) -> Result<(PathBuf, Vec<PathBuf>), String> {
     let all = path.join("@all");
     let mut files = Vec::new();
     if let Ok(t) = std::fs::read_to_string(&all) {
-        for l in t.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        for l in t
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        {
             files.push(path.join(l));
         }
     } else {
@@ -153,11 +157,7 @@ fn run_file(f: &Path, root: &Path, kinds: &BTreeMap<String, Kind>, max: u64) -> 
         Ok(t) => Ok(run_test(&t, kinds.get(&t.name).copied(), max)),
         Err(e) => match e.unsupported {
             Some(u) => Ok(TestResult {
-                name: text
-                    .split_whitespace()
-                    .nth(1)
-                    .unwrap_or(&file)
-                    .to_string(),
+                name: text.split_whitespace().nth(1).unwrap_or(&file).to_string(),
                 expected: None,
                 got: None,
                 class: Class::Unsupported(u, format!("line {}: {}", e.line, e.message)),
@@ -191,8 +191,18 @@ fn summary(path: &Path, rows: &[Row], verbose: bool) -> String {
             .filter(|t| t.class == Class::Agree && t.expected == Some(k))
             .count()
     };
-    let _ = writeln!(s, "litmus: {} test files from {}", rows.len(), path.display());
-    let _ = writeln!(s, "  {:<58} {:>5}", "run to a verdict", ok.len() - unsupported - count(&|c| *c == Class::Incomplete));
+    let _ = writeln!(
+        s,
+        "litmus: {} test files from {}",
+        rows.len(),
+        path.display()
+    );
+    let _ = writeln!(
+        s,
+        "  {:<58} {:>5}",
+        "run to a verdict",
+        ok.len() - unsupported - count(&|c| *c == Class::Incomplete)
+    );
     let _ = writeln!(s, "  {:<58} {:>5}", "unsupported", unsupported);
     for (why, n) in &by_reason {
         let _ = writeln!(s, "    {:<56} {:>5}", why, n);
@@ -211,7 +221,10 @@ fn summary(path: &Path, rows: &[Row], verbose: bool) -> String {
     let rows_of = [
         (Class::ScUnreachable, "Allowed, SC-unreachable by design"),
         (Class::Weaker, "disagree: Forbidden reached (tlbsim weaker)"),
-        (Class::Stronger, "disagree: Allowed staleness unreached (stronger)"),
+        (
+            Class::Stronger,
+            "disagree: Allowed staleness unreached (stronger)",
+        ),
         (Class::Incomplete, "incomplete (state bound)"),
         (Class::NoExpected, "no expected verdict"),
     ];
@@ -228,7 +241,8 @@ fn summary(path: &Path, rows: &[Row], verbose: bool) -> String {
     }
     for r in rows {
         let Ok(t) = &r.result else { continue };
-        let show = verbose || matches!(t.class, Class::Weaker | Class::Stronger | Class::Incomplete);
+        let show =
+            verbose || matches!(t.class, Class::Weaker | Class::Stronger | Class::Incomplete);
         if show {
             let _ = writeln!(s, "{}", line(r, t));
         }
@@ -254,7 +268,9 @@ fn line(r: &Row, t: &TestResult) -> String {
 
 fn csv_text(rows: &[Row]) -> String {
     let mut w = csv::Writer::from_writer(Vec::new());
-    let _ = w.write_record(["file", "name", "expected", "tlbsim", "class", "states", "detail"]);
+    let _ = w.write_record([
+        "file", "name", "expected", "tlbsim", "class", "states", "detail",
+    ]);
     for r in rows {
         let rec = match &r.result {
             Ok(t) => [

@@ -39,7 +39,9 @@ pub fn parse_kinds(text: &str) -> Result<BTreeMap<String, Kind>, (usize, String)
             other => {
                 return Err((
                     i + 1,
-                    format!("expected Allowed, Forbidden or Required after {name}, found {other:?}"),
+                    format!(
+                        "expected Allowed, Forbidden or Required after {name}, found {other:?}"
+                    ),
                 ))
             }
         };

@@ -270,15 +270,24 @@ exists(1:X7=1 /\\ ~fault(P1:L0,x))
 exists(1:X3=1 /\\ 1:X4=0)
 ";
         let t = parse(mp).unwrap();
-        assert_eq!(run_test(&t, Some(Kind::Allowed), 100_000).class, Class::ScUnreachable);
+        assert_eq!(
+            run_test(&t, Some(Kind::Allowed), 100_000).class,
+            Class::ScUnreachable
+        );
         // The shootdown with an Allowed expectation: reachable once the
         // TLBI is removed, so tlbsim would be stronger.
         let t = parse(SHOOTDOWN).unwrap();
-        assert_eq!(run_test(&t, Some(Kind::Allowed), 100_000).class, Class::Stronger);
+        assert_eq!(
+            run_test(&t, Some(Kind::Allowed), 100_000).class,
+            Class::Stronger
+        );
         // And Forbidden reached is weaker.
         let text = SHOOTDOWN.replace(" TLBI VAAE1IS,X9 |", " NOP             |");
         let t = parse(&text).unwrap();
-        assert_eq!(run_test(&t, Some(Kind::Forbidden), 100_000).class, Class::Weaker);
+        assert_eq!(
+            run_test(&t, Some(Kind::Forbidden), 100_000).class,
+            Class::Weaker
+        );
     }
 
     #[test]

@@ -182,7 +182,10 @@ impl<'t> Machine<'t> {
         for level in g.start_level()..LEAF_LEVEL {
             let next = hw.mem.alloc_table(level + 1);
             let idx = g.level_index(VA_BASE, level);
-            hw.mem.table_mut(table).entries.insert(idx, Desc::Table(next));
+            hw.mem
+                .table_mut(table)
+                .entries
+                .insert(idx, Desc::Table(next));
             table = next;
         }
         let mut st = State {
@@ -195,7 +198,8 @@ impl<'t> Machine<'t> {
         };
         for &v in &t.vars {
             st.mem.insert(Loc::Data(v), Val::Int(0));
-            st.mem.insert(Loc::Pte(v), Val::Pte(PteVal::default_for(Some(v))));
+            st.mem
+                .insert(Loc::Pte(v), Val::Pte(PteVal::default_for(Some(v))));
         }
         let mut regs: Vec<[Val; 31]> = vec![[Val::Int(0); 31]; t.threads.len()];
         for &(loc, val) in &t.init {
@@ -282,7 +286,10 @@ impl<'t> Machine<'t> {
                 // A CPU whose thread has finished makes no more accesses:
                 // when the invalidation reaches it changes nothing.
                 for cpu in f.pending.iter().filter(|&c| !st.threads[c].done) {
-                    out.push(Action::Deliver { op: id, cpu: cpu as u8 });
+                    out.push(Action::Deliver {
+                        op: id,
+                        cpu: cpu as u8,
+                    });
                 }
             }
         }
@@ -294,9 +301,15 @@ impl<'t> Machine<'t> {
                 let vpn = va_of(v) >> st.hw.granule.page_shift();
                 let cached = st.hw.cpus[cpu].tlb.leaf_entries_for(vpn).next().is_some();
                 if cached {
-                    out.push(Action::Evict { cpu: cpu as u8, var: v });
+                    out.push(Action::Evict {
+                        cpu: cpu as u8,
+                        var: v,
+                    });
                 } else if st.hw.read_pte(self.pgd(st), va_of(v)).is_some() {
-                    out.push(Action::Fill { cpu: cpu as u8, var: v });
+                    out.push(Action::Fill {
+                        cpu: cpu as u8,
+                        var: v,
+                    });
                 }
             }
         }
@@ -563,9 +576,9 @@ impl<'t> Machine<'t> {
     }
 
     fn holds(&self, st: &State, ti: usize, c: CondCode) -> Result<bool, RunError> {
-        let eq = st.threads[ti].flags_eq.ok_or_else(|| {
-            run_err(Unsupported::Instruction, "condition read before any CMP")
-        })?;
+        let eq = st.threads[ti]
+            .flags_eq
+            .ok_or_else(|| run_err(Unsupported::Instruction, "condition read before any CMP"))?;
         Ok(match c {
             CondCode::Eq => eq,
             CondCode::Ne => !eq,
@@ -633,14 +646,7 @@ impl<'t> Machine<'t> {
     }
 
     /// A load (or the read of a read-modify-write, `write`).
-    #[allow(clippy::type_complexity)]
-    fn load(
-        &self,
-        st: &mut State,
-        t: u8,
-        a: Val,
-        write: bool,
-    ) -> Result<Result<Val, (Sym, FaultKind)>, RunError> {
+    fn load(&self, st: &mut State, t: u8, a: Val, write: bool) -> Access<Val> {
         match a {
             Val::Va(v) => Ok(match self.translate(st, t, v, write) {
                 Ok(pa) => Ok(st.mem[&Loc::Data(pa)]),
@@ -652,13 +658,7 @@ impl<'t> Machine<'t> {
     }
 
     /// A store.
-    fn store(
-        &self,
-        st: &mut State,
-        t: u8,
-        a: Val,
-        v: Val,
-    ) -> Result<Result<(), (Sym, FaultKind)>, RunError> {
+    fn store(&self, st: &mut State, t: u8, a: Val, v: Val) -> Access<()> {
         match a {
             Val::Va(var) => Ok(match self.translate(st, t, var, true) {
                 Ok(pa) => {
@@ -729,6 +729,11 @@ fn own_oa(val: Val, v: Sym) -> Result<Val, RunError> {
         )),
     }
 }
+
+/// The result of a memory access: the value (or nothing, for a store),
+/// or the fault taken (variable, kind); an error when the test goes
+/// where the model does not.
+type Access<T> = Result<Result<T, (Sym, FaultKind)>, RunError>;
 
 /// What an instruction did to control flow.
 enum Flow {

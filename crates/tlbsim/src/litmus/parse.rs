@@ -50,16 +50,12 @@ impl Unsupported {
     /// The summary row's text.
     pub fn describe(self) -> &'static str {
         match self {
-            Unsupported::HardwareAfDb => {
-                "hardware access-flag/dirty-bit updates (TTHM=HA/HD, FEAT_HAFDBS)"
-            }
+            Unsupported::HardwareAfDb => "hardware access-flag/dirty-bit updates (TTHM=HA/HD)",
             Unsupported::Instruction => "instruction or operand form not modelled",
             Unsupported::Exclusive => "load/store exclusive (LDXR/STXR)",
             Unsupported::FaultVariant => "fault-handling variant other than precise",
             Unsupported::ExceptionLevel => "system registers / exception levels not modelled",
-            Unsupported::DescriptorForm => {
-                "descriptor form not modelled (table pointer, attributes, el0)"
-            }
+            Unsupported::DescriptorForm => "descriptor form (table pointer, attributes, el0)",
             Unsupported::ValueArithmetic => "arithmetic on addresses or descriptors",
             Unsupported::Condition => "condition form not modelled (filter, ...)",
         }
@@ -150,7 +146,10 @@ pub fn parse(text: &str) -> Result<Test, ParseError> {
     let mut words = first.split_whitespace();
     let arch = words.next().unwrap_or("");
     if arch != "AArch64" {
-        return Err(err(i + 1, format!("expected \"AArch64 NAME\", found {first:?}")));
+        return Err(err(
+            i + 1,
+            format!("expected \"AArch64 NAME\", found {first:?}"),
+        ));
     }
     let name = words
         .next()
@@ -225,7 +224,12 @@ pub fn parse(text: &str) -> Result<Test, ParseError> {
         let n = p
             .strip_prefix('P')
             .and_then(|n| n.parse::<u8>().ok())
-            .ok_or_else(|| err(head_line, format!("bad thread name {c:?} in the thread header")))?;
+            .ok_or_else(|| {
+                err(
+                    head_line,
+                    format!("bad thread name {c:?} in the thread header"),
+                )
+            })?;
         col_of.push((n, handler));
     }
     i += 1;
@@ -242,7 +246,11 @@ pub fn parse(text: &str) -> Result<Test, ParseError> {
             if parts.len() > cols.len() {
                 return Err(err(
                     i + 1,
-                    format!("{} columns where the header has {}", parts.len(), cols.len()),
+                    format!(
+                        "{} columns where the header has {}",
+                        parts.len(),
+                        cols.len()
+                    ),
                 ));
             }
             for (k, p) in parts.iter().enumerate() {
@@ -251,7 +259,11 @@ pub fn parse(text: &str) -> Result<Test, ParseError> {
         }
         i += 1;
     }
-    let nthreads = col_of.iter().map(|&(p, _)| p as usize + 1).max().unwrap_or(0);
+    let nthreads = col_of
+        .iter()
+        .map(|&(p, _)| p as usize + 1)
+        .max()
+        .unwrap_or(0);
     let mut codes: Vec<Option<Code>> = vec![None; nthreads];
     let mut handlers: Vec<Option<Code>> = vec![None; nthreads];
     for (k, &(p, handler)) in col_of.iter().enumerate() {
@@ -262,7 +274,10 @@ pub fn parse(text: &str) -> Result<Test, ParseError> {
             &mut codes[p as usize]
         };
         if slot.is_some() {
-            return Err(err(head_line, format!("thread P{p} appears twice in the header")));
+            return Err(err(
+                head_line,
+                format!("thread P{p} appears twice in the header"),
+            ));
         }
         *slot = Some(code);
     }
@@ -514,10 +529,12 @@ fn parse_pteval(syms: &mut Syms, body: &str, line: usize) -> Result<PteVal, Pars
             });
             continue;
         }
-        let n = parse_int(v)
-            .filter(|n| *n == 0 || *n == 1)
-            .ok_or_else(|| err(line, format!("descriptor field {k} must be 0 or 1, found {v:?}")))?
-            as u8;
+        let n = parse_int(v).filter(|n| *n == 0 || *n == 1).ok_or_else(|| {
+            err(
+                line,
+                format!("descriptor field {k} must be 0 or 1, found {v:?}"),
+            )
+        })? as u8;
         match k {
             "valid" => p.valid = n,
             "af" => p.af = n,
@@ -614,7 +631,8 @@ fn parse_addr(s: &str, line: usize) -> Result<Addr, ParseError> {
             )
         })?;
     let parts: Vec<&str> = inner.split(',').map(str::trim).collect();
-    let base = parse_reg(parts[0]).ok_or_else(|| err(line, format!("bad base register in {s:?}")))?;
+    let base =
+        parse_reg(parts[0]).ok_or_else(|| err(line, format!("bad base register in {s:?}")))?;
     let offset = match parts.len() {
         1 => None,
         2 => Some(parse_operand(parts[1], line)?),
@@ -688,14 +706,21 @@ fn parse_instr(syms: &mut Syms, t: &str, line: usize) -> Result<Instr, ParseErro
         if n == k {
             Ok(())
         } else {
-            Err(err(line, format!("{mn} takes {k} operands, found {n} in {t:?}")))
+            Err(err(
+                line,
+                format!("{mn} takes {k} operands, found {n} in {t:?}"),
+            ))
         }
     };
-    let reg = |s: &str| parse_reg(s).ok_or_else(|| err(line, format!("bad register {s:?} in {t:?}")));
+    let reg =
+        |s: &str| parse_reg(s).ok_or_else(|| err(line, format!("bad register {s:?} in {t:?}")));
     let alu = |op: AluOp| -> Result<Instr, ParseError> {
         // `ADD X7, X5, W6, SXTW`: the extension of a register operand
         // changes no value the tests use (small non-negative offsets).
-        let extended = n == 4 && ["SXTW", "UXTW"].iter().any(|e| ops[3].eq_ignore_ascii_case(e));
+        let extended = n == 4
+            && ["SXTW", "UXTW"]
+                .iter()
+                .any(|e| ops[3].eq_ignore_ascii_case(e));
         if !extended {
             want(3)?;
         }
@@ -758,7 +783,7 @@ fn parse_instr(syms: &mut Syms, t: &str, line: usize) -> Result<Instr, ParseErro
             }
         }
         "LDXR" | "LDAXR" | "STXR" | "STLXR" => {
-            return Err(unsup(line, Unsupported::Exclusive, format!("{mn}")))
+            return Err(unsup(line, Unsupported::Exclusive, mn.to_string()))
         }
         "MOV" => {
             want(2)?;
@@ -839,7 +864,7 @@ fn parse_instr(syms: &mut Syms, t: &str, line: usize) -> Result<Instr, ParseErro
             Instr::MsrElr { rt: reg(&ops[1])? }
         }
         "MRS" | "SVC" | "HVC" | "SMC" => {
-            return Err(unsup(line, Unsupported::ExceptionLevel, format!("{t}")))
+            return Err(unsup(line, Unsupported::ExceptionLevel, t.to_string()))
         }
         "ERET" => Instr::Eret,
         "DMB" => Instr::Dmb(barrier(rest, line)?),
@@ -892,10 +917,17 @@ fn parse_condition(
         (Quant::Forall, r)
     } else if let Some(r) = t.strip_prefix("exists") {
         (Quant::Exists, r)
-    } else if let Some(r) = t.strip_prefix('~').map(str::trim_start).and_then(|r| r.strip_prefix("exists")) {
+    } else if let Some(r) = t
+        .strip_prefix('~')
+        .map(str::trim_start)
+        .and_then(|r| r.strip_prefix("exists"))
+    {
         (Quant::NotExists, r)
     } else {
-        return Err(err(line, format!("expected exists/forall/~exists, found {t:?}")));
+        return Err(err(
+            line,
+            format!("expected exists/forall/~exists, found {t:?}"),
+        ));
     };
     let mut p = CondParser {
         s: rest.as_bytes(),
@@ -954,14 +986,22 @@ impl CondParser<'_> {
         while self.eat("\\/") {
             v.push(self.conj(syms)?);
         }
-        Ok(if v.len() == 1 { v.pop().expect("one") } else { Cond::Or(v) })
+        Ok(if v.len() == 1 {
+            v.pop().expect("one")
+        } else {
+            Cond::Or(v)
+        })
     }
     fn conj(&mut self, syms: &mut Syms) -> Result<Cond, ParseError> {
         let mut v = vec![self.unary(syms)?];
         while self.eat("/\\") {
             v.push(self.unary(syms)?);
         }
-        Ok(if v.len() == 1 { v.pop().expect("one") } else { Cond::And(v) })
+        Ok(if v.len() == 1 {
+            v.pop().expect("one")
+        } else {
+            Cond::And(v)
+        })
     }
     fn unary(&mut self, syms: &mut Syms) -> Result<Cond, ParseError> {
         if self.eat("~") || self.eat_word("not") {
@@ -970,7 +1010,10 @@ impl CondParser<'_> {
         if self.eat("(") {
             let c = self.disj(syms)?;
             if !self.eat(")") {
-                return Err(err(self.line, format!("expected \")\" at {:?}", self.rest())));
+                return Err(err(
+                    self.line,
+                    format!("expected \")\" at {:?}", self.rest()),
+                ));
             }
             return Ok(c);
         }
@@ -1001,7 +1044,8 @@ impl CondParser<'_> {
                 }
                 depth -= 1;
             } else if depth == 0
-                && (self.s[self.pos..].starts_with(b"/\\") || self.s[self.pos..].starts_with(b"\\/"))
+                && (self.s[self.pos..].starts_with(b"/\\")
+                    || self.s[self.pos..].starts_with(b"\\/"))
             {
                 break;
             }
@@ -1011,7 +1055,10 @@ impl CondParser<'_> {
         let loc = parse_loc(syms, &loc_text, self.line)?;
         if let Loc::Reg(p, _) = loc {
             if p as usize >= self.nthreads {
-                return Err(err(self.line, format!("condition names thread {p}, which does not exist")));
+                return Err(err(
+                    self.line,
+                    format!("condition names thread {p}, which does not exist"),
+                ));
             }
         }
         let val = parse_value(syms, &val_text, self.line)?;

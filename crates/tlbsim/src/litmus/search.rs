@@ -42,8 +42,12 @@ struct Key {
     faults: Vec<super::machine::FaultRec>,
     leaves: Vec<Vec<(u64, u64, u8, u64)>>,
     walks: Vec<Vec<(u8, u64, u32)>>,
-    inflight: Vec<(usize, (u8, u64, bool), Vec<usize>)>,
+    inflight: Vec<InflightKey>,
 }
+
+/// A TLBI in flight: issuer, scope (kind, VA or ASID, last level), the
+/// targets it has not reached.
+type InflightKey = (usize, (u8, u64, bool), Vec<usize>);
 
 fn key(st: &State) -> Key {
     let leaves = st
