@@ -142,6 +142,24 @@ pub struct State {
     leaf_table: TableId,
 }
 
+impl State {
+    /// Register `r` of thread `ti` (`XZR` reads 0).
+    fn reg(&self, ti: usize, r: Reg) -> Val {
+        if r == ZR {
+            Val::Int(0)
+        } else {
+            self.threads[ti].regs[r as usize]
+        }
+    }
+
+    /// Writes register `r` of thread `ti` (writes to `XZR` are dropped).
+    fn set(&mut self, ti: usize, r: Reg, v: Val) {
+        if r != ZR {
+            self.threads[ti].regs[r as usize] = v;
+        }
+    }
+}
+
 /// A test ready to run.
 pub struct Machine<'t> {
     /// The test.
@@ -174,20 +192,7 @@ impl<'t> Machine<'t> {
             return Err(run_err(Unsupported::Instruction, "more than 16 variables"));
         }
         let mut hw = Hw::new(&p);
-        let g = hw.granule;
-        let pgd = hw.mem.alloc_table(g.start_level());
-        // One leaf table under one path: every variable's VA shares the
-        // upper levels.
-        let mut table = pgd;
-        for level in g.start_level()..LEAF_LEVEL {
-            let next = hw.mem.alloc_table(level + 1);
-            let idx = g.level_index(VA_BASE, level);
-            hw.mem
-                .table_mut(table)
-                .entries
-                .insert(idx, Desc::Table(next));
-            table = next;
-        }
+        let (pgd, table) = page_tables(&mut hw);
         let mut st = State {
             hw,
             threads: Vec::new(),
@@ -411,101 +416,23 @@ impl<'t> Machine<'t> {
         })
     }
 
+    /// Executes `ins` on thread `t`; `next` is the next instruction's
+    /// index, which a taken branch changes.
     fn exec(&self, st: &mut State, t: u8, ins: &Instr, next: &mut usize) -> Result<Flow, RunError> {
         let ti = t as usize;
-        let in_handler = st.threads[ti].handler_pc.is_some();
-        let reg = |st: &State, r: Reg| -> Val {
-            if r == ZR {
-                Val::Int(0)
-            } else {
-                st.threads[ti].regs[r as usize]
-            }
-        };
-        let set = |st: &mut State, r: Reg, v: Val| {
-            if r != ZR {
-                st.threads[ti].regs[r as usize] = v;
-            }
-        };
-        let operand = |st: &State, o: Operand| match o {
-            Operand::Reg(r) => reg(st, r),
-            Operand::Imm(i) => Val::Int(i),
-        };
         match *ins {
-            Instr::Ldr { rt, addr } => {
-                let a = self.address(st, ti, addr)?;
-                match self.load(st, t, a, false)? {
-                    Ok(v) => set(st, rt, v),
-                    Err((var, k)) => return Ok(Flow::Fault(var, k)),
-                }
+            Instr::Ldr { .. } | Instr::Str { .. } | Instr::Rmw { .. } | Instr::Cas { .. } => {
+                return self.exec_memory(st, t, ins)
             }
-            Instr::Str { rt, addr } => {
-                let a = self.address(st, ti, addr)?;
-                let v = reg(st, rt);
-                if let Err((var, k)) = self.store(st, t, a, v)? {
-                    return Ok(Flow::Fault(var, k));
-                }
-            }
-            Instr::Rmw { op, rs, rt, addr } => {
-                let a = self.address(st, ti, addr)?;
-                let old = match self.load(st, t, a, true)? {
-                    Ok(v) => v,
-                    Err((var, k)) => return Ok(Flow::Fault(var, k)),
-                };
-                let src = reg(st, rs);
-                let new = match (op, old, src) {
-                    (RmwOp::Swp, _, s) => s,
-                    (RmwOp::Set, Val::Int(o), Val::Int(s)) => Val::Int(o | s),
-                    (RmwOp::Clr, Val::Int(o), Val::Int(s)) => Val::Int(o & !s),
-                    _ => {
-                        return Err(run_err(
-                            Unsupported::ValueArithmetic,
-                            format!("{op:?} of {old:?} with {src:?}"),
-                        ))
-                    }
-                };
-                self.store(st, t, a, new)?.expect("translated above");
-                set(st, rt, old);
-            }
-            Instr::Cas { rs, rt, addr } => {
-                let a = self.address(st, ti, addr)?;
-                let old = match self.load(st, t, a, true)? {
-                    Ok(v) => v,
-                    Err((var, k)) => return Ok(Flow::Fault(var, k)),
-                };
-                if old == reg(st, rs) {
-                    let v = reg(st, rt);
-                    self.store(st, t, a, v)?.expect("translated above");
-                }
-                set(st, rs, old);
-            }
-            Instr::Mov { rd, src } => {
-                let v = operand(st, src);
-                set(st, rd, v);
-            }
-            Instr::Alu { op, rd, rn, op2 } => {
-                let v = alu(op, reg(st, rn), operand(st, op2), rn, op2)?;
-                set(st, rd, v);
-            }
-            Instr::Cmp { rn, op2 } => {
-                let eq = reg(st, rn) == operand(st, op2);
-                st.threads[ti].flags_eq = Some(eq);
-            }
-            Instr::Csel { rd, rn, rm, cond } => {
-                let v = if self.holds(st, ti, cond)? {
-                    reg(st, rn)
-                } else {
-                    reg(st, rm)
-                };
-                set(st, rd, v);
-            }
-            Instr::Cset { rd, cond } => {
-                let v = Val::Int(self.holds(st, ti, cond)? as i64);
-                set(st, rd, v);
-            }
+            Instr::Mov { .. }
+            | Instr::Alu { .. }
+            | Instr::Cmp { .. }
+            | Instr::Csel { .. }
+            | Instr::Cset { .. } => self.exec_data(st, ti, ins)?,
             Instr::Cbz { rt, nonzero, label } => {
-                let zero = reg(st, rt) == Val::Int(0);
+                let zero = st.reg(ti, rt) == Val::Int(0);
                 if zero != nonzero {
-                    *next = self.label(t, in_handler, label)?;
+                    *next = self.label(t, st.threads[ti].handler_pc.is_some(), label)?;
                 }
             }
             Instr::B { cond, label } => {
@@ -514,12 +441,12 @@ impl<'t> Machine<'t> {
                     Some(c) => self.holds(st, ti, c)?,
                 };
                 if take {
-                    *next = self.label(t, in_handler, label)?;
+                    *next = self.label(t, st.threads[ti].handler_pc.is_some(), label)?;
                 }
             }
-            Instr::Adr { rd, label } => set(st, rd, Val::Label(t, label)),
+            Instr::Adr { rd, label } => st.set(ti, rd, Val::Label(t, label)),
             Instr::MsrElr { rt } => {
-                let target = match reg(st, rt) {
+                let target = match st.reg(ti, rt) {
                     Val::Label(p, l) if p == t => self.label(t, false, l)?,
                     v => {
                         return Err(run_err(
@@ -534,32 +461,133 @@ impl<'t> Machine<'t> {
             Instr::Dmb(_) | Instr::Isb | Instr::Nop => {}
             Instr::Dsb(BarrierKind::Full) => self.dsb_ish(st, ti),
             Instr::Dsb(_) => {}
-            Instr::Tlbi { op, rt } => {
-                if self.opts.tlbi {
-                    let scope = match (op.scope, rt.map(|r| reg(st, r))) {
-                        (TlbiKind::Va | TlbiKind::VaLast, Some(Val::Page(v))) => TlbiScope::Va {
-                            asid: ASID,
-                            va: va_of(v),
-                            last_level: op.scope == TlbiKind::VaLast,
-                        },
-                        (TlbiKind::Asid, _) => TlbiScope::Asid(ASID),
-                        (TlbiKind::All, _) => TlbiScope::All,
-                        (_, v) => {
-                            return Err(run_err(
-                                Unsupported::ValueArithmetic,
-                                format!("TLBI by VA with operand {v:?} (not a page number)"),
-                            ))
-                        }
-                    };
-                    if op.shareable {
-                        st.hw.tlbi_broadcast_scoped(ti, scope);
-                    } else {
-                        st.hw.tlbi_local(ti, scope);
-                    }
-                }
-            }
+            Instr::Tlbi { op, rt } => self.tlbi(st, ti, op, rt)?,
         }
         Ok(Flow::Next)
+    }
+
+    /// Loads, stores and atomics: translated accesses to variables, or
+    /// physical accesses to descriptors.
+    fn exec_memory(&self, st: &mut State, t: u8, ins: &Instr) -> Result<Flow, RunError> {
+        let ti = t as usize;
+        let fault = |(var, k)| Ok(Flow::Fault(var, k));
+        match *ins {
+            Instr::Ldr { rt, addr } => {
+                let a = self.address(st, ti, addr)?;
+                match self.load(st, t, a, false)? {
+                    Ok(v) => st.set(ti, rt, v),
+                    Err(f) => return fault(f),
+                }
+            }
+            Instr::Str { rt, addr } => {
+                let a = self.address(st, ti, addr)?;
+                let v = st.reg(ti, rt);
+                if let Err(f) = self.store(st, t, a, v)? {
+                    return fault(f);
+                }
+            }
+            Instr::Rmw { op, rs, rt, addr } => {
+                let a = self.address(st, ti, addr)?;
+                let old = match self.load(st, t, a, true)? {
+                    Ok(v) => v,
+                    Err(f) => return fault(f),
+                };
+                let src = st.reg(ti, rs);
+                let new = match (op, old, src) {
+                    (RmwOp::Swp, _, s) => s,
+                    (RmwOp::Set, Val::Int(o), Val::Int(s)) => Val::Int(o | s),
+                    (RmwOp::Clr, Val::Int(o), Val::Int(s)) => Val::Int(o & !s),
+                    _ => {
+                        return Err(run_err(
+                            Unsupported::ValueArithmetic,
+                            format!("{op:?} of {old:?} with {src:?}"),
+                        ))
+                    }
+                };
+                self.store(st, t, a, new)?.expect("translated above");
+                st.set(ti, rt, old);
+            }
+            Instr::Cas { rs, rt, addr } => {
+                let a = self.address(st, ti, addr)?;
+                let old = match self.load(st, t, a, true)? {
+                    Ok(v) => v,
+                    Err(f) => return fault(f),
+                };
+                if old == st.reg(ti, rs) {
+                    let v = st.reg(ti, rt);
+                    self.store(st, t, a, v)?.expect("translated above");
+                }
+                st.set(ti, rs, old);
+            }
+            _ => unreachable!("exec sends memory instructions only"),
+        }
+        Ok(Flow::Next)
+    }
+
+    /// Register moves, arithmetic, comparisons and conditional selects.
+    fn exec_data(&self, st: &mut State, ti: usize, ins: &Instr) -> Result<(), RunError> {
+        let operand = |st: &State, o: Operand| match o {
+            Operand::Reg(r) => st.reg(ti, r),
+            Operand::Imm(i) => Val::Int(i),
+        };
+        match *ins {
+            Instr::Mov { rd, src } => {
+                let v = operand(st, src);
+                st.set(ti, rd, v);
+            }
+            Instr::Alu { op, rd, rn, op2 } => {
+                let v = alu(op, st.reg(ti, rn), operand(st, op2), rn, op2)?;
+                st.set(ti, rd, v);
+            }
+            Instr::Cmp { rn, op2 } => {
+                let eq = st.reg(ti, rn) == operand(st, op2);
+                st.threads[ti].flags_eq = Some(eq);
+            }
+            Instr::Csel { rd, rn, rm, cond } => {
+                let v = if self.holds(st, ti, cond)? {
+                    st.reg(ti, rn)
+                } else {
+                    st.reg(ti, rm)
+                };
+                st.set(ti, rd, v);
+            }
+            Instr::Cset { rd, cond } => {
+                let v = Val::Int(self.holds(st, ti, cond)? as i64);
+                st.set(ti, rd, v);
+            }
+            _ => unreachable!("exec sends data instructions only"),
+        }
+        Ok(())
+    }
+
+    /// `TLBI op{, Xt}`: a broadcast put in flight to every CPU (`...IS`),
+    /// or a local invalidation applied at once; nothing when the
+    /// options remove TLBIs.
+    fn tlbi(&self, st: &mut State, ti: usize, op: TlbiOp, rt: Option<Reg>) -> Result<(), RunError> {
+        if !self.opts.tlbi {
+            return Ok(());
+        }
+        let scope = match (op.scope, rt.map(|r| st.reg(ti, r))) {
+            (TlbiKind::Va | TlbiKind::VaLast, Some(Val::Page(v))) => TlbiScope::Va {
+                asid: ASID,
+                va: va_of(v),
+                last_level: op.scope == TlbiKind::VaLast,
+            },
+            (TlbiKind::Asid, _) => TlbiScope::Asid(ASID),
+            (TlbiKind::All, _) => TlbiScope::All,
+            (_, v) => {
+                return Err(run_err(
+                    Unsupported::ValueArithmetic,
+                    format!("TLBI by VA with operand {v:?} (not a page number)"),
+                ))
+            }
+        };
+        if op.shareable {
+            st.hw.tlbi_broadcast_scoped(ti, scope);
+        } else {
+            st.hw.tlbi_local(ti, scope);
+        }
+        Ok(())
     }
 
     /// `DSB ISH`/`DSB SY`: every broadcast TLBI this CPU issued reaches
@@ -589,21 +617,11 @@ impl<'t> Machine<'t> {
     /// descriptor's address (an offset must be zero: address
     /// dependencies add `EOR`'s zero).
     fn address(&self, st: &State, ti: usize, a: Addr) -> Result<Val, RunError> {
-        let base = if a.base == ZR {
-            Val::Int(0)
-        } else {
-            st.threads[ti].regs[a.base as usize]
-        };
+        let base = st.reg(ti, a.base);
         let off = match a.offset {
             None => Val::Int(0),
             Some(Operand::Imm(i)) => Val::Int(i),
-            Some(Operand::Reg(r)) => {
-                if r == ZR {
-                    Val::Int(0)
-                } else {
-                    st.threads[ti].regs[r as usize]
-                }
-            }
+            Some(Operand::Reg(r)) => st.reg(ti, r),
         };
         match (base, off) {
             (b @ (Val::Va(_) | Val::PteAddr(_)), Val::Int(0)) => Ok(b),
@@ -686,14 +704,7 @@ impl<'t> Machine<'t> {
     pub fn eval(&self, st: &State, c: &Cond) -> bool {
         match c {
             Cond::True => true,
-            Cond::Eq(Loc::Reg(p, r), v) => {
-                let have = if *r == ZR {
-                    Val::Int(0)
-                } else {
-                    st.threads[*p as usize].regs[*r as usize]
-                };
-                have == *v
-            }
+            Cond::Eq(Loc::Reg(p, r), v) => st.reg(*p as usize, *r) == *v,
             Cond::Eq(loc @ Loc::Pte(x), v) => {
                 let want = own_oa(*v, *x).unwrap_or(*v);
                 st.mem.get(loc) == Some(&want)
@@ -712,6 +723,25 @@ impl<'t> Machine<'t> {
             Cond::Or(v) => v.iter().any(|c| self.eval(st, c)),
         }
     }
+}
+
+/// Allocates the address space's tables: one path from the top level to
+/// one leaf table, which holds every variable's entry (their VAs share
+/// the upper levels). Returns the top-level table and the leaf table.
+fn page_tables(hw: &mut Hw) -> (TableId, TableId) {
+    let g = hw.granule;
+    let pgd = hw.mem.alloc_table(g.start_level());
+    let mut table = pgd;
+    for level in g.start_level()..LEAF_LEVEL {
+        let next = hw.mem.alloc_table(level + 1);
+        let idx = g.level_index(VA_BASE, level);
+        hw.mem
+            .table_mut(table)
+            .entries
+            .insert(idx, Desc::Table(next));
+        table = next;
+    }
+    (pgd, table)
 }
 
 /// A descriptor stored in variable `v`'s entry: one that names no output

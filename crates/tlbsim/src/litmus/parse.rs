@@ -139,87 +139,123 @@ pub fn parse(text: &str) -> Result<Test, ParseError> {
     let lines: Vec<&str> = text.lines().collect();
     let mut syms = Syms::default();
     let mut i = 0;
-    while i < lines.len() && lines[i].trim().is_empty() {
-        i += 1;
+    let (name, header) = name_and_header(&lines, &mut i)?;
+    let init = init_block(&mut syms, &lines, &mut i)?;
+    let threads = code_columns(&mut syms, &lines, &mut i)?;
+    // Condition: the rest, without `locations [...]`.
+    let cond_line = i + 1;
+    let mut cond_text = String::new();
+    for (k, l) in lines.iter().enumerate().skip(i) {
+        let t = l.trim();
+        if t.starts_with("filter") {
+            return Err(unsup(k + 1, Unsupported::Condition, "a \"filter\" clause"));
+        }
+        if !t.starts_with("locations") {
+            cond_text.push_str(t);
+            cond_text.push(' ');
+        }
     }
-    let first = lines.get(i).ok_or_else(|| err(1, "empty file"))?;
+    let (quant, cond) = parse_condition(&mut syms, &cond_text, cond_line, threads.len())?;
+    Ok(Test {
+        name,
+        header,
+        init,
+        threads,
+        quant,
+        cond,
+        vars: syms.vars.iter().copied().collect(),
+        syms: syms.names,
+    })
+}
+
+/// `AArch64 NAME` and the `key=value` lines up to the initial state;
+/// leaves `i` on the line with `{`.
+fn name_and_header(
+    lines: &[&str],
+    i: &mut usize,
+) -> Result<(String, Vec<(String, String)>), ParseError> {
+    while *i < lines.len() && lines[*i].trim().is_empty() {
+        *i += 1;
+    }
+    let first = lines.get(*i).ok_or_else(|| err(1, "empty file"))?;
     let mut words = first.split_whitespace();
-    let arch = words.next().unwrap_or("");
-    if arch != "AArch64" {
+    if words.next() != Some("AArch64") {
         return Err(err(
-            i + 1,
+            *i + 1,
             format!("expected \"AArch64 NAME\", found {first:?}"),
         ));
     }
     let name = words
         .next()
-        .ok_or_else(|| err(i + 1, "missing test name after \"AArch64\""))?
+        .ok_or_else(|| err(*i + 1, "missing test name after \"AArch64\""))?
         .to_string();
-    i += 1;
-    // Header lines up to the opening brace.
+    *i += 1;
     let mut header = Vec::new();
-    while i < lines.len() && !lines[i].contains('{') {
-        let l = lines[i].trim();
+    while *i < lines.len() && !lines[*i].contains('{') {
+        let l = lines[*i].trim();
         if let Some((k, v)) = l.split_once('=') {
             if !l.starts_with('"') {
                 header.push((k.trim().to_string(), v.trim().to_string()));
             }
         }
-        i += 1;
+        *i += 1;
     }
-    if i == lines.len() {
-        return Err(err(i, "no initial state (\"{\") found"));
+    if *i == lines.len() {
+        return Err(err(*i, "no initial state (\"{\") found"));
     }
-    check_header(&header, i)?;
-    // Initial state: from "{" to the matching "}".
-    let mut init_text: Vec<(usize, String)> = Vec::new();
-    let open = lines[i].find('{').expect("found above");
-    let mut rest = lines[i][open + 1..].to_string();
-    let mut line_no = i + 1;
+    check_header(&header, *i)?;
+    Ok((name, header))
+}
+
+/// The initial state, from `{` (on line `i`) to the matching `}`;
+/// leaves `i` after it.
+fn init_block(
+    syms: &mut Syms,
+    lines: &[&str],
+    i: &mut usize,
+) -> Result<Vec<(Loc, Val)>, ParseError> {
+    let mut chunks: Vec<(usize, String)> = Vec::new();
+    let open = lines[*i].find('{').expect("name_and_header stops at '{'");
+    let mut rest = lines[*i][open + 1..].to_string();
     loop {
         if let Some(close) = rest.find('}') {
-            init_text.push((line_no, rest[..close].to_string()));
+            chunks.push((*i + 1, rest[..close].to_string()));
             break;
         }
-        init_text.push((line_no, rest.clone()));
-        i += 1;
-        if i == lines.len() {
-            return Err(err(line_no, "initial state not closed by \"}\""));
+        chunks.push((*i + 1, rest));
+        *i += 1;
+        if *i == lines.len() {
+            return Err(err(*i, "initial state not closed by \"}\""));
         }
-        rest = lines[i].to_string();
-        line_no = i + 1;
+        rest = lines[*i].to_string();
     }
-    i += 1;
+    *i += 1;
     let mut init = Vec::new();
-    for (ln, chunk) in &init_text {
-        for stmt in chunk.split(';') {
-            let stmt = stmt.trim();
-            if !stmt.is_empty() {
-                if let Some(e) = init_stmt(&mut syms, stmt, *ln)? {
-                    init.push(e);
-                }
+    for (ln, chunk) in &chunks {
+        for stmt in chunk.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+            if let Some(e) = init_stmt(syms, stmt, *ln)? {
+                init.push(e);
             }
         }
     }
-    // Thread header.
-    while i < lines.len() && lines[i].trim().is_empty() {
-        i += 1;
+    Ok(init)
+}
+
+/// The thread header (`P0 | P1 | P1.F ;`) and the code lines up to the
+/// condition; leaves `i` on the condition's first line.
+fn code_columns(syms: &mut Syms, lines: &[&str], i: &mut usize) -> Result<Vec<Thread>, ParseError> {
+    while *i < lines.len() && lines[*i].trim().is_empty() {
+        *i += 1;
     }
-    let head_line = i + 1;
+    let head_line = *i + 1;
     let head = lines
-        .get(i)
-        .ok_or_else(|| err(i, "missing thread header (\"P0 | P1 ;\")"))?;
-    let cols: Vec<String> = head
-        .trim()
-        .trim_end_matches(';')
-        .split('|')
-        .map(|c| c.trim().to_string())
-        .collect();
+        .get(*i)
+        .ok_or_else(|| err(*i, "missing thread header (\"P0 | P1 ;\")"))?;
     let mut col_of: Vec<(u8, bool)> = Vec::new();
-    for c in &cols {
+    for c in head.trim().trim_end_matches(';').split('|').map(str::trim) {
         let (p, handler) = match c.strip_suffix(".F") {
             Some(p) => (p, true),
-            None => (c.as_str(), false),
+            None => (c, false),
         };
         let n = p
             .strip_prefix('P')
@@ -232,32 +268,27 @@ pub fn parse(text: &str) -> Result<Test, ParseError> {
             })?;
         col_of.push((n, handler));
     }
-    i += 1;
-    // Code lines until the condition.
-    let mut cells: Vec<Vec<(usize, String)>> = vec![Vec::new(); cols.len()];
-    while i < lines.len() {
-        let t = lines[i].trim();
-        if is_condition_start(t) {
-            break;
-        }
+    *i += 1;
+    let mut cells: Vec<Vec<(usize, String)>> = vec![Vec::new(); col_of.len()];
+    while *i < lines.len() && !is_condition_start(lines[*i].trim()) {
+        let t = lines[*i].trim();
         if !t.is_empty() {
-            let body = t.strip_suffix(';').unwrap_or(t);
-            let parts: Vec<&str> = body.split('|').collect();
-            if parts.len() > cols.len() {
+            let parts: Vec<&str> = t.strip_suffix(';').unwrap_or(t).split('|').collect();
+            if parts.len() > col_of.len() {
                 return Err(err(
-                    i + 1,
+                    *i + 1,
                     format!(
                         "{} columns where the header has {}",
                         parts.len(),
-                        cols.len()
+                        col_of.len()
                     ),
                 ));
             }
             for (k, p) in parts.iter().enumerate() {
-                cells[k].push((i + 1, p.trim().to_string()));
+                cells[k].push((*i + 1, p.trim().to_string()));
             }
         }
-        i += 1;
+        *i += 1;
     }
     let nthreads = col_of
         .iter()
@@ -267,51 +298,28 @@ pub fn parse(text: &str) -> Result<Test, ParseError> {
     let mut codes: Vec<Option<Code>> = vec![None; nthreads];
     let mut handlers: Vec<Option<Code>> = vec![None; nthreads];
     for (k, &(p, handler)) in col_of.iter().enumerate() {
-        let code = parse_code(&mut syms, &cells[k])?;
+        let code = parse_code(syms, &cells[k])?;
         let slot = if handler {
             &mut handlers[p as usize]
         } else {
             &mut codes[p as usize]
         };
-        if slot.is_some() {
+        if slot.replace(code).is_some() {
             return Err(err(
                 head_line,
                 format!("thread P{p} appears twice in the header"),
             ));
         }
-        *slot = Some(code);
     }
-    let mut threads = Vec::new();
-    for (p, (c, h)) in codes.into_iter().zip(handlers).enumerate() {
-        let code = c.ok_or_else(|| err(head_line, format!("no column for thread P{p}")))?;
-        threads.push(Thread { code, handler: h });
-    }
-    // Condition.
-    let cond_line = i + 1;
-    let mut cond_text = String::new();
-    while i < lines.len() {
-        let t = lines[i].trim();
-        if t.starts_with("locations") {
-            // Extra observed locations: nothing to decide.
-        } else if t.starts_with("filter") {
-            return Err(unsup(i + 1, Unsupported::Condition, "a \"filter\" clause"));
-        } else {
-            cond_text.push_str(t);
-            cond_text.push(' ');
-        }
-        i += 1;
-    }
-    let (quant, cond) = parse_condition(&mut syms, &cond_text, cond_line, nthreads)?;
-    Ok(Test {
-        name,
-        header,
-        init,
-        threads,
-        quant,
-        cond,
-        vars: syms.vars.iter().copied().collect(),
-        syms: syms.names,
-    })
+    codes
+        .into_iter()
+        .zip(handlers)
+        .enumerate()
+        .map(|(p, (c, handler))| {
+            let code = c.ok_or_else(|| err(head_line, format!("no column for thread P{p}")))?;
+            Ok(Thread { code, handler })
+        })
+        .collect()
 }
 
 fn is_condition_start(t: &str) -> bool {
@@ -694,203 +702,258 @@ fn tlbi_op(s: &str, line: usize) -> Result<TlbiOp, ParseError> {
     Ok(TlbiOp { scope, shareable })
 }
 
+/// One instruction's mnemonic and operands, for the per-group parsers.
+struct Asm<'a> {
+    /// Mnemonic, upper case.
+    mn: String,
+    /// Operands split at top-level commas.
+    ops: Vec<String>,
+    /// The whole instruction, for messages.
+    text: &'a str,
+    /// Source line.
+    line: usize,
+}
+
+impl Asm<'_> {
+    fn want(&self, k: usize) -> Result<(), ParseError> {
+        if self.ops.len() == k {
+            Ok(())
+        } else {
+            Err(err(
+                self.line,
+                format!(
+                    "{} takes {k} operands, found {} in {:?}",
+                    self.mn,
+                    self.ops.len(),
+                    self.text
+                ),
+            ))
+        }
+    }
+    fn reg(&self, k: usize) -> Result<Reg, ParseError> {
+        parse_reg(&self.ops[k]).ok_or_else(|| {
+            err(
+                self.line,
+                format!("bad register {:?} in {:?}", self.ops[k], self.text),
+            )
+        })
+    }
+    fn addr(&self, k: usize) -> Result<Addr, ParseError> {
+        parse_addr(&self.ops[k], self.line)
+    }
+    fn operand(&self, k: usize) -> Result<Operand, ParseError> {
+        parse_operand(&self.ops[k], self.line)
+    }
+}
+
 /// One instruction.
 fn parse_instr(syms: &mut Syms, t: &str, line: usize) -> Result<Instr, ParseError> {
     let (mn, rest) = match t.split_once(char::is_whitespace) {
         Some((m, r)) => (m.to_ascii_uppercase(), r.trim()),
         None => (t.to_ascii_uppercase(), ""),
     };
-    let ops = operands(rest);
-    let n = ops.len();
-    let want = |k: usize| -> Result<(), ParseError> {
-        if n == k {
-            Ok(())
-        } else {
-            Err(err(
-                line,
-                format!("{mn} takes {k} operands, found {n} in {t:?}"),
-            ))
-        }
+    let a = Asm {
+        mn,
+        ops: operands(rest),
+        text: t,
+        line,
     };
-    let reg =
-        |s: &str| parse_reg(s).ok_or_else(|| err(line, format!("bad register {s:?} in {t:?}")));
+    if let Some(r) = memory_instr(&a) {
+        return r;
+    }
+    if let Some(r) = data_instr(&a) {
+        return r;
+    }
+    if let Some(r) = control_instr(syms, &a, rest) {
+        return r;
+    }
+    Err(unsup(
+        line,
+        Unsupported::Instruction,
+        format!("instruction {}", a.mn),
+    ))
+}
+
+/// Loads, stores and atomics; `None` if `a` is none of them.
+fn memory_instr(a: &Asm<'_>) -> Option<Result<Instr, ParseError>> {
+    let mn = a.mn.as_str();
+    let rmw = |op: RmwOp| -> Result<Instr, ParseError> {
+        a.want(3)?;
+        Ok(Instr::Rmw {
+            op,
+            rs: a.reg(0)?,
+            rt: a.reg(1)?,
+            addr: a.addr(2)?,
+        })
+    };
+    let st_rmw = |op: RmwOp| -> Result<Instr, ParseError> {
+        a.want(2)?;
+        Ok(Instr::Rmw {
+            op,
+            rs: a.reg(0)?,
+            rt: ZR,
+            addr: a.addr(1)?,
+        })
+    };
+    Some(match mn {
+        "LDR" | "LDAR" | "LDAPR" => a.want(2).and_then(|()| {
+            Ok(Instr::Ldr {
+                rt: a.reg(0)?,
+                addr: a.addr(1)?,
+            })
+        }),
+        "STR" | "STLR" => a.want(2).and_then(|()| {
+            Ok(Instr::Str {
+                rt: a.reg(0)?,
+                addr: a.addr(1)?,
+            })
+        }),
+        "SWP" | "SWPA" | "SWPL" | "SWPAL" => rmw(RmwOp::Swp),
+        "LDSET" | "LDSETA" | "LDSETL" | "LDSETAL" => rmw(RmwOp::Set),
+        "LDCLR" | "LDCLRA" | "LDCLRL" | "LDCLRAL" => rmw(RmwOp::Clr),
+        "STSET" | "STSETL" => st_rmw(RmwOp::Set),
+        "STCLR" | "STCLRL" => st_rmw(RmwOp::Clr),
+        "CAS" | "CASA" | "CASL" | "CASAL" => a.want(3).and_then(|()| {
+            Ok(Instr::Cas {
+                rs: a.reg(0)?,
+                rt: a.reg(1)?,
+                addr: a.addr(2)?,
+            })
+        }),
+        "LDXR" | "LDAXR" | "STXR" | "STLXR" => {
+            Err(unsup(a.line, Unsupported::Exclusive, a.mn.clone()))
+        }
+        _ => return None,
+    })
+}
+
+/// Register moves, arithmetic and comparisons; `None` if `a` is none
+/// of them.
+fn data_instr(a: &Asm<'_>) -> Option<Result<Instr, ParseError>> {
     let alu = |op: AluOp| -> Result<Instr, ParseError> {
         // `ADD X7, X5, W6, SXTW`: the extension of a register operand
         // changes no value the tests use (small non-negative offsets).
-        let extended = n == 4
+        let extended = a.ops.len() == 4
             && ["SXTW", "UXTW"]
                 .iter()
-                .any(|e| ops[3].eq_ignore_ascii_case(e));
+                .any(|e| a.ops[3].eq_ignore_ascii_case(e));
         if !extended {
-            want(3)?;
+            a.want(3)?;
         }
         Ok(Instr::Alu {
             op,
-            rd: reg(&ops[0])?,
-            rn: reg(&ops[1])?,
-            op2: parse_operand(&ops[2], line)?,
+            rd: a.reg(0)?,
+            rn: a.reg(1)?,
+            op2: a.operand(2)?,
         })
     };
-    Ok(match mn.as_str() {
-        "LDR" | "LDAR" | "LDAPR" => {
-            want(2)?;
-            Instr::Ldr {
-                rt: reg(&ops[0])?,
-                addr: parse_addr(&ops[1], line)?,
-            }
-        }
-        "STR" | "STLR" => {
-            want(2)?;
-            Instr::Str {
-                rt: reg(&ops[0])?,
-                addr: parse_addr(&ops[1], line)?,
-            }
-        }
-        "SWP" | "SWPA" | "SWPL" | "SWPAL" | "LDSET" | "LDSETA" | "LDSETL" | "LDSETAL" | "LDCLR"
-        | "LDCLRA" | "LDCLRL" | "LDCLRAL" => {
-            want(3)?;
-            let op = match &mn[..3] {
-                "SWP" => RmwOp::Swp,
-                _ if mn.starts_with("LDSET") => RmwOp::Set,
-                _ => RmwOp::Clr,
-            };
-            Instr::Rmw {
-                op,
-                rs: reg(&ops[0])?,
-                rt: reg(&ops[1])?,
-                addr: parse_addr(&ops[2], line)?,
-            }
-        }
-        "STSET" | "STSETL" | "STCLR" | "STCLRL" => {
-            want(2)?;
-            Instr::Rmw {
-                op: if mn.starts_with("STSET") {
-                    RmwOp::Set
-                } else {
-                    RmwOp::Clr
-                },
-                rs: reg(&ops[0])?,
-                rt: ZR,
-                addr: parse_addr(&ops[1], line)?,
-            }
-        }
-        "CAS" | "CASA" | "CASL" | "CASAL" => {
-            want(3)?;
-            Instr::Cas {
-                rs: reg(&ops[0])?,
-                rt: reg(&ops[1])?,
-                addr: parse_addr(&ops[2], line)?,
-            }
-        }
-        "LDXR" | "LDAXR" | "STXR" | "STLXR" => {
-            return Err(unsup(line, Unsupported::Exclusive, mn.to_string()))
-        }
-        "MOV" => {
-            want(2)?;
-            Instr::Mov {
-                rd: reg(&ops[0])?,
-                src: parse_operand(&ops[1], line)?,
-            }
-        }
-        "ADD" => alu(AluOp::Add)?,
-        "SUB" => alu(AluOp::Sub)?,
-        "EOR" => alu(AluOp::Eor)?,
-        "AND" => alu(AluOp::And)?,
-        "ORR" => alu(AluOp::Orr)?,
-        "BIC" => alu(AluOp::Bic)?,
-        "LSR" => alu(AluOp::Lsr)?,
-        "LSL" => alu(AluOp::Lsl)?,
-        "CMP" => {
-            want(2)?;
-            Instr::Cmp {
-                rn: reg(&ops[0])?,
-                op2: parse_operand(&ops[1], line)?,
-            }
-        }
-        "CSEL" => {
-            want(4)?;
-            Instr::Csel {
-                rd: reg(&ops[0])?,
-                rn: reg(&ops[1])?,
-                rm: reg(&ops[2])?,
-                cond: cond_code(&ops[3], line)?,
-            }
-        }
-        "CSET" => {
-            want(2)?;
-            Instr::Cset {
-                rd: reg(&ops[0])?,
-                cond: cond_code(&ops[1], line)?,
-            }
-        }
-        "CBZ" | "CBNZ" => {
-            want(2)?;
-            Instr::Cbz {
-                rt: reg(&ops[0])?,
-                nonzero: mn == "CBNZ",
-                label: syms.intern(&ops[1]),
-            }
-        }
-        "B" => {
-            want(1)?;
-            Instr::B {
-                cond: None,
-                label: syms.intern(&ops[0]),
-            }
-        }
-        "B.EQ" | "B.NE" => {
-            want(1)?;
-            Instr::B {
-                cond: Some(cond_code(&mn[2..], line)?),
-                label: syms.intern(&ops[0]),
-            }
-        }
-        "ADR" => {
-            want(2)?;
-            Instr::Adr {
-                rd: reg(&ops[0])?,
-                label: syms.intern(&ops[1]),
-            }
-        }
-        "MSR" => {
-            want(2)?;
-            if !ops[0].eq_ignore_ascii_case("ELR_EL1") {
+    Some(match a.mn.as_str() {
+        "MOV" => a.want(2).and_then(|()| {
+            Ok(Instr::Mov {
+                rd: a.reg(0)?,
+                src: a.operand(1)?,
+            })
+        }),
+        "ADD" => alu(AluOp::Add),
+        "SUB" => alu(AluOp::Sub),
+        "EOR" => alu(AluOp::Eor),
+        "AND" => alu(AluOp::And),
+        "ORR" => alu(AluOp::Orr),
+        "BIC" => alu(AluOp::Bic),
+        "LSR" => alu(AluOp::Lsr),
+        "LSL" => alu(AluOp::Lsl),
+        "CMP" => a.want(2).and_then(|()| {
+            Ok(Instr::Cmp {
+                rn: a.reg(0)?,
+                op2: a.operand(1)?,
+            })
+        }),
+        "CSEL" => a.want(4).and_then(|()| {
+            Ok(Instr::Csel {
+                rd: a.reg(0)?,
+                rn: a.reg(1)?,
+                rm: a.reg(2)?,
+                cond: cond_code(&a.ops[3], a.line)?,
+            })
+        }),
+        "CSET" => a.want(2).and_then(|()| {
+            Ok(Instr::Cset {
+                rd: a.reg(0)?,
+                cond: cond_code(&a.ops[1], a.line)?,
+            })
+        }),
+        _ => return None,
+    })
+}
+
+/// Branches, the fault handler's system instructions, barriers and TLB
+/// maintenance; `None` if `a` is none of them.
+fn control_instr(syms: &mut Syms, a: &Asm<'_>, rest: &str) -> Option<Result<Instr, ParseError>> {
+    let line = a.line;
+    let mut label = |k: usize| syms.intern(&a.ops[k]);
+    Some(match a.mn.as_str() {
+        "CBZ" | "CBNZ" => a.want(2).and_then(|()| {
+            Ok(Instr::Cbz {
+                rt: a.reg(0)?,
+                nonzero: a.mn == "CBNZ",
+                label: label(1),
+            })
+        }),
+        "B" => a.want(1).map(|()| Instr::B {
+            cond: None,
+            label: label(0),
+        }),
+        "B.EQ" | "B.NE" => a.want(1).and_then(|()| {
+            Ok(Instr::B {
+                cond: Some(cond_code(&a.mn[2..], line)?),
+                label: label(0),
+            })
+        }),
+        "ADR" => a.want(2).and_then(|()| {
+            Ok(Instr::Adr {
+                rd: a.reg(0)?,
+                label: label(1),
+            })
+        }),
+        "MSR" => a.want(2).and_then(|()| {
+            if !a.ops[0].eq_ignore_ascii_case("ELR_EL1") {
                 return Err(unsup(
                     line,
                     Unsupported::ExceptionLevel,
-                    format!("MSR {} (system register)", ops[0]),
+                    format!("MSR {} (system register)", a.ops[0]),
                 ));
             }
-            Instr::MsrElr { rt: reg(&ops[1])? }
-        }
+            Ok(Instr::MsrElr { rt: a.reg(1)? })
+        }),
         "MRS" | "SVC" | "HVC" | "SMC" => {
-            return Err(unsup(line, Unsupported::ExceptionLevel, t.to_string()))
+            Err(unsup(line, Unsupported::ExceptionLevel, a.text.to_string()))
         }
-        "ERET" => Instr::Eret,
-        "DMB" => Instr::Dmb(barrier(rest, line)?),
-        "DSB" => Instr::Dsb(barrier(rest, line)?),
-        "ISB" => Instr::Isb,
-        "NOP" => Instr::Nop,
-        "TLBI" => {
-            if n == 0 || n > 2 {
-                return Err(err(line, format!("TLBI takes 1 or 2 operands in {t:?}")));
-            }
-            let op = tlbi_op(&ops[0], line)?;
-            let rt = match (op.scope, n) {
-                (TlbiKind::Va | TlbiKind::VaLast | TlbiKind::Asid, 2) => Some(reg(&ops[1])?),
-                (TlbiKind::All, 1) => None,
-                _ => return Err(err(line, format!("wrong operands for {t:?}"))),
-            };
-            Instr::Tlbi { op, rt }
-        }
-        _ => {
-            return Err(unsup(
-                line,
-                Unsupported::Instruction,
-                format!("instruction {mn}"),
-            ))
-        }
+        "ERET" => Ok(Instr::Eret),
+        "DMB" => barrier(rest, line).map(Instr::Dmb),
+        "DSB" => barrier(rest, line).map(Instr::Dsb),
+        "ISB" => Ok(Instr::Isb),
+        "NOP" => Ok(Instr::Nop),
+        "TLBI" => tlbi(a),
+        _ => return None,
     })
+}
+
+/// `TLBI op{, Xt}`.
+fn tlbi(a: &Asm<'_>) -> Result<Instr, ParseError> {
+    let n = a.ops.len();
+    if n == 0 || n > 2 {
+        return Err(err(
+            a.line,
+            format!("TLBI takes 1 or 2 operands in {:?}", a.text),
+        ));
+    }
+    let op = tlbi_op(&a.ops[0], a.line)?;
+    let rt = match (op.scope, n) {
+        (TlbiKind::Va | TlbiKind::VaLast | TlbiKind::Asid, 2) => Some(a.reg(1)?),
+        (TlbiKind::All, 1) => None,
+        _ => return Err(err(a.line, format!("wrong operands for {:?}", a.text))),
+    };
+    Ok(Instr::Tlbi { op, rt })
 }
 
 /// Condition tokens.
