@@ -88,9 +88,10 @@ fn unsupported(e: RunError) -> Class {
     Class::Unsupported(e.why, e.message)
 }
 
-/// Runs `test` with at most `max_states` states per search and
+/// Runs `test` on hardware that behaves as `opts` says (the default:
+/// tlbsim's), with at most `max_states` states per search, and
 /// classifies the result against `expected`.
-pub fn run_test(test: &Test, expected: Option<Kind>, max_states: u64) -> TestResult {
+pub fn run_test(test: &Test, expected: Option<Kind>, max_states: u64, opts: Options) -> TestResult {
     let mut r = TestResult {
         name: test.name.clone(),
         expected,
@@ -98,7 +99,7 @@ pub fn run_test(test: &Test, expected: Option<Kind>, max_states: u64) -> TestRes
         class: Class::Incomplete,
         states: 0,
     };
-    let m = Machine::new(test, Options::default());
+    let m = Machine::new(test, opts);
     let o = match explore(&m, max_states) {
         Ok(o) => o,
         Err(e) => {
@@ -193,7 +194,7 @@ exists(1:X7=1 /\\ ~fault(P1:L0,x))
         assert!(!o.incomplete);
         assert!(o.finals > 0);
         assert_eq!(verdict(t.quant, &o), Some(Kind::Forbidden));
-        let r = run_test(&t, Some(Kind::Forbidden), 100_000);
+        let r = run_test(&t, Some(Kind::Forbidden), 100_000, Options::default());
         assert_eq!(r.class, Class::Agree);
     }
 
@@ -271,21 +272,21 @@ exists(1:X3=1 /\\ 1:X4=0)
 ";
         let t = parse(mp).unwrap();
         assert_eq!(
-            run_test(&t, Some(Kind::Allowed), 100_000).class,
+            run_test(&t, Some(Kind::Allowed), 100_000, Options::default()).class,
             Class::ScUnreachable
         );
         // The shootdown with an Allowed expectation: reachable once the
         // TLBI is removed, so tlbsim would be stronger.
         let t = parse(SHOOTDOWN).unwrap();
         assert_eq!(
-            run_test(&t, Some(Kind::Allowed), 100_000).class,
+            run_test(&t, Some(Kind::Allowed), 100_000, Options::default()).class,
             Class::Stronger
         );
         // And Forbidden reached is weaker.
         let text = SHOOTDOWN.replace(" TLBI VAAE1IS,X9 |", " NOP             |");
         let t = parse(&text).unwrap();
         assert_eq!(
-            run_test(&t, Some(Kind::Forbidden), 100_000).class,
+            run_test(&t, Some(Kind::Forbidden), 100_000, Options::default()).class,
             Class::Weaker
         );
     }
