@@ -26,11 +26,11 @@ pub struct PteVal {
     pub valid: u8,
     /// Access flag.
     pub af: u8,
-    /// Dirty bit (AP[2] clear: writable).
+    /// Dirty bit (`AP[2]` clear: writable).
     pub db: u8,
     /// Dirty-bit modifier (hardware may set `db`, with FEAT_HAFDBS HD).
     pub dbm: u8,
-    /// EL0 access permitted (AP[1]).
+    /// EL0 access permitted (`AP[1]`).
     pub el0: u8,
 }
 
