@@ -98,6 +98,13 @@ fn litmus_compares_verdicts_and_writes_the_csv() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(!o.status.success(), "{out}");
     assert!(out.contains("weaker         noshoot"), "{out}");
+
+    // With every TLBI a no-op, the shootdown's Forbidden outcome is
+    // reached too: its verdict rests on the TLBI.
+    let o = tlbsim(&["litmus", dir.to_str().unwrap(), "--without-tlbi"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!o.status.success(), "{out}");
+    assert!(out.contains("weaker         shoot "), "{out}");
 }
 
 #[test]

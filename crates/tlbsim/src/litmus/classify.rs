@@ -292,6 +292,36 @@ exists(1:X3=1 /\\ 1:X4=0)
     }
 
     #[test]
+    fn an_evicted_entry_is_walked_again() {
+        // P1 remaps x to y's page with no TLBI. P0's first load caches
+        // the old translation (x's page, 0); its second load sees the
+        // new one (y's page, 1) only if the TLB dropped the entry in
+        // between, which a TLB may do at any time.
+        let text = "AArch64 evict
+{
+y=1;
+0:X1=x; 1:X2=pte_x; 1:X3=(oa:phy_y);
+}
+ P0          | P1          ;
+ LDR W2,[X1] | STR X3,[X2] ;
+ LDR W4,[X1] |             ;
+exists(0:X2=0 /\\ 0:X4=1)
+";
+        let (t, o) = run(text);
+        assert_eq!(verdict(t.quant, &o), Some(Kind::Allowed));
+        let m = Machine::new(&t, Options::default());
+        let x = t.syms.iter().position(|s| s == "x").unwrap() as u16;
+        let s = [
+            Action::Step(0),
+            Action::Step(1),
+            Action::Evict { cpu: 0, var: x },
+            Action::Step(0),
+        ];
+        let st = replay(&m, &s).unwrap();
+        assert!(m.is_final(&st) && m.eval(&st, &t.cond));
+    }
+
+    #[test]
     fn a_fault_without_handler_ends_the_thread_and_is_recorded() {
         let text = "AArch64 fault-ends
 {
