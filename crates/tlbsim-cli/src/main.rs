@@ -35,6 +35,10 @@ enum Cmd {
     /// Explore schedules of an experiment under the checker (the explorer:
     /// which CPU steps next, when TLBIs arrive, speculative fills).
     Check(cmd::check::Args),
+    /// Run herd AArch64 VMSA litmus tests (a file, or a directory with
+    /// its kinds.txt) on tlbsim's hardware model and compare each verdict
+    /// with the architecture's.
+    Litmus(cmd::litmus::Args),
     /// List the built-in machine profiles, or print one as TOML.
     Profiles(cmd::profiles::Args),
     /// List the registered policies and workloads.
@@ -72,6 +76,7 @@ fn main() -> ExitCode {
         Cmd::Sweep(a) => cmd::sweep::run(a),
         Cmd::Merge(a) => cmd::merge::run(a),
         Cmd::Check(a) => cmd::check::run(a),
+        Cmd::Litmus(a) => cmd::litmus::run(a),
         Cmd::Profiles(a) => cmd::profiles::run(a),
         Cmd::Policies(a) => cmd::policies::run(a),
         Cmd::Reproduce(a) => cmd::reproduce::run(a),

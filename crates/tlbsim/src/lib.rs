@@ -17,6 +17,7 @@ pub mod engine;
 pub mod explore;
 pub mod hw;
 pub mod kernel;
+pub mod litmus;
 pub mod observe;
 pub mod progress;
 pub mod reproduce;

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod calibrate;
 pub mod check;
+pub mod litmus;
 pub mod merge;
 pub mod plot;
 pub mod policies;

@@ -270,7 +270,7 @@ pub struct TablePage {
 }
 
 /// Page-table pages and data frames.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct PhysMem {
     tables: Vec<TablePage>,
     free_tables: Vec<TableId>,

@@ -218,7 +218,7 @@ pub enum AccessTrace {
 }
 
 /// The machine.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Hw {
     /// Per-CPU state.
     pub cpus: Vec<CpuHw>,
