@@ -11,7 +11,8 @@
 #
 #   xz      xz -1 -T2 on 8 MB of base64 text (a parallel compressor: two
 #           worker threads and the main thread share an mm)
-#   make    make -j2 of tools/microbench/*.c with gcc -O2 (a build:
+#   make    make -j2 of tools/microbench/*.c but tcmalloc_large_heap.c,
+#           with gcc -O2 (a build:
 #           make, sh, gcc, cc1 and as processes, fork/exec/wait)
 #   gc      tools/replay/gc-churn, a Go program whose goroutines allocate
 #           and drop buffers, so Go's collector and scavenger madvise
@@ -36,6 +37,8 @@ r = random.Random(18)
 open('$W/big.txt', 'wb').write(base64.encodebytes(bytes(r.getrandbits(8) for _ in range(6_000_000))))"
 mkdir -p "$W/mk"
 cp tools/microbench/*.c "$W/mk/"
+# (tcmalloc_large_heap.c needs gperftools' headers: left out.)
+rm "$W/mk/tcmalloc_large_heap.c"
 printf 'SRCS := $(wildcard *.c)\nall: $(SRCS:.c=.o)\n%%.o: %%.c\n\tgcc -O2 -c $< -o $@\n' > "$W/mk/Makefile"
 (cd tools/replay/gc-churn && go build -o "$W/gc-churn" .)
 
@@ -70,7 +73,7 @@ for p in xz make gc; do
         prep $p
         a=$(tlb)
         s=$(date +%s%N)
-        (cd "$W" && perf stat -x, -e page-faults -o "$W/stat" -- $c >/dev/null 2>&1)
+        (cd "$W" && perf stat -x, -e page-faults -o "$W/stat" -- $c >/dev/null 2>"$W/$p.err") || { cat "$W/$p.err"; exit 1; }
         e=$(date +%s%N)
         b=$(tlb)
         echo $((e - s)) >> "$W/$p.el"
