@@ -61,10 +61,11 @@ json() { python3 -c "
 import json, sys
 d = json.load(open('$1'))['run']
 s = d['stats']['total']
-print(d['elapsed_ns'], s['ipi_call'] + s['ipi_call_single'], s['page_faults'], s['tlbi_broadcast'], s['flushes_broadcast'])"; }
+m = d['metrics']
+print(d['elapsed_ns'], s['ipi_call'] + s['ipi_call_single'], s['page_faults'], s['tlbi_broadcast'], s['flushes_broadcast'], int(m['trace_elapsed_ns']), int(m['trace_faults']))"; }
 
-echo "| program | measured elapsed (median of $RUNS) | replayed | error | measured shootdowns | replayed IPIs | error | measured faults | replayed faults |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| program | measured elapsed (median of $RUNS) | replayed | error | measured shootdowns | replayed IPIs | error | measured faults | replayed faults | traced run: span, faults |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 AMPERE=""
 for p in xz make gc; do
     c=$(cmd_of $p)
@@ -84,11 +85,11 @@ for p in xz make gc; do
     prep $p
     (cd "$W" && "$T" record -o "$W/$p.trace" -- $c >/dev/null 2>"$W/$p.rec") || { cat "$W/$p.rec"; exit 1; }
     "$T" replay "$W/$p.trace" --profile "$PROFILE" --json "$W/$p.json" >"$W/$p.out" 2>&1 || { cat "$W/$p.out"; exit 1; }
-    read -r rel ripi rpf _ _ < <(json "$W/$p.json")
+    read -r rel ripi rpf _ _ tspan tpf < <(json "$W/$p.json")
     python3 -c "
 el, rel, sd, ripi = $el, $rel, $sd, $ripi
 e = lambda m, p: f'{100 * (p - m) / m:+.1f} %' if m else '-'
-print(f'| $p | {el/1e6:.1f} ms | {rel/1e6:.1f} ms | {e(el, rel)} | $sd | {ripi} | {e(sd, ripi)} | $pf | $rpf |')"
+print(f'| $p | {el/1e6:.1f} ms | {rel/1e6:.1f} ms | {e(el, rel)} | $sd | {ripi} | {e(sd, ripi)} | $pf | $rpf | {$tspan/1e6:.1f} ms, $tpf |')"
     verdict=""
     for pol in arm64-stock arm64-skip-broadcast-v2; do
         # The checker's verdict under the default walk-cache reading
@@ -103,8 +104,8 @@ print(f'| $p | {el/1e6:.1f} ms | {rel/1e6:.1f} ms | {e(el, rel)} | $sd | {ripi} 
             --set 'machine.walk_cache_after_ttbr_write="flush-on-ttbr-change"' \
             --json "$W/$p.$pol.json" >"$W/$p.$pol.out2" 2>&1 || { cat "$W/$p.$pol.out2"; exit 1; }
     done
-    read -r s_el _ _ s_tlbi s_b < <(json "$W/$p.arm64-stock.json")
-    read -r v_el _ _ v_tlbi v_b < <(json "$W/$p.arm64-skip-broadcast-v2.json")
+    read -r s_el _ _ s_tlbi s_b _ _ < <(json "$W/$p.arm64-stock.json")
+    read -r v_el _ _ v_tlbi v_b _ _ < <(json "$W/$p.arm64-skip-broadcast-v2.json")
     AMPERE+=$(python3 -c "
 s, v = $s_el, $v_el
 print(f'| $p | {s/1e6:.2f} ms | $s_b | $s_tlbi | {v/1e6:.2f} ms | $v_b | $v_tlbi | {100 * (s - v) / s:+.2f} % | $verdict |')")$'\n'
