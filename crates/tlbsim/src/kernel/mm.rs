@@ -357,7 +357,7 @@ pub async fn dec_tlb_flush_pending(ctx: &Ctx, mm: MmId) {
 /// `pmdp_huge_clear_flush()` flushes the same 2 MiB). Callers then work
 /// on 4 KiB PTEs. A file VMA's PMD (a page-cache folio) is cleared and
 /// flushed without a PTE table in its place
-/// ([`super::filemap::split_file_pmd_locked`]).
+/// (`filemap::split_file_pmd_locked()`).
 pub async fn split_huge_pmd(ctx: &Ctx, mm: MmId, base: u64) {
     let _f = ctx.func(crate::label!("__split_huge_pmd"));
     let w = &ctx.w;
