@@ -429,6 +429,15 @@ pub struct KernelCosts {
     /// machines were not measured for it; `tlbsim calibrate` measures it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_mkwrite_ns: Option<u64>,
+    /// Allocating a 4 KiB page and copying another into it, the work of a
+    /// copy-on-write fault that copies (`wp_page_copy()` →
+    /// `__wp_page_copy_user()`, mm/memory.c) beyond `page_fault_ns`, its
+    /// flush and its PTE updates. A copy from the zero page allocates a
+    /// zeroed page instead and costs `page_alloc_ns`. Absent:
+    /// `page_alloc_ns` (the built-in profiles' machines were not measured
+    /// for it; `tlbsim calibrate` measures it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_copy_ns: Option<u64>,
     /// Base work of fork (task struct, mm copy without page tables).
     pub fork_ns: u64,
     /// Per-PTE work of copying page tables at fork.

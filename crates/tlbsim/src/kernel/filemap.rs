@@ -175,8 +175,8 @@ async fn do_read_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64) {
 
 /// `do_cow_fault()`: the file's page is read into the page cache
 /// (`__do_fault()`), a new anonymous page allocated and the cached page
-/// copied into it (`copy_mc_user_highpage()`; the model charges the copy
-/// as `page_alloc_ns`, the cost of allocating and clearing a page), then
+/// copied into it (`copy_mc_user_highpage()`: `page_copy_ns`, or
+/// `page_alloc_ns` on a profile without it), then
 /// `finish_fault()` maps the copy writable, unless the PTE was filled
 /// meanwhile.
 async fn do_cow_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64) {
@@ -185,7 +185,8 @@ async fn do_cow_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64) {
     let (id, index) = v.shmem_index(va).expect("a file VMA");
     filemap_fault(ctx, id, index).await;
     super::vmscan::direct_reclaim(ctx).await;
-    ctx.work(w.profile.kernel.page_alloc_ns).await;
+    let k = &w.profile.kernel;
+    ctx.work(k.page_copy_ns.unwrap_or(k.page_alloc_ns)).await;
     let pfn = w.hw.borrow_mut().mem.alloc_frame();
     ctx.ptl_lock(mm, va).await;
     if pte_none(w, mm, va) && huge_leaves(w, mm, va, va + w.granule.page_size()).is_empty() {

@@ -971,7 +971,14 @@ async fn wp_page_copy(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, p: Pte) {
     let _f = ctx.func(crate::label!("wp_page_copy"));
     let w = &ctx.w;
     super::vmscan::direct_reclaim(ctx).await;
-    ctx.work(w.profile.kernel.page_alloc_ns).await;
+    // A copy of the zero page is a zeroed page (`vma_alloc_zeroed_movable_folio()`).
+    let k = &w.profile.kernel;
+    let cost = if p.pfn == ZERO_PFN {
+        k.page_alloc_ns
+    } else {
+        k.page_copy_ns.unwrap_or(k.page_alloc_ns)
+    };
+    ctx.work(cost).await;
     let pfn = w.hw.borrow_mut().mem.alloc_frame();
     ctx.ptl_lock(mm, va).await;
     if get_pte(w, mm, va) == Some(p) {

@@ -15,7 +15,11 @@ use tlbsim::sim::{run, RunOptions, RunOutput, SimError};
 /// kernel `k` (its policy and allocator by name), with the checker:
 /// for scenarios written directly on the library API.
 pub fn world_with(profile: &str, cpus: u32, k: KernelConfig) -> Rc<World> {
-    let mut p = builtin_profile(profile).unwrap();
+    world_with_profile(builtin_profile(profile).unwrap(), cpus, k)
+}
+
+/// [`world_with`] on a profile the caller built (or changed).
+pub fn world_with_profile(mut p: tlbsim::config::Profile, cpus: u32, k: KernelConfig) -> Rc<World> {
     p.topology.cpus = cpus;
     let alloc = asid_allocator(&k.asid_allocator, &k, p.tlb.asid_bits).unwrap();
     let w = World::new(p, k.clone(), tlb_policy(&k.tlb_policy).unwrap(), alloc);

@@ -46,6 +46,8 @@ pub struct Results {
     pub thp: Got<Spread>,
     /// First write to a read-mapped page of a shared /tmp file.
     pub mkwrite: Got<super::filefault::SharedWrite>,
+    /// Copy-on-write fault of a cached private file page, per write.
+    pub cow: Got<Spread>,
     /// Uncontended atomic.
     pub atomic: Spread,
     /// Pointer chase (one line per page, packed), ns per load.
@@ -220,6 +222,10 @@ pub fn paths(v: &mut Values, r: &Results, u: &Unmeasured, tag: &Tag) {
         let (pmd, of) = w.pmd_kib;
         set(v, "kernel", "page_mkwrite_ns", ns(mk), format!("{t}: first write to a read-mapped page of a MAP_SHARED /tmp file (the last 2 MiB of a 64 MiB file read through first, cached and dirty, mapped afresh each time: {pmd} of {of} KiB PMD-mapped, whose split is included) {} minus page_fault_ns and the base's pte_update {}", w.spread.describe(), u.pte_ns));
     }
+    if let Ok(c) = &r.cow {
+        let copy = c.median - fault - u.flush_ns - 2.0 * u.pte_ns;
+        set(v, "kernel", "page_copy_ns", ns(copy), format!("{t}: first write to a read-mapped page of a cached MAP_PRIVATE /tmp file (16 pages of a 1 MiB file, read first, then written: wp_page_copy) {} minus page_fault_ns, the base's local flush {} and two pte_updates {}", c.describe(), u.flush_ns, u.pte_ns));
+    }
     let fixed = r.madv_empty.median - sys;
     let madv = r.madv_touch.median - sys - fault - alloc - u.flush_ns - u.pte_ns;
     let (value, how) = if madv >= fixed {
@@ -380,6 +386,7 @@ mod tests {
                 spread: one(4_000.0),
                 pmd_kib: (32_768, 32_768),
             }),
+            cow: Ok(one(2_000.0)),
             atomic: one(5.0),
             chase: (one(25.0), one(5.0)),
             chase_pages: 8,
@@ -424,6 +431,8 @@ mod tests {
         assert!(get(&v, "kernel", "thp_fault_ns").is_none());
         // 4000 - fault 500 - PTE 30.
         assert_eq!(k("page_mkwrite_ns"), 3470);
+        // 2000 - fault 500 - INVLPG 100 - 2 x PTE 30.
+        assert_eq!(k("page_copy_ns"), 1340);
         assert!(get(&v, "kernel", "cacheline_cross_socket_ns").is_none());
     }
 

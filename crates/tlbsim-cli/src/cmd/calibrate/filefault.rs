@@ -155,3 +155,67 @@ pub fn shared_write_fault(b: &Budget) -> Result<SharedWrite, String> {
     unsafe { libc::close(fd) };
     r
 }
+
+/// The file of [`private_cow_fault`]: small enough that no folio of it can
+/// be PMD-sized, so every page is mapped by a PTE.
+const COW_FILE_BYTES: usize = 1 << 20;
+/// Pages written per mapping in [`private_cow_fault`].
+const COW_PAGES: usize = 16;
+
+/// A copy-on-write fault that copies, per write: 16 pages of a cached,
+/// 1 MiB `MAP_PRIVATE` file mapping, each read first (the read fault and
+/// fault-around map them read-only from the page cache), then each
+/// written (timed): `do_wp_page()` → `wp_page_copy()` allocates a page,
+/// copies the cached one into it, clears and flushes the read-only PTE
+/// (a local flush: one thread) and maps the copy. Mapped afresh each
+/// repetition. Never a will-it-scale loop: no madvise, no second task.
+pub fn private_cow_fault(b: &Budget) -> Result<Spread, String> {
+    let fd = temp_file(COW_FILE_BYTES)?;
+    let ps = super::sample::page_size();
+    let len = COW_PAGES * ps;
+    let r = (|| {
+        read_through(fd)?;
+        let mut samples = Vec::new();
+        let reps = b.n(400) as usize;
+        for rep in 0..reps + 2 {
+            // SAFETY: a new private mapping of our file's first pages,
+            // checked below.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE,
+                    fd,
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return Err(format!(
+                    "mmap of {len} bytes of a /tmp file: {}",
+                    io::Error::last_os_error()
+                ));
+            }
+            let at = p.cast::<u8>();
+            for i in 0..COW_PAGES {
+                // SAFETY: inside the mapping; volatile so it is not elided.
+                unsafe { std::ptr::read_volatile(at.add(i * ps)) };
+            }
+            let t = Instant::now();
+            for i in 0..COW_PAGES {
+                // SAFETY: as above.
+                unsafe { std::ptr::write_volatile(at.add(i * ps), 1) };
+            }
+            let per = t.elapsed().as_nanos() as f64 / COW_PAGES as f64;
+            if rep >= 2 {
+                samples.push(per);
+            }
+            // SAFETY: p was mapped above with this length.
+            unsafe { libc::munmap(p, len) };
+        }
+        Ok(Spread::of(&samples).expect("repetitions"))
+    })();
+    // SAFETY: fd is ours.
+    unsafe { libc::close(fd) };
+    r
+}

@@ -225,6 +225,7 @@ struct OneCpu {
     write_fault: sample::Spread,
     thp: Got<sample::Spread>,
     mkwrite: Got<filefault::SharedWrite>,
+    cow: Got<sample::Spread>,
     atomic: sample::Spread,
     chase: (sample::Spread, sample::Spread),
     chase_pages: usize,
@@ -267,6 +268,15 @@ impl OneCpu {
             ),
             Err(e) => say(&format!("shared file write fault: not measured: {e}"), t0),
         }
+        let cow = filefault::private_cow_fault(b);
+        match &cow {
+            Ok(s) => show(
+                "write to a read-mapped page of a private /tmp file (copy-on-write)",
+                s,
+                t0,
+            ),
+            Err(e) => say(&format!("copy-on-write fault: not measured: {e}"), t0),
+        }
         let atomic = cache::atomic_rmw(b);
         show("uncontended atomic", &atomic, t0);
         let chase_pages = if b.quick { 8_192 } else { 16_384 };
@@ -290,6 +300,7 @@ impl OneCpu {
             write_fault,
             thp,
             mkwrite,
+            cow,
             atomic,
             chase,
             chase_pages,
@@ -450,6 +461,7 @@ fn assemble(
         write_fault: o.write_fault,
         thp: o.thp,
         mkwrite: o.mkwrite,
+        cow: o.cow,
         atomic: o.atomic,
         chase: o.chase,
         chase_pages: o.chase_pages,
@@ -539,6 +551,7 @@ fn why_not(r: &Results, section: &str, key: &str) -> String {
         ("tlb", _) => Some("the CPU does not report it".to_string()),
         ("kernel", "thp_fault_ns") => r.thp.as_ref().err().cloned(),
         ("kernel", "page_mkwrite_ns") => r.mkwrite.as_ref().err().cloned(),
+        ("kernel", "page_copy_ns") => r.cow.as_ref().err().cloned(),
         ("kernel", "migrate_ns") => r.hop.as_ref().err().cloned(),
         ("kernel", "cacheline_transfer_ns" | "ipi_ack_ns") => r.line.as_ref().err().cloned(),
         ("kernel", k) if k.starts_with("ipi_") && k != "ipi_cpus_per_send" => match &r.shootdown {
