@@ -6,7 +6,7 @@ use tlbsim::config::Experiment;
 use tlbsim::sim::SimError;
 use tlbsim::trace::Trace;
 
-const FIXTURES: &[&str] = &["sort", "xz", "sh"];
+const FIXTURES: &[&str] = &["sort", "xz", "sh", "xz-v2"];
 
 fn path(name: &str) -> String {
     format!(
@@ -228,4 +228,17 @@ ev 100000 1 fault addr=0x10000000 write=1\n{perf}ev 2000000 1 exit\nend events={
     // The fault's 50 us comes out of both runs; the records' only of one.
     assert_eq!(m, 150_000.0);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_version_2_fixture_takes_the_recorders_time_out() {
+    let t = recorded("xz-v2");
+    let o = t.header.overhead.expect("format 2 with an overhead line");
+    assert!(o.record_ns > 0 && o.fault_ns > 0);
+    let r = run_ok(&replay("skylake-4c8t", "x86-tlb-gen", &path("xz-v2")));
+    let removed = r.metrics["replay_recorder_removed_ns"];
+    // At least every fault's host time comes out (a gap shorter than it
+    // gives up less).
+    let faults = t.counts()["fault"] as f64;
+    assert!(removed > 0.5 * faults * o.fault_ns as f64, "{removed}");
 }
