@@ -73,6 +73,26 @@ pub async fn sys_create_file(ctx: &Ctx, size: u64) -> ShmemId {
     id
 }
 
+/// `read()` of the whole of file `id` (`filemap_read()`): every page not
+/// cached is read in by its read-around, as a page-cache miss of a fault
+/// is ([`read_around`]: a PMD-sized folio or order-0 pages, their
+/// allocation costs); the copy to user memory is not charged (a caller
+/// that only wants the cache filled, as a program that has run a while
+/// has it). One system call's cost.
+pub async fn filemap_read(ctx: &Ctx, id: ShmemId) {
+    syscall_enter(ctx, "read").await;
+    let size = {
+        let k = ctx.w.k.borrow();
+        k.shmem[id as usize].regular.as_ref().map_or(0, |f| f.size)
+    };
+    let step = index_step(&ctx.w);
+    let pages = size / ctx.w.granule.page_size();
+    for p in 0..pages {
+        filemap_fault(ctx, id, p * step).await;
+    }
+    syscall_exit(ctx, "read").await;
+}
+
 /// Is `v` a mapping of a regular file (not of a shmem object)?
 pub fn is_regular(w: &World, v: &Vma) -> bool {
     v.shmem

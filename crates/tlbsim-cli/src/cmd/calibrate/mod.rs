@@ -10,7 +10,7 @@ mod cache;
 mod cpuid;
 mod derive;
 mod emit;
-mod filefault;
+pub(crate) mod filefault;
 mod memops;
 pub(crate) mod sample;
 mod sched;

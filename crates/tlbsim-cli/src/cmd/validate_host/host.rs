@@ -12,6 +12,7 @@
 //! lets them warm up, then samples the counters and the `TLB` line of
 //! `/proc/interrupts` before and after the measured interval.
 
+use crate::cmd::calibrate::filefault::read_through;
 use crate::cmd::calibrate::sample::{pin, Mapping};
 use crate::cmd::calibrate::shootdown::interrupt_count;
 use std::io;
@@ -305,7 +306,17 @@ pub fn run_row(
     } else {
         let mut v = Vec::new();
         for _ in 0..n {
-            match temp_file(region_bytes(variant)) {
+            // Read through: its page cache filled, as after the first of
+            // the many passes a will-it-scale run of seconds makes (the
+            // simulation does the same).
+            let file = temp_file(region_bytes(variant)).and_then(|fd| match read_through(fd) {
+                Ok(()) => Ok(fd),
+                Err(e) => {
+                    close_all(&[fd]);
+                    Err(e)
+                }
+            });
+            match file {
                 Ok(fd) => v.push(fd),
                 Err(e) => {
                     close_all(&v);

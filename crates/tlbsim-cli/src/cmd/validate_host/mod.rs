@@ -707,6 +707,8 @@ mod tests {
         };
         let (small, pmd) = (ipis(FileLargeFolios::Small), ipis(FileLargeFolios::Pmd));
         assert!((0.9..1.1).contains(&small), "small folios: {small}");
-        assert!((1.9..2.1).contains(&pmd), "PMD-sized folios: {pmd}");
+        // Two splits a loop, plus a nested gather's full flush where the
+        // threads' madvise calls overlap (every loop in lockstep).
+        assert!((1.9..3.05).contains(&pmd), "PMD-sized folios: {pmd}");
     }
 }
