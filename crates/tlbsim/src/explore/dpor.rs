@@ -116,27 +116,36 @@ impl DporChooser {
     /// earlier choice `e_i` that `b` is dependent on gets `b` into its
     /// backtrack set if `b` was enabled at `i`, else every action enabled
     /// at `i`.
+    ///
+    /// The pairs are visited from the last choice back, with the union of
+    /// the actions enabled at the later new states, so the cost is the
+    /// schedule's length times the number of distinct actions, not its
+    /// square (the additions are the same: adding is idempotent).
     fn analyse(&mut self, ended: &[Action]) {
         let n = self.nodes.len();
-        for k in self.replay.min(n)..=n {
-            let here = if k < n {
-                self.nodes[k].enabled.clone()
-            } else {
-                ended.to_vec()
-            };
-            for b in here {
-                for i in 0..k {
-                    let node = &mut self.nodes[i];
-                    if node.taken == b || !dependent(&node.taken, &b) {
-                        continue;
-                    }
-                    if node.enabled.contains(&b) {
-                        add(&mut node.backtrack, b);
-                    } else {
-                        for a in node.enabled.clone() {
-                            add(&mut node.backtrack, a);
-                        }
-                    }
+        let from = self.replay.min(n);
+        let mut later: Vec<Action> = ended.to_vec();
+        for i in (0..n).rev() {
+            let node = &mut self.nodes[i];
+            let mut all = false;
+            for b in &later {
+                if node.taken == *b || !dependent(&node.taken, b) {
+                    continue;
+                }
+                if node.enabled.contains(b) {
+                    add(&mut node.backtrack, *b);
+                } else {
+                    all = true;
+                }
+            }
+            if all {
+                for a in node.enabled.clone() {
+                    add(&mut node.backtrack, a);
+                }
+            }
+            if i >= from {
+                for a in node.enabled.clone() {
+                    add(&mut later, a);
                 }
             }
         }
