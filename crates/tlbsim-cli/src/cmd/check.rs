@@ -298,7 +298,8 @@ fn print_report(
             "dpor: {} of them stopped early by sleep sets; {}",
             rep.pruned,
             match (rep.exhausted, rep.failure.is_some()) {
-                (true, _) => "search complete: every class of equivalent schedules was run".to_string(),
+                (true, _) =>
+                    "search complete: every class of equivalent schedules was run".to_string(),
                 (false, true) => "stopped at the first failure".to_string(),
                 (false, false) => format!(
                     "search NOT complete: it stopped at --schedules {}; raise it to finish",

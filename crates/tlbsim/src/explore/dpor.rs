@@ -86,10 +86,13 @@ impl DporChooser {
 
     /// The CPU stepped last before `depth`.
     fn last_stepped(&self, depth: usize) -> Option<CpuId> {
-        self.nodes[..depth].iter().rev().find_map(|n| match n.taken {
-            Action::Step(c) => Some(c),
-            _ => None,
-        })
+        self.nodes[..depth]
+            .iter()
+            .rev()
+            .find_map(|n| match n.taken {
+                Action::Step(c) => Some(c),
+                _ => None,
+            })
     }
 
     /// The sleep set of the state after `depth - 1`'s choice.
@@ -154,13 +157,9 @@ impl DporChooser {
     /// Prepares the next schedule; false when the search is complete.
     pub fn advance(&mut self) -> bool {
         while let Some(mut node) = self.nodes.pop() {
-            let next = node
-                .enabled
-                .iter()
-                .copied()
-                .find(|a| {
-                    node.backtrack.contains(a) && !node.done.contains(a) && !node.sleep.contains(a)
-                });
+            let next = node.enabled.iter().copied().find(|a| {
+                node.backtrack.contains(a) && !node.done.contains(a) && !node.sleep.contains(a)
+            });
             if let Some(a) = next {
                 node.taken = a;
                 node.done.push(a);

@@ -42,8 +42,8 @@ pub mod random;
 pub mod schedule;
 
 pub use check::{check, check_replay, CheckOptions, CheckReport, Failure, Finding, Strategy};
-pub use driver::Explorer;
 pub use dpor::DporChooser;
+pub use driver::Explorer;
 pub use exhaustive::DfsChooser;
 pub use pct::PctChooser;
 pub use random::RandomChooser;

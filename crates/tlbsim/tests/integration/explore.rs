@@ -476,6 +476,10 @@ fn dpor_finds_the_range_and_free_mutants_and_the_report_replays() {
         }
     }
     // The stock policy passes the same search.
-    let r = check(&experiment("arm64-stock", 2, MPROTECT), &opts(Strategy::Dpor, 2_000)).unwrap();
+    let r = check(
+        &experiment("arm64-stock", 2, MPROTECT),
+        &opts(Strategy::Dpor, 2_000),
+    )
+    .unwrap();
     assert!(r.failure.is_none(), "{:?}", r.failure);
 }
