@@ -13,16 +13,16 @@
 //! "the same action enabled at an earlier state" is that process's next
 //! transition there.
 //!
-//! Race analysis (after each schedule, over its actions from where it left
-//! the previous one): for every action `e_j` (and every action still
-//! enabled where the schedule ended, which it did not run) and every
-//! earlier `e_i` it is dependent on, `e_j` is added to the backtrack set
-//! of state `i` if it was enabled there, else every action enabled there
-//! is. Flanagan and Godefroid add it only at the last such `i` that does
-//! not happen before `e_j`; adding it at every dependent `i` explores a
-//! superset of their backtrack sets, so it keeps their soundness and needs
-//! no happens-before clocks (with most footprints unknown today, the last
-//! dependent `i` is almost always `j - 1` anyway).
+//! Race analysis (after each schedule, at every state from where it left
+//! the previous schedule, including the state it stopped in): for every
+//! action `b` enabled there and every earlier choice `e_i` that `b` is
+//! dependent on, `b` is added to the backtrack set of state `i` if it was
+//! enabled there, else every action enabled there is. Flanagan and
+//! Godefroid add it only at the last such `i` that does not happen before
+//! `b`; adding it at every dependent `i` explores a superset of their
+//! backtrack sets, so it keeps their soundness and needs no
+//! happens-before clocks (with most footprints unknown today, the last
+//! dependent `i` is almost always the one just before anyway).
 //!
 //! Sleep sets: after a choice `a` at a state has been explored, a later
 //! choice there puts `a` to sleep below it until an action dependent on
