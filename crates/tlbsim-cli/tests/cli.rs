@@ -356,6 +356,45 @@ fn an_exhaustive_search_cut_by_the_schedule_cap_says_so() {
 }
 
 #[test]
+fn a_dpor_search_says_whether_it_completed() {
+    let o = tlbsim(&[
+        "check",
+        SEED002_EXPLORE,
+        "--strategy",
+        "dpor",
+        "--schedules",
+        "5",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("dpor: 0 of them stopped early by sleep sets; search NOT complete: it stopped at --schedules 5"), "{out}");
+    // One thread, one mprotect, no speculation: 51 schedules finish it.
+    let tiny = scratch(
+        "dpor-tiny.toml",
+        "[experiment]\nname = \"tiny\"\nprofile = \"ampere-32\"\n[machine]\ncpus = 2\n\
+         [workload]\nname = \"threads\"\nthreads = 1\niterations = 1\nop = \"mprotect\"\n",
+    );
+    let tiny = tiny.to_str().unwrap();
+    let o = tlbsim(&[
+        "check",
+        tiny,
+        "--strategy",
+        "dpor",
+        "--speculation",
+        "0",
+        "--schedules",
+        "1000",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(out.starts_with("51 schedules"), "{out}");
+    assert!(
+        out.contains("search complete: every class of equivalent schedules was run"),
+        "{out}"
+    );
+}
+
+#[test]
 fn a_profile_file_of_your_own_machine_runs_and_its_errors_point_into_it() {
     // Start from a built-in profile, as the README says.
     let o = tlbsim(&["profiles", "--show", "ampere-32"]);

@@ -16,7 +16,8 @@ use tlbsim::explore::{CheckOptions, CheckReport, Outcome, Strategy};
 pub struct Args {
     /// Experiment file (TOML).
     experiment: PathBuf,
-    /// random, pct or exhaustive.
+    /// random, pct, exhaustive (bounded by --preemptions) or dpor
+    /// (partial-order reduced, no preemption bound).
     #[arg(long, default_value = "random")]
     strategy: String,
     /// Most schedules to run (at least 1).
@@ -147,6 +148,7 @@ fn json_report(
         Strategy::Random => serde_json::json!({ "name": "random" }),
         Strategy::Pct(d) => serde_json::json!({ "name": "pct", "depth": d }),
         Strategy::Exhaustive(p) => serde_json::json!({ "name": "exhaustive", "preemptions": p }),
+        Strategy::Dpor => serde_json::json!({ "name": "dpor", "pruned": rep.pruned }),
     };
     let failure = rep.failure.as_ref().map(|f| {
         serde_json::json!({
@@ -195,8 +197,9 @@ fn options(args: &Args) -> Result<CheckOptions, ExitCode> {
         "random" => Strategy::Random,
         "pct" => Strategy::Pct(args.depth),
         "exhaustive" => Strategy::Exhaustive(args.preemptions),
+        "dpor" => Strategy::Dpor,
         other => {
-            eprintln!("error: --strategy {other:?}: expected random, pct or exhaustive");
+            eprintln!("error: --strategy {other:?}: expected random, pct, exhaustive or dpor");
             return Err(ExitCode::from(2));
         }
     };
@@ -288,6 +291,21 @@ fn print_report(
         out.line(&format!(
             "note: the exhaustive search is NOT complete: it stopped at --schedules {}; raise it to finish",
             rep.schedules
+        ));
+    }
+    if opts.strategy == Strategy::Dpor {
+        out.line(&format!(
+            "dpor: {} of them stopped early by sleep sets; {}",
+            rep.pruned,
+            match (rep.exhausted, rep.failure.is_some()) {
+                (true, _) =>
+                    "search complete: every class of equivalent schedules was run".to_string(),
+                (false, true) => "stopped at the first failure".to_string(),
+                (false, false) => format!(
+                    "search NOT complete: it stopped at --schedules {}; raise it to finish",
+                    rep.schedules
+                ),
+            }
         ));
     }
     match rep.failure {

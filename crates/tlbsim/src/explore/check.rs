@@ -2,7 +2,7 @@
 //! their report.
 
 use super::schedule::{format_schedule, parse_schedule, replay, Action};
-use super::{exhaustive, pct, random, Chooser, Explorer, Outcome};
+use super::{dpor, exhaustive, pct, random, Chooser, Explorer, Outcome};
 use crate::config::Experiment;
 use crate::sim::{RunOptions, SimError};
 use std::rc::Rc;
@@ -17,6 +17,9 @@ pub enum Strategy {
     /// Depth-first enumeration of every schedule with at most this many
     /// preemptions.
     Exhaustive(u32),
+    /// Dynamic partial-order reduction with no preemption bound
+    /// ([`super::dpor`]): one schedule per class of equivalent schedules.
+    Dpor,
 }
 
 /// Options of [`check`].
@@ -90,7 +93,11 @@ pub struct CheckReport {
     pub actions: u64,
     /// Of those, IPIs taken (`Interrupt` actions).
     pub interrupts: u64,
-    /// Exhaustive search enumerated every schedule within its bound.
+    /// Schedules the DPOR search stopped early as redundant (every action
+    /// it could take next asleep); counted in `schedules`.
+    pub pruned: u64,
+    /// Exhaustive search enumerated every schedule within its bound (DPOR:
+    /// every class of equivalent schedules).
     pub exhausted: bool,
     /// The first failing schedule, if any (the search stops there).
     pub failure: Option<Failure>,
@@ -100,6 +107,13 @@ pub struct CheckReport {
 pub(super) struct OneRun {
     outcome: Outcome,
     pub(super) schedule: Vec<Action>,
+}
+
+impl OneRun {
+    /// A schedule run and how it ended.
+    pub(super) fn new(outcome: Outcome, schedule: Vec<Action>) -> Self {
+        Self { outcome, schedule }
+    }
 }
 
 /// Runs one schedule of `exp` with `chooser`.
@@ -136,6 +150,7 @@ impl CheckReport {
         match r.outcome {
             Outcome::Done => self.completed += 1,
             Outcome::Bounded => self.bounded += 1,
+            Outcome::Pruned => self.pruned += 1,
             Outcome::Violation(v) => return self.fail(index, &r.schedule, Finding::Violation(v)),
             Outcome::Deadlock(d) => return self.fail(index, &r.schedule, Finding::Deadlock(d)),
         }
@@ -159,6 +174,7 @@ impl CheckReport {
         self.schedules += later.schedules;
         self.completed += later.completed;
         self.bounded += later.bounded;
+        self.pruned += later.pruned;
         self.actions += later.actions;
         self.interrupts += later.interrupts;
         self.failure = later.failure.map(|f| Failure {
@@ -184,6 +200,7 @@ pub fn check(exp: &Experiment, opts: &CheckOptions) -> Result<CheckReport, SimEr
         Strategy::Random => random::search(exp, &ropts, opts, &streams),
         Strategy::Pct(d) => pct::search(exp, &ropts, opts, &streams, d),
         Strategy::Exhaustive(bound) => exhaustive::search(exp, &ropts, opts, bound),
+        Strategy::Dpor => dpor::search(exp, &ropts, opts),
     }
 }
 

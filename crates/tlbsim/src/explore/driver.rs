@@ -87,6 +87,9 @@ impl Explorer {
                 return Outcome::Deadlock(self.core.describe());
             }
             let i = chooser.choose(self.schedule.len(), &enabled);
+            if chooser.blocked() {
+                return Outcome::Pruned;
+            }
             self.apply(enabled[i]);
         }
     }

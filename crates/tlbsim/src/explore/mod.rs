@@ -28,17 +28,21 @@
 //!
 //! Rooms: [`driver`] (the explorer driver: what a choice does), [`schedule`]
 //! (actions, their printed form, replay), one file per search strategy
-//! ([`random`], [`pct`], [`exhaustive`]), and [`mod@check`] (the searches behind
+//! ([`random`], [`pct`], [`exhaustive`], [`dpor`] with its dependence
+//! relation in [`footprint`]), and [`mod@check`] (the searches behind
 //! `tlbsim check`, their report).
 
 pub mod check;
+pub mod dpor;
 pub mod driver;
 pub mod exhaustive;
+pub mod footprint;
 pub mod pct;
 pub mod random;
 pub mod schedule;
 
 pub use check::{check, check_replay, CheckOptions, CheckReport, Failure, Finding, Strategy};
+pub use dpor::DporChooser;
 pub use driver::Explorer;
 pub use exhaustive::DfsChooser;
 pub use pct::PctChooser;
@@ -56,10 +60,19 @@ pub enum Outcome {
     Deadlock(String),
     /// The step bound was reached first.
     Bounded,
+    /// The chooser stopped the schedule: everything it could take next
+    /// was already explored in an equivalent order (a DPOR sleep set).
+    Pruned,
 }
 
 /// Chooses among the enabled actions.
 pub trait Chooser {
     /// Picks an index into `enabled` (never empty) at choice point `depth`.
     fn choose(&mut self, depth: usize, enabled: &[Action]) -> usize;
+
+    /// After [`Chooser::choose`]: stop this schedule instead of taking
+    /// the choice ([`Outcome::Pruned`]). Only the DPOR search does.
+    fn blocked(&self) -> bool {
+        false
+    }
 }

@@ -424,3 +424,62 @@ fn the_explorer_passes_file_mappings_with_fault_around_and_pmd_splits() {
         assert!(r.exhausted && r.interrupts > 0, "tlb_flush{variant}: {r:?}");
     }
 }
+
+/// One thread toggling a page with mprotect once, on 2 CPUs: small
+/// enough for the unbounded searches to finish.
+const ONE_MPROTECT: &str = "name = \"threads\"\nthreads = 1\niterations = 1\nop = \"mprotect\"";
+
+#[test]
+fn dpor_completes_without_a_preemption_bound_and_runs_no_schedule_twice() {
+    let e = experiment("arm64-stock", 2, ONE_MPROTECT);
+    let mut o = opts(Strategy::Dpor, 100_000);
+    o.speculation = 1;
+    let r = check(&e, &o).unwrap();
+    assert!(r.failure.is_none(), "{:?}", r.failure);
+    assert!(r.exhausted, "DPOR finishes on {} schedules", r.schedules);
+    // Steps' footprints are unknown (dependent on everything), so every
+    // class is one schedule and DPOR runs what an unbounded delay search
+    // runs: no fewer (nothing may be lost), no more (no class twice).
+    let full = check(&e, &opts_with(Strategy::Exhaustive(u32::MAX), 100_000, 1)).unwrap();
+    assert!(full.exhausted);
+    assert_eq!(r.schedules, full.schedules);
+    // Deterministic: the same report again.
+    assert_eq!(check(&e, &o).unwrap(), r);
+}
+
+fn opts_with(strategy: Strategy, schedules: u64, speculation: u32) -> CheckOptions {
+    CheckOptions {
+        speculation,
+        ..opts(strategy, schedules)
+    }
+}
+
+#[test]
+fn dpor_finds_the_range_and_free_mutants_and_the_report_replays() {
+    for (policy, wl, invariant) in [
+        (
+            "mutant-range-no-broadcast",
+            MPROTECT,
+            Invariant::NoStaleHold,
+        ),
+        ("mutant-free-before-sync", MUNMAP, Invariant::NoStaleWalk),
+    ] {
+        let e = experiment(policy, 2, wl);
+        let r = check(&e, &opts(Strategy::Dpor, 10_000)).unwrap();
+        let f = r
+            .failure
+            .unwrap_or_else(|| panic!("{policy}: not found in {} schedules", r.schedules));
+        assert_eq!(f.report.invariant(), Some(invariant), "{policy}");
+        match check_replay(&e, None, &f.schedule).unwrap() {
+            Outcome::Violation(again) => assert_eq!(Some(again.invariant), Some(invariant)),
+            other => panic!("{policy}: replay gave {other:?}"),
+        }
+    }
+    // The stock policy passes the same search.
+    let r = check(
+        &experiment("arm64-stock", 2, MPROTECT),
+        &opts(Strategy::Dpor, 2_000),
+    )
+    .unwrap();
+    assert!(r.failure.is_none(), "{:?}", r.failure);
+}

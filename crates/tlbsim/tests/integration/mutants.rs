@@ -193,3 +193,51 @@ fn every_real_policy_passes_every_mutant_search() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+/// The DPOR search (no preemption bound) on `e`, at most `schedules`
+/// schedules of at most `max_actions` actions: its report.
+fn dpor(e: &Experiment, schedules: u64, max_actions: u64) -> tlbsim::explore::CheckReport {
+    let o = CheckOptions {
+        strategy: Strategy::Dpor,
+        schedules,
+        seed: 1,
+        max_actions: max_actions as usize,
+        speculation: 2,
+        cpus: None,
+    };
+    check(e, &o).unwrap_or_else(|err| panic!("check: {err}"))
+}
+
+/// Measures the DPOR search on each mutant's own experiment (issue 19
+/// item 3; docs/validation.md, "DPOR"): prints, per mutant, whether it
+/// was found, in how many schedules and how long. Set
+/// `TLBSIM_DPOR_SCHEDULES` for the cap (default 20,000).
+#[test]
+#[ignore = "a measurement: prints what DPOR finds per mutant (minutes)"]
+fn dpor_on_every_mutant_experiment() {
+    let cap: u64 = std::env::var("TLBSIM_DPOR_SCHEDULES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20_000);
+    for (kind, name, b) in broken() {
+        let Search::Explore { max_actions, .. } = b.search else {
+            println!("{name}: its search is timing runs, not the explorer");
+            continue;
+        };
+        let e = with(&load(source(&b.search)), kind, name);
+        let t0 = std::time::Instant::now();
+        let r = dpor(&e, cap, max_actions);
+        println!(
+            "{name} on {:?}: {} in {} schedules ({} pruned, complete {}), {:.1} s",
+            source(&b.search),
+            match &r.failure {
+                Some(f) => format!("found {:?}", f.report.invariant()),
+                None => "not found".to_string(),
+            },
+            r.schedules,
+            r.pruned,
+            r.exhausted,
+            t0.elapsed().as_secs_f64()
+        );
+    }
+}
