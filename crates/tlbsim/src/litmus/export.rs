@@ -169,6 +169,9 @@ pub struct Plan {
     /// Every frame the test names, in order of first appearance (the
     /// first is the stale entry's: `PA(x)`).
     pub frames: Vec<Pfn>,
+    /// The writer returned from the call that made the retiring store
+    /// before the violation (else P0's steps end at the violation).
+    pub returned: bool,
 }
 
 /// The events of `cap` that make its violation, or why there are none
@@ -216,7 +219,7 @@ pub fn plan(cap: &Capture) -> Result<Plan, CannotExport> {
     else {
         unreachable!("found as a PteWrite above")
     };
-    let (steps, new) = writer_steps(&hist[i..], writer, mm, va, stale)?;
+    let (steps, new, returned) = writer_steps(&hist[i..], writer, mm, va, stale)?;
     for (_, e) in &hist[i..] {
         if let Event::PteWrite { cpu, mm: m, va: a, .. } = e {
             if *m == mm && *a == va && *cpu != writer {
@@ -255,23 +258,26 @@ pub fn plan(cap: &Capture) -> Result<Plan, CannotExport> {
         steps,
         access,
         frames,
+        returned,
     })
 }
 
 /// The writer's steps from its retiring store (`evs[0]`) to its return
-/// from the call (or the violation), and the PTE it left.
+/// from the call (or the violation), the PTE it left, and whether it
+/// returned.
 fn writer_steps(
     evs: &[(crate::engine::Ns, Event)],
     writer: CpuId,
     mm: crate::hw::tlb::MmId,
     va: u64,
     stale: LeafEntry,
-) -> Result<(Vec<Step>, Option<Pte>), CannotExport> {
+) -> Result<(Vec<Step>, Option<Pte>, bool), CannotExport> {
     let mut steps = Vec::new();
     let mut new = None;
     // Stores since the last barrier; TLBIs since the last DSB, and
     // whether any was local.
     let (mut stored, mut tlbis, mut local) = (false, false, false);
+    let mut returned = false;
     for (_, e) in evs {
         match *e {
             Event::PteWrite {
@@ -307,14 +313,17 @@ fn writer_steps(
                 steps.push(Step::Dsb);
                 (stored, tlbis, local) = (false, false, false);
             }
-            Event::CallExit { cpu, .. } if cpu == writer => break,
+            Event::CallExit { cpu, .. } if cpu == writer => {
+                returned = true;
+                break;
+            }
             _ => {}
         }
     }
     if tlbis && local {
         steps.push(Step::DsbNsh);
     }
-    Ok((steps, new))
+    Ok((steps, new, returned))
 }
 
 /// The litmus form of `scope` if it removes `stale` (at `va`).
@@ -591,9 +600,14 @@ impl Plan {
                 self.writer, self.va
             ));
         } else {
+            let point = if self.returned {
+                "P0's call returned"
+            } else {
+                "P0 got this far when the violation was exposed (its call had not returned)"
+            };
             s.push_str(&format!(
                 "P0 is cpu{} (it rewrote the PTE of va {:#x}, x, and flushed); P1 is cpu{}, which held \
-                 the old translation.\nz=1 stands for \"P0's call returned\": P1 reads it, then (DSB ISH; \
+                 the old translation.\nz=1 stands for \"{point}\": P1 reads it, then (DSB ISH; \
                  ISB, the strongest ordering, so that only P0's TLB maintenance decides) accesses x.\n",
                 self.writer, self.va, self.holder
             ));
@@ -654,6 +668,7 @@ mod tests {
             steps,
             access,
             frames: if new_pfn == 1 { vec![1] } else { vec![1, new_pfn] },
+            returned: true,
         }
     }
 

@@ -42,7 +42,12 @@ pub fn print(test: &Test, comment: &str) -> Result<String, PrintError> {
         Quant::NotExists => "~exists",
         Quant::Forall => "forall",
     };
-    let _ = writeln!(s, "{q} ({})", cond_text(test, &test.cond)?);
+    let c = cond_text(test, &test.cond)?;
+    if c.starts_with('(') && c.ends_with(')') {
+        let _ = writeln!(s, "{q} {c}");
+    } else {
+        let _ = writeln!(s, "{q} ({c})");
+    }
     if !comment.is_empty() {
         let _ = write!(s, "(*\n{}\n*)\n", comment.trim_end());
     }
