@@ -50,8 +50,12 @@ fn the_documented_exports_are_what_check_writes() {
         let o = check(&a);
         assert_eq!(o.status.code(), Some(1), "{name}: {}", stderr(&o));
         let got = std::fs::read_to_string(&out).unwrap();
-        let doc = std::fs::read_to_string(root().join(format!("docs/litmus/{name}.litmus"))).unwrap();
-        assert_eq!(got, doc, "docs/litmus/{name}.litmus is not what check writes");
+        let doc =
+            std::fs::read_to_string(root().join(format!("docs/litmus/{name}.litmus"))).unwrap();
+        assert_eq!(
+            got, doc,
+            "docs/litmus/{name}.litmus is not what check writes"
+        );
     }
 }
 
@@ -64,7 +68,10 @@ fn an_exported_test_is_reached_and_with_a_broadcast_flush_it_is_not() {
     let o = check(&a);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let text = std::fs::read_to_string(&out).unwrap();
-    assert!(text.contains("TLBI VALE1,X9"), "the mutant's local TLBI:\n{text}");
+    assert!(
+        text.contains("TLBI VALE1,X9"),
+        "the mutant's local TLBI:\n{text}"
+    );
     // The same test with the mutant's local TLBI and DSB made Linux's
     // broadcast ones (flush_tlb_range's TLBI VALE1IS; DSB ISH).
     let fixed = text
@@ -100,7 +107,11 @@ fn bad_export_paths_stop_before_the_search() {
         let o = check(&a);
         assert_eq!(o.status.code(), Some(2), "{path}: {}", stderr(&o));
         assert!(stderr(&o).contains(want), "{path}: {}", stderr(&o));
-        assert!(!stdout(&o).contains("schedules"), "the search ran: {}", stdout(&o));
+        assert!(
+            !stdout(&o).contains("schedules"),
+            "the search ran: {}",
+            stdout(&o)
+        );
     }
 }
 
@@ -140,7 +151,10 @@ fn violations_without_a_litmus_form_say_cannot_export() {
         let o = check(&a);
         let e = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
-        assert!(e.contains("cannot export: ") && e.contains(want), "{args:?}: {e}");
+        assert!(
+            e.contains("cannot export: ") && e.contains(want),
+            "{args:?}: {e}"
+        );
         assert!(!e.contains("panicked"), "{e}");
         assert!(!out.exists(), "{args:?} wrote {}", out.display());
     }

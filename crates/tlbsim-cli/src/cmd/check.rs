@@ -106,7 +106,10 @@ pub fn run(args: Args) -> ExitCode {
         Ok(b) => b,
         Err(code) => return code,
     };
-    let export = args.export_litmus.as_deref().map(|p| (p, args.experiment.as_path()));
+    let export = args
+        .export_litmus
+        .as_deref()
+        .map(|p| (p, args.experiment.as_path()));
     if let Some(s) = args.replay {
         return replay(&exp, opts.cpus, &s, &base, export);
     }

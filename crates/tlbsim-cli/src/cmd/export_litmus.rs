@@ -75,13 +75,20 @@ pub fn litmus_text(
     let test = p.test(&name);
     let fixed = p.fixed(&name);
     let bad = |e: String| CannotExport(format!("the test built does not run here: {e}"));
-    let (got, fixed_got) = (reachable(&test).map_err(bad)?, reachable(&fixed).map_err(bad)?);
+    let (got, fixed_got) = (
+        reachable(&test).map_err(bad)?,
+        reachable(&fixed).map_err(bad)?,
+    );
     if !got || fixed_got {
         return Err(CannotExport(format!(
             "the test built does not capture the violation on tlbsim's litmus runner \
              (condition {}; with flush_tlb_page()'s sequence added, {})",
             if got { "reachable" } else { "unreachable" },
-            if fixed_got { "reachable" } else { "unreachable" },
+            if fixed_got {
+                "reachable"
+            } else {
+                "unreachable"
+            },
         )));
     }
     let v = &cap.violation;

@@ -17,8 +17,8 @@
 //! stores, whose condition must be unreachable.
 
 use super::ast::{
-    Addr, BarrierKind, Code, Cond, FaultAtom, Instr, Loc, Operand, PteVal, Quant, Reg, Sym,
-    Test, Thread, TlbiKind, TlbiOp, Val,
+    Addr, BarrierKind, Code, Cond, FaultAtom, Instr, Loc, Operand, PteVal, Quant, Reg, Sym, Test,
+    Thread, TlbiKind, TlbiOp, Val,
 };
 use crate::check::{Invariant, Violation};
 use crate::config::{Arch, Experiment};
@@ -196,9 +196,11 @@ pub fn plan(cap: &Capture) -> Result<Plan, CannotExport> {
     let (Some(&holder), Some(mm), Some(va)) = (v.cpus.first(), v.mm, v.va) else {
         return Err(no("the violation names no CPU, mm or address"));
     };
-    let stale = cap
-        .stale
-        .ok_or_else(|| no(format!("no stale entry of va {va:#x} on cpu{holder} to export")))?;
+    let stale = cap.stale.ok_or_else(|| {
+        no(format!(
+            "no stale entry of va {va:#x} on cpu{holder} to export"
+        ))
+    })?;
     let hist = &v.history;
     let retiring = hist.iter().position(|(_, e)| {
         matches!(e, Event::PteWrite { mm: m, va: a, old: Some(o), .. }
@@ -221,7 +223,10 @@ pub fn plan(cap: &Capture) -> Result<Plan, CannotExport> {
     };
     let (steps, new, returned) = writer_steps(&hist[i..], writer, mm, va, stale)?;
     for (_, e) in &hist[i..] {
-        if let Event::PteWrite { cpu, mm: m, va: a, .. } = e {
+        if let Event::PteWrite {
+            cpu, mm: m, va: a, ..
+        } = e
+        {
             if *m == mm && *a == va && *cpu != writer {
                 return Err(no(format!(
                     "the PTE of va {va:#x} was written by cpu{cpu} too, after cpu{writer}'s write"
@@ -292,7 +297,9 @@ fn writer_steps(
                 stored = true;
             }
             Event::HugePteWrite { cpu, mm: m, .. } if cpu == writer && m == mm => {
-                return Err(no("a 2 MiB mapping was written (litmus tests map 4 KiB pages)"));
+                return Err(no(
+                    "a 2 MiB mapping was written (litmus tests map 4 KiB pages)",
+                ));
             }
             Event::Tlbi {
                 cpu,
@@ -520,10 +527,13 @@ impl Plan {
                 rt: R_ONE,
                 addr: at(R_FLAG),
             });
-            (1u8, vec![Thread {
-                code: code(std::mem::take(&mut p0), &[]),
-                handler: None,
-            }])
+            (
+                1u8,
+                vec![Thread {
+                    code: code(std::mem::take(&mut p0), &[]),
+                    handler: None,
+                }],
+            )
         };
         // The access: after the flag (and a DSB ISH; ISB) on P1, or after
         // an ISB (the ERET back to user space) on P0.
@@ -568,10 +578,7 @@ impl Plan {
         let cond = if same {
             stale
         } else {
-            Cond::And(vec![
-                Cond::Eq(Loc::Reg(1, R_SEEN), Val::Int(1)),
-                stale,
-            ])
+            Cond::And(vec![Cond::Eq(Loc::Reg(1, R_SEEN), Val::Int(1)), stale])
         };
         let mut vars = frame_vars.clone();
         vars.push(z);
@@ -621,9 +628,15 @@ impl Plan {
         }
         s.push_str(".\nThe condition is the stale use: ");
         s.push_str(match self.access {
-            Access::LoadNoFault => "the load at L0 does not fault although the PTE no longer maps x.",
-            Access::LoadOldFrame => "the load at L0 reads the old frame's 1, not the new frame's value.",
-            Access::StoreNoFault => "the store at L0 does not fault although the PTE is now read-only.",
+            Access::LoadNoFault => {
+                "the load at L0 does not fault although the PTE no longer maps x."
+            }
+            Access::LoadOldFrame => {
+                "the load at L0 reads the old frame's 1, not the new frame's value."
+            }
+            Access::StoreNoFault => {
+                "the store at L0 does not fault although the PTE is now read-only."
+            }
         });
         s.push_str(
             "\nFrom the event stream: P0's PTE stores, the TLBIs covering x and the DSB ISHs. Added: \
@@ -667,7 +680,11 @@ mod tests {
             old: pte(1, Perms::RW, 4),
             steps,
             access,
-            frames: if new_pfn == 1 { vec![1] } else { vec![1, new_pfn] },
+            frames: if new_pfn == 1 {
+                vec![1]
+            } else {
+                vec![1, new_pfn]
+            },
             returned: true,
         }
     }

@@ -6,8 +6,8 @@
 //! catalogue).
 
 use super::ast::{
-    Addr, AluOp, BarrierKind, Code, Cond, CondCode, FaultKind, Instr, Loc, Operand, PteVal,
-    Quant, Reg, RmwOp, Test, TlbiKind, Val, ZR,
+    Addr, AluOp, BarrierKind, Code, Cond, CondCode, FaultKind, Instr, Loc, Operand, PteVal, Quant,
+    Reg, RmwOp, Test, TlbiKind, Val, ZR,
 };
 use std::fmt::Write;
 
@@ -66,7 +66,13 @@ fn columns(test: &Test) -> String {
     let rows = cols.iter().map(|c| c.1.len()).max().unwrap_or(0);
     let widths: Vec<usize> = cols
         .iter()
-        .map(|(h, l)| l.iter().map(String::len).chain([h.len()]).max().unwrap_or(0))
+        .map(|(h, l)| {
+            l.iter()
+                .map(String::len)
+                .chain([h.len()])
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let line = |cells: Vec<&str>| -> String {
         let padded: Vec<String> = cells
@@ -339,7 +345,8 @@ mod tests {
 
     #[test]
     fn a_comment_that_would_end_the_block_is_refused() {
-        let t = parse("AArch64 T\n{\n0:X3=x;\n}\n P0 ;\n LDR X4,[X3] ;\nexists (0:X4=0)\n").unwrap();
+        let t =
+            parse("AArch64 T\n{\n0:X3=x;\n}\n P0 ;\n LDR X4,[X3] ;\nexists (0:X4=0)\n").unwrap();
         assert!(print(&t, "ok").is_ok());
         assert!(print(&t, "a *) b").is_err());
     }

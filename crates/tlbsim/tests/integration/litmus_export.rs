@@ -32,11 +32,18 @@ fn a_local_range_flush_exports_as_a_local_tlbi_whose_stale_store_is_reached() {
         speculation: 2,
         cpus: None,
     };
-    let f = check(&exp, &opts).unwrap().failure.expect("the mutant is caught");
+    let f = check(&exp, &opts)
+        .unwrap()
+        .failure
+        .expect("the mutant is caught");
     let cap = capture(&exp, None, &f.schedule).unwrap();
     let p = plan(&cap).unwrap();
     assert_ne!(p.writer, p.holder);
-    assert_eq!(p.access, Access::StoreNoFault, "mprotect made the page read-only");
+    assert_eq!(
+        p.access,
+        Access::StoreNoFault,
+        "mprotect made the page read-only"
+    );
     assert!(
         p.steps.contains(&Step::Tlbi(TlbiKind::VaLast, false)),
         "the mutant's local TLBI VALE1: {:?}",
