@@ -246,6 +246,12 @@ pub fn plan(cap: &Capture) -> Result<Plan, CannotExport> {
         }
         _ => Access::LoadNoFault,
     };
+    let stores = steps.iter().filter(|s| matches!(s, Step::Store(_))).count();
+    if stores > MAX_STORES {
+        return Err(no(format!(
+            "cpu{writer} wrote the PTE {stores} times in the call (at most {MAX_STORES} fit a test's registers)"
+        )));
+    }
     let mut frames = vec![old.pfn];
     for s in &steps {
         if let Step::Store(Some(p)) = s {
@@ -379,14 +385,42 @@ const R_ONE: Reg = 8;
 const R_PAGE: Reg = 9;
 /// Descriptor registers start here (X10, X11, ...).
 const R_DESC: Reg = 10;
+/// PTE stores P0 may make: one descriptor register each, X10 to X30.
+const MAX_STORES: usize = 21;
 
-/// Builds a test's symbols and parts.
-struct Builder {
+/// Builds a test's symbols, initial state and code.
+struct Builder<'p> {
+    plan: &'p Plan,
     syms: Vec<String>,
     init: Vec<(Loc, Val)>,
+    /// The page (`x`), the flag (`z`), the access's label (`L0`).
+    x: Sym,
+    z: Sym,
+    l0: Sym,
+    /// One variable per frame of `plan.frames`: `x`, `y1`, `y2`, ...
+    frame_vars: Vec<Sym>,
 }
 
-impl Builder {
+impl<'p> Builder<'p> {
+    fn new(plan: &'p Plan) -> Self {
+        let mut b = Builder {
+            plan,
+            syms: Vec::new(),
+            init: Vec::new(),
+            x: 0,
+            z: 0,
+            l0: 0,
+            frame_vars: Vec::new(),
+        };
+        b.x = b.sym("x");
+        b.z = b.sym("z");
+        b.l0 = b.sym("L0");
+        b.frame_vars = (0..plan.frames.len())
+            .map(|k| if k == 0 { b.x } else { b.sym(&format!("y{k}")) })
+            .collect();
+        b
+    }
+
     fn sym(&mut self, name: &str) -> Sym {
         match self.syms.iter().position(|s| s == name) {
             Some(i) => i as Sym,
@@ -396,89 +430,41 @@ impl Builder {
             }
         }
     }
-}
 
-fn code(instrs: Vec<Instr>, labels: &[(Sym, usize)]) -> Code {
-    Code {
-        lines: vec![0; instrs.len()],
-        instrs,
-        labels: labels.iter().copied().collect::<BTreeMap<_, _>>(),
-    }
-}
-
-fn at(base: Reg) -> Addr {
-    Addr { base, offset: None }
-}
-
-impl Plan {
-    /// The test, named `name` (herd's name: letters, digits, `+-._`).
-    pub fn test(&self, name: &str) -> Test {
-        self.build(name, false)
-    }
-
-    /// The same test with Linux's `flush_tlb_page()` sequence (`DSB
-    /// ISHST; TLBI VALE1IS; DSB ISH`; Linux 6.x
-    /// `arch/arm64/include/asm/tlbflush.h`) added after P0's steps and
-    /// every local TLBI made shareable: its condition must be
-    /// unreachable, or the condition does not capture the violation.
-    pub fn fixed(&self, name: &str) -> Test {
-        self.build(name, true)
-    }
-
-    fn build(&self, name: &str, fixed: bool) -> Test {
-        let mut b = Builder {
-            syms: Vec::new(),
-            init: Vec::new(),
-        };
-        let x = b.sym("x");
-        let z = b.sym("z");
-        let l0 = b.sym("L0");
-        // One variable per frame: x's page is the stale entry's frame.
-        let frame_vars: Vec<Sym> = self
-            .frames
-            .iter()
-            .enumerate()
-            .map(|(k, _)| if k == 0 { x } else { b.sym(&format!("y{k}")) })
-            .collect();
-        let desc = |p: Option<Pte>| -> PteVal {
-            match p {
-                Some(p) if p.perms.read() => {
-                    let k = self.frames.iter().position(|f| *f == p.pfn).unwrap_or(0);
-                    let mut d = PteVal::default_for(Some(frame_vars[k]));
-                    d.db = u8::from(p.perms.write());
-                    d
-                }
-                _ => {
-                    let mut d = PteVal::default_for(Some(x));
-                    d.valid = 0;
-                    d
-                }
+    /// The descriptor of a PTE value: its frame's variable, `db:0` when
+    /// read-only; `valid:0` when cleared or without read (arm64's
+    /// `PROT_NONE` has the valid bit clear).
+    fn desc(&self, p: Option<Pte>) -> PteVal {
+        match p {
+            Some(p) if p.perms.read() => {
+                let k = self
+                    .plan
+                    .frames
+                    .iter()
+                    .position(|f| *f == p.pfn)
+                    .unwrap_or(0);
+                let mut d = PteVal::default_for(Some(self.frame_vars[k]));
+                d.db = u8::from(p.perms.write());
+                d
             }
-        };
-        b.init.push((Loc::Pte(x), Val::Pte(desc(Some(self.old)))));
-        for (k, v) in frame_vars.iter().enumerate() {
-            b.init.push((Loc::Data(*v), Val::Int(k as i64 + 1)));
+            _ => {
+                let mut d = PteVal::default_for(Some(self.x));
+                d.valid = 0;
+                d
+            }
         }
-        b.init.push((Loc::Reg(0, R_PTE), Val::PteAddr(x)));
-        b.init.push((Loc::Reg(0, R_X), Val::Va(x)));
-        b.init.push((Loc::Reg(0, R_FLAG), Val::Va(z)));
+    }
+
+    /// P0's instructions for `steps` (descriptors in X10, X11, ...).
+    fn writer_code(&mut self, steps: &[Step]) -> Vec<Instr> {
         let mut p0 = Vec::new();
         let mut next_desc = R_DESC;
-        let mut steps = self.steps.clone();
-        if fixed {
-            for s in &mut steps {
-                if let Step::Tlbi(_, bcast) = s {
-                    *bcast = true;
-                }
-            }
-            steps.retain(|s| *s != Step::DsbNsh);
-            steps.extend([Step::DsbSt, Step::Tlbi(TlbiKind::VaLast, true), Step::Dsb]);
-        }
         let mut have_page = false;
-        for s in &steps {
+        for s in steps {
             match *s {
                 Step::Store(p) => {
-                    b.init.push((Loc::Reg(0, next_desc), Val::Pte(desc(p))));
+                    let d = self.desc(p);
+                    self.init.push((Loc::Reg(0, next_desc), Val::Pte(d)));
                     p0.push(Instr::Str {
                         rt: next_desc,
                         addr: at(R_PTE),
@@ -505,53 +491,35 @@ impl Plan {
                             Some(R_PAGE)
                         }
                     };
-                    p0.push(Instr::Tlbi {
-                        op: TlbiOp {
-                            scope: kind,
-                            shareable,
-                        },
-                        rt,
-                    });
+                    let op = TlbiOp {
+                        scope: kind,
+                        shareable,
+                    };
+                    p0.push(Instr::Tlbi { op, rt });
                 }
             }
         }
-        let same = self.writer == self.holder;
-        let (acc_proc, mut threads) = if same {
-            (0u8, Vec::new())
-        } else {
-            p0.push(Instr::Mov {
-                rd: R_ONE,
-                src: Operand::Imm(1),
-            });
-            p0.push(Instr::Str {
-                rt: R_ONE,
-                addr: at(R_FLAG),
-            });
-            (
-                1u8,
-                vec![Thread {
-                    code: code(std::mem::take(&mut p0), &[]),
-                    handler: None,
-                }],
-            )
-        };
-        // The access: after the flag (and a DSB ISH; ISB) on P1, or after
-        // an ISB (the ERET back to user space) on P0.
-        let mut acc = std::mem::take(&mut p0);
-        if !same {
-            b.init.push((Loc::Reg(1, R_X), Val::Va(x)));
-            b.init.push((Loc::Reg(1, R_FLAG), Val::Va(z)));
-            acc.push(Instr::Ldr {
+        p0
+    }
+
+    /// Appends the access to `code` (thread `proc`): after reading the
+    /// flag and `DSB ISH` on P1, then an `ISB` (on P0: the `ERET` back
+    /// to user space); returns the condition that it was stale.
+    fn access(&mut self, code: &mut Vec<Instr>, proc: u8) -> (usize, Cond) {
+        if proc == 1 {
+            self.init.push((Loc::Reg(1, R_X), Val::Va(self.x)));
+            self.init.push((Loc::Reg(1, R_FLAG), Val::Va(self.z)));
+            code.push(Instr::Ldr {
                 rt: R_SEEN,
                 addr: at(R_FLAG),
             });
-            acc.push(Instr::Dsb(BarrierKind::Full));
+            code.push(Instr::Dsb(BarrierKind::Full));
         }
-        acc.push(Instr::Isb);
-        let label_at = acc.len();
-        acc.push(match self.access {
+        code.push(Instr::Isb);
+        let label_at = code.len();
+        code.push(match self.plan.access {
             Access::StoreNoFault => {
-                b.init.push((Loc::Reg(acc_proc, R_STORE), Val::Int(9)));
+                self.init.push((Loc::Reg(proc, R_STORE), Val::Int(9)));
                 Instr::Str {
                     rt: R_STORE,
                     addr: at(R_X),
@@ -562,28 +530,97 @@ impl Plan {
                 addr: at(R_X),
             },
         });
-        threads.push(Thread {
-            code: code(acc, &[(l0, label_at)]),
-            handler: None,
-        });
-        let stale = match self.access {
-            Access::LoadOldFrame => Cond::Eq(Loc::Reg(acc_proc, R_LOADED), Val::Int(1)),
+        let stale = match self.plan.access {
+            Access::LoadOldFrame => Cond::Eq(Loc::Reg(proc, R_LOADED), Val::Int(1)),
             _ => Cond::Not(Box::new(Cond::Fault(FaultAtom {
-                proc: acc_proc,
-                label: Some(l0),
-                var: Some(x),
+                proc,
+                label: Some(self.l0),
+                var: Some(self.x),
                 kind: None,
             }))),
         };
-        let cond = if same {
-            stale
-        } else {
+        let cond = if proc == 1 {
             Cond::And(vec![Cond::Eq(Loc::Reg(1, R_SEEN), Val::Int(1)), stale])
+        } else {
+            stale
         };
-        let mut vars = frame_vars.clone();
+        (label_at, cond)
+    }
+}
+
+fn code(instrs: Vec<Instr>, labels: &[(Sym, usize)]) -> Code {
+    Code {
+        lines: vec![0; instrs.len()],
+        instrs,
+        labels: labels.iter().copied().collect::<BTreeMap<_, _>>(),
+    }
+}
+
+fn at(base: Reg) -> Addr {
+    Addr { base, offset: None }
+}
+
+impl Plan {
+    /// The test, named `name` (herd's name: letters, digits, `+-._`).
+    pub fn test(&self, name: &str) -> Test {
+        self.build(name, self.steps.clone())
+    }
+
+    /// The same test with Linux's `flush_tlb_page()` sequence (`DSB
+    /// ISHST; TLBI VALE1IS; DSB ISH`; Linux 6.x
+    /// `arch/arm64/include/asm/tlbflush.h`) added after P0's steps and
+    /// every local TLBI made shareable: its condition must be
+    /// unreachable, or the condition does not capture the violation.
+    pub fn fixed(&self, name: &str) -> Test {
+        let mut steps = self.steps.clone();
+        for s in &mut steps {
+            if let Step::Tlbi(_, bcast) = s {
+                *bcast = true;
+            }
+        }
+        steps.retain(|s| *s != Step::DsbNsh);
+        steps.extend([Step::DsbSt, Step::Tlbi(TlbiKind::VaLast, true), Step::Dsb]);
+        self.build(name, steps)
+    }
+
+    fn build(&self, name: &str, steps: Vec<Step>) -> Test {
+        let mut b = Builder::new(self);
+        let (x, z) = (b.x, b.z);
+        let first = b.desc(Some(self.old));
+        b.init.push((Loc::Pte(x), Val::Pte(first)));
+        for (k, v) in b.frame_vars.clone().into_iter().enumerate() {
+            b.init.push((Loc::Data(v), Val::Int(k as i64 + 1)));
+        }
+        b.init.push((Loc::Reg(0, R_PTE), Val::PteAddr(x)));
+        b.init.push((Loc::Reg(0, R_X), Val::Va(x)));
+        b.init.push((Loc::Reg(0, R_FLAG), Val::Va(z)));
+        let mut p0 = b.writer_code(&steps);
+        let mut threads = Vec::new();
+        let proc = if self.writer == self.holder {
+            0
+        } else {
+            p0.push(Instr::Mov {
+                rd: R_ONE,
+                src: Operand::Imm(1),
+            });
+            p0.push(Instr::Str {
+                rt: R_ONE,
+                addr: at(R_FLAG),
+            });
+            threads.push(Thread {
+                code: code(std::mem::take(&mut p0), &[]),
+                handler: None,
+            });
+            1
+        };
+        let (label_at, cond) = b.access(&mut p0, proc);
+        threads.push(Thread {
+            code: code(p0, &[(b.l0, label_at)]),
+            handler: None,
+        });
+        let mut vars = b.frame_vars.clone();
         vars.push(z);
         vars.sort_unstable();
-        vars.dedup();
         Test {
             name: name.to_string(),
             header: Vec::new(),
