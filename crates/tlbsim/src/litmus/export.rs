@@ -222,30 +222,17 @@ pub fn plan(cap: &Capture) -> Result<Plan, CannotExport> {
         unreachable!("found as a PteWrite above")
     };
     let (steps, new, returned) = writer_steps(&hist[i..], writer, mm, va, stale)?;
-    for (_, e) in &hist[i..] {
-        if let Event::PteWrite {
+    if let Some(cpu) = hist[i..].iter().find_map(|(_, e)| match *e {
+        Event::PteWrite {
             cpu, mm: m, va: a, ..
-        } = e
-        {
-            if *m == mm && *a == va && *cpu != writer {
-                return Err(no(format!(
-                    "the PTE of va {va:#x} was written by cpu{cpu} too, after cpu{writer}'s write"
-                )));
-            }
-        }
+        } if m == mm && a == va && cpu != writer => Some(cpu),
+        _ => None,
+    }) {
+        return Err(no(format!(
+            "the PTE of va {va:#x} was written by cpu{cpu} too, after cpu{writer}'s write"
+        )));
     }
-    let access = match new {
-        Some(p) if p.perms.read() && p.pfn != old.pfn => Access::LoadOldFrame,
-        Some(p) if p.perms.read() && old.perms.write() && !p.perms.write() => Access::StoreNoFault,
-        Some(p) if p.perms.read() => {
-            return Err(no(format!(
-                "the stale translation (pfn {} {}) grants nothing the PTE now ({p}) does not \
-                 that an access can show",
-                old.pfn, old.perms
-            )))
-        }
-        _ => Access::LoadNoFault,
-    };
+    let access = access_for(old, new)?;
     let stores = steps.iter().filter(|s| matches!(s, Step::Store(_))).count();
     if stores > MAX_STORES {
         return Err(no(format!(
@@ -270,6 +257,23 @@ pub fn plan(cap: &Capture) -> Result<Plan, CannotExport> {
         access,
         frames,
         returned,
+    })
+}
+
+/// The access that shows a translation from `old` stale once the PTE
+/// is `new`.
+fn access_for(old: Pte, new: Option<Pte>) -> Result<Access, CannotExport> {
+    Ok(match new {
+        Some(p) if p.perms.read() && p.pfn != old.pfn => Access::LoadOldFrame,
+        Some(p) if p.perms.read() && old.perms.write() && !p.perms.write() => Access::StoreNoFault,
+        Some(p) if p.perms.read() => {
+            return Err(no(format!(
+                "the stale translation (pfn {} {}) grants nothing the PTE now ({p}) does not \
+                 that an access can show",
+                old.pfn, old.perms
+            )))
+        }
+        _ => Access::LoadNoFault,
     })
 }
 
@@ -755,6 +759,22 @@ mod tests {
         );
         assert!(reached(&p.test("t")));
         assert!(!reached(&p.fixed("t")));
+    }
+
+    #[test]
+    fn the_access_is_the_one_the_new_pte_forbids() {
+        let old = pte(1, Perms::RW, 4);
+        assert_eq!(access_for(old, None), Ok(Access::LoadNoFault));
+        let none = Some(pte(1, Perms::NONE, 5));
+        assert_eq!(access_for(old, none), Ok(Access::LoadNoFault));
+        let moved = Some(pte(2, Perms::RW, 5));
+        assert_eq!(access_for(old, moved), Ok(Access::LoadOldFrame));
+        let ro = Some(pte(1, Perms::R, 5));
+        assert_eq!(access_for(old, ro), Ok(Access::StoreNoFault));
+        // A read-only entry where the PTE became writable: nothing stale
+        // to show.
+        let e = access_for(pte(1, Perms::R, 4), Some(pte(1, Perms::RW, 5))).unwrap_err();
+        assert!(e.to_string().starts_with("cannot export: "), "{e}");
     }
 
     #[test]
