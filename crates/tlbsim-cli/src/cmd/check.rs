@@ -63,6 +63,11 @@ pub struct Args {
     /// repeatable.
     #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
     sets: Vec<String>,
+    /// On a violation (found or replayed), also write it as a herd
+    /// AArch64 litmus test to this file (arm64 stale translations only;
+    /// else "cannot export: ..." and exit 2).
+    #[arg(long, value_name = "FILE")]
+    export_litmus: Option<PathBuf>,
 }
 
 /// Explores the schedules (or replays `--replay`) and prints the report;
@@ -85,6 +90,9 @@ pub fn run(args: Args) -> ExitCode {
     if let Err(code) = check_output_or_report("--json", args.json.as_deref()) {
         return code;
     }
+    if let Err(code) = super::export_litmus::check_path(args.export_litmus.as_deref()) {
+        return code;
+    }
     let ov = Overrides {
         policy: args.policy,
         profile: args.profile,
@@ -99,8 +107,12 @@ pub fn run(args: Args) -> ExitCode {
         Ok(b) => b,
         Err(code) => return code,
     };
+    let export = args
+        .export_litmus
+        .as_deref()
+        .map(|p| (p, args.experiment.as_path()));
     if let Some(s) = args.replay {
-        return replay(&exp, opts.cpus, &s);
+        return replay(&exp, opts.cpus, &s, &base, export);
     }
     let t0 = Instant::now();
     let rep = {
@@ -121,7 +133,19 @@ pub fn run(args: Args) -> ExitCode {
         .json
         .as_ref()
         .map(|_| json_report(&exp, &rep, &opts, secs, &base));
+    let failed = rep.failure.as_ref().map(|f| f.schedule.clone());
     let code = print_report(&console, rep, &opts, secs, &base);
+    let code = match (export, failed) {
+        (Some(paths), Some(s)) => match export_litmus(&exp, opts.cpus, &s, &base, paths) {
+            c if c == ExitCode::SUCCESS => code,
+            failed => failed,
+        },
+        (Some(_), None) => {
+            eprintln!("--export-litmus: no violation found, nothing written");
+            code
+        }
+        _ => code,
+    };
     match (args.json, doc) {
         (Some(path), Some(doc)) => {
             let bytes = serde_json::to_vec_pretty(&doc).expect("serialisable");
@@ -246,15 +270,48 @@ fn apply(
     Ok(base)
 }
 
-/// Re-runs the one schedule `schedule` and prints its outcome.
-fn replay(exp: &Experiment, cpus: Option<u32>, schedule: &str) -> ExitCode {
+/// Writes the violation of `schedule` as a litmus test to `paths.0`
+/// (`paths.1` is the experiment file the comment names).
+fn export_litmus(
+    exp: &Experiment,
+    cpus: Option<u32>,
+    schedule: &str,
+    base: &str,
+    paths: (&Path, &Path),
+) -> ExitCode {
+    let replay = replay_command(base, schedule);
+    let src = super::export_litmus::Source {
+        file: paths.1,
+        replay: &replay,
+    };
+    super::export_litmus::write(exp, cpus, schedule, &src, paths.0)
+}
+
+/// Re-runs the one schedule `schedule` and prints its outcome; with
+/// `export`, writes its violation as a litmus test.
+fn replay(
+    exp: &Experiment,
+    cpus: Option<u32>,
+    schedule: &str,
+    base: &str,
+    export: Option<(&Path, &Path)>,
+) -> ExitCode {
     match tlbsim::explore::check_replay(exp, cpus, schedule) {
         Ok(Outcome::Violation(r)) => {
             println!("replayed: checker violation:\n{r}");
-            ExitCode::FAILURE
+            match export {
+                Some(paths) => match export_litmus(exp, cpus, schedule, base, paths) {
+                    c if c == ExitCode::SUCCESS => ExitCode::FAILURE,
+                    failed => failed,
+                },
+                None => ExitCode::FAILURE,
+            }
         }
         Ok(o) => {
             println!("replayed: {o:?}");
+            if export.is_some() {
+                eprintln!("--export-litmus: no violation, nothing written");
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod calibrate;
 pub mod check;
+pub mod export_litmus;
 pub mod litmus;
 pub mod merge;
 pub mod plot;
