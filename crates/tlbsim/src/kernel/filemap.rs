@@ -75,7 +75,7 @@ pub async fn sys_create_file(ctx: &Ctx, size: u64) -> ShmemId {
 
 /// `read()` of the whole of file `id` (`filemap_read()`): every page not
 /// cached is read in by its read-around, as a page-cache miss of a fault
-/// is ([`read_around`]: a PMD-sized folio or order-0 pages, their
+/// is (`read_around()`: a PMD-sized folio or order-0 pages, their
 /// allocation costs); the copy to user memory is not charged (a caller
 /// that only wants the cache filled, as a program that has run a while
 /// has it). One system call's cost.

@@ -2,7 +2,7 @@
 //! run on tlbsim's hardware model: [`parse`] reads a test, [`machine`]
 //! runs its threads as steps on [`crate::hw::Hw`], [`search`] enumerates
 //! every run, [`classify`] compares the verdict with the architecture's
-//! and sorts disagreements; [`print`] writes a test back in herd's
+//! and sorts disagreements; [`print`](mod@print) writes a test back in herd's
 //! format and [`export`] makes one from an explorer counterexample.
 //! The CLI's `tlbsim litmus` prints the result.
 
