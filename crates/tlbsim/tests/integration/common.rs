@@ -37,6 +37,22 @@ pub fn run_process(w: &Rc<World>, program: tlbsim::kernel::Program) {
     assert!(w.failure().is_none(), "{:?}", w.failure());
 }
 
+/// [`run_process`] of `body`, returning what `body` returned.
+pub fn run_process_for<T, F, Fut>(w: &Rc<World>, body: F) -> T
+where
+    T: Copy + Default + 'static,
+    F: FnOnce(tlbsim::kernel::Ctx) -> Fut + 'static,
+    Fut: std::future::Future<Output = T> + 'static,
+{
+    let seen: Rc<std::cell::Cell<T>> = Rc::default();
+    let out = Rc::clone(&seen);
+    run_process(
+        w,
+        Box::new(move |ctx| Box::pin(async move { out.set(body(ctx).await) })),
+    );
+    seen.get()
+}
+
 /// A test experiment on `cpus` CPUs of `profile` with `policy`;
 /// `kernel_extra` adds `[kernel]` lines, `workload` is the `[workload]`
 /// body and `extra` follows it (e.g. a `[checker]` section).

@@ -86,49 +86,39 @@ struct PrivateRw {
 /// `MAP_PRIVATE`, reads pages 5 then 6 and writes page 7.
 fn private_read_then_write(fault_around_bytes: u64) -> PrivateRw {
     let w = world(fault_around_bytes, FileLargeFolios::Small);
-    let seen: Rc<Cell<PrivateRw>> = Rc::default();
-    let out = Rc::clone(&seen);
-    common::run_process(
-        &w,
-        Box::new(move |ctx: Ctx| {
-            Box::pin(async move {
-                let w = Rc::clone(&ctx.w);
-                let mm = ctx.mm().unwrap();
-                let mut s = PrivateRw::default();
-                busy_thread_on_cpu1(&ctx).await;
-                let f = sys_create_file(&ctx, 1 << 20).await;
-                let p = sys_mmap_file(&ctx, f, 1 << 20, Perms::RW, false).await;
-                let faults = |w: &World| w.stats.borrow().total().page_faults;
-                let f0 = faults(&w);
-                assert!(ctx.user_access(p + 5 * PAGE_SIZE, false).await);
-                assert!(ctx.user_access(p + 6 * PAGE_SIZE, false).await);
-                s.read_faults = faults(&w) - f0;
-                // Read-only PTEs over the first 32 pages (the ones
-                // read-around cached), against the pages of page 6's
-                // aligned fault-around window inside the VMA.
-                let mapped = (0..32)
-                    .filter(|i| {
-                        get_pte(&w, mm, p + i * PAGE_SIZE).is_some_and(|e| e.perms == Perms::R)
-                    })
-                    .count() as u64;
-                let win = (p + 6 * PAGE_SIZE) & !(fault_around_bytes - 1);
-                let in_window = (win + fault_around_bytes - win.max(p)) / PAGE_SIZE;
-                // Page 5, mapped by the first read, may lie outside it.
-                let page5_outside = u64::from(p + 5 * PAGE_SIZE < win);
-                s.mapped_ro = mapped;
-                s.window_pages = in_window + page5_outside;
-                let cached = get_pte(&w, mm, p + 7 * PAGE_SIZE).map(|e| e.pfn);
-                let (fl0, ipi0) = (flushes(&w), ipis1(&w));
-                assert!(ctx.user_access(p + 7 * PAGE_SIZE, true).await);
-                s.write_flushes = flushes(&w) - fl0;
-                s.write_ipis = ipis1(&w) - ipi0;
-                s.copied = get_pte(&w, mm, p + 7 * PAGE_SIZE)
-                    .is_some_and(|e| e.perms == Perms::RW && Some(e.pfn) != cached);
-                out.set(s);
-            })
-        }),
-    );
-    seen.get()
+    common::run_process_for(&w, move |ctx: Ctx| async move {
+        let w = Rc::clone(&ctx.w);
+        let mm = ctx.mm().unwrap();
+        let mut s = PrivateRw::default();
+        busy_thread_on_cpu1(&ctx).await;
+        let f = sys_create_file(&ctx, 1 << 20).await;
+        let p = sys_mmap_file(&ctx, f, 1 << 20, Perms::RW, false).await;
+        let faults = |w: &World| w.stats.borrow().total().page_faults;
+        let f0 = faults(&w);
+        assert!(ctx.user_access(p + 5 * PAGE_SIZE, false).await);
+        assert!(ctx.user_access(p + 6 * PAGE_SIZE, false).await);
+        s.read_faults = faults(&w) - f0;
+        // Read-only PTEs over the first 32 pages (the ones
+        // read-around cached), against the pages of page 6's
+        // aligned fault-around window inside the VMA.
+        let mapped = (0..32)
+            .filter(|i| get_pte(&w, mm, p + i * PAGE_SIZE).is_some_and(|e| e.perms == Perms::R))
+            .count() as u64;
+        let win = (p + 6 * PAGE_SIZE) & !(fault_around_bytes - 1);
+        let in_window = (win + fault_around_bytes - win.max(p)) / PAGE_SIZE;
+        // Page 5, mapped by the first read, may lie outside it.
+        let page5_outside = u64::from(p + 5 * PAGE_SIZE < win);
+        s.mapped_ro = mapped;
+        s.window_pages = in_window + page5_outside;
+        let cached = get_pte(&w, mm, p + 7 * PAGE_SIZE).map(|e| e.pfn);
+        let (fl0, ipi0) = (flushes(&w), ipis1(&w));
+        assert!(ctx.user_access(p + 7 * PAGE_SIZE, true).await);
+        s.write_flushes = flushes(&w) - fl0;
+        s.write_ipis = ipis1(&w) - ipi0;
+        s.copied = get_pte(&w, mm, p + 7 * PAGE_SIZE)
+            .is_some_and(|e| e.perms == Perms::RW && Some(e.pfn) != cached);
+        s
+    })
 }
 
 #[test]
@@ -184,42 +174,33 @@ struct SharedPmd {
 /// reads page 1 and writes page 2.
 fn shared_pmd(large: FileLargeFolios) -> SharedPmd {
     let w = world(65536, large);
-    let seen: Rc<Cell<SharedPmd>> = Rc::default();
-    let out = Rc::clone(&seen);
-    common::run_process(
-        &w,
-        Box::new(move |ctx: Ctx| {
-            Box::pin(async move {
-                let w = Rc::clone(&ctx.w);
-                let mm = ctx.mm().unwrap();
-                let mut s = SharedPmd::default();
-                busy_thread_on_cpu1(&ctx).await;
-                let f = sys_create_file(&ctx, 4 << 20).await;
-                let p = sys_mmap_file(&ctx, f, 4 << 20, Perms::RW, true).await;
-                if large == FileLargeFolios::Pmd {
-                    assert_eq!(p % PMD, 0, "thp_get_unmapped_area aligns large-folio files");
-                }
-                assert!(ctx.user_access(p, true).await);
-                let leaf = |w: &World| huge_leaves(w, mm, p, p + PMD).first().map(|&(_, l)| l);
-                let first = leaf(&w);
-                s.written_pmd_rw = first.is_some_and(|l| l.perms == Perms::RW);
-                let (fl0, ipi0) = (flushes(&w), ipis1(&w));
-                sys_madvise_dontneed(&ctx, p + PAGE_SIZE, PAGE_SIZE).await;
-                s.madvise_flushes = flushes(&w) - fl0;
-                s.madvise_ipis = ipis1(&w) - ipi0;
-                s.split_left_nothing =
-                    leaf(&w).is_none() && pte_tables(&w, mm, p, p + PMD).is_empty();
-                assert!(ctx.user_access(p + PAGE_SIZE, false).await);
-                s.reread_pmd_ro_same = leaf(&w)
-                    .is_some_and(|l| l.perms == Perms::R && Some(l.pfn) == first.map(|f| f.pfn));
-                let fl1 = flushes(&w);
-                assert!(ctx.user_access(p + 2 * PAGE_SIZE, true).await);
-                s.write_flushes = flushes(&w) - fl1;
-                out.set(s);
-            })
-        }),
-    );
-    seen.get()
+    common::run_process_for(&w, move |ctx: Ctx| async move {
+        let w = Rc::clone(&ctx.w);
+        let mm = ctx.mm().unwrap();
+        let mut s = SharedPmd::default();
+        busy_thread_on_cpu1(&ctx).await;
+        let f = sys_create_file(&ctx, 4 << 20).await;
+        let p = sys_mmap_file(&ctx, f, 4 << 20, Perms::RW, true).await;
+        if large == FileLargeFolios::Pmd {
+            assert_eq!(p % PMD, 0, "thp_get_unmapped_area aligns large-folio files");
+        }
+        assert!(ctx.user_access(p, true).await);
+        let leaf = |w: &World| huge_leaves(w, mm, p, p + PMD).first().map(|&(_, l)| l);
+        let first = leaf(&w);
+        s.written_pmd_rw = first.is_some_and(|l| l.perms == Perms::RW);
+        let (fl0, ipi0) = (flushes(&w), ipis1(&w));
+        sys_madvise_dontneed(&ctx, p + PAGE_SIZE, PAGE_SIZE).await;
+        s.madvise_flushes = flushes(&w) - fl0;
+        s.madvise_ipis = ipis1(&w) - ipi0;
+        s.split_left_nothing = leaf(&w).is_none() && pte_tables(&w, mm, p, p + PMD).is_empty();
+        assert!(ctx.user_access(p + PAGE_SIZE, false).await);
+        s.reread_pmd_ro_same =
+            leaf(&w).is_some_and(|l| l.perms == Perms::R && Some(l.pfn) == first.map(|f| f.pfn));
+        let fl1 = flushes(&w);
+        assert!(ctx.user_access(p + 2 * PAGE_SIZE, true).await);
+        s.write_flushes = flushes(&w) - fl1;
+        s
+    })
 }
 
 #[test]
@@ -257,30 +238,22 @@ fn a_shared_pmd_mapped_file_folio_is_split_with_one_flush_by_madvise_and_by_a_wr
 #[test]
 fn the_page_cache_outlives_munmap_and_a_second_mapping_finds_its_pages() {
     let w = world(65536, FileLargeFolios::Small);
-    let seen: Rc<Cell<(u64, u64, bool)>> = Rc::default();
-    let out = Rc::clone(&seen);
-    common::run_process(
-        &w,
-        Box::new(move |ctx: Ctx| {
-            Box::pin(async move {
-                let w = Rc::clone(&ctx.w);
-                let mm = ctx.mm().unwrap();
-                let f = sys_create_file(&ctx, 1 << 20).await;
-                let p = sys_mmap_file(&ctx, f, 1 << 20, Perms::RW, true).await;
-                assert!(ctx.user_access(p, true).await);
-                let pfn = get_pte(&w, mm, p).unwrap().pfn;
-                sys_munmap(&ctx, p, 1 << 20).await;
-                let frames = w.hw.borrow().mem.live_frames as u64;
-                let cached = w.k.borrow().shmem[f as usize].pages.len() as u64;
-                let q = sys_mmap_file(&ctx, f, 1 << 20, Perms::RW, false).await;
-                assert!(ctx.user_access(q, false).await);
-                let same = get_pte(&w, mm, q).is_some_and(|e| e.pfn == pfn);
-                let grown = w.hw.borrow().mem.live_frames as u64 - frames;
-                out.set((cached, grown, same));
-            })
-        }),
-    );
-    let (cached, grown, same) = seen.get();
+    let (cached, grown, same) = common::run_process_for(&w, move |ctx: Ctx| async move {
+        let w = Rc::clone(&ctx.w);
+        let mm = ctx.mm().unwrap();
+        let f = sys_create_file(&ctx, 1 << 20).await;
+        let p = sys_mmap_file(&ctx, f, 1 << 20, Perms::RW, true).await;
+        assert!(ctx.user_access(p, true).await);
+        let pfn = get_pte(&w, mm, p).unwrap().pfn;
+        sys_munmap(&ctx, p, 1 << 20).await;
+        let frames = w.hw.borrow().mem.live_frames as u64;
+        let cached = w.k.borrow().shmem[f as usize].pages.len() as u64;
+        let q = sys_mmap_file(&ctx, f, 1 << 20, Perms::RW, false).await;
+        assert!(ctx.user_access(q, false).await);
+        let same = get_pte(&w, mm, q).is_some_and(|e| e.pfn == pfn);
+        let grown = w.hw.borrow().mem.live_frames as u64 - frames;
+        (cached, grown, same)
+    });
     // The write's read-around cached 128 KiB from the file's start (the
     // window centred on page 0, clipped at 0: pages 0-31) and munmap left
     // them cached; the
@@ -380,27 +353,19 @@ fn cow_write_ns(page_copy_ns: Option<u64>) -> (u64, u64) {
         ..KernelConfig::default()
     };
     let w = common::world_with_profile(p, 2, k);
-    let seen: Rc<Cell<(u64, u64)>> = Rc::default();
-    let out = Rc::clone(&seen);
-    common::run_process(
-        &w,
-        Box::new(move |ctx: Ctx| {
-            Box::pin(async move {
-                let f = sys_create_file(&ctx, 1 << 20).await;
-                let file = sys_mmap_file(&ctx, f, 1 << 20, Perms::RW, false).await;
-                let anon = sys_mmap(&ctx, PAGE_SIZE, Perms::RW).await;
-                let mut timed = [0; 2];
-                for (i, va) in [file + 3 * PAGE_SIZE, anon].into_iter().enumerate() {
-                    assert!(ctx.user_access(va, false).await);
-                    let t0 = ctx.now();
-                    assert!(ctx.user_access(va, true).await);
-                    timed[i] = ctx.now() - t0;
-                }
-                out.set((timed[0], timed[1]));
-            })
-        }),
-    );
-    seen.get()
+    common::run_process_for(&w, move |ctx: Ctx| async move {
+        let f = sys_create_file(&ctx, 1 << 20).await;
+        let file = sys_mmap_file(&ctx, f, 1 << 20, Perms::RW, false).await;
+        let anon = sys_mmap(&ctx, PAGE_SIZE, Perms::RW).await;
+        let mut timed = [0; 2];
+        for (i, va) in [file + 3 * PAGE_SIZE, anon].into_iter().enumerate() {
+            assert!(ctx.user_access(va, false).await);
+            let t0 = ctx.now();
+            assert!(ctx.user_access(va, true).await);
+            timed[i] = ctx.now() - t0;
+        }
+        (timed[0], timed[1])
+    })
 }
 
 #[test]
