@@ -226,6 +226,23 @@ pub struct Event {
     pub kind: EventKind,
 }
 
+impl Event {
+    /// When the event ends: a system call's entry plus its `dur`; any
+    /// other event ends where it starts.
+    pub fn end_ns(&self) -> u64 {
+        let dur = match self.kind {
+            EventKind::Mmap { dur_ns, .. }
+            | EventKind::Munmap { dur_ns, .. }
+            | EventKind::Mprotect { dur_ns, .. }
+            | EventKind::Madvise { dur_ns, .. }
+            | EventKind::Brk { dur_ns, .. }
+            | EventKind::Mremap { dur_ns, .. } => dur_ns,
+            _ => 0,
+        };
+        self.t_ns + dur
+    }
+}
+
 /// A whole trace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Trace {

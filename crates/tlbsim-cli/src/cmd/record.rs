@@ -63,6 +63,20 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
+/// `perf record` of `events` with switch records into `data`, up to and
+/// including the `--` before the command (the recording and its overhead
+/// probe run the same one).
+pub(crate) fn perf_record(data: &Path, events: &[&str]) -> Command {
+    let mut perf = Command::new("perf");
+    perf.args(["record", "-q", "--switch-events", "-o"])
+        .arg(data);
+    for e in events {
+        perf.args(["-e", e]);
+    }
+    perf.arg("--");
+    perf
+}
+
 fn tracefs() -> Option<PathBuf> {
     [
         "/sys/kernel/tracing/events",
@@ -143,13 +157,8 @@ fn record(args: &Args) -> Result<Trace, String> {
         Some(p) => p.clone(),
         None => std::env::temp_dir().join(format!("tlbsim-record-{}.data", std::process::id())),
     };
-    let mut perf = Command::new("perf");
-    perf.args(["record", "-q", "--switch-events", "-o"])
-        .arg(&data);
-    for e in &events {
-        perf.args(["-e", e]);
-    }
-    perf.arg("--").args(&args.command);
+    let mut perf = perf_record(&data, &events);
+    perf.args(&args.command);
     let status = perf.status().map_err(|e| format!("cannot run perf: {e}"))?;
     let script = Command::new("perf")
         .args([
@@ -546,20 +555,6 @@ fn flush_reason(trace: &str) -> Option<u32> {
         .and_then(|(_, r)| r.trim_end_matches(')').parse::<u32>().ok())
 }
 
-/// When an event ends: a system call's entry plus its duration.
-fn event_end(e: &Event) -> u64 {
-    let dur = match e.kind {
-        EventKind::Mmap { dur_ns, .. }
-        | EventKind::Munmap { dur_ns, .. }
-        | EventKind::Mprotect { dur_ns, .. }
-        | EventKind::Madvise { dur_ns, .. }
-        | EventKind::Brk { dur_ns, .. }
-        | EventKind::Mremap { dur_ns, .. } => dur_ns,
-        _ => 0,
-    };
-    e.t_ns + dur
-}
-
 /// Puts a `perf records=N` event before each event whose task wrote N > 0
 /// perf records between the end of its previous event and its start (the
 /// previous system call's `sys_exit`, untraced system calls, switches,
@@ -581,7 +576,7 @@ fn with_perf_records(events: Vec<Event>, recs: &BTreeMap<u32, Vec<u64>>) -> Vec<
                 });
             }
         }
-        let end = event_end(&e);
+        let end = e.end_ns();
         let le = last_end.entry(e.tid).or_insert(end);
         *le = (*le).max(end);
         out.push(e);

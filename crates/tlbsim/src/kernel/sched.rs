@@ -531,18 +531,7 @@ pub async fn sys_wait(ctx: &Ctx) -> Option<TaskId> {
 /// once: it gives up the CPU and is enqueued on an allowed one.
 pub async fn sys_sched_setaffinity(ctx: &Ctx, mask: Option<crate::hw::cpumask::CpuMask>) {
     syscall_enter(ctx, "sched_setaffinity").await;
-    let cpu = ctx.cpu();
-    let migrate = {
-        let mut k = ctx.w.k.borrow_mut();
-        let t = &mut k.tasks[ctx.task];
-        let allowed = mask.as_ref().is_none_or(|m| m.test(cpu));
-        t.affinity = mask;
-        if !allowed {
-            t.state = TaskState::Runnable; // requeued by finish_task_switch
-        }
-        !allowed
-    };
-    if migrate {
+    if set_affinity(ctx, mask, true) {
         // stop_one_cpu(migration_cpu_stop): modelled as time, not as a task.
         ctx.work(ctx.w.profile.kernel.migrate_ns).await;
         schedule(ctx).await;
@@ -559,22 +548,27 @@ pub async fn sys_sched_setaffinity(ctx: &Ctx, mask: Option<crate::hw::cpumask::C
 /// once (requeued, then [`schedule`]); without it the mask only steers the
 /// next wake-up (for a caller about to sleep).
 pub async fn set_cpus_allowed_replayed(ctx: &Ctx, cpu: CpuId, now: bool) {
-    let moving = {
-        let mut k = ctx.w.k.borrow_mut();
-        let mut m = crate::hw::cpumask::CpuMask::new(k.cpus.len());
-        m.set(cpu);
-        let here = k.tasks[ctx.task].cpu;
-        let t = &mut k.tasks[ctx.task];
-        t.affinity = Some(m);
-        let moving = now && here != cpu;
-        if moving {
-            t.state = TaskState::Runnable; // requeued by finish_task_switch
-        }
-        moving
-    };
-    if moving {
+    let mut m = crate::hw::cpumask::CpuMask::new(ctx.w.ncpus());
+    m.set(cpu);
+    if set_affinity(ctx, Some(m), now) {
         schedule(ctx).await;
     }
+}
+
+/// Gives the caller `mask` (`None`: every CPU). With `leave`, a caller
+/// whose CPU is outside it is marked runnable, to be requeued on an
+/// allowed CPU by the [`schedule`] the caller must then run; returns
+/// whether it must.
+fn set_affinity(ctx: &Ctx, mask: Option<crate::hw::cpumask::CpuMask>, leave: bool) -> bool {
+    let cpu = ctx.cpu();
+    let mut k = ctx.w.k.borrow_mut();
+    let t = &mut k.tasks[ctx.task];
+    let must = leave && !mask.as_ref().is_none_or(|m| m.test(cpu));
+    t.affinity = mask;
+    if must {
+        t.state = TaskState::Runnable; // requeued by finish_task_switch
+    }
+    must
 }
 
 /// Blocks the caller until another task calls [`wake_up`] on it.

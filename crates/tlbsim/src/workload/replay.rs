@@ -363,7 +363,6 @@ async fn run_task(ctx: &Ctx, sh: &Rc<Shared>, tid: u32, mut space: Rc<RefCell<Sp
         // The task has reached event i: one it hands its CPU over at
         // (before it sleeps there) releases the task waiting for it.
         handed_off(ctx, sh, i).await;
-        let mut dur = 0;
         match e.kind {
             EventKind::Run { cpu } => {
                 running = true;
@@ -409,9 +408,9 @@ async fn run_task(ctx: &Ctx, sh: &Rc<Shared>, tid: u32, mut space: Rc<RefCell<Sp
                 // has just charged its own.
                 recorder_ns = overhead.map_or(0, |o| o.fault_ns);
             }
-            _ => dur = memory_op(ctx, &space, e.kind).await,
+            _ => memory_op(ctx, &space, e.kind).await,
         }
-        last_end = Some(e.t_ns + dur);
+        last_end = Some(e.end_ns());
     }
     while sys_wait(ctx).await.is_some() {}
     // Each task leaves the total so far: the last one's is the run's.
@@ -517,15 +516,12 @@ async fn fault(ctx: &Ctx, space: &Rc<RefCell<Space>>, addr: u64, write: bool) {
     ctx.user_access(va, write).await;
 }
 
-/// Runs a recorded memory system call; returns its recorded duration.
-async fn memory_op(ctx: &Ctx, space: &Rc<RefCell<Space>>, k: EventKind) -> u64 {
+/// Runs a recorded memory system call.
+async fn memory_op(ctx: &Ctx, space: &Rc<RefCell<Space>>, k: EventKind) {
     let pieces = |a: u64, l: u64| space.borrow().pieces(a, l.next_multiple_of(PAGE));
     match k {
         EventKind::Mmap {
-            addr,
-            len,
-            prot,
-            dur_ns,
+            addr, len, prot, ..
         } => {
             let len = len.next_multiple_of(PAGE).max(PAGE);
             // MAP_FIXED over existing mappings unmaps them first.
@@ -535,9 +531,8 @@ async fn memory_op(ctx: &Ctx, space: &Rc<RefCell<Space>>, k: EventKind) -> u64 {
             space.borrow_mut().remove(addr, len);
             let m = sys_mmap(ctx, len, perms(prot)).await;
             space.borrow_mut().ranges.insert(addr, (addr + len, m));
-            dur_ns
         }
-        EventKind::Munmap { addr, len, dur_ns } => {
+        EventKind::Munmap { addr, len, .. } => {
             let ps = pieces(addr, len);
             if ps.is_empty() {
                 sys_null(ctx, "munmap").await;
@@ -546,13 +541,9 @@ async fn memory_op(ctx: &Ctx, space: &Rc<RefCell<Space>>, k: EventKind) -> u64 {
                 sys_munmap(ctx, m, l).await;
             }
             space.borrow_mut().remove(addr, len.next_multiple_of(PAGE));
-            dur_ns
         }
         EventKind::Mprotect {
-            addr,
-            len,
-            prot,
-            dur_ns,
+            addr, len, prot, ..
         } => {
             let ps = pieces(addr, len);
             if ps.is_empty() {
@@ -561,13 +552,9 @@ async fn memory_op(ctx: &Ctx, space: &Rc<RefCell<Space>>, k: EventKind) -> u64 {
             for (_, m, l) in ps {
                 sys_mprotect(ctx, m, l, perms(prot)).await;
             }
-            dur_ns
         }
         EventKind::Madvise {
-            addr,
-            len,
-            advice,
-            dur_ns,
+            addr, len, advice, ..
         } => {
             let ps = pieces(addr, len);
             if ps.is_empty() {
@@ -583,9 +570,8 @@ async fn memory_op(ctx: &Ctx, space: &Rc<RefCell<Space>>, k: EventKind) -> u64 {
                     _ => sys_null(ctx, "madvise").await,
                 }
             }
-            dur_ns
         }
-        EventKind::Brk { addr, dur_ns } => {
+        EventKind::Brk { addr, .. } => {
             let heap = space.borrow().heap;
             match heap {
                 None => {
@@ -599,14 +585,13 @@ async fn memory_op(ctx: &Ctx, space: &Rc<RefCell<Space>>, k: EventKind) -> u64 {
                     space.borrow_mut().brk = addr.max(rs);
                 }
             }
-            dur_ns
         }
         EventKind::Mremap {
             addr,
             len,
             new_addr,
             new_len,
-            dur_ns,
+            ..
         } => {
             let len = len.next_multiple_of(PAGE);
             let new_len = new_len.next_multiple_of(PAGE).max(PAGE);
@@ -632,9 +617,8 @@ async fn memory_op(ctx: &Ctx, space: &Rc<RefCell<Space>>, k: EventKind) -> u64 {
                 .borrow_mut()
                 .ranges
                 .insert(new_addr, (new_addr + new_len, m));
-            dur_ns
         }
-        _ => 0,
+        _ => {}
     }
 }
 

@@ -67,6 +67,34 @@ pub(crate) fn read_through(fd: libc::c_int) -> Result<(), String> {
     }
 }
 
+/// A new read-write mapping of `len` bytes of file `fd` from `off`
+/// (`MAP_SHARED` or `MAP_PRIVATE` in `flags`); the caller unmaps it.
+fn map_file(
+    fd: libc::c_int,
+    len: usize,
+    flags: libc::c_int,
+    off: usize,
+) -> Result<*mut libc::c_void, String> {
+    // SAFETY: a new mapping of our own file, checked below.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            fd,
+            off as libc::off_t,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(format!(
+            "mmap of {len} bytes of a /tmp file: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    Ok(p)
+}
+
 /// `FilePmdMapped` of this process's mapping starting at `addr`, in KiB
 /// (/proc/self/smaps; 0 if not found).
 fn file_pmd_mapped_kib(addr: usize) -> u64 {
@@ -112,24 +140,7 @@ pub fn shared_write_fault(b: &Budget) -> Result<SharedWrite, String> {
         let mut pmd_kib = 0;
         let n = b.n(2_000) as usize;
         for i in 0..n + 10 {
-            // SAFETY: a new shared mapping of our file's last 2 MiB,
-            // checked below.
-            let p = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    EXTENT,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED,
-                    fd,
-                    off as libc::off_t,
-                )
-            };
-            if p == libc::MAP_FAILED {
-                return Err(format!(
-                    "mmap of 2 MiB of a /tmp file: {}",
-                    io::Error::last_os_error()
-                ));
-            }
+            let p = map_file(fd, EXTENT, libc::MAP_SHARED, off)?;
             let at = p.cast::<u8>();
             // SAFETY: inside the mapping; volatile so that neither access
             // is elided.
@@ -178,24 +189,7 @@ pub fn private_cow_fault(b: &Budget) -> Result<Spread, String> {
         let mut samples = Vec::new();
         let reps = b.n(400) as usize;
         for rep in 0..reps + 2 {
-            // SAFETY: a new private mapping of our file's first pages,
-            // checked below.
-            let p = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE,
-                    fd,
-                    0,
-                )
-            };
-            if p == libc::MAP_FAILED {
-                return Err(format!(
-                    "mmap of {len} bytes of a /tmp file: {}",
-                    io::Error::last_os_error()
-                ));
-            }
+            let p = map_file(fd, len, libc::MAP_PRIVATE, 0)?;
             let at = p.cast::<u8>();
             for i in 0..COW_PAGES {
                 // SAFETY: inside the mapping; volatile so it is not elided.
