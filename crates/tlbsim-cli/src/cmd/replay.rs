@@ -26,6 +26,10 @@ pub struct Args {
     /// scheduler decides).
     #[arg(long, default_value = "recorded", value_parser = ["recorded", "model"])]
     placement: String,
+    /// A sleep no recorded task ended (a timer, I/O, an untraced task):
+    /// `timer` sleeps its recorded length on a timer, `drop` leaves it out.
+    #[arg(long, default_value = "timer", value_parser = ["timer", "drop"])]
+    untraced_sleeps: String,
     /// Number of CPUs (default: the profile's).
     #[arg(long)]
     cpus: Option<u32>,
@@ -85,6 +89,10 @@ pub fn run(args: Args) -> ExitCode {
         "placement".into(),
         toml::Value::String(args.placement.clone()),
     );
+    exp.workload.params.insert(
+        "untraced_sleeps".into(),
+        toml::Value::String(args.untraced_sleeps.clone()),
+    );
     let policy = match &args.policy {
         Some(p) => Some(p.clone()),
         None => match profile_arch(&exp) {
@@ -124,6 +132,9 @@ pub fn run(args: Args) -> ExitCode {
     }
     if args.placement != "recorded" {
         again.push_str(&format!(" --placement {}", args.placement));
+    }
+    if args.untraced_sleeps != "timer" {
+        again.push_str(&format!(" --untraced-sleeps {}", args.untraced_sleeps));
     }
     again.push_str(&set_args(&args.sets));
     Console::new(&[args.json.as_deref()]).line(&format!("# {again}"));

@@ -50,7 +50,8 @@ enum Ev {
     SyncDone(u32),
     /// A reschedule IPI arrives at a context.
     Kick(u32),
-    /// A function-call IPI arrives: its entry in [`TimingDriver::ipis`].
+    /// A function-call IPI (or a timer's interrupt) arrives: its entry in
+    /// [`TimingDriver::ipis`].
     Ipi(u32),
     /// A handler's acknowledgement reaches the waiting sender context.
     Ack(u32),
@@ -841,6 +842,16 @@ impl TimingDriver {
                 self.after(cpu, atomic, OpResult::Unit);
             }
             Applied::CallFunction(targets, ipi) => self.send_ipis(cpu, &targets, ipi),
+            Applied::Hrtimer(cx, ipi, ns) => {
+                // The interrupt travels as an IPI with no sender (not
+                // counted as one); arming costs one atomic (the timer
+                // base's lock and its queue, an estimate).
+                let at = self.now().saturating_add(ns);
+                let i = self.ipi_slot((cx, ipi, true));
+                self.q.push(at, Ev::Ipi(i));
+                let atomic = self.w().profile.kernel.atomic_ns;
+                self.after(cpu, atomic, OpResult::Unit);
+            }
         }
         None
     }

@@ -334,6 +334,15 @@ impl Explorer {
             }
             Applied::GuestIdleExit => {}
             Applied::EnteredGuest => self.resume_guest(cpu),
+            Applied::Hrtimer(cx, ipi, _) => {
+                // Untimed: the timer may expire at any point from now on,
+                // so its interrupt is pending at once (`Interrupt`).
+                self.core.ipi_arrive(cx, ipi, true);
+                if self.core.resident(cx).is_none() {
+                    self.ring_doorbell(cx);
+                }
+                self.complete(cpu, OpResult::Unit);
+            }
         }
     }
 

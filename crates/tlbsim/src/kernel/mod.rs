@@ -12,6 +12,7 @@ pub mod exec;
 pub mod file;
 pub mod filemap;
 pub mod folio;
+pub mod hrtimer;
 pub mod madvise;
 pub mod migrate;
 pub mod mm;

@@ -74,6 +74,17 @@ pub enum Op {
         /// The PCID whose entries the write flushes.
         flush: Option<Asid>,
     },
+    /// `hrtimer_start(&sl->timer, ns, HRTIMER_MODE_REL)` of an
+    /// `hrtimer_sleeper` for the posting task: in `ns` the timer's
+    /// interrupt reaches this CPU and its handler wakes the task
+    /// ([`crate::kernel::hrtimer`]) if its sleep numbered `seq` is still
+    /// the one armed.
+    HrtimerStart {
+        /// Relative expiry, ns.
+        ns: u64,
+        /// The sleep it ends (`Task::hrtimer_seq` when armed).
+        seq: u64,
+    },
     /// One atomic read-modify-write of a shared kernel variable.
     Atomic,
     /// One atomic on a lock's word outside `Lock`/`Unlock` (a sleeping
@@ -144,6 +155,7 @@ impl std::fmt::Display for OpDisplay<'_> {
             }
             Op::EnterGuest(cx) => write!(f, "enter guest context {cx}"),
             Op::LoadCr3 { cr3, flush } => load_cr3(f, *cr3, *flush),
+            Op::HrtimerStart { ns, .. } => write!(f, "hrtimer_start +{ns} ns"),
             Op::Atomic => f.write_str("atomic"),
             Op::LockWord(l) => write!(f, "atomic on lock {l}"),
             Op::Lock(l) => write!(f, "lock {l}"),

@@ -62,6 +62,10 @@ pub struct Task {
     pub mb: Rc<TaskMailbox>,
     /// Its deferred TLB flush from reclaim (`current->tlb_ubc`).
     pub tlb_ubc: super::tlbbatch::TlbUbc,
+    /// The number of its current timed sleep ([`super::hrtimer`]), odd
+    /// while the timer is armed: a timer interrupt for another number is
+    /// one `hrtimer_cancel()` took back.
+    pub hrtimer_seq: u64,
 }
 
 /// Per-CPU scheduler state.

@@ -344,6 +344,7 @@ impl World {
             queued: false,
             mb: Rc::default(),
             tlb_ubc: Default::default(),
+            hrtimer_seq: 0,
         });
         self.futures.borrow_mut().push(None);
         self.programs.borrow_mut().push(Some(program));

@@ -140,6 +140,10 @@ pub enum IrqKind {
     /// the tick periods it stands for; its handler costs
     /// `tick_handler_ns`, entry to exit.
     Tick,
+    /// A sleeper's high-resolution timer ([`crate::kernel::hrtimer`]):
+    /// `arg` is the task it wakes and `handler` the number of the sleep
+    /// it ends; entered in `ipi_handler_ns`, as an IPI.
+    Hrtimer,
 }
 
 /// An interrupt that reached a CPU and waits to be taken: a function-call
@@ -149,7 +153,7 @@ pub struct PendingIpi {
     /// Which kind.
     pub kind: IrqKind,
     /// Index of the handler (`World::register_ipi_handler`; unused for a
-    /// tick).
+    /// tick; for an hrtimer, the sleep's number).
     pub handler: usize,
     /// Its argument.
     pub arg: usize,
@@ -474,6 +478,15 @@ impl Cpus {
                 Box::pin(crate::kernel::tick::tick_handle_periodic(
                     ctx.clone(),
                     ipi.arg,
+                )) as TaskFuture,
+            ),
+            IrqKind::Hrtimer => (
+                w.profile.kernel.ipi_handler_ns,
+                crate::label!("hrtimer_interrupt"),
+                Box::pin(crate::kernel::hrtimer::hrtimer_interrupt(
+                    ctx.clone(),
+                    ipi.arg,
+                    ipi.handler as u64,
                 )) as TaskFuture,
             ),
         };

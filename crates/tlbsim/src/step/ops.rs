@@ -54,6 +54,10 @@ pub enum Applied {
     /// A reschedule IPI to send to this context; the driver delivers it
     /// with [`Cpus::resched_arrive`].
     ReschedIpi(Cx),
+    /// A timer armed to interrupt this context `ns` from now; the driver
+    /// delivers the interrupt with [`Cpus::ipi_arrive`] (the explorer at
+    /// once, the timing driver `ns` later) and completes the step.
+    Hrtimer(Cx, PendingIpi, u64),
 }
 
 impl Cpus {
@@ -141,6 +145,15 @@ impl Cpus {
                 Applied::Switched
             }
             Op::Idle => self.idle(cpu),
+            Op::HrtimerStart { ns, seq } => {
+                let ipi = PendingIpi {
+                    kind: super::IrqKind::Hrtimer,
+                    handler: usize::try_from(seq).expect("a sleep number fits a usize"),
+                    arg: task,
+                    sender: None,
+                };
+                Applied::Hrtimer(self.running(cpu), ipi, ns)
+            }
             Op::ReschedIpi(target) => {
                 w.stats.borrow_mut().cpu[cpu].ipis_sent += 1;
                 Applied::ReschedIpi(self.cx_of(cpu, target))

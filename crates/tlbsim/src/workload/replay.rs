@@ -19,8 +19,9 @@
 //! - a recorded sleep that a recorded task ended (`block waker=T`) waits
 //!   for that task's `wake` (a count, so a wake that comes first is not
 //!   lost); a sleep that nothing recorded ended (a timer, I/O, an
-//!   untraced task) is dropped, and its length reported as the metric
-//!   `replay_dropped_sleep_ns`;
+//!   untraced task) is slept on a timer for its recorded length
+//!   ([`UntracedSleeps`]; metric `replay_timed_sleep_ns`, or
+//!   `replay_dropped_sleep_ns` when dropped);
 //! - recorded switches, preemptions, migrations and `tlb:tlb_flush` events
 //!   are not replayed (the model's scheduler and TLB policy decide those);
 //!   the trace's counts are reported as metrics `trace_faults` and
@@ -32,6 +33,7 @@ use super::{parse_params, Params, Workload, WorkloadEntry};
 use crate::engine::rng::Streams;
 use crate::hw::mem::Perms;
 use crate::kernel::brk::sys_brk;
+use crate::kernel::hrtimer::schedule_hrtimeout;
 use crate::kernel::madvise::{sys_madvise_cold, sys_madvise_free, sys_madvise_pageout};
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
 use crate::kernel::mremap::sys_mremap;
@@ -66,6 +68,20 @@ pub enum Placement {
     Model,
 }
 
+/// What becomes of a recorded sleep that no recorded task ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UntracedSleeps {
+    /// Slept for its recorded length on a timer
+    /// ([`crate::kernel::hrtimer::schedule_hrtimeout`]): what ended it on
+    /// the host (a timer, I/O, an untraced task) is taken to end it as
+    /// long after in the model.
+    #[default]
+    Timer,
+    /// Left out: the task runs on at once (tlbsim before the timer).
+    Drop,
+}
+
 /// Parameters.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -75,6 +91,9 @@ pub struct Replay {
     /// Where the tasks run (default `recorded`).
     #[serde(default)]
     pub placement: Placement,
+    /// Sleeps with no recorded waker (default `timer`).
+    #[serde(default)]
+    pub untraced_sleeps: UntracedSleeps,
     /// The parsed trace.
     #[serde(skip)]
     parsed: Option<Arc<Trace>>,
@@ -234,6 +253,7 @@ fn perms(prot: u32) -> Perms {
 
 /// What the tasks of one replay share.
 struct Shared {
+    untraced_sleeps: UntracedSleeps,
     placement: Placement,
     /// `run` event index → the event of another task that handed it the
     /// CPU ([`handoffs`]); empty unless the placement is recorded.
@@ -268,18 +288,23 @@ impl Workload for Replay {
     fn setup(&self, w: &Rc<World>, _streams: &Streams) -> TaskId {
         let trace = Arc::clone(self.parsed.as_ref().expect("from_params parsed the trace"));
         let mut by_tid: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-        let mut dropped = 0u64;
+        let mut untraced = 0u64;
         for (i, e) in trace.events.iter().enumerate() {
             by_tid.entry(e.tid).or_default().push(i);
             if let EventKind::Block { waker: None, ns } = e.kind {
-                dropped += ns;
+                untraced = untraced.saturating_add(ns);
             }
         }
+        let (timed, dropped) = match self.untraced_sleeps {
+            UntracedSleeps::Timer => (untraced, 0),
+            UntracedSleeps::Drop => (0, untraced),
+        };
         let counts = trace.counts();
         {
             let mut st = w.stats.borrow_mut();
             let m = &mut st.metrics;
             m.insert(w.metric("replay_dropped_sleep_ns"), dropped as f64);
+            m.insert(w.metric("replay_timed_sleep_ns"), timed as f64);
             let c = |k: &str| counts.get(k).copied().unwrap_or(0) as f64;
             m.insert(w.metric("trace_faults"), c("fault"));
             m.insert(w.metric("trace_tlb_flushes"), c("tlb_flush"));
@@ -292,6 +317,7 @@ impl Workload for Replay {
         };
         let shared = Rc::new(Shared {
             placement: self.placement,
+            untraced_sleeps: self.untraced_sleeps,
             awaited: handoff.values().copied().collect(),
             handoff,
             handed: RefCell::new(BTreeSet::new()),
@@ -375,14 +401,19 @@ async fn run_task(ctx: &Ctx, sh: &Rc<Shared>, tid: u32, mut space: Rc<RefCell<Sp
             }
             EventKind::Preempt => running = false,
             EventKind::Migrate { .. } | EventKind::TlbFlush { .. } | EventKind::Perf { .. } => {}
-            EventKind::Block { waker, .. } => {
+            EventKind::Block { waker, ns } => {
                 running = false;
-                if waker.is_some() {
+                let timed = sh.untraced_sleeps == UntracedSleeps::Timer;
+                if waker.is_some() || timed {
                     if let (true, Some(cpu)) = (recorded, next_run(p)) {
                         // Steer the wake-up to where the host woke it.
                         set_cpus_allowed_replayed(ctx, cpu, false).await;
                     }
+                }
+                if waker.is_some() {
                     sleep_until_woken(ctx, sh, tid).await;
+                } else if timed {
+                    schedule_hrtimeout(ctx, ns).await;
                 }
             }
             EventKind::Wake { target } => wake(ctx, sh, target).await,
@@ -676,6 +707,7 @@ task 1 pid=1 parent=0 kind=process comm=a\nev 0 1 run cpu=3\nev 1 1 exit\nend ev
         let mut r = Replay {
             trace: "t".into(),
             placement: Placement::Recorded,
+            untraced_sleeps: UntracedSleeps::Timer,
             parsed: Some(Arc::new(Trace::parse("t", text).unwrap())),
         };
         let p = crate::config::builtin_profile("skylake-4c8t").unwrap();

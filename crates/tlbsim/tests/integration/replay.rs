@@ -242,3 +242,79 @@ fn a_version_2_fixture_takes_the_recorders_time_out() {
     let faults = t.counts()["fault"] as f64;
     assert!(removed > 0.5 * faults * o.fault_ns as f64, "{removed}");
 }
+
+/// Two threads on two CPUs: task 2 sleeps 5 ms with no recorded waker
+/// (a timer) between two touches of a shared page, while task 1 unmaps
+/// another page and then waits for task 2's wake-up.
+fn timed_sleep_trace() -> String {
+    let ev = [
+        "ev 0 1 run cpu=0",
+        "ev 10 1 mmap addr=0x10000000 len=65536 prot=rw- dur=100",
+        "ev 200 1 fault addr=0x10000000 write=1",
+        "ev 300 1 fault addr=0x10001000 write=1",
+        "ev 400 1 clone child=2",
+        "ev 500 2 run cpu=1",
+        "ev 600 2 fault addr=0x10000000 write=0",
+        "ev 700 2 block waker=none ns=5000000",
+        "ev 800 1 munmap addr=0x10001000 len=4096 dur=100",
+        "ev 1000 1 block waker=2 ns=5000000",
+        "ev 5000700 2 run cpu=1",
+        "ev 5000800 2 fault addr=0x10002000 write=1",
+        "ev 5000850 2 wake target=1",
+        "ev 5000900 2 exit",
+        "ev 5001000 1 run cpu=0",
+        "ev 5001100 1 exit",
+    ];
+    format!(
+        "tlbsim-trace 1\nhost h\nkernel k\narch x86_64\ncpus 2\npage_size 4096\ncommand c\n\
+task 1 pid=1 parent=0 kind=process comm=a\ntask 2 pid=1 parent=1 kind=thread comm=a\n{}\nend events={}\n",
+        ev.join("\n"),
+        ev.len()
+    )
+}
+
+#[test]
+fn a_sleep_no_task_ended_is_slept_on_a_timer() {
+    let dir = std::env::temp_dir().join(format!("tlbsim-replay-timer-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("timer.trace");
+    std::fs::write(&p, timed_sleep_trace()).unwrap();
+    let p = p.display().to_string();
+    let run = |mode: &str| {
+        let mut e = replay("skylake-4c8t", "x86-tlb-gen", &p);
+        e.workload
+            .params
+            .insert("untraced_sleeps".into(), toml::Value::String(mode.into()));
+        run_ok(&e)
+    };
+    let (timer, dropped) = (run("timer"), run("drop"));
+    assert_eq!(timer.metrics["replay_timed_sleep_ns"], 5e6);
+    assert_eq!(dropped.metrics["replay_dropped_sleep_ns"], 5e6);
+    // The sleep is in the elapsed time, once.
+    assert!(timer.elapsed_ns >= 5_000_000, "{}", timer.elapsed_ns);
+    let extra = timer.elapsed_ns - dropped.elapsed_ns;
+    assert!(
+        (4_900_000..5_100_000).contains(&extra),
+        "the timer adds {extra} ns"
+    );
+    // The explorer takes the timer's interrupt wherever it chooses, and
+    // every schedule finishes (a timer that fired before schedule() does
+    // not leave the task asleep).
+    let mut e = replay("ampere-32", "arm64-stock", &p);
+    e.workload.params.insert(
+        "untraced_sleeps".into(),
+        toml::Value::String("timer".into()),
+    );
+    let opts = tlbsim::explore::CheckOptions {
+        strategy: tlbsim::explore::Strategy::Random,
+        schedules: 200,
+        seed: 1,
+        max_actions: 200_000,
+        speculation: 1,
+        cpus: None,
+    };
+    let r = tlbsim::explore::check(&e, &opts).unwrap();
+    assert!(r.failure.is_none(), "{:?}", r.failure);
+    assert_eq!(r.completed, 200);
+    let _ = std::fs::remove_dir_all(&dir);
+}
