@@ -18,7 +18,8 @@
 #           and drop buffers, so Go's collector and scavenger madvise
 #           memory back while other threads run
 #
-# Usage: tools/replay_validation.sh [PROFILE] [RUNS]   (as root: perf
+# Usage: tools/replay_validation.sh [PROFILE] [RUNS]   (KEEP=DIR keeps the
+# traces and outputs in DIR; as root: perf
 # tracepoints; needs xz, make, gcc, go and perf). Run on a quiet machine:
 # other work on the CPUs is in both the measured and the recorded times.
 set -euo pipefail
@@ -27,8 +28,13 @@ PROFILE=${1:-docs/data/calibrated-dev-host.toml}
 RUNS=${2:-5}
 T=$PWD/target/release/tlbsim
 cargo build --release -q -p tlbsim-cli
-W=$(mktemp -d /tmp/tlbsim-replay-val.XXXXXX)
-trap 'rm -rf "$W"' EXIT
+if [ -n "${KEEP:-}" ]; then
+    # KEEP=DIR: work in DIR and keep the traces and outputs there.
+    W=$(mkdir -p "$KEEP" && cd "$KEEP" && pwd)
+else
+    W=$(mktemp -d /tmp/tlbsim-replay-val.XXXXXX)
+    trap 'rm -rf "$W"' EXIT
+fi
 
 # Inputs: deterministic, so that every run compresses the same bytes.
 python3 -c "
