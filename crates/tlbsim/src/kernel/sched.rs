@@ -6,6 +6,7 @@
 use super::mm::{dup_mmap, mmdrop, mmput, syscall_enter, syscall_exit};
 use super::{Ctx, Op, Program, TaskFuture, TaskId, TaskState, World};
 use crate::engine::label::Label;
+use crate::hw::cpumask::CpuMask;
 use crate::hw::CpuId;
 use std::rc::Rc;
 
@@ -339,6 +340,29 @@ async fn enqueue_woken(ctx: &Ctx, t: TaskId) {
 /// `fork()`/`clone()` of a process: copies the address space and starts
 /// `program` in the child. Returns the child's id.
 pub async fn sys_fork(ctx: &Ctx, name: &str, program: Program) -> TaskId {
+    sys_fork_pinned(ctx, name, None, program).await
+}
+
+/// The CPUs a new child may run on: `pin` alone, or its parent's.
+fn child_affinity(w: &World, parent: TaskId, pin: Option<CpuId>) -> Option<CpuMask> {
+    match pin {
+        Some(c) => {
+            let mut m = CpuMask::new(w.ncpus());
+            m.set(c);
+            Some(m)
+        }
+        None => w.k.borrow().tasks[parent].affinity.clone(),
+    }
+}
+
+/// [`sys_fork`], the child pinned to CPU `pin` from its creation if given
+/// (replay's recorded placement: the child's first CPU).
+pub async fn sys_fork_pinned(
+    ctx: &Ctx,
+    name: &str,
+    pin: Option<CpuId>,
+    program: Program,
+) -> TaskId {
     let _f = ctx.func(crate::label!("kernel_clone"));
     syscall_enter(ctx, "fork").await;
     let w = &ctx.w;
@@ -348,11 +372,12 @@ pub async fn sys_fork(ctx: &Ctx, name: &str, program: Program) -> TaskId {
         None => None,
     };
     let child = w.new_task(name.to_string(), mm, ctx.cpu(), Some(ctx.task), program);
+    let affinity = child_affinity(w, ctx.task, pin);
     {
         let mut k = w.k.borrow_mut();
         k.tasks[ctx.task].children += 1;
         k.tasks[child].state = TaskState::Runnable;
-        k.tasks[child].affinity = k.tasks[ctx.task].affinity.clone();
+        k.tasks[child].affinity = affinity;
     }
     enqueue(ctx, child, true).await; // wake_up_new_task()
     syscall_exit(ctx, "fork").await;
@@ -383,18 +408,12 @@ pub async fn sys_clone_thread(
         Some(ctx.task),
         program,
     );
+    let affinity = child_affinity(w, ctx.task, pin);
     {
         let mut k = w.k.borrow_mut();
         k.tasks[ctx.task].children += 1;
         k.tasks[child].state = TaskState::Runnable;
-        k.tasks[child].affinity = match pin {
-            Some(c) => {
-                let mut m = crate::hw::cpumask::CpuMask::new(w.ncpus());
-                m.set(c);
-                Some(m)
-            }
-            None => k.tasks[ctx.task].affinity.clone(),
-        };
+        k.tasks[child].affinity = affinity;
     }
     enqueue(ctx, child, true).await;
     syscall_exit(ctx, "clone").await;

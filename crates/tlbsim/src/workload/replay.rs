@@ -38,8 +38,8 @@ use crate::kernel::madvise::{sys_madvise_cold, sys_madvise_free, sys_madvise_pag
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
 use crate::kernel::mremap::sys_mremap;
 use crate::kernel::sched::{
-    block_until_woken, set_cpus_allowed_replayed, spawn_user, sys_clone_thread, sys_exec, sys_fork,
-    sys_null, sys_wait, wake_up,
+    block_until_woken, set_cpus_allowed_replayed, spawn_user, sys_clone_thread, sys_exec,
+    sys_fork_pinned, sys_null, sys_wait, wake_up,
 };
 use crate::kernel::{Ctx, Program, TaskId, World};
 use crate::trace::{EventKind, TaskKind, Trace, PROT_READ, PROT_WRITE};
@@ -424,8 +424,10 @@ async fn run_task(ctx: &Ctx, sh: &Rc<Shared>, tid: u32, mut space: Rc<RefCell<Sp
                     let p = program(Rc::clone(sh), child, Rc::clone(&space));
                     sys_clone_thread(ctx, &rec.comm, pin, p).await;
                 } else {
+                    let pin = recorded.then(|| sh.first_run(child)).flatten();
                     let copy = Rc::new(RefCell::new(space.borrow().clone()));
-                    sys_fork(ctx, &rec.comm, program(Rc::clone(sh), child, copy)).await;
+                    let p = program(Rc::clone(sh), child, copy);
+                    sys_fork_pinned(ctx, &rec.comm, pin, p).await;
                 }
             }
             EventKind::Exec => {

@@ -318,3 +318,50 @@ fn a_sleep_no_task_ended_is_slept_on_a_timer() {
     assert_eq!(r.completed, 200);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A process runs on CPU 1, moves to CPU 0 (CPU 1 goes idle, lazy on its
+/// mm) and forks twice; each child runs on CPU 1 and exits.
+fn forks_after_a_move_trace() -> String {
+    let ev = [
+        "ev 0 1 run cpu=1",
+        "ev 10 1 mmap addr=0x10000000 len=65536 prot=rw- dur=100",
+        "ev 200 1 fault addr=0x10000000 write=1",
+        "ev 300 1 block waker=none ns=1000",
+        "ev 1300 1 run cpu=0",
+        "ev 1400 1 clone child=2",
+        "ev 1500 2 run cpu=1",
+        "ev 1600 2 exit",
+        "ev 2000 1 clone child=3",
+        "ev 2100 3 run cpu=1",
+        "ev 2200 3 exit",
+        "ev 3000 1 exit",
+    ];
+    format!(
+        "tlbsim-trace 1\nhost h\nkernel k\narch x86_64\ncpus 2\npage_size 4096\ncommand c\n\
+task 1 pid=1 parent=0 kind=process comm=a\ntask 2 pid=2 parent=1 kind=process comm=a\n\
+task 3 pid=3 parent=1 kind=process comm=a\n{}\nend events={}\n",
+        ev.join("\n"),
+        ev.len()
+    )
+}
+
+#[test]
+fn a_lazy_mm_cpumask_sends_forks_flush_to_the_cpu_the_parent_left() {
+    let dir = std::env::temp_dir().join(format!("tlbsim-replay-lazymask-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("forks.trace");
+    std::fs::write(&p, forks_after_a_move_trace()).unwrap();
+    let p = p.display().to_string();
+    let ipis = |policy: &str| {
+        let o = run_ok(&replay("skylake-4c8t", policy, &p));
+        o.stats.total.ipi_call + o.stats.total.ipi_call_single
+    };
+    // The first fork's flush_tlb_mm() (tables freed: lazy CPUs too) reaches
+    // CPU 1, lazy on the parent's mm, under both. Before 6.13 CPU 1 then
+    // leaves the parent's mask (switch to init_mm); since 6.13 it stays,
+    // and the second fork's flush reaches it again, where it leaves the
+    // mask (TLB_REMOTE_WRONG_CPU).
+    assert_eq!(ipis("x86-tlb-gen"), 1);
+    assert_eq!(ipis("x86-lazy-cpumask"), 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}

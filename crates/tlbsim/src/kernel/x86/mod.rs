@@ -20,6 +20,7 @@ crate::kernel::registry::entries! {
         pcid,
         invlpgb,
         tlb_gen_before_b956575,
+        lazy_cpumask,
     ];
 }
 
@@ -57,6 +58,9 @@ pub struct FlushInfo {
     pub new_tlb_gen: u64,
     /// Page-table pages were freed (walk caches must go too).
     pub freed_tables: bool,
+    /// Also IPI the CPUs of the mask that no longer run the mm, so that
+    /// they leave it (`trim_cpumask`, Linux 6.13+: once a second per mm).
+    pub trim_cpumask: bool,
 }
 
 impl FlushInfo {
@@ -69,6 +73,7 @@ impl FlushInfo {
             stride_shift: PAGE_SHIFT,
             new_tlb_gen: 0,
             freed_tables: true,
+            trim_cpumask: false,
         }
     }
 
@@ -83,6 +88,7 @@ impl FlushInfo {
             stride_shift: PAGE_SHIFT,
             new_tlb_gen: 0,
             freed_tables: false,
+            trim_cpumask: false,
         }
     }
 
@@ -97,6 +103,7 @@ impl FlushInfo {
             stride_shift: stride.trailing_zeros(),
             new_tlb_gen: 0,
             freed_tables: !last_level,
+            trim_cpumask: false,
         }
     }
 

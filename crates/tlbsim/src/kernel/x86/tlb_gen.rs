@@ -69,6 +69,17 @@ pub trait TlbGenFns: std::fmt::Debug {
         Box::pin(set_cpumask_then_read_gen(g, ctx, next))
     }
 
+    /// Is `mm_cpumask` updated lazily (Linux 6.13+, 209954cbc7d0 "x86/mm/
+    /// tlb: Update mm_cpumask lazily")? Then `switch_mm_irqs_off()` leaves
+    /// this CPU in the previous mm's mask; a CPU leaves it at the first
+    /// flush IPI it takes for an mm it no longer runs; ordinary flushes
+    /// reach only the CPUs that run the mm (`should_flush_tlb()`), except
+    /// once a second per mm (`should_trim_cpumask()`, 6db2526c1d69).
+    /// Before: the bit is cleared at every switch away from the mm.
+    fn lazy_mm_cpumask(&self) -> bool {
+        false
+    }
+
     /// `finish_asid_transition()` (INVLPGB).
     fn finish_asid_transition<'a>(
         &'a self,
@@ -127,6 +138,9 @@ pub struct MmState {
     pub global_asid: Option<Asid>,
     /// CPUs may still run the mm under a dynamic ASID.
     pub asid_transition: bool,
+    /// `next_trim_cpumask` ([`TlbGenFns::lazy_mm_cpumask`]), in simulated
+    /// time: set a second after the mm is first switched to.
+    pub next_trim_ns: Option<crate::engine::Ns>,
 }
 
 /// Shared state of the policy.
@@ -179,6 +193,9 @@ impl TlbGen {
         }
     }
 }
+
+/// `HZ` jiffies, the period of `should_trim_cpumask()`: one second.
+pub const TRIM_CPUMASK_PERIOD_NS: crate::engine::Ns = 1_000_000_000;
 
 /// First global ASID number: above the dynamic PCID tags (1..=6).
 pub const FIRST_GLOBAL_ASID: u32 = NR_DYN_ASIDS as u32 + 2;
@@ -268,9 +285,13 @@ impl Inner {
                 (prev_asid, true, gen)
             }
         } else {
-            if let Some(p) = real_prev {
+            match real_prev {
+                // Leave this CPU in prev's mask: it is removed at the
+                // next flush IPI it takes for prev.
+                Some(_) if self.fns.lazy_mm_cpumask() => {}
                 // Stop remote flushes for the previous mm.
-                ctx.cpumask_clear_cpu(cpu, p).await;
+                Some(p) => ctx.cpumask_clear_cpu(cpu, p).await,
+                None => {}
             }
             match next {
                 None => {
@@ -284,6 +305,11 @@ impl Inner {
                     return;
                 }
                 Some(n) => {
+                    if self.fns.lazy_mm_cpumask() && self.mm(n).next_trim_ns.is_none() {
+                        // init_new_context(): jiffies + HZ.
+                        let at = ctx.now().saturating_add(TRIM_CPUMASK_PERIOD_NS);
+                        self.mm_mut(n, |m| m.next_trim_ns = Some(at));
+                    }
                     let gen = self.fns.set_cpumask_then_read_gen(self, ctx, n).await;
                     let (a, f) = self.choose_new_asid(cpu, n, gen);
                     (a, f, gen)
@@ -311,12 +337,19 @@ impl Inner {
         let _f = ctx.func(crate::label!("flush_tlb_func"));
         let cpu = ctx.cpu();
         let st = self.cpus.borrow()[cpu];
+        if let Some(mm) = f.mm.filter(|&m| st.loaded_mm != Some(m)) {
+            if self.fns.lazy_mm_cpumask() {
+                // The CPU was left in the mask of an mm it no longer
+                // runs: it leaves it (trace reason TLB_REMOTE_WRONG_CPU;
+                // also on the local CPU since 6.13's "Also remove local
+                // CPU from mm_cpumask if stale").
+                ctx.cpumask_clear_cpu(cpu, mm).await;
+            }
+            return;
+        }
         let Some(loaded) = st.loaded_mm else {
             return;
         };
-        if f.mm.is_some() && f.mm != Some(loaded) {
-            return;
-        }
         if st.is_lazy {
             // Only flushes that freed page tables reach lazy CPUs: stop
             // using the tables at all.
@@ -384,10 +417,10 @@ impl Inner {
         }
         let mut targets = mask;
         targets.clear(cpu);
-        {
+        if !include_lazy {
             let c = self.cpus.borrow();
             for t in targets.clone().iter() {
-                if c[t].is_lazy && !include_lazy {
+                if !self.should_flush_tlb(&c[t], &info) {
                     targets.clear(t);
                 }
             }
@@ -396,6 +429,32 @@ impl Inner {
             return;
         }
         self.ipi.send(ctx, targets, info).await;
+    }
+
+    /// The condition of `on_each_cpu_cond_mask()` for a flush that freed
+    /// no tables, on a CPU of the mask in state `s`: `tlb_is_not_lazy()`;
+    /// with a lazy `mm_cpumask`, `should_flush_tlb()`: not lazy, and
+    /// running the mm (or the flush trims the mask).
+    pub(super) fn should_flush_tlb(&self, s: &CpuState, info: &FlushInfo) -> bool {
+        if s.is_lazy {
+            return false;
+        }
+        if !self.fns.lazy_mm_cpumask() || info.mm.is_none() {
+            return true;
+        }
+        s.loaded_mm == info.mm || info.trim_cpumask
+    }
+
+    /// `should_trim_cpumask(mm)` (Linux 6.13+): true at most once per
+    /// [`TRIM_CPUMASK_PERIOD_NS`] per mm, restarting the period.
+    fn should_trim_cpumask(&self, ctx: &Ctx, mm: MmId) -> bool {
+        let now = ctx.now();
+        let due = self.mm(mm).next_trim_ns.is_some_and(|t| now > t);
+        if due {
+            let next = now.saturating_add(TRIM_CPUMASK_PERIOD_NS);
+            self.mm_mut(mm, |m| m.next_trim_ns = Some(next));
+        }
+        due
     }
 
     /// `flush_tlb_mm_range()`.
@@ -413,11 +472,16 @@ impl Inner {
                 gen
             })
             .await;
-        let info = FlushInfo {
+        let mut info = FlushInfo {
             new_tlb_gen: gen,
             ..info
         }
         .clamp(self.fns.ceiling_unit());
+        if self.fns.lazy_mm_cpumask() {
+            let mut others = ctx.mm_cpumask(mm);
+            others.clear(ctx.cpu());
+            info.trim_cpumask = !others.is_empty() && self.should_trim_cpumask(ctx, mm);
+        }
         if self.opts.invlpgb && self.mm(mm).global_asid.is_some() {
             super::invlpgb::broadcast_tlb_flush(self, ctx, info).await;
             return;

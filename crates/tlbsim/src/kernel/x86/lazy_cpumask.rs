@@ -1,0 +1,107 @@
+//! `x86-lazy-cpumask`: `x86-tlb-gen` with the lazily updated `mm_cpumask`
+//! of Linux 6.13 and later (arch/x86/mm/tlb.c):
+//!
+//! - 209954cbc7d0 ("x86/mm/tlb: Update mm_cpumask lazily", 6.13):
+//!   `switch_mm_irqs_off()` no longer clears this CPU from the previous
+//!   mm's mask, and sets it in the next one's only if it is not set
+//!   already; a CPU that takes a flush IPI for an mm it no longer runs
+//!   clears itself in `flush_tlb_func()`;
+//! - 6db2526c1d69 ("x86/mm/tlb: Only trim the mm_cpumask once a second",
+//!   6.13): a flush that frees no page tables reaches only the CPUs that
+//!   run the mm and are not lazy (`should_flush_tlb()`), except once a
+//!   second per mm (`should_trim_cpumask()`), when it reaches every CPU of
+//!   the mask so that the stale ones leave it. A flush that freed page
+//!   tables (`flush_tlb_mm()` at fork and exit, `munmap` of a whole table)
+//!   still reaches every CPU of the mask, stale ones included;
+//! - 83b0177a6c48 ("x86/mm: Fix SMP ordering in switch_mm_irqs_off()",
+//!   6.18, and 6.17 stable): an `smp_mb()` where the bit was already set,
+//!   so that the `tlb_gen` read is ordered after the `loaded_mm` store.
+//!   The model's data memory is sequentially consistent, so the kernels
+//!   of 6.13-6.17 without that barrier behave as this one here: they are
+//!   not a separate policy.
+//!
+//! The hooks are [`TlbGenFns::lazy_mm_cpumask`] and
+//! [`TlbGenFns::set_cpumask_then_read_gen`]; the rest is `x86-tlb-gen`.
+
+use super::tlb_gen::{Inner, Options, TlbGen, TlbGenFns};
+use crate::config::Arch;
+use crate::engine::exec::KFuture;
+use crate::hw::tlb::MmId;
+use crate::kernel::registry::{Allocators, PolicyEntry};
+use crate::kernel::Ctx;
+
+/// Linux 6.13+ (as of 6.18).
+#[derive(Debug, Clone, Copy)]
+pub struct LazyCpumask;
+
+impl TlbGenFns for LazyCpumask {
+    fn lazy_mm_cpumask(&self) -> bool {
+        true
+    }
+
+    /// `if (next != &init_mm && !cpumask_test_cpu(cpu, mm_cpumask(next)))
+    /// cpumask_set_cpu(cpu, mm_cpumask(next)); else smp_mb();` then
+    /// `atomic64_read(&next->context.tlb_gen)`.
+    fn set_cpumask_then_read_gen<'a>(
+        &'a self,
+        g: &'a Inner,
+        ctx: &'a Ctx,
+        next: MmId,
+    ) -> KFuture<'a, u64> {
+        Box::pin(async move {
+            let cpu = ctx.cpu();
+            if !ctx.cpumask_test_cpu(cpu, next) {
+                ctx.cpumask_set_cpu(cpu, next).await;
+            } else {
+                ctx.smp_mb().await;
+            }
+            ctx.atomic_read(|| g.mm(next).tlb_gen).await
+        })
+    }
+}
+
+/// The registry entry of `x86-lazy-cpumask`.
+pub const ENTRY: PolicyEntry = PolicyEntry {
+    name: "x86-lazy-cpumask",
+    description: "x86-tlb-gen with Linux 6.13+'s lazy mm_cpumask: CPUs leave an mm's mask at its next flush IPI, trimmed once a second",
+    arch: Arch::X86,
+    requires: &[],
+    allocators: Allocators::PicksOwnTags,
+    breaks: None,
+    new: || Box::new(TlbGen::with_fns(Options::default(), &LazyCpumask)),
+};
+
+#[cfg(test)]
+mod tests {
+    use super::super::tlb_gen::{CpuState, Inner};
+    use super::super::FlushInfo;
+    use super::*;
+
+    #[test]
+    fn ordinary_flushes_skip_stale_cpus_unless_trimming() {
+        let lazy = TlbGen::with_fns(Options::default(), &LazyCpumask);
+        let stock = TlbGen::new(Options::default());
+        let mut info = FlushInfo::range(1, 0x1000, 0x2000, 4096, true);
+        let running = CpuState {
+            loaded_mm: Some(1),
+            ..CpuState::default()
+        };
+        let stale = CpuState {
+            loaded_mm: Some(2),
+            ..CpuState::default()
+        };
+        let lazy_cpu = CpuState {
+            is_lazy: true,
+            ..running
+        };
+        let f = |g: &Inner, s: &CpuState, i: &FlushInfo| g.should_flush_tlb(s, i);
+        assert!(f(&lazy.inner, &running, &info));
+        assert!(!f(&lazy.inner, &stale, &info));
+        assert!(!f(&lazy.inner, &lazy_cpu, &info));
+        // Before 6.13 a CPU in the mask runs the mm or is lazy on it.
+        assert!(f(&stock.inner, &stale, &info));
+        info.trim_cpumask = true;
+        assert!(f(&lazy.inner, &stale, &info));
+        assert!(!f(&lazy.inner, &lazy_cpu, &info));
+    }
+}
