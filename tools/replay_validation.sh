@@ -61,6 +61,43 @@ prep() { # state each run starts from
         *) ;;
     esac
 }
+# The program's own remote flushes: the flush_tlb_func calls its tasks
+# queued on other CPUs (csd:csd_queue_cpu, one per target CPU, each a
+# flush_tlb_func run there that /proc/interrupts counts as a TLB
+# shootdown), whole machine recorded, kept if the sending task descends
+# from the command (sched:sched_process_fork). Other work on the machine
+# is left out, which /proc/interrupts cannot do.
+own_flushes() { # CMD...
+    rm -f "$W/root.pid"
+    (cd "$W" && perf record -q -a -o "$W/csd.data" -e csd:csd_queue_cpu -e sched:sched_process_fork \
+        -- sh -c 'echo $$ > root.pid; exec "$@"' sh "$@" >/dev/null 2>"$W/csd.err") || { cat "$W/csd.err"; exit 1; }
+    perf script -i "$W/csd.data" -F tid,event,trace 2>/dev/null | python3 -c "
+import re, sys
+tree = {int(open('$W/root.pid').read())}
+n = 0
+for line in sys.stdin:
+    m = re.match(r'\s*(\d+)\s+(\S+):\s*(.*)', line)
+    if not m:
+        continue
+    tid, ev, rest = int(m.group(1)), m.group(2), m.group(3)
+    if ev == 'sched:sched_process_fork':
+        f = re.search(r'(?<!_)pid=(\d+).*child_pid=(\d+)', rest)
+        if f and int(f.group(1)) in tree:
+            tree.add(int(f.group(2)))
+    elif tid in tree and 'func=flush_tlb_func' in rest:
+        n += 1
+print(n)"
+}
+# The policy of the kernel the host runs, for the replay on PROFILE.
+HOST_POLICY=""
+if [ "$(uname -m)" = x86_64 ]; then
+    v=$(uname -r | cut -d- -f1)
+    if [ "$(printf '%s\n6.13\n' "$v" | sort -V | head -1)" = 6.13 ]; then
+        HOST_POLICY=x86-lazy-cpumask # lazy mm_cpumask since 6.13
+    else
+        HOST_POLICY=x86-tlb-gen
+    fi
+fi
 tlb() { awk '/^ *TLB:/{s=0; for(i=2;i<=NF;i++) if($i ~ /^[0-9]+$/) s+=$i; print s}' /proc/interrupts; }
 median() { sort -n | awk '{a[NR]=$1} END{print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 json() { python3 -c "
@@ -70,7 +107,9 @@ s = d['stats']['total']
 m = d['metrics']
 print(d['elapsed_ns'], s['ipi_call'] + s['ipi_call_single'], s['page_faults'], s['tlbi_broadcast'], s['flushes_broadcast'], int(m['trace_elapsed_ns']), int(m['trace_faults']))"; }
 
-echo "| program | measured elapsed (median of $RUNS) | replayed | error | measured shootdowns | replayed IPIs | error | measured faults | replayed faults | traced run: span, faults |"
+echo "Replayed on $PROFILE${HOST_POLICY:+ under $HOST_POLICY} (the host runs $(uname -r))."
+echo
+echo "| program | measured elapsed (median of $RUNS) | replayed | error | measured shootdowns: the program's (whole machine) | replayed IPIs | error | measured faults | replayed faults | traced run: span, faults |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 AMPERE=""
 for p in xz make gc; do
@@ -87,15 +126,21 @@ for p in xz make gc; do
         echo $((b - a)) >> "$W/$p.sd"
         grep page-faults "$W/stat" | cut -d, -f1 >> "$W/$p.pf"
     done
+    : > "$W/$p.own"
+    for _ in $(seq "$RUNS"); do
+        prep $p
+        own_flushes $c >> "$W/$p.own"
+    done
     el=$(median < "$W/$p.el"); sd=$(median < "$W/$p.sd"); pf=$(median < "$W/$p.pf")
+    own=$(median < "$W/$p.own")
     prep $p
     (cd "$W" && "$T" record -o "$W/$p.trace" -- $c >/dev/null 2>"$W/$p.rec") || { cat "$W/$p.rec"; exit 1; }
-    "$T" replay "$W/$p.trace" --profile "$PROFILE" --json "$W/$p.json" >"$W/$p.out" 2>&1 || { cat "$W/$p.out"; exit 1; }
+    "$T" replay "$W/$p.trace" --profile "$PROFILE" ${HOST_POLICY:+--policy $HOST_POLICY} --json "$W/$p.json" >"$W/$p.out" 2>&1 || { cat "$W/$p.out"; exit 1; }
     read -r rel ripi rpf _ _ tspan tpf < <(json "$W/$p.json")
     python3 -c "
-el, rel, sd, ripi = $el, $rel, $sd, $ripi
+el, rel, own, ripi = $el, $rel, $own, $ripi
 e = lambda m, p: f'{100 * (p - m) / m:+.1f} %' if m else '-'
-print(f'| $p | {el/1e6:.1f} ms | {rel/1e6:.1f} ms | {e(el, rel)} | $sd | {ripi} | {e(sd, ripi)} | $pf | $rpf | {$tspan/1e6:.1f} ms, $tpf |')"
+print(f'| $p | {el/1e6:.1f} ms | {rel/1e6:.1f} ms | {e(el, rel)} | {own:g} ($sd) | {ripi} | {e(own, ripi)} | $pf | $rpf | {$tspan/1e6:.1f} ms, $tpf |')"
     verdict=""
     for pol in arm64-stock arm64-skip-broadcast-v2; do
         # The checker's verdict under the default walk-cache reading
