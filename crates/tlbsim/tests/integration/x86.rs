@@ -7,7 +7,12 @@ use tlbsim::config::Experiment;
 use tlbsim::driver::RunError;
 use tlbsim::sim::{RunOutput, SimError};
 
-const X86_POLICIES: [&str; 3] = ["x86-lazy-legacy", "x86-tlb-gen", "x86-pcid"];
+const X86_POLICIES: [&str; 4] = [
+    "x86-lazy-legacy",
+    "x86-tlb-gen",
+    "x86-pcid",
+    "x86-lazy-cpumask",
+];
 
 use super::common::{self, run_seed};
 
