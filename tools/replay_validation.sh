@@ -3,9 +3,10 @@
 #
 # Records three real multi-threaded or multi-process programs with
 # `tlbsim record`, measures each untraced RUNS times (elapsed time, page
-# faults from perf stat, shootdowns from the TLB line of /proc/interrupts
-# summed over CPUs: whole machine), replays each trace on PROFILE (the
-# architecture's default policy, the recorded placement) and on ampere-32
+# faults from perf stat; shootdowns: the program's own remote flushes,
+# and the TLB line of /proc/interrupts summed over CPUs, whole machine),
+# replays each trace on PROFILE (replay's default policy, the recorded
+# kernel's; the recorded placement) and on ampere-32
 # under arm64-stock and arm64-skip-broadcast-v2, and prints one markdown
 # table of each.
 #
@@ -88,16 +89,6 @@ for line in sys.stdin:
         n += 1
 print(n)"
 }
-# The policy of the kernel the host runs, for the replay on PROFILE.
-HOST_POLICY=""
-if [ "$(uname -m)" = x86_64 ]; then
-    v=$(uname -r | cut -d- -f1)
-    if [ "$(printf '%s\n6.13\n' "$v" | sort -V | head -1)" = 6.13 ]; then
-        HOST_POLICY=x86-lazy-cpumask # lazy mm_cpumask since 6.13
-    else
-        HOST_POLICY=x86-tlb-gen
-    fi
-fi
 tlb() { awk '/^ *TLB:/{s=0; for(i=2;i<=NF;i++) if($i ~ /^[0-9]+$/) s+=$i; print s}' /proc/interrupts; }
 median() { sort -n | awk '{a[NR]=$1} END{print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 json() { python3 -c "
@@ -107,8 +98,6 @@ s = d['stats']['total']
 m = d['metrics']
 print(d['elapsed_ns'], s['ipi_call'] + s['ipi_call_single'], s['page_faults'], s['tlbi_broadcast'], s['flushes_broadcast'], int(m['trace_elapsed_ns']), int(m['trace_faults']))"; }
 
-echo "Replayed on $PROFILE${HOST_POLICY:+ under $HOST_POLICY} (the host runs $(uname -r))."
-echo
 echo "| program | measured elapsed (median of $RUNS) | replayed | error | measured shootdowns: the program's (whole machine) | replayed IPIs | error | measured faults | replayed faults | traced run: span, faults |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 AMPERE=""
@@ -135,7 +124,7 @@ for p in xz make gc; do
     own=$(median < "$W/$p.own")
     prep $p
     (cd "$W" && "$T" record -o "$W/$p.trace" -- $c >/dev/null 2>"$W/$p.rec") || { cat "$W/$p.rec"; exit 1; }
-    "$T" replay "$W/$p.trace" --profile "$PROFILE" ${HOST_POLICY:+--policy $HOST_POLICY} --json "$W/$p.json" >"$W/$p.out" 2>&1 || { cat "$W/$p.out"; exit 1; }
+    "$T" replay "$W/$p.trace" --profile "$PROFILE" --json "$W/$p.json" >"$W/$p.out" 2>&1 || { cat "$W/$p.out"; exit 1; }
     read -r rel ripi rpf _ _ tspan tpf < <(json "$W/$p.json")
     python3 -c "
 el, rel, own, ripi = $el, $rel, $own, $ripi
@@ -161,6 +150,8 @@ print(f'| $p | {el/1e6:.1f} ms | {rel/1e6:.1f} ms | {e(el, rel)} | {own:g} ($sd)
 s, v = $s_el, $v_el
 print(f'| $p | {s/1e6:.2f} ms | $s_b | $s_tlbi | {v/1e6:.2f} ms | $v_b | $v_tlbi | {100 * (s - v) / s:+.2f} % | $verdict |')")$'\n'
 done
+echo
+echo "Replayed on $PROFILE under $(sed -n "s/.*'replay' ([^,]*, [0-9]* CPUs, \([^ ]*\) .*/\1/p" "$W/xz.out") (replay's default: the recorded kernel's policy; the host runs $(uname -r))."
 echo
 echo "On ampere-32 (recorded placement: the tasks keep the host's CPUs; costs under the flush-on-ttbr-change walk-cache reading):"
 echo

@@ -878,6 +878,35 @@ fn replay_runs_a_recorded_trace_under_the_checker() {
 }
 
 #[test]
+fn replay_on_x86_defaults_to_the_recorded_kernels_policy() {
+    let good = std::fs::read_to_string(fixture("sort")).unwrap();
+    let policy_of = |kernel: &str| {
+        let text = good
+            .lines()
+            .map(|l| {
+                if l.starts_with("kernel ") {
+                    format!("kernel {kernel}")
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+            + "\n";
+        let t = scratch(&format!("k{kernel}.trace"), &text);
+        let o = tlbsim(&["replay", t.to_str().unwrap(), "--profile", "skylake-4c8t"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        ["x86-lazy-cpumask", "x86-tlb-gen"]
+            .into_iter()
+            .find(|p| out.contains(&format!("{p} + none")))
+            .unwrap_or("neither")
+    };
+    assert_eq!(policy_of("6.18.44-fc"), "x86-lazy-cpumask");
+    assert_eq!(policy_of("6.8.0-51-generic"), "x86-tlb-gen");
+}
+
+#[test]
 fn replay_of_a_bad_trace_names_file_line_and_field_and_exits_2() {
     let good = std::fs::read_to_string(fixture("sort")).unwrap();
     let bad = scratch("bad.trace", &good.replacen("cpus 2", "cpus two", 1));

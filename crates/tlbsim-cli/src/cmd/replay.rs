@@ -17,8 +17,9 @@ pub struct Args {
     /// Machine profile: a built-in name or a profile file (.toml).
     #[arg(long, default_value = "ampere-32")]
     profile: String,
-    /// TLB policy (default: the profile architecture's stock policy,
-    /// `arm64-stock` or `x86-tlb-gen`).
+    /// TLB policy (default: the profile architecture's stock policy:
+    /// `arm64-stock`, or on x86 the recorded kernel's, `x86-lazy-cpumask`
+    /// from Linux 6.13, `x86-tlb-gen` before).
     #[arg(long)]
     policy: Option<String>,
     /// Where the tasks run: `recorded` (the CPU each `run` event names, and
@@ -65,6 +66,16 @@ fn profile_arch(exp: &Experiment) -> Result<Arch, String> {
     }
 }
 
+/// The x86 policy of the kernel the trace was recorded on (its `kernel`
+/// line); `x86-tlb-gen` if it cannot be read (the workload reports why).
+fn recorded_x86_policy(trace: &Path) -> &'static str {
+    let release = std::fs::read_to_string(trace).ok().and_then(|t| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("kernel ").map(str::to_string))
+    });
+    tlbsim::kernel::x86::policy_of_release(release.as_deref().unwrap_or(""))
+}
+
 /// Builds the experiment and runs it.
 pub fn run(args: Args) -> ExitCode {
     let text = experiment_text(&args.trace, &args.profile);
@@ -96,7 +107,7 @@ pub fn run(args: Args) -> ExitCode {
     let policy = match &args.policy {
         Some(p) => Some(p.clone()),
         None => match profile_arch(&exp) {
-            Ok(Arch::X86) => Some("x86-tlb-gen".to_string()),
+            Ok(Arch::X86) => Some(recorded_x86_policy(&args.trace).to_string()),
             Ok(Arch::Arm64) => None,
             Err(e) => {
                 eprintln!("error: --profile {}: {e}", args.profile);

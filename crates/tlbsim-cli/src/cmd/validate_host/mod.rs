@@ -39,8 +39,9 @@ pub struct Args {
     /// Modes, comma-separated (threads, processes).
     #[arg(long, default_value = "threads,processes", value_name = "MODE,...")]
     modes: String,
-    /// TLB policy of the simulation (default: x86-tlb-gen on x86,
-    /// arm64-stock on arm64).
+    /// TLB policy of the simulation (default: the host kernel's on x86,
+    /// x86-lazy-cpumask from Linux 6.13, x86-tlb-gen before; arm64-stock
+    /// on arm64).
     #[arg(long)]
     policy: Option<String>,
     /// Also run seed 004's madvise-and-migrate loop (madvise(DONTNEED) a
@@ -439,7 +440,7 @@ pub fn run(args: Args) -> ExitCode {
     };
     let policy = args.policy.clone().unwrap_or_else(|| {
         match arch {
-            Arch::X86 => "x86-tlb-gen",
+            Arch::X86 => tlbsim::kernel::x86::policy_of_release(&kernel_release()),
             Arch::Arm64 => "arm64-stock",
         }
         .into()
@@ -504,10 +505,10 @@ fn validate(
         kernel_release(),
         std::env::consts::ARCH,
         cpus,
-        if policy == "x86-tlb-gen" {
-            " (Linux 4.20-6.12's x86 flush path)"
-        } else {
-            ""
+        match policy {
+            "x86-tlb-gen" => " (Linux 4.20-6.12's x86 flush path)",
+            "x86-lazy-cpumask" => " (Linux 6.13+'s x86 flush path)",
+            _ => "",
         },
         match folios {
             FileLargeFolios::Small => "small",

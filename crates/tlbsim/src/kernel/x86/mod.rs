@@ -33,6 +33,19 @@ use crate::kernel::{Ctx, Op, World};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
+/// The x86 policy of the Linux kernel `release` (`uname -r`, e.g.
+/// `6.18.44-fc`): `x86-lazy-cpumask` from 6.13, `x86-tlb-gen` before (and
+/// for a release that does not start with a version number).
+pub fn policy_of_release(release: &str) -> &'static str {
+    let mut v = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().ok());
+    match (v.next().flatten(), v.next().flatten()) {
+        (Some(major), Some(minor)) if (major, minor) >= (6, 13) => "x86-lazy-cpumask",
+        _ => "x86-tlb-gen",
+    }
+}
+
 /// `TLB_FLUSH_ALL`: the end of a flush of the whole address space.
 pub const TLB_FLUSH_ALL: u64 = u64::MAX;
 
@@ -280,5 +293,20 @@ mod tests {
             let big = FlushInfo::range(1, 0, 34 << PAGE_SHIFT, 1 << PAGE_SHIFT, true);
             assert_eq!(big.clamp(unit).end, TLB_FLUSH_ALL);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::policy_of_release;
+
+    #[test]
+    fn the_release_picks_the_mm_cpumask_of_its_kernel() {
+        assert_eq!(policy_of_release("6.18.44-fc-v669"), "x86-lazy-cpumask");
+        assert_eq!(policy_of_release("6.13.0"), "x86-lazy-cpumask");
+        assert_eq!(policy_of_release("7.0-rc1"), "x86-lazy-cpumask");
+        assert_eq!(policy_of_release("6.12.9-arch1"), "x86-tlb-gen");
+        assert_eq!(policy_of_release("5.15.0-91-generic"), "x86-tlb-gen");
+        assert_eq!(policy_of_release("unknown"), "x86-tlb-gen");
     }
 }
