@@ -294,11 +294,6 @@ mod tests {
             assert_eq!(big.clamp(unit).end, TLB_FLUSH_ALL);
         }
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::policy_of_release;
 
     #[test]
     fn the_release_picks_the_mm_cpumask_of_its_kernel() {
