@@ -15,9 +15,10 @@ use std::fmt::Write as _;
 
 /// The first word of a trace file.
 pub const FORMAT_NAME: &str = "tlbsim-trace";
-/// The format version this build writes (it reads 1 and 2; version 2
-/// added the `overhead` header line and `perf` events).
-pub const FORMAT_VERSION: u32 = 2;
+/// The format version this build writes (it reads 1 to 3; version 2
+/// added the `overhead` header line and `perf` events, version 3 the task
+/// kind `vfork`).
+pub const FORMAT_VERSION: u32 = 3;
 /// Events one trace may hold (a few hundred MiB of text).
 pub const MAX_TRACE_EVENTS: usize = 1 << 24;
 /// The largest `overhead` value accepted, ns.
@@ -67,6 +68,11 @@ pub enum TaskKind {
     Process,
     /// A thread sharing its process's address space.
     Thread,
+    /// Version 3: a process created with `CLONE_VM` and not
+    /// `CLONE_THREAD` (`vfork()`, `posix_spawn()`): it runs in its
+    /// parent's address space until it execs or exits, and (with
+    /// `CLONE_VFORK`) its parent waits for that.
+    Vfork,
 }
 
 /// One recorded task.
@@ -312,6 +318,7 @@ impl Trace {
             let kind = match t.kind {
                 TaskKind::Process => "process",
                 TaskKind::Thread => "thread",
+                TaskKind::Vfork => "vfork",
             };
             let _ = writeln!(
                 s,
@@ -767,7 +774,14 @@ impl Parser<'_> {
         let kind = match self.raw(&mut f, "kind")? {
             "process" => TaskKind::Process,
             "thread" => TaskKind::Thread,
-            k => return Err(self.err(Some("kind"), format!("`{k}` is not process or thread"))),
+            "vfork" if self.version >= 3 => TaskKind::Vfork,
+            "vfork" => return Err(self.err(Some("kind"), "`vfork` needs format version 3")),
+            k => {
+                return Err(self.err(
+                    Some("kind"),
+                    format!("`{k}` is not process, thread or vfork"),
+                ))
+            }
         };
         let comm = self.raw(&mut f, "comm")?.to_string();
         self.done(f)?;
@@ -1059,12 +1073,28 @@ mod tests {
 
     #[test]
     fn wrong_version_names_file_line_field() {
-        let text = sample()
-            .to_text()
-            .replacen("tlbsim-trace 2", "tlbsim-trace 7", 1);
+        let text = sample().to_text().replacen(
+            &format!("tlbsim-trace {FORMAT_VERSION}"),
+            "tlbsim-trace 7",
+            1,
+        );
         let e = Trace::parse("a.trace", &text).unwrap_err().to_string();
         assert!(
             e.starts_with("a.trace:1: field `version`: format version 7"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_vfork_task_needs_version_3() {
+        let text = sample().to_text().replace("kind=thread", "kind=vfork");
+        let t = Trace::parse("v.trace", &text).unwrap();
+        assert_eq!(t.tasks[1].kind, TaskKind::Vfork);
+        assert_eq!(t.to_text(), text);
+        let old = text.replacen("tlbsim-trace 3", "tlbsim-trace 2", 1);
+        let e = Trace::parse("v.trace", &old).unwrap_err().to_string();
+        assert!(
+            e.contains("field `kind`: `vfork` needs format version 3"),
             "{e}"
         );
     }

@@ -35,7 +35,33 @@ const REQUIRED: &[&str] = &[
 ];
 /// Tracepoints recorded where the kernel has them (x86 has both; arm64
 /// has neither: its traces have no page faults and no flushes).
-const OPTIONAL: &[&str] = &["exceptions:page_fault_user", "tlb:tlb_flush"];
+/// `task:task_newtask` gives each new task's clone flags (a `vfork` or
+/// `posix_spawn` child shares its parent's mm: `CLONE_VM`); without it a
+/// child is a thread or a process as `clone`'s own flags say, and
+/// `clone3`'s and `vfork`'s children are processes.
+const OPTIONAL: &[&str] = &[
+    "exceptions:page_fault_user",
+    "tlb:tlb_flush",
+    "task:task_newtask",
+];
+
+/// `CLONE_VM`: the child shares the parent's address space.
+const CLONE_VM: u64 = 0x100;
+/// `CLONE_THREAD`: the child joins the parent's thread group.
+const CLONE_THREAD: u64 = 0x10000;
+
+/// What a child with clone flags `flags` is: a thread (`CLONE_THREAD`), a
+/// process in its parent's mm (`CLONE_VM` alone: `vfork()`,
+/// `posix_spawn()`), or a process with a copy.
+fn kind_of_clone(flags: u64) -> TaskKind {
+    if flags & CLONE_THREAD != 0 {
+        TaskKind::Thread
+    } else if flags & CLONE_VM != 0 {
+        TaskKind::Vfork
+    } else {
+        TaskKind::Process
+    }
+}
 
 /// Records the command and writes the trace.
 pub fn run(args: Args) -> ExitCode {
@@ -336,6 +362,8 @@ pub fn convert(text: &str, header: Header) -> Result<Trace, String> {
     let mut events: Vec<Event> = Vec::new();
     // Each kept task's perf records (their times), for the `perf` events.
     let mut recs: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    // Clone flags of children created and not yet forked (task_newtask).
+    let mut clone_flags: BTreeMap<u32, u64> = BTreeMap::new();
     let mut t0 = None;
     for (i, l) in text.lines().enumerate() {
         if l.trim().is_empty() {
@@ -356,10 +384,10 @@ pub fn convert(text: &str, header: Header) -> Result<Trace, String> {
             let tk = tasks.get_mut(&m).expect("present");
             if !tk.pid_seen {
                 tk.rec.pid = p.pid;
-                tk.rec.kind = if p.pid == p.tid {
-                    TaskKind::Process
-                } else {
-                    TaskKind::Thread
+                tk.rec.kind = match (p.pid == p.tid, tk.rec.kind) {
+                    (false, _) => TaskKind::Thread,
+                    (true, TaskKind::Vfork) => TaskKind::Vfork,
+                    (true, _) => TaskKind::Process,
                 };
                 tk.pid_seen = true;
             }
@@ -375,6 +403,16 @@ pub fn convert(text: &str, header: Header) -> Result<Trace, String> {
             }
         }
         match p.event {
+            "task:task_newtask" => {
+                // In the parent, before its sched_process_fork.
+                let flags =
+                    field(p.trace, "clone_flags").and_then(|f| u64::from_str_radix(f, 16).ok());
+                if let (Some(_), Some(child), Some(flags)) =
+                    (me, field(p.trace, "pid").and_then(num), flags)
+                {
+                    clone_flags.insert(child as u32, flags);
+                }
+            }
             "sched:sched_process_fork" => {
                 let Some(parent) = me else { continue };
                 let Some(child) = field(p.trace, "child_pid").and_then(num) else {
@@ -383,18 +421,20 @@ pub fn convert(text: &str, header: Header) -> Result<Trace, String> {
                 let child = child as u32;
                 let comm = field(p.trace, "child_comm").unwrap_or(p.comm);
                 let ptask = &tasks[&parent];
-                // A thread unless clone's flags say otherwise: CLONE_THREAD.
-                let thread = match ptask.pending {
-                    Some((n, a, _)) if n == nr.clone => a[0] & 0x10000 != 0,
-                    _ => false,
+                // The flags task_newtask gave, else clone's own (clone3
+                // and vfork pass none readable here: a process).
+                let kind = match (clone_flags.remove(&child), ptask.pending) {
+                    (Some(f), _) => kind_of_clone(f),
+                    (None, Some((n, a, _))) if n == nr.clone => kind_of_clone(a[0]),
+                    _ => TaskKind::Process,
                 };
-                let pid = if thread { ptask.rec.pid } else { child };
-                let mut c = new_task(child, pid, parent, comm);
-                c.rec.kind = if thread {
-                    TaskKind::Thread
+                let pid = if kind == TaskKind::Thread {
+                    ptask.rec.pid
                 } else {
-                    TaskKind::Process
+                    child
                 };
+                let mut c = new_task(child, pid, parent, comm);
+                c.rec.kind = kind;
                 c.running = false;
                 tasks.insert(child, c);
                 order.push(child);
@@ -760,6 +800,31 @@ mod tests {
             version,
             overhead: None,
         }
+    }
+
+    #[test]
+    fn a_clone_vm_child_is_a_vfork_task() {
+        let newtask = |flags: &str| {
+            format!(
+                "            sort 31344/31344 [000] 40875.399590000:          task:task_newtask: pid=31345 comm=sort clone_flags={flags} oom_score_adj=0\n"
+            )
+        };
+        let at = SAMPLE
+            .find("            sort 31344/31344 [000] 40875.399600000")
+            .unwrap();
+        let kind = |flags: &str| {
+            let text = format!("{}{}{}", &SAMPLE[..at], newtask(flags), &SAMPLE[at..]);
+            let t = convert(&text, header("sort", 3)).unwrap();
+            let out = t.to_text();
+            assert_eq!(Trace::parse("t", &out).unwrap(), t);
+            t.task(31345).unwrap().kind
+        };
+        // posix_spawn's clone3(CLONE_VM | CLONE_VFORK | SIGCHLD).
+        assert_eq!(kind("4111"), TaskKind::Vfork);
+        assert_eq!(kind("11"), TaskKind::Process); // fork(): SIGCHLD
+                                                   // Without task_newtask: a process.
+        let t = convert(SAMPLE, header("sort", 3)).unwrap();
+        assert_eq!(t.task(31345).unwrap().kind, TaskKind::Process);
     }
 
     #[test]

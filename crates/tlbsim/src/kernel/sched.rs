@@ -395,6 +395,55 @@ pub async fn sys_clone_thread(
 ) -> TaskId {
     let _f = ctx.func(crate::label!("kernel_clone"));
     syscall_enter(ctx, "clone").await;
+    let child = copy_process_vm(ctx, name, pin, program, false).await;
+    syscall_exit(ctx, "clone").await;
+    child
+}
+
+/// `vfork()` (`clone(CLONE_VM | CLONE_VFORK)`, also glibc's
+/// `posix_spawn()`): a child process that runs in this task's mm, no copy
+/// made (`copy_mm()` with `CLONE_VM`: `mmget()`), until it execs or exits
+/// ([`mm_release`]); this task waits for that (`wait_for_vfork_done()`).
+/// Returns the child's id.
+pub async fn sys_vfork(ctx: &Ctx, name: &str, program: Program) -> TaskId {
+    let _f = ctx.func(crate::label!("kernel_clone"));
+    syscall_enter(ctx, "vfork").await;
+    let child = copy_process_vm(ctx, name, None, program, true).await;
+    // wait_for_vfork_done(): until complete_vfork_done() in the child.
+    while ctx.w.k.borrow().tasks[child].vfork_parent == Some(ctx.task) {
+        block_until_woken(ctx).await;
+    }
+    syscall_exit(ctx, "vfork").await;
+    child
+}
+
+/// [`sys_vfork`] for a replay, the child pinned to CPU `pin` from its
+/// creation if given, and without the parent's wait: the trace has it
+/// (the parent's sleep until the child's wake-up at its exec).
+pub async fn sys_vfork_replayed(
+    ctx: &Ctx,
+    name: &str,
+    pin: Option<CpuId>,
+    program: Program,
+) -> TaskId {
+    let _f = ctx.func(crate::label!("kernel_clone"));
+    syscall_enter(ctx, "vfork").await;
+    let child = copy_process_vm(ctx, name, pin, program, false).await;
+    syscall_exit(ctx, "vfork").await;
+    child
+}
+
+/// `copy_process()` of a `CLONE_VM` child, a thread or a `vfork()`
+/// process: it shares this task's mm (one more user), copies nothing
+/// (`fork_ns / 4`), and with `vfork_done` owes this task a wake-up at
+/// its [`mm_release`].
+async fn copy_process_vm(
+    ctx: &Ctx,
+    name: &str,
+    pin: Option<CpuId>,
+    program: Program,
+    vfork_done: bool,
+) -> TaskId {
     let w = &ctx.w;
     ctx.work(w.profile.kernel.fork_ns / 4).await;
     let mm = ctx.mm().expect("user task");
@@ -414,10 +463,19 @@ pub async fn sys_clone_thread(
         k.tasks[ctx.task].children += 1;
         k.tasks[child].state = TaskState::Runnable;
         k.tasks[child].affinity = affinity;
+        k.tasks[child].vfork_parent = vfork_done.then_some(ctx.task);
     }
-    enqueue(ctx, child, true).await;
-    syscall_exit(ctx, "clone").await;
+    enqueue(ctx, child, true).await; // wake_up_new_task()
     child
+}
+
+/// `mm_release()` → `complete_vfork_done()`: a `vfork()` child that
+/// execs or exits wakes the parent waiting in [`sys_vfork`].
+async fn mm_release(ctx: &Ctx) {
+    let parent = ctx.w.k.borrow_mut().tasks[ctx.task].vfork_parent.take();
+    if let Some(p) = parent {
+        wake_up(ctx, p).await;
+    }
 }
 
 /// Starts a kernel thread on `cpu` (no mm: it borrows one lazily).
@@ -463,7 +521,8 @@ pub async fn sys_exec(ctx: &Ctx) {
         t.active_mm = Some(new);
         old
     };
-    // exec_mmap() → activate_mm()
+    // exec_mmap(): exec_mm_release(), then activate_mm().
+    mm_release(ctx).await;
     w.policy.switch_mm(ctx, old, new).await;
     if let Some(o) = old {
         mmput(ctx, o).await;
@@ -480,6 +539,7 @@ pub async fn do_exit(ctx: &Ctx) {
     syscall_enter(ctx, "exit").await;
     ctx.work(w.profile.kernel.exit_ns).await;
     let mm = w.k.borrow_mut().tasks[ctx.task].mm.take();
+    mm_release(ctx).await; // exit_mm() → exit_mm_release()
     if let Some(m) = mm {
         w.k.borrow_mut().mms[m as usize].count += 1; // mmgrab(): stay lazy on it
         w.policy.enter_lazy_tlb(ctx, m, false).await;

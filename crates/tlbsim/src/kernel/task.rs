@@ -66,6 +66,9 @@ pub struct Task {
     /// while the timer is armed: a timer interrupt for another number is
     /// one `hrtimer_cancel()` took back.
     pub hrtimer_seq: u64,
+    /// The parent waiting for this `vfork()` child to exec or exit
+    /// (`vfork_done`), if any.
+    pub vfork_parent: Option<TaskId>,
 }
 
 /// Per-CPU scheduler state.

@@ -345,6 +345,7 @@ impl World {
             mb: Rc::default(),
             tlb_ubc: Default::default(),
             hrtimer_seq: 0,
+            vfork_parent: None,
         });
         self.futures.borrow_mut().push(None);
         self.programs.borrow_mut().push(Some(program));

@@ -39,7 +39,7 @@ use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap
 use crate::kernel::mremap::sys_mremap;
 use crate::kernel::sched::{
     block_until_woken, set_cpus_allowed_replayed, spawn_user, sys_clone_thread, sys_exec,
-    sys_fork_pinned, sys_null, sys_wait, wake_up,
+    sys_fork_pinned, sys_null, sys_vfork_replayed, sys_wait, wake_up,
 };
 use crate::kernel::{Ctx, Program, TaskId, World};
 use crate::trace::{EventKind, TaskKind, Trace, PROT_READ, PROT_WRITE};
@@ -419,15 +419,23 @@ async fn run_task(ctx: &Ctx, sh: &Rc<Shared>, tid: u32, mut space: Rc<RefCell<Sp
             EventKind::Wake { target } => wake(ctx, sh, target).await,
             EventKind::Clone { child } => {
                 let rec = sh.trace.task(child).expect("parsed").clone();
-                if rec.kind == TaskKind::Thread {
-                    let pin = recorded.then(|| sh.first_run(child)).flatten();
-                    let p = program(Rc::clone(sh), child, Rc::clone(&space));
-                    sys_clone_thread(ctx, &rec.comm, pin, p).await;
-                } else {
-                    let pin = recorded.then(|| sh.first_run(child)).flatten();
-                    let copy = Rc::new(RefCell::new(space.borrow().clone()));
-                    let p = program(Rc::clone(sh), child, copy);
-                    sys_fork_pinned(ctx, &rec.comm, pin, p).await;
+                let pin = recorded.then(|| sh.first_run(child)).flatten();
+                match rec.kind {
+                    TaskKind::Thread => {
+                        let p = program(Rc::clone(sh), child, Rc::clone(&space));
+                        sys_clone_thread(ctx, &rec.comm, pin, p).await;
+                    }
+                    TaskKind::Vfork => {
+                        // In this mm until its exec; the parent's wait
+                        // for that is in the trace.
+                        let p = program(Rc::clone(sh), child, Rc::clone(&space));
+                        sys_vfork_replayed(ctx, &rec.comm, pin, p).await;
+                    }
+                    TaskKind::Process => {
+                        let copy = Rc::new(RefCell::new(space.borrow().clone()));
+                        let p = program(Rc::clone(sh), child, copy);
+                        sys_fork_pinned(ctx, &rec.comm, pin, p).await;
+                    }
                 }
             }
             EventKind::Exec => {

@@ -627,3 +627,53 @@ fn exec_moves_its_argument_page_to_a_random_depth_with_two_flushes() {
         }
     }
 }
+
+/// What the parent of a `vfork()` saw.
+#[derive(Debug, Clone, Copy, Default)]
+struct Vforked {
+    /// The child ran in the parent's mm before its exec.
+    shared: bool,
+    /// When `sys_vfork` returned, the child had exec'd (its mm is its own).
+    execed_first: bool,
+    /// Flushes the vfork made (a fork flushes the parent's mm).
+    flushes: u64,
+}
+
+#[test]
+fn vfork_shares_the_mm_and_the_parent_waits_for_the_exec() {
+    use tlbsim::kernel::sched::{sys_exec, sys_vfork};
+    let k = KernelConfig {
+        tlb_policy: "x86-tlb-gen".into(),
+        asid_allocator: "none".into(),
+        ..KernelConfig::default()
+    };
+    let w = super::common::world_with("skylake-4c8t", 2, k);
+    let v = super::common::run_process_for(&w, move |ctx: Ctx| async move {
+        let mine = ctx.mm();
+        let seen: Rc<Cell<bool>> = Rc::default();
+        let saw = Rc::clone(&seen);
+        let flushes = |w: &World| w.stats.borrow().flush_latency_ns.summary().count;
+        let f0 = flushes(&ctx.w);
+        let child = sys_vfork(
+            &ctx,
+            "child",
+            Box::new(move |c| {
+                Box::pin(async move {
+                    saw.set(c.mm() == mine);
+                    c.user_work(50_000).await;
+                    sys_exec(&c).await;
+                    c.user_work(50_000).await;
+                })
+            }),
+        )
+        .await;
+        let execed = ctx.w.k.borrow().tasks[child].mm != mine;
+        Vforked {
+            shared: seen.get(),
+            execed_first: execed,
+            flushes: flushes(&ctx.w) - f0,
+        }
+    });
+    assert!(v.shared && v.execed_first, "{v:?}");
+    assert_eq!(v.flushes, 0, "a vfork copies and flushes nothing");
+}

@@ -111,8 +111,8 @@ fn bad_traces_are_refused_naming_file_line_and_field() {
     let cases = [
         (
             "version",
-            good.replacen("tlbsim-trace 1", "tlbsim-trace 3", 1),
-            ":1: field `version`: format version 3",
+            good.replacen("tlbsim-trace 1", "tlbsim-trace 4", 1),
+            ":1: field `version`: format version 4",
         ),
         ("truncated", good[..good.len() / 2].to_string(), "truncated"),
         (
