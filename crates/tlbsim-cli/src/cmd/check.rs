@@ -172,7 +172,11 @@ fn json_report(
         Strategy::Random => serde_json::json!({ "name": "random" }),
         Strategy::Pct(d) => serde_json::json!({ "name": "pct", "depth": d }),
         Strategy::Exhaustive(p) => serde_json::json!({ "name": "exhaustive", "preemptions": p }),
-        Strategy::Dpor => serde_json::json!({ "name": "dpor", "pruned": rep.pruned }),
+        Strategy::Dpor => serde_json::json!({
+            "name": "dpor",
+            "pruned": rep.pruned,
+            "peak_states": rep.dpor_peak_states,
+        }),
     };
     let failure = rep.failure.as_ref().map(|f| {
         serde_json::json!({
@@ -363,6 +367,10 @@ fn print_report(
                     rep.schedules
                 ),
             }
+        ));
+        out.line(&format!(
+            "dpor: the explored tree held at most {} states",
+            rep.dpor_peak_states
         ));
     }
     match rep.failure {
