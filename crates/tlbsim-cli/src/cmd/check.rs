@@ -176,6 +176,7 @@ fn json_report(
             "name": "dpor",
             "pruned": rep.pruned,
             "peak_states": rep.dpor_peak_states,
+            "choices_left": rep.dpor_choices_left,
         }),
     };
     let failure = rep.failure.as_ref().map(|f| {
@@ -368,8 +369,16 @@ fn print_report(
                 ),
             }
         ));
+        let left = if rep.exhausted || rep.failure.is_some() {
+            String::new()
+        } else {
+            format!(
+                "; {} backtrack choices left (each at least one more schedule)",
+                rep.dpor_choices_left
+            )
+        };
         out.line(&format!(
-            "dpor: the explored tree held at most {} states",
+            "dpor: the explored tree held at most {} states{left}",
             rep.dpor_peak_states
         ));
     }

@@ -99,6 +99,10 @@ pub struct CheckReport {
     /// The DPOR search: the most states its explored tree held at once
     /// (its memory; 0 for the other searches).
     pub dpor_peak_states: u64,
+    /// The DPOR search: backtrack choices it had not taken when it
+    /// stopped (a lower bound on the schedules left to run; 0 when
+    /// complete).
+    pub dpor_choices_left: u64,
     /// Exhaustive search enumerated every schedule within its bound (DPOR:
     /// every class of equivalent schedules).
     pub exhausted: bool,

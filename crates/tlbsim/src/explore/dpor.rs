@@ -53,8 +53,8 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::rc::Rc;
 
 /// The most states the explored tree keeps before the search turns
-/// depth-first (about 60 bytes each plus the interned action lists: some
-/// 250 MB at the cap).
+/// depth-first: about 56 bytes each with the queue of open states, 455 MB
+/// peak RSS at the cap on `seed002-explore` (docs/validation.md, "DPOR").
 pub const MAX_TREE_NODES: usize = 1 << 23;
 
 /// No node (the root's parent).
@@ -67,6 +67,9 @@ struct Choices {
     backtrack: u64,
     done: u64,
     /// Words of indices 64 and up: (backtrack, done) per word.
+    // A thin pointer (8 bytes, null when unused): every state of the tree
+    // carries this field, and almost none uses it.
+    #[allow(clippy::box_collection)]
     hi: Option<Box<Vec<(u64, u64)>>>,
 }
 
@@ -299,6 +302,15 @@ impl DporChooser {
         self.tree.peak
     }
 
+    /// Backtrack choices not yet taken (each is at least one more
+    /// schedule).
+    pub fn choices_left(&self) -> usize {
+        (0..self.tree.nodes.len() as u32)
+            .filter(|&n| self.tree.nodes[n as usize].alive)
+            .map(|n| self.tree.pending(n).count())
+            .sum()
+    }
+
     /// The sleep set of a new state after the current path's last choice.
     fn sleep_below(&self) -> Vec<Action> {
         let Some(&(p, i)) = self.path.last() else {
@@ -499,6 +511,9 @@ pub(super) fn search(
         }
     }
     rep.dpor_peak_states = dpor.peak_nodes() as u64;
+    // Stopped at --schedules: the next schedule was prepared, not run.
+    let prepared = !rep.exhausted && rep.failure.is_none();
+    rep.dpor_choices_left = (dpor.choices_left() + usize::from(prepared)) as u64;
     Ok(rep)
 }
 
@@ -588,6 +603,28 @@ mod tests {
         }
     }
 
+    /// The order: the shallowest choice left first, so the schedules
+    /// differ near their start before they differ near their end
+    /// (depth-first order would reorder the last two steps first).
+    #[test]
+    fn the_next_schedule_leaves_the_tree_at_its_shallowest_choice() {
+        let steps: Vec<Action> = (0..4).map(Action::Step).collect();
+        let o = orders(&steps);
+        // Where each schedule first differs from every earlier one.
+        let leaves: Vec<usize> = (1..o.len())
+            .map(|k| {
+                (0..k)
+                    .map(|j| o[k].iter().zip(&o[j]).take_while(|(a, b)| a == b).count())
+                    .max()
+                    .unwrap()
+            })
+            .collect();
+        let mut sorted = leaves.clone();
+        sorted.sort();
+        assert_eq!(leaves, sorted, "{o:?}");
+        assert_eq!(&leaves[..3], &[0, 0, 0]);
+    }
+
     /// The tree frees finished subtrees: once the search is complete,
     /// nothing is left; with a cap, it never holds much more than one
     /// schedule's states beyond it.
@@ -608,6 +645,7 @@ mod tests {
             }
         }
         assert_eq!(dpor.tree.live, 0);
+        assert_eq!(dpor.choices_left(), 0);
         assert!(
             dpor.peak_nodes() <= 8 + steps.len(),
             "{}",

@@ -216,8 +216,9 @@ fn dpor(
 /// The DPOR search (no preemption bound; issue 19 item 3;
 /// docs/validation.md, "DPOR") finds every registered mutant the explorer
 /// catches, on the mutant's own experiment and with its `max_actions`,
-/// within one budget of schedules for all of them (seed 1), and reports
-/// the invariant the entry declares. Prints, per mutant, in how many
+/// within one budget of schedules for all of them (seed 1): a checker
+/// violation, not a deadlock (with seed 1, each the invariant its entry
+/// declares; other seeds meet another invariant first for some). Prints, per mutant, in how many
 /// schedules and how long. `TLBSIM_DPOR_SCHEDULES` sets the budget
 /// (default 50,000) and `TLBSIM_DPOR_SEED` the seed, for measurements.
 #[test]
@@ -252,8 +253,18 @@ fn dpor_finds_every_mutant_on_its_experiment() {
             r.dpor_peak_states,
             t0.elapsed().as_secs_f64()
         );
-        if found != Some(b.invariant) {
-            failures.push(format!("{name}: expected {}, got {found:?}", b.invariant));
+        match &r.failure {
+            None => failures.push(format!("{name}: not found in {} schedules", r.schedules)),
+            Some(f) if found.is_none() => failures.push(format!("{name}: deadlock:\n{}", f.report)),
+            // A mutant may break more than one invariant; which the search
+            // meets first depends on the schedule.
+            Some(_) if found != Some(b.invariant) => {
+                println!(
+                    "  (the entry declares {}; this schedule breaks another first)",
+                    b.invariant
+                )
+            }
+            Some(_) => {}
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
