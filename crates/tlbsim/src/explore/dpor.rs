@@ -443,6 +443,11 @@ impl Chooser for DporChooser {
         if depth < self.replay.len() {
             let (n, i) = self.replay[depth];
             debug_assert_eq!(self.tree.enabled(n), enabled, "replay diverged at {depth}");
+            assert_eq!(
+                enabled.get(i as usize),
+                self.tree.enabled(n).get(i as usize),
+                "replay diverged at {depth} (the explorer is deterministic)"
+            );
             return i as usize;
         }
         debug_assert_eq!(depth, self.path.len());
