@@ -620,7 +620,7 @@ mod tests {
             left[k] < procs[k].1
         };
         (0..procs.len())
-            .filter(|&k| left[k] > 0 && procs[k].2.map_or(true, started))
+            .filter(|&k| left[k] > 0 && procs[k].2.is_none_or(started))
             .map(|k| procs[k].0)
             .collect()
     }
