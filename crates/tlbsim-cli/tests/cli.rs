@@ -368,6 +368,11 @@ fn a_dpor_search_says_whether_it_completed() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{out}");
     assert!(out.contains("dpor: 0 of them stopped early by sleep sets; search NOT complete: it stopped at --schedules 5"), "{out}");
+    // How far it got: the tree's peak and the choices left.
+    assert!(
+        out.contains("backtrack choices left (each at least one more schedule)"),
+        "{out}"
+    );
     // One thread, one mprotect, no speculation: 51 schedules finish it.
     let tiny = scratch(
         "dpor-tiny.toml",
@@ -388,6 +393,11 @@ fn a_dpor_search_says_whether_it_completed() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{out}");
     assert!(out.starts_with("51 schedules"), "{out}");
+    assert!(
+        out.contains("dpor: the explored tree held at most "),
+        "{out}"
+    );
+    assert!(!out.contains("choices left"), "{out}");
     assert!(
         out.contains("search complete: every class of equivalent schedules was run"),
         "{out}"

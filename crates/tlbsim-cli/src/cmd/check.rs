@@ -172,7 +172,12 @@ fn json_report(
         Strategy::Random => serde_json::json!({ "name": "random" }),
         Strategy::Pct(d) => serde_json::json!({ "name": "pct", "depth": d }),
         Strategy::Exhaustive(p) => serde_json::json!({ "name": "exhaustive", "preemptions": p }),
-        Strategy::Dpor => serde_json::json!({ "name": "dpor", "pruned": rep.pruned }),
+        Strategy::Dpor => serde_json::json!({
+            "name": "dpor",
+            "pruned": rep.pruned,
+            "peak_states": rep.dpor_peak_states,
+            "choices_left": rep.dpor_choices_left,
+        }),
     };
     let failure = rep.failure.as_ref().map(|f| {
         serde_json::json!({
@@ -363,6 +368,18 @@ fn print_report(
                     rep.schedules
                 ),
             }
+        ));
+        let left = if rep.exhausted || rep.failure.is_some() {
+            String::new()
+        } else {
+            format!(
+                "; {} backtrack choices left (each at least one more schedule)",
+                rep.dpor_choices_left
+            )
+        };
+        out.line(&format!(
+            "dpor: the explored tree held at most {} states{left}",
+            rep.dpor_peak_states
         ));
     }
     match rep.failure {

@@ -96,6 +96,13 @@ pub struct CheckReport {
     /// Schedules the DPOR search stopped early as redundant (every action
     /// it could take next asleep); counted in `schedules`.
     pub pruned: u64,
+    /// The DPOR search: the most states its explored tree held at once
+    /// (its memory; 0 for the other searches).
+    pub dpor_peak_states: u64,
+    /// The DPOR search: backtrack choices it had not taken when it
+    /// stopped (a lower bound on the schedules left to run; 0 when
+    /// complete).
+    pub dpor_choices_left: u64,
     /// Exhaustive search enumerated every schedule within its bound (DPOR:
     /// every class of equivalent schedules).
     pub exhausted: bool,
@@ -200,7 +207,7 @@ pub fn check(exp: &Experiment, opts: &CheckOptions) -> Result<CheckReport, SimEr
         Strategy::Random => random::search(exp, &ropts, opts, &streams),
         Strategy::Pct(d) => pct::search(exp, &ropts, opts, &streams, d),
         Strategy::Exhaustive(bound) => exhaustive::search(exp, &ropts, opts, bound),
-        Strategy::Dpor => dpor::search(exp, &ropts, opts),
+        Strategy::Dpor => dpor::search(exp, &ropts, opts, &streams),
     }
 }
 

@@ -24,19 +24,31 @@ impl RandomChooser {
 
 impl Chooser for RandomChooser {
     fn choose(&mut self, _depth: usize, enabled: &[Action]) -> usize {
-        let plain: Vec<usize> = (0..enabled.len())
-            .filter(|&i| !matches!(enabled[i], Action::Speculate(..)))
-            .collect();
-        let spec = enabled.len() - plain.len();
-        if plain.is_empty() || (spec > 0 && self.rng.gen_bool(self.spec_prob)) {
-            let specs: Vec<usize> = (0..enabled.len())
-                .filter(|&i| matches!(enabled[i], Action::Speculate(..)))
-                .collect();
-            return specs[self.rng.gen_range(0..specs.len())];
-        }
-        plain[self.rng.gen_range(0..plain.len())]
+        pick(&mut self.rng, self.spec_prob, enabled)
     }
 }
+
+/// A random choice among `cands` (non-empty): a speculative fill with
+/// probability `spec_prob` when one is offered (uniformly among them),
+/// else uniformly among the other actions. The random search's choice,
+/// also the DPOR search's at a new state.
+pub(super) fn pick(rng: &mut crate::engine::rng::Rng, spec_prob: f64, cands: &[Action]) -> usize {
+    let plain: Vec<usize> = (0..cands.len())
+        .filter(|&i| !matches!(cands[i], Action::Speculate(..)))
+        .collect();
+    let spec = cands.len() - plain.len();
+    if plain.is_empty() || (spec > 0 && rng.gen_bool(spec_prob)) {
+        let specs: Vec<usize> = (0..cands.len())
+            .filter(|&i| matches!(cands[i], Action::Speculate(..)))
+            .collect();
+        return specs[rng.gen_range(0..specs.len())];
+    }
+    plain[rng.gen_range(0..plain.len())]
+}
+
+/// The probability with which the random search takes a speculative fill
+/// when one is offered.
+pub(super) const SPEC_PROB: f64 = 0.02;
 
 /// Random search: each schedule has its own random stream
 /// (`explore/<index>`), so batches run in parallel and are counted in
@@ -58,7 +70,7 @@ pub(super) fn search(
                 .into_par_iter()
                 .map(|idx| {
                     let rng = streams.stream(&format!("explore/{idx}"));
-                    run_one(exp, ropts, opts, &mut RandomChooser::new(rng, 0.02))
+                    run_one(exp, ropts, opts, &mut RandomChooser::new(rng, SPEC_PROB))
                 })
                 .collect()
         };

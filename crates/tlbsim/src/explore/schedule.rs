@@ -7,7 +7,7 @@ use crate::kernel::World;
 use std::fmt;
 
 /// One choice of the explorer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Action {
     /// CPU completes its posted step.
     Step(CpuId),
