@@ -204,6 +204,14 @@ pub enum EventKind {
         /// Pages, `u64::MAX` for a full flush.
         pages: u64,
     },
+    /// Version 3: the task queued a TLB flush on another CPU
+    /// (`csd:csd_queue_cpu` of x86's `flush_tlb_func`: one shootdown IPI
+    /// that `cpu` counts in `/proc/interrupts`). Not replayed: the policy
+    /// under test decides the flushes; counted beside them.
+    Shootdown {
+        /// The target CPU.
+        cpu: u32,
+    },
     /// Version 2: the task wrote `records` perf records since the end of
     /// its previous event (untraced system calls, switches, wake-ups,
     /// faults, flushes: each costs it [`Overhead::record_ns`]); stamped at
@@ -390,6 +398,7 @@ impl Trace {
                 EventKind::Wake { target } => write!(s, "wake target={target}"),
                 EventKind::Migrate { cpu } => write!(s, "migrate cpu={cpu}"),
                 EventKind::Perf { records } => write!(s, "perf records={records}"),
+                EventKind::Shootdown { cpu } => write!(s, "shootdown cpu={cpu}"),
                 EventKind::TlbFlush { reason, pages } => {
                     if pages == u64::MAX {
                         write!(s, "tlb_flush reason={reason} pages=all")
@@ -450,6 +459,7 @@ pub fn kind_name(k: &EventKind) -> &'static str {
         EventKind::Migrate { .. } => "migrate",
         EventKind::TlbFlush { .. } => "tlb_flush",
         EventKind::Perf { .. } => "perf",
+        EventKind::Shootdown { .. } => "shootdown",
     }
 }
 
@@ -898,6 +908,9 @@ impl Parser<'_> {
             },
             "perf" if self.version >= 2 => EventKind::Perf {
                 records: self.num(&mut f, "records")?,
+            },
+            "shootdown" if self.version >= 3 => EventKind::Shootdown {
+                cpu: self.num(&mut f, "cpu")?,
             },
             "tlb_flush" => {
                 let reason = self.num(&mut f, "reason")?;

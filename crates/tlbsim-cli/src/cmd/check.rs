@@ -68,6 +68,10 @@ pub struct Args {
     /// else "cannot export: ..." and exit 2).
     #[arg(long, value_name = "FILE")]
     export_litmus: Option<PathBuf>,
+    /// DPOR only: also stop after this many seconds of wall-clock time (1
+    /// to 604,800) and say how far the search got (not deterministic).
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=604_800))]
+    time_limit: Option<u64>,
 }
 
 /// Explores the schedules (or replays `--replay`) and prints the report;
@@ -81,6 +85,10 @@ pub fn run(args: Args) -> ExitCode {
     // is loaded.
     if let Some(Err(e)) = args.replay.as_deref().map(tlbsim::explore::parse_schedule) {
         eprintln!("error: --replay: {e}");
+        return ExitCode::from(2);
+    }
+    if args.time_limit.is_some() && args.strategy != "dpor" {
+        eprintln!("error: --time-limit: only with --strategy dpor");
         return ExitCode::from(2);
     }
     if args.replay.is_some() && args.json.is_some() {
@@ -117,7 +125,12 @@ pub fn run(args: Args) -> ExitCode {
     let t0 = Instant::now();
     let rep = {
         let _bar = crate::progress::count("schedules", opts.schedules, |s| s.schedules);
-        tlbsim::explore::check(&exp, &opts)
+        match args.time_limit {
+            Some(secs) => {
+                tlbsim::explore::check_for(&exp, &opts, std::time::Duration::from_secs(secs))
+            }
+            None => tlbsim::explore::check(&exp, &opts),
+        }
     };
     let rep = match rep {
         Ok(r) => r,
@@ -177,6 +190,7 @@ fn json_report(
             "pruned": rep.pruned,
             "peak_states": rep.dpor_peak_states,
             "choices_left": rep.dpor_choices_left,
+            "time_limited": rep.time_limited,
         }),
     };
     let failure = rep.failure.as_ref().map(|f| {
@@ -363,6 +377,10 @@ fn print_report(
                 (true, _) =>
                     "search complete: every class of equivalent schedules was run".to_string(),
                 (false, true) => "stopped at the first failure".to_string(),
+                (false, false) if rep.time_limited => format!(
+                    "search NOT complete: it stopped at --time-limit after {} schedules",
+                    rep.schedules
+                ),
                 (false, false) => format!(
                     "search NOT complete: it stopped at --schedules {}; raise it to finish",
                     rep.schedules

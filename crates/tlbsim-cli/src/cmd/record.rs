@@ -43,6 +43,7 @@ const OPTIONAL: &[&str] = &[
     "exceptions:page_fault_user",
     "tlb:tlb_flush",
     "task:task_newtask",
+    "csd:csd_queue_cpu",
 ];
 
 /// `CLONE_VM`: the child shares the parent's address space.
@@ -548,6 +549,15 @@ pub fn convert(text: &str, header: Header) -> Result<Trace, String> {
                             },
                         );
                     }
+                }
+            }
+            "csd:csd_queue_cpu" => {
+                // A remote x86 TLB flush this task sent (one per target).
+                let (Some(m), Some(cpu)) = (me, field(p.trace, "cpu").and_then(num)) else {
+                    continue;
+                };
+                if field(p.trace, "func") == Some("flush_tlb_func") {
+                    push(&mut events, t, m, EventKind::Shootdown { cpu: cpu as u32 });
                 }
             }
             "tlb:tlb_flush" => {

@@ -103,6 +103,8 @@ pub struct CheckReport {
     /// stopped (a lower bound on the schedules left to run; 0 when
     /// complete).
     pub dpor_choices_left: u64,
+    /// The search stopped at its wall-clock limit ([`check_for`]).
+    pub time_limited: bool,
     /// Exhaustive search enumerated every schedule within its bound (DPOR:
     /// every class of equivalent schedules).
     pub exhausted: bool,
@@ -208,6 +210,30 @@ pub fn check(exp: &Experiment, opts: &CheckOptions) -> Result<CheckReport, SimEr
         Strategy::Pct(d) => pct::search(exp, &ropts, opts, &streams, d),
         Strategy::Exhaustive(bound) => exhaustive::search(exp, &ropts, opts, bound),
         Strategy::Dpor => dpor::search(exp, &ropts, opts, &streams),
+    }
+}
+
+/// [`check`] that also stops after `limit` of wall-clock time (the report
+/// says so: `time_limited`): how far a search gets in a given time, for a
+/// search too big to finish. The DPOR search only (its schedules are
+/// sequential); another strategy runs as [`check`]. The count reached
+/// depends on the machine's speed: not deterministic.
+pub fn check_for(
+    exp: &Experiment,
+    opts: &CheckOptions,
+    limit: std::time::Duration,
+) -> Result<CheckReport, SimError> {
+    match opts.strategy {
+        Strategy::Dpor => {
+            let ropts = RunOptions {
+                seed: None,
+                cpus: opts.cpus,
+            };
+            let streams = crate::engine::rng::Streams::new(opts.seed);
+            let deadline = std::time::Instant::now() + limit;
+            dpor::search_until(exp, &ropts, opts, &streams, Some(deadline))
+        }
+        _ => check(exp, opts),
     }
 }
 

@@ -503,9 +503,24 @@ pub(super) fn search(
     opts: &CheckOptions,
     streams: &Streams,
 ) -> Result<CheckReport, crate::sim::SimError> {
+    search_until(exp, ropts, opts, streams, None)
+}
+
+/// [`search`] that also stops at `deadline` (wall clock), if given.
+pub(super) fn search_until(
+    exp: &crate::config::Experiment,
+    ropts: &crate::sim::RunOptions,
+    opts: &CheckOptions,
+    streams: &Streams,
+    deadline: Option<std::time::Instant>,
+) -> Result<CheckReport, crate::sim::SimError> {
     let mut rep = CheckReport::default();
     let mut dpor = DporChooser::new(streams, MAX_TREE_NODES);
     while rep.schedules < opts.schedules {
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            rep.time_limited = true;
+            break;
+        }
         let (r, ended) = run_one(exp, ropts, opts, &mut dpor)?;
         if rep.add(rep.schedules, r) {
             break;

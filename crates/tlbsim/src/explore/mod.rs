@@ -41,7 +41,9 @@ pub mod pct;
 pub mod random;
 pub mod schedule;
 
-pub use check::{check, check_replay, CheckOptions, CheckReport, Failure, Finding, Strategy};
+pub use check::{
+    check, check_for, check_replay, CheckOptions, CheckReport, Failure, Finding, Strategy,
+};
 pub use dpor::DporChooser;
 pub use driver::Explorer;
 pub use exhaustive::DfsChooser;

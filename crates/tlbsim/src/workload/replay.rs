@@ -308,6 +308,7 @@ impl Workload for Replay {
             let c = |k: &str| counts.get(k).copied().unwrap_or(0) as f64;
             m.insert(w.metric("trace_faults"), c("fault"));
             m.insert(w.metric("trace_tlb_flushes"), c("tlb_flush"));
+            m.insert(w.metric("trace_shootdowns"), c("shootdown"));
             let span = trace.events.last().map_or(0, |e| e.t_ns);
             m.insert(w.metric("trace_elapsed_ns"), span as f64);
         }
@@ -400,7 +401,10 @@ async fn run_task(ctx: &Ctx, sh: &Rc<Shared>, tid: u32, mut space: Rc<RefCell<Sp
                 }
             }
             EventKind::Preempt => running = false,
-            EventKind::Migrate { .. } | EventKind::TlbFlush { .. } | EventKind::Perf { .. } => {}
+            EventKind::Migrate { .. }
+            | EventKind::TlbFlush { .. }
+            | EventKind::Perf { .. }
+            | EventKind::Shootdown { .. } => {}
             EventKind::Block { waker, ns } => {
                 running = false;
                 let timed = sh.untraced_sleeps == UntracedSleeps::Timer;
