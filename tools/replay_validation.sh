@@ -5,6 +5,8 @@
 # `tlbsim record`, measures each untraced RUNS times (elapsed time, page
 # faults from perf stat; shootdowns: the program's own remote flushes,
 # and the TLB line of /proc/interrupts summed over CPUs, whole machine),
+# records it once (the trace has the traced run's own shootdowns, which
+# vary less against the replay than untraced runs' do: same schedule),
 # replays each trace on PROFILE (replay's default policy, the recorded
 # kernel's; the recorded placement) and on ampere-32
 # under arm64-stock and arm64-skip-broadcast-v2, and prints one markdown
@@ -96,10 +98,10 @@ import json, sys
 d = json.load(open('$1'))['run']
 s = d['stats']['total']
 m = d['metrics']
-print(d['elapsed_ns'], s['ipi_call'] + s['ipi_call_single'], s['page_faults'], s['tlbi_broadcast'], s['flushes_broadcast'], int(m['trace_elapsed_ns']), int(m['trace_faults']))"; }
+print(d['elapsed_ns'], s['ipi_call'] + s['ipi_call_single'], s['page_faults'], s['tlbi_broadcast'], s['flushes_broadcast'], int(m['trace_elapsed_ns']), int(m['trace_faults']), int(m.get('trace_shootdowns', 0)))"; }
 
-echo "| program | measured elapsed (median of $RUNS) | replayed | error | measured shootdowns: the program's (whole machine) | replayed IPIs | error | measured faults | replayed faults | traced run: span, faults |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| program | measured elapsed (median of $RUNS) | replayed | error | shootdowns of the traced run | replayed IPIs | error | untraced runs' shootdowns: the program's, median (range); whole machine, median | measured faults | replayed faults | traced run: span, faults |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 AMPERE=""
 for p in xz make gc; do
     c=$(cmd_of $p)
@@ -125,11 +127,12 @@ for p in xz make gc; do
     prep $p
     (cd "$W" && "$T" record -o "$W/$p.trace" -- $c >/dev/null 2>"$W/$p.rec") || { cat "$W/$p.rec"; exit 1; }
     "$T" replay "$W/$p.trace" --profile "$PROFILE" --json "$W/$p.json" >"$W/$p.out" 2>&1 || { cat "$W/$p.out"; exit 1; }
-    read -r rel ripi rpf _ _ tspan tpf < <(json "$W/$p.json")
+    read -r rel ripi rpf _ _ tspan tpf tsd < <(json "$W/$p.json")
+    lo=$(sort -n "$W/$p.own" | head -1); hi=$(sort -n "$W/$p.own" | tail -1)
     python3 -c "
-el, rel, own, ripi = $el, $rel, $own, $ripi
+el, rel, tsd, ripi = $el, $rel, $tsd, $ripi
 e = lambda m, p: f'{100 * (p - m) / m:+.1f} %' if m else '-'
-print(f'| $p | {el/1e6:.1f} ms | {rel/1e6:.1f} ms | {e(el, rel)} | {own:g} ($sd) | {ripi} | {e(own, ripi)} | $pf | $rpf | {$tspan/1e6:.1f} ms, $tpf |')"
+print(f'| $p | {el/1e6:.1f} ms | {rel/1e6:.1f} ms | {e(el, rel)} | {tsd} | {ripi} | {e(tsd, ripi)} | {$own:g} ($lo-$hi); $sd | $pf | $rpf | {$tspan/1e6:.1f} ms, $tpf |')"
     verdict=""
     for pol in arm64-stock arm64-skip-broadcast-v2; do
         # The checker's verdict under the default walk-cache reading

@@ -265,6 +265,8 @@ struct Shared {
     handoff_waiters: RefCell<BTreeMap<usize, TaskId>>,
     /// Recorder time taken out of the compute so far, ns.
     removed_ns: std::cell::Cell<u64>,
+    /// Runnable waits replayed so far ([`runnable_wait`]), ns.
+    runnable_wait_ns: std::cell::Cell<u64>,
     trace: Arc<Trace>,
     /// Each task's event indices, in order.
     by_tid: BTreeMap<u32, Vec<usize>>,
@@ -324,6 +326,7 @@ impl Workload for Replay {
             handed: RefCell::new(BTreeSet::new()),
             handoff_waiters: RefCell::new(BTreeMap::new()),
             removed_ns: std::cell::Cell::new(0),
+            runnable_wait_ns: std::cell::Cell::new(0),
             trace: Arc::clone(&trace),
             by_tid,
             tokens: RefCell::new(BTreeMap::new()),
@@ -368,6 +371,8 @@ async fn run_task(ctx: &Ctx, sh: &Rc<Shared>, tid: u32, mut space: Rc<RefCell<Sp
     };
     let overhead = sh.trace.header.overhead;
     let mut running = true;
+    // Its last preemption: (host time, model time).
+    let mut preempted: Option<(u64, u64)> = None;
     let mut last_end: Option<u64> = None;
     // The recorder's own time in the current gap (perf records, a fault's
     // host handling), taken out of the compute.
@@ -393,14 +398,20 @@ async fn run_task(ctx: &Ctx, sh: &Rc<Shared>, tid: u32, mut space: Rc<RefCell<Sp
         match e.kind {
             EventKind::Run { cpu } => {
                 running = true;
+                let was_preempted = preempted.take();
                 if let Some(&j) = sh.handoff.get(&i) {
                     wait_for_handoff(ctx, sh, j).await;
+                } else if let (true, Some((host_t, model_t))) = (recorded, was_preempted) {
+                    runnable_wait(ctx, sh, model_t + (e.t_ns - host_t)).await;
                 }
                 if recorded {
                     set_cpus_allowed_replayed(ctx, cpu as usize, true).await;
                 }
             }
-            EventKind::Preempt => running = false,
+            EventKind::Preempt => {
+                running = false;
+                preempted = Some((e.t_ns, ctx.now()));
+            }
             EventKind::Migrate { .. }
             | EventKind::TlbFlush { .. }
             | EventKind::Perf { .. }
@@ -465,6 +476,12 @@ async fn run_task(ctx: &Ctx, sh: &Rc<Shared>, tid: u32, mut space: Rc<RefCell<Sp
         .borrow_mut()
         .metrics
         .insert(ctx.w.metric("replay_recorder_removed_ns"), removed);
+    let waited = sh.runnable_wait_ns.get() as f64;
+    ctx.w
+        .stats
+        .borrow_mut()
+        .metrics
+        .insert(ctx.w.metric("replay_runnable_wait_ns"), waited);
 }
 
 /// The recorded CPU hand-overs: for each `run` event of a task on CPU c
@@ -496,6 +513,21 @@ fn handoffs(t: &Trace) -> BTreeMap<usize, usize> {
         }
     }
     out
+}
+
+/// A preempted task whose next `run` took a CPU from nobody (a CPU the
+/// host left idle, or one it was moved to): on the host it waited
+/// runnable until then, so it does not run again before `until` (model
+/// time: its preemption plus the recorded wait). Slept on a timer, so
+/// that its CPU is free meanwhile; the time is reported as
+/// `replay_runnable_wait_ns`.
+async fn runnable_wait(ctx: &Ctx, sh: &Shared, until: u64) {
+    let now = ctx.now();
+    if until > now {
+        sh.runnable_wait_ns
+            .set(sh.runnable_wait_ns.get().saturating_add(until - now));
+        schedule_hrtimeout(ctx, until - now).await;
+    }
 }
 
 /// Waits until event `j` (another task leaving the CPU) has been replayed.

@@ -365,3 +365,32 @@ fn a_lazy_mm_cpumask_sends_forks_flush_to_the_cpu_the_parent_left() {
     assert_eq!(ipis("x86-lazy-cpumask"), 2);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_preempted_task_waits_its_recorded_runnable_time_before_running_elsewhere() {
+    // Preempted on cpu0 at 1 us, run again on cpu1 a millisecond later,
+    // taking the CPU from nobody: the host kept it runnable meanwhile.
+    let text =
+        "tlbsim-trace 3\nhost h\nkernel 6.8\narch x86_64\ncpus 2\npage_size 4096\ncommand c\n\
+task 1 pid=1 parent=0 kind=process comm=a\n\
+ev 0 1 run cpu=0\nev 1000 1 preempt\nev 1001000 1 run cpu=1\nev 1002000 1 exit\nend events=4\n";
+    let dir = std::env::temp_dir().join(format!("tlbsim-replay-runnable-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("runnable.trace");
+    std::fs::write(&p, text).unwrap();
+    let p = p.display().to_string();
+    let run = |placement: &str| {
+        let mut e = replay("skylake-4c8t", "x86-tlb-gen", &p);
+        e.workload.params.insert(
+            "placement".into(),
+            toml::Value::String(placement.to_string()),
+        );
+        run_ok(&e)
+    };
+    let (rec, model) = (run("recorded"), run("model"));
+    assert_eq!(rec.metrics["replay_runnable_wait_ns"], 1_000_000.0);
+    assert!(rec.elapsed_ns >= 1_002_000, "{}", rec.elapsed_ns);
+    assert_eq!(model.metrics["replay_runnable_wait_ns"], 0.0);
+    assert!(model.elapsed_ns < 100_000, "{}", model.elapsed_ns);
+    let _ = std::fs::remove_dir_all(&dir);
+}
