@@ -393,10 +393,22 @@ pub async fn sys_clone_thread(
     pin: Option<CpuId>,
     program: Program,
 ) -> TaskId {
+    clone_vm(ctx, "clone", name, pin, program).await
+}
+
+/// The system call `call` creating a `CLONE_VM` child that owes nobody a
+/// wake-up ([`copy_process_vm`]).
+async fn clone_vm(
+    ctx: &Ctx,
+    call: &'static str,
+    name: &str,
+    pin: Option<CpuId>,
+    program: Program,
+) -> TaskId {
     let _f = ctx.func(crate::label!("kernel_clone"));
-    syscall_enter(ctx, "clone").await;
+    syscall_enter(ctx, call).await;
     let child = copy_process_vm(ctx, name, pin, program, false).await;
-    syscall_exit(ctx, "clone").await;
+    syscall_exit(ctx, call).await;
     child
 }
 
@@ -426,11 +438,7 @@ pub async fn sys_vfork_replayed(
     pin: Option<CpuId>,
     program: Program,
 ) -> TaskId {
-    let _f = ctx.func(crate::label!("kernel_clone"));
-    syscall_enter(ctx, "vfork").await;
-    let child = copy_process_vm(ctx, name, pin, program, false).await;
-    syscall_exit(ctx, "vfork").await;
-    child
+    clone_vm(ctx, "vfork", name, pin, program).await
 }
 
 /// `copy_process()` of a `CLONE_VM` child, a thread or a `vfork()`

@@ -470,18 +470,14 @@ async fn run_task(ctx: &Ctx, sh: &Rc<Shared>, tid: u32, mut space: Rc<RefCell<Sp
     }
     while sys_wait(ctx).await.is_some() {}
     // Each task leaves the total so far: the last one's is the run's.
-    let removed = sh.removed_ns.get() as f64;
-    ctx.w
-        .stats
-        .borrow_mut()
-        .metrics
-        .insert(ctx.w.metric("replay_recorder_removed_ns"), removed);
-    let waited = sh.runnable_wait_ns.get() as f64;
-    ctx.w
-        .stats
-        .borrow_mut()
-        .metrics
-        .insert(ctx.w.metric("replay_runnable_wait_ns"), waited);
+    let totals = [
+        ("replay_recorder_removed_ns", sh.removed_ns.get()),
+        ("replay_runnable_wait_ns", sh.runnable_wait_ns.get()),
+    ];
+    let mut st = ctx.w.stats.borrow_mut();
+    for (name, ns) in totals {
+        st.metrics.insert(ctx.w.metric(name), ns as f64);
+    }
 }
 
 /// The recorded CPU hand-overs: for each `run` event of a task on CPU c

@@ -25,6 +25,25 @@ fn replay(profile: &str, policy: &str, trace: &str) -> Experiment {
     experiment(profile, policy, 2, kernel, &wl, "")
 }
 
+/// Writes `text` as `name` in this test process's scratch directory
+/// `tag`; returns the directory (to remove) and the file's path.
+fn scratch_trace(tag: &str, name: &str, text: &str) -> (std::path::PathBuf, String) {
+    let dir = std::env::temp_dir().join(format!("tlbsim-replay-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    (dir, p.display().to_string())
+}
+
+/// [`replay`] with workload parameter `key` set to the string `value`.
+fn replay_with(profile: &str, policy: &str, trace: &str, key: &str, value: &str) -> Experiment {
+    let mut e = replay(profile, policy, trace);
+    e.workload
+        .params
+        .insert(key.into(), toml::Value::String(value.into()));
+    e
+}
+
 fn recorded(name: &str) -> Trace {
     let p = path(name);
     Trace::parse(&p, &std::fs::read_to_string(&p).unwrap()).unwrap()
@@ -174,17 +193,9 @@ task 1 pid=1 parent=0 kind=process comm=a\ntask 2 pid=1 parent=1 kind=thread com
 
 #[test]
 fn recorded_placement_keeps_the_hosts_cpu_sharing() {
-    let dir = std::env::temp_dir().join(format!("tlbsim-replay-place-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join("cpu0.trace");
-    std::fs::write(&p, cpu0_only_trace()).unwrap();
-    let p = p.display().to_string();
+    let (dir, p) = scratch_trace("place", "cpu0.trace", &cpu0_only_trace());
     let ipis = |placement: &str| {
-        let mut e = replay("skylake-4c8t", "x86-tlb-gen", &p);
-        e.workload.params.insert(
-            "placement".into(),
-            toml::Value::String(placement.to_string()),
-        );
+        let e = replay_with("skylake-4c8t", "x86-tlb-gen", &p, "placement", placement);
         let o = run_ok(&e);
         o.stats.total.flushes_broadcast
     };
@@ -275,16 +286,9 @@ task 1 pid=1 parent=0 kind=process comm=a\ntask 2 pid=1 parent=1 kind=thread com
 
 #[test]
 fn a_sleep_no_task_ended_is_slept_on_a_timer() {
-    let dir = std::env::temp_dir().join(format!("tlbsim-replay-timer-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join("timer.trace");
-    std::fs::write(&p, timed_sleep_trace()).unwrap();
-    let p = p.display().to_string();
+    let (dir, p) = scratch_trace("timer", "timer.trace", &timed_sleep_trace());
     let run = |mode: &str| {
-        let mut e = replay("skylake-4c8t", "x86-tlb-gen", &p);
-        e.workload
-            .params
-            .insert("untraced_sleeps".into(), toml::Value::String(mode.into()));
+        let e = replay_with("skylake-4c8t", "x86-tlb-gen", &p, "untraced_sleeps", mode);
         run_ok(&e)
     };
     let (timer, dropped) = (run("timer"), run("drop"));
@@ -300,11 +304,7 @@ fn a_sleep_no_task_ended_is_slept_on_a_timer() {
     // The explorer takes the timer's interrupt wherever it chooses, and
     // every schedule finishes (a timer that fired before schedule() does
     // not leave the task asleep).
-    let mut e = replay("ampere-32", "arm64-stock", &p);
-    e.workload.params.insert(
-        "untraced_sleeps".into(),
-        toml::Value::String("timer".into()),
-    );
+    let e = replay_with("ampere-32", "arm64-stock", &p, "untraced_sleeps", "timer");
     let opts = tlbsim::explore::CheckOptions {
         strategy: tlbsim::explore::Strategy::Random,
         schedules: 200,
@@ -347,11 +347,7 @@ task 3 pid=3 parent=1 kind=process comm=a\n{}\nend events={}\n",
 
 #[test]
 fn a_lazy_mm_cpumask_sends_forks_flush_to_the_cpu_the_parent_left() {
-    let dir = std::env::temp_dir().join(format!("tlbsim-replay-lazymask-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join("forks.trace");
-    std::fs::write(&p, forks_after_a_move_trace()).unwrap();
-    let p = p.display().to_string();
+    let (dir, p) = scratch_trace("lazymask", "forks.trace", &forks_after_a_move_trace());
     let ipis = |policy: &str| {
         let o = run_ok(&replay("skylake-4c8t", policy, &p));
         o.stats.total.ipi_call + o.stats.total.ipi_call_single
@@ -374,17 +370,9 @@ fn a_preempted_task_waits_its_recorded_runnable_time_before_running_elsewhere() 
         "tlbsim-trace 3\nhost h\nkernel 6.8\narch x86_64\ncpus 2\npage_size 4096\ncommand c\n\
 task 1 pid=1 parent=0 kind=process comm=a\n\
 ev 0 1 run cpu=0\nev 1000 1 preempt\nev 1001000 1 run cpu=1\nev 1002000 1 exit\nend events=4\n";
-    let dir = std::env::temp_dir().join(format!("tlbsim-replay-runnable-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join("runnable.trace");
-    std::fs::write(&p, text).unwrap();
-    let p = p.display().to_string();
+    let (dir, p) = scratch_trace("runnable", "runnable.trace", text);
     let run = |placement: &str| {
-        let mut e = replay("skylake-4c8t", "x86-tlb-gen", &p);
-        e.workload.params.insert(
-            "placement".into(),
-            toml::Value::String(placement.to_string()),
-        );
+        let e = replay_with("skylake-4c8t", "x86-tlb-gen", &p, "placement", placement);
         run_ok(&e)
     };
     let (rec, model) = (run("recorded"), run("model"));
