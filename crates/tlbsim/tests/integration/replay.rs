@@ -44,6 +44,21 @@ fn replay_with(profile: &str, policy: &str, trace: &str, key: &str, value: &str)
     e
 }
 
+/// A format-1 trace of a 2-CPU x86 host with these `task` lines and
+/// events (each `ev ...`).
+fn trace_text<S: AsRef<str>>(tasks: &str, ev: &[S]) -> String {
+    let ev: Vec<&str> = ev.iter().map(|e| e.as_ref()).collect();
+    format!(
+        "tlbsim-trace 1\nhost h\nkernel k\narch x86_64\ncpus 2\npage_size 4096\ncommand c\n{tasks}{}\nend events={}\n",
+        ev.join("\n"),
+        ev.len()
+    )
+}
+
+/// The task lines of a process (task 1) and its thread (task 2).
+const PROCESS_AND_THREAD: &str =
+    "task 1 pid=1 parent=0 kind=process comm=a\ntask 2 pid=1 parent=1 kind=thread comm=a\n";
+
 fn recorded(name: &str) -> Trace {
     let p = path(name);
     Trace::parse(&p, &std::fs::read_to_string(&p).unwrap()).unwrap()
@@ -183,12 +198,7 @@ fn cpu0_only_trace() -> String {
     t += 100;
     faults(&mut ev, 1, 32, &mut t);
     ev.push(format!("ev {t} 1 exit"));
-    format!(
-        "tlbsim-trace 1\nhost h\nkernel k\narch x86_64\ncpus 2\npage_size 4096\ncommand c\n\
-task 1 pid=1 parent=0 kind=process comm=a\ntask 2 pid=1 parent=1 kind=thread comm=a\n{}\nend events={}\n",
-        ev.join("\n"),
-        ev.len()
-    )
+    trace_text(PROCESS_AND_THREAD, &ev)
 }
 
 #[test]
@@ -276,12 +286,7 @@ fn timed_sleep_trace() -> String {
         "ev 5001000 1 run cpu=0",
         "ev 5001100 1 exit",
     ];
-    format!(
-        "tlbsim-trace 1\nhost h\nkernel k\narch x86_64\ncpus 2\npage_size 4096\ncommand c\n\
-task 1 pid=1 parent=0 kind=process comm=a\ntask 2 pid=1 parent=1 kind=thread comm=a\n{}\nend events={}\n",
-        ev.join("\n"),
-        ev.len()
-    )
+    trace_text(PROCESS_AND_THREAD, &ev)
 }
 
 #[test]
@@ -336,12 +341,13 @@ fn forks_after_a_move_trace() -> String {
         "ev 2200 3 exit",
         "ev 3000 1 exit",
     ];
-    format!(
-        "tlbsim-trace 1\nhost h\nkernel k\narch x86_64\ncpus 2\npage_size 4096\ncommand c\n\
-task 1 pid=1 parent=0 kind=process comm=a\ntask 2 pid=2 parent=1 kind=process comm=a\n\
-task 3 pid=3 parent=1 kind=process comm=a\n{}\nend events={}\n",
-        ev.join("\n"),
-        ev.len()
+    trace_text(
+        "task 1 pid=1 parent=0 kind=process comm=a
+task 2 pid=2 parent=1 kind=process comm=a
+\
+task 3 pid=3 parent=1 kind=process comm=a
+",
+        &ev,
     )
 }
 
