@@ -438,6 +438,16 @@ pub struct KernelCosts {
     /// for it; `tlbsim calibrate` measures it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_copy_ns: Option<u64>,
+    /// A read fault's fault-around, per page of its window
+    /// (`fault_around_bytes`): `filemap_map_pages()`'s walk of the page
+    /// cache over the window (each folio looked up, referenced, locked
+    /// and released; each PTE checked), beyond `page_fault_ns` and the
+    /// PTEs it writes. Charged per window page by `do_fault_around()`
+    /// (kernel/filemap.rs). Absent: 0 ns (the built-in profiles'
+    /// machines were not measured for it; `tlbsim calibrate` measures
+    /// it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault_around_page_ns: Option<u64>,
     /// Base work of fork (task struct, mm copy without page tables).
     pub fork_ns: u64,
     /// Per-PTE work of copying page tables at fork.

@@ -441,7 +441,8 @@ async fn do_fault_around(ctx: &Ctx, mm: MmId, v: &Vma, va: u64) -> bool {
 /// window is PMD-sized, `filemap_map_pmd()` maps it with a PMD
 /// (`do_set_pmd()`); otherwise, under the PTE lock, every cached page
 /// whose PTE is empty is mapped read-only (`filemap_map_folio_range()` →
-/// `set_pte_range()`, `pte_update_ns` each). Pages not cached are left
+/// `set_pte_range()`, `pte_update_ns` each), the walk costing
+/// `fault_around_page_ns` per page of the window. Pages not cached are left
 /// alone (fault-around never reads). Returns whether `va`'s page is
 /// mapped.
 async fn filemap_map_pages(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, first: u64, last: u64) -> bool {
@@ -481,7 +482,9 @@ async fn filemap_map_pages(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, first: u64, la
         mapped.insert(a);
     }
     let k = &w.profile.kernel;
-    ctx.work(k.pte_update_ns * mapped.len() as u64 + k.page_alloc_ns * u64::from(tables))
+    let window = (last - first) / page + 1;
+    let walk = k.fault_around_page_ns.unwrap_or(0).saturating_mul(window);
+    ctx.work(walk + k.pte_update_ns * mapped.len() as u64 + k.page_alloc_ns * u64::from(tables))
         .await;
     ctx.ptl_unlock(mm, va).await;
     mapped.contains(&va) || get_pte(w, mm, va).is_some()

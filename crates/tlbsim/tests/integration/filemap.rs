@@ -380,3 +380,35 @@ fn a_copy_on_write_copy_costs_page_copy_ns_and_a_zero_page_one_page_alloc_ns() {
     assert_eq!(file1 - file0, 50_000, "the copy of a cached page");
     assert_eq!(anon1, anon0, "the zero page's copy is a zeroed page");
 }
+
+#[test]
+fn fault_around_costs_its_walk_per_window_page() {
+    // A read fault on page 8 of a cached private file mapping: its
+    // fault-around window is 16 pages (64 KiB); a 4 KiB window is none.
+    let fault_ns = |fault_around_bytes: u64, per_page: Option<u64>| {
+        let k = KernelConfig {
+            tlb_policy: "x86-tlb-gen".into(),
+            asid_allocator: "none".into(),
+            fault_around_bytes,
+            file_large_folios: FileLargeFolios::Small,
+            ..KernelConfig::default()
+        };
+        let mut p = tlbsim::config::builtin_profile("skylake-4c8t").unwrap();
+        p.kernel.fault_around_page_ns = per_page;
+        let w = common::world_with_profile(p, 2, k);
+        common::run_process_for(&w, move |ctx: Ctx| async move {
+            let f = sys_create_file(&ctx, 1 << 20).await;
+            let p = sys_mmap_file(&ctx, f, 1 << 20, Perms::RW, false).await;
+            // Page 0 first: the page cache is then filled.
+            assert!(ctx.user_access(p, false).await);
+            let t = ctx.now();
+            assert!(ctx.user_access(p + 8 * PAGE_SIZE, false).await);
+            ctx.now() - t
+        })
+    };
+    let (window, one) = (fault_ns(65536, Some(100)), fault_ns(4096, Some(100)));
+    let (window0, one0) = (fault_ns(65536, None), fault_ns(4096, None));
+    assert_eq!(window - window0, 16 * 100, "{window} vs {window0}");
+    // One page: no fault-around at all (should_fault_around()), no walk.
+    assert_eq!(one, one0);
+}

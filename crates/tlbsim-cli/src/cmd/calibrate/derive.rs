@@ -48,6 +48,9 @@ pub struct Results {
     pub mkwrite: Got<super::filefault::SharedWrite>,
     /// Copy-on-write fault of a cached private file page, per write.
     pub cow: Got<Spread>,
+    /// Read fault of a private file page whose fault-around window is
+    /// mapped but for it.
+    pub fault_around: Got<Spread>,
     /// Uncontended atomic.
     pub atomic: Spread,
     /// Pointer chase (one line per page, packed), ns per load.
@@ -220,11 +223,16 @@ pub fn paths(v: &mut Values, r: &Results, u: &Unmeasured, tag: &Tag) {
     if let Ok(w) = &r.mkwrite {
         let mk = w.spread.median - fault - u.pte_ns;
         let (pmd, of) = w.pmd_kib;
-        set(v, "kernel", "page_mkwrite_ns", ns(mk), format!("{t}: first write to a read-mapped page of a MAP_SHARED /tmp file (the last 2 MiB of a 64 MiB file read through first, cached and dirty, mapped afresh each time: {pmd} of {of} KiB PMD-mapped, whose split is included) {} minus page_fault_ns and the base's pte_update {}", w.spread.describe(), u.pte_ns));
+        set(v, "kernel", "page_mkwrite_ns", ns(mk), format!("{t}: first write to a read-mapped, PTE-mapped page of a MAP_SHARED /tmp file (pages 1-16 of the last 2 MiB of a 64 MiB file read through first, cached and dirty, mapped afresh each time, page 0 written first untimed: {pmd} of {of} KiB PMD-mapped before, so that split is not timed) {} minus page_fault_ns and the base's pte_update {}", w.spread.describe(), u.pte_ns));
     }
     if let Ok(c) = &r.cow {
         let copy = c.median - fault - u.flush_ns - 2.0 * u.pte_ns;
         set(v, "kernel", "page_copy_ns", ns(copy), format!("{t}: first write to a read-mapped page of a cached MAP_PRIVATE /tmp file (16 pages of a 1 MiB file, read first, then written: wp_page_copy) {} minus page_fault_ns, the base's local flush {} and two pte_updates {}", c.describe(), u.flush_ns, u.pte_ns));
+    }
+    if let Ok(f) = &r.fault_around {
+        let (pages, whence) = super::filefault::fault_around_pages();
+        let per = (f.median - fault - u.pte_ns) / pages as f64;
+        set(v, "kernel", "fault_around_page_ns", ns(per), format!("{t}: read fault on a dropped page of a cached MAP_PRIVATE /tmp file whose fault-around window is mapped but for it {} minus page_fault_ns and the base's pte_update {}, over the window's {pages} pages ({whence})", f.describe(), u.pte_ns));
     }
     let fixed = r.madv_empty.median - sys;
     let madv = r.madv_touch.median - sys - fault - alloc - u.flush_ns - u.pte_ns;
@@ -387,6 +395,7 @@ mod tests {
                 pmd_kib: (32_768, 32_768),
             }),
             cow: Ok(one(2_000.0)),
+            fault_around: Ok(one(1_330.0)),
             atomic: one(5.0),
             chase: (one(25.0), one(5.0)),
             chase_pages: 8,
@@ -433,6 +442,9 @@ mod tests {
         assert_eq!(k("page_mkwrite_ns"), 3470);
         // 2000 - fault 500 - INVLPG 100 - 2 x PTE 30.
         assert_eq!(k("page_copy_ns"), 1340);
+        // (1330 - fault 500 - PTE 30) / the window's pages.
+        let (pages, _) = super::super::filefault::fault_around_pages();
+        assert_eq!(k("fault_around_page_ns"), (800 / pages) as i64);
         assert!(get(&v, "kernel", "cacheline_cross_socket_ns").is_none());
     }
 

@@ -1,8 +1,10 @@
 //! Faults on a regular file's page cache (the model's kernel/filemap.rs):
 //! the first write to a read-mapped page of a `MAP_SHARED` file, whose
 //! cost beyond the fault is the filesystem's `->page_mkwrite()`
-//! (`page_mkwrite_ns`). A primitive of its own: one write per 2 MiB of
-//! a cached file, never a will-it-scale loop.
+//! (`page_mkwrite_ns`); a copy-on-write of a cached page (`page_copy_ns`);
+//! a read fault's fault-around over a mapped window
+//! (`fault_around_page_ns`). Primitives of their own, never a
+//! will-it-scale loop.
 
 use super::sample::Spread;
 use super::Budget;
@@ -123,36 +125,53 @@ pub struct SharedWrite {
     pub pmd_kib: (u64, u64),
 }
 
+/// Pages written per mapping in [`shared_write_fault`], after its first.
+const MKWRITE_PAGES: usize = 16;
+
 /// The first write to a page of a `MAP_SHARED` file that a read just
-/// mapped read-only, per write: the last 2 MiB of a 64 MiB sparse file
-/// read through first, mapped afresh (2 MiB at its offset), one byte
-/// read, the same byte written (timed), unmapped; repeated, so that the
-/// folio stays cache-hot. The first repetitions dirty the folio (as a
-/// file a program keeps writing is) and are not timed. Each write takes
-/// a write-protect fault: the filesystem's `page_mkwrite`, and where the
-/// host maps the file's folios with PMDs, the PMD's split first.
+/// mapped read-only with a PTE, per write: the last 2 MiB of a 64 MiB
+/// sparse file read through first, mapped afresh (2 MiB at its offset);
+/// page 0 read and written (not timed: where the host maps the file's
+/// folios with PMDs, that write splits the PMD), then pages 1 to 16 read
+/// (fault-around maps them with PTEs) and written (timed); unmapped;
+/// repeated, so that the folios stay cache-hot and dirty (as a file a
+/// program keeps writing is). Each timed write takes a write-protect
+/// fault: the filesystem's `page_mkwrite` on a dirty folio, no split.
 pub fn shared_write_fault(b: &Budget) -> Result<SharedWrite, String> {
     let fd = temp_file(FILE_BYTES)?;
     let off = FILE_BYTES - EXTENT;
+    let ps = super::sample::page_size();
     let r = (|| {
         read_through(fd)?;
         let mut samples = Vec::new();
         let mut pmd_kib = 0;
-        let n = b.n(2_000) as usize;
-        for i in 0..n + 10 {
+        let n = b.n(400) as usize;
+        for i in 0..n + 2 {
             let p = map_file(fd, EXTENT, libc::MAP_SHARED, off)?;
             let at = p.cast::<u8>();
-            // SAFETY: inside the mapping; volatile so that neither access
-            // is elided.
-            let v = unsafe { std::ptr::read_volatile(at) };
+            let touch = |k: usize| {
+                // SAFETY: page k < 17 of the 2 MiB mapping; volatile so
+                // that neither access is elided.
+                unsafe {
+                    let q = at.add(k * ps);
+                    let v = std::ptr::read_volatile(q);
+                    (q, v)
+                }
+            };
+            let (q, v) = touch(0);
             if i == 0 {
                 pmd_kib = file_pmd_mapped_kib(p as usize);
             }
-            let t = Instant::now();
             // SAFETY: as above.
-            unsafe { std::ptr::write_volatile(at, v.wrapping_add(1)) };
-            if i >= 10 {
-                samples.push(t.elapsed().as_nanos() as f64);
+            unsafe { std::ptr::write_volatile(q, v.wrapping_add(1)) };
+            let read: Vec<(*mut u8, u8)> = (1..=MKWRITE_PAGES).map(touch).collect();
+            let t = Instant::now();
+            for (q, v) in read {
+                // SAFETY: as above.
+                unsafe { std::ptr::write_volatile(q, v.wrapping_add(1)) };
+            }
+            if i >= 2 {
+                samples.push(t.elapsed().as_nanos() as f64 / MKWRITE_PAGES as f64);
             }
             // SAFETY: p was mapped above with this length.
             unsafe { libc::munmap(p, EXTENT) };
@@ -165,6 +184,69 @@ pub fn shared_write_fault(b: &Budget) -> Result<SharedWrite, String> {
     // SAFETY: fd is ours.
     unsafe { libc::close(fd) };
     r
+}
+
+/// A read fault whose fault-around finds the rest of its window mapped:
+/// a cached 1 MiB `MAP_PRIVATE` file mapping read whole (fault-around
+/// maps every page read-only from the page cache), then, per sample, one
+/// page dropped with `madvise(MADV_DONTNEED)` (not timed) and read again
+/// (timed): `do_read_fault()` → `do_fault_around()` →
+/// `filemap_map_pages()` walks the window of `fault_around_bytes` around
+/// it, skipping the pages still mapped, and maps the one. Never a
+/// will-it-scale loop: no write, no second task.
+pub fn fault_around_read(b: &Budget) -> Result<Spread, String> {
+    let fd = temp_file(COW_FILE_BYTES)?;
+    let ps = super::sample::page_size();
+    let pages = COW_FILE_BYTES / ps;
+    let r = (|| {
+        read_through(fd)?;
+        let p = map_file(fd, COW_FILE_BYTES, libc::MAP_PRIVATE, 0)?;
+        let at = p.cast::<u8>();
+        let read = |k: usize| {
+            // SAFETY: page k < pages of the mapping; volatile so that the
+            // read is not elided.
+            unsafe { std::ptr::read_volatile(at.add(k * ps)) }
+        };
+        (0..pages).for_each(|k| {
+            read(k);
+        });
+        let mut samples = Vec::new();
+        let n = b.n(2_000) as usize;
+        for i in 0..n {
+            // Pages inside the file, away from its ends: full windows.
+            let k = 32 + (i * 7) % (pages - 64);
+            // SAFETY: one page of the mapping.
+            let rc = unsafe { libc::madvise(at.add(k * ps).cast(), ps, libc::MADV_DONTNEED) };
+            if rc != 0 {
+                let e = io::Error::last_os_error();
+                // SAFETY: p was mapped above with this length.
+                unsafe { libc::munmap(p, COW_FILE_BYTES) };
+                return Err(format!("madvise(MADV_DONTNEED) of a /tmp file page: {e}"));
+            }
+            let t = Instant::now();
+            read(k);
+            samples.push(t.elapsed().as_nanos() as f64);
+        }
+        // SAFETY: p was mapped above with this length.
+        unsafe { libc::munmap(p, COW_FILE_BYTES) };
+        Ok(Spread::of(&samples).expect("iterations"))
+    })();
+    // SAFETY: fd is ours.
+    unsafe { libc::close(fd) };
+    r
+}
+
+/// `fault_around_bytes` of this host's kernel, in pages: its debugfs
+/// value, or Linux's default (64 KiB) where debugfs is not readable.
+pub fn fault_around_pages() -> (u64, &'static str) {
+    let ps = super::sample::page_size() as u64;
+    match std::fs::read_to_string("/sys/kernel/debug/fault_around_bytes")
+        .ok()
+        .and_then(|t| t.trim().parse::<u64>().ok())
+    {
+        Some(b) if b >= ps => (b / ps, "debugfs fault_around_bytes"),
+        _ => (65536 / ps, "Linux's default fault_around_bytes, 64 KiB"),
+    }
 }
 
 /// The file of [`private_cow_fault`]: small enough that no folio of it can

@@ -226,6 +226,7 @@ struct OneCpu {
     thp: Got<sample::Spread>,
     mkwrite: Got<filefault::SharedWrite>,
     cow: Got<sample::Spread>,
+    fault_around: Got<sample::Spread>,
     atomic: sample::Spread,
     chase: (sample::Spread, sample::Spread),
     chase_pages: usize,
@@ -277,6 +278,15 @@ impl OneCpu {
             ),
             Err(e) => say(&format!("copy-on-write fault: not measured: {e}"), t0),
         }
+        let fault_around = filefault::fault_around_read(b);
+        match &fault_around {
+            Ok(s) => show(
+                "read fault on a private /tmp file page, its fault-around window mapped",
+                s,
+                t0,
+            ),
+            Err(e) => say(&format!("fault-around read fault: not measured: {e}"), t0),
+        }
         let atomic = cache::atomic_rmw(b);
         show("uncontended atomic", &atomic, t0);
         let chase_pages = if b.quick { 8_192 } else { 16_384 };
@@ -301,6 +311,7 @@ impl OneCpu {
             thp,
             mkwrite,
             cow,
+            fault_around,
             atomic,
             chase,
             chase_pages,
@@ -462,6 +473,7 @@ fn assemble(
         thp: o.thp,
         mkwrite: o.mkwrite,
         cow: o.cow,
+        fault_around: o.fault_around,
         atomic: o.atomic,
         chase: o.chase,
         chase_pages: o.chase_pages,
@@ -552,6 +564,7 @@ fn why_not(r: &Results, section: &str, key: &str) -> String {
         ("kernel", "thp_fault_ns") => r.thp.as_ref().err().cloned(),
         ("kernel", "page_mkwrite_ns") => r.mkwrite.as_ref().err().cloned(),
         ("kernel", "page_copy_ns") => r.cow.as_ref().err().cloned(),
+        ("kernel", "fault_around_page_ns") => r.fault_around.as_ref().err().cloned(),
         ("kernel", "migrate_ns") => r.hop.as_ref().err().cloned(),
         ("kernel", "cacheline_transfer_ns" | "ipi_ack_ns") => r.line.as_ref().err().cloned(),
         ("kernel", k) if k.starts_with("ipi_") && k != "ipi_cpus_per_send" => match &r.shootdown {
