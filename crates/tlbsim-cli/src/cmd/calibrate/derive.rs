@@ -223,7 +223,7 @@ pub fn paths(v: &mut Values, r: &Results, u: &Unmeasured, tag: &Tag) {
     if let Ok(w) = &r.mkwrite {
         let mk = w.spread.median - fault - u.pte_ns;
         let (pmd, of) = w.pmd_kib;
-        set(v, "kernel", "page_mkwrite_ns", ns(mk), format!("{t}: first write to a read-mapped, PTE-mapped page of a MAP_SHARED /tmp file (pages 1-16 of the last 2 MiB of a 64 MiB file read through first, cached and dirty, mapped afresh each time, page 0 written first untimed: {pmd} of {of} KiB PMD-mapped before, so that split is not timed) {} minus page_fault_ns and the base's pte_update {}", w.spread.describe(), u.pte_ns));
+        set(v, "kernel", "page_mkwrite_ns", ns(mk), format!("{t}: first write to a read-mapped page of a MAP_SHARED /tmp file (the last 2 MiB of a 64 MiB file read through first, cached and dirty, mapped afresh each time: {pmd} of {of} KiB PMD-mapped, whose split is included) {} minus page_fault_ns and the base's pte_update {}", w.spread.describe(), u.pte_ns));
     }
     if let Ok(c) = &r.cow {
         let copy = c.median - fault - u.flush_ns - 2.0 * u.pte_ns;

@@ -125,53 +125,36 @@ pub struct SharedWrite {
     pub pmd_kib: (u64, u64),
 }
 
-/// Pages written per mapping in [`shared_write_fault`], after its first.
-const MKWRITE_PAGES: usize = 16;
-
 /// The first write to a page of a `MAP_SHARED` file that a read just
-/// mapped read-only with a PTE, per write: the last 2 MiB of a 64 MiB
-/// sparse file read through first, mapped afresh (2 MiB at its offset);
-/// page 0 read and written (not timed: where the host maps the file's
-/// folios with PMDs, that write splits the PMD), then pages 1 to 16 read
-/// (fault-around maps them with PTEs) and written (timed); unmapped;
-/// repeated, so that the folios stay cache-hot and dirty (as a file a
-/// program keeps writing is). Each timed write takes a write-protect
-/// fault: the filesystem's `page_mkwrite` on a dirty folio, no split.
+/// mapped read-only, per write: the last 2 MiB of a 64 MiB sparse file
+/// read through first, mapped afresh (2 MiB at its offset), one byte
+/// read, the same byte written (timed), unmapped; repeated, so that the
+/// folio stays cache-hot. The first repetitions dirty the folio (as a
+/// file a program keeps writing is) and are not timed. Each write takes
+/// a write-protect fault: the filesystem's `page_mkwrite`, and where the
+/// host maps the file's folios with PMDs, the PMD's split first.
 pub fn shared_write_fault(b: &Budget) -> Result<SharedWrite, String> {
     let fd = temp_file(FILE_BYTES)?;
     let off = FILE_BYTES - EXTENT;
-    let ps = super::sample::page_size();
     let r = (|| {
         read_through(fd)?;
         let mut samples = Vec::new();
         let mut pmd_kib = 0;
-        let n = b.n(400) as usize;
-        for i in 0..n + 2 {
+        let n = b.n(2_000) as usize;
+        for i in 0..n + 10 {
             let p = map_file(fd, EXTENT, libc::MAP_SHARED, off)?;
             let at = p.cast::<u8>();
-            let touch = |k: usize| {
-                // SAFETY: page k < 17 of the 2 MiB mapping; volatile so
-                // that neither access is elided.
-                unsafe {
-                    let q = at.add(k * ps);
-                    let v = std::ptr::read_volatile(q);
-                    (q, v)
-                }
-            };
-            let (q, v) = touch(0);
+            // SAFETY: inside the mapping; volatile so that neither access
+            // is elided.
+            let v = unsafe { std::ptr::read_volatile(at) };
             if i == 0 {
                 pmd_kib = file_pmd_mapped_kib(p as usize);
             }
-            // SAFETY: as above.
-            unsafe { std::ptr::write_volatile(q, v.wrapping_add(1)) };
-            let read: Vec<(*mut u8, u8)> = (1..=MKWRITE_PAGES).map(touch).collect();
             let t = Instant::now();
-            for (q, v) in read {
-                // SAFETY: as above.
-                unsafe { std::ptr::write_volatile(q, v.wrapping_add(1)) };
-            }
-            if i >= 2 {
-                samples.push(t.elapsed().as_nanos() as f64 / MKWRITE_PAGES as f64);
+            // SAFETY: as above.
+            unsafe { std::ptr::write_volatile(at, v.wrapping_add(1)) };
+            if i >= 10 {
+                samples.push(t.elapsed().as_nanos() as f64);
             }
             // SAFETY: p was mapped above with this length.
             unsafe { libc::munmap(p, EXTENT) };
