@@ -415,7 +415,7 @@ async fn clone_vm(
 /// `vfork()` (`clone(CLONE_VM | CLONE_VFORK)`, also glibc's
 /// `posix_spawn()`): a child process that runs in this task's mm, no copy
 /// made (`copy_mm()` with `CLONE_VM`: `mmget()`), until it execs or exits
-/// ([`mm_release`]); this task waits for that (`wait_for_vfork_done()`).
+/// (`mm_release()`); this task waits for that (`wait_for_vfork_done()`).
 /// Returns the child's id.
 pub async fn sys_vfork(ctx: &Ctx, name: &str, program: Program) -> TaskId {
     let _f = ctx.func(crate::label!("kernel_clone"));
