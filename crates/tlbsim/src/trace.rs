@@ -1,4 +1,4 @@
-//! The recorded-trace format (`tlbsim-trace`, version 1; docs/trace-format.md):
+//! The recorded-trace format (`tlbsim-trace`, versions 1 to 3; docs/trace-format.md):
 //! what `tlbsim record` writes and the `replay` workload reads. A text
 //! file, one record a line: a header (format and version, the recording
 //! host, kernel, architecture, CPU count, page size, command), the tasks,
