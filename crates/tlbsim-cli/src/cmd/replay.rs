@@ -69,8 +69,13 @@ fn profile_arch(exp: &Experiment) -> Result<Arch, String> {
 /// The x86 policy of the kernel the trace was recorded on (its `kernel`
 /// line); `x86-tlb-gen` if it cannot be read (the workload reports why).
 fn recorded_x86_policy(trace: &Path) -> &'static str {
-    let release = std::fs::read_to_string(trace).ok().and_then(|t| {
-        t.lines()
+    use std::io::BufRead;
+    // The header comes first: no need to read the events.
+    let release = std::fs::File::open(trace).ok().and_then(|f| {
+        std::io::BufReader::new(f)
+            .lines()
+            .take(16)
+            .map_while(Result::ok)
             .find_map(|l| l.strip_prefix("kernel ").map(str::to_string))
     });
     tlbsim::kernel::x86::policy_of_release(release.as_deref().unwrap_or(""))

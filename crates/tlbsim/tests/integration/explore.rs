@@ -55,8 +55,10 @@ fn exhaustive_search_passes_stock() {
     assert_eq!(r.completed, r.schedules);
 }
 
-#[test]
-fn exhaustive_search_finds_each_mutant_and_the_report_replays() {
+/// `strategy` (up to `schedules`) finds the range and free mutants, each
+/// with its invariant, and each failing schedule replays to the same
+/// report.
+fn finds_range_and_free_mutants_and_replays(strategy: Strategy, schedules: u64) {
     for (policy, wl, invariant) in [
         (
             "mutant-range-no-broadcast",
@@ -66,7 +68,7 @@ fn exhaustive_search_finds_each_mutant_and_the_report_replays() {
         ("mutant-free-before-sync", MUNMAP, Invariant::NoStaleWalk),
     ] {
         let e = experiment(policy, 2, wl);
-        let r = check(&e, &opts(Strategy::Exhaustive(2), 100_000)).unwrap();
+        let r = check(&e, &opts(strategy, schedules)).unwrap();
         let f = r
             .failure
             .unwrap_or_else(|| panic!("{policy}: not found in {} schedules", r.schedules));
@@ -83,6 +85,11 @@ fn exhaustive_search_finds_each_mutant_and_the_report_replays() {
             other => panic!("{policy}: replay gave {other:?}"),
         }
     }
+}
+
+#[test]
+fn exhaustive_search_finds_each_mutant_and_the_report_replays() {
+    finds_range_and_free_mutants_and_replays(Strategy::Exhaustive(2), 100_000);
 }
 
 #[test]
@@ -456,25 +463,7 @@ fn opts_with(strategy: Strategy, schedules: u64, speculation: u32) -> CheckOptio
 
 #[test]
 fn dpor_finds_the_range_and_free_mutants_and_the_report_replays() {
-    for (policy, wl, invariant) in [
-        (
-            "mutant-range-no-broadcast",
-            MPROTECT,
-            Invariant::NoStaleHold,
-        ),
-        ("mutant-free-before-sync", MUNMAP, Invariant::NoStaleWalk),
-    ] {
-        let e = experiment(policy, 2, wl);
-        let r = check(&e, &opts(Strategy::Dpor, 10_000)).unwrap();
-        let f = r
-            .failure
-            .unwrap_or_else(|| panic!("{policy}: not found in {} schedules", r.schedules));
-        assert_eq!(f.report.invariant(), Some(invariant), "{policy}");
-        match check_replay(&e, None, &f.schedule).unwrap() {
-            Outcome::Violation(again) => assert_eq!(Some(again.invariant), Some(invariant)),
-            other => panic!("{policy}: replay gave {other:?}"),
-        }
-    }
+    finds_range_and_free_mutants_and_replays(Strategy::Dpor, 10_000);
     // The stock policy passes the same search.
     let r = check(
         &experiment("arm64-stock", 2, MPROTECT),

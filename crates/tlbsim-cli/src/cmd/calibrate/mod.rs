@@ -206,6 +206,15 @@ fn measure(b: &Budget, t0: Instant) -> Result<Results, String> {
     Ok(r)
 }
 
+/// [`show`] of a measurement that may have been refused (`short` names
+/// it then).
+fn show_got(what: &str, short: &str, g: &Got<sample::Spread>, t0: Instant) {
+    match g {
+        Ok(s) => show(what, s, t0),
+        Err(e) => say(&format!("{short}: not measured: {e}"), t0),
+    }
+}
+
 fn show(what: &str, s: &sample::Spread, t0: Instant) {
     say(
         &format!("{what}: {:.0} ns ({})", s.median, s.describe()),
@@ -253,10 +262,7 @@ impl OneCpu {
         let write_fault = memops::fault_4k(b, true)?;
         show("4 KiB write fault (allocate + clear)", &write_fault, t0);
         let thp = memops::fault_thp(b)?;
-        match &thp {
-            Ok(s) => show("2 MiB THP write fault", s, t0),
-            Err(e) => say(&format!("2 MiB THP fault: not measured: {e}"), t0),
-        }
+        show_got("2 MiB THP write fault", "2 MiB THP fault", &thp, t0);
         let mkwrite = filefault::shared_write_fault(b);
         match &mkwrite {
             Ok(s) => show(
@@ -270,23 +276,19 @@ impl OneCpu {
             Err(e) => say(&format!("shared file write fault: not measured: {e}"), t0),
         }
         let cow = filefault::private_cow_fault(b);
-        match &cow {
-            Ok(s) => show(
-                "write to a read-mapped page of a private /tmp file (copy-on-write)",
-                s,
-                t0,
-            ),
-            Err(e) => say(&format!("copy-on-write fault: not measured: {e}"), t0),
-        }
+        show_got(
+            "write to a read-mapped page of a private /tmp file (copy-on-write)",
+            "copy-on-write fault",
+            &cow,
+            t0,
+        );
         let fault_around = filefault::fault_around_read(b);
-        match &fault_around {
-            Ok(s) => show(
-                "read fault on a private /tmp file page, its fault-around window mapped",
-                s,
-                t0,
-            ),
-            Err(e) => say(&format!("fault-around read fault: not measured: {e}"), t0),
-        }
+        show_got(
+            "read fault on a private /tmp file page, its fault-around window mapped",
+            "fault-around read fault",
+            &fault_around,
+            t0,
+        );
         let atomic = cache::atomic_rmw(b);
         show("uncontended atomic", &atomic, t0);
         let chase_pages = if b.quick { 8_192 } else { 16_384 };
