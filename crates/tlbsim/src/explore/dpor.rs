@@ -490,6 +490,11 @@ fn run_one(
     e.add_vms(&b);
     let outcome = e.run(dpor, opts.max_actions, &done);
     let ended = e.enabled();
+    if std::env::var_os("TLBSIM_DEBUG_FP").is_some() {
+        for (a, f) in e.schedule.iter().zip(&e.footprints) {
+            eprintln!("{a:?} unknown={} R={:?} W={:?}", f.unknown, f.reads, f.writes);
+        }
+    }
     b.teardown();
     crate::progress::PROGRESS.schedule_done();
     Ok((OneRun::new(outcome, std::mem::take(&mut e.schedule)), ended))

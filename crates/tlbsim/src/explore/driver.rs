@@ -4,6 +4,7 @@
 //! enabled next.
 
 use super::{Action, Chooser, Outcome};
+use crate::engine::track::{self, part, Footprint, Loc, Space};
 use crate::hw::tlb::MmId;
 use crate::hw::{AccessTrace, CpuId};
 use crate::kernel::{Dsb, GuestExit, Op, OpResult, World};
@@ -23,6 +24,15 @@ pub struct Explorer {
     trace: Vec<AccessTrace>,
     /// The actions taken.
     pub schedule: Vec<Action>,
+    /// What each action of `schedule` read and wrote (recorded as it ran;
+    /// unknown for the action that ended the run, which disables every
+    /// other, and for every action of a run with VMs).
+    pub footprints: Vec<Footprint>,
+    /// Per CPU: the actions it took (`Step`, `Interrupt`); the clock that
+    /// kernel code sees while it acts ([`Explorer::apply`]).
+    clock: Vec<u64>,
+    /// VMs run: footprints are not recorded for their contexts.
+    vms: bool,
     /// Per CPU: a host reschedule IPI reached it while it runs a guest
     /// (`kvm_vcpu_kick`): the guest may exit (`Interrupt`).
     exit_requested: Vec<bool>,
@@ -40,6 +50,9 @@ impl Explorer {
             speculation_budget,
             trace: Vec::new(),
             schedule: Vec::new(),
+            footprints: Vec::new(),
+            clock: vec![0; n],
+            vms: false,
             exit_requested: vec![false; n],
         };
         for cpu in 0..n {
@@ -57,6 +70,7 @@ impl Explorer {
     /// action.
     pub fn add_vms(&mut self, built: &crate::sim::Built) {
         built.add_vms(&mut self.core);
+        self.vms = self.core.waits().len() > self.ncpus();
     }
 
     /// The number of physical CPUs.
@@ -91,19 +105,41 @@ impl Explorer {
                 return Outcome::Pruned;
             }
             self.apply(enabled[i]);
+            if done(&self.core.w) {
+                // The run ends here: this action disables every other.
+                *self.footprints.last_mut().expect("applied") = Footprint::unknown();
+            }
+            chooser.executed(self.footprints.last().expect("applied"));
         }
     }
 
-    /// Applies `a`, which must be enabled (replay checks this first).
+    /// Applies `a`, which must be enabled (replay checks this first),
+    /// recording its footprint.
+    ///
+    /// Time: the clock kernel code reads while CPU `c` acts is the number
+    /// of actions `c` has taken, its own history, so that actions of
+    /// different CPUs that touch disjoint state commute (docs/model.md,
+    /// "The explorer's footprints and DPOR").
     pub fn apply(&mut self, a: Action) {
         let w = &self.core.w;
-        w.now.set(w.now.get() + 1);
+        if let Action::Step(c) | Action::Interrupt(c) = a {
+            self.clock[c] += 1;
+            w.now.set(self.clock[c]);
+        }
         w.stats.borrow_mut().events += 1;
         self.schedule.push(a);
+        track::start();
         match a {
             Action::Step(c) => self.step(c),
-            Action::Deliver(t) => self.deliver_one(t),
+            Action::Deliver(t) => {
+                // Offered beside an access posted at `t`.
+                track::record(Loc::part(Space::Cx, part::cx(t)), false);
+                self.deliver_one(t);
+            }
             Action::Speculate(c, va) => {
+                // Offered for the accessed VAs while the budget lasts.
+                track::record(Loc::part(Space::Explore, part::TOUCHED), false);
+                track::record(Loc::part(Space::Explore, part::BUDGET), true);
                 self.speculation_budget -= 1;
                 ops::speculate(&self.core.w, c, va, &mut self.trace);
             }
@@ -113,6 +149,9 @@ impl Explorer {
                 self.run_cpu(c);
             }
         }
+        let fp = track::finish();
+        self.footprints
+            .push(if self.vms { Footprint::unknown() } else { fp });
     }
 
     /// The guest on `c` exits for a host interrupt: it keeps its wait (a
@@ -274,13 +313,18 @@ impl Explorer {
         };
         let task = {
             let (w, local) = self.core.kernel(cpu);
-            let t = w.k.borrow().cpus[local].current;
+            let t = w.k.read_at(crate::engine::track::part::cpu(local)).cpus[local].current;
             t
         };
         if let Op::Access { va, .. } = op {
-            if let Some(t) = self.core.w.hw.borrow().cpus[cpu].ttbr0() {
-                self.touched
-                    .insert((t.mm, self.core.w.granule.page_down(va)));
+            let ttbr0 = self.core.w.hw.read_at(part::regs(cpu)).cpus[cpu].ttbr0();
+            if let Some(t) = ttbr0 {
+                if self
+                    .touched
+                    .insert((t.mm, self.core.w.granule.page_down(va)))
+                {
+                    track::record(Loc::part(Space::Explore, part::TOUCHED), true);
+                }
             }
         }
         match self.core.apply(cpu, task, &op, &mut self.trace) {

@@ -77,4 +77,8 @@ pub trait Chooser {
     fn blocked(&self) -> bool {
         false
     }
+
+    /// After the chosen action ran: what it read and wrote
+    /// ([`crate::engine::track`]). Only the DPOR search uses it.
+    fn executed(&mut self, _footprint: &crate::engine::track::Footprint) {}
 }

@@ -5,6 +5,7 @@
 //! [`Ctx`] (`spin_lock`, `mmap_read_lock`, `down`/`up`, the split PTE
 //! locks).
 
+use crate::engine::track::part;
 use super::{sched, Ctx, LockId, Op, TaskId, TaskState, World};
 use crate::engine::Ns;
 use crate::hw::tlb::MmId;
@@ -102,7 +103,7 @@ impl World {
     /// and a later [`World::lock_release`] grants it.
     pub fn lock_acquire(&self, l: LockId, task: TaskId, shared: bool, now: Ns) -> bool {
         let (got, name) = {
-            let mut k = self.k.borrow_mut();
+            let mut k = self.k.write_at(part::lock(l));
             let lock = &mut k.locks[l];
             let got = lock.acquire(task, shared, now);
             if got && !shared {
@@ -118,7 +119,7 @@ impl World {
     /// hold's duration; returns the waiters now entitled to it, in order
     /// (each then gets [`World::lock_granted`] when it has it).
     pub fn lock_release(&self, l: LockId, shared: bool, now: Ns) -> Vec<LockWaiter> {
-        let mut k = self.k.borrow_mut();
+        let mut k = self.k.write_at(part::lock(l));
         let lock = &mut k.locks[l];
         if !shared {
             let held = now.saturating_sub(lock.held_since_ns);
@@ -131,7 +132,7 @@ impl World {
     /// (the timing driver adds the cache-line hand-over): its wait is
     /// recorded and an exclusive hold starts.
     pub fn lock_granted(&self, l: LockId, g: &LockWaiter, at: Ns) {
-        let mut k = self.k.borrow_mut();
+        let mut k = self.k.write_at(part::lock(l));
         let lock = &mut k.locks[l];
         if !g.shared {
             lock.held_since_ns = at;
@@ -140,7 +141,8 @@ impl World {
             .borrow_mut()
             .lock(lock.name)
             .contended_wait_ns
-            .record(at - g.since_ns);
+            // Saturating: the explorer's clocks are per CPU.
+            .record(at.saturating_sub(g.since_ns));
     }
 }
 

@@ -69,7 +69,7 @@ pub async fn flush_tlb_range(
         .stats
         .borrow_mut()
         .flush_latency_ns
-        .record(ctx.now() - t0);
+        .record(ctx.now().saturating_sub(t0));
 }
 
 /// Calls the policy's `flush_tlb_mm`, timing it.
@@ -81,7 +81,7 @@ pub async fn flush_tlb_mm(ctx: &Ctx, mm: MmId) {
         .stats
         .borrow_mut()
         .flush_latency_ns
-        .record(ctx.now() - t0);
+        .record(ctx.now().saturating_sub(t0));
 }
 
 /// Calls the policy's `flush_tlb_page`, timing it.
@@ -93,7 +93,7 @@ pub async fn flush_tlb_page(ctx: &Ctx, mm: MmId, va: u64) {
         .stats
         .borrow_mut()
         .flush_latency_ns
-        .record(ctx.now() - t0);
+        .record(ctx.now().saturating_sub(t0));
 }
 
 /// `struct mmu_gather`.

@@ -3,6 +3,7 @@
 //! process lifecycle (fork, exec, exit, wait) (kernel/sched/core.c,
 //! kernel/fork.c, kernel/exit.c, fs/exec.c).
 
+use crate::engine::track::part;
 use super::mm::{dup_mmap, mmdrop, mmput, syscall_enter, syscall_exit};
 use super::{Ctx, Op, Program, TaskFuture, TaskId, TaskState, World};
 use crate::engine::label::Label;
@@ -705,16 +706,16 @@ pub async fn sys_sched_yield(ctx: &Ctx) {
 /// function it was posted from ([`Ctx::func`], for the CPU-time profile).
 /// Both drivers advance tasks with this.
 pub fn advance(w: &Rc<World>, cpu: CpuId) -> (TaskId, Op, Option<&'static Label>) {
-    let task = w.k.borrow().cpus[cpu].current;
-    let fut = w.futures.borrow_mut()[task].take();
+    let task = w.k.read_at(part::cpu(cpu)).cpus[cpu].current;
+    let fut = w.futures.write_at(part::task(task))[task].take();
     let mut fut = match fut {
         Some(f) => f,
         None => {
-            let program = w.programs.borrow_mut()[task]
+            let program = w.programs.write_at(part::task(task))[task]
                 .take()
                 .expect("a task without future has a program");
             let ctx = Ctx::new(w, task);
-            if w.k.borrow().tasks[task].idle {
+            if w.k.read_at(part::task(task)).tasks[task].idle {
                 program(ctx)
             } else {
                 start_program(ctx, program)
@@ -722,10 +723,10 @@ pub fn advance(w: &Rc<World>, cpu: CpuId) -> (TaskId, Op, Option<&'static Label>
         }
     };
     let done = crate::engine::exec::poll_once(fut.as_mut()).is_ready();
-    w.futures.borrow_mut()[task] = Some(fut);
+    w.futures.write_at(part::task(task))[task] = Some(fut);
     assert!(!done, "task {task} returned without do_exit");
     let (op, func) = {
-        let k = w.k.borrow();
+        let k = w.k.read_at(part::task(task));
         let mb = &k.tasks[task].mb;
         (mb.take_posted(), mb.label())
     };

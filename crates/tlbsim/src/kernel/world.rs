@@ -13,6 +13,7 @@ use crate::hw::tlb::{Asid, MmId};
 use crate::hw::{CpuId, Hw};
 use crate::observe::{Event, Observer};
 use crate::stats::Stats;
+use crate::engine::track::{part, Loc, Space, Tracked, TrackedCell};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
@@ -63,17 +64,24 @@ pub type IpiHandler = Rc<dyn Fn(Ctx, usize) -> TaskFuture>;
 /// What every kernel on the machine shares: hardware, statistics, the
 /// observer and the clock.
 pub struct Machine {
-    /// Hardware.
-    pub hw: RefCell<Hw>,
+    /// Hardware (`Space::Hw`).
+    pub hw: Tracked<Hw>,
     /// Statistics.
+    // untracked: counters only; no model code decides on them.
     pub stats: RefCell<Stats>,
-    /// The observer (checker), if any.
+    /// The observer (checker), if any. [`Machine::emit`] records what each
+    /// event lets it read and write (`Space::Check`).
+    // untracked: recorded by event kind in `Machine::emit`.
     pub observer: RefCell<Option<Box<dyn Observer>>>,
     /// The observer reported a violation after an event ([`World::emit`]
     /// asks it): the run loops read this instead of asking after every
     /// step.
+    // untracked: read by the drivers between actions, never by the model.
     observer_failed: Cell<bool>,
-    /// Current simulated time (set by the driver).
+    /// Current simulated time (set by the driver; the explorer sets it to
+    /// the acting CPU's own count of actions, so that what kernel code
+    /// reads of it is that CPU's own history).
+    // untracked: see above.
     pub now: Cell<Ns>,
     /// The translation granule (`kernel.page_size_kib`, one for the whole
     /// machine): `PAGE_SIZE`, `PTRS_PER_PTE`, `PMD_SIZE` for the kernel
@@ -81,7 +89,7 @@ pub struct Machine {
     pub granule: crate::hw::mem::Granule,
     /// The last PTE version handed out ([`World::next_pte_version`]): one
     /// sequence for every kernel, so that versions order all writes.
-    pte_version: Cell<u64>,
+    pte_version: TrackedCell<u64>,
 }
 
 /// What a guest kernel's world knows of its virtual machine: where each
@@ -89,10 +97,10 @@ pub struct Machine {
 #[derive(Debug)]
 pub struct Guest {
     /// Per vCPU: the physical CPU it runs on, or last ran on.
-    pub pcpu: Vec<Cell<CpuId>>,
+    pub pcpu: Vec<TrackedCell<CpuId>>,
     /// Per vCPU: an interrupt is pending for it while it does not run
     /// (the vGIC's pending state): `kvm_vcpu_check_block()` reads it.
-    pub pending: Vec<Cell<bool>>,
+    pub pending: Vec<TrackedCell<bool>>,
 }
 
 /// The number of bits of a kernel's own task and mm numbers in their
@@ -121,23 +129,25 @@ pub struct World {
     pub profile: Profile,
     /// Kernel configuration.
     pub kcfg: KernelConfig,
-    /// Kernel.
-    pub k: RefCell<KState>,
+    /// Kernel (`Space::Kernel(id)`).
+    pub k: Tracked<KState>,
     /// TLB-flush policy.
     pub policy: Box<dyn TlbPolicy>,
     /// ASID allocator.
     pub asid: Box<dyn AsidAllocator>,
-    /// Task futures by task id (taken out while polled).
-    pub futures: RefCell<Vec<Option<TaskFuture>>>,
-    /// Programs of tasks not started yet.
-    pub programs: RefCell<Vec<Option<Program>>>,
+    /// Task futures by task id (taken out while polled;
+    /// `Space::Future(id)`, a part per task).
+    pub futures: Tracked<Vec<Option<TaskFuture>>>,
+    /// Programs of tasks not started yet (`Space::Future(id)`).
+    pub programs: Tracked<Vec<Option<Program>>>,
     /// Handlers that `Op::CallFunction` runs on other CPUs.
+    // untracked: registered while the world is set up, read-only after.
     pub ipi_handlers: RefCell<Vec<IpiHandler>>,
     /// The kernel's own random choices (`get_random_long()`: exec's stack
     /// randomisation). Seeded from the run's stream `kernel.random` by
     /// [`World::seed_random`]; a world built directly starts from a fixed
     /// seed.
-    pub random: RefCell<crate::engine::rng::Rng>,
+    pub random: Tracked<crate::engine::rng::Rng>,
 }
 
 impl std::ops::Deref for World {
@@ -173,12 +183,12 @@ impl World {
         let n = hw.ncpus();
         let m = Rc::new(Machine {
             granule,
-            hw: RefCell::new(hw),
+            hw: Tracked::new(Loc::all(Space::Hw), hw),
             stats: RefCell::new(Stats::new(n)),
             observer: RefCell::new(None),
             observer_failed: Cell::new(false),
             now: Cell::new(0),
-            pte_version: Cell::new(0),
+            pte_version: TrackedCell::new(Loc::part(Space::Hw, part::PAGE_TABLES), 0),
         });
         Self::boot(m, 0, n, None, profile, (kcfg, policy, asid))
     }
@@ -198,8 +208,14 @@ impl World {
             "kernel id {id}"
         );
         let guest = Guest {
-            pcpu: pcpus.iter().map(|&c| Cell::new(c)).collect(),
-            pending: pcpus.iter().map(|_| Cell::new(false)).collect(),
+            pcpu: pcpus
+                .iter()
+                .map(|&c| TrackedCell::new(Loc::all(Space::Kvm), c))
+                .collect(),
+            pending: pcpus
+                .iter()
+                .map(|_| TrackedCell::new(Loc::all(Space::Kvm), false))
+                .collect(),
         };
         let (m, profile) = (Rc::clone(&host.m), host.profile.clone());
         Self::boot(
@@ -229,13 +245,16 @@ impl World {
             guest,
             profile,
             kcfg,
-            k: RefCell::new(KState::default()),
+            k: Tracked::new(Loc::all(Space::Kernel(id)), KState::default()),
             policy,
             asid,
-            futures: RefCell::new(Vec::new()),
-            programs: RefCell::new(Vec::new()),
+            futures: Tracked::new(Loc::all(Space::Future(id)), Vec::new()),
+            programs: Tracked::new(Loc::all(Space::Future(id)), Vec::new()),
             ipi_handlers: RefCell::new(Vec::new()),
-            random: RefCell::new(crate::engine::rng::Streams::new(0).stream("kernel.random")),
+            random: Tracked::new(
+                Loc::all(Space::Random(id)),
+                crate::engine::rng::Streams::new(0).stream("kernel.random"),
+            ),
         });
         for cpu in 0..n {
             let t = w.new_task(
@@ -532,7 +551,10 @@ impl Machine {
     #[inline]
     pub fn emit(&self, ev: Event) {
         if let Some(o) = self.observer.borrow_mut().as_mut() {
-            o.event(self.now.get(), &ev, &self.hw.borrow());
+            if crate::engine::track::recording() {
+                record_check(&ev);
+            }
+            o.event(self.now.get(), &ev, &self.hw.untracked().borrow());
             if o.failed() {
                 self.observer_failed.set(true);
             }
@@ -542,5 +564,35 @@ impl Machine {
     /// Has the observer reported a violation?
     pub fn observer_failed(&self) -> bool {
         self.observer_failed.get()
+    }
+}
+
+/// What the checker reads and writes for `ev` (docs/model.md, "The
+/// explorer's footprints and DPOR"): a use of a cached translation reads
+/// what the checker knows of its mm and of frames; a PTE write writes its
+/// mm's part (the version bound it raises is a maximum, which commutes);
+/// a walk use reads table liveness. Every other event may read any
+/// hardware the checker is given and writes the whole checker state.
+fn record_check(ev: &Event) {
+    use crate::engine::track::record;
+    let check = |p| Loc::part(Space::Check, p);
+    match *ev {
+        Event::LeafUse { running, .. } => {
+            record(check(part::mm(running as usize)), false);
+            record(check(part::FRAMES), false);
+        }
+        Event::WalkUse { .. } => record(Loc::part(Space::Hw, part::PAGE_TABLES), false),
+        Event::PteWrite { mm, .. } | Event::HugePteWrite { mm, .. } => {
+            record(check(part::mm(mm as usize)), true);
+        }
+        Event::CopyOut { .. } => record(check(part::FRAMES), true),
+        Event::Tlbi {
+            broadcast: true, ..
+        }
+        | Event::DsbDone { .. } => {}
+        _ => {
+            record(Loc::all(Space::Hw), false);
+            record(Loc::all(Space::Check), true);
+        }
     }
 }

@@ -33,6 +33,7 @@ pub mod cpu_time;
 pub mod ops;
 pub mod stolen;
 
+use crate::engine::track::{part, record, Loc, Space};
 use crate::engine::exec::poll_once;
 use crate::engine::label::Label;
 use crate::hw::CpuId;
@@ -320,7 +321,7 @@ impl Cpus {
     /// The context holding task `t` of the kernel that `cpu` runs (the
     /// task's CPU there).
     pub fn cx_of_task(&self, cpu: CpuId, t: TaskId) -> Cx {
-        let local = self.kernel(cpu).0.k.borrow().tasks[t].cpu;
+        let local = self.kernel(cpu).0.k.read_at(part::task(t)).tasks[t].cpu;
         self.cx_of(cpu, local)
     }
 
@@ -340,6 +341,7 @@ impl Cpus {
     /// [`Cpus::stolen`].
     #[inline]
     pub fn set_wait(&mut self, cpu: CpuId, w: Wait) -> Wait {
+        record(Loc::part(Space::Cx, part::cx(self.on[cpu])), true);
         let idle = matches!(w, Wait::Idle);
         let old = std::mem::replace(&mut self.wait[self.on[cpu]], w);
         if matches!(old, Wait::Idle) != idle {
@@ -358,7 +360,7 @@ impl Cpus {
     /// reschedule due or a task queued)?
     pub fn idle_has_work(&self, cpu: CpuId) -> bool {
         let (w, local) = self.kernel(cpu);
-        let k = w.k.borrow();
+        let k = w.k.read_at(part::cpu(local));
         k.cpus[local].need_resched || !k.cpus[local].rq.is_empty()
     }
 
@@ -377,7 +379,7 @@ impl Cpus {
     #[inline]
     pub fn irqs_off(&self, cpu: CpuId) -> bool {
         let (k, local) = self.kernel(cpu);
-        k.k.borrow().cpus[local].irqs_off > 0
+        k.k.read_at(part::cpu(local)).cpus[local].irqs_off > 0
     }
 
     /// Could `cpu` take a pending IPI at a step boundary now: one is
@@ -394,8 +396,10 @@ impl Cpus {
             Some(run) => run.mb.complete(r),
             None => {
                 let (w, local) = self.kernel(cpu);
-                let k = w.k.borrow();
-                k.tasks[k.cpus[local].current].mb.complete(r);
+                let t = w.k.read_at(part::cpu(local)).cpus[local].current;
+                // The task's mailbox: its part of `Space::Future`.
+                record(Loc::part(Space::Future(w.id), part::task(t)), true);
+                w.k.read_at(part::task(t)).tasks[t].mb.complete(r);
             }
         }
     }
@@ -442,7 +446,7 @@ impl Cpus {
             "an IPI handler may not schedule, send IPIs or enter a guest"
         );
         let (w, local) = self.kernel(cpu);
-        let task = w.k.borrow().cpus[local].current;
+        let task = w.k.read_at(part::cpu(local)).cpus[local].current;
         Polled::Step(task, op, label)
     }
 
@@ -455,7 +459,7 @@ impl Cpus {
         let ipi = self.irq_queue[cx].pop_front().expect("a pending IPI");
         let (w, cpu_k) = self.kernel(cpu);
         let w = Rc::clone(w);
-        let task = w.k.borrow().cpus[cpu_k].current;
+        let task = w.k.read_at(part::cpu(cpu_k)).cpus[cpu_k].current;
         let mb: Rc<TaskMailbox> = Rc::default();
         let ctx = Ctx::interrupt(&w, task, Rc::clone(&mb));
         let (entry, label, inner) = match ipi.kind {
@@ -492,12 +496,12 @@ impl Cpus {
         };
         let fut: TaskFuture = Box::pin(async move {
             let _f = ctx.func(label);
-            ctx.w.k.borrow_mut().cpus[cpu_k].in_irq += 1; // irq_enter()
+            ctx.w.k.write_at(part::cpu(cpu_k)).cpus[cpu_k].in_irq += 1; // irq_enter()
             ctx.work(entry).await;
             inner.await;
             // irq_exit(): back to the idle loop is a quiescent state.
             let idle = {
-                let mut k = ctx.w.k.borrow_mut();
+                let mut k = ctx.w.k.write_at(part::cpu(cpu_k));
                 k.cpus[cpu_k].in_irq -= 1;
                 k.cpus[cpu_k].current == k.cpus[cpu_k].idle
             };
@@ -519,6 +523,7 @@ impl Cpus {
     /// Returns whether it did. A released guest context that runs nowhere
     /// is marked pending for KVM.
     pub fn release(&mut self, cx: Cx, blocked: impl Fn(&Wait) -> bool, r: OpResult) -> bool {
+        record(Loc::part(Space::Cx, part::cx(cx)), true);
         if blocked(&self.wait[cx]) {
             match self.cxs[cx].on {
                 Some(cpu) => {
@@ -578,6 +583,7 @@ impl Cpus {
     /// A function-call IPI reaches context `target` (counted as
     /// /proc/interrupts does) and waits there to be taken.
     pub fn ipi_arrive(&mut self, target: Cx, ipi: PendingIpi, single: bool) {
+        record(Loc::part(Space::Cx, part::cx(target)), true);
         if ipi.sender.is_some() {
             // A doorbell is not an IPI in /proc/interrupts.
             let mut st = self.w.stats.borrow_mut();
@@ -615,6 +621,7 @@ impl Cpus {
     /// the last, the sender's `CallFunction` is released. Returns whether
     /// it was.
     pub fn ack(&mut self, sender: Cx) -> bool {
+        record(Loc::part(Space::Cx, part::cx(sender)), true);
         self.acks[sender] -= 1;
         self.acks[sender] == 0 && self.release(sender, |w| *w == Wait::IpiAck, OpResult::Unit)
     }

@@ -4,6 +4,7 @@
 //! observer sees. Time and order are the drivers'.
 
 use super::{Cpus, Cx, PendingIpi, Wait};
+use crate::engine::track::{part, Loc, Space};
 use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{Asid, TlbiScope};
 use crate::hw::{AccessInfo, AccessTrace, CpuId, Fault, Inflight, Ttbr0, UserRegs};
@@ -76,7 +77,7 @@ impl Cpus {
         let w = Rc::clone(self.kernel(cpu).0);
         let now = w.now.get();
         match *op {
-            Op::Dsb(Dsb::Nsh) if w.hw.borrow().upgrades_barriers(cpu) => {
+            Op::Dsb(Dsb::Nsh) if w.hw.read_at(part::regs(cpu)).upgrades_barriers(cpu) => {
                 // HCR_EL2.BSU = IS: a guest's DSB NSH is a DSB ISH.
                 w.stats.borrow_mut().cpu[cpu].dsb_ish += 1;
                 Applied::DsbIsh
@@ -102,7 +103,8 @@ impl Cpus {
             }
             Op::SetReservedTtbr0 => {
                 w.stats.borrow_mut().cpu[cpu].ttbr_writes += 1;
-                w.hw.borrow_mut().set_reserved_ttbr0_base(cpu);
+                hw_record(&[], &[part::regs(cpu), part::tlb(cpu)]);
+                w.hw.untracked().borrow_mut().set_reserved_ttbr0_base(cpu);
                 Applied::Done(OpResult::Unit)
             }
             Op::SetDvmAffinity(ref want) => {
@@ -171,7 +173,7 @@ impl Cpus {
     fn idle(&mut self, cpu: CpuId) -> Applied {
         let (w, local) = self.kernel(cpu);
         let work = {
-            let k = w.k.borrow();
+            let k = w.k.read_at(part::cpu(local));
             k.cpus[local].need_resched || !k.cpus[local].rq.is_empty()
         };
         if work {
@@ -215,8 +217,11 @@ impl Cpus {
     /// Broadcast TLBI `id` takes effect at `target`, if still pending there;
     /// returns whether it has now reached every target.
     pub fn dvm_deliver(&self, id: usize, target: CpuId) -> bool {
+        // The issuer's in-flight count and the operation's slot follow
+        // from the pending bits: not locations of their own.
+        hw_record(&[], &[part::tlb(target), part::dvm_pending(target)]);
         let (done, issuer) = {
-            let mut hw = self.w.hw.borrow_mut();
+            let mut hw = self.w.hw.untracked().borrow_mut();
             let issuer = hw.inflight[id].as_ref().expect("live").issuer;
             (hw.dvm_apply(id, target), issuer)
         };
@@ -247,7 +252,8 @@ impl Cpus {
     /// Does `cpu`'s `DSB ISH` need a DVM Sync (a broadcast TLBI since its
     /// last)? Counts the Sync if so.
     pub fn dsb_needs_sync(&self, cpu: CpuId) -> bool {
-        let had = self.w.hw.borrow().cpus[cpu].dvm_since_dsb;
+        hw_record(&[part::regs(cpu)], &[]);
+        let had = self.w.hw.untracked().borrow().cpus[cpu].dvm_since_dsb;
         if had {
             self.w.stats.borrow_mut().cpu[cpu].dvm_syncs += 1;
         }
@@ -257,7 +263,8 @@ impl Cpus {
     /// `cpu`'s DVM Sync completed: every TLBI it issued before its
     /// `DSB ISH` has completed everywhere.
     pub fn dsb_ish_done(&self, cpu: CpuId) {
-        self.w.hw.borrow_mut().cpus[cpu].dvm_since_dsb = false;
+        hw_record(&[], &[part::regs(cpu)]);
+        self.w.hw.untracked().borrow_mut().cpus[cpu].dvm_since_dsb = false;
         self.w.emit(Event::DsbDone { cpu });
     }
 }
@@ -266,11 +273,12 @@ impl Cpus {
 /// completed and resumes when switched to again; a task that exited is
 /// dropped.
 fn switched(w: &World, task: TaskId) {
-    let state = w.k.borrow().tasks[task].state;
+    let state = w.k.read_at(part::task(task)).tasks[task].state;
     if matches!(state, TaskState::Zombie | TaskState::Dead) {
-        w.futures.borrow_mut()[task] = None;
+        w.futures.write_at(part::task(task))[task] = None;
     } else {
-        let mb = Rc::clone(&w.k.borrow().tasks[task].mb);
+        let mb = Rc::clone(&w.k.read_at(part::task(task)).tasks[task].mb);
+        crate::engine::track::record(Loc::part(Space::Future(w.id), part::task(task)), true);
         mb.complete(OpResult::Unit);
     }
 }
@@ -285,7 +293,11 @@ pub fn access(
     trace: &mut Vec<AccessTrace>,
 ) -> (Result<(), Fault>, AccessInfo) {
     trace.clear();
-    let (r, info) = w.hw.borrow_mut().access(cpu, va, write, trace);
+    // It reads the CPU's registers and (on a miss) the page tables, and
+    // updates the CPU's TLB and walk cache (LRU order, fills, a dropped
+    // faulting entry).
+    hw_record(&[part::regs(cpu), part::PAGE_TABLES], &[part::tlb(cpu)]);
+    let (r, info) = w.hw.untracked().borrow_mut().access(cpu, va, write, trace);
     {
         let mut st = w.stats.borrow_mut();
         let c = &mut st.cpu[cpu];
@@ -298,7 +310,7 @@ pub fn access(
             c.walk_cache_hits += u64::from(info.walk_cache_hit);
         }
     }
-    let running = w.hw.borrow().cpus[cpu].ttbr0().map(|t| t.mm);
+    let running = w.hw.untracked().borrow().cpus[cpu].ttbr0().map(|t| t.mm);
     if let Some(running) = running {
         let store = write && r.is_ok();
         for tr in trace.drain(..) {
@@ -324,11 +336,12 @@ pub fn access(
 /// (see [`crate::hw::Hw::speculate`]); walk-cache entries it used are
 /// reported like a demand walk's, as walks of the mm whose ASID is current.
 pub fn speculate(w: &World, cpu: CpuId, va: u64, trace: &mut Vec<AccessTrace>) {
-    let Some(t) = w.hw.borrow().walk_context(cpu) else {
+    hw_record(&[part::regs(cpu), part::PAGE_TABLES], &[part::tlb(cpu)]);
+    let Some(t) = w.hw.untracked().borrow().walk_context(cpu) else {
         return;
     };
     trace.clear();
-    w.hw.borrow_mut().speculate(cpu, va, trace);
+    w.hw.untracked().borrow_mut().speculate(cpu, va, trace);
     for tr in trace.drain(..) {
         if let AccessTrace::UsedWalk(entry) = tr {
             w.m.emit(Event::WalkUse {
@@ -346,10 +359,19 @@ pub fn speculate(w: &World, cpu: CpuId, va: u64, trace: &mut Vec<AccessTrace>) {
 /// permitting) and its id returned (the driver delivers it).
 fn tlbi(w: &World, cpu: CpuId, scope: TlbiScope, broadcast: bool) -> Option<usize> {
     let (broadcast, id) = {
-        let mut hw = w.hw.borrow_mut();
+        let mut hw = w.hw.untracked().borrow_mut();
         if broadcast || hw.forces_broadcast(cpu) {
-            (true, Some(hw.tlbi_broadcast_scoped(cpu, scope)))
+            // The issuer's registers (in-flight count, DVM reach) and the
+            // pending bit at every target.
+            let id = hw.tlbi_broadcast_scoped(cpu, scope);
+            hw_record(&[], &[part::regs(cpu)]);
+            let targets = hw.inflight[id].as_ref().map(|f| f.pending.clone());
+            for t in targets.iter().flat_map(|m| m.iter()) {
+                hw_record(&[], &[part::dvm_pending(t)]);
+            }
+            (true, Some(id))
         } else {
+            hw_record(&[part::regs(cpu)], &[part::tlb(cpu)]);
             hw.tlbi_local(cpu, scope);
             (false, None)
         }
@@ -398,7 +420,9 @@ fn machine_ttbr(w: &World, t: Ttbr0) -> Ttbr0 {
 /// A TTBR0 write (`None`: the reserved, empty tables), its mm numbered
 /// machine-wide.
 fn set_ttbr0(w: &World, cpu: CpuId, t: Option<Ttbr0>) {
-    w.hw.borrow_mut().set_ttbr0(cpu, t);
+    // A TTBR0 write may drop cached walks (`walk_cache_after_ttbr_write`).
+    hw_record(&[], &[part::regs(cpu), part::tlb(cpu)]);
+    w.hw.untracked().borrow_mut().set_ttbr0(cpu, t);
     if let Some(t) = t {
         w.m.emit(Event::AsidLoad {
             cpu,
@@ -414,7 +438,8 @@ fn set_ttbr0(w: &World, cpu: CpuId, t: Option<Ttbr0>) {
 fn load_cr3(w: &World, cpu: CpuId, cr3: Option<Ttbr0>, flush: Option<Asid>) {
     if let Some(pcid) = flush {
         w.stats.borrow_mut().cpu[cpu].tlbi_local += 1;
-        w.hw.borrow_mut().tlbi_local(cpu, TlbiScope::Asid(pcid));
+        hw_record(&[part::regs(cpu)], &[part::tlb(cpu)]);
+        w.hw.untracked().borrow_mut().tlbi_local(cpu, TlbiScope::Asid(pcid));
         w.m.emit(Event::Tlbi {
             cpu,
             scope: TlbiScope::Asid(pcid),
@@ -422,4 +447,16 @@ fn load_cr3(w: &World, cpu: CpuId, cr3: Option<Ttbr0>, flush: Option<Asid>) {
         });
     }
     set_ttbr0(w, cpu, cr3);
+}
+
+/// Records reads and writes of parts of the hardware (`Space::Hw`).
+fn hw_record(reads: &[u32], writes: &[u32]) {
+    if crate::engine::track::recording() {
+        for &p in reads {
+            crate::engine::track::record(Loc::part(Space::Hw, p), false);
+        }
+        for &p in writes {
+            crate::engine::track::record(Loc::part(Space::Hw, p), true);
+        }
+    }
 }
