@@ -146,7 +146,7 @@ impl Loc {
 
 /// What an action read and wrote. `unknown`: it reached state no
 /// location names; it then conflicts with every footprint.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Footprint {
     /// Locations read and not written, sorted.
     pub reads: Vec<Loc>,

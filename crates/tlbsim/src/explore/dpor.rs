@@ -43,10 +43,12 @@
 //! stays bounded.
 
 use super::check::{CheckOptions, CheckReport, OneRun};
-use super::footprint::dependent;
+use super::footprint::footprint;
+use super::races::Hb;
 use super::random::{pick, SPEC_PROB};
 use super::{Action, Chooser, Explorer};
 use crate::engine::rng::{Rng, Streams};
+use crate::engine::track::Footprint;
 use rand::Rng as _;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -110,6 +112,17 @@ impl Choices {
         b & !d & (1 << bit) != 0
     }
 
+    /// Is `i` in the backtrack set (explored or to explore)?
+    fn in_backtrack(&self, i: usize) -> bool {
+        if i < 64 {
+            return self.backtrack & (1 << i) != 0;
+        }
+        self.hi
+            .as_ref()
+            .and_then(|h| h.get(i / 64 - 1))
+            .is_some_and(|&(b, _)| b & (1 << (i % 64)) != 0)
+    }
+
     /// Is `i` done?
     fn done(&self, i: usize) -> bool {
         if i < 64 {
@@ -132,7 +145,8 @@ struct Node {
     via: u32,
     /// The actions enabled here (an interned list).
     enabled: u32,
-    /// The actions asleep here (an interned list).
+    /// The actions asleep here, with their footprints (an interned
+    /// list).
     sleep: u32,
     /// Live children.
     children: u32,
@@ -142,7 +156,17 @@ struct Node {
     in_open: bool,
     /// Choices to explore here and choices explored here.
     choices: Choices,
+    /// The footprint of the first choice explored here: (choice, interned
+    /// footprint).
+    fp: (u32, u32),
+    /// Those of the other choices explored here.
+    // A thin pointer, as `Choices::hi`.
+    #[allow(clippy::box_collection)]
+    more_fps: Option<Box<Vec<(u32, u32)>>>,
 }
+
+/// No footprint recorded.
+const NO_FP: u32 = u32::MAX;
 
 /// The explored tree: the states with a backtrack choice left and their
 /// ancestors, in an arena; action lists interned.
@@ -154,6 +178,12 @@ struct Tree {
     peak: usize,
     lists: Vec<Vec<Action>>,
     index: BTreeMap<Vec<Action>, u32>,
+    /// Sleep sets: (action, interned footprint), sorted.
+    sleeps: Vec<Vec<(Action, u32)>>,
+    sleep_index: BTreeMap<Vec<(Action, u32)>, u32>,
+    /// Footprints, interned.
+    fps: Vec<Footprint>,
+    fp_index: BTreeMap<Footprint, u32>,
     /// Slots that may have a backtrack choice left (checked when drawn),
     /// shallowest first, ties by a random key: `depth << 40 | key << 32 |
     /// slot`.
@@ -171,8 +201,56 @@ impl Tree {
         i
     }
 
+    fn intern_sleep(&mut self, l: &[(Action, u32)]) -> u32 {
+        if let Some(&i) = self.sleep_index.get(l) {
+            return i;
+        }
+        let i = self.sleeps.len() as u32;
+        self.sleeps.push(l.to_vec());
+        self.sleep_index.insert(l.to_vec(), i);
+        i
+    }
+
+    fn intern_fp(&mut self, f: &Footprint) -> u32 {
+        if let Some(&i) = self.fp_index.get(f) {
+            return i;
+        }
+        let i = self.fps.len() as u32;
+        self.fps.push(f.clone());
+        self.fp_index.insert(f.clone(), i);
+        i
+    }
+
     fn enabled(&self, n: u32) -> &[Action] {
         &self.lists[self.nodes[n as usize].enabled as usize]
+    }
+
+    /// The footprint recorded for choice `j` of `n`, if it ran.
+    fn fp_of(&self, n: u32, j: usize) -> Option<u32> {
+        let node = &self.nodes[n as usize];
+        if node.fp.0 == j as u32 && node.fp.1 != NO_FP {
+            return Some(node.fp.1);
+        }
+        node.more_fps
+            .as_ref()
+            .and_then(|v| v.iter().find(|e| e.0 == j as u32))
+            .map(|e| e.1)
+    }
+
+    /// Records the footprint `f` of choice `j` of `n` (the same every time
+    /// it runs: the explorer is deterministic).
+    fn set_fp(&mut self, n: u32, j: usize, f: u32) {
+        if self.fp_of(n, j).is_some() {
+            return;
+        }
+        let node = &mut self.nodes[n as usize];
+        if node.fp.1 == NO_FP {
+            node.fp = (j as u32, f);
+        } else {
+            node.more_fps
+                .get_or_insert_with(Default::default)
+                .push((j as u32, f));
+        }
     }
 
     /// A new state below `parent` (choice `via` there), with `enabled`,
@@ -187,6 +265,8 @@ impl Tree {
             alive: true,
             in_open: false,
             choices: Choices::taken(taken),
+            fp: (0, NO_FP),
+            more_fps: None,
         };
         let id = match self.free.pop() {
             Some(id) => {
@@ -210,11 +290,11 @@ impl Tree {
     /// The backtrack choices of `n` not yet explored and not asleep.
     fn pending(&self, n: u32) -> impl Iterator<Item = usize> + '_ {
         let node = &self.nodes[n as usize];
-        let sleep = &self.lists[node.sleep as usize];
+        let sleep = &self.sleeps[node.sleep as usize];
         self.enabled(n)
             .iter()
             .enumerate()
-            .filter(|&(i, a)| node.choices.pending(i) && !sleep.contains(a))
+            .filter(|&(i, a)| node.choices.pending(i) && !sleep.iter().any(|s| s.0 == *a))
             .map(|(i, _)| i)
     }
 
@@ -278,6 +358,9 @@ pub struct DporChooser {
     draw: Rng,
     /// States kept before the search turns depth-first.
     cap: usize,
+    /// The footprints (interned) of the current schedule's actions so
+    /// far, recorded as they ran.
+    fps: Vec<u32>,
 }
 
 impl DporChooser {
@@ -285,7 +368,8 @@ impl DporChooser {
     /// most `cap` states before it turns depth-first.
     pub fn new(streams: &Streams, cap: usize) -> Self {
         let mut tree = Tree::default();
-        tree.intern(&[]); // list 0: the empty sleep set
+        tree.intern(&[]);
+        tree.intern_sleep(&[]); // sleep set 0: empty
         Self {
             tree,
             replay: Vec::new(),
@@ -294,6 +378,7 @@ impl DporChooser {
             walk: streams.stream("dpor/walk"),
             draw: streams.stream("dpor/pick"),
             cap,
+            fps: Vec::new(),
         }
     }
 
@@ -311,72 +396,141 @@ impl DporChooser {
             .sum()
     }
 
-    /// The sleep set of a new state after the current path's last choice.
-    fn sleep_below(&self) -> Vec<Action> {
+    /// The sleep set of a new state after the current path's last choice
+    /// (which has run): the parent's sleep set and the parent's choices
+    /// explored before, each with the footprint it had there, less those
+    /// whose footprint conflicts with the choice's. A choice whose
+    /// footprint is unknown never sleeps.
+    fn sleep_below(&self) -> Vec<(Action, u32)> {
         let Some(&(p, i)) = self.path.last() else {
             return Vec::new();
         };
         let t = &self.tree;
         let node = &t.nodes[p as usize];
         let list = t.enabled(p);
-        let taken = list[i as usize];
-        let mut s: Vec<Action> = t.lists[node.sleep as usize]
+        let taken = &t.fps[*self.fps.last().expect("the last choice ran") as usize];
+        let mut s: Vec<(Action, u32)> = t.sleeps[node.sleep as usize]
             .iter()
             .copied()
             .chain(
                 (0..list.len())
                     .filter(|&j| j != i as usize && node.choices.done(j))
-                    .map(|j| list[j]),
+                    .filter_map(|j| t.fp_of(p, j).map(|f| (list[j], f))),
             )
-            .filter(|a| !dependent(a, &taken))
+            .filter(|&(_, f)| !t.fps[f as usize].conflicts(taken))
             .collect();
         s.sort();
-        s.dedup();
+        s.dedup_by_key(|e| e.0);
         s
     }
 
-    /// Race analysis of the schedule just run: `ended` is what was
-    /// enabled where it stopped. For each state `k` from the replayed
-    /// prefix's end on (those above were analysed with the schedules
-    /// before) and each action `b` enabled there (its process's next
-    /// transition), every earlier choice `e_i` that `b` is dependent on
-    /// gets `b` into its backtrack set if `b` was enabled at `i`, else
-    /// every action enabled at `i`.
-    ///
-    /// The pairs are visited from the last choice back, with the union of
-    /// the actions enabled at the later new states, so the cost is the
-    /// schedule's length times the number of distinct actions, not its
-    /// square (the additions are the same: adding is idempotent).
+    /// Race analysis of the schedule just run (`ended`: what was enabled
+    /// where it stopped), from the footprints its actions recorded:
+    /// - every race `(i, k)` with `k` from the replayed prefix's end on
+    ///   ([`Hb::build`]; races among earlier actions were analysed with the
+    ///   schedules before) gets one of its initials into the backtrack set
+    ///   of state `i`, unless one is there already (source-DPOR, Abdulla et
+    ///   al. 2014, Algorithm 1);
+    /// - every action enabled at a state and never taken after it in the
+    ///   schedule (disabled, or cut off where the schedule stopped), whose
+    ///   footprint is then the one known before it runs
+    ///   ([`super::footprint::footprint`]), is added, as Flanagan and
+    ///   Godefroid's algorithm adds a process's next transition, at the
+    ///   last earlier choice it conflicts with that does not happen before
+    ///   its process (if it was not enabled there, every action enabled
+    ///   there is).
     fn analyse(&mut self, ended: &[Action]) {
-        let from = self.replay.len();
-        let mut later: Vec<Action> = ended.to_vec();
-        for d in (0..self.path.len()).rev() {
-            let (n, i) = self.path[d];
-            let t = &mut self.tree;
-            let list = &t.lists[t.nodes[n as usize].enabled as usize];
-            let taken = list[i as usize];
-            let node = &mut t.nodes[n as usize];
-            let mut all = false;
-            for b in &later {
-                if taken == *b || !dependent(&taken, b) {
-                    continue;
+        // The replayed prefix ends with the backtrack choice taken: its
+        // last action is the first that differs from the schedules before.
+        let from = self.replay.len().saturating_sub(1);
+        let m = self.path.len();
+        assert_eq!(m, self.fps.len(), "every choice ran");
+        let actions: Vec<Action> = self
+            .path
+            .iter()
+            .map(|&(n, i)| self.tree.enabled(n)[i as usize])
+            .collect();
+        let (hb, races) = {
+            let fps: Vec<&Footprint> = self.fps.iter().map(|&f| &self.tree.fps[f as usize]).collect();
+            Hb::build(&actions, &fps, from)
+        };
+        for (i, k) in races {
+            let initials = hb.initials(&actions, i, k);
+            self.add_source(self.path[i].0, &initials);
+        }
+        self.add_unrun(&actions, &hb, ended);
+        for d in (0..m).rev() {
+            let n = self.path[d].0;
+            self.tree.mark_open(n, d, &mut self.draw);
+        }
+    }
+
+    /// One of `initials` into the backtrack set of state `n`, unless one
+    /// is there: the first enabled there; if none is, every action is.
+    fn add_source(&mut self, n: u32, initials: &[Action]) {
+        let t = &mut self.tree;
+        let list = &t.lists[t.nodes[n as usize].enabled as usize];
+        let node = &mut t.nodes[n as usize];
+        let at: Vec<usize> = initials
+            .iter()
+            .filter_map(|a| list.iter().position(|b| b == a))
+            .collect();
+        if at.iter().any(|&j| node.choices.in_backtrack(j)) {
+            return;
+        }
+        match at.first() {
+            Some(&j) => node.choices.insert(j, false),
+            None => (0..list.len()).for_each(|j| node.choices.insert(j, false)),
+        }
+    }
+
+    /// The second part of [`DporChooser::analyse`]: actions enabled at a
+    /// state and never taken after it.
+    fn add_unrun(&mut self, actions: &[Action], hb: &Hb, ended: &[Action]) {
+        let m = actions.len();
+        let mut last_run: BTreeMap<Action, usize> = BTreeMap::new();
+        for (k, a) in actions.iter().enumerate() {
+            last_run.insert(*a, k);
+        }
+        // Per action: the states after its last run where it is enabled.
+        let mut windows: BTreeMap<Action, Vec<usize>> = BTreeMap::new();
+        for j in 0..=m {
+            let list = if j < m {
+                self.tree.enabled(self.path[j].0)
+            } else {
+                ended
+            };
+            for b in list {
+                if last_run.get(b).is_none_or(|&r| r < j) {
+                    windows.entry(*b).or_default().push(j);
                 }
-                match list.iter().position(|a| a == b) {
+            }
+        }
+        for (b, states) in windows {
+            let f = footprint(&b);
+            // Earlier choices it conflicts with that do not happen before
+            // its process (the same for every state of the window: the
+            // process does not run there).
+            let conf: Vec<usize> = (0..m)
+                .filter(|&i| actions[i] != b)
+                .filter(|&i| f.conflicts(&self.tree.fps[self.fps[i] as usize]))
+                .filter(|&i| !hb.before_process(i, &b, m))
+                .collect();
+            let mut at: Vec<usize> = states
+                .iter()
+                .filter_map(|&j| conf[..conf.partition_point(|&i| i < j)].last().copied())
+                .collect();
+            at.dedup();
+            for i in at {
+                let n = self.path[i].0;
+                let t = &mut self.tree;
+                let list = &t.lists[t.nodes[n as usize].enabled as usize];
+                let node = &mut t.nodes[n as usize];
+                match list.iter().position(|a| *a == b) {
                     Some(j) => node.choices.insert(j, false),
-                    None => all = true,
+                    None => (0..list.len()).for_each(|j| node.choices.insert(j, false)),
                 }
             }
-            if all {
-                (0..list.len()).for_each(|j| node.choices.insert(j, false));
-            }
-            if d >= from {
-                for a in list {
-                    if !later.contains(a) {
-                        later.push(*a);
-                    }
-                }
-            }
-            t.mark_open(n, d, &mut self.draw);
         }
     }
 
@@ -434,6 +588,7 @@ impl DporChooser {
         self.path = replay.clone();
         self.replay = replay;
         self.blocked = false;
+        self.fps.clear();
         true
     }
 }
@@ -455,7 +610,7 @@ impl Chooser for DporChooser {
         let awake: Vec<Action> = enabled
             .iter()
             .copied()
-            .filter(|a| !sleep.contains(a))
+            .filter(|a| !sleep.iter().any(|s| s.0 == *a))
             .collect();
         if awake.is_empty() {
             self.blocked = true;
@@ -465,7 +620,7 @@ impl Chooser for DporChooser {
         let taken = enabled.iter().position(|x| *x == a).expect("chosen");
         let (parent, via) = self.path.last().copied().unwrap_or((NONE, 0));
         let list = self.tree.intern(enabled);
-        let sleep = self.tree.intern(&sleep);
+        let sleep = self.tree.intern_sleep(&sleep);
         let n = self.tree.add(parent, via, list, sleep, taken);
         self.path.push((n, taken as u32));
         taken
@@ -473,6 +628,13 @@ impl Chooser for DporChooser {
 
     fn blocked(&self) -> bool {
         self.blocked
+    }
+
+    fn executed(&mut self, footprint: &Footprint) {
+        let f = self.tree.intern_fp(footprint);
+        let (n, j) = self.path[self.fps.len()];
+        self.tree.set_fp(n, j as usize, f);
+        self.fps.push(f);
     }
 }
 
@@ -560,6 +722,7 @@ mod tests {
                 if dpor.blocked() {
                     break;
                 }
+                dpor.executed(&footprint(&left[i]));
                 run.push(left.remove(i));
             }
             if !dpor.blocked {
@@ -663,6 +826,7 @@ mod tests {
                 if dpor.blocked() {
                     break;
                 }
+                dpor.executed(&footprint(&enabled[i]));
                 left[procs.iter().position(|p| p.0 == enabled[i]).unwrap()] -= 1;
                 run.push(enabled[i]);
             }
@@ -682,7 +846,9 @@ mod tests {
             // Ready: no earlier event not yet taken is dependent on it.
             let next = (0..n)
                 .filter(|&j| !done[j])
-                .filter(|&j| (0..j).all(|i| done[i] || !dependent(&run[i], &run[j])))
+                .filter(|&j| {
+                    (0..j).all(|i| done[i] || !super::super::footprint::dependent(&run[i], &run[j]))
+                })
                 .min_by_key(|&j| run[j])
                 .unwrap();
             done[next] = true;
@@ -756,25 +922,46 @@ mod tests {
         }
     }
 
-    /// The order: the shallowest choice left first, so the schedules
-    /// differ near their start before they differ near their end
-    /// (depth-first order would reorder the last two steps first).
+    /// The order: each schedule leaves the tree at the shallowest
+    /// choice left then (choices are found as races are, so a later one
+    /// may be shallower), so the schedules differ near their start before
+    /// they differ near their end (depth-first order would reorder the
+    /// last two steps first).
     #[test]
     fn the_next_schedule_leaves_the_tree_at_its_shallowest_choice() {
         let steps: Vec<Action> = (0..4).map(Action::Step).collect();
-        let o = orders(&steps);
-        // Where each schedule first differs from every earlier one.
-        let leaves: Vec<usize> = (1..o.len())
-            .map(|k| {
-                (0..k)
-                    .map(|j| o[k].iter().zip(&o[j]).take_while(|(a, b)| a == b).count())
-                    .max()
-                    .unwrap()
-            })
-            .collect();
-        let mut sorted = leaves.clone();
-        sorted.sort();
-        assert_eq!(leaves, sorted, "{o:?}");
+        let mut dpor = DporChooser::new(&Streams::new(1), MAX_TREE_NODES);
+        let depth = |t: &Tree, mut n: u32| {
+            let mut d = 0;
+            while t.nodes[n as usize].parent != NONE {
+                n = t.nodes[n as usize].parent;
+                d += 1;
+            }
+            d
+        };
+        let mut leaves = Vec::new();
+        loop {
+            let mut left = steps.clone();
+            let mut run = 0;
+            while !left.is_empty() {
+                let i = dpor.choose(run, &left);
+                dpor.executed(&footprint(&left[i]));
+                left.remove(i);
+                run += 1;
+            }
+            if !dpor.advance(&left) {
+                break;
+            }
+            let here = dpor.replay.len() - 1;
+            let t = &dpor.tree;
+            let open = (0..t.nodes.len() as u32)
+                .filter(|&n| t.nodes[n as usize].alive && t.has_pending(n))
+                .map(|n| depth(t, n))
+                .min();
+            assert!(open.is_none_or(|d| d >= here), "left at {here}, open at {open:?}");
+            leaves.push(here);
+        }
+        assert_eq!(leaves.len(), 23);
         assert_eq!(&leaves[..3], &[0, 0, 0]);
     }
 
@@ -790,6 +977,7 @@ mod tests {
             let mut run = 0;
             while !left.is_empty() {
                 let i = dpor.choose(run, &left);
+                dpor.executed(&footprint(&left[i]));
                 left.remove(i);
                 run += 1;
             }

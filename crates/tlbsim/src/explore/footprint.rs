@@ -1,100 +1,57 @@
-//! What one explorer action touches (its footprint), and when two actions
-//! are dependent: the relation the partial-order-reducing search
-//! ([`super::dpor`]) reorders by. Documented in docs/model.md, "The
-//! explorer's footprints (DPOR)".
+//! The footprints of explorer actions known before they run, and when
+//! two actions are dependent: the relation the partial-order-reducing
+//! search ([`super::dpor`]) reorders by. Documented in docs/model.md, "The
+//! explorer's footprints and DPOR".
 //!
-//! A footprint is known only for the actions whose whole effect is the
-//! driver's own hardware bookkeeping: a broadcast TLBI reaching one CPU
-//! (`Deliver`) and a speculative walk (`Speculate`). A `Step` or an
-//! `Interrupt` runs kernel code until the next posted step, and that code
-//! reads and writes kernel state (`World::k`, the policy's and the ASID
-//! allocator's own cells, page tables, pipes, KVM state) with nothing that
-//! records which parts: its footprint is unknown, so it is dependent on
-//! every action. This is sound (an unknown footprint never lets two
-//! actions commute), and it is where the reduction stops today.
+//! Every action's footprint is recorded as it runs
+//! ([`crate::engine::track`], [`super::Explorer::footprints`]); the DPOR
+//! search compares those of the actions a schedule took. This file says
+//! what an action that has not run (enabled somewhere, never taken
+//! afterwards in the schedule) will touch: for the driver's own
+//! hardware bookkeeping (`Deliver`, `Speculate`) that is fixed by the
+//! action, and equal to what [`super::Explorer::apply`] records for it;
+//! a `Step` or an `Interrupt` runs kernel code up to the next posted step,
+//! whose footprint is known only once it ran: unknown (dependent on
+//! everything) until then.
 
 use super::Action;
-use crate::hw::CpuId;
+use crate::engine::track::{part, Footprint, Loc, Space};
 
-/// An abstract location of the machine an action reads or writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Loc {
-    /// The TLB and walk cache of a CPU (entries and their LRU order).
-    Tlb(CpuId),
-    /// The pending bits, at a CPU, of the broadcast TLBIs in flight.
-    DvmPending(CpuId),
-    /// The translation registers of a CPU (TTBR0, the ASID, VTTBR).
-    Regs(CpuId),
-    /// The posted step of a CPU (what `Deliver` is offered beside).
-    Posted(CpuId),
-    /// Every page-table entry in memory.
-    PageTables,
-    /// The per-schedule budget of speculative fills.
-    SpeculationBudget,
-}
-
-/// The locations an action reads and writes. `None` from
-/// [`footprint`]: unknown (dependent on everything).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Footprint {
-    /// Locations read (a location also written is listed only there).
-    pub reads: Vec<Loc>,
-    /// Locations written.
-    pub writes: Vec<Loc>,
-}
-
-impl Footprint {
-    /// Do the two footprints conflict: one writes what the other reads or
-    /// writes?
-    pub fn conflicts(&self, other: &Footprint) -> bool {
-        let hits = |w: &[Loc], o: &Footprint| {
-            w.iter()
-                .any(|l| o.writes.contains(l) || o.reads.contains(l))
-        };
-        hits(&self.writes, other) || hits(&other.writes, self)
-    }
-}
-
-/// The footprint of `a`, from what the driver does for it
-/// ([`super::Explorer::apply`]):
+/// The footprint of `a` before it runs (see the module doc):
 /// - `Deliver(t)`: the oldest TLBI pending at `t` invalidates `t`'s TLB
-///   and walk cache (`Hw::dvm_apply`) and clears its pending bit there; it
-///   is offered only while `t` has an access posted, so it reads that;
+///   and walk cache and clears its pending bit there; it is offered only
+///   while `t` has an access posted, so it reads `t`'s context;
 /// - `Speculate(c, va)`: walks the page tables from `c`'s translation
-///   registers, fills `c`'s TLB and walk cache (`Hw::speculate`), and
-///   spends one of the schedule's speculative fills (which, once spent,
-///   disable every other `Speculate`);
-/// - `Step` and `Interrupt`: unknown (`None`), see the module doc.
-///
-/// The driver's own list of TLBIs in flight is changed by a `Deliver` that
-/// clears the last pending bit; deliveries to different CPUs reach the
-/// same list whichever goes first, so it is not a location.
-pub fn footprint(a: &Action) -> Option<Footprint> {
+///   registers, fills `c`'s TLB and walk cache, and spends one of the
+///   schedule's speculative fills; it is offered for the VAs accessed so
+///   far;
+/// - `Step` and `Interrupt`: unknown.
+pub fn footprint(a: &Action) -> Footprint {
+    let hw = |p| Loc::part(Space::Hw, p);
     match *a {
-        Action::Deliver(t) => Some(Footprint {
-            reads: vec![Loc::Posted(t)],
-            writes: vec![Loc::Tlb(t), Loc::DvmPending(t)],
-        }),
-        Action::Speculate(c, _) => Some(Footprint {
-            reads: vec![Loc::Regs(c), Loc::PageTables],
-            writes: vec![Loc::Tlb(c), Loc::SpeculationBudget],
-        }),
-        Action::Step(_) | Action::Interrupt(_) => None,
+        Action::Deliver(t) => Footprint::of(
+            &[Loc::part(Space::Cx, part::cx(t))],
+            &[hw(part::tlb(t)), hw(part::dvm_pending(t))],
+        ),
+        Action::Speculate(c, _) => Footprint::of(
+            &[
+                Loc::part(Space::Explore, part::TOUCHED),
+                hw(part::regs(c)),
+                hw(part::PAGE_TABLES),
+            ],
+            &[
+                hw(part::tlb(c)),
+                Loc::part(Space::Explore, part::BUDGET),
+            ],
+        ),
+        Action::Step(_) | Action::Interrupt(_) => Footprint::unknown(),
     }
 }
 
-/// Are `a` and `b` dependent: may running them in the two orders from one
-/// state give different states, or may one enable or disable the other?
-/// True if either footprint is unknown or the footprints conflict. An
+/// Are `a` and `b` dependent by their footprints before they run? An
 /// action is dependent on itself.
 pub fn dependent(a: &Action, b: &Action) -> bool {
-    if a == b {
-        return true;
-    }
-    match (footprint(a), footprint(b)) {
-        (Some(x), Some(y)) => x.conflicts(&y),
-        _ => true,
-    }
+    a == b || footprint(a).conflicts(&footprint(b))
 }
 
 #[cfg(test)]
@@ -117,7 +74,7 @@ mod tests {
     }
 
     #[test]
-    fn kernel_steps_are_dependent_on_everything() {
+    fn kernel_steps_not_yet_run_are_dependent_on_everything() {
         for b in [
             Action::Step(1),
             Action::Deliver(1),

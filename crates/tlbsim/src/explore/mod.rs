@@ -38,6 +38,7 @@ pub mod driver;
 pub mod exhaustive;
 pub mod footprint;
 pub mod pct;
+pub mod races;
 pub mod random;
 pub mod schedule;
 
