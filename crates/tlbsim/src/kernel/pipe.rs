@@ -38,10 +38,10 @@ pub fn new_pipe_paged(buffers: u32, per_buffer: u32) -> PipeRef {
     Rc::new(Tracked::new(
         Loc::all(Space::Ipc),
         Pipe {
-        bufs: VecDeque::new(),
-        buffers: buffers.max(1) as usize,
-        per_buffer: per_buffer.max(1),
-        waiting: Vec::new(),
+            bufs: VecDeque::new(),
+            buffers: buffers.max(1) as usize,
+            per_buffer: per_buffer.max(1),
+            waiting: Vec::new(),
         },
     ))
 }

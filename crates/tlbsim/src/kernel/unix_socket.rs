@@ -46,12 +46,12 @@ pub fn new_unix_stream(sndbuf: u64, truesize: u64) -> UnixStreamRef {
     Rc::new(Tracked::new(
         Loc::all(Space::Ipc),
         UnixStream {
-        wmem_alloc: 1,
-        sndbuf,
-        truesize: truesize.max(1),
-        queued: 0,
-        reader: None,
-        writers: VecDeque::new(),
+            wmem_alloc: 1,
+            sndbuf,
+            truesize: truesize.max(1),
+            queued: 0,
+            reader: None,
+            writers: VecDeque::new(),
         },
     ))
 }

@@ -20,6 +20,7 @@ use super::{parse_params, Params, Workload};
 use crate::engine::rng::{Rng, Streams};
 use crate::hw::cpumask::CpuMask;
 // 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
+use crate::engine::track::Tracked;
 use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
 use crate::kernel::sched::{
@@ -29,7 +30,6 @@ use crate::kernel::sched::{
 use crate::kernel::{Ctx, TaskId, World};
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};
-use crate::engine::track::Tracked;
 use std::rc::Rc;
 
 /// Parameters.

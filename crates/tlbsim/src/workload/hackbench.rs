@@ -12,6 +12,7 @@
 use super::WorkloadEntry;
 use super::{parse_params, shared, Params, Workload};
 use crate::engine::rng::Streams;
+use crate::engine::track::Tracked;
 use crate::kernel::pipe::{new_pipe_paged, pipe_read, pipe_write, PipeRef};
 use crate::kernel::sched::{block_until_woken, spawn_user, sys_fork, sys_wait, wake_up};
 use crate::kernel::unix_socket::{
@@ -19,7 +20,6 @@ use crate::kernel::unix_socket::{
 };
 use crate::kernel::{Ctx, TaskId, World};
 use serde::{Deserialize, Serialize};
-use crate::engine::track::Tracked;
 use std::rc::Rc;
 
 /// hackbench's start handshake: children wait until the main process has

@@ -20,6 +20,7 @@ use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::cpumask::CpuMask;
 // 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
+use crate::engine::track::TrackedCell;
 use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
 use crate::kernel::migrate::sys_migrate_pages;
 use crate::kernel::mm::sys_mmap_private;
@@ -31,7 +32,6 @@ use crate::kernel::swap::PageData;
 use crate::kernel::{Ctx, Program, TaskId, World};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
-use crate::engine::track::TrackedCell;
 use std::rc::Rc;
 
 /// Parameters.
@@ -108,7 +108,13 @@ fn pin(c: &Ctx, cpu: usize) -> CpuMask {
 }
 
 /// A thread of the process: rounds of random accesses until `done`.
-async fn user_loop(c: &Ctx, me: &MigrateBench, p: u64, done: &TrackedCell<bool>, mut rng: impl Rng) {
+async fn user_loop(
+    c: &Ctx,
+    me: &MigrateBench,
+    p: u64,
+    done: &TrackedCell<bool>,
+    mut rng: impl Rng,
+) {
     while !done.get() {
         for _ in 0..me.touches_per_round {
             let k = rng.gen_range(0..me.pages);

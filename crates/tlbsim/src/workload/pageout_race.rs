@@ -51,6 +51,7 @@ use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 // 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
+use crate::engine::track::TrackedCell;
 use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
 use crate::kernel::madvise::{sys_madvise_cold, sys_madvise_free, sys_madvise_pageout};
 use crate::kernel::migrate::sys_migrate_pages;
@@ -64,7 +65,6 @@ use crate::kernel::swap::PageData;
 use crate::kernel::{Ctx, Program, TaskId, World};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
-use crate::engine::track::TrackedCell;
 use std::rc::Rc;
 
 /// Parameters.

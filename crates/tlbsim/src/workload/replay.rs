@@ -31,6 +31,7 @@
 
 use super::{parse_params, Params, Workload, WorkloadEntry};
 use crate::engine::rng::Streams;
+use crate::engine::track::{Tracked, TrackedCell};
 use crate::hw::mem::Perms;
 use crate::kernel::brk::sys_brk;
 use crate::kernel::hrtimer::schedule_hrtimeout;
@@ -44,7 +45,6 @@ use crate::kernel::sched::{
 use crate::kernel::{Ctx, Program, TaskId, World};
 use crate::trace::{EventKind, TaskKind, Trace, PROT_READ, PROT_WRITE};
 use serde::{Deserialize, Serialize};
-use crate::engine::track::{Tracked, TrackedCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::sync::Arc;

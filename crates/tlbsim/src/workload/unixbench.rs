@@ -52,6 +52,7 @@ use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::engine::Ns;
 // 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
+use crate::engine::track::Tracked;
 use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
 use crate::kernel::file::{sys_lseek, sys_read, sys_write, CachedFile};
 use crate::kernel::mm::{sys_mmap, sys_munmap};
@@ -61,7 +62,6 @@ use crate::kernel::sched::{
 };
 use crate::kernel::{Ctx, TaskId, World};
 use serde::{Deserialize, Serialize};
-use crate::engine::track::Tracked;
 use std::rc::Rc;
 
 /// unixbench's twelve index tests, in its order, with their baselines

@@ -14,11 +14,11 @@ use super::mprotect::mprotect_loop;
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
+use crate::engine::track::TrackedCell;
 use crate::hw::cpumask::CpuMask;
 use crate::kernel::sched::{spawn_user, sys_exec, sys_fork, sys_sched_setaffinity, sys_wait};
 use crate::kernel::{Ctx, TaskId, World};
 use serde::{Deserialize, Serialize};
-use crate::engine::track::TrackedCell;
 use std::rc::Rc;
 
 /// Parameters.

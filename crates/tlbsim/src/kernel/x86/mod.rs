@@ -27,10 +27,10 @@ crate::kernel::registry::entries! {
 use crate::hw::cpumask::CpuMask;
 // x86 has one base page size, 4 KiB (`kernel.page_size_kib = 64` is
 // refused for x86 profiles).
+use crate::engine::track::{Loc, Space, Tracked};
 use crate::hw::mem::PAGE_SHIFT_4K as PAGE_SHIFT;
 use crate::hw::tlb::{Asid, MmId, TlbiScope};
 use crate::kernel::{Ctx, Op, World};
-use crate::engine::track::{Loc, Space, Tracked};
 use std::cell::Cell;
 use std::rc::Rc;
 

@@ -20,9 +20,9 @@ crate::kernel::registry::entries! {
 }
 
 use crate::engine::exec::KFuture;
+use crate::engine::track::{Loc, Space, Tracked, TrackedCell};
 use crate::hw::CpuId;
 use crate::kernel::{sched, Ctx, GuestExit, TaskId, World};
-use crate::engine::track::{Loc, Space, Tracked, TrackedCell};
 use std::rc::Rc;
 use vmid::{KvmVmid, VmidAllocator};
 
@@ -298,7 +298,9 @@ pub fn create_vm(
     let kvm = Rc::new(Kvm {
         guest,
         vmid: KvmVmid::default(),
-        last_vcpu_ran: (0..host.ncpus()).map(|_| TrackedCell::new(KVM, -1)).collect(),
+        last_vcpu_ran: (0..host.ncpus())
+            .map(|_| TrackedCell::new(KVM, -1))
+            .collect(),
         cx_base,
         policy: Rc::clone(kvm_policy),
         requests: pcpus.iter().map(|_| TrackedCell::new(KVM, false)).collect(),

@@ -8,10 +8,10 @@
 //! VMID 0 is never handed out: it is the host's (and, as
 //! `VMID_ACTIVE_INVALID`'s index, what a CPU with no vCPU loaded holds).
 
-use crate::hw::tlb::{TlbiScope, Vmid};
-use crate::kernel::{Ctx, LockId, World};
 use super::KVM;
 use crate::engine::track::{Tracked, TrackedCell};
+use crate::hw::tlb::{TlbiScope, Vmid};
+use crate::kernel::{Ctx, LockId, World};
 
 /// `struct kvm_vmid`: one VM's VMID with its generation (`atomic64_t id`;
 /// 0 until the first `kvm_arm_vmid_update()`).
