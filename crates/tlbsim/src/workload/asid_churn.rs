@@ -19,7 +19,6 @@ use crate::kernel::mm::{sys_mmap, sys_mprotect};
 use crate::kernel::sched::{spawn_user, sys_clone_thread, sys_exec, sys_sched_yield, sys_wait};
 use crate::kernel::{Ctx, TaskId, World};
 use serde::{Deserialize, Serialize};
-use std::cell::Cell;
 use std::rc::Rc;
 
 /// Parameters.
@@ -67,7 +66,7 @@ impl AsidChurn {
 impl Workload for AsidChurn {
     fn setup(&self, w: &Rc<World>, _streams: &Streams) -> TaskId {
         let n = w.ncpus();
-        let left = Rc::new(Cell::new(self.execers));
+        let left = super::shared_cell(self.execers);
         for i in 0..self.execers {
             let (left, execs) = (Rc::clone(&left), self.execs);
             spawn_user(
@@ -96,7 +95,7 @@ impl Workload for AsidChurn {
                 Box::pin(async move {
                     let p = sys_mmap(&ctx, PAGE_SIZE, Perms::RW).await;
                     ctx.user_access(p, true).await;
-                    let stop = Rc::new(Cell::new(false));
+                    let stop = super::shared_cell(false);
                     for _ in 1..me.threads {
                         let stop = Rc::clone(&stop);
                         sys_clone_thread(

@@ -20,6 +20,7 @@ use super::{parse_params, Params, Workload};
 use crate::engine::rng::{Rng, Streams};
 use crate::hw::cpumask::CpuMask;
 // 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
+use crate::engine::track::Tracked;
 use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
 use crate::kernel::sched::{
@@ -29,7 +30,6 @@ use crate::kernel::sched::{
 use crate::kernel::{Ctx, TaskId, World};
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};
-use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 /// Parameters.
@@ -81,7 +81,7 @@ impl Churn {
     }
 }
 
-type Kworkers = Rc<RefCell<Vec<TaskId>>>;
+type Kworkers = Rc<Tracked<Vec<TaskId>>>;
 
 fn one_cpu(n: usize, c: usize) -> Option<CpuMask> {
     let mut m = CpuMask::new(n);
@@ -103,7 +103,7 @@ const TABLE_SPAN: u64 = 512 * PAGE_SIZE;
 impl Workload for Churn {
     fn setup(&self, w: &Rc<World>, streams: &Streams) -> TaskId {
         let n = w.ncpus();
-        let kw: Kworkers = Rc::new(RefCell::new(Vec::new()));
+        let kw: Kworkers = super::shared(Vec::new());
         for c in 0..n {
             let t = spawn_kthread(
                 w,
@@ -163,7 +163,7 @@ impl Workload for Churn {
                     for i in 0..half {
                         ctx.user_access(heap + i * PAGE_SIZE, true).await;
                     }
-                    let second = Rc::new(Cell::new(0u64));
+                    let second = super::shared_cell(0u64);
                     for round in 0..me.rounds {
                         // Second half in its own table: map and touch.
                         let b = sys_mmap(&ctx, TABLE_SPAN, Perms::RW).await;

@@ -276,7 +276,7 @@ impl Workload for TlbFlush {
             Box::new(move |ctx: Ctx| {
                 Box::pin(async move {
                     let region = (me.region(), me.backing());
-                    let rate = Rc::new(std::cell::Cell::new(0.0f64));
+                    let rate = super::shared_cell(0.0f64);
                     for i in 0..n {
                         let cpu = i % ncpus;
                         let iters = me.iterations;

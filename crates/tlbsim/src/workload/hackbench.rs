@@ -10,8 +10,9 @@
 //! result is the elapsed time.
 
 use super::WorkloadEntry;
-use super::{parse_params, Params, Workload};
+use super::{parse_params, shared, Params, Workload};
 use crate::engine::rng::Streams;
+use crate::engine::track::Tracked;
 use crate::kernel::pipe::{new_pipe_paged, pipe_read, pipe_write, PipeRef};
 use crate::kernel::sched::{block_until_woken, spawn_user, sys_fork, sys_wait, wake_up};
 use crate::kernel::unix_socket::{
@@ -19,7 +20,6 @@ use crate::kernel::unix_socket::{
 };
 use crate::kernel::{Ctx, TaskId, World};
 use serde::{Deserialize, Serialize};
-use std::cell::RefCell;
 use std::rc::Rc;
 
 /// hackbench's start handshake: children wait until the main process has
@@ -30,7 +30,7 @@ struct Gate {
     waiting: Vec<TaskId>,
 }
 
-type GateRef = Rc<RefCell<Gate>>;
+type GateRef = Rc<Tracked<Gate>>;
 
 async fn wait_gate(ctx: &Ctx, g: &GateRef) {
     let open = {
@@ -181,7 +181,7 @@ impl Workload for Hackbench {
             Box::new(move |ctx: Ctx| {
                 Box::pin(async move {
                     for _ in 0..me.runs {
-                        let gate: GateRef = Rc::default();
+                        let gate: GateRef = shared(Gate::default());
                         for _ in 0..me.groups {
                             let pipes: Rc<Vec<Channel>> = Rc::new(
                                 (0..me.fds)

@@ -20,6 +20,7 @@ use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::cpumask::CpuMask;
 // 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
+use crate::engine::track::TrackedCell;
 use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
 use crate::kernel::migrate::sys_migrate_pages;
 use crate::kernel::mm::sys_mmap_private;
@@ -31,7 +32,6 @@ use crate::kernel::swap::PageData;
 use crate::kernel::{Ctx, Program, TaskId, World};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
-use std::cell::Cell;
 use std::rc::Rc;
 
 /// Parameters.
@@ -108,7 +108,13 @@ fn pin(c: &Ctx, cpu: usize) -> CpuMask {
 }
 
 /// A thread of the process: rounds of random accesses until `done`.
-async fn user_loop(c: &Ctx, me: &MigrateBench, p: u64, done: &Cell<bool>, mut rng: impl Rng) {
+async fn user_loop(
+    c: &Ctx,
+    me: &MigrateBench,
+    p: u64,
+    done: &TrackedCell<bool>,
+    mut rng: impl Rng,
+) {
     while !done.get() {
         for _ in 0..me.touches_per_round {
             let k = rng.gen_range(0..me.pages);
@@ -124,8 +130,8 @@ async fn user_loop(c: &Ctx, me: &MigrateBench, p: u64, done: &Cell<bool>, mut rn
 async fn process_main(
     c: &Ctx,
     me: &MigrateBench,
-    ready: &Cell<bool>,
-    done: &Rc<Cell<bool>>,
+    ready: &TrackedCell<bool>,
+    done: &Rc<TrackedCell<bool>>,
     streams: Streams,
 ) {
     sys_sched_setaffinity(c, Some(pin(c, 1))).await;
@@ -160,8 +166,8 @@ impl Workload for MigrateBench {
             0,
             Box::new(move |ctx: Ctx| {
                 Box::pin(async move {
-                    let ready = Rc::new(Cell::new(false));
-                    let done = Rc::new(Cell::new(false));
+                    let ready = super::shared_cell(false);
+                    let done = super::shared_cell(false);
                     let (m, r, d) = (me.clone(), Rc::clone(&ready), Rc::clone(&done));
                     let target = sys_fork(
                         &ctx,

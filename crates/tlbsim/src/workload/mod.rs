@@ -16,6 +16,7 @@ pub mod unixbench;
 pub mod victim;
 
 use crate::engine::rng::Streams;
+use crate::engine::track::{Loc, Space, Tracked, TrackedCell};
 use crate::kernel::{TaskId, World};
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -33,6 +34,22 @@ pub trait Workload {
         let _ = profile;
         Ok(())
     }
+}
+
+/// The location of every piece of state a workload's tasks share: the
+/// whole of `Space::Workload` (coarse, sound: any two accesses to shared
+/// workload state of which one writes are dependent).
+pub const SHARED: Loc = Loc::all(Space::Workload);
+
+/// State the tasks of a workload share, whose borrows record [`SHARED`].
+pub fn shared<T>(v: T) -> Rc<Tracked<T>> {
+    Rc::new(Tracked::new(SHARED, v))
+}
+
+/// A flag or counter the tasks of a workload share, whose reads and writes
+/// record [`SHARED`].
+pub fn shared_cell<T: Copy>(v: T) -> Rc<TrackedCell<T>> {
+    Rc::new(TrackedCell::new(SHARED, v))
 }
 
 /// Workload parameters as given in the config.

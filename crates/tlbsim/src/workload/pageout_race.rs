@@ -51,6 +51,7 @@ use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 // 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
+use crate::engine::track::TrackedCell;
 use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
 use crate::kernel::madvise::{sys_madvise_cold, sys_madvise_free, sys_madvise_pageout};
 use crate::kernel::migrate::sys_migrate_pages;
@@ -64,7 +65,6 @@ use crate::kernel::swap::PageData;
 use crate::kernel::{Ctx, Program, TaskId, World};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
-use std::cell::Cell;
 use std::rc::Rc;
 
 /// Parameters.
@@ -231,8 +231,8 @@ impl PageoutRace {
 async fn user_loop(
     c: &Ctx,
     me: &PageoutRace,
-    (base, i): (&Cell<u64>, u32),
-    done: &Cell<bool>,
+    (base, i): (&TrackedCell<u64>, u32),
+    done: &TrackedCell<bool>,
     mut rng: impl Rng,
 ) {
     let (len, step) = (me.len(), me.step());
@@ -273,15 +273,15 @@ async fn user_loop(
 async fn start_users(
     ctx: &Ctx,
     me: &PageoutRace,
-    (p, base): (u64, &Rc<Cell<u64>>),
-    done: &Rc<Cell<bool>>,
+    (p, base): (u64, &Rc<TrackedCell<u64>>),
+    done: &Rc<TrackedCell<bool>>,
     streams: &Streams,
 ) {
     let n = ctx.w.ncpus() as u32;
     for i in 1..=me.users {
         let (m, d) = (me.clone(), Rc::clone(done));
         let b = if me.fork {
-            Rc::new(Cell::new(p))
+            super::shared_cell(p)
         } else {
             Rc::clone(base)
         };
@@ -304,7 +304,7 @@ async fn start_users(
 
 /// Iteration `it` of the main thread: its madvise, migration and mremap
 /// (each if asked), on the mapping now at `base`.
-async fn main_round(ctx: &Ctx, me: &PageoutRace, base: &Cell<u64>, it: u64) {
+async fn main_round(ctx: &Ctx, me: &PageoutRace, base: &TrackedCell<u64>, it: u64) {
     let len = me.len();
     if me.madvise && me.advice == "cold" {
         sys_madvise_cold(ctx, base.get(), len).await;
@@ -348,10 +348,10 @@ impl Workload for PageoutRace {
                     for k in 0..me.pages {
                         ctx.user_access(p + k * me.step(), true).await;
                     }
-                    let done = Rc::new(Cell::new(false));
+                    let done = super::shared_cell(false);
                     // Where the main thread's mapping is now (threads
                     // follow it; forked children keep their own at `p`).
-                    let base = Rc::new(Cell::new(p));
+                    let base = super::shared_cell(p);
                     start_users(&ctx, &me, (p, &base), &done, &streams).await;
                     let mut rng = streams.stream("pageout-race/main");
                     for it in 0..me.iterations {

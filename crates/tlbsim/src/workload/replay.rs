@@ -31,6 +31,7 @@
 
 use super::{parse_params, Params, Workload, WorkloadEntry};
 use crate::engine::rng::Streams;
+use crate::engine::track::{Tracked, TrackedCell};
 use crate::hw::mem::Perms;
 use crate::kernel::brk::sys_brk;
 use crate::kernel::hrtimer::schedule_hrtimeout;
@@ -44,7 +45,6 @@ use crate::kernel::sched::{
 use crate::kernel::{Ctx, Program, TaskId, World};
 use crate::trace::{EventKind, TaskKind, Trace, PROT_READ, PROT_WRITE};
 use serde::{Deserialize, Serialize};
-use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -261,19 +261,19 @@ struct Shared {
     /// The events `handoff` names.
     awaited: BTreeSet<usize>,
     /// Handed-off events processed so far, and tasks waiting for one.
-    handed: RefCell<BTreeSet<usize>>,
-    handoff_waiters: RefCell<BTreeMap<usize, TaskId>>,
+    handed: Tracked<BTreeSet<usize>>,
+    handoff_waiters: Tracked<BTreeMap<usize, TaskId>>,
     /// Recorder time taken out of the compute so far, ns.
-    removed_ns: std::cell::Cell<u64>,
+    removed_ns: TrackedCell<u64>,
     /// Runnable waits replayed so far ([`runnable_wait`]), ns.
-    runnable_wait_ns: std::cell::Cell<u64>,
+    runnable_wait_ns: TrackedCell<u64>,
     trace: Arc<Trace>,
     /// Each task's event indices, in order.
     by_tid: BTreeMap<u32, Vec<usize>>,
     /// Wakes received and not yet consumed by a sleep.
-    tokens: RefCell<BTreeMap<u32, u64>>,
+    tokens: Tracked<BTreeMap<u32, u64>>,
     /// Tasks asleep waiting for a wake, and their model ids.
-    sleeping: RefCell<BTreeMap<u32, TaskId>>,
+    sleeping: Tracked<BTreeMap<u32, TaskId>>,
 }
 
 impl Workload for Replay {
@@ -323,23 +323,23 @@ impl Workload for Replay {
             untraced_sleeps: self.untraced_sleeps,
             awaited: handoff.values().copied().collect(),
             handoff,
-            handed: RefCell::new(BTreeSet::new()),
-            handoff_waiters: RefCell::new(BTreeMap::new()),
-            removed_ns: std::cell::Cell::new(0),
-            runnable_wait_ns: std::cell::Cell::new(0),
+            handed: Tracked::new(super::SHARED, BTreeSet::new()),
+            handoff_waiters: Tracked::new(super::SHARED, BTreeMap::new()),
+            removed_ns: TrackedCell::new(super::SHARED, 0),
+            runnable_wait_ns: TrackedCell::new(super::SHARED, 0),
             trace: Arc::clone(&trace),
             by_tid,
-            tokens: RefCell::new(BTreeMap::new()),
-            sleeping: RefCell::new(BTreeMap::new()),
+            tokens: Tracked::new(super::SHARED, BTreeMap::new()),
+            sleeping: Tracked::new(super::SHARED, BTreeMap::new()),
         });
         let root = &trace.tasks[0];
-        let space = Rc::new(RefCell::new(Space::default()));
+        let space = super::shared(Space::default());
         spawn_user(w, &root.comm, 0, program(shared, root.tid, space))
     }
 }
 
 /// The program of recorded task `tid` in address space `space`.
-fn program(shared: Rc<Shared>, tid: u32, space: Rc<RefCell<Space>>) -> Program {
+fn program(shared: Rc<Shared>, tid: u32, space: Rc<Tracked<Space>>) -> Program {
     Box::new(move |ctx: Ctx| Box::pin(async move { run_task(&ctx, &shared, tid, space).await }))
 }
 
@@ -357,7 +357,7 @@ impl Shared {
 }
 
 /// Replays task `tid`'s events, then reaps its children.
-async fn run_task(ctx: &Ctx, sh: &Rc<Shared>, tid: u32, mut space: Rc<RefCell<Space>>) {
+async fn run_task(ctx: &Ctx, sh: &Rc<Shared>, tid: u32, mut space: Rc<Tracked<Space>>) {
     let idx = sh.by_tid.get(&tid).cloned().unwrap_or_default();
     let recorded = sh.placement == Placement::Recorded;
     // The CPU of the task's next `run` after position p.
@@ -447,7 +447,7 @@ async fn run_task(ctx: &Ctx, sh: &Rc<Shared>, tid: u32, mut space: Rc<RefCell<Sp
                         sys_vfork_replayed(ctx, &rec.comm, pin, p).await;
                     }
                     TaskKind::Process => {
-                        let copy = Rc::new(RefCell::new(space.borrow().clone()));
+                        let copy = super::shared(space.borrow().clone());
                         let p = program(Rc::clone(sh), child, copy);
                         sys_fork_pinned(ctx, &rec.comm, pin, p).await;
                     }
@@ -455,7 +455,7 @@ async fn run_task(ctx: &Ctx, sh: &Rc<Shared>, tid: u32, mut space: Rc<RefCell<Sp
             }
             EventKind::Exec => {
                 sys_exec(ctx).await;
-                space = Rc::new(RefCell::new(Space::default()));
+                space = super::shared(Space::default());
             }
             EventKind::Exit => break,
             EventKind::Fault { addr, write } => {
@@ -573,7 +573,7 @@ async fn wake(ctx: &Ctx, sh: &Shared, target: u32) {
 }
 
 /// A recorded fault: an access to its translated address.
-async fn fault(ctx: &Ctx, space: &Rc<RefCell<Space>>, addr: u64, write: bool) {
+async fn fault(ctx: &Ctx, space: &Rc<Tracked<Space>>, addr: u64, write: bool) {
     let mapped = space.borrow().translate(addr);
     let va = match mapped {
         Some(v) => v,
@@ -590,7 +590,7 @@ async fn fault(ctx: &Ctx, space: &Rc<RefCell<Space>>, addr: u64, write: bool) {
 }
 
 /// Runs a recorded memory system call.
-async fn memory_op(ctx: &Ctx, space: &Rc<RefCell<Space>>, k: EventKind) {
+async fn memory_op(ctx: &Ctx, space: &Rc<Tracked<Space>>, k: EventKind) {
     let pieces = |a: u64, l: u64| space.borrow().pieces(a, l.next_multiple_of(PAGE));
     match k {
         EventKind::Mmap {

@@ -19,7 +19,6 @@ use crate::kernel::sched::{spawn_user, sys_clone_thread, sys_sched_setaffinity, 
 use crate::kernel::{Ctx, TaskId, World};
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};
-use std::cell::Cell;
 use std::rc::Rc;
 
 /// Parameters.
@@ -91,8 +90,8 @@ impl Workload for Threads {
                     // The page the threads share: one kernel page.
                     #[allow(non_snake_case)]
                     let PAGE_SIZE = ctx.w.granule.page_size();
-                    let done = Rc::new(Cell::new(false));
-                    let page = Rc::new(Cell::new(0u64));
+                    let done = super::shared_cell(false);
+                    let page = super::shared_cell(0u64);
                     if me.op != "munmap" {
                         let p = sys_mmap(&ctx, PAGE_SIZE, Perms::RW).await;
                         ctx.user_access(p, true).await;

@@ -52,6 +52,7 @@ use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::engine::Ns;
 // 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
+use crate::engine::track::Tracked;
 use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
 use crate::kernel::file::{sys_lseek, sys_read, sys_write, CachedFile};
 use crate::kernel::mm::{sys_mmap, sys_munmap};
@@ -61,7 +62,6 @@ use crate::kernel::sched::{
 };
 use crate::kernel::{Ctx, TaskId, World};
 use serde::{Deserialize, Serialize};
-use std::cell::Cell;
 use std::rc::Rc;
 
 /// unixbench's twelve index tests, in its order, with their baselines
@@ -341,7 +341,7 @@ async fn run_test(ctx: &Ctx, u: &Unixbench, test: &str, deadline: Ns) -> (f64, N
         "context1" => {
             // The partner echoes what it reads until told to stop.
             let (there, back) = (new_pipe(1), new_pipe(1));
-            let stop = Rc::new(Cell::new(false));
+            let stop = super::shared_cell(false);
             let (t2, b2, s2) = (Rc::clone(&there), Rc::clone(&back), Rc::clone(&stop));
             let cow = u.cow_pages;
             fork(
@@ -401,10 +401,10 @@ async fn instance(ctx: Ctx, u: Unixbench, base: usize, results: Rc<Results>) {
     let mut log_sum = 0.0;
     for test in &u.tests {
         // The copies' rates, summed.
-        let count = Rc::new(Cell::new(0.0f64));
+        let count = super::shared_cell(0.0f64);
         // A pipe per copy: the model's pipe has one waiting reader.
         let go: Vec<_> = (0..u.copies).map(|_| new_pipe(1)).collect();
-        let deadline = Rc::new(Cell::new(0));
+        let deadline = super::shared_cell(0);
         for (k, go_k) in go.iter().enumerate() {
             let (u2, t2, c2) = (u.clone(), test.clone(), Rc::clone(&count));
             let (go2, d2) = (Rc::clone(go_k), Rc::clone(&deadline));
@@ -440,13 +440,19 @@ async fn instance(ctx: Ctx, u: Unixbench, base: usize, results: Rc<Results>) {
 }
 
 /// What the instances report, gathered in instance order.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Results {
-    scores: std::cell::RefCell<Vec<(String, f64)>>,
-    indices: std::cell::RefCell<Vec<f64>>,
+    scores: Tracked<Vec<(String, f64)>>,
+    indices: Tracked<Vec<f64>>,
 }
 
 impl Results {
+    fn new() -> Self {
+        Results {
+            scores: Tracked::new(super::SHARED, Vec::new()),
+            indices: Tracked::new(super::SHARED, Vec::new()),
+        }
+    }
     fn add_score(&self, test: &str, score: f64) {
         self.scores.borrow_mut().push((test.to_string(), score));
     }
@@ -487,7 +493,7 @@ impl Workload for Unixbench {
             0,
             Box::new(move |ctx: Ctx| {
                 Box::pin(async move {
-                    let results = Rc::new(Results::default());
+                    let results = Rc::new(Results::new());
                     for i in 0..me.instances as usize {
                         let (u, r) = (me.clone(), Rc::clone(&results));
                         let base = i * me.copies as usize;

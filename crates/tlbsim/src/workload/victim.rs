@@ -14,11 +14,11 @@ use super::mprotect::mprotect_loop;
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
+use crate::engine::track::TrackedCell;
 use crate::hw::cpumask::CpuMask;
 use crate::kernel::sched::{spawn_user, sys_exec, sys_fork, sys_sched_setaffinity, sys_wait};
 use crate::kernel::{Ctx, TaskId, World};
 use serde::{Deserialize, Serialize};
-use std::cell::Cell;
 use std::rc::Rc;
 
 /// Parameters.
@@ -71,7 +71,7 @@ fn pin(ncpus: usize, cpu: usize) -> Option<CpuMask> {
 }
 
 /// Forks the victim; it records its compute time under `metric`.
-async fn fork_victim(ctx: &Ctx, v: &Victim, metric: &'static str, stop: Rc<Cell<bool>>) {
+async fn fork_victim(ctx: &Ctx, v: &Victim, metric: &'static str, stop: Rc<TrackedCell<bool>>) {
     let v = v.clone();
     sys_fork(
         ctx,
@@ -116,10 +116,10 @@ impl Workload for Victim {
                         (me.loaders as usize).min(n.saturating_sub(1))
                     };
                     // Phase 1: alone.
-                    fork_victim(&ctx, &me, "victim_alone_ns", Rc::new(Cell::new(false))).await;
+                    fork_victim(&ctx, &me, "victim_alone_ns", super::shared_cell(false)).await;
                     while sys_wait(&ctx).await.is_some() {}
                     // Phase 2: with the loaders.
-                    let stop = Rc::new(Cell::new(false));
+                    let stop = super::shared_cell(false);
                     for i in 0..loaders {
                         let stop = Rc::clone(&stop);
                         let pages = me.pages;

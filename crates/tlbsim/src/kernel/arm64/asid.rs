@@ -12,7 +12,8 @@ use crate::hw::tlb::{Asid, MmId};
 use crate::kernel::policy::AsidAllocator;
 use crate::kernel::registry::AllocatorEntry;
 use crate::kernel::{Ctx, LockId, World};
-use std::cell::{Cell, RefCell};
+use crate::engine::track::{part, Loc, Space, Tracked};
+use std::cell::Cell;
 
 /// The allocator's state under `cpu_asid_lock` (the globals of
 /// arch/arm64/mm/context.c).
@@ -106,8 +107,11 @@ pub struct ReservedAsid {
     bits: u8,
     kpti: bool,
     fns: &'static dyn ContextFns,
-    st: RefCell<Option<State>>,
-    lock: Cell<LockId>,
+    /// Its borrows record `Space::Allocator(0)` (one location for every
+    /// kernel's allocator: coarse, sound); code that touches only
+    /// `active[cpu]` names that part, `part::cpu(cpu)`.
+    st: Tracked<Option<State>>,
+    lock: Cell<LockId>, // untracked: set once at init: not state an action changes
 }
 
 impl ReservedAsid {
@@ -123,8 +127,8 @@ impl ReservedAsid {
             bits,
             kpti,
             fns,
-            st: RefCell::new(None),
-            lock: Cell::new(0),
+            st: Tracked::new(Loc::all(Space::Allocator(0)), None),
+            lock: Cell::new(0), // untracked: set once at init: not state an action changes
         }
     }
 
@@ -304,7 +308,8 @@ impl AsidAllocator for ReservedAsid {
                 // atomic64_cmpxchg_relaxed(this_cpu_ptr(&active_asids), old, asid)
                 fast = ctx
                     .cmpxchg(|| {
-                        let mut st = self.st.borrow_mut();
+                        // Only `active_asids[cpu]` is read and written.
+                        let mut st = self.st.write_at(part::cpu(cpu));
                         let st = st.as_mut().expect("init");
                         self.fns.cmpxchg_active_asid(&mut st.active[cpu], old, id)
                     })
@@ -356,8 +361,9 @@ impl ReservedAsid {
         if flush {
             local_flush_tlb_all(ctx).await;
         }
-        ctx.atomic_set(|| self.st.borrow_mut().as_mut().expect("init").active[cpu] = id)
-            .await; // atomic64_set(this_cpu_ptr(&active_asids), asid)
+        // atomic64_set(this_cpu_ptr(&active_asids), asid): that slot only.
+        ctx.atomic_set(|| self.st.write_at(part::cpu(cpu)).as_mut().expect("init").active[cpu] = id)
+            .await;
         ctx.spin_unlock(self.lock.get()).await;
     }
 }

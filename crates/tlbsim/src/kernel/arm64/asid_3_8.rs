@@ -42,7 +42,8 @@ use crate::kernel::policy::AsidAllocator;
 use crate::check::Invariant;
 use crate::kernel::registry::{AllocatorEntry, Breaks};
 use crate::kernel::{Ctx, LockId, Op, World};
-use std::cell::{Cell, RefCell};
+use crate::engine::track::{Loc, Space, Tracked};
+use std::cell::Cell;
 
 /// The globals of Linux 3.8's arch/arm/mm/context.c.
 #[derive(Debug)]
@@ -75,8 +76,10 @@ impl State {
 #[derive(Debug)]
 pub struct Asid38 {
     bits: u8,
-    st: RefCell<Option<State>>,
-    lock: Cell<LockId>,
+    /// Its borrows record `Space::Allocator(0)` (one location for every
+    /// kernel's allocator: coarse, sound).
+    st: Tracked<Option<State>>,
+    lock: Cell<LockId>, // untracked: set once at init: not state an action changes
 }
 
 impl Asid38 {
@@ -84,8 +87,8 @@ impl Asid38 {
     pub fn new(bits: u8) -> Self {
         Self {
             bits,
-            st: RefCell::new(None),
-            lock: Cell::new(0),
+            st: Tracked::new(Loc::all(Space::Allocator(0)), None),
+            lock: Cell::new(0), // untracked: set once at init: not state an action changes
         }
     }
 

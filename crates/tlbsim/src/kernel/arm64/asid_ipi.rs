@@ -27,26 +27,33 @@ use crate::hw::Ttbr0;
 use crate::kernel::policy::AsidAllocator;
 use crate::kernel::registry::AllocatorEntry;
 use crate::kernel::{Ctx, LockId, Op, World};
-use std::cell::{Cell, RefCell};
+use crate::engine::track::{Loc, Space, Tracked, TrackedCell};
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+/// The allocator's state. Every tracked field records
+/// `Space::Allocator(0)` (one location for every kernel's allocator:
+/// coarse, sound).
 #[derive(Debug)]
 struct Inner {
     bits: u8,
     /// `cpu_last_asid` (generation in the high bits).
-    last: Cell<u64>,
+    last: TrackedCell<u64>,
     /// `per_cpu(current_mm)`.
-    current_mm: RefCell<Vec<Option<MmId>>>,
+    current_mm: Tracked<Vec<Option<MmId>>>,
     /// `cpu_asid_lock`.
-    lock: Cell<LockId>,
+    lock: Cell<LockId>, // untracked: set once at init: not state an action changes
     /// Per mm `context.id_lock`, created on first use.
-    id_locks: RefCell<BTreeMap<MmId, LockId>>,
+    id_locks: Tracked<BTreeMap<MmId, LockId>>,
     /// The `reset_context` IPI handler.
-    handler: Cell<usize>,
+    handler: Cell<usize>, // untracked: set once at init: not state an action changes
     /// Per CPU: the mm whose new context a switch deferred (`TIF_SWITCH_MM`).
-    deferred: RefCell<Vec<Option<MmId>>>,
+    deferred: Tracked<Vec<Option<MmId>>>,
 }
+
+/// The location of the allocator's state.
+const LOC: Loc = Loc::all(Space::Allocator(0));
 
 impl Inner {
     fn first_version(&self) -> u64 {
@@ -187,12 +194,12 @@ impl IpiRollover {
         Self {
             inner: Rc::new(Inner {
                 bits,
-                last: Cell::new(1 << bits),
-                current_mm: RefCell::new(Vec::new()),
-                lock: Cell::new(0),
-                id_locks: RefCell::new(BTreeMap::new()),
-                handler: Cell::new(0),
-                deferred: RefCell::new(Vec::new()),
+                last: TrackedCell::new(LOC, 1 << bits),
+                current_mm: Tracked::new(LOC, Vec::new()),
+                lock: Cell::new(0), // untracked: set once at init: not state an action changes
+                id_locks: Tracked::new(LOC, BTreeMap::new()),
+                handler: Cell::new(0), // untracked: set once at init: not state an action changes
+                deferred: Tracked::new(LOC, Vec::new()),
             }),
         }
     }

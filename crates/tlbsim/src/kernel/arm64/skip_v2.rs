@@ -33,15 +33,17 @@ use crate::kernel::policy::TlbPolicy;
 use crate::kernel::registry::{Allocators, PolicyEntry};
 use crate::kernel::tlbflush::FlushScope;
 use crate::kernel::Ctx;
-use std::cell::RefCell;
+use crate::engine::track::{Loc, Space, Tracked};
 
 /// The v2 policy, with the re-check of the design or of another posting.
+/// Its state's borrows record `Space::Policy(0)` (one location for every
+/// kernel's policy: coarse, sound).
 #[derive(Debug)]
 pub struct SkipV2 {
     /// `mm->context.nr_active_mm`, indexed by mm id.
-    nr_active: RefCell<Vec<i64>>,
+    nr_active: Tracked<Vec<i64>>,
     /// Per-CPU `cpu_not_lazy_tlb` (false at boot: CPUs start in idle).
-    not_lazy: RefCell<Vec<bool>>,
+    not_lazy: Tracked<Vec<bool>>,
     /// The re-check of `nr_active_mm` after the mask is written: given the
     /// count read, may the flush stay local (or be skipped)?
     recheck: fn(i64) -> bool,
@@ -62,8 +64,8 @@ impl SkipV2 {
     /// v2 whose re-check after `smp_mb()` is `recheck(nr_active_mm)`.
     pub fn with_recheck(recheck: fn(i64) -> bool) -> Self {
         Self {
-            nr_active: RefCell::new(Vec::new()),
-            not_lazy: RefCell::new(Vec::new()),
+            nr_active: Tracked::new(Loc::all(Space::Policy(0)), Vec::new()),
+            not_lazy: Tracked::new(Loc::all(Space::Policy(0)), Vec::new()),
             recheck,
         }
     }

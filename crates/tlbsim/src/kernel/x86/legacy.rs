@@ -14,7 +14,7 @@ use crate::kernel::policy::TlbPolicy;
 use crate::kernel::registry::{Allocators, PolicyEntry};
 use crate::kernel::tlbflush::FlushScope;
 use crate::kernel::{Ctx, World};
-use std::cell::RefCell;
+use crate::engine::track::{Loc, Space, Tracked};
 use std::rc::Rc;
 
 /// `cpu_tlbstate` of one CPU (Linux 4.12).
@@ -26,11 +26,22 @@ struct CpuState {
     lazy: bool,
 }
 
-#[derive(Debug, Default)]
+/// The policy's state: borrows record `Space::Policy(0)` (one location
+/// for every kernel's policy: coarse, sound).
+#[derive(Debug)]
 struct Inner {
-    cpus: RefCell<Vec<CpuState>>,
+    cpus: Tracked<Vec<CpuState>>,
     /// Flush IPIs and the `flush_tlb_info` they carry.
     ipi: super::FlushIpi,
+}
+
+impl Default for Inner {
+    fn default() -> Self {
+        Inner {
+            cpus: Tracked::new(Loc::all(Space::Policy(0)), Vec::new()),
+            ipi: super::FlushIpi::default(),
+        }
+    }
 }
 
 /// The policy. See the module doc.

@@ -27,10 +27,11 @@ crate::kernel::registry::entries! {
 use crate::hw::cpumask::CpuMask;
 // x86 has one base page size, 4 KiB (`kernel.page_size_kib = 64` is
 // refused for x86 profiles).
+use crate::engine::track::{Loc, Space, Tracked};
 use crate::hw::mem::PAGE_SHIFT_4K as PAGE_SHIFT;
 use crate::hw::tlb::{Asid, MmId, TlbiScope};
 use crate::kernel::{Ctx, Op, World};
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::rc::Rc;
 
 /// The x86 policy of the Linux kernel `release` (`uname -r`, e.g.
@@ -207,10 +208,21 @@ pub fn count(ctx: &Ctx, what: crate::kernel::tlbflush::FlushScope) {
 /// The flush-IPI plumbing both x86 policies share: the per-CPU
 /// `flush_tlb_info` each sender publishes, and the registered handler that
 /// reads the sender's info and runs the policy's `flush_tlb_func()`.
-#[derive(Debug, Default)]
+/// The infos' borrows record `Space::Policy(0)` (one location for every
+/// kernel's policy: coarse, sound).
+#[derive(Debug)]
 pub struct FlushIpi {
-    infos: RefCell<Vec<Option<FlushInfo>>>,
-    handler: Cell<usize>,
+    infos: Tracked<Vec<Option<FlushInfo>>>,
+    handler: Cell<usize>, // untracked: set once at init: not state an action changes
+}
+
+impl Default for FlushIpi {
+    fn default() -> Self {
+        FlushIpi {
+            infos: Tracked::new(Loc::all(Space::Policy(0)), Vec::new()),
+            handler: Cell::new(0), // untracked: set once at init: not state an action changes
+        }
+    }
 }
 
 impl FlushIpi {

@@ -27,7 +27,7 @@ use crate::kernel::policy::TlbPolicy;
 use crate::kernel::registry::{Allocators, PolicyEntry};
 use crate::kernel::tlbflush::FlushScope;
 use crate::kernel::{Ctx, World};
-use std::cell::{Cell, RefCell};
+use crate::engine::track::{Loc, Space, Tracked, TrackedCell};
 use std::rc::Rc;
 
 /// Options distinguishing the policies built on this file.
@@ -143,7 +143,8 @@ pub struct MmState {
     pub next_trim_ns: Option<crate::engine::Ns>,
 }
 
-/// Shared state of the policy.
+/// Shared state of the policy. Its cells record `Space::Policy(0)` (one
+/// location for every kernel's policy: coarse, sound).
 #[derive(Debug)]
 pub struct Inner {
     /// Options.
@@ -151,13 +152,13 @@ pub struct Inner {
     /// The functions this kernel has of its own.
     pub fns: &'static dyn TlbGenFns,
     /// Per CPU `cpu_tlbstate`.
-    pub cpus: RefCell<Vec<CpuState>>,
+    pub cpus: Tracked<Vec<CpuState>>,
     /// Per mm.
-    pub mms: RefCell<Vec<MmState>>,
+    pub mms: Tracked<Vec<MmState>>,
     /// Flush IPIs and the `flush_tlb_info` they carry.
     pub ipi: super::FlushIpi,
     /// Next global ASID to hand out (INVLPGB).
-    pub next_global: Cell<u32>,
+    pub next_global: TrackedCell<u32>,
 }
 
 /// The policy. See the module doc.
@@ -185,10 +186,10 @@ impl TlbGen {
             inner: Rc::new(Inner {
                 opts,
                 fns,
-                cpus: RefCell::default(),
-                mms: RefCell::default(),
+                cpus: Tracked::new(Loc::all(Space::Policy(0)), Vec::new()),
+                mms: Tracked::new(Loc::all(Space::Policy(0)), Vec::new()),
                 ipi: super::FlushIpi::default(),
-                next_global: Cell::default(),
+                next_global: TrackedCell::new(Loc::all(Space::Policy(0)), 0),
             }),
         }
     }

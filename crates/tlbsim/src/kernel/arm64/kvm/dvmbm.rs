@@ -15,7 +15,8 @@ use crate::engine::exec::KFuture;
 use crate::hw::cpumask::CpuMask;
 use crate::kernel::registry::Feature;
 use crate::kernel::{Ctx, LockId, World};
-use std::cell::{Cell, RefCell};
+use crate::engine::track::Tracked;
+use std::cell::Cell;
 
 /// One VM's DVMBM state.
 #[derive(Debug, Clone)]
@@ -31,10 +32,20 @@ struct VmState {
 }
 
 /// The policy. See the module doc.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Dvmbm {
-    vms: RefCell<Vec<VmState>>,
-    ncpus: Cell<usize>,
+    /// Records [`super::KVM`].
+    vms: Tracked<Vec<VmState>>,
+    ncpus: Cell<usize>, // untracked: set once at init: not state an action changes
+}
+
+impl Default for Dvmbm {
+    fn default() -> Self {
+        Dvmbm {
+            vms: Tracked::new(super::KVM, Vec::new()),
+            ncpus: Cell::new(0), // untracked: set once at init: not state an action changes
+        }
+    }
 }
 
 impl Dvmbm {

@@ -20,9 +20,9 @@ crate::kernel::registry::entries! {
 }
 
 use crate::engine::exec::KFuture;
+use crate::engine::track::{Loc, Space, Tracked, TrackedCell};
 use crate::hw::CpuId;
 use crate::kernel::{sched, Ctx, GuestExit, TaskId, World};
-use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use vmid::{KvmVmid, VmidAllocator};
 
@@ -98,6 +98,10 @@ pub fn find_kvm_policy(name: &str) -> Result<&'static KvmPolicyEntry, String> {
         })
 }
 
+/// The location of every piece of KVM state (VMs, the VMID allocator,
+/// the KVM policies' own state): the whole of `Space::Kvm` (coarse, sound).
+pub const KVM: Loc = Loc::all(Space::Kvm);
+
 /// `struct kvm` with its one stage-2 MMU (`kvm->arch.mmu`): what the
 /// host keeps of one VM.
 pub struct Kvm {
@@ -107,7 +111,7 @@ pub struct Kvm {
     pub vmid: KvmVmid,
     /// `mmu->last_vcpu_ran`: per physical CPU, the vCPU of this VM that
     /// ran there last (-1: none).
-    pub last_vcpu_ran: Vec<Cell<i32>>,
+    pub last_vcpu_ran: Vec<TrackedCell<i32>>,
     /// The step-layer context of vCPU 0 ([`crate::step::Cx`]); vCPU `i`'s
     /// is this plus `i`.
     pub cx_base: usize,
@@ -115,13 +119,13 @@ pub struct Kvm {
     pub policy: Rc<dyn KvmPolicy>,
     /// Per vCPU: a `KVM_REQ_*` request waits for it (the policy's; one
     /// kind is modelled).
-    pub requests: Vec<Cell<bool>>,
+    pub requests: Vec<TrackedCell<bool>>,
     /// The host's VMID allocator.
     pub vmids: Rc<VmidAllocator>,
     /// The vCPU threads, by vCPU (host tasks).
-    pub vcpu_threads: RefCell<Vec<TaskId>>,
+    pub vcpu_threads: Tracked<Vec<TaskId>>,
     /// The guest's workload has finished: vCPU threads leave their loop.
-    pub done: Cell<bool>,
+    pub done: TrackedCell<bool>,
 }
 
 impl std::fmt::Debug for Kvm {
@@ -294,13 +298,15 @@ pub fn create_vm(
     let kvm = Rc::new(Kvm {
         guest,
         vmid: KvmVmid::default(),
-        last_vcpu_ran: (0..host.ncpus()).map(|_| Cell::new(-1)).collect(),
+        last_vcpu_ran: (0..host.ncpus())
+            .map(|_| TrackedCell::new(KVM, -1))
+            .collect(),
         cx_base,
         policy: Rc::clone(kvm_policy),
-        requests: pcpus.iter().map(|_| Cell::new(false)).collect(),
+        requests: pcpus.iter().map(|_| TrackedCell::new(KVM, false)).collect(),
         vmids: Rc::clone(vmids),
-        vcpu_threads: RefCell::new(Vec::new()),
-        done: Cell::new(false),
+        vcpu_threads: Tracked::new(KVM, Vec::new()),
+        done: TrackedCell::new(KVM, false),
     });
     for (i, &cpu) in pcpus.iter().enumerate() {
         let k = Rc::clone(&kvm);

@@ -10,12 +10,21 @@
 use super::{Kvm, KvmPolicy, KvmPolicyEntry};
 use crate::hw::CpuId;
 use crate::kernel::World;
-use std::cell::RefCell;
+use crate::engine::track::Tracked;
 
 /// The policy: per VM and vCPU, the CPU it last loaded on (`vcpu->cpu`).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct NoFb {
-    last_cpu: RefCell<Vec<Vec<Option<CpuId>>>>,
+    /// Records [`super::KVM`].
+    last_cpu: Tracked<Vec<Vec<Option<CpuId>>>>,
+}
+
+impl Default for NoFb {
+    fn default() -> Self {
+        NoFb {
+            last_cpu: Tracked::new(super::KVM, Vec::new()),
+        }
+    }
 }
 
 impl KvmPolicy for NoFb {

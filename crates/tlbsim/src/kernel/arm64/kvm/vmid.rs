@@ -8,16 +8,25 @@
 //! VMID 0 is never handed out: it is the host's (and, as
 //! `VMID_ACTIVE_INVALID`'s index, what a CPU with no vCPU loaded holds).
 
+use super::KVM;
+use crate::engine::track::{Tracked, TrackedCell};
 use crate::hw::tlb::{TlbiScope, Vmid};
 use crate::kernel::{Ctx, LockId, World};
-use std::cell::{Cell, RefCell};
 
 /// `struct kvm_vmid`: one VM's VMID with its generation (`atomic64_t id`;
 /// 0 until the first `kvm_arm_vmid_update()`).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct KvmVmid {
-    /// `id`: generation | VMID.
-    pub id: Cell<u64>,
+    /// `id`: generation | VMID (records [`KVM`]).
+    pub id: TrackedCell<u64>,
+}
+
+impl Default for KvmVmid {
+    fn default() -> Self {
+        KvmVmid {
+            id: TrackedCell::new(KVM, 0),
+        }
+    }
 }
 
 /// The allocator's globals (under `cpu_vmid_lock` unless noted).
@@ -42,7 +51,8 @@ pub struct State {
 #[derive(Debug)]
 pub struct VmidAllocator {
     bits: u8,
-    st: RefCell<State>,
+    /// Records [`KVM`].
+    st: Tracked<State>,
     lock: LockId,
 }
 
@@ -64,7 +74,7 @@ impl VmidAllocator {
         }
         Ok(Self {
             bits,
-            st: RefCell::new(State::new(bits, n)),
+            st: Tracked::new(KVM, State::new(bits, n)),
             lock: w.new_lock("cpu_vmid_lock"),
         })
     }
@@ -250,7 +260,7 @@ mod tests {
     fn alloc(bits: u8) -> VmidAllocator {
         VmidAllocator {
             bits,
-            st: RefCell::new(State::new(bits, 2)),
+            st: Tracked::new(KVM, State::new(bits, 2)),
             lock: 0,
         }
     }
