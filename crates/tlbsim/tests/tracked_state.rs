@@ -82,7 +82,6 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 #[test]
-#[ignore = "enabled when every model file is converted (issue 19)"]
 fn the_model_keeps_its_mutable_state_in_tracked_cells() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut report = String::new();

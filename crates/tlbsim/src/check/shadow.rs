@@ -163,6 +163,8 @@ pub struct Shadow {
     /// The last (mm, chunk id) looked up and its slot: consecutive
     /// questions mostly concern one chunk (a 2 MiB page's 512 writes, a
     /// task's accesses).
+    // A lookup cache; `Machine::emit` records the checker's accesses.
+    // untracked: a cache inside the checker (see above)
     last: Cell<Option<((MmId, u64), usize)>>,
     /// Per mm: chunk ids and newest retirement.
     mms: FxHashMap<MmId, MmShadow>,

@@ -184,10 +184,10 @@ impl World {
         let m = Rc::new(Machine {
             granule,
             hw: Tracked::new(Loc::all(Space::Hw), hw),
-            stats: RefCell::new(Stats::new(n)),
-            observer: RefCell::new(None),
-            observer_failed: Cell::new(false),
-            now: Cell::new(0),
+            stats: RefCell::new(Stats::new(n)), // untracked: counters only
+            observer: RefCell::new(None), // untracked: recorded by event kind in `emit`
+            observer_failed: Cell::new(false), // untracked: read between actions
+            now: Cell::new(0), // untracked: the explorer's clock is per CPU
             pte_version: TrackedCell::new(Loc::part(Space::Hw, part::PAGE_TABLES), 0),
         });
         Self::boot(m, 0, n, None, profile, (kcfg, policy, asid))
@@ -250,7 +250,7 @@ impl World {
             asid,
             futures: Tracked::new(Loc::all(Space::Future(id)), Vec::new()),
             programs: Tracked::new(Loc::all(Space::Future(id)), Vec::new()),
-            ipi_handlers: RefCell::new(Vec::new()),
+            ipi_handlers: RefCell::new(Vec::new()), // untracked: read-only once set up
             random: Tracked::new(
                 Loc::all(Space::Random(id)),
                 crate::engine::rng::Streams::new(0).stream("kernel.random"),
