@@ -456,6 +456,9 @@ impl DporChooser {
         };
         for (i, k) in races {
             let initials = hb.initials(&actions, i, k);
+            if std::env::var_os("TLBSIM_DEBUG_RACES").is_some() {
+                eprintln!("race {i} {:?} / {k} {:?}: initials {initials:?}", actions[i], actions[k]);
+            }
             self.add_source(self.path[i].0, &initials);
         }
         self.add_unrun(&actions, &hb, ended);

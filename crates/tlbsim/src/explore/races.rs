@@ -114,6 +114,9 @@ impl Hb {
                     }
                 }
             }
+            // An event that reads a part and writes the whole meets its
+            // own read.
+            cands.retain(|&c| c != kk);
             cands.sort_unstable();
             cands.dedup();
             preds.clear();
@@ -252,6 +255,19 @@ mod tests {
         let (hb, races) = Hb::build(&a, &fps, 0);
         assert!(!hb.hb(0, 1));
         assert_eq!(races, vec![(0, 2), (1, 2)]);
+    }
+
+    #[test]
+    fn an_event_that_reads_a_part_and_writes_the_whole_is_not_its_own_predecessor() {
+        let k = |p| Loc::part(Space::Kernel(0), p);
+        let a = [Action::Step(1), Action::Step(0)];
+        let f = [
+            Footprint::of(&[k(part::cpu(1))], &[]),
+            Footprint::of(&[k(part::cpu(0))], &[Loc::all(Space::Kernel(0))]),
+        ];
+        let fps: Vec<&Footprint> = f.iter().collect();
+        let (_, races) = Hb::build(&a, &fps, 0);
+        assert_eq!(races, vec![(0, 1)]);
     }
 
     #[test]
