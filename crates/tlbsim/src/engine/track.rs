@@ -140,7 +140,8 @@ impl Loc {
 
     /// Do the two name common state?
     pub fn overlaps(&self, o: &Loc) -> bool {
-        self.space == o.space && (self.part == o.part || self.part == part::ALL || o.part == part::ALL)
+        self.space == o.space
+            && (self.part == o.part || self.part == part::ALL || o.part == part::ALL)
     }
 }
 
@@ -203,21 +204,54 @@ impl Footprint {
     }
 }
 
+/// What is being recorded: the accesses in order, and whether one was
+/// unknown.
+#[derive(Default)]
+struct Recording {
+    accesses: Vec<(Loc, bool)>,
+    unknown: bool,
+}
+
 thread_local! {
     static ON: Cell<bool> = const { Cell::new(false) };
-    static REC: RefCell<Footprint> = RefCell::new(Footprint::default());
+    static REC: RefCell<Recording> = RefCell::new(Recording::default());
 }
 
 /// Starts recording this thread's accesses (a fresh footprint).
 pub fn start() {
-    REC.with(|r| *r.borrow_mut() = Footprint::default());
+    REC.with(|r| {
+        let mut r = r.borrow_mut();
+        r.accesses.clear();
+        r.unknown = false;
+    });
     ON.with(|o| o.set(true));
 }
 
 /// Stops recording; returns what was recorded since [`start`].
 pub fn finish() -> Footprint {
     ON.with(|o| o.set(false));
-    REC.with(|r| std::mem::take(&mut *r.borrow_mut()))
+    REC.with(|r| {
+        let mut r = r.borrow_mut();
+        let mut f = Footprint {
+            unknown: r.unknown,
+            ..Default::default()
+        };
+        r.accesses.sort_unstable();
+        r.accesses.dedup();
+        for &(l, write) in &r.accesses {
+            if write {
+                f.writes.push(l);
+            }
+        }
+        // Sorted by location, a write after the read of one location.
+        for (i, &(l, write)) in r.accesses.iter().enumerate() {
+            let written = r.accesses.get(i + 1).is_some_and(|&(m, _)| m == l);
+            if !write && !written {
+                f.reads.push(l);
+            }
+        }
+        f
+    })
 }
 
 /// Is this thread recording?
@@ -230,7 +264,7 @@ pub fn recording() -> bool {
 #[inline]
 pub fn record(l: Loc, write: bool) {
     if recording() {
-        REC.with(|r| r.borrow_mut().add(l, write));
+        REC.with(|r| r.borrow_mut().accesses.push((l, write)));
     }
 }
 

@@ -451,14 +451,15 @@ impl DporChooser {
             .map(|&(n, i)| self.tree.enabled(n)[i as usize])
             .collect();
         let (hb, races) = {
-            let fps: Vec<&Footprint> = self.fps.iter().map(|&f| &self.tree.fps[f as usize]).collect();
+            let fps: Vec<&Footprint> = self
+                .fps
+                .iter()
+                .map(|&f| &self.tree.fps[f as usize])
+                .collect();
             Hb::build(&actions, &fps, from)
         };
         for (i, k) in races {
             let initials = hb.initials(&actions, i, k);
-            if std::env::var_os("TLBSIM_DEBUG_RACES").is_some() {
-                eprintln!("race {i} {:?} / {k} {:?}: initials {initials:?}", actions[i], actions[k]);
-            }
             self.add_source(self.path[i].0, &initials);
         }
         self.add_unrun(&actions, &hb, ended);
@@ -655,11 +656,6 @@ fn run_one(
     e.add_vms(&b);
     let outcome = e.run(dpor, opts.max_actions, &done);
     let ended = e.enabled();
-    if std::env::var_os("TLBSIM_DEBUG_FP").is_some() {
-        for (a, f) in e.schedule.iter().zip(&e.footprints) {
-            eprintln!("{a:?} unknown={} R={:?} W={:?}", f.unknown, f.reads, f.writes);
-        }
-    }
     b.teardown();
     crate::progress::PROGRESS.schedule_done();
     Ok((OneRun::new(outcome, std::mem::take(&mut e.schedule)), ended))
@@ -961,7 +957,10 @@ mod tests {
                 .filter(|&n| t.nodes[n as usize].alive && t.has_pending(n))
                 .map(|n| depth(t, n))
                 .min();
-            assert!(open.is_none_or(|d| d >= here), "left at {here}, open at {open:?}");
+            assert!(
+                open.is_none_or(|d| d >= here),
+                "left at {here}, open at {open:?}"
+            );
             leaves.push(here);
         }
         assert_eq!(leaves.len(), 23);

@@ -39,10 +39,7 @@ pub fn footprint(a: &Action) -> Footprint {
                 hw(part::regs(c)),
                 hw(part::PAGE_TABLES),
             ],
-            &[
-                hw(part::tlb(c)),
-                Loc::part(Space::Explore, part::BUDGET),
-            ],
+            &[hw(part::tlb(c)), Loc::part(Space::Explore, part::BUDGET)],
         ),
         Action::Step(_) | Action::Interrupt(_) => Footprint::unknown(),
     }

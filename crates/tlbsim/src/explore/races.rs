@@ -100,7 +100,9 @@ impl Hb {
                 univ.candidates(true, &mut cands);
                 for s in spaces.values() {
                     s.all.candidates(true, &mut cands);
-                    s.parts.values().for_each(|h| h.candidates(true, &mut cands));
+                    s.parts
+                        .values()
+                        .for_each(|h| h.candidates(true, &mut cands));
                 }
                 spaces.clear();
                 univ = History::default();
@@ -140,7 +142,9 @@ impl Hb {
             if k >= from {
                 for &i in &cands {
                     let direct = hb.proc[i as usize] != q
-                        && !preds.iter().any(|&p| p != i && hb.hb(i as usize, p as usize));
+                        && !preds
+                            .iter()
+                            .any(|&p| p != i && hb.hb(i as usize, p as usize));
                     if direct {
                         races.push((i as usize, k));
                     }
@@ -201,7 +205,13 @@ impl Hb {
 
 /// Event `k` accesses `l`: its candidates (the conflicting accesses not
 /// covered by a later one) go to `out`, and the histories move on.
-fn access(spaces: &mut BTreeMap<Space, SpaceHistory>, l: &Loc, k: u32, write: bool, out: &mut Vec<u32>) {
+fn access(
+    spaces: &mut BTreeMap<Space, SpaceHistory>,
+    l: &Loc,
+    k: u32,
+    write: bool,
+    out: &mut Vec<u32>,
+) {
     let s = spaces.entry(l.space).or_default();
     s.all.candidates(write, out);
     if l.part == part::ALL {

@@ -5,8 +5,8 @@
 //! [`Ctx`] (`spin_lock`, `mmap_read_lock`, `down`/`up`, the split PTE
 //! locks).
 
-use crate::engine::track::part;
 use super::{sched, Ctx, LockId, Op, TaskId, TaskState, World};
+use crate::engine::track::part;
 use crate::engine::Ns;
 use crate::hw::tlb::MmId;
 use std::collections::VecDeque;

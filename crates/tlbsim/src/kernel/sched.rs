@@ -3,10 +3,10 @@
 //! process lifecycle (fork, exec, exit, wait) (kernel/sched/core.c,
 //! kernel/fork.c, kernel/exit.c, fs/exec.c).
 
-use crate::engine::track::part;
 use super::mm::{dup_mmap, mmdrop, mmput, syscall_enter, syscall_exit};
 use super::{Ctx, Op, Program, TaskFuture, TaskId, TaskState, World};
 use crate::engine::label::Label;
+use crate::engine::track::part;
 use crate::hw::cpumask::CpuMask;
 use crate::hw::CpuId;
 use std::rc::Rc;

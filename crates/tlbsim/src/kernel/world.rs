@@ -7,13 +7,13 @@ use super::policy::{AsidAllocator, TlbPolicy};
 use super::{sched, Ctx, Lock, Mm, PerCpu, Task, TaskId, TaskState};
 use crate::config::{KernelConfig, Profile};
 use crate::engine::exec::KFuture;
+use crate::engine::track::{part, Loc, Space, Tracked, TrackedCell};
 use crate::engine::Ns;
 use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{Asid, MmId};
 use crate::hw::{CpuId, Hw};
 use crate::observe::{Event, Observer};
 use crate::stats::Stats;
-use crate::engine::track::{part, Loc, Space, Tracked, TrackedCell};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
@@ -185,9 +185,9 @@ impl World {
             granule,
             hw: Tracked::new(Loc::all(Space::Hw), hw),
             stats: RefCell::new(Stats::new(n)), // untracked: counters only
-            observer: RefCell::new(None), // untracked: recorded by event kind in `emit`
-            observer_failed: Cell::new(false), // untracked: read between actions
-            now: Cell::new(0), // untracked: the explorer's clock is per CPU
+            observer: RefCell::new(None),       // untracked: recorded by event kind in `emit`
+            observer_failed: Cell::new(false),  // untracked: read between actions
+            now: Cell::new(0),                  // untracked: the explorer's clock is per CPU
             pte_version: TrackedCell::new(Loc::part(Space::Hw, part::PAGE_TABLES), 0),
         });
         Self::boot(m, 0, n, None, profile, (kcfg, policy, asid))

@@ -33,9 +33,9 @@ pub mod cpu_time;
 pub mod ops;
 pub mod stolen;
 
-use crate::engine::track::{part, record, Loc, Space};
 use crate::engine::exec::poll_once;
 use crate::engine::label::Label;
+use crate::engine::track::{part, record, Loc, Space};
 use crate::hw::CpuId;
 use crate::kernel::{sched, Ctx, LockId, Op, OpResult, TaskFuture, TaskId, TaskMailbox, World};
 use std::collections::VecDeque;

@@ -439,7 +439,9 @@ fn load_cr3(w: &World, cpu: CpuId, cr3: Option<Ttbr0>, flush: Option<Asid>) {
     if let Some(pcid) = flush {
         w.stats.borrow_mut().cpu[cpu].tlbi_local += 1;
         hw_record(&[part::regs(cpu)], &[part::tlb(cpu)]);
-        w.hw.untracked().borrow_mut().tlbi_local(cpu, TlbiScope::Asid(pcid));
+        w.hw.untracked()
+            .borrow_mut()
+            .tlbi_local(cpu, TlbiScope::Asid(pcid));
         w.m.emit(Event::Tlbi {
             cpu,
             scope: TlbiScope::Asid(pcid),
