@@ -111,6 +111,9 @@ pub mod part {
     /// The list of tasks (its length: the next task id), mms or locks,
     /// where creating one appends (`Space::Kernel`, `Space::Future`).
     pub const ALLOC: u32 = of(12, 0);
+    /// The list of page-table pages waiting for a grace period
+    /// (`Space::Kernel`).
+    pub const RCU: u32 = of(12, 1);
     /// The whole space.
     pub const ALL: u32 = u32::MAX;
 }
@@ -250,6 +253,8 @@ pub fn finish() -> Footprint {
                 f.reads.push(l);
             }
         }
+        r.accesses.clear();
+        r.unknown = false;
         f
     })
 }

@@ -90,7 +90,8 @@ impl Lock {
 impl World {
     /// Creates a spinlock.
     pub fn new_lock(&self, name: &'static str) -> LockId {
-        let mut k = self.k.borrow_mut();
+        // Appending touches no existing lock; the new id is the length.
+        let mut k = self.k.write_at(part::ALLOC);
         k.locks.push(Lock {
             name,
             ..Default::default()
@@ -290,11 +291,14 @@ impl Ctx {
         // The span one PTE table maps (`PMD_SHIFT`): the granule of the
         // split page-table locks.
         let key = va >> self.w.granule.pmd_shift();
-        if let Some(&l) = self.w.k.borrow().mms[mm as usize].pte_locks.get(&key) {
+        if let Some(&l) = self.w.k.read_at(part::mm(mm as usize)).mms[mm as usize]
+            .pte_locks
+            .get(&key)
+        {
             return l;
         }
         let l = self.w.new_lock("ptlock");
-        self.w.k.borrow_mut().mms[mm as usize]
+        self.w.k.write_at(part::mm(mm as usize)).mms[mm as usize]
             .pte_locks
             .insert(key, l);
         l

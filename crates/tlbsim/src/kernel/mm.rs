@@ -14,6 +14,7 @@ use super::pgtable::{
 use super::swap::PageData;
 use super::tlbbatch::flush_tlb_batched_pending;
 use super::{sched, Ctx, Vma};
+use crate::engine::track::part;
 use crate::hw::mem::{Granule, Perms, Pfn, Pte, SwpEntry, TableId, ZERO_PFN};
 use crate::hw::tlb::MmId;
 use crate::hw::Fault;
@@ -270,8 +271,8 @@ impl MmuGather {
                 w.rcu_free_table(self.mm, t);
                 continue;
             }
-            let instance = w.hw.borrow().mem.table(t).instance;
-            w.hw.borrow_mut().mem.free_table(t);
+            let instance = w.hw.read_at(part::PAGE_TABLES).mem.table(t).instance;
+            w.hw.write_at(part::PAGE_TABLES).mem.free_table(t);
             w.stats.borrow_mut().tables_freed += 1;
             w.emit(Event::TableFree {
                 cpu,
@@ -338,14 +339,14 @@ impl MmuGather {
 /// tables may change before it completes; `mm_tlb_flush_nested()` reads it).
 pub async fn inc_tlb_flush_pending(ctx: &Ctx, mm: MmId) {
     let w = &ctx.w;
-    ctx.atomic_inc(|| w.k.borrow_mut().mms[mm as usize].tlb_flush_pending += 1)
+    ctx.atomic_inc(|| w.k.write_at(part::mm(mm as usize)).mms[mm as usize].tlb_flush_pending += 1)
         .await;
 }
 
 /// `dec_tlb_flush_pending(mm)`.
 pub async fn dec_tlb_flush_pending(ctx: &Ctx, mm: MmId) {
     let w = &ctx.w;
-    ctx.atomic_dec(|| w.k.borrow_mut().mms[mm as usize].tlb_flush_pending -= 1)
+    ctx.atomic_dec(|| w.k.write_at(part::mm(mm as usize)).mms[mm as usize].tlb_flush_pending -= 1)
         .await;
 }
 

@@ -3,6 +3,7 @@
 
 use super::swap::SwapSlot;
 use super::World;
+use crate::engine::track::part;
 use crate::hw::mem::{Desc, Perms, Pfn, Pte, SwpEntry, TableId, HUGE_LEVEL, LEAF_LEVEL};
 use crate::hw::tlb::MmId;
 use crate::hw::CpuId;
@@ -56,14 +57,15 @@ fn set_leaf(
     level: u8,
     new: Option<(Pfn, Perms)>,
 ) -> (Option<Pte>, Option<Pte>, u32) {
-    let pgd = w.k.borrow().mms[mm as usize].pgd;
+    let pgd = w.k.read_at(part::mm(mm as usize)).mms[mm as usize].pgd;
     let newpte = new.map(|(pfn, perms)| Pte {
         pfn,
         perms,
         version: w.next_pte_version(),
     });
     let mut allocated = 0;
-    let mut hw = w.hw.borrow_mut();
+    // Tables only (`table_at`, the entry).
+    let mut hw = w.hw.write_at(part::PAGE_TABLES);
     let Some(table) = table_at(
         &mut hw.mem,
         pgd,

@@ -14,6 +14,7 @@
 //! [`TlbPolicy::rcu_table_free`]: super::policy::TlbPolicy::rcu_table_free
 
 use super::World;
+use crate::engine::track::part;
 use crate::hw::mem::TableId;
 use crate::hw::tlb::MmId;
 use crate::hw::CpuId;
@@ -58,11 +59,11 @@ impl World {
     /// no count before it matters (and the hot paths that call this pay
     /// one check).
     pub fn rcu_quiescent(&self, cpu: CpuId) {
+        if self.k.read_at(part::RCU).rcu_frees.is_empty() {
+            return;
+        }
         let done: Vec<RcuFree> = {
             let mut k = self.k.borrow_mut();
-            if k.rcu_frees.is_empty() {
-                return;
-            }
             k.cpus[cpu].rcu_qs += 1;
             let qs: Vec<u64> = k.cpus.iter().map(|c| c.rcu_qs).collect();
             let (done, wait): (Vec<RcuFree>, Vec<RcuFree>) =
