@@ -67,7 +67,7 @@ pub mod part {
         // name, still sound.
         (kind << KIND_SHIFT) | (i as u32 & ((1 << KIND_SHIFT) - 1))
     }
-    /// An mm (`Space::Kernel`, `Space::Check`).
+    /// An mm's part of a space (`Kernel`, `Check`, `Policy`).
     pub const fn mm(i: usize) -> u32 {
         of(1, i)
     }
@@ -75,7 +75,8 @@ pub mod part {
     pub const fn task(i: usize) -> u32 {
         of(2, i)
     }
-    /// A CPU's per-CPU kernel state (`Space::Kernel`).
+    /// A CPU's part of a space (`Kernel`: its per-CPU data; `Policy`,
+    /// `Allocator`: the per-CPU variables; `Check`: its pending writes).
     pub const fn cpu(i: usize) -> u32 {
         of(3, i)
     }

@@ -714,16 +714,7 @@ mod tests {
         let mut dpor = DporChooser::new(&Streams::new(seed), cap);
         let mut out = Vec::new();
         loop {
-            let mut left = actions.to_vec();
-            let mut run = Vec::new();
-            while !left.is_empty() {
-                let i = dpor.choose(run.len(), &left);
-                if dpor.blocked() {
-                    break;
-                }
-                dpor.executed(&footprint(&left[i]));
-                run.push(left.remove(i));
-            }
+            let (run, left) = run_each_once(&mut dpor, actions);
             if !dpor.blocked {
                 out.push(run);
             }
@@ -731,6 +722,23 @@ mod tests {
                 return out;
             }
         }
+    }
+
+    /// One schedule of a toy system in which each of `actions` runs once,
+    /// in the order `dpor` chooses: the order, and what was left when a
+    /// sleep set stopped it (nothing if none did).
+    fn run_each_once(dpor: &mut DporChooser, actions: &[Action]) -> (Vec<Action>, Vec<Action>) {
+        let mut left = actions.to_vec();
+        let mut run = Vec::new();
+        while !left.is_empty() {
+            let i = dpor.choose(run.len(), &left);
+            if dpor.blocked() {
+                break;
+            }
+            dpor.executed(&footprint(&left[i]));
+            run.push(left.remove(i));
+        }
+        (run, left)
     }
 
     fn orders(actions: &[Action]) -> Vec<Vec<Action>> {
@@ -835,25 +843,11 @@ mod tests {
         }
     }
 
-    /// The class of `run` (its Mazurkiewicz trace under [`dependent`]):
-    /// the least topological order of its events by action.
+    /// The class of `run` by the footprints known before the actions
+    /// run ([`footprint`]).
     fn class(run: &[Action]) -> Vec<Action> {
-        let n = run.len();
-        let mut done = vec![false; n];
-        let mut out = Vec::new();
-        while out.len() < n {
-            // Ready: no earlier event not yet taken is dependent on it.
-            let next = (0..n)
-                .filter(|&j| !done[j])
-                .filter(|&j| {
-                    (0..j).all(|i| done[i] || !super::super::footprint::dependent(&run[i], &run[j]))
-                })
-                .min_by_key(|&j| run[j])
-                .unwrap();
-            done[next] = true;
-            out.push(run[next]);
-        }
-        out
+        let fps: Vec<Footprint> = run.iter().map(footprint).collect();
+        super::super::races::normal_form(run, &fps.iter().collect::<Vec<_>>())
     }
 
     /// Every complete schedule of `procs` from `left`.
@@ -940,14 +934,7 @@ mod tests {
         };
         let mut leaves = Vec::new();
         loop {
-            let mut left = steps.clone();
-            let mut run = 0;
-            while !left.is_empty() {
-                let i = dpor.choose(run, &left);
-                dpor.executed(&footprint(&left[i]));
-                left.remove(i);
-                run += 1;
-            }
+            let (_, left) = run_each_once(&mut dpor, &steps);
             if !dpor.advance(&left) {
                 break;
             }
@@ -975,14 +962,7 @@ mod tests {
         let steps: Vec<Action> = (0..5).map(Action::Step).collect();
         let mut dpor = DporChooser::new(&Streams::new(1), 8);
         loop {
-            let mut left = steps.clone();
-            let mut run = 0;
-            while !left.is_empty() {
-                let i = dpor.choose(run, &left);
-                dpor.executed(&footprint(&left[i]));
-                left.remove(i);
-                run += 1;
-            }
+            let (_, left) = run_each_once(&mut dpor, &steps);
             if !dpor.advance(&left) {
                 break;
             }

@@ -203,6 +203,28 @@ impl Hb {
     }
 }
 
+/// The normal form of the class of a schedule (its Mazurkiewicz trace):
+/// the least topological order of its events by action, where an event
+/// follows every earlier event of its action and every earlier one whose
+/// footprint conflicts with its own. Two schedules are equivalent (one
+/// is the other with adjacent independent actions swapped, repeatedly)
+/// exactly when their normal forms are equal. Quadratic: for tests.
+pub fn normal_form(run: &[Action], fps: &[&Footprint]) -> Vec<Action> {
+    let n = run.len();
+    let mut done = vec![false; n];
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        let next = (0..n)
+            .filter(|&j| !done[j])
+            .filter(|&j| (0..j).all(|i| done[i] || (run[i] != run[j] && !fps[i].conflicts(fps[j]))))
+            .min_by_key(|&j| run[j])
+            .expect("a schedule's order is acyclic");
+        done[next] = true;
+        out.push(run[next]);
+    }
+    out
+}
+
 /// Event `k` accesses `l`: its candidates (the conflicting accesses not
 /// covered by a later one) go to `out`, and the histories move on.
 fn access(

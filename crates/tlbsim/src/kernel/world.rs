@@ -570,7 +570,8 @@ impl Machine {
 /// What the checker reads and writes for `ev` (docs/model.md, "The
 /// explorer's footprints and DPOR"): a use of a cached translation reads
 /// what the checker knows of its mm and of frames; a PTE write writes its
-/// mm's part (the version bound it raises is a maximum, which commutes);
+/// mm's part and its CPU's pending writes (the version bound it raises is
+/// a maximum, which commutes);
 /// a walk use reads table liveness. Every other event may read any
 /// hardware the checker is given and writes the whole checker state.
 fn record_check(ev: &Event) {
@@ -582,8 +583,10 @@ fn record_check(ev: &Event) {
             record(check(part::FRAMES), false);
         }
         Event::WalkUse { .. } => record(Loc::part(Space::Hw, part::PAGE_TABLES), false),
-        Event::PteWrite { mm, .. } | Event::HugePteWrite { mm, .. } => {
+        Event::PteWrite { cpu, mm, .. } | Event::HugePteWrite { cpu, mm, .. } => {
+            // The mm's shadow, and the writes pending on the CPU's call.
             record(check(part::mm(mm as usize)), true);
+            record(check(part::cpu(cpu)), true);
         }
         Event::CopyOut { .. } => record(check(part::FRAMES), true),
         Event::Tlbi {

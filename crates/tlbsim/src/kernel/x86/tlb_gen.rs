@@ -27,7 +27,7 @@ use crate::kernel::policy::TlbPolicy;
 use crate::kernel::registry::{Allocators, PolicyEntry};
 use crate::kernel::tlbflush::FlushScope;
 use crate::kernel::{Ctx, World};
-use crate::engine::track::{Loc, Space, Tracked, TrackedCell};
+use crate::engine::track::{part, Loc, Space, Tracked, TrackedCell};
 use std::rc::Rc;
 
 /// Options distinguishing the policies built on this file.
@@ -204,13 +204,16 @@ pub const FIRST_GLOBAL_ASID: u32 = NR_DYN_ASIDS as u32 + 2;
 impl Inner {
     /// The per-mm state of `mm`, growing the table as mms appear.
     pub fn mm(&self, mm: MmId) -> MmState {
-        let v = self.mms.borrow();
+        // An entry beyond the table reads as its default: only `mm`'s
+        // entry matters.
+        let v = self.mms.read_at(part::mm(mm as usize));
         v.get(mm as usize).copied().unwrap_or_default()
     }
 
     /// Updates the per-mm state of `mm`.
     pub fn mm_mut(&self, mm: MmId, f: impl FnOnce(&mut MmState)) {
-        let mut v = self.mms.borrow_mut();
+        // Growing the table adds default entries, which read as before.
+        let mut v = self.mms.write_at(part::mm(mm as usize));
         if v.len() <= mm as usize {
             v.resize(mm as usize + 1, MmState::default());
         }
@@ -238,7 +241,7 @@ impl Inner {
         if !self.opts.pcid {
             return (0, true);
         }
-        let mut cpus = self.cpus.borrow_mut();
+        let mut cpus = self.cpus.write_at(part::cpu(cpu));
         let c = &mut cpus[cpu];
         for (a, x) in c.ctxs.iter().enumerate() {
             if x.ctx_id == Some(next) {
@@ -255,7 +258,7 @@ impl Inner {
         let _f = ctx.func(crate::label!("switch_mm_irqs_off"));
         let cpu = ctx.cpu();
         let (real_prev, prev_asid, was_lazy) = {
-            let mut c = self.cpus.borrow_mut();
+            let mut c = self.cpus.write_at(part::cpu(cpu));
             let s = &mut c[cpu];
             let r = (s.loaded_mm, s.loaded_asid, s.is_lazy);
             s.is_lazy = false;
@@ -279,7 +282,8 @@ impl Inner {
                 (a, f, gen)
             } else {
                 let fresh = prev_asid as u32 >= FIRST_GLOBAL_ASID
-                    || self.cpus.borrow()[cpu].ctxs[prev_asid as usize].tlb_gen == gen;
+                    || self.cpus.read_at(part::cpu(cpu))[cpu].ctxs[prev_asid as usize].tlb_gen
+                        == gen;
                 if fresh {
                     return;
                 }
@@ -299,7 +303,7 @@ impl Inner {
                     // init_mm has no user mappings; without PCIDs the CR3
                     // write flushes everything.
                     {
-                        let mut c = self.cpus.borrow_mut();
+                        let mut c = self.cpus.write_at(part::cpu(cpu));
                         c[cpu].loaded_mm = None;
                     }
                     load_cr3(ctx, None, 0, !self.opts.pcid).await;
@@ -319,7 +323,7 @@ impl Inner {
         };
         let n = next.expect("a user mm");
         {
-            let mut c = self.cpus.borrow_mut();
+            let mut c = self.cpus.write_at(part::cpu(cpu));
             let s = &mut c[cpu];
             if (asid as usize) < NR_DYN_ASIDS {
                 s.ctxs[asid as usize] = TlbContext {
@@ -337,7 +341,7 @@ impl Inner {
     pub async fn flush_tlb_func(&self, ctx: &Ctx, f: FlushInfo) {
         let _f = ctx.func(crate::label!("flush_tlb_func"));
         let cpu = ctx.cpu();
-        let st = self.cpus.borrow()[cpu];
+        let st = self.cpus.read_at(part::cpu(cpu))[cpu];
         if let Some(mm) = f.mm.filter(|&m| st.loaded_mm != Some(m)) {
             if self.fns.lazy_mm_cpumask() {
                 // The CPU was left in the mask of an mm it no longer
@@ -372,7 +376,7 @@ impl Inner {
         }
         let slot = st.loaded_asid as usize;
         let mm_gen = ctx.atomic_read(|| self.mm(loaded).tlb_gen).await;
-        let local_gen = self.cpus.borrow()[cpu].ctxs[slot].tlb_gen;
+        let local_gen = self.cpus.read_at(part::cpu(cpu))[cpu].ctxs[slot].tlb_gen;
         if local_gen == mm_gen {
             super::count(ctx, FlushScope::Skip);
             return;
@@ -389,7 +393,7 @@ impl Inner {
             };
             flush_tlb_info_local(ctx, tag, &all).await;
         }
-        self.cpus.borrow_mut()[cpu].ctxs[slot].tlb_gen = mm_gen;
+        self.cpus.write_at(part::cpu(cpu))[cpu].ctxs[slot].tlb_gen = mm_gen;
     }
 
     /// `native_flush_tlb_multi(mm_cpumask(mm), info)`: flushes this CPU if
@@ -409,7 +413,7 @@ impl Inner {
         // on_each_cpu_cond_mask(tlb_is_not_lazy unless tables were freed):
         // the condition applies to this CPU too.
         let include_lazy = self.fns.flush_reaches_lazy(&info);
-        let here = self.cpus.borrow()[cpu];
+        let here = self.cpus.read_at(part::cpu(cpu))[cpu];
         let loaded = here.loaded_mm.is_some() && (info.mm.is_none() || here.loaded_mm == info.mm);
         if mask.test(cpu) && loaded && (include_lazy || !here.is_lazy) {
             ctx.irq_save();
@@ -419,7 +423,7 @@ impl Inner {
         let mut targets = mask;
         targets.clear(cpu);
         if !include_lazy {
-            let c = self.cpus.borrow();
+            let c = self.cpus.borrow(); // every target's state
             for t in targets.clone().iter() {
                 if !self.should_flush_tlb(&c[t], &info) {
                     targets.clear(t);
@@ -524,7 +528,7 @@ impl TlbPolicy for TlbGen {
         let _ = (mm, to_idle);
         Box::pin(async move {
             let cpu = ctx.cpu();
-            let mut c = self.inner.cpus.borrow_mut();
+            let mut c = self.inner.cpus.write_at(part::cpu(cpu));
             if c[cpu].loaded_mm.is_some() {
                 c[cpu].is_lazy = true;
             }
