@@ -15,9 +15,9 @@
 //!
 //! Soundness rests on two rules: a location is a conservative name for
 //! everything behind it (a whole-space location, [`Loc::all`], overlaps
-//! every part of the space), and an action that reaches state no location
-//! names marks its footprint unknown ([`unknown`]), which conflicts with
-//! every footprint.
+//! every part of the space), and a driver that cannot record an action
+//! (the explorer, for a run with VMs) gives it [`Footprint::unknown`],
+//! which conflicts with every footprint.
 
 use std::cell::{Cell, Ref, RefCell, RefMut};
 
@@ -208,12 +208,10 @@ impl Footprint {
     }
 }
 
-/// What is being recorded: the accesses in order, and whether one was
-/// unknown.
+/// What is being recorded: the accesses in order.
 #[derive(Default)]
 struct Recording {
     accesses: Vec<(Loc, bool)>,
-    unknown: bool,
 }
 
 thread_local! {
@@ -224,9 +222,7 @@ thread_local! {
 /// Starts recording this thread's accesses (a fresh footprint).
 pub fn start() {
     REC.with(|r| {
-        let mut r = r.borrow_mut();
-        r.accesses.clear();
-        r.unknown = false;
+        r.borrow_mut().accesses.clear();
     });
     ON.with(|o| o.set(true));
 }
@@ -236,10 +232,7 @@ pub fn finish() -> Footprint {
     ON.with(|o| o.set(false));
     REC.with(|r| {
         let mut r = r.borrow_mut();
-        let mut f = Footprint {
-            unknown: r.unknown,
-            ..Default::default()
-        };
+        let mut f = Footprint::default();
         r.accesses.sort_unstable();
         r.accesses.dedup();
         for &(l, write) in &r.accesses {
@@ -255,7 +248,6 @@ pub fn finish() -> Footprint {
             }
         }
         r.accesses.clear();
-        r.unknown = false;
         f
     })
 }
@@ -271,14 +263,6 @@ pub fn recording() -> bool {
 pub fn record(l: Loc, write: bool) {
     if recording() {
         REC.with(|r| r.borrow_mut().accesses.push((l, write)));
-    }
-}
-
-/// Marks what is being recorded unknown (dependent on everything): the
-/// action reached state that no location names.
-pub fn unknown() {
-    if recording() {
-        REC.with(|r| r.borrow_mut().unknown = true);
     }
 }
 

@@ -126,19 +126,7 @@ impl Hb {
             if let Some(&prev) = hb.events_of[q as usize].last() {
                 preds.push(prev);
             }
-            // The clock: the join of the predecessors', and this event.
-            let base = k * nprocs;
-            for &p in &preds {
-                let pb = p as usize * nprocs;
-                for j in 0..nprocs {
-                    hb.vc[base + j] = hb.vc[base + j].max(hb.vc[pb + j]);
-                }
-            }
-            let s = hb.events_of[q as usize].len() as u32 + 1;
-            hb.vc[base + q as usize] = s;
-            hb.proc.push(q);
-            hb.seq.push(s);
-            hb.events_of[q as usize].push(kk);
+            hb.push(k, q, &preds);
             if k >= from {
                 for &i in &cands {
                     let direct = hb.proc[i as usize] != q
@@ -152,6 +140,24 @@ impl Hb {
             }
         }
         (hb, races)
+    }
+
+    /// Event `k` of process `q` with direct predecessors `preds`: its
+    /// clock is the join of theirs, and itself.
+    fn push(&mut self, k: usize, q: u32, preds: &[u32]) {
+        let n = self.nprocs;
+        let base = k * n;
+        for &p in preds {
+            let pb = p as usize * n;
+            for j in 0..n {
+                self.vc[base + j] = self.vc[base + j].max(self.vc[pb + j]);
+            }
+        }
+        let s = self.events_of[q as usize].len() as u32 + 1;
+        self.vc[base + q as usize] = s;
+        self.proc.push(q);
+        self.seq.push(s);
+        self.events_of[q as usize].push(k as u32);
     }
 
     /// Does event `i` happen before event `k` (or is it `k`)?
