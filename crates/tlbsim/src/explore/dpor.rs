@@ -1,32 +1,28 @@
-//! Dynamic partial-order reduction (Flanagan and Godefroid, "Dynamic
-//! partial-order reduction for model checking software", POPL 2005), with
-//! sleep sets (Godefroid 1996), stateless: each schedule is rebuilt from
-//! the experiment and replays a prefix of choices, as the delay-bounded
-//! search does ([`super::exhaustive`]). There is no preemption bound: the
-//! search is complete when every class of equivalent schedules (schedules
-//! that differ only in the order of independent actions,
-//! [`super::footprint::dependent`]) has had one member run.
+//! Dynamic partial-order reduction over the footprints the explorer
+//! records as actions run ([`crate::engine::track`]), with sleep sets
+//! (Godefroid 1996), stateless: each schedule is rebuilt from the
+//! experiment and replays a prefix of choices, as the delay-bounded search
+//! does ([`super::exhaustive`]). There is no preemption bound: the search
+//! is complete when every class of equivalent schedules (schedules that
+//! differ only in the order of adjacent actions whose footprints do not
+//! conflict) has had one member run.
 //!
 //! Processes: each [`Action`] value stands for the process whose next
 //! transition it is (`Step(c)`: CPU `c`'s next step; `Deliver(t)`: the
-//! next TLBI arrival at `t`; `Interrupt(c)`; each `Speculate(c, va)`), so
-//! "the same action enabled at an earlier state" is that process's next
-//! transition there.
+//! next TLBI arrival at `t`; `Interrupt(c)`; each `Speculate(c, va)`).
 //!
-//! Race analysis (after each schedule, at every state from where it left
-//! the previous schedule, including the state it stopped in): for every
-//! action `b` enabled there and every earlier choice `e_i` that `b` is
-//! dependent on, `b` is added to the backtrack set of state `i` if it was
-//! enabled there, else every action enabled there is. Flanagan and
-//! Godefroid add it only at the last such `i` that does not happen before
-//! `b`; adding it at every dependent `i` explores a superset of their
-//! backtrack sets, so it keeps their soundness and needs no
-//! happens-before clocks.
+//! Race analysis (after each schedule, `DporChooser::analyse`): the
+//! races of its new actions ([`super::races`]) get one of the initials of
+//! their reversal into a backtrack set (source-DPOR, Abdulla et al., POPL
+//! 2014); actions enabled somewhere and never taken after are added as
+//! Flanagan and Godefroid (POPL 2005) add a process's next transition,
+//! with the footprint known before they run ([`super::footprint`]).
 //!
 //! Sleep sets: a state's sleep set is fixed when the state is first
 //! reached: the parent's sleep set and the parent's choices explored
-//! before this one, less those dependent on this one. A schedule whose
-//! every enabled action sleeps is redundant and stops (counted as pruned).
+//! before this one, each with its footprint there, less those whose
+//! footprint conflicts with this one's. A schedule whose every enabled
+//! action sleeps is redundant and stops (counted as pruned).
 //!
 //! **Order** (docs/model.md, "The explorer's footprints and DPOR"): the
 //! explored tree is kept (the states with a backtrack choice left and
@@ -632,6 +628,10 @@ impl Chooser for DporChooser {
 
     fn blocked(&self) -> bool {
         self.blocked
+    }
+
+    fn wants_footprints(&self) -> bool {
+        true
     }
 
     fn executed(&mut self, footprint: &Footprint) {

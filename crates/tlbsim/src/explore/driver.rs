@@ -26,8 +26,11 @@ pub struct Explorer {
     pub schedule: Vec<Action>,
     /// What each action of `schedule` read and wrote (recorded as it ran;
     /// unknown for the action that ended the run, which disables every
-    /// other, and for every action of a run with VMs).
+    /// other, and for every action of a run with VMs), when the chooser
+    /// asks for footprints ([`Chooser::wants_footprints`]); else empty.
     pub footprints: Vec<Footprint>,
+    /// Record footprints (set by [`Explorer::run`] from its chooser).
+    recording: bool,
     /// Per CPU: the actions it took (`Step`, `Interrupt`); the clock that
     /// kernel code sees while it acts ([`Explorer::apply`]).
     clock: Vec<u64>,
@@ -51,6 +54,7 @@ impl Explorer {
             trace: Vec::new(),
             schedule: Vec::new(),
             footprints: Vec::new(),
+            recording: false,
             clock: vec![0; n],
             vms: false,
             exit_requested: vec![false; n],
@@ -104,7 +108,11 @@ impl Explorer {
             if chooser.blocked() {
                 return Outcome::Pruned;
             }
+            self.recording = chooser.wants_footprints();
             self.apply(enabled[i]);
+            if !self.recording {
+                continue;
+            }
             if done(&self.core.w) {
                 // The run ends here: this action disables every other.
                 *self.footprints.last_mut().expect("applied") = Footprint::unknown();
@@ -114,7 +122,8 @@ impl Explorer {
     }
 
     /// Applies `a`, which must be enabled (replay checks this first),
-    /// recording its footprint.
+    /// recording its footprint if the chooser of [`Explorer::run`] wants
+    /// footprints.
     ///
     /// Time: the clock kernel code reads while CPU `c` acts is the number
     /// of actions `c` has taken, its own history, so that actions of
@@ -128,7 +137,9 @@ impl Explorer {
         }
         w.stats.borrow_mut().events += 1;
         self.schedule.push(a);
-        track::start();
+        if self.recording {
+            track::start();
+        }
         match a {
             Action::Step(c) => self.step(c),
             Action::Deliver(t) => {
@@ -148,6 +159,9 @@ impl Explorer {
                 self.core.start_irq(c);
                 self.run_cpu(c);
             }
+        }
+        if !self.recording {
+            return;
         }
         let fp = track::finish();
         self.footprints

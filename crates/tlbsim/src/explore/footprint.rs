@@ -45,15 +45,15 @@ pub fn footprint(a: &Action) -> Footprint {
     }
 }
 
-/// Are `a` and `b` dependent by their footprints before they run? An
-/// action is dependent on itself.
-pub fn dependent(a: &Action, b: &Action) -> bool {
-    a == b || footprint(a).conflicts(&footprint(b))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Are `a` and `b` dependent by their footprints before they run? An
+    /// action is dependent on itself.
+    fn dependent(a: &Action, b: &Action) -> bool {
+        a == b || footprint(a).conflicts(&footprint(b))
+    }
 
     #[test]
     fn deliveries_to_different_cpus_commute_and_to_one_do_not() {

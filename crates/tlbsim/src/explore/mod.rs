@@ -79,6 +79,12 @@ pub trait Chooser {
         false
     }
 
+    /// Does it use footprints? Only then does the explorer record them
+    /// (recording costs every action) and call [`Chooser::executed`].
+    fn wants_footprints(&self) -> bool {
+        false
+    }
+
     /// After the chosen action ran: what it read and wrote
     /// ([`crate::engine::track`]). Only the DPOR search uses it.
     fn executed(&mut self, _footprint: &crate::engine::track::Footprint) {}

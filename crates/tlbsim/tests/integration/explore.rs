@@ -472,6 +472,9 @@ impl<C: Chooser> Chooser for Keep<'_, C> {
     fn blocked(&self) -> bool {
         self.inner.blocked()
     }
+    fn wants_footprints(&self) -> bool {
+        true
+    }
     fn executed(&mut self, f: &Footprint) {
         self.fps.push(f.clone());
         self.inner.executed(f);
