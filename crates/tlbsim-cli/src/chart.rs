@@ -301,6 +301,9 @@ pub struct BarRow {
     pub simulated: f64,
     /// The unit written after each value.
     pub unit: String,
+    /// Where the bars start: 0, or 1 for ratios (bars then run right of
+    /// a mark at 1 for values above it, left for values below).
+    pub baseline: f64,
     /// The row misses its acceptance criterion: its label is drawn red.
     pub missed: bool,
 }
@@ -342,7 +345,7 @@ pub fn bar_chart_svg(title: &str, rows: &[BarRow]) -> Result<String, String> {
         let text = |size: i32| TextStyle::from((FONT, size).into_font()).color(&BLACK);
         root.draw(&Text::new(title.to_string(), (BAR_X, 10), text(18)))
             .map_err(draw_err)?;
-        let key = "each row scaled to its larger value";
+        let key = "each row scaled to its larger value; ratios (x) drawn from 1";
         for (i, (name, c)) in [("published", PUBLISHED), ("simulated", color(0))]
             .into_iter()
             .enumerate()
@@ -369,10 +372,15 @@ fn draw_bar_row(area: &DrawingArea<SVGBackend, Shift>, y: i32, r: &BarRow) -> Re
     let text = TextStyle::from((FONT, 13).into_font()).color(&ink);
     area.draw(&Text::new(r.label.clone(), (BAR_X, y), text))
         .map_err(draw_err)?;
+    let (origin, room) = bar_axis(r.baseline);
+    if r.baseline != 0.0 {
+        let mark = PathElement::new([(origin, y + 15), (origin, y + 48)], BLACK.stroke_width(1));
+        area.draw(&mark).map_err(draw_err)?;
+    }
     let scale = [r.published, r.simulated]
         .into_iter()
         .filter(|v| v.is_finite())
-        .map(f64::abs)
+        .map(|v| (v - r.baseline).abs())
         .fold(0.0, f64::max);
     let error = (r.simulated - r.published) / r.published * 100.0;
     let error = if error.is_finite() {
@@ -386,25 +394,43 @@ fn draw_bar_row(area: &DrawingArea<SVGBackend, Shift>, y: i32, r: &BarRow) -> Re
     ];
     for (v, c, dy, name, after) in bars {
         let len = if v.is_finite() && scale > 0.0 {
-            (v.abs() / scale * f64::from(BAR_LEN)).round() as i32
+            ((v - r.baseline) / scale * f64::from(room)).round() as i32
         } else {
             0
         };
         let top = y + dy;
-        if len > 0 {
-            let bar = Rectangle::new([(BAR_X, top), (BAR_X + len, top + 12)], c.filled());
-            area.draw(&bar).map_err(draw_err)?;
+        if len != 0 {
+            let ends = [(origin, top), (origin + len, top + 12)];
+            area.draw(&Rectangle::new(ends, c.filled()))
+                .map_err(draw_err)?;
         }
         let (label, ink) = if v.is_nan() && dy == 18 {
             ("not published".to_string(), PUBLISHED)
         } else {
             (format!("{name}{}{after}", value_text(v, &r.unit)), BLACK)
         };
+        // Labels right of the bar, or of the whole axis around a baseline.
+        let at = if r.baseline == 0.0 {
+            origin + len.max(0)
+        } else {
+            BAR_X + BAR_LEN
+        };
         let style = TextStyle::from((FONT, 13).into_font()).color(&ink);
-        area.draw(&Text::new(label, (BAR_X + len + 6, top), style))
+        area.draw(&Text::new(label, (at + 6, top), style))
             .map_err(draw_err)?;
     }
     Ok(())
+}
+
+/// Where a row's bars start and their longest length, in pixels: from
+/// the left over the whole length for a baseline of 0, from the middle
+/// over half of it (either way) otherwise.
+fn bar_axis(baseline: f64) -> (i32, i32) {
+    if baseline == 0.0 {
+        (BAR_X, BAR_LEN)
+    } else {
+        (BAR_X + BAR_LEN / 2, BAR_LEN / 2)
+    }
 }
 
 #[cfg(test)]
@@ -485,6 +511,7 @@ mod tests {
             published,
             simulated,
             unit: "s".into(),
+            baseline: 0.0,
             missed: false,
         };
         let bars = |svg: &str| svg.matches("<rect").count() - 3; // background, key
@@ -499,5 +526,41 @@ mod tests {
         );
         assert!(svg.contains("not published") && svg.contains("simulated 0 s"));
         assert!(bar_chart_svg("t", &[]).is_ok());
+    }
+
+    /// The widths of the bars (every `<rect>` but the background and the
+    /// key's two), in drawing order.
+    fn bar_widths(svg: &str) -> Vec<u32> {
+        svg.split("<rect")
+            .skip(1)
+            .filter_map(|r| r.split("width=\"").nth(1)?.split('"').next()?.parse().ok())
+            .skip(3)
+            .collect()
+    }
+
+    #[test]
+    fn ratio_bars_start_at_one() {
+        // tcmalloc: 1.094x published, 1.009x simulated. From 0 the bars
+        // were 600 and 553 px long; from 1 the change shows (600 / 2 and
+        // 0.009 / 0.094 of it).
+        let row = BarRow {
+            label: "ratio".into(),
+            published: 1.094,
+            simulated: 1.0088,
+            unit: "x".into(),
+            baseline: 1.0,
+            missed: true,
+        };
+        let svg = bar_chart_svg("t", std::slice::from_ref(&row)).unwrap();
+        assert_eq!(bar_widths(&svg), [300, 28], "{svg}");
+        // Below 1, the bar runs left of the mark at 1, as long as the change.
+        let below = BarRow {
+            published: 0.5,
+            simulated: 1.25,
+            ..row
+        };
+        let svg = bar_chart_svg("t", &[below]).unwrap();
+        assert_eq!(bar_widths(&svg), [300, 150], "{svg}");
+        assert!(svg.contains("published 0.5 x") && svg.contains("simulated 1.25 x (+150.0 %)"));
     }
 }

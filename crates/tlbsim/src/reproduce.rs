@@ -119,6 +119,91 @@ impl Accept {
         }
     }
 
+    /// The simulated figures the criterion judges, in words, each failing
+    /// part marked `(MISS)`: `before 871 (MISS: >= 1000), after 0`, or
+    /// `ratio 1.009 vs published 1.094 (MISS: -8.5 points)`. Arguments as
+    /// [`Accept::judge`]; empty when there is no criterion. Tells a reader
+    /// which of the rows a verdict judges makes it hold or fail.
+    pub fn figures(
+        self,
+        published_ratio: f64,
+        (before, after): (f64, f64),
+        (pub_before, pub_after): (f64, f64),
+    ) -> String {
+        let ratio = before / after;
+        let failed =
+            self.judge(published_ratio, (before, after), (pub_before, pub_after)) == Some(false);
+        let miss = |bad: bool, why: String| {
+            if bad {
+                format!(" (MISS: {why})")
+            } else {
+                String::new()
+            }
+        };
+        let vs_published = |extra: String| {
+            let pts = (ratio - published_ratio) * 100.0;
+            let pct = (ratio - published_ratio) / published_ratio * 100.0;
+            format!(
+                "ratio {} vs published {}{extra} ({pts:+.1} points, {pct:+.1} %)",
+                num(ratio),
+                num(published_ratio)
+            )
+        };
+        match self {
+            Accept::None => String::new(),
+            Accept::RatioWithinPct(p) => vs_published(miss(failed, format!("beyond +-{p} %"))),
+            Accept::RatioWithinPoints(p) => {
+                let wrong_way = (ratio - 1.0).signum() != (published_ratio - 1.0).signum();
+                let why = if wrong_way {
+                    "the other way".into()
+                } else {
+                    format!("beyond +-{p} points")
+                };
+                vs_published(miss(failed, why))
+            }
+            Accept::SameDirection => vs_published(miss(failed, "the other way".into())),
+            Accept::RatioAtLeast(x) => {
+                format!("ratio {}{}", num(ratio), miss(failed, format!("< {x}")))
+            }
+            Accept::RatioBetween(..) => {
+                format!("ratio {}{}", num(ratio), miss(failed, "outside".into()))
+            }
+            Accept::BeforeAtLeastAfterAtMost(lo, hi) => format!(
+                "before {}{}, after {}{}",
+                num(before),
+                miss(!(before >= lo), format!("< {lo}")),
+                num(after),
+                miss(!(after <= hi), format!("> {hi}"))
+            ),
+            Accept::BeforeAtMostAfterNear(hi, target, frac) => format!(
+                "before {}{}, after {}{}",
+                num(before),
+                miss(!(before <= hi), format!("> {hi}")),
+                num(after),
+                miss(
+                    !((after - target).abs() <= frac * target),
+                    format!("not within +-{}% of {target}", frac * 100.0)
+                )
+            ),
+            Accept::BothWithinPoints(p) => {
+                let part = |v: f64, pv: f64| {
+                    let off = v - pv;
+                    format!(
+                        "{} vs published {} ({off:+.2} points){}",
+                        num(v),
+                        num(pv),
+                        miss(!(off.abs() <= p), format!("beyond +-{p}"))
+                    )
+                };
+                format!(
+                    "before {}, after {}",
+                    part(before, pub_before),
+                    part(after, pub_after)
+                )
+            }
+        }
+    }
+
     /// The criterion in words, for tables and JSON.
     pub fn describe(self) -> String {
         match self {
@@ -497,10 +582,39 @@ pub struct Row {
     pub checker: String,
     /// Where the value was published.
     pub source: &'static str,
-    /// The issue's acceptance criterion in words and whether it is met
-    /// (`None` inside: not judgeable), on the rows that carry one: the
-    /// ratio row, or the patched row when there is none.
-    pub accept: Option<(String, Option<bool>)>,
+    /// The issue's acceptance criterion and its verdict, on the row that
+    /// closes a before/after pair (the ratio row, or the patched row when
+    /// there is none); it judges the pair, not that row alone.
+    pub accept: Option<Verdict>,
+}
+
+/// A before/after pair judged by its acceptance criterion ([`Accept`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// The pair judged: the metric and the two kernels
+    /// (`function-call IPIs, CPU0: arm-asid-ipi-rollover -> arm-asid-reserved-3.8`).
+    pub pair: String,
+    /// The criterion in words ([`Accept::describe`]).
+    pub criterion: String,
+    /// Whether it is met; `None`: not judgeable (a value not finite).
+    pub met: Option<bool>,
+    /// The simulated figures it judged, failing parts marked
+    /// ([`Accept::figures`]).
+    pub figures: String,
+}
+
+/// `v` as the reproduction table writes it: four significant digits, at
+/// most four decimals, whole numbers from 1000 up without decimals
+/// (`2.170`, `0.1394`, `15.56`, `871.0`, `6619`); `-` when not finite.
+pub fn num(v: f64) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    if v == 0.0 {
+        return "0".into();
+    }
+    let decimals = (3 - v.abs().log10().floor() as i64).clamp(0, 4) as usize;
+    format!("{v:.decimals$}")
 }
 
 /// How many acceptance criteria the rows meet.
@@ -510,7 +624,7 @@ pub struct Acceptance {
     pub met: usize,
     /// Criteria judged.
     pub total: usize,
-    /// The rows that miss theirs, as `experiment (metric)`.
+    /// The pairs that miss theirs, as `experiment (pair)` ([`Verdict::pair`]).
     pub missed: Vec<String>,
 }
 
@@ -706,11 +820,13 @@ impl Runs {
             Ratio::Published(x) => x,
         };
         let verdict = (r.accept != Accept::None).then(|| {
-            (
-                r.accept.describe(),
-                r.accept
-                    .judge(published_ratio, (before, after), (r.published, p.published)),
-            )
+            let args = (published_ratio, (before, after), (r.published, p.published));
+            Verdict {
+                pair: format!("{}: {base} -> {name}", r.metric),
+                criterion: r.accept.describe(),
+                met: r.accept.judge(args.0, args.1, args.2),
+                figures: r.accept.figures(args.0, args.1, args.2),
+            }
         });
         let mut patched = Row::new(r, format!("{}, {name}", r.metric), p.published, after)
             .ran(phost, &po.checker.verdict);
@@ -763,15 +879,15 @@ impl Acceptance {
     pub fn of(rows: &[Row]) -> Acceptance {
         let judged: Vec<_> = rows
             .iter()
-            .filter_map(|r| match &r.accept {
-                Some((_, Some(met))) => Some((r, *met)),
-                _ => None,
+            .filter_map(|r| {
+                let v = r.accept.as_ref()?;
+                Some((r, v, v.met?))
             })
             .collect();
         let missed: Vec<_> = judged
             .iter()
-            .filter(|(_, met)| !met)
-            .map(|(r, _)| format!("{} ({})", r.experiment, r.metric))
+            .filter(|(_, _, met)| !met)
+            .map(|(r, v, _)| format!("{} ({})", r.experiment, v.pair))
             .collect();
         Acceptance {
             met: judged.len() - missed.len(),
@@ -783,7 +899,7 @@ impl Acceptance {
 
 #[cfg(test)]
 mod tests {
-    use super::{Accept, Acceptance, Plan, Row};
+    use super::{num, Accept, Acceptance, Plan, Row, Verdict};
 
     #[test]
     fn a_plan_selects_by_name_and_shares_runs() {
@@ -803,7 +919,12 @@ mod tests {
     fn acceptance_counts_judged_rows_and_names_the_missed() {
         let r = &super::REPRODUCTIONS[0];
         let row = |metric: &str, accept: Option<Option<bool>>| Row {
-            accept: accept.map(|met| ("c".to_string(), met)),
+            accept: accept.map(|met| Verdict {
+                pair: "p".into(),
+                criterion: "c".into(),
+                met,
+                figures: String::new(),
+            }),
             ..Row::new(r, metric.into(), 1.0, 1.0)
         };
         let rows = [
@@ -817,7 +938,7 @@ mod tests {
             Acceptance {
                 met: 1,
                 total: 2,
-                missed: vec![format!("{} (c)", r.experiment)],
+                missed: vec![format!("{} (p)", r.experiment)],
             }
         );
     }
@@ -889,5 +1010,45 @@ mod tests {
             Some(false)
         );
         assert_eq!(share.judge(f64::NAN, (5.33, 3.5), (5.36, 0.0)), Some(false));
+    }
+
+    #[test]
+    fn figures_mark_the_part_that_misses() {
+        // Seed 002: the stock kernel's 871 IPIs miss, the patched 0 meets.
+        let ipis = Accept::BeforeAtLeastAfterAtMost(1000.0, 10.0);
+        let nan = (f64::NAN, f64::NAN);
+        assert_eq!(
+            ipis.figures(f64::NAN, (871.0, 0.0), nan),
+            "before 871.0 (MISS: < 1000), after 0"
+        );
+        assert_eq!(
+            ipis.figures(f64::NAN, (1202.0, 0.0), nan),
+            "before 1202, after 0"
+        );
+        // Seed 001 Kunpeng: before 6.15 points over, after on the mark.
+        let share = Accept::BothWithinPoints(3.0);
+        assert_eq!(
+            share.figures(f64::NAN, (23.14, 0.0), (16.99, 0.0)),
+            "before 23.14 vs published 16.99 (+6.15 points) (MISS: beyond +-3), \
+             after 0 vs published 0 (+0.00 points)"
+        );
+        let f = Accept::RatioWithinPoints(5.0).figures(1.094, (1.0088, 1.0), nan);
+        assert_eq!(
+            f,
+            "ratio 1.009 vs published 1.094 (MISS: beyond +-5 points) (-8.5 points, -7.8 %)"
+        );
+        assert_eq!(Accept::None.figures(1.0, (1.0, 1.0), nan), "");
+    }
+
+    #[test]
+    fn numbers_keep_four_significant_digits() {
+        let got: Vec<String> = [2.1696, 0.1394, 15.5627, 871.0, 6619.0, 0.0, -1.5, f64::NAN]
+            .into_iter()
+            .map(num)
+            .collect();
+        assert_eq!(
+            got,
+            ["2.170", "0.1394", "15.56", "871.0", "6619", "0", "-1.500", "-"]
+        );
     }
 }

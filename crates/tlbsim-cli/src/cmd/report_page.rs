@@ -107,12 +107,9 @@ fn by_seed(rows: &[Row]) -> Vec<(&str, Vec<&Row>)> {
 
 /// The verdict of a row's criterion in words, empty if it has none.
 fn verdict(r: &Row) -> String {
-    match &r.accept {
-        Some((what, Some(true))) => format!("ok ({what})"),
-        Some((what, Some(false))) => format!("MISS ({what})"),
-        Some((what, None)) => format!("- ({what})"),
-        None => String::new(),
-    }
+    r.accept
+        .as_ref()
+        .map_or(String::new(), super::reproduce::verdict_text)
 }
 
 /// The bar-chart row of `r`: its metric and verdict as the label.
@@ -128,7 +125,10 @@ fn bar(r: &Row) -> BarRow {
         published: r.published,
         simulated: r.simulated,
         unit: r.unit.to_string(),
-        missed: matches!(r.accept, Some((_, Some(false)))),
+        // A ratio's bars start at 1 (no change), so that 1.094 and 1.009
+        // differ as much as the changes they stand for.
+        baseline: if r.unit == "x" { 1.0 } else { 0.0 },
+        missed: r.accept.as_ref().is_some_and(|v| v.met == Some(false)),
     }
 }
 
@@ -137,8 +137,45 @@ fn md(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 
-/// The Markdown page: the command, the table, the acceptance summary, a
-/// figure per seed, the sources.
+/// The markers around [`criteria_table`] on the page; README.md carries
+/// the same block between the same markers, and a test keeps the two equal.
+pub const CRITERIA_BEGIN: &str = "<!-- criteria: written by `tlbsim reproduce --report DIR` -->";
+/// See [`CRITERIA_BEGIN`].
+pub const CRITERIA_END: &str = "<!-- end of criteria -->";
+
+/// One Markdown line per judged before/after pair: the experiment, the
+/// pair, the criterion, the simulated figures it judged and the verdict;
+/// between [`CRITERIA_BEGIN`] and [`CRITERIA_END`], ending in the summary.
+pub fn criteria_table(report: &Report) -> String {
+    let mut s = format!("{CRITERIA_BEGIN}\n\n");
+    s.push_str("| experiment | compared | criterion | simulated | verdict |\n");
+    s.push_str("|---|---|---|---|---|\n");
+    for r in &report.rows {
+        let Some(v) = &r.accept else { continue };
+        let met = match v.met {
+            Some(true) => "met",
+            Some(false) => "**missed**",
+            None => "-",
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {met} |",
+            md(r.experiment),
+            md(&v.pair),
+            md(&v.criterion),
+            md(&v.figures),
+        );
+    }
+    let a = &report.acceptance;
+    let _ = writeln!(s, "\n{} of {} criteria met.\n", a.met, a.total);
+    s.push_str(CRITERIA_END);
+    s.push('\n');
+    s
+}
+
+/// The Markdown page: the command, the criteria, the table of every row
+/// (each verdict on a line after the pair it judges), a figure per seed,
+/// the sources.
 fn page(report: &Report, seeds: &[(&str, Vec<&Row>)], command: &str) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# tlbsim reproduce: published vs simulated\n");
@@ -147,30 +184,27 @@ fn page(report: &Report, seeds: &[(&str, Vec<&Row>)], command: &str) -> String {
         "Written by `{command}` (tlbsim {}). Host seconds are left out, so that the page is the same on every run.\n",
         env!("CARGO_PKG_VERSION")
     );
-    s.push_str(
-        "| experiment | metric | unit | published | simulated | error | checker | acceptance |\n",
-    );
-    s.push_str("|---|---|---|--:|--:|--:|---|---|\n");
+    s.push_str(&criteria_table(report));
+    s.push_str("\n## Every row\n\n");
+    s.push_str("| experiment | metric | unit | published | simulated | error | checker |\n");
+    s.push_str("|---|---|---|--:|--:|--:|---|\n");
     for r in &report.rows {
-        let err = if r.error_pct.is_finite() {
-            format!("{:+.1}%", r.error_pct)
-        } else {
-            "-".into()
-        };
-        let v = verdict(r).replace("MISS", "**MISS**");
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {err} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
             md(r.experiment),
             md(&r.metric),
             md(r.unit),
             super::reproduce::cell(r.published),
             super::reproduce::cell(r.simulated),
+            super::reproduce::error_cell(r),
             md(&r.checker),
-            md(&v)
         );
+        if r.accept.is_some() {
+            let v = verdict(r).replace("MISS", "**MISS**");
+            let _ = writeln!(s, "| | accept: {} | | | | | |", md(&v));
+        }
     }
-    let _ = writeln!(s, "\n{}", super::reproduce::summary(&report.acceptance));
     for (seed, rows) in seeds {
         let _ = writeln!(
             s,
@@ -191,7 +225,7 @@ fn page(report: &Report, seeds: &[(&str, Vec<&Row>)], command: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::{by_seed, page, seed_of};
-    use tlbsim::reproduce::{Acceptance, Report, Row};
+    use tlbsim::reproduce::{Acceptance, Report, Row, Verdict};
 
     fn row(experiment: &'static str, published: f64, accept: Option<bool>) -> Row {
         Row {
@@ -204,7 +238,12 @@ mod tests {
             host_s: 1.5,
             checker: "pass".into(),
             source: "src",
-            accept: accept.map(|a| ("crit".to_string(), Some(a))),
+            accept: accept.map(|a| Verdict {
+                pair: "m: a -> b".into(),
+                criterion: "crit".into(),
+                met: Some(a),
+                figures: "before 2".into(),
+            }),
         }
     }
 
@@ -224,11 +263,19 @@ mod tests {
             rows: rows.to_vec(),
         };
         let p = page(&report, &seeds, "tlbsim reproduce --report r");
+        // The verdict on a line of its own after the row closing the pair.
         assert!(
-            p.contains("| seed001-c | m \\| n | s | - | 2.0000 | - | pass | **MISS** (crit) |"),
+            p.contains(
+                "| seed001-c | m \\| n | s | - | 2.000 | - | pass |\n\
+                 | | accept: **MISS** (crit): before 2 | | | | | |\n"
+            ),
             "{p}"
         );
-        assert!(p.contains("acceptance: 0 of 1 criteria met; missed: seed001-c (m | n)"));
+        assert!(
+            p.contains("| seed001-c | m: a -> b | crit | before 2 | **missed** |"),
+            "{p}"
+        );
+        assert!(p.contains("\n0 of 1 criteria met.\n"), "{p}");
         assert!(p.contains("![seed000: published vs simulated](seed000.svg)"));
         assert!(!p.contains("1.5"), "no host seconds: {p}");
     }

@@ -6,7 +6,7 @@ use crate::files::{check_output_or_report, write_or_report, Console};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use tlbsim::reproduce::{Acceptance, Plan, Row};
+use tlbsim::reproduce::{Acceptance, Plan, Row, Verdict};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -45,10 +45,6 @@ pub fn run(args: Args) -> ExitCode {
         return code;
     }
     let console = Console::new(&[args.json.as_deref()]);
-    console.line(&format!(
-        "{:<22} {:<48} {:>5} {:>10} {:>10} {:>8}  {:>7}",
-        "experiment", "metric", "unit", "published", "simulated", "error", "host s"
-    ));
     eprintln!(
         "reproduce: {} simulations on {} threads",
         plan.simulations(),
@@ -66,8 +62,8 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    for r in &report.rows {
-        console.line(&table_line(r));
+    for line in table(&report.rows) {
+        console.line(&line);
     }
     console.line(&format!("\n{}", summary(&report.acceptance)));
     if let Err(code) =
@@ -95,50 +91,113 @@ pub fn run(args: Args) -> ExitCode {
     written
 }
 
-/// A value of the table: `-` when not published.
+/// A value of the table ([`tlbsim::reproduce::num`]): `-` when not
+/// published.
 pub(super) fn cell(v: f64) -> String {
-    if v.is_nan() {
-        "-".to_string()
-    } else {
-        format!("{v:.4}")
-    }
+    tlbsim::reproduce::num(v)
 }
 
-/// One printed row.
-fn table_line(r: &Row) -> String {
-    let err = if r.error_pct.is_finite() {
+/// The error column: `+5.4%`, or `-` when nothing is published.
+pub(super) fn error_cell(r: &Row) -> String {
+    if r.error_pct.is_finite() {
         format!("{:+.1}%", r.error_pct)
     } else {
         "-".into()
-    };
-    let accept = match &r.accept {
-        Some((what, Some(true))) => format!("   accept: ok ({what})"),
-        Some((what, Some(false))) => format!("   accept: MISS ({what})"),
-        Some((what, None)) => format!("   accept: - ({what})"),
-        None => String::new(),
-    };
-    format!(
-        "{:<22} {:<48} {:>5} {:>10} {:>10} {:>8}  {:>7.2}   checker: {}{}",
-        r.experiment,
-        r.metric,
-        r.unit,
-        cell(r.published),
-        cell(r.simulated),
-        err,
-        r.host_s,
-        r.checker,
-        accept
-    )
+    }
 }
 
-/// `acceptance: M of N criteria met[; missed: ...]`.
-pub(super) fn summary(a: &Acceptance) -> String {
-    let missed = if a.missed.is_empty() {
-        String::new()
-    } else {
-        format!("; missed: {}", a.missed.join(", "))
+/// A verdict in words: `ok`, `MISS` or `-` (not judgeable), the criterion,
+/// and the simulated figures it judged.
+pub(super) fn verdict_text(v: &Verdict) -> String {
+    let met = match v.met {
+        Some(true) => "ok",
+        Some(false) => "MISS",
+        None => "-",
     };
-    format!("acceptance: {} of {} criteria met{missed}", a.met, a.total)
+    format!("{met} ({}): {}", v.criterion, v.figures)
+}
+
+/// The printed table: a header, one line per row with each column as wide
+/// as its widest cell, and after the row that closes a judged before/after
+/// pair, its verdict on a line of its own (it judges the pair, so it
+/// belongs to neither row). Host seconds are `-` on rows whose run an
+/// earlier row reports, and on ratio rows.
+fn table(rows: &[Row]) -> Vec<String> {
+    let header = [
+        "experiment",
+        "metric",
+        "unit",
+        "published",
+        "simulated",
+        "error",
+        "host s",
+        "checker",
+    ];
+    let cells: Vec<[String; 8]> = rows
+        .iter()
+        .map(|r| {
+            let host = if r.host_s > 0.0 {
+                format!("{:.2}", r.host_s)
+            } else {
+                "-".into()
+            };
+            [
+                r.experiment.to_string(),
+                r.metric.clone(),
+                r.unit.to_string(),
+                cell(r.published),
+                cell(r.simulated),
+                error_cell(r),
+                host,
+                r.checker.clone(),
+            ]
+        })
+        .collect();
+    let mut width = header.map(str::len);
+    for c in &cells {
+        for (w, s) in width.iter_mut().zip(c) {
+            *w = (*w).max(s.chars().count());
+        }
+    }
+    let line = |c: &[&str]| {
+        let mut s = String::new();
+        for (i, (text, w)) in c.iter().zip(width).enumerate() {
+            // Text columns left, numbers right; the last column unpadded.
+            match i {
+                0 | 1 => s.push_str(&format!("{text:<w$}  ")),
+                7 => s.push_str(text),
+                _ => s.push_str(&format!("{text:>w$}  ")),
+            }
+        }
+        s
+    };
+    let mut out = vec![line(&header)];
+    for (r, c) in rows.iter().zip(&cells) {
+        out.push(line(&c.each_ref().map(String::as_str)));
+        if let Some(v) = &r.accept {
+            out.push(format!(
+                "{:w$}  accept: {}",
+                "",
+                verdict_text(v),
+                w = width[0]
+            ));
+        }
+    }
+    out
+}
+
+/// `acceptance: M of N criteria met`, then `; missed:` and each missed
+/// pair on a line of its own.
+pub(super) fn summary(a: &Acceptance) -> String {
+    let mut s = format!("acceptance: {} of {} criteria met", a.met, a.total);
+    if !a.missed.is_empty() {
+        s.push_str("; missed:");
+        for m in &a.missed {
+            s.push_str("\n  ");
+            s.push_str(m);
+        }
+    }
+    s
 }
 
 /// One JSON row (no host time: the file is deterministic). Built with
@@ -156,8 +215,8 @@ fn json_row(r: &Row) -> Value {
         "published": num(r.published), "simulated": num(r.simulated),
         "error_pct": num(r.error_pct), "source": r.source, "checker": r.checker,
     });
-    if let Some((what, met)) = &r.accept {
-        row["accept"] = json!({ "criterion": what, "met": met });
+    if let Some(v) = &r.accept {
+        row["accept"] = json!({ "criterion": v.criterion, "met": v.met, "figures": v.figures });
     }
     row
 }
