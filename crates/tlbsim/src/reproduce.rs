@@ -171,17 +171,17 @@ impl Accept {
             Accept::BeforeAtLeastAfterAtMost(lo, hi) => format!(
                 "before {}{}, after {}{}",
                 num(before),
-                miss(!(before >= lo), format!("< {lo}")),
+                miss(before < lo, format!("< {lo}")),
                 num(after),
-                miss(!(after <= hi), format!("> {hi}"))
+                miss(after > hi, format!("> {hi}"))
             ),
             Accept::BeforeAtMostAfterNear(hi, target, frac) => format!(
                 "before {}{}, after {}{}",
                 num(before),
-                miss(!(before <= hi), format!("> {hi}")),
+                miss(before > hi, format!("> {hi}")),
                 num(after),
                 miss(
-                    !((after - target).abs() <= frac * target),
+                    (after - target).abs() > frac * target,
                     format!("not within +-{}% of {target}", frac * 100.0)
                 )
             ),
@@ -192,7 +192,7 @@ impl Accept {
                         "{} vs published {} ({off:+.2} points){}",
                         num(v),
                         num(pv),
-                        miss(!(off.abs() <= p), format!("beyond +-{p}"))
+                        miss(off.abs() > p, format!("beyond +-{p}"))
                     )
                 };
                 format!(
