@@ -255,6 +255,7 @@ impl Checker {
                 .collect(),
             arch: self.arch,
             granule: self.g,
+            clock: super::Clock::SimulatedNs,
         });
     }
 
@@ -1710,6 +1711,29 @@ mod tests {
         assert!(
             !text.contains('{') && !text.contains("Some(") && !text.contains("None"),
             "no Rust debug structs: {text}"
+        );
+        // The explorer's clocks are per CPU: its report numbers the events
+        // in the order they ran and prints no times.
+        let explored = super::super::Violation {
+            clock: super::super::Clock::PerCpuActions,
+            ..f.clone()
+        };
+        let text = explored.to_string();
+        assert!(!text.contains(" ns"), "{text}");
+        assert!(
+            text.contains("last events, in the order the explorer ran them:\n"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(&format!(
+                "  {:>4}  CallExit cpu0 task0 madvise\n",
+                f.history.len()
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains("\n     1  AsidLoad cpu1 mm0 asid 1\n"),
+            "{text}"
         );
     }
 

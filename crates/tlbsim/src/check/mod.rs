@@ -103,17 +103,48 @@ pub struct Violation {
     /// The machine's granule, in whose pages the report's TLB entries
     /// count.
     pub granule: crate::hw::mem::Granule,
+    /// What the times count: simulated nanoseconds (the timing driver),
+    /// or each CPU's own actions (the explorer).
+    pub clock: Clock,
+}
+
+/// What the times of a [`Violation`] count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Clock {
+    /// Simulated nanoseconds on one clock for the whole machine (the
+    /// timing driver): the history is in time order.
+    #[default]
+    SimulatedNs,
+    /// The explorer's clocks: each CPU counts its own actions, so two
+    /// CPUs' times do not compare; the history is in the order the
+    /// explorer ran the actions, which is the order that matters.
+    PerCpuActions,
 }
 
 impl std::fmt::Display for Violation {
+    /// Under [`Clock::PerCpuActions`] the events are numbered in the order
+    /// the explorer ran them, without times: a time there is one CPU's own
+    /// action count, and printed as nanoseconds the events looked out of
+    /// order.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "invariant: {}\nat: {} ns\n{}\nlast events:\n",
-            self.invariant, self.time_ns, self.detail
-        )?;
-        for (t, e) in &self.history {
-            writeln!(f, "  {t:>12} ns  {}", e.display(self.arch, self.granule))?;
+        match self.clock {
+            Clock::SimulatedNs => write!(
+                f,
+                "invariant: {}\nat: {} ns\n{}\nlast events:\n",
+                self.invariant, self.time_ns, self.detail
+            )?,
+            Clock::PerCpuActions => write!(
+                f,
+                "invariant: {}\n{}\nlast events, in the order the explorer ran them:\n",
+                self.invariant, self.detail
+            )?,
+        }
+        for (i, (t, e)) in self.history.iter().enumerate() {
+            let text = e.display(self.arch, self.granule);
+            match self.clock {
+                Clock::SimulatedNs => writeln!(f, "  {t:>12} ns  {text}")?,
+                Clock::PerCpuActions => writeln!(f, "  {:>4}  {text}", i + 1)?,
+            }
         }
         Ok(())
     }

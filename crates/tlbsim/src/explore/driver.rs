@@ -4,6 +4,7 @@
 //! enabled next.
 
 use super::{Action, Chooser, Outcome};
+use crate::check::{Clock, Violation};
 use crate::engine::track::{self, part, Footprint, Loc, Space};
 use crate::hw::tlb::MmId;
 use crate::hw::{AccessTrace, CpuId};
@@ -77,6 +78,14 @@ impl Explorer {
         self.vms = self.core.waits().len() > self.ncpus();
     }
 
+    /// The checker's violation, if any, its times marked as the
+    /// explorer's per-CPU clocks ([`Clock::PerCpuActions`]).
+    pub fn failure(&self) -> Option<Violation> {
+        let mut v = self.core.w.failure()?;
+        v.clock = Clock::PerCpuActions;
+        Some(v)
+    }
+
     /// The number of physical CPUs.
     fn ncpus(&self) -> usize {
         self.core.w.ncpus()
@@ -91,7 +100,7 @@ impl Explorer {
         done: impl Fn(&World) -> bool,
     ) -> Outcome {
         loop {
-            if let Some(r) = self.core.w.failure() {
+            if let Some(r) = self.failure() {
                 return Outcome::Violation(r);
             }
             if done(&self.core.w) {

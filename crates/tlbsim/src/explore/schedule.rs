@@ -99,7 +99,7 @@ pub fn replay(
     done: impl Fn(&World) -> bool,
 ) -> Result<Outcome, String> {
     for (i, a) in actions.iter().enumerate() {
-        if let Some(r) = e.world().failure() {
+        if let Some(r) = e.failure() {
             return Ok(Outcome::Violation(r));
         }
         if done(e.world()) {
@@ -113,7 +113,7 @@ pub fn replay(
         }
         e.apply(*a);
     }
-    if let Some(r) = e.world().failure() {
+    if let Some(r) = e.failure() {
         return Ok(Outcome::Violation(r));
     }
     Ok(if done(e.world()) {
