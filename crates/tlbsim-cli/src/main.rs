@@ -11,13 +11,27 @@ mod files;
 mod progress;
 mod report;
 
-/// tlbsim: a laboratory for TLB maintenance on many-core machines.
+/// tlbsim: a laboratory for TLB maintenance on many-core machines: what
+/// a TLB-flush or ASID change costs on a modelled machine, and whether it
+/// is correct.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(version, after_help = BY_TASK)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
 }
+
+/// The commands grouped by what they are for, after the list in `--help`
+/// (a test checks that it names every command).
+const BY_TASK: &str = "\
+Commands by task:
+  cost          run, sweep, merge, plot, rerun, reproduce
+  correctness   check, litmus
+  machines      profiles, policies, calibrate, validate-host, bench
+  programs      record, replay
+
+Start with `tlbsim reproduce` (the seeds' published results, simulated),
+then README.md's first ten minutes.";
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
@@ -105,4 +119,37 @@ fn quiet_broken_pipe() {
         }
         default_hook(info);
     }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Cli, BY_TASK};
+    use clap::CommandFactory;
+
+    #[test]
+    fn help_names_every_command_by_task() {
+        let cmd = Cli::command();
+        let grouped: Vec<&str> = BY_TASK
+            .lines()
+            .skip(1)
+            .take_while(|l| !l.is_empty())
+            .flat_map(|l| l.split_whitespace().skip(1))
+            .map(|w| w.trim_end_matches(','))
+            .collect();
+        let visible: Vec<&str> = cmd
+            .get_subcommands()
+            .filter(|c| !c.is_hide_set())
+            .map(|c| c.get_name())
+            .collect();
+        let mut a = grouped.clone();
+        let mut b = visible.clone();
+        a.sort_unstable();
+        b.sort_unstable();
+        assert_eq!(a, b, "every visible command in one group, once");
+        let about = cmd.get_about().map(|a| a.to_string()).unwrap_or_default();
+        assert!(
+            about.starts_with("tlbsim: a laboratory for TLB maintenance"),
+            "{about}"
+        );
+    }
 }

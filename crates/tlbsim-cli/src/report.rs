@@ -199,10 +199,18 @@ fn workload_metrics(s: &mut String, o: &RunOutput) {
     }
 }
 
-/// A metric's value as its name says it is: a time (`_ns`, `_us`, `_ms`,
-/// `_s`) or a percentage with its unit, a whole number as an integer, a
-/// large one with one decimal, anything else with four decimals.
+/// A metric's value as its name says it is: a rate (`_per_s`, `_per_ms`,
+/// ...) as a number with `/s`, a time (`_ns`, `_us`, `_ms`, `_s`) or a
+/// percentage with its unit, a whole number as an integer, a large one
+/// with one decimal, anything else with four decimals.
 fn metric(name: &str, v: f64) -> String {
+    if let Some(per) = ["_per_ns", "_per_us", "_per_ms", "_per_s"]
+        .into_iter()
+        .find(|u| name.ends_with(u))
+    {
+        let count = metric(&name[..name.len() - per.len()], v);
+        return format!("{count} /{}", &per[5..]);
+    }
     let unit = ["_pct", "_ns", "_us", "_ms", "_s"]
         .into_iter()
         .find(|u| name.ends_with(u))
@@ -432,5 +440,8 @@ mod tests {
         assert_eq!(metric("index", 5872.5154), "5,872.5");
         assert_eq!(metric("ratio", 0.84689), "0.8469");
         assert_eq!(metric("delta", -1234.0), "-1,234");
+        // A rate is a count per second, not a time.
+        assert_eq!(metric("loops_per_s", 962840.611), "962,840.6 /s");
+        assert_eq!(metric("faults_per_ms", 12.0), "12 /ms");
     }
 }

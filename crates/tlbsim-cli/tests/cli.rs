@@ -216,12 +216,24 @@ fn a_check_report_prints_addresses_in_hex_and_no_debug_structs() {
         "{report}"
     );
     for line in [
-        " ns  PteWrite cpu0 mm0 va 0x7effffffe000 pfn 10 rw v11 -> pfn 10 r- v25\n",
-        " ns  Tlbi cpu0 VALE1 asid 1 va 0x7effffffe000\n",
-        " ns  CallExit cpu0 task8 mprotect\n",
+        "  PteWrite cpu0 mm0 va 0x7effffffe000 pfn 10 rw v11 -> pfn 10 r- v25\n",
+        "  Tlbi cpu0 VALE1 asid 1 va 0x7effffffe000\n",
+        "  CallExit cpu0 task8 mprotect\n",
     ] {
         assert!(report.contains(line), "{line} in:\n{report}");
     }
+    // The explorer's clocks are per CPU: events are numbered in the order
+    // they ran (1, 2, ...), not given times that look out of order.
+    let events = report
+        .split_once("last events, in the order the explorer ran them:\n")
+        .expect("the explorer's history header")
+        .1;
+    let numbers: Vec<usize> = events
+        .lines()
+        .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(numbers, (1..=numbers.len()).collect::<Vec<_>>(), "{report}");
+    assert!(!report.contains(" ns  "), "{report}");
     assert!(
         !report.contains("139637976719360"),
         "VAs in hex, not decimal: {report}"
