@@ -7,6 +7,7 @@
 //! SVG only: a bitmap (PNG) needs a rasterising font backend and a font
 //! file, which this build does not carry.
 
+use plotters::coord::combinators::BindKeyPoints;
 use plotters::coord::combinators::IntoLogRange;
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::coord::Shift;
@@ -168,6 +169,101 @@ pub fn axis_range(values: impl Iterator<Item = f64>, log: bool) -> Option<Range<
     (!too_wide).then_some(a..b)
 }
 
+/// Most labelled ticks on a logarithmic axis.
+const LOG_TICKS_MAX: usize = 12;
+
+/// The labelled ticks of a logarithmic axis over `r` showing `values`
+/// (all positive), in increasing order, each distinct at four significant
+/// digits:
+/// - the values themselves when they are few whole numbers (CPU or VM
+///   counts: 1, 2, 4, 8, 16, 32), thinned where two would crowd;
+/// - otherwise 1, 2 and 5 of each decade in `r` (only powers of ten when
+///   that gives too many, 1 to 9 when too few), with the smallest and
+///   largest value added where the nearest tick is more than a factor 1.5
+///   away (or when there are fewer than three ticks), so that both ends
+///   of the data are labelled.
+pub fn log_ticks(values: &[f64], r: &Range<f64>) -> Vec<f64> {
+    let mut data: Vec<f64> = values.iter().copied().filter(|v| *v > 0.0).collect();
+    data.sort_by(f64::total_cmp);
+    data.dedup_by(|a, b| tick(*a, 4) == tick(*b, 4));
+    let whole = data.iter().all(|v| v.fract() == 0.0);
+    let mut ticks = if whole && !data.is_empty() && data.len() <= LOG_TICKS_MAX {
+        data.clone()
+    } else {
+        decade_ticks(r)
+    };
+    if let (Some(&lo), Some(&hi)) = (data.first(), data.last()) {
+        // A narrow range (fewer than three ticks) gets both ends.
+        let few = ticks.len() < 3;
+        if few || ticks.first().is_none_or(|&t| t / lo > 1.5) {
+            ticks.insert(0, lo);
+        }
+        if few || ticks.last().is_none_or(|&t| hi / t > 1.5) {
+            ticks.push(hi);
+        }
+    }
+    ticks.sort_by(f64::total_cmp);
+    ticks.dedup_by(|a, b| tick(*a, 4) == tick(*b, 4));
+    thin(ticks)
+}
+
+/// 1, 2 and 5 times the powers of ten in `r`; only the powers when that
+/// is more than [`LOG_TICKS_MAX`] (every second, third, ... power when
+/// even those are); 1 to 9 times them when 1, 2 and 5 give fewer than 3.
+fn decade_ticks(r: &Range<f64>) -> Vec<f64> {
+    let (lo, hi) = (r.start.log10().floor() as i32, r.end.log10().ceil() as i32);
+    let within = |mantissas: &[f64], every: i32| -> Vec<f64> {
+        (lo..=hi)
+            .filter(|e| e.rem_euclid(every) == 0)
+            .flat_map(|e| mantissas.iter().map(move |m| m * 10f64.powi(e)))
+            .filter(|v| r.start <= *v && *v <= r.end)
+            .collect()
+    };
+    let one_two_five = within(&[1.0, 2.0, 5.0], 1);
+    if one_two_five.len() < 3 {
+        return within(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0], 1);
+    }
+    if one_two_five.len() <= LOG_TICKS_MAX {
+        return one_two_five;
+    }
+    let decades = (hi - lo).max(1) as usize;
+    let every = decades.div_ceil(LOG_TICKS_MAX) as i32;
+    within(&[1.0], every)
+}
+
+/// `ticks` without those closer than a factor 1.15 to the previous kept
+/// one (their labels would overlap); the last one is always kept, in
+/// place of its too-close predecessor.
+fn thin(ticks: Vec<f64>) -> Vec<f64> {
+    let mut kept: Vec<f64> = Vec::with_capacity(ticks.len());
+    let n = ticks.len();
+    for (i, t) in ticks.into_iter().enumerate() {
+        match kept.last() {
+            Some(&p) if t / p < 1.15 => {
+                if i + 1 == n {
+                    kept.pop();
+                    kept.push(t);
+                }
+            }
+            _ => kept.push(t),
+        }
+    }
+    kept
+}
+
+/// The light grid lines of a logarithmic axis over `r`: 1 to 9 times
+/// each power of ten in it (none when that would be more than 200 lines).
+fn log_grid(r: &Range<f64>) -> Vec<f64> {
+    let (lo, hi) = (r.start.log10().floor() as i32, r.end.log10().ceil() as i32);
+    if hi - lo > 22 {
+        return Vec::new();
+    }
+    (lo..=hi)
+        .flat_map(|e| (1..=9).map(move |m| f64::from(m) * 10f64.powi(e)))
+        .filter(|v| r.start <= *v && *v <= r.end)
+        .collect()
+}
+
 /// `e` as the one-line error of a figure that could not be drawn.
 fn draw_err(e: impl std::fmt::Display) -> String {
     format!("cannot draw the figure: {e}")
@@ -199,11 +295,19 @@ pub fn line_chart_svg(c: &LineChart) -> Result<String, String> {
         root.fill(&WHITE).map_err(draw_err)?;
         let (plot, legend) = root.split_horizontally(PLOT_W);
         let (dx, dy) = (digits(&xr), digits(&yr));
+        let log_axis = |r: &Range<f64>, values: Vec<f64>| {
+            let ticks = log_ticks(&values, r);
+            r.clone()
+                .log_scale()
+                .with_key_points(ticks)
+                .with_light_points(log_grid(r))
+        };
+        let (xs, ys) = (all().map(|p| p.0).collect(), all().map(|p| p.1).collect());
         match (c.log_x, c.log_y) {
             (false, false) => plot_lines(&plot, c, xr.clone(), yr.clone(), dx, dy)?,
-            (true, false) => plot_lines(&plot, c, xr.clone().log_scale(), yr.clone(), 4, dy)?,
-            (false, true) => plot_lines(&plot, c, xr.clone(), yr.clone().log_scale(), dx, 4)?,
-            (true, true) => plot_lines(&plot, c, xr.log_scale(), yr.log_scale(), 4, 4)?,
+            (true, false) => plot_lines(&plot, c, log_axis(&xr, xs), yr.clone(), 4, dy)?,
+            (false, true) => plot_lines(&plot, c, xr.clone(), log_axis(&yr, ys), dx, 4)?,
+            (true, true) => plot_lines(&plot, c, log_axis(&xr, xs), log_axis(&yr, ys), 4, 4)?,
         }
         draw_legend(&legend, &c.series)?;
         root.present().map_err(draw_err)?;
@@ -436,7 +540,8 @@ fn bar_axis(baseline: f64) -> (i32, i32) {
 #[cfg(test)]
 mod tests {
     use super::{
-        axis_range, bar_chart_svg, digits, line_chart_svg, tick, BarRow, LineChart, Series,
+        axis_range, bar_chart_svg, digits, line_chart_svg, log_ticks, tick, BarRow, LineChart,
+        Series,
     };
 
     #[test]
@@ -562,5 +667,63 @@ mod tests {
         let svg = bar_chart_svg("t", &[below]).unwrap();
         assert_eq!(bar_widths(&svg), [300, 150], "{svg}");
         assert!(svg.contains("published 0.5 x") && svg.contains("simulated 1.25 x (+150.0 %)"));
+    }
+
+    /// The tick labels of an axis: the texts anchored `anchor` (`middle`
+    /// under the x axis, `end` left of the y axis) that are numbers.
+    fn labels(svg: &str, anchor: &str) -> Vec<String> {
+        svg.split("<text")
+            .skip(1)
+            .filter(|t| t.contains(&format!("text-anchor=\"{anchor}\"")))
+            .filter_map(|t| {
+                let text = t.split_once('>')?.1.split("</text>").next()?.trim();
+                text.parse::<f64>().is_ok().then(|| text.to_string())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn log_axes_label_each_cpu_count_once_and_both_ends() {
+        // A scaling curve: CPUs 1 to 32, elapsed 0.1 to 20 s. Before, the
+        // x axis labelled 1 to 9, 10 twice, 20 and 30 (not 16 or 32), and
+        // small ranges labelled 0.1 twice.
+        let c = LineChart {
+            title: "t".into(),
+            x_label: "cpus".into(),
+            y_label: "elapsed_s".into(),
+            log_x: true,
+            log_y: true,
+            series: vec![Series {
+                label: "a".into(),
+                points: vec![
+                    (1.0, 0.1),
+                    (2.0, 0.3),
+                    (4.0, 1.2),
+                    (8.0, 3.5),
+                    (16.0, 9.0),
+                    (32.0, 20.0),
+                ],
+            }],
+        };
+        let svg = line_chart_svg(&c).unwrap();
+        assert_eq!(labels(&svg, "middle"), ["1", "2", "4", "8", "16", "32"]);
+        assert_eq!(
+            labels(&svg, "end"),
+            ["0.1", "0.2", "0.5", "1", "2", "5", "10", "20"]
+        );
+        // A narrow range: 0.1 to 0.14 gets its ends, each once.
+        let r = axis_range([0.1, 0.12, 0.14].into_iter(), true).unwrap();
+        assert_eq!(log_ticks(&[0.1, 0.12, 0.14], &r), [0.1, 0.14]);
+        // Many decades: powers of ten only, at most a dozen.
+        let r = axis_range([1e-3, 1e9].into_iter(), true).unwrap();
+        let t = log_ticks(&[1e-3, 2.5e-3, 1e9], &r);
+        assert!(
+            t.len() <= 13 && t.first() == Some(&1e-3) && t.last() == Some(&1e9),
+            "{t:?}"
+        );
+        // Many whole values: decade ticks, ends labelled.
+        let many: Vec<f64> = (1..=40).map(f64::from).collect();
+        let r = axis_range(many.iter().copied(), true).unwrap();
+        assert_eq!(log_ticks(&many, &r), [1.0, 2.0, 5.0, 10.0, 20.0, 40.0]);
     }
 }

@@ -260,11 +260,17 @@ fn reproduce_report_writes_the_page_and_a_figure_per_seed() {
         page.contains("| seed004-madv-migrate | iteration, "),
         "{page}"
     );
+    // The verdict on a line of its own after the ratio row, with the
+    // figures it judged; the criteria table leads the page.
     assert!(
-        page.contains("| ok (ratio within +-20% of published) |"),
+        page.contains("| | accept: ok (ratio within +-20% of published): ratio "),
         "{page}"
     );
-    assert!(page.contains("acceptance: 1 of 1 criteria met"), "{page}");
+    assert!(
+        page.contains("| seed004-madv-migrate | iteration: x86-lazy-legacy -> x86-tlb-gen | ratio within +-20% of published | ratio "),
+        "{page}"
+    );
+    assert!(page.contains("\n1 of 1 criteria met.\n"), "{page}");
     assert!(
         page.contains("![seed004: published vs simulated](seed004.svg)"),
         "{page}"
