@@ -94,7 +94,11 @@ fn counters(s: &mut String, o: &RunOutput) {
     let t = &o.stats.total;
     let st = &o.stats;
     let n = st.per_cpu.len() as u64;
-    let per = |v: u64| format!("# {:>10.1} per CPU", v as f64 / n as f64);
+    let per = |v: u64| {
+        let tenths = (v as f64 * 10.0 / n as f64).round() as u64;
+        let mean = format!("{}.{}", thousands(tenths / 10), tenths % 10);
+        format!("# {mean:>10} per CPU")
+    };
     for (v, name) in maintenance_rows(o) {
         row(s, v, name, per(v));
     }

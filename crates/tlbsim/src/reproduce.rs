@@ -120,8 +120,9 @@ impl Accept {
     }
 
     /// The simulated figures the criterion judges, in words, each failing
-    /// part marked `(MISS)`: `before 871 (MISS: >= 1000), after 0`, or
-    /// `ratio 1.009 vs published 1.094 (MISS: -8.5 points)`. Arguments as
+    /// part marked `MISS`: `before 871.0 (MISS: < 1000), after 0`, or
+    /// `ratio 1.009 vs published 1.094 (-8.5 points; MISS: beyond +-5
+    /// points)`. Arguments as
     /// [`Accept::judge`]; empty when there is no criterion. Tells a reader
     /// which of the rows a verdict judges makes it hold or fail.
     pub fn figures(
@@ -140,18 +141,28 @@ impl Accept {
                 String::new()
             }
         };
-        let vs_published = |extra: String| {
-            let pts = (ratio - published_ratio) * 100.0;
-            let pct = (ratio - published_ratio) / published_ratio * 100.0;
+        // The ratio against the published one, off by percent or by
+        // points as the criterion counts, and why it misses if it does.
+        let vs_published = |off: String, why: String| {
+            let why = if failed {
+                format!("; MISS: {why}")
+            } else {
+                String::new()
+            };
             format!(
-                "ratio {} vs published {}{extra} ({pts:+.1} points, {pct:+.1} %)",
+                "ratio {} vs published {} ({off}{why})",
                 num(ratio),
                 num(published_ratio)
             )
         };
+        let pct = format!(
+            "{:+.1} %",
+            (ratio - published_ratio) / published_ratio * 100.0
+        );
+        let points = format!("{:+.1} points", (ratio - published_ratio) * 100.0);
         match self {
             Accept::None => String::new(),
-            Accept::RatioWithinPct(p) => vs_published(miss(failed, format!("beyond +-{p} %"))),
+            Accept::RatioWithinPct(p) => vs_published(pct, format!("beyond +-{p} %")),
             Accept::RatioWithinPoints(p) => {
                 let wrong_way = (ratio - 1.0).signum() != (published_ratio - 1.0).signum();
                 let why = if wrong_way {
@@ -159,9 +170,9 @@ impl Accept {
                 } else {
                     format!("beyond +-{p} points")
                 };
-                vs_published(miss(failed, why))
+                vs_published(points, why)
             }
-            Accept::SameDirection => vs_published(miss(failed, "the other way".into())),
+            Accept::SameDirection => vs_published(points, "the other way".into()),
             Accept::RatioAtLeast(x) => {
                 format!("ratio {}{}", num(ratio), miss(failed, format!("< {x}")))
             }
@@ -1035,7 +1046,7 @@ mod tests {
         let f = Accept::RatioWithinPoints(5.0).figures(1.094, (1.0088, 1.0), nan);
         assert_eq!(
             f,
-            "ratio 1.009 vs published 1.094 (MISS: beyond +-5 points) (-8.5 points, -7.8 %)"
+            "ratio 1.009 vs published 1.094 (-8.5 points; MISS: beyond +-5 points)"
         );
         assert_eq!(Accept::None.figures(1.0, (1.0, 1.0), nan), "");
     }
