@@ -6,6 +6,7 @@
 //! The page leaves out host seconds, so that the same build gives the
 //! same page and figures on every run.
 
+use super::reproduce::met_word;
 use crate::chart::{bar_chart_svg, BarRow};
 use crate::files::{check_output, is_stdout, path_word, shell_word, write_atomic};
 use std::fmt::Write;
@@ -114,11 +115,10 @@ fn verdict(r: &Row) -> String {
 
 /// The bar-chart row of `r`: its metric and verdict as the label.
 fn bar(r: &Row) -> BarRow {
-    let v = verdict(r);
-    let accept = if v.is_empty() {
-        String::new()
-    } else {
-        format!("   [accept: {v}]")
+    // The pair's verdict and criterion; the bars show the figures.
+    let accept = match &r.accept {
+        None => String::new(),
+        Some(v) => format!("   [pair: {}, {}]", met_word(v), v.criterion),
     };
     BarRow {
         label: format!("{}: {}{accept}", r.experiment, r.metric),

@@ -109,12 +109,16 @@ pub(super) fn error_cell(r: &Row) -> String {
 /// A verdict in words: `ok`, `MISS` or `-` (not judgeable), the criterion,
 /// and the simulated figures it judged.
 pub(super) fn verdict_text(v: &Verdict) -> String {
-    let met = match v.met {
+    format!("{} ({}): {}", met_word(v), v.criterion, v.figures)
+}
+
+/// `ok`, `MISS`, or `-` when the criterion could not be judged.
+pub(super) fn met_word(v: &Verdict) -> &'static str {
+    match v.met {
         Some(true) => "ok",
         Some(false) => "MISS",
         None => "-",
-    };
-    format!("{met} ({}): {}", v.criterion, v.figures)
+    }
 }
 
 /// The printed table: a header, one line per row with each column as wide
