@@ -247,7 +247,15 @@ fn exit_code(rows: &[Row], single: bool, max_states: u64, max_memory: u64) -> Ex
     }
     let weaker = rows
         .iter()
-        .any(|r| matches!(&r.result, Ok(t) if t.class == Class::Weaker));
+        .filter(|r| matches!(&r.result, Ok(t) if t.class == Class::Weaker))
+        .count();
+    if weaker > 0 {
+        eprintln!(
+            "error: {weaker} test{} reached an outcome the catalogue forbids (tlbsim weaker; listed above)",
+            if weaker == 1 { "" } else { "s" }
+        );
+    }
+    let weaker = weaker > 0;
     let malformed = rows.iter().filter_map(|r| r.result.as_ref().err());
     let mut malformed = malformed.peekable();
     let malformed = malformed.peek().is_some();
