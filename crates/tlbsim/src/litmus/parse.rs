@@ -181,7 +181,9 @@ pub fn parse(text: &str) -> Result<Test, ParseError> {
         threads: &threads,
         known: &known,
     };
-    let (quant, cond) = parse_condition(&mut syms, &cond_text, cond_line, &scope)?;
+    // herd accepts a `;` after the condition.
+    let cond_text = cond_text.trim_end().trim_end_matches(';');
+    let (quant, cond) = parse_condition(&mut syms, cond_text, cond_line, &scope)?;
     Ok(Test {
         name,
         header,
@@ -569,6 +571,14 @@ fn parse_value(syms: &mut Syms, s: &str, line: usize) -> Result<Val, ParseError>
 /// The fields of a descriptor value: `oa:PA(x), valid:0, af:1`.
 fn parse_pteval(syms: &mut Syms, body: &str, line: usize) -> Result<PteVal, ParseError> {
     let mut p = PteVal::default_for(None);
+    if body.contains("attrs") {
+        // `attrs:(Normal,iNC,oNC)`, `attrs:(Device-GRE)`: memory types.
+        return Err(unsup(
+            line,
+            Unsupported::DescriptorForm,
+            format!("descriptor memory attributes in ({body})"),
+        ));
+    }
     for field in body.split(',') {
         let field = field.trim();
         if field.is_empty() {
@@ -1439,6 +1449,20 @@ mod tests {
             "{}",
             e.message
         );
+    }
+
+    #[test]
+    fn herd_forms_of_the_catalogues_parse() {
+        // herd-aarch64's MP+rel+CAS-ok-bothRs-addr ends its condition
+        // with ";"; herd-aarch64-BBM's CoRR+PteNC gives memory types.
+        let t = parse(&MP.replace("~fault(P1:L0,x))\n", "~fault(P1:L0,x));\n")).unwrap();
+        assert!(matches!(t.cond, Cond::And(ref v) if v.len() == 2));
+        let e = parse(&MP.replace(
+            "0:X1=(oa:phy_y);",
+            "0:X1=(oa:phy_y,attrs:(Normal,iNC,oNC));",
+        ))
+        .unwrap_err();
+        assert_eq!(e.unsupported, Some(Unsupported::DescriptorForm), "{e:?}");
     }
 
     #[test]
