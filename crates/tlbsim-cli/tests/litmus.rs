@@ -175,7 +175,7 @@ fn malformed_tests_are_refused_with_file_and_line_and_skipped_in_a_directory() {
         ),
         (
             "p7",
-            SHOOT.replace("exists(1:X7=1", "exists(7:X7=1"),
+            SHOOT.replace("fault(P1:L0,x)", "fault(P7:L0,x)"),
             "p7.litmus:14: the condition names thread P7, but the test has 2 threads",
         ),
         (
