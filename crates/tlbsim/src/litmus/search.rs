@@ -240,85 +240,26 @@ pub fn explore_within(
     max_states: u64,
     budget: &Budget,
 ) -> Result<Outcome, RunError> {
-    let mut out = Outcome::default();
-    let mut store = Store::new();
     let init = m.initial()?;
-    let frame_bytes = (std::mem::size_of::<Frame>() as u64) + init.approx_heap_bytes();
-    let mut mine = 0u64;
+    let mut s = Search {
+        out: Outcome::default(),
+        store: Store::new(),
+        stack: Vec::new(),
+        frame_bytes: (std::mem::size_of::<Frame>() as u64) + init.approx_heap_bytes(),
+        mine: 0,
+        reported: 0,
+        max_states,
+        budget,
+    };
     let mut buf = Vec::new();
     encode(&init, &mut buf);
-    let mut stack: Vec<Frame> = Vec::new();
     let mut pending = init;
-    let mut reported = 0u64;
     let result = loop {
-        // `pending` is a new state: count it, and expand it unless final.
-        let (inserted, stop) = {
-            let held = |store: &Store, depth: usize| store.bytes() + depth as u64 * frame_bytes;
-            let now = held(&store, stack.len() + 1);
-            match store.insert(&buf, |extra| budget.fits(mine, now + extra)) {
-                Insert::Full => (false, true),
-                Insert::Seen => (false, false),
-                Insert::New => {
-                    let now = held(&store, stack.len() + 1);
-                    if !budget.fits(mine, now) {
-                        (false, true)
-                    } else {
-                        budget.adjust(mine, now);
-                        mine = now;
-                        (true, false)
-                    }
-                }
-            }
-        };
-        if stop {
-            out.incomplete = true;
-            out.memory_bound = true;
-            break Ok(());
+        match s.visit(m, pending, &buf) {
+            Visit::Stop => break Ok(()),
+            Visit::Go => {}
         }
-        if inserted {
-            if store.len() > max_states {
-                out.incomplete = true;
-                break Ok(());
-            }
-            out.states += 1;
-            if out.states - reported >= PROGRESS_BATCH {
-                budget.states.fetch_add(out.states - reported, Relaxed);
-                reported = out.states;
-            }
-            if m.is_final(&pending) {
-                out.finals += 1;
-                if m.eval(&pending, &m.test.cond) {
-                    out.some = true;
-                } else {
-                    out.some_not = true;
-                }
-            } else {
-                let actions = m.enabled(&pending);
-                stack.push(Frame {
-                    state: pending,
-                    actions,
-                    next: 0,
-                });
-            }
-        }
-        // The next new candidate: the top frame's next choice.
-        let next = loop {
-            let Some(f) = stack.last_mut() else {
-                break None;
-            };
-            if f.next == f.actions.len() {
-                stack.pop();
-                continue;
-            }
-            let a = f.actions[f.next];
-            f.next += 1;
-            let mut st = f.state.clone();
-            if let Err(e) = m.apply(&mut st, a) {
-                break Some(Err(e));
-            }
-            break Some(Ok(st));
-        };
-        match next {
+        match s.next_candidate(m) {
             None => break Ok(()),
             Some(Err(e)) => break Err(e),
             Some(Ok(st)) => {
@@ -328,9 +269,112 @@ pub fn explore_within(
             }
         }
     };
-    budget.states.fetch_add(out.states - reported, Relaxed);
-    budget.adjust(mine, 0);
-    result.map(|()| out)
+    budget.states.fetch_add(s.out.states - s.reported, Relaxed);
+    budget.adjust(s.mine, 0);
+    result.map(|()| s.out)
+}
+
+/// One search's state: what it found, its store and path, and the bytes
+/// it holds of the [`Budget`].
+struct Search<'b> {
+    out: Outcome,
+    store: Store,
+    stack: Vec<Frame>,
+    /// Bytes counted for each state on the stack.
+    frame_bytes: u64,
+    /// Bytes this search holds of the budget.
+    mine: u64,
+    /// States already added to the budget's count.
+    reported: u64,
+    /// The state bound.
+    max_states: u64,
+    budget: &'b Budget,
+}
+
+/// Whether the search goes on after a visit.
+enum Visit {
+    Go,
+    /// A bound (states or memory) was reached.
+    Stop,
+}
+
+impl Search<'_> {
+    /// Bytes held with `depth` states on the stack.
+    fn held(&self, depth: usize) -> u64 {
+        self.store.bytes() + depth as u64 * self.frame_bytes
+    }
+
+    /// Records `st` (encoded as `key`) if new: counts it, evaluates the
+    /// condition if it is final, else pushes it to be expanded.
+    fn visit(&mut self, m: &Machine<'_>, st: State, key: &[u8]) -> Visit {
+        let depth = self.stack.len() + 1;
+        let now = self.held(depth);
+        let (budget, mine) = (self.budget, self.mine);
+        match self
+            .store
+            .insert(key, |extra| budget.fits(mine, now + extra))
+        {
+            Insert::Seen => return Visit::Go,
+            Insert::Full => return self.stop(),
+            Insert::New => {}
+        }
+        if self.store.len() > self.max_states {
+            self.out.incomplete = true;
+            return Visit::Stop;
+        }
+        let now = self.held(depth);
+        if !self.budget.fits(self.mine, now) {
+            return self.stop();
+        }
+        self.budget.adjust(self.mine, now);
+        self.mine = now;
+        self.out.states += 1;
+        if self.out.states - self.reported >= PROGRESS_BATCH {
+            self.budget
+                .states
+                .fetch_add(self.out.states - self.reported, Relaxed);
+            self.reported = self.out.states;
+        }
+        if m.is_final(&st) {
+            self.out.finals += 1;
+            if m.eval(&st, &m.test.cond) {
+                self.out.some = true;
+            } else {
+                self.out.some_not = true;
+            }
+        } else {
+            let actions = m.enabled(&st);
+            self.stack.push(Frame {
+                state: st,
+                actions,
+                next: 0,
+            });
+        }
+        Visit::Go
+    }
+
+    /// Stops at the memory bound.
+    fn stop(&mut self) -> Visit {
+        self.out.incomplete = true;
+        self.out.memory_bound = true;
+        Visit::Stop
+    }
+
+    /// The next state to visit: the top frame's next choice applied
+    /// (frames with none left are popped); `None` when the path is empty.
+    fn next_candidate(&mut self, m: &Machine<'_>) -> Option<Result<State, RunError>> {
+        loop {
+            let f = self.stack.last_mut()?;
+            if f.next == f.actions.len() {
+                self.stack.pop();
+                continue;
+            }
+            let a = f.actions[f.next];
+            f.next += 1;
+            let mut st = f.state.clone();
+            return Some(m.apply(&mut st, a).map(|()| st));
+        }
+    }
 }
 
 /// Appends `v` as a LEB128 varint.
