@@ -343,7 +343,8 @@ fn a_litmus_run_under_a_memory_cap_stops_naming_the_bound() {
     assert_eq!(row(&out, "incomplete (memory bound)"), 1, "{out}");
     // Bad sizes are refused before any work, naming the flag.
     for bad in ["0", "12X", "-4G", "1e400G", "100K"] {
-        let o = tlbsim(&["litmus", f.to_str().unwrap(), "--max-memory", bad]);
+        let flag = format!("--max-memory={bad}");
+        let o = tlbsim(&["litmus", f.to_str().unwrap(), &flag]);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{bad}: {err}");
         assert!(err.contains("--max-memory"), "{bad}: {err}");
