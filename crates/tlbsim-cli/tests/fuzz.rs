@@ -1,5 +1,6 @@
 //! Hostile inputs (issue 16): mutated experiment and profile files, random
-//! `--set`, `--replay` and command-line arguments, each run as a real
+//! `--set`, `--replay` and command-line arguments, mutated herd litmus
+//! tests (issue 35), each run as a real
 //! `tlbsim` process with its address space limited to 4 GiB and its
 //! simulated time to 2 ms. Whatever the input, the process must end by
 //! itself with exit 0, 1 (a run that failed: time limit, violation) or 2
@@ -13,8 +14,9 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
@@ -152,6 +154,104 @@ fn mutate(text: &str, line: usize, how: usize, nasty: &str) -> String {
         _ => {
             let dup = lines[i].clone();
             lines.insert(i, dup);
+        }
+    }
+    lines.join("\n")
+}
+
+/// The litmus tests the mutations start from: the repository's own
+/// (`docs/litmus/`, so the fuzz runs anywhere) and, when the collection
+/// is there (`$TLBSIM_LITMUS_DIR`, else `../shared/litmus` beside the
+/// checkout), every 16th test of each herd AArch64 catalogue in it, in
+/// a fixed order.
+fn litmus_seeds() -> &'static [(String, String)] {
+    static SEEDS: OnceLock<Vec<(String, String)>> = OnceLock::new();
+    SEEDS.get_or_init(|| {
+        let mut files: Vec<PathBuf> = Vec::new();
+        let docs = Path::new(ROOT).join("docs/litmus");
+        let mut own: Vec<PathBuf> = std::fs::read_dir(&docs)
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        own.sort();
+        files.extend(
+            own.into_iter()
+                .filter(|p| p.extension().is_some_and(|x| x == "litmus")),
+        );
+        let collection = std::env::var_os("TLBSIM_LITMUS_DIR")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| Path::new(ROOT).join("../shared/litmus"));
+        for cat in [
+            "aarch64-VMSA",
+            "herd-aarch64",
+            "herd-aarch64-BBM",
+            "herd-aarch64-faults",
+            "herd-aarch64-ETS2",
+        ] {
+            let Ok(d) = std::fs::read_dir(collection.join(cat).join("tests")) else {
+                continue;
+            };
+            let mut v: Vec<PathBuf> = d
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "litmus"))
+                .collect();
+            v.sort();
+            files.extend(v.into_iter().step_by(16));
+        }
+        files
+            .into_iter()
+            .filter_map(|p| Some((p.display().to_string(), std::fs::read_to_string(&p).ok()?)))
+            .collect()
+    })
+}
+
+/// `text` with one of its lines (`at`, modulo the count) dropped or
+/// duplicated, a whitespace-separated token of it dropped or
+/// duplicated, a `|` column cell dropped or duplicated, or a number in
+/// it replaced by `nasty`.
+fn mutate_litmus(text: &str, at: usize, how: usize, pick: usize, nasty: &str) -> String {
+    let mut lines: Vec<String> = text.lines().map(String::from).collect();
+    if lines.is_empty() {
+        return text.to_string();
+    }
+    let i = at % lines.len();
+    let line = lines[i].clone();
+    let tokens: Vec<&str> = line.split_whitespace().collect();
+    let cells: Vec<&str> = line.split('|').collect();
+    match how % 7 {
+        0 => {
+            lines.remove(i);
+        }
+        1 => lines.insert(i, line.clone()),
+        2 | 3 if !tokens.is_empty() => {
+            let k = pick % tokens.len();
+            let mut t: Vec<&str> = tokens.clone();
+            if how % 7 == 2 {
+                t.remove(k);
+            } else {
+                t.insert(k, tokens[k]);
+            }
+            lines[i] = t.join(" ");
+        }
+        4 | 5 if cells.len() > 1 => {
+            let k = pick % cells.len();
+            let mut c: Vec<&str> = cells.clone();
+            if how % 7 == 4 {
+                c.remove(k);
+            } else {
+                c.insert(k, cells[k]);
+            }
+            lines[i] = c.join("|");
+        }
+        _ => {
+            // The first number on the line (or the one after `#`).
+            if let Some(s) = line.find(|c: char| c.is_ascii_digit()) {
+                let e = line[s..]
+                    .find(|c: char| !c.is_ascii_digit())
+                    .map_or(line.len(), |e| s + e);
+                lines[i] = format!("{}{nasty}{}", &line[..s], &line[e..]);
+            }
         }
     }
     lines.join("\n")
@@ -308,6 +408,44 @@ proptest! {
         }
         args.extend(["--set".to_string(), "workload.iterations=5".to_string()]);
         args.extend(bounded(cmd));
+        tlbsim_ok(&args)?;
+    }
+
+    #[test]
+    fn mutated_litmus_tests(
+        seed in any::<prop::sample::Index>(),
+        at in 0usize..64,
+        how in 0usize..7,
+        pick in 0usize..32,
+        nasty in 0..NASTY.len(),
+        twice in any::<bool>(),
+        truncate in proptest::option::weighted(0.1, 0usize..1500),
+    ) {
+        let seeds = litmus_seeds();
+        prop_assert!(!seeds.is_empty(), "no litmus seeds: docs/litmus/ is empty");
+        let (name, text) = &seeds[seed.index(seeds.len())];
+        let mut t = mutate_litmus(text, at, how, pick, NASTY[nasty]);
+        if twice {
+            t = mutate_litmus(&t, at / 2 + pick, how + 3, pick / 2, NASTY[nasty]);
+        }
+        if let Some(n) = truncate {
+            let mut n = n.min(t.len());
+            while !t.is_char_boundary(n) {
+                n -= 1;
+            }
+            t.truncate(n);
+        }
+        let stem = Path::new(name).file_stem().unwrap().to_string_lossy().replace(|c: char| !c.is_ascii_alphanumeric(), "_");
+        let file = scratch_dir().join(format!("lit-{stem}-{at}-{how}-{pick}-{nasty}-{twice}.litmus"));
+        std::fs::write(&file, &t).unwrap();
+        let args = vec![
+            "litmus".to_string(),
+            file.display().to_string(),
+            "--max-states".into(),
+            "20000".into(),
+            "--max-memory".into(),
+            "256M".into(),
+        ];
         tlbsim_ok(&args)?;
     }
 }

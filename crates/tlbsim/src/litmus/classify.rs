@@ -17,7 +17,9 @@ use super::ast::{Quant, Test};
 use super::catalogue::Kind;
 use super::machine::{Machine, Options, RunError};
 use super::parse::Unsupported;
-use super::search::{explore, Outcome};
+#[cfg(test)]
+use super::search::explore;
+use super::search::{explore_within, Budget, Outcome};
 
 /// How a test's result compares with the expected verdict.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +38,9 @@ pub enum Class {
     Stronger,
     /// The search hit its state bound before deciding.
     Incomplete,
+    /// The search stopped at the memory bound ([`Budget`]) before
+    /// deciding.
+    MemoryBound,
     /// The test uses something the model does not run.
     Unsupported(Unsupported, String),
     /// The catalogue gives no expected verdict for the test.
@@ -51,6 +56,7 @@ impl Class {
             Class::Weaker => "weaker",
             Class::Stronger => "stronger",
             Class::Incomplete => "incomplete",
+            Class::MemoryBound => "memory-bound",
             Class::Unsupported(..) => "unsupported",
             Class::NoExpected => "no-expected",
         }
@@ -90,8 +96,31 @@ fn unsupported(e: RunError) -> Class {
 
 /// Runs `test` on hardware that behaves as `opts` says (the default:
 /// tlbsim's), with at most `max_states` states per search, and
-/// classifies the result against `expected`.
+/// classifies the result against `expected`. Memory is not bounded:
+/// [`run_test_within`] bounds it.
 pub fn run_test(test: &Test, expected: Option<Kind>, max_states: u64, opts: Options) -> TestResult {
+    run_test_within(test, expected, max_states, &Budget::new(u64::MAX), opts)
+}
+
+/// The class of an undecided search: which bound stopped it.
+fn cut_short(o: &Outcome) -> Class {
+    if o.memory_bound {
+        Class::MemoryBound
+    } else {
+        Class::Incomplete
+    }
+}
+
+/// [`run_test`], its searches holding no more memory than `budget`
+/// allows: a search stopped by it leaves the test [`Class::MemoryBound`]
+/// unless a witness already decided the verdict.
+pub fn run_test_within(
+    test: &Test,
+    expected: Option<Kind>,
+    max_states: u64,
+    budget: &Budget,
+    opts: Options,
+) -> TestResult {
     let mut r = TestResult {
         name: test.name.clone(),
         expected,
@@ -100,7 +129,7 @@ pub fn run_test(test: &Test, expected: Option<Kind>, max_states: u64, opts: Opti
         states: 0,
     };
     let m = Machine::new(test, opts);
-    let o = match explore(&m, max_states) {
+    let o = match explore_within(&m, max_states, budget) {
         Ok(o) => o,
         Err(e) => {
             r.class = unsupported(e);
@@ -110,10 +139,12 @@ pub fn run_test(test: &Test, expected: Option<Kind>, max_states: u64, opts: Opti
     r.states = o.states;
     r.got = verdict(test.quant, &o);
     let (Some(exp), Some(got)) = (expected, r.got) else {
-        r.class = if expected.is_none() {
+        r.class = if r.got.is_none() && o.memory_bound {
+            Class::MemoryBound
+        } else if expected.is_none() {
             Class::NoExpected
         } else {
-            Class::Incomplete
+            cut_short(&o)
         };
         return r;
     };
@@ -124,7 +155,7 @@ pub fn run_test(test: &Test, expected: Option<Kind>, max_states: u64, opts: Opti
         // (exists) or its negation (forall).
         (Kind::Allowed, _) => {
             let weak = Machine::new(test, Options { tlbi: false });
-            match explore(&weak, max_states) {
+            match explore_within(&weak, max_states, budget) {
                 Err(e) => unsupported(e),
                 Ok(w) => {
                     r.states += w.states;
@@ -135,7 +166,7 @@ pub fn run_test(test: &Test, expected: Option<Kind>, max_states: u64, opts: Opti
                     if reached {
                         Class::Stronger
                     } else if w.incomplete {
-                        Class::Incomplete
+                        cut_short(&w)
                     } else {
                         Class::ScUnreachable
                     }

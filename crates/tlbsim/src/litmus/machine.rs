@@ -142,7 +142,30 @@ pub struct State {
     leaf_table: TableId,
 }
 
+/// Heap bytes of one CPU of the hardware model, an estimate: its
+/// `CpuHw` and the 16 leaf and 16 walk-cache slots [`Machine::initial`]
+/// gives its TLB (48 bytes a slot at most).
+const CPU_HEAP_BYTES: u64 = std::mem::size_of::<crate::hw::CpuHw>() as u64 + 32 * 48;
+/// Heap bytes of the page tables and physical-memory bookkeeping, an
+/// estimate: one table per level and their entries.
+const TABLES_HEAP_BYTES: u64 = 8 << 10;
+
 impl State {
+    /// An estimate of the heap bytes this state owns, which a clone
+    /// allocates again: threads, memory, faults, and the hardware
+    /// model's CPUs, page tables and TLBIs in flight. The search counts
+    /// it for every state on its stack (`search.rs`).
+    pub fn approx_heap_bytes(&self) -> u64 {
+        let n = self.threads.len() as u64;
+        let entry = (std::mem::size_of::<(Loc, Val)>() + 16) as u64;
+        n * std::mem::size_of::<ThreadState>() as u64
+            + self.mem.len() as u64 * entry
+            + self.faults.len() as u64 * 2 * std::mem::size_of::<FaultRec>() as u64
+            + self.hw.cpus.len() as u64 * CPU_HEAP_BYTES
+            + self.hw.inflight.len() as u64 * 64
+            + TABLES_HEAP_BYTES
+    }
+
     /// Register `r` of thread `ti` (`XZR` reads 0).
     fn reg(&self, ti: usize, r: Reg) -> Val {
         if r == ZR {

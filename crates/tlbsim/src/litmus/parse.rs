@@ -44,6 +44,9 @@ pub enum Unsupported {
     ValueArithmetic,
     /// A `filter` clause or another condition form.
     Condition,
+    /// An array location (`int x[3]={0,0,0}`, `x[1]=2`): tlbsim's
+    /// litmus memory holds one value per variable's page.
+    ArrayLocation,
 }
 
 impl Unsupported {
@@ -58,6 +61,7 @@ impl Unsupported {
             Unsupported::DescriptorForm => "descriptor form (table pointer, attributes, el0)",
             Unsupported::ValueArithmetic => "arithmetic on addresses or descriptors",
             Unsupported::Condition => "condition form not modelled (filter, ...)",
+            Unsupported::ArrayLocation => "array locations (int x[3])",
         }
     }
 }
@@ -142,6 +146,24 @@ pub fn parse(text: &str) -> Result<Test, ParseError> {
     let (name, header) = name_and_header(&lines, &mut i)?;
     let init = init_block(&mut syms, &lines, &mut i)?;
     let threads = code_columns(&mut syms, &lines, &mut i)?;
+    for &(loc, _, line) in &init {
+        if let Loc::Reg(p, _) = loc {
+            if p as usize >= threads.len() {
+                return Err(err(
+                    line,
+                    format!(
+                        "the initial state sets a register of thread P{p}, but the test has {} thread{} (P0..P{})",
+                        threads.len(),
+                        if threads.len() == 1 { "" } else { "s" },
+                        threads.len().saturating_sub(1)
+                    ),
+                ));
+            }
+        }
+    }
+    // The variables the test defines: those its initial state names.
+    // A condition naming any other is a typo, not a location.
+    let known = syms.vars.clone();
     // Condition: the rest, without `locations [...]`.
     let cond_line = i + 1;
     let mut cond_text = String::new();
@@ -155,11 +177,17 @@ pub fn parse(text: &str) -> Result<Test, ParseError> {
             cond_text.push(' ');
         }
     }
-    let (quant, cond) = parse_condition(&mut syms, &cond_text, cond_line, threads.len())?;
+    let scope = CondScope {
+        threads: &threads,
+        known: &known,
+    };
+    // herd accepts a `;` after the condition.
+    let cond_text = cond_text.trim_end().trim_end_matches(';');
+    let (quant, cond) = parse_condition(&mut syms, cond_text, cond_line, &scope)?;
     Ok(Test {
         name,
         header,
-        init,
+        init: init.into_iter().map(|(l, v, _)| (l, v)).collect(),
         threads,
         quant,
         cond,
@@ -208,12 +236,13 @@ fn name_and_header(
 }
 
 /// The initial state, from `{` (on line `i`) to the matching `}`;
-/// leaves `i` after it.
+/// leaves `i` after it. Each value comes with its 1-based line; a
+/// location set twice is an error.
 fn init_block(
     syms: &mut Syms,
     lines: &[&str],
     i: &mut usize,
-) -> Result<Vec<(Loc, Val)>, ParseError> {
+) -> Result<Vec<(Loc, Val, usize)>, ParseError> {
     let mut chunks: Vec<(usize, String)> = Vec::new();
     let open = lines[*i].find('{').expect("name_and_header stops at '{'");
     let mut rest = lines[*i][open + 1..].to_string();
@@ -231,10 +260,18 @@ fn init_block(
     }
     *i += 1;
     let mut init = Vec::new();
+    let mut first: BTreeMap<Loc, usize> = BTreeMap::new();
     for (ln, chunk) in &chunks {
         for stmt in chunk.split(';').map(str::trim).filter(|s| !s.is_empty()) {
-            if let Some(e) = init_stmt(syms, stmt, *ln)? {
-                init.push(e);
+            if let Some((loc, val)) = init_stmt(syms, stmt, *ln)? {
+                if let Some(before) = first.insert(loc, *ln) {
+                    let what = stmt.split('=').next().unwrap_or(stmt).trim();
+                    return Err(err(
+                        *ln,
+                        format!("{what} is initialised twice (first on line {before})"),
+                    ));
+                }
+                init.push((loc, val, *ln));
             }
         }
     }
@@ -274,12 +311,14 @@ fn code_columns(syms: &mut Syms, lines: &[&str], i: &mut usize) -> Result<Vec<Th
         let t = lines[*i].trim();
         if !t.is_empty() {
             let parts: Vec<&str> = t.strip_suffix(';').unwrap_or(t).split('|').collect();
-            if parts.len() > col_of.len() {
+            if parts.len() != col_of.len() {
                 return Err(err(
                     *i + 1,
                     format!(
-                        "{} columns where the header has {}",
+                        "{} column{} where the thread header (line {head_line}) has {}: \
+                         every row needs one cell per thread, empty or not",
                         parts.len(),
+                        if parts.len() == 1 { "" } else { "s" },
                         col_of.len()
                     ),
                 ));
@@ -369,6 +408,9 @@ fn init_stmt(syms: &mut Syms, stmt: &str, line: usize) -> Result<Option<(Loc, Va
     };
     // Drop type words: "int x", "pteval_t 0:X1", "int64_t 0:X2".
     let lhs = lhs.split_whitespace().last().unwrap_or("");
+    if is_array(lhs) {
+        return Err(array_unsupported(line, lhs));
+    }
     let loc = parse_loc(syms, lhs, line)?;
     let Some(rhs) = rhs else {
         return Ok(None);
@@ -417,6 +459,24 @@ fn parse_loc(syms: &mut Syms, s: &str, line: usize) -> Result<Loc, ParseError> {
         return Ok(Loc::Data(syms.var(inner)));
     }
     Err(err(line, format!("bad location {s:?}")))
+}
+
+/// `x[3]`, `t[0]`: an array declaration or element.
+fn is_array(s: &str) -> bool {
+    s.split_once('[').is_some_and(|(name, rest)| {
+        is_ident(name.trim())
+            && rest
+                .strip_suffix(']')
+                .is_some_and(|n| !n.is_empty() && n.trim().bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
+fn array_unsupported(line: usize, what: &str) -> ParseError {
+    unsup(
+        line,
+        Unsupported::ArrayLocation,
+        format!("array location {what}: tlbsim's litmus memory holds one value per variable"),
+    )
 }
 
 fn pte_of(syms: &mut Syms, v: &str, line: usize) -> Result<Loc, ParseError> {
@@ -511,6 +571,14 @@ fn parse_value(syms: &mut Syms, s: &str, line: usize) -> Result<Val, ParseError>
 /// The fields of a descriptor value: `oa:PA(x), valid:0, af:1`.
 fn parse_pteval(syms: &mut Syms, body: &str, line: usize) -> Result<PteVal, ParseError> {
     let mut p = PteVal::default_for(None);
+    if body.contains("attrs") {
+        // `attrs:(Normal,iNC,oNC)`, `attrs:(Device-GRE)`: memory types.
+        return Err(unsup(
+            line,
+            Unsupported::DescriptorForm,
+            format!("descriptor memory attributes in ({body})"),
+        ));
+    }
     for field in body.split(',') {
         let field = field.trim();
         if field.is_empty() {
@@ -956,20 +1024,28 @@ fn tlbi(a: &Asm<'_>) -> Result<Instr, ParseError> {
     Ok(Instr::Tlbi { op, rt })
 }
 
+/// What a condition may name: the test's threads (and their labels)
+/// and the variables its initial state defines.
+struct CondScope<'a> {
+    threads: &'a [Thread],
+    known: &'a std::collections::BTreeSet<Sym>,
+}
+
 /// Condition tokens.
 struct CondParser<'a> {
     s: &'a [u8],
     pos: usize,
     line: usize,
-    nthreads: usize,
+    scope: &'a CondScope<'a>,
 }
 
-/// Parses `exists (...)`, `~exists (...)`, `forall (...)`.
+/// Parses `exists (...)`, `~exists (...)`, `forall (...)`; every thread,
+/// label and variable it names must exist in `scope`.
 fn parse_condition(
     syms: &mut Syms,
     text: &str,
     line: usize,
-    nthreads: usize,
+    scope: &CondScope<'_>,
 ) -> Result<(Quant, Cond), ParseError> {
     let t = text.trim();
     if t.is_empty() {
@@ -996,7 +1072,7 @@ fn parse_condition(
         s: rest.as_bytes(),
         pos: 0,
         line,
-        nthreads,
+        scope,
     };
     p.skip_ws();
     if p.pos == p.s.len() {
@@ -1115,17 +1191,74 @@ impl CondParser<'_> {
             self.pos += 1;
         }
         let val_text = String::from_utf8_lossy(&self.s[vstart..self.pos]).into_owned();
+        if is_array(loc_text.trim()) || val_text.trim_start().starts_with('{') {
+            return Err(array_unsupported(self.line, loc_text.trim()));
+        }
         let loc = parse_loc(syms, &loc_text, self.line)?;
-        if let Loc::Reg(p, _) = loc {
-            if p as usize >= self.nthreads {
-                return Err(err(
-                    self.line,
-                    format!("condition names thread {p}, which does not exist"),
-                ));
-            }
+        match loc {
+            Loc::Reg(p, _) => self.check_thread(p)?,
+            Loc::Data(v) | Loc::Pte(v) => self.check_var(syms, v)?,
         }
         let val = parse_value(syms, &val_text, self.line)?;
+        match val {
+            Val::Va(v) | Val::Page(v) | Val::PteAddr(v) | Val::Pa(v) => self.check_var(syms, v)?,
+            Val::Pte(PteVal { oa: Some(v), .. }) => self.check_var(syms, v)?,
+            Val::Label(p, l) => self.check_label(syms, p, l)?,
+            Val::Int(_) | Val::Pte(_) => {}
+        }
         Ok(Cond::Eq(loc, val))
+    }
+
+    /// Thread `p` exists.
+    fn check_thread(&self, p: u8) -> Result<(), ParseError> {
+        let n = self.scope.threads.len();
+        if (p as usize) < n {
+            return Ok(());
+        }
+        Err(err(
+            self.line,
+            format!(
+                "the condition names thread P{p}, but the test has {n} thread{} (P0..P{})",
+                if n == 1 { "" } else { "s" },
+                n.saturating_sub(1)
+            ),
+        ))
+    }
+
+    /// Variable `v` is one the initial state defines.
+    fn check_var(&self, syms: &Syms, v: Sym) -> Result<(), ParseError> {
+        if self.scope.known.contains(&v) {
+            return Ok(());
+        }
+        let known: Vec<&str> = self
+            .scope
+            .known
+            .iter()
+            .map(|&k| syms.names[k as usize].as_str())
+            .collect();
+        Err(err(
+            self.line,
+            format!(
+                "the condition names location {}, which the initial state does not define (it defines: {})",
+                syms.names[v as usize],
+                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            ),
+        ))
+    }
+
+    /// Label `l` is defined in thread `p`'s code.
+    fn check_label(&self, syms: &Syms, p: u8, l: Sym) -> Result<(), ParseError> {
+        self.check_thread(p)?;
+        if self.scope.threads[p as usize].code.labels.contains_key(&l) {
+            return Ok(());
+        }
+        Err(err(
+            self.line,
+            format!(
+                "the condition names label {} of P{p}, which P{p}'s code does not define",
+                syms.names[l as usize]
+            ),
+        ))
     }
     /// After `fault(`: `P0:L0,x` / `P0,x` / `P0:L0` / `P0:L0,x,MMU:Permission`.
     fn fault(&mut self, syms: &mut Syms) -> Result<Cond, ParseError> {
@@ -1145,9 +1278,17 @@ impl CondParser<'_> {
             .trim_start_matches('P')
             .parse()
             .map_err(|_| err(self.line, format!("bad thread in fault({body})")))?;
+        self.check_thread(proc)?;
+        if let Some(l) = label {
+            self.check_label(syms, proc, l)?;
+        }
         let var = match parts.get(1) {
             None => None,
-            Some(v) if is_ident(v) && !v.starts_with("pte_") => Some(syms.var(v)),
+            Some(v) if is_ident(v) && !v.starts_with("pte_") => {
+                let v = syms.var(v);
+                self.check_var(syms, v)?;
+                Some(v)
+            }
             Some(v) => {
                 return Err(unsup(
                     self.line,
@@ -1215,5 +1356,124 @@ mod tests {
         let t = MP.replace("AArch64 MP+shoot\n", "AArch64 MP+shoot\nTTHM=HA\n");
         let e = parse(&t).unwrap_err();
         assert_eq!(e.unsupported, Some(Unsupported::HardwareAfDb));
+    }
+
+    /// The error of `text`, which must be malformed (not unsupported).
+    fn malformed(text: &str) -> ParseError {
+        let e = parse(text).expect_err("malformed test parsed");
+        assert!(e.unsupported.is_none(), "{e:?}");
+        e
+    }
+
+    #[test]
+    fn a_row_missing_a_column_is_refused_with_its_line() {
+        // P1's cell dropped: the row "STR X1,[X2] ;" would give P0's
+        // instruction and silently shorten nothing, or shift a column.
+        let bad = MP.replace(" DSB ISH | ;", " DSB ISH ;");
+        let e = malformed(&bad);
+        assert_eq!(e.line, 10);
+        assert!(
+            e.message
+                .contains("1 column where the thread header (line 8) has 2"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn a_condition_naming_a_missing_thread_is_refused() {
+        let e = malformed(&MP.replace("exists(1:X4=0", "exists(7:X4=0"));
+        assert_eq!(e.line, 13);
+        assert!(
+            e.message
+                .contains("names thread P7, but the test has 2 threads"),
+            "{}",
+            e.message
+        );
+        let e = malformed(&MP.replace("fault(P1:L0,x)", "fault(P7:L0,x)"));
+        assert!(e.message.contains("thread P7"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_condition_naming_a_missing_label_or_location_is_refused() {
+        let e = malformed(&MP.replace("fault(P1:L0,x)", "fault(P1:L9,x)"));
+        assert_eq!(e.line, 13);
+        assert!(
+            e.message
+                .contains("label L9 of P1, which P1's code does not define"),
+            "{}",
+            e.message
+        );
+        // L0 is P1's, not P0's.
+        let e = malformed(&MP.replace("fault(P1:L0,x)", "fault(P0:L0,x)"));
+        assert!(e.message.contains("label L0 of P0"), "{}", e.message);
+        let e = malformed(&MP.replace("fault(P1:L0,x)", "fault(P1:L0,w)"));
+        assert!(
+            e.message
+                .contains("location w, which the initial state does not define"),
+            "{}",
+            e.message
+        );
+        let e = malformed(&MP.replace("exists(1:X4=0", "exists(w=0"));
+        assert!(e.message.contains("location w"), "{}", e.message);
+        let e = malformed(&MP.replace("exists(1:X4=0", "exists(1:X4=w"));
+        assert!(e.message.contains("location w"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_location_initialised_twice_is_refused() {
+        let e = malformed(&MP.replace("0:X3=x;\n", "0:X3=x; 0:X3=y;\n"));
+        assert_eq!(e.line, 4);
+        assert!(
+            e.message
+                .contains("0:X3 is initialised twice (first on line 4)"),
+            "{}",
+            e.message
+        );
+        // Two spellings of one descriptor.
+        let e = malformed(&MP.replace("y=1;\n", "y=1;\npte_y=(oa:phy_y);\n[PTE(y)]=(oa:phy_x);\n"));
+        assert_eq!(e.line, 8);
+        assert!(
+            e.message.contains("initialised twice (first on line 7)"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn an_initial_register_of_a_missing_thread_is_refused() {
+        let e = malformed(&MP.replace("1:X3=x;\n", "1:X3=x; 5:X1=x;\n"));
+        assert_eq!(e.line, 5);
+        assert!(
+            e.message.contains("thread P5, but the test has 2 threads"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn herd_forms_of_the_catalogues_parse() {
+        // herd-aarch64's MP+rel+CAS-ok-bothRs-addr ends its condition
+        // with ";"; herd-aarch64-BBM's CoRR+PteNC gives memory types.
+        let t = parse(&MP.replace("~fault(P1:L0,x))\n", "~fault(P1:L0,x));\n")).unwrap();
+        assert!(matches!(t.cond, Cond::And(ref v) if v.len() == 2));
+        let e = parse(&MP.replace(
+            "0:X1=(oa:phy_y);",
+            "0:X1=(oa:phy_y,attrs:(Normal,iNC,oNC));",
+        ))
+        .unwrap_err();
+        assert_eq!(e.unsupported, Some(Unsupported::DescriptorForm), "{e:?}");
+    }
+
+    #[test]
+    fn an_array_location_is_unsupported_not_malformed() {
+        let text = "AArch64 arr\n{\nint x[3]={0,0,0};\n0:X1=x;\n}\n P0 ;\n LDR W2,[X1,#8] ;\nexists(0:X2=0)\n";
+        let e = parse(text).unwrap_err();
+        assert_eq!(e.unsupported, Some(Unsupported::ArrayLocation), "{e:?}");
+        assert_eq!(e.line, 3);
+        assert!(e.message.contains("array location x[3]"), "{}", e.message);
+        let text = "AArch64 arr\n{\n0:X1=x;\n}\n P0 ;\n LDR W2,[X1] ;\nforall x = { 1,3 }\n";
+        let e = parse(text).unwrap_err();
+        assert_eq!(e.unsupported, Some(Unsupported::ArrayLocation), "{e:?}");
     }
 }
