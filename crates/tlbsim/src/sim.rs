@@ -415,9 +415,50 @@ pub fn resolve_profile(exp: &Experiment, opts: &RunOptions) -> Result<Profile, S
         // existed (issue 17).
         p.kernel.tick_handler_ns = None;
     }
-    p.validate()
-        .map_err(|m| SimError::Config(format!("profile {}: {m}", p.name)))?;
+    p.validate_resolved()
+        .map_err(|m| blame_topology(m, &p.name, &exp.machine, opts))?;
     Ok(p)
+}
+
+/// The error of a resolved profile `name` that failed validation with
+/// `message`, blamed on what changed its topology: the `[machine]` key the
+/// message names (`topology.sockets` → `[machine] sockets`), else `--cpus`,
+/// else `[machine] cpus`; otherwise the profile's own.
+fn blame_topology(
+    message: String,
+    name: &str,
+    machine: &MachineOverrides,
+    opts: &RunOptions,
+) -> SimError {
+    let field = message
+        .split([' ', ','])
+        .next()
+        .and_then(|f| f.strip_prefix("topology."))
+        .unwrap_or("");
+    let set = match field {
+        "sockets" => machine.sockets.is_some(),
+        "dies_per_socket" => machine.dies_per_socket.is_some(),
+        "cpus" => machine.cpus.is_some() && opts.cpus.is_none(),
+        _ => false,
+    };
+    let blamed = set || opts.cpus.is_some() || machine.cpus.is_some();
+    if field.is_empty() || !blamed {
+        return SimError::Config(format!("profile {name}: {message}"));
+    }
+    let message = format!("{message} (profile {name})");
+    let in_machine = |key: &str| SimError::Field {
+        section: "machine".into(),
+        key: key.into(),
+        message: message.clone(),
+    };
+    match (set, opts.cpus) {
+        (true, _) => in_machine(field),
+        (false, Some(c)) => SimError::Flag {
+            flag: format!("--cpus {c}"),
+            message,
+        },
+        (false, None) => in_machine("cpus"),
+    }
 }
 
 /// A world built from an experiment, its tasks created, ready for a driver.
@@ -1094,6 +1135,58 @@ mod tests {
             x86.contains("[machine] walk_cache_after_ttbr_write") && x86.contains("not arm64"),
             "{x86}"
         );
+    }
+
+    #[test]
+    fn a_topology_an_override_breaks_is_blamed_on_the_override() {
+        use crate::config::{parse_toml, Experiment};
+        let text = |machine: &str| {
+            format!("[experiment]\nname = \"x\"\nprofile = \"ampere-2s\"\n[machine]\n{machine}\n[workload]\nname = \"threads\"\n")
+        };
+        let resolve = |machine: &str, cpus: Option<u32>| {
+            let t = text(machine);
+            let e: Experiment = parse_toml("x.toml", &t).unwrap();
+            let opts = super::RunOptions { seed: None, cpus };
+            super::resolve_profile(&e, &opts).map_err(|e| e.located("x.toml", &t))
+        };
+        // ampere-2s: 64 CPUs, 2 sockets, clusters of 2.
+        assert!(resolve("cpus = 8", None).is_ok());
+        let e = resolve("sockets = 3", None).unwrap_err();
+        assert!(
+            e.starts_with("x.toml:5: [machine] sockets: topology.sockets = 3 does not divide topology.cpus = 64 evenly"),
+            "{e}"
+        );
+        let e = resolve("cpus = 6", None).unwrap_err();
+        assert!(
+            e.starts_with("x.toml:5: [machine] cpus: topology.cpus_per_cluster = 2 does not divide the 3 CPUs of a die"),
+            "{e}"
+        );
+        let e = resolve("", Some(7)).unwrap_err();
+        assert!(
+            e.starts_with(
+                "--cpus 7: topology.sockets = 2 does not divide topology.cpus = 7 evenly"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn every_experiment_of_the_repository_resolves() {
+        // The topology checks must accept the published experiments (their
+        // cuts such as ampere-32 with 3 CPUs included).
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../experiments");
+        let mut n = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|x| x == "toml") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let e: crate::config::Experiment = crate::config::parse_toml("x", &text).unwrap();
+                super::resolve_profile(&e, &Default::default())
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                n += 1;
+            }
+        }
+        assert!(n >= 20, "{n} experiments");
     }
 
     #[test]
