@@ -664,6 +664,20 @@ impl Parser<'_> {
         Ok(())
     }
 
+    /// The first line that is not blank or a comment starts with
+    /// [`FORMAT_NAME`] (the version is checked by [`Self::check_magic`]).
+    fn looks_like_a_trace(&self, first: &str) -> Result<(), TraceError> {
+        if first.split_whitespace().next() == Some(FORMAT_NAME) {
+            return Ok(());
+        }
+        Err(self.err(
+            None,
+            format!(
+                "not a {FORMAT_NAME} trace (first line must be `{FORMAT_NAME} {FORMAT_VERSION}`)"
+            ),
+        ))
+    }
+
     fn check_magic(&mut self, first: &str) -> Result<(), TraceError> {
         let mut it = first.split_whitespace();
         if it.next() != Some(FORMAT_NAME) {
@@ -996,9 +1010,92 @@ impl Parser<'_> {
     }
 }
 
+/// Reads the text of the trace `file` from `r` (the caller opens it: the
+/// model does no I/O of its own), line by line, refusing at once what
+/// cannot be a trace rather than reading it whole: a line longer than
+/// [`MAX_LINE_BYTES`] (`/dev/zero` has no newline), bytes that are not
+/// UTF-8, a first line that is not `tlbsim-trace N`, or more than
+/// `max_bytes` in all (an endless input). Errors name the file and line,
+/// as [`Trace::parse`]'s do.
+pub fn read_text(
+    file: &str,
+    r: impl std::io::BufRead,
+    max_bytes: u64,
+) -> Result<String, TraceError> {
+    use std::io::BufRead as _;
+    use std::io::Read as _;
+    let mut p = Parser {
+        file,
+        line: 0,
+        field: None,
+        version: 0,
+    };
+    let mut r = r;
+    let (mut text, mut buf, mut found_magic) = (String::new(), Vec::new(), false);
+    loop {
+        buf.clear();
+        // A line, its "\r\n", and one byte more to tell it is too long.
+        let cap = MAX_LINE_BYTES as u64 + 3;
+        let got = (&mut r)
+            .take(cap)
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| p.err(None, format!("cannot read: {e}")))?;
+        if got == 0 {
+            return Ok(text);
+        }
+        p.line += 1;
+        let line = std::str::from_utf8(&buf).map_err(|_| p.err(None, "not UTF-8 text"))?;
+        let body = line.trim_end_matches(['\n', '\r']);
+        if body.len() > MAX_LINE_BYTES {
+            return Err(p.err(None, format!("line longer than {MAX_LINE_BYTES} bytes")));
+        }
+        let t = body.trim();
+        if !found_magic && !t.is_empty() && !t.starts_with('#') {
+            p.looks_like_a_trace(t)?;
+            found_magic = true;
+        }
+        if (text.len() + line.len()) as u64 > max_bytes {
+            return Err(p.err(
+                None,
+                format!("the file is larger than tlbsim's limit of {max_bytes} bytes"),
+            ));
+        }
+        text.push_str(line);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn endless_or_binary_input_is_refused_before_it_is_read_whole() {
+        use std::io::Read;
+        // /dev/zero: no newline ever.
+        let zeros = std::io::BufReader::new(std::io::repeat(0));
+        let e = read_text("/dev/zero", zeros, 1 << 30)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "/dev/zero:1: line longer than 4096 bytes");
+        // `yes`: short lines, forever; not a trace from its first line.
+        let yes = std::io::BufReader::new(std::io::repeat(b'y').take(1))
+            .chain(std::io::BufReader::new(std::io::repeat(b'\n')));
+        let e = read_text("yes", yes, 1 << 30).unwrap_err().to_string();
+        assert!(e.starts_with("yes:1: not a tlbsim-trace trace"), "{e}");
+        // A trace followed by many comment lines stops at the limit.
+        let text = sample().to_text();
+        let more = format!("{text}{}", "#\n".repeat(10_000));
+        let e = read_text("big", more.as_bytes(), 4096)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("larger than tlbsim's limit of 4096 bytes"),
+            "{e}"
+        );
+        // A whole trace reads back as it is.
+        let t = read_text("t", text.as_bytes(), 1 << 20).unwrap();
+        assert_eq!(t, text);
+    }
 
     fn sample() -> Trace {
         Trace {
