@@ -478,6 +478,10 @@ pub struct Built {
     pub seed: u64,
     /// The workload as run: its parameters with defaults filled in.
     pub workload: WorkloadConfig,
+    /// What the workload's parameters forecast (over every VM that runs
+    /// it), already checked against tlbsim's runtime limits; callers may
+    /// bound the events further before running.
+    pub estimate: workload::Estimate,
 }
 
 impl std::fmt::Debug for Built {
@@ -558,16 +562,25 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
     check_kernel(&kcfg, &profile, alloc.as_ref(), alloc_entry.arch.is_some())?;
     check_arm64_only(&kcfg, policy_entry.arch)
         .map_err(|(key, message)| field("kernel", key, message))?;
-    let wl = match &exp.vm {
-        None => build_workload(exp, &profile)?,
+    let (wl, estimate) = match &exp.vm {
+        None => {
+            let wl = build_workload(exp, &profile)?;
+            let e = wl.workload.estimate(profile.topology.cpus);
+            (wl, e)
+        }
         Some(vm) => {
             check_vms(vm, &kcfg, &profile, alloc.as_ref())?;
             // The workload runs in a guest of `vcpus` CPUs.
             let mut guest_profile = profile.clone();
             guest_profile.topology.cpus = vm.vcpus;
-            build_workload(exp, &guest_profile)?
+            let wl = build_workload(exp, &guest_profile)?;
+            let e = wl.workload.estimate(vm.vcpus);
+            (wl, e.times(u64::from(vm.count), "VMs"))
         }
     };
+    estimate
+        .within_limits()
+        .map_err(|m| workload_field(exp, m))?;
     let w = World::new(profile.clone(), kcfg.clone(), policy, alloc);
     if exp.checker.enabled {
         *w.observer.borrow_mut() = Some(Box::new(Checker::new(w.ncpus(), exp.checker.history)));
@@ -608,6 +621,7 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
         profile,
         seed,
         workload: exp.workload.with_defaults(wl.params),
+        estimate,
     })
 }
 
@@ -939,11 +953,6 @@ fn check_page_size(kcfg: &KernelConfig, profile: &Profile) -> Result<(), String>
 
 /// Builds the workload of `exp`; an error names the offending parameter.
 fn build_workload(exp: &Experiment, profile: &Profile) -> Result<workload::Resolved, SimError> {
-    let field = |key: &str, message: String| SimError::Field {
-        section: "workload".into(),
-        key: key.into(),
-        message,
-    };
     let kib = exp.kernel.page_size_kib;
     if let Some(e) = workload::WORKLOADS
         .iter()
@@ -959,34 +968,40 @@ fn build_workload(exp: &Experiment, profile: &Profile) -> Result<workload::Resol
             ),
         });
     }
-    let blame = |e: String| {
-        // The offending parameter is the first backquoted word that is a
-        // parameter of the file (`parse_params` puts it first as "`key`:
-        // ..."), or else the word the message starts with (a parameter
-        // left at its default).
-        let leading = e
-            .strip_prefix('`')
-            .and_then(|r| r.split_once('`'))
-            .map(|(k, _)| k)
-            .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
-        let key = e
-            .split('`')
-            .skip(1)
-            .step_by(2)
-            .find(|k| exp.workload.params.contains_key(*k))
-            .or(leading);
-        match key {
-            Some(k) => {
-                let prefix = format!("`{k}`: ");
-                let message = e.strip_prefix(&prefix).unwrap_or(&e).to_string();
-                field(k, message)
-            }
-            None => field("name", e.clone()),
-        }
-    };
+    let blame = |e: String| workload_field(exp, e);
     let wl = workload::build(&exp.workload.name, &exp.workload.params).map_err(blame)?;
     wl.workload.check(profile).map_err(blame)?;
     Ok(wl)
+}
+
+/// A workload's error `e` as the `[workload]` field it blames: the first
+/// backquoted word that is a parameter of the file (`parse_params` puts it
+/// first as "`key`: ..."), or else the word the message starts with (a
+/// parameter left at its default), or else `name`.
+fn workload_field(exp: &Experiment, e: String) -> SimError {
+    let leading = e
+        .strip_prefix('`')
+        .and_then(|r| r.split_once('`'))
+        .map(|(k, _)| k)
+        .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+    let key = e
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .find(|k| exp.workload.params.contains_key(*k))
+        .or(leading);
+    let (key, message) = match key {
+        Some(k) => {
+            let prefix = format!("`{k}`: ");
+            (k, e.strip_prefix(&prefix).unwrap_or(&e).to_string())
+        }
+        None => ("name", e.clone()),
+    };
+    SimError::Field {
+        section: "workload".into(),
+        key: key.into(),
+        message,
+    }
 }
 
 /// Adds, for each metric every VM reported (`vm<i>.<name>`), its mean
@@ -1015,7 +1030,12 @@ fn mean_over_vms(m: &mut std::collections::BTreeMap<String, f64>, vms: usize) {
 
 /// Runs `exp`.
 pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
-    let built = build(exp, opts)?;
+    run_built(exp, build(exp, opts)?)
+}
+
+/// Runs `built`, the world [`build`] made of `exp` (a caller that looks
+/// at [`Built::estimate`] first, to refuse a run too large).
+pub fn run_built(exp: &Experiment, built: Built) -> Result<RunOutput, SimError> {
     let done = built.done();
     let Built {
         world: w,
