@@ -65,7 +65,10 @@ pub fn run(args: Args) -> ExitCode {
     console.line(&format!("# tlbsim rerun {}", path_word(&args.result)));
     let exp = rec.config.clone().into_experiment();
     let t0 = Instant::now();
-    let out = crate::bounds::run(&exp, &Default::default(), &args.bound);
+    let out = {
+        let _bar = crate::progress::run(exp.experiment.max_sim_time_ns);
+        crate::bounds::run(&exp, &Default::default(), &args.bound)
+    };
     let host = t0.elapsed().as_secs_f64();
     let o = match out {
         Ok(o) => o,
