@@ -228,3 +228,47 @@ fn rerun_tells_a_bad_file_from_a_changed_result() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn estimates_are_within_a_factor_of_two_of_the_published_runs() {
+    // Each workload that estimates its events, against the golden result
+    // of every published experiment that runs it.
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden");
+    let mut checked = Vec::new();
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    names.sort();
+    for path in names {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let run = v.get("run").unwrap_or(&v);
+        let events = run["stats"]["events"].as_u64().unwrap() as f64;
+        let cfg: tlbsim::sim::RunConfig = serde_json::from_value(run.clone()).unwrap();
+        let built = tlbsim::sim::build(&cfg.into_experiment(), &Default::default()).unwrap();
+        let Some(f) = &built.estimate.events else {
+            continue;
+        };
+        let ratio = f.value as f64 / events;
+        assert!(
+            (0.5..=2.0).contains(&ratio),
+            "{}: estimated {} ({}), ran {events}",
+            path.display(),
+            f.value,
+            f.how
+        );
+        checked.push(path.file_stem().unwrap().to_string_lossy().into_owned());
+        built.teardown();
+    }
+    assert_eq!(
+        checked,
+        [
+            "seed000-mprotect",
+            "seed000-scaling",
+            "seed000-sort-compute",
+            "seed000-tcmalloc",
+            "seed002-hackbench"
+        ]
+    );
+}
