@@ -176,7 +176,7 @@ fn rerun_tells_a_bad_file_from_a_changed_result() {
     let path = dir.join("bad.json");
     assert!(
         stderr(&o).starts_with(&format!(
-            "error: {}:{line}: run.profile.topology.cpus: profile ampere-32: topology.cpus = 0",
+            "error: {}:{line}: run.profile.topology.cpus: 0 CPUs (must be 1..=4096)\n",
             path.display()
         )),
         "{}",

@@ -234,7 +234,11 @@ fn failed(e: &SimError, name: &str, text: &str) -> ExitCode {
                     None => format!("{name}: {p}"),
                 })
                 .unwrap_or_else(|| name.to_string());
-            eprintln!("error: {at}: {e}");
+            // The JSON path names the field a field error is about.
+            match e {
+                SimError::Field { message, .. } => eprintln!("error: {at}: {message}"),
+                _ => eprintln!("error: {at}: {e}"),
+            }
             ExitCode::from(2)
         }
     }
@@ -248,7 +252,8 @@ fn json_path(e: &SimError) -> Option<String> {
         SimError::Field { section, key, .. } => Some(match (section.as_str(), key.as_str()) {
             ("experiment", "name") => "run.experiment".to_string(),
             ("experiment", k) => format!("run.{k}"),
-            ("machine", _) => "run.profile.topology".to_string(),
+            // rerun sets the recorded CPU count again (a cut stays a cut).
+            ("machine", k) => format!("run.profile.topology.{k}"),
             (s, k) => format!("run.{s}.{k}"),
         }),
         SimError::Config(m) => {
