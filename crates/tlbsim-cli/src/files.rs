@@ -9,6 +9,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU32, Ordering};
+use tlbsim::config::limits::MAX_CONFIG_FILE_BYTES;
 use tlbsim::config::{
     apply_sets, find_key_line, is_profile_path, parse_profile, parse_toml, Experiment,
 };
@@ -36,7 +37,8 @@ pub fn load_or_report(path: &Path, sets: &[String]) -> Result<(Experiment, Strin
 /// Returns the experiment and the file's text.
 pub fn load(path: &Path, sets: &[String]) -> Result<(Experiment, String), String> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: cannot read: {e}"))?;
+    let text = crate::input::read_limited(path, MAX_CONFIG_FILE_BYTES, "an experiment")
+        .map_err(|e| format!("{name}: {e}"))?;
     let mut exp: Experiment = parse_toml(&name, &text).map_err(|e| e.to_string())?;
     if !sets.is_empty() {
         exp = apply_sets(&text, sets)?;
@@ -65,8 +67,13 @@ pub fn set_profile(exp: &mut Experiment, spec: &str, base: &Path) -> Result<(), 
     if is_profile_path(spec) {
         let file = base.join(spec);
         let shown = file.display().to_string();
-        let text = std::fs::read_to_string(&file)
-            .map_err(|e| format!("cannot read profile file {shown}: {e}"))?;
+        let text =
+            crate::input::read_limited(&file, MAX_CONFIG_FILE_BYTES, "a profile").map_err(|e| {
+                match e.strip_prefix("cannot read: ") {
+                    Some(why) => format!("cannot read profile file {shown}: {why}"),
+                    None => format!("profile file {shown}: {e}"),
+                }
+            })?;
         let p = parse_profile(&shown, &text).map_err(|e| e.to_string())?;
         // Check the file's own values here, so that errors point into it
         // (messages start with the field, e.g. "topology.cpus = 0 ...").

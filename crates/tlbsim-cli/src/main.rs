@@ -5,9 +5,11 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod bounds;
 mod chart;
 mod cmd;
 mod files;
+mod input;
 mod progress;
 mod report;
 

@@ -1,17 +1,22 @@
-//! Progress bars on standard error (`indicatif`), drawn from the library's
-//! counters ([`tlbsim::progress::PROGRESS`]) by a thread that looks at
-//! them ten times a second. Nothing is drawn when standard error is not a
-//! terminal, so logs and pipes get only the commands' own lines.
+//! Progress on standard error, drawn from the library's counters
+//! ([`tlbsim::progress::PROGRESS`]) by a thread that looks at them ten
+//! times a second: an `indicatif` bar when standard error is a terminal;
+//! otherwise (a log, a pipe, CI) a plain line every [`LINE_PERIOD`], the
+//! first after one period, so that a run of a few seconds prints nothing
+//! and a long one shows it is alive. Never on standard output.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tlbsim::progress::{Snapshot, PROGRESS};
 
-/// A bar being drawn; dropping it stops the drawing and clears the bar.
+/// How often a plain progress line is printed off a terminal.
+pub const LINE_PERIOD: Duration = Duration::from_secs(10);
+
+/// A bar or line printer at work; dropping it stops it and clears the bar.
 pub struct Bar {
     bar: ProgressBar,
     stop: Arc<AtomicBool>,
@@ -36,15 +41,55 @@ impl Drop for Bar {
     }
 }
 
-/// Starts drawing `bar`, updated from the counters' change since now by
-/// `update` every 100 ms.
-fn start(bar: ProgressBar, update: impl Fn(&ProgressBar, Snapshot, f64) + Send + 'static) -> Bar {
+/// Where progress goes.
+enum Show {
+    /// A bar on this target (a terminal).
+    Bar(ProgressDrawTarget),
+    /// Plain lines (standard error off a terminal).
+    Lines(Lines),
+}
+
+/// A line every `period` into `out`.
+struct Lines {
+    out: Arc<Mutex<dyn Write + Send>>,
+    period: Duration,
+}
+
+/// What one look at the counters shows: a position out of the bar's
+/// length, if it counts, and a message.
+struct Status {
+    pos: Option<u64>,
+    msg: String,
+}
+
+/// A bar on a terminal, else lines on standard error.
+fn show() -> Show {
+    if std::io::stderr().is_terminal() {
+        Show::Bar(ProgressDrawTarget::stderr())
+    } else {
+        Show::Lines(Lines {
+            out: Arc::new(Mutex::new(std::io::stderr())),
+            period: LINE_PERIOD,
+        })
+    }
+}
+
+/// Starts showing `bar` (of length `len`, if it counts), or printing
+/// `lines` if given, from the counters' change since now as `status`
+/// reads it, every 100 ms.
+fn start(
+    bar: ProgressBar,
+    lines: Option<Lines>,
+    len: Option<u64>,
+    status: impl Fn(Snapshot, f64) -> Status + Send + 'static,
+) -> Bar {
     let stop = Arc::new(AtomicBool::new(false));
-    let thread = (!bar.is_hidden()).then(|| {
+    let thread = {
         let (bar, stop) = (bar.clone(), Arc::clone(&stop));
         let base = PROGRESS.snapshot();
         let t0 = Instant::now();
         std::thread::spawn(move || {
+            let mut printed = t0;
             while !stop.load(Ordering::Relaxed) {
                 let now = PROGRESS.snapshot();
                 let since = Snapshot {
@@ -53,57 +98,84 @@ fn start(bar: ProgressBar, update: impl Fn(&ProgressBar, Snapshot, f64) + Send +
                     runs_done: now.runs_done - base.runs_done,
                     schedules: now.schedules - base.schedules,
                 };
-                update(&bar, since, t0.elapsed().as_secs_f64());
+                let s = status(since, t0.elapsed().as_secs_f64());
+                match &lines {
+                    None => {
+                        if let Some(p) = s.pos {
+                            bar.set_position(p);
+                        }
+                        bar.set_message(s.msg);
+                        bar.tick();
+                    }
+                    Some(l) if printed.elapsed() >= l.period => {
+                        printed = Instant::now();
+                        let line = match (s.pos, len) {
+                            (Some(p), Some(n)) => format!("progress: {p}/{n} {}", s.msg),
+                            _ => format!("progress: {}", s.msg),
+                        };
+                        if let Ok(mut o) = l.out.lock() {
+                            let _ = writeln!(o, "{line}");
+                        }
+                    }
+                    Some(_) => {}
+                }
                 std::thread::sleep(Duration::from_millis(100));
             }
         })
-    });
-    Bar { bar, stop, thread }
+    };
+    Bar {
+        bar,
+        stop,
+        thread: Some(thread),
+    }
 }
 
-/// The draw target: standard error when it is a terminal, else nothing.
-fn target() -> ProgressDrawTarget {
-    if std::io::stderr().is_terminal() {
-        ProgressDrawTarget::stderr()
-    } else {
-        ProgressDrawTarget::hidden()
+/// The bar of `show` (drawn on its target, or hidden when lines are
+/// printed instead) and the lines, if any.
+fn new_bar(show: Show, len: Option<u64>) -> (ProgressBar, Option<Lines>) {
+    match show {
+        Show::Bar(t) => (ProgressBar::with_draw_target(len, t), None),
+        Show::Lines(l) => (
+            ProgressBar::with_draw_target(len, ProgressDrawTarget::hidden()),
+            Some(l),
+        ),
     }
 }
 
 /// One timing run: its simulated time against the limit, and events per
 /// second of host time.
 pub fn run(limit_ns: u64) -> Bar {
-    let bar = ProgressBar::with_draw_target(None, target());
+    run_on(show(), limit_ns)
+}
+
+/// [`run`], shown as `show` says.
+fn run_on(show: Show, limit_ns: u64) -> Bar {
+    let (bar, lines) = new_bar(show, None);
     bar.set_style(ProgressStyle::with_template("{spinner} {msg}").expect("valid template"));
-    start(bar, move |b, s, secs| {
-        b.set_message(format!(
+    start(bar, lines, None, move |s, secs| Status {
+        pos: None,
+        msg: format!(
             "simulated {} of at most {}, {:.2} M events/s, {secs:.0} s",
             time(s.sim_ns),
             time(limit_ns),
             s.events as f64 / secs.max(1e-9) / 1e6
-        ));
-        b.tick();
+        ),
     })
 }
 
 /// `total` units of work, counted by `done` (finished runs, schedules),
 /// with their rate and the time left.
 pub fn count(what: &'static str, total: u64, done: fn(&Snapshot) -> u64) -> Bar {
-    count_on(target(), what, total, done)
+    count_on(show(), what, total, done)
 }
 
-/// [`count`], drawn on `target`.
-fn count_on(
-    target: ProgressDrawTarget,
-    what: &'static str,
-    total: u64,
-    done: fn(&Snapshot) -> u64,
-) -> Bar {
-    let bar = ProgressBar::with_draw_target(Some(total), target);
+/// [`count`], shown as `show` says.
+fn count_on(show: Show, what: &'static str, total: u64, done: fn(&Snapshot) -> u64) -> Bar {
+    let (bar, lines) = new_bar(show, Some(total));
     bar.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("valid template"),
     );
-    start(bar, move |b, s, secs| {
+    start(bar, lines, Some(total), move |s, secs| {
         let n = done(&s).min(total);
         let rate = n as f64 / secs.max(1e-9);
         let eta = if n == 0 {
@@ -111,11 +183,13 @@ fn count_on(
         } else {
             time(((total - n) as f64 / rate * 1e9) as u64)
         };
-        b.set_position(n);
-        b.set_message(format!(
-            "{what}, {rate:.1}/s, {} elapsed, {eta} left",
-            time((secs * 1e9) as u64)
-        ));
+        Status {
+            pos: Some(n),
+            msg: format!(
+                "{what}, {rate:.1}/s, {} elapsed, {eta} left",
+                time((secs * 1e9) as u64)
+            ),
+        }
     })
 }
 
@@ -176,7 +250,7 @@ mod tests {
         // minutes: on a terminal the bar now shows the schedules done.
         let screen = Screen::default();
         let target = ProgressDrawTarget::term_like(Box::new(screen.clone()));
-        let bar = count_on(target, "schedules", 10, |s| s.schedules);
+        let bar = count_on(Show::Bar(target), "schedules", 10, |s| s.schedules);
         for _ in 0..3 {
             PROGRESS.schedule_done();
         }
@@ -187,6 +261,59 @@ mod tests {
         drop(bar);
         let drawn = screen.0.lock().unwrap().clone();
         assert!(drawn.contains("3/10 schedules"), "{drawn:?}");
+    }
+
+    /// A writer that keeps what is written to it.
+    #[derive(Default, Clone)]
+    struct Log(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Log {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn off_a_terminal_a_plain_line_is_printed_each_period_and_none_before() {
+        // A run of `--set workload.iterations=...` printed nothing for 25
+        // minutes into a log: now a line each period (10 s; 50 ms here).
+        let log = Log::default();
+        let lines = |period| {
+            Show::Lines(Lines {
+                out: Arc::new(Mutex::new(log.clone())),
+                period,
+            })
+        };
+        let bar = run_on(lines(Duration::from_millis(50)), 600_000_000_000);
+        std::thread::sleep(Duration::from_millis(400));
+        drop(bar);
+        let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        let n = text.lines().count();
+        assert!((2..=8).contains(&n), "{text:?}");
+        assert!(
+            text.lines()
+                .all(|l| l.starts_with("progress: simulated ")
+                    && l.contains(" of at most 600.0 s, ")),
+            "{text:?}"
+        );
+        // A short run prints nothing.
+        let quiet = Log::default();
+        let bar = count_on(
+            Show::Lines(Lines {
+                out: Arc::new(Mutex::new(quiet.clone())),
+                period: Duration::from_secs(10),
+            }),
+            "points",
+            5,
+            |s| s.runs_done,
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        drop(bar);
+        assert!(quiet.0.lock().unwrap().is_empty());
     }
 
     #[test]

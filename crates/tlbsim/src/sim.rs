@@ -250,7 +250,12 @@ impl RunConfig {
                 seed: self.seed,
                 max_sim_time_ns: self.max_sim_time_ns,
             },
-            machine: MachineOverrides::default(),
+            // The recorded CPU count, set again (no change): a machine cut
+            // from a profile by `--cpus` stays a cut for validation.
+            machine: MachineOverrides {
+                cpus: Some(self.profile.topology.cpus),
+                ..MachineOverrides::default()
+            },
             kernel: self.kernel,
             workload: self.workload,
             checker: self.checker,
@@ -415,9 +420,51 @@ pub fn resolve_profile(exp: &Experiment, opts: &RunOptions) -> Result<Profile, S
         // existed (issue 17).
         p.kernel.tick_handler_ns = None;
     }
-    p.validate()
-        .map_err(|m| SimError::Config(format!("profile {}: {m}", p.name)))?;
+    let cut = exp.machine.cpus.is_some() || opts.cpus.is_some();
+    p.validate_resolved(cut)
+        .map_err(|m| blame_topology(m, &p.name, &exp.machine, opts))?;
     Ok(p)
+}
+
+/// The error of a resolved profile `name` that failed validation with
+/// `message`, blamed on what changed its topology: the `[machine]` key the
+/// message names (`topology.sockets` → `[machine] sockets`), else `--cpus`,
+/// else `[machine] cpus`; otherwise the profile's own.
+fn blame_topology(
+    message: String,
+    name: &str,
+    machine: &MachineOverrides,
+    opts: &RunOptions,
+) -> SimError {
+    let field = message
+        .split([' ', ','])
+        .next()
+        .and_then(|f| f.strip_prefix("topology."))
+        .unwrap_or("");
+    let set = match field {
+        "sockets" => machine.sockets.is_some(),
+        "dies_per_socket" => machine.dies_per_socket.is_some(),
+        "cpus" => machine.cpus.is_some() && opts.cpus.is_none(),
+        _ => false,
+    };
+    let blamed = set || opts.cpus.is_some() || machine.cpus.is_some();
+    if field.is_empty() || !blamed {
+        return SimError::Config(format!("profile {name}: {message}"));
+    }
+    let message = format!("{message} (profile {name})");
+    let in_machine = |key: &str| SimError::Field {
+        section: "machine".into(),
+        key: key.into(),
+        message: message.clone(),
+    };
+    match (set, opts.cpus) {
+        (true, _) => in_machine(field),
+        (false, Some(c)) => SimError::Flag {
+            flag: format!("--cpus {c}"),
+            message,
+        },
+        (false, None) => in_machine("cpus"),
+    }
 }
 
 /// A world built from an experiment, its tasks created, ready for a driver.
@@ -437,6 +484,10 @@ pub struct Built {
     pub seed: u64,
     /// The workload as run: its parameters with defaults filled in.
     pub workload: WorkloadConfig,
+    /// What the workload's parameters forecast (over every VM that runs
+    /// it), already checked against tlbsim's runtime limits; callers may
+    /// bound the events further before running.
+    pub estimate: workload::Estimate,
 }
 
 impl std::fmt::Debug for Built {
@@ -517,16 +568,25 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
     check_kernel(&kcfg, &profile, alloc.as_ref(), alloc_entry.arch.is_some())?;
     check_arm64_only(&kcfg, policy_entry.arch)
         .map_err(|(key, message)| field("kernel", key, message))?;
-    let wl = match &exp.vm {
-        None => build_workload(exp, &profile)?,
+    let (wl, estimate) = match &exp.vm {
+        None => {
+            let wl = build_workload(exp, &profile)?;
+            let e = wl.workload.estimate(profile.topology.cpus);
+            (wl, e)
+        }
         Some(vm) => {
             check_vms(vm, &kcfg, &profile, alloc.as_ref())?;
             // The workload runs in a guest of `vcpus` CPUs.
             let mut guest_profile = profile.clone();
             guest_profile.topology.cpus = vm.vcpus;
-            build_workload(exp, &guest_profile)?
+            let wl = build_workload(exp, &guest_profile)?;
+            let e = wl.workload.estimate(vm.vcpus);
+            (wl, e.times(u64::from(vm.count), "VMs"))
         }
     };
+    estimate
+        .within_limits()
+        .map_err(|m| workload_field(exp, m))?;
     let w = World::new(profile.clone(), kcfg.clone(), policy, alloc);
     if exp.checker.enabled {
         *w.observer.borrow_mut() = Some(Box::new(Checker::new(w.ncpus(), exp.checker.history)));
@@ -567,6 +627,7 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
         profile,
         seed,
         workload: exp.workload.with_defaults(wl.params),
+        estimate,
     })
 }
 
@@ -898,11 +959,6 @@ fn check_page_size(kcfg: &KernelConfig, profile: &Profile) -> Result<(), String>
 
 /// Builds the workload of `exp`; an error names the offending parameter.
 fn build_workload(exp: &Experiment, profile: &Profile) -> Result<workload::Resolved, SimError> {
-    let field = |key: &str, message: String| SimError::Field {
-        section: "workload".into(),
-        key: key.into(),
-        message,
-    };
     let kib = exp.kernel.page_size_kib;
     if let Some(e) = workload::WORKLOADS
         .iter()
@@ -918,34 +974,40 @@ fn build_workload(exp: &Experiment, profile: &Profile) -> Result<workload::Resol
             ),
         });
     }
-    let blame = |e: String| {
-        // The offending parameter is the first backquoted word that is a
-        // parameter of the file (`parse_params` puts it first as "`key`:
-        // ..."), or else the word the message starts with (a parameter
-        // left at its default).
-        let leading = e
-            .strip_prefix('`')
-            .and_then(|r| r.split_once('`'))
-            .map(|(k, _)| k)
-            .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
-        let key = e
-            .split('`')
-            .skip(1)
-            .step_by(2)
-            .find(|k| exp.workload.params.contains_key(*k))
-            .or(leading);
-        match key {
-            Some(k) => {
-                let prefix = format!("`{k}`: ");
-                let message = e.strip_prefix(&prefix).unwrap_or(&e).to_string();
-                field(k, message)
-            }
-            None => field("name", e.clone()),
-        }
-    };
+    let blame = |e: String| workload_field(exp, e);
     let wl = workload::build(&exp.workload.name, &exp.workload.params).map_err(blame)?;
     wl.workload.check(profile).map_err(blame)?;
     Ok(wl)
+}
+
+/// A workload's error `e` as the `[workload]` field it blames: the first
+/// backquoted word that is a parameter of the file (`parse_params` puts it
+/// first as "`key`: ..."), or else the word the message starts with (a
+/// parameter left at its default), or else `name`.
+fn workload_field(exp: &Experiment, e: String) -> SimError {
+    let leading = e
+        .strip_prefix('`')
+        .and_then(|r| r.split_once('`'))
+        .map(|(k, _)| k)
+        .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+    let key = e
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .find(|k| exp.workload.params.contains_key(*k))
+        .or(leading);
+    let (key, message) = match key {
+        Some(k) => {
+            let prefix = format!("`{k}`: ");
+            (k, e.strip_prefix(&prefix).unwrap_or(&e).to_string())
+        }
+        None => ("name", e.clone()),
+    };
+    SimError::Field {
+        section: "workload".into(),
+        key: key.into(),
+        message,
+    }
 }
 
 /// Adds, for each metric every VM reported (`vm<i>.<name>`), its mean
@@ -974,7 +1036,12 @@ fn mean_over_vms(m: &mut std::collections::BTreeMap<String, f64>, vms: usize) {
 
 /// Runs `exp`.
 pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<RunOutput, SimError> {
-    let built = build(exp, opts)?;
+    run_built(exp, build(exp, opts)?)
+}
+
+/// Runs `built`, the world [`build`] made of `exp` (a caller that looks
+/// at [`Built::estimate`] first, to refuse a run too large).
+pub fn run_built(exp: &Experiment, built: Built) -> Result<RunOutput, SimError> {
     let done = built.done();
     let Built {
         world: w,
@@ -1094,6 +1161,53 @@ mod tests {
             x86.contains("[machine] walk_cache_after_ttbr_write") && x86.contains("not arm64"),
             "{x86}"
         );
+    }
+
+    #[test]
+    fn a_topology_an_override_breaks_is_blamed_on_the_override() {
+        use crate::config::{parse_toml, Experiment};
+        let text = |machine: &str| {
+            format!("[experiment]\nname = \"x\"\nprofile = \"ampere-2s\"\n[machine]\n{machine}\n[workload]\nname = \"threads\"\n")
+        };
+        let resolve = |machine: &str, cpus: Option<u32>| {
+            let t = text(machine);
+            let e: Experiment = parse_toml("x.toml", &t).unwrap();
+            let opts = super::RunOptions { seed: None, cpus };
+            super::resolve_profile(&e, &opts).map_err(|e| e.located("x.toml", &t))
+        };
+        // ampere-2s: 64 CPUs, 2 sockets, clusters of 2.
+        assert!(resolve("cpus = 8", None).is_ok());
+        let e = resolve("sockets = 3", None).unwrap_err();
+        assert!(
+            e.starts_with("x.toml:5: [machine] sockets: topology.sockets = 3 does not divide topology.cpus = 64 evenly"),
+            "{e}"
+        );
+        // A cut may be uneven (3 CPUs of 2 sockets), but needs a CPU per die.
+        assert!(resolve("cpus = 3", None).is_ok() && resolve("", Some(7)).is_ok());
+        let e = resolve("dies_per_socket = 2", Some(2)).unwrap_err();
+        assert!(
+            e.starts_with("x.toml:5: [machine] dies_per_socket: topology.dies_per_socket = 2 (must be 1..=cpus per socket)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn every_experiment_of_the_repository_resolves() {
+        // The topology checks must accept the published experiments (their
+        // cuts such as ampere-32 with 3 CPUs included).
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../experiments");
+        let mut n = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|x| x == "toml") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let e: crate::config::Experiment = crate::config::parse_toml("x", &text).unwrap();
+                super::resolve_profile(&e, &Default::default())
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                n += 1;
+            }
+        }
+        assert!(n >= 20, "{n} experiments");
     }
 
     #[test]

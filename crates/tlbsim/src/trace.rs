@@ -513,6 +513,7 @@ impl Parser<'_> {
         let mut header = BTreeMap::new();
         let mut tasks: Vec<TaskRec> = Vec::new();
         let mut by_tid: BTreeMap<u32, usize> = BTreeMap::new();
+        let mut task_lines: Vec<usize> = Vec::new();
         let mut events = Vec::new();
         let mut ended = false;
         let mut last_t = 0u64;
@@ -550,6 +551,7 @@ impl Parser<'_> {
                         return Err(self.err(None, "more tasks than tlbsim's limit"));
                     }
                     tasks.push(t);
+                    task_lines.push(n);
                 }
                 "ev" => {
                     if events.len() >= MAX_TRACE_EVENTS {
@@ -595,22 +597,85 @@ impl Parser<'_> {
         }
         self.line = 0;
         let header = self.header(&header)?;
-        for t in &tasks {
-            if t.parent != 0 && !by_tid.contains_key(&t.parent) {
-                return Err(self.err(
-                    Some("parent"),
-                    format!(
-                        "task {}: parent {} is not a task of the trace",
-                        t.tid, t.parent
-                    ),
-                ));
-            }
-        }
+        self.check_parents(&tasks, &by_tid, &task_lines)?;
         Ok(Trace {
             header,
             tasks,
             events,
         })
+    }
+
+    /// Every task's `parent` is 0 (the recorded command) or a task of the
+    /// trace, and following parents from any task reaches 0: a cycle (a
+    /// task its own ancestor) is no process tree. The error names the line
+    /// of a task on the cycle.
+    fn check_parents(
+        &mut self,
+        tasks: &[TaskRec],
+        by_tid: &BTreeMap<u32, usize>,
+        lines: &[usize],
+    ) -> Result<(), TraceError> {
+        // 0: not yet known, 1: on the walk being followed, 2: reaches 0.
+        let mut state = vec![0u8; tasks.len()];
+        for start in 0..tasks.len() {
+            let mut walk = Vec::new();
+            let mut i = start;
+            while state[i] == 0 {
+                state[i] = 1;
+                walk.push(i);
+                let t = &tasks[i];
+                if t.parent == 0 {
+                    break;
+                }
+                let Some(&p) = by_tid.get(&t.parent) else {
+                    self.line = lines[i];
+                    return Err(self.err(
+                        Some("parent"),
+                        format!(
+                            "task {}: parent {} is not a task of the trace",
+                            t.tid, t.parent
+                        ),
+                    ));
+                };
+                if state[p] == 1 {
+                    let from = walk.iter().position(|&w| w == p).unwrap_or(0);
+                    let cycle: Vec<String> = walk[from..]
+                        .iter()
+                        .chain([&p])
+                        .map(|&w| tasks[w].tid.to_string())
+                        .collect();
+                    self.line = lines[p];
+                    return Err(self.err(
+                        Some("parent"),
+                        format!(
+                            "task {}: its parents form a cycle ({}), not a process tree",
+                            tasks[p].tid,
+                            cycle.join(" -> ")
+                        ),
+                    ));
+                }
+                i = p;
+            }
+            for w in walk {
+                state[w] = 2;
+            }
+        }
+        self.line = 0;
+        Ok(())
+    }
+
+    /// The first line that is not blank or a comment starts with
+    /// [`FORMAT_NAME`] (the version is checked by [`Self::check_magic`]).
+    fn looks_like_a_trace(&self, first: &str) -> Result<(), TraceError> {
+        if first.split_whitespace().next() == Some(FORMAT_NAME) {
+            return Ok(());
+        }
+        Err(self.err(
+            None,
+            format!(
+                "not a {FORMAT_NAME} trace (first line must be `{FORMAT_NAME} {FORMAT_VERSION}`)"
+            ),
+        ))
     }
 
     fn check_magic(&mut self, first: &str) -> Result<(), TraceError> {
@@ -745,6 +810,22 @@ impl Parser<'_> {
         Ok(l)
     }
 
+    /// [`Self::len`] of a call that Linux refuses with `EINVAL` when the
+    /// length is 0 (`mmap`, `munmap`, `mremap`'s new length), so that no
+    /// recorded trace has one; `mprotect` and `madvise` of 0 bytes succeed
+    /// and are kept.
+    fn nonzero_len(&self, f: &mut Fields<'_>, key: &str, call: &str) -> Result<u64, TraceError> {
+        match self.len(f, key)? {
+            0 => Err(self.err(
+                Some(key),
+                format!(
+                    "0 bytes: a zero-length {call} fails with EINVAL in Linux, so a trace has none"
+                ),
+            )),
+            l => Ok(l),
+        }
+    }
+
     fn prot(&self, f: &mut Fields<'_>) -> Result<u32, TraceError> {
         let v = self.raw(f, "prot")?;
         let b = v.as_bytes();
@@ -830,13 +911,13 @@ impl Parser<'_> {
         let kind = match kind {
             "mmap" => EventKind::Mmap {
                 addr: self.addr(&mut f, "addr")?,
-                len: self.len(&mut f, "len")?,
+                len: self.nonzero_len(&mut f, "len", "mmap")?,
                 prot: self.prot(&mut f)?,
                 dur_ns: self.num(&mut f, "dur")?,
             },
             "munmap" => EventKind::Munmap {
                 addr: self.addr(&mut f, "addr")?,
-                len: self.len(&mut f, "len")?,
+                len: self.nonzero_len(&mut f, "len", "munmap")?,
                 dur_ns: self.num(&mut f, "dur")?,
             },
             "mprotect" => EventKind::Mprotect {
@@ -859,7 +940,7 @@ impl Parser<'_> {
                 addr: self.addr(&mut f, "addr")?,
                 len: self.len(&mut f, "len")?,
                 new_addr: self.addr(&mut f, "new_addr")?,
-                new_len: self.len(&mut f, "new_len")?,
+                new_len: self.nonzero_len(&mut f, "new_len", "mremap")?,
                 dur_ns: self.num(&mut f, "dur")?,
             },
             "clone" => {
@@ -929,9 +1010,92 @@ impl Parser<'_> {
     }
 }
 
+/// Reads the text of the trace `file` from `r` (the caller opens it: the
+/// model does no I/O of its own), line by line, refusing at once what
+/// cannot be a trace rather than reading it whole: a line longer than
+/// [`MAX_LINE_BYTES`] (`/dev/zero` has no newline), bytes that are not
+/// UTF-8, a first line that is not `tlbsim-trace N`, or more than
+/// `max_bytes` in all (an endless input). Errors name the file and line,
+/// as [`Trace::parse`]'s do.
+pub fn read_text(
+    file: &str,
+    r: impl std::io::BufRead,
+    max_bytes: u64,
+) -> Result<String, TraceError> {
+    use std::io::BufRead as _;
+    use std::io::Read as _;
+    let mut p = Parser {
+        file,
+        line: 0,
+        field: None,
+        version: 0,
+    };
+    let mut r = r;
+    let (mut text, mut buf, mut found_magic) = (String::new(), Vec::new(), false);
+    loop {
+        buf.clear();
+        // A line, its "\r\n", and one byte more to tell it is too long.
+        let cap = MAX_LINE_BYTES as u64 + 3;
+        let got = (&mut r)
+            .take(cap)
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| p.err(None, format!("cannot read: {e}")))?;
+        if got == 0 {
+            return Ok(text);
+        }
+        p.line += 1;
+        let line = std::str::from_utf8(&buf).map_err(|_| p.err(None, "not UTF-8 text"))?;
+        let body = line.trim_end_matches(['\n', '\r']);
+        if body.len() > MAX_LINE_BYTES {
+            return Err(p.err(None, format!("line longer than {MAX_LINE_BYTES} bytes")));
+        }
+        let t = body.trim();
+        if !found_magic && !t.is_empty() && !t.starts_with('#') {
+            p.looks_like_a_trace(t)?;
+            found_magic = true;
+        }
+        if (text.len() + line.len()) as u64 > max_bytes {
+            return Err(p.err(
+                None,
+                format!("the file is larger than tlbsim's limit of {max_bytes} bytes"),
+            ));
+        }
+        text.push_str(line);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn endless_or_binary_input_is_refused_before_it_is_read_whole() {
+        use std::io::Read;
+        // /dev/zero: no newline ever.
+        let zeros = std::io::BufReader::new(std::io::repeat(0));
+        let e = read_text("/dev/zero", zeros, 1 << 30)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "/dev/zero:1: line longer than 4096 bytes");
+        // `yes`: short lines, forever; not a trace from its first line.
+        let yes = std::io::BufReader::new(std::io::repeat(b'y').take(1))
+            .chain(std::io::BufReader::new(std::io::repeat(b'\n')));
+        let e = read_text("yes", yes, 1 << 30).unwrap_err().to_string();
+        assert!(e.starts_with("yes:1: not a tlbsim-trace trace"), "{e}");
+        // A trace followed by many comment lines stops at the limit.
+        let text = sample().to_text();
+        let more = format!("{text}{}", "#\n".repeat(10_000));
+        let e = read_text("big", more.as_bytes(), 4096)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("larger than tlbsim's limit of 4096 bytes"),
+            "{e}"
+        );
+        // A whole trace reads back as it is.
+        let t = read_text("t", text.as_bytes(), 1 << 20).unwrap();
+        assert_eq!(t, text);
+    }
 
     fn sample() -> Trace {
         Trace {
@@ -1124,6 +1288,37 @@ mod tests {
         let text = sample().to_text().replace("target=10", "target=99");
         let e = Trace::parse("b.trace", &text).unwrap_err().to_string();
         assert_eq!(e, "b.trace:16: field `target`: task 99 has no task line");
+    }
+
+    #[test]
+    fn a_parent_cycle_is_refused_at_a_task_line() {
+        // Task 11 is 10's child; make 10 the child of 11 as well.
+        let text = sample().to_text();
+        let cyc = text.replace("parent=0", "parent=11");
+        let e = Trace::parse("p.trace", &cyc).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "p.trace:8: field `parent`: task 10: its parents form a cycle (10 -> 11 -> 10), not a process tree"
+        );
+        let own = text.replace("parent=0", "parent=10");
+        let e = Trace::parse("p.trace", &own).unwrap_err().to_string();
+        assert!(e.contains("cycle (10 -> 10)"), "{e}");
+        let missing = text.replace("parent=10", "parent=77");
+        let e = Trace::parse("p.trace", &missing).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "p.trace:9: field `parent`: task 11: parent 77 is not a task of the trace"
+        );
+    }
+
+    #[test]
+    fn a_zero_length_mmap_is_refused_at_its_line() {
+        let text = sample().to_text().replace("len=8192", "len=0");
+        let e = Trace::parse("z.trace", &text).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "z.trace:11: field `len`: 0 bytes: a zero-length mmap fails with EINVAL in Linux, so a trace has none"
+        );
     }
 
     #[test]

@@ -43,6 +43,8 @@ pub struct Args {
     /// repeatable.
     #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
     sets: Vec<String>,
+    #[command(flatten)]
+    bound: crate::bounds::WorkBound,
 }
 
 /// Runs the experiment, prints its table and writes the JSON if asked.
@@ -72,7 +74,7 @@ pub fn run(args: Args) -> ExitCode {
     let t0 = Instant::now();
     let out = {
         let _bar = crate::progress::run(exp.experiment.max_sim_time_ns);
-        tlbsim::sim::run(&exp, &opts)
+        crate::bounds::run(&exp, &opts, &args.bound)
     };
     let host = t0.elapsed().as_secs_f64();
     match out {

@@ -64,6 +64,19 @@ pub const MAX_READ_AHEAD_KB: u64 = 1 << 16;
 /// PCT's bug depth (`check --depth`).
 pub const MAX_PCT_DEPTH: u32 = 1000;
 
+/// Bytes of a configuration file: an experiment, a machine profile (a
+/// few KiB each). Far larger is not a configuration (`/dev/zero`, a
+/// binary file named by mistake) and is refused before it is read whole.
+pub const MAX_CONFIG_FILE_BYTES: u64 = 4 << 20;
+
+/// Bytes of a result file `tlbsim rerun` reads (`run --json`: about 300
+/// KiB for 24 VMs, a few MiB for 4,096 CPUs' rows).
+pub const MAX_RESULT_FILE_BYTES: u64 = 256 << 20;
+
+/// Bytes of a trace file (`tlbsim record`): [`crate::trace::MAX_TRACE_EVENTS`]
+/// events at about 60 bytes a line, with room to spare.
+pub const MAX_TRACE_FILE_BYTES: u64 = 2 << 30;
+
 /// `value` (of the thing `what`, e.g. "topology.cpus") is at most `max`;
 /// the error names both.
 pub fn at_most<T: PartialOrd + std::fmt::Display>(

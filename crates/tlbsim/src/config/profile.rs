@@ -670,8 +670,35 @@ impl Profile {
         }
     }
 
-    /// Checks internal consistency; the error names the field.
+    /// Checks the internal consistency of a profile as a description of a
+    /// whole machine (a built-in profile, a profile file): its CPUs split
+    /// evenly into sockets, dies and clusters ([`Profile::check_topology`]).
+    /// The error starts with the field (`topology.sockets = 3 ...`).
     pub fn validate(&self) -> Result<(), String> {
+        self.check_topology(true)?;
+        self.check_rest()
+    }
+
+    /// [`Profile::validate`] for the machine a run resolved, after an
+    /// experiment's `[machine]` overrides or `--cpus`. With `cut` (the CPU
+    /// count was set by `[machine] cpus` or `--cpus`: a small machine cut
+    /// from the profile, which keeps its socket, die and cluster sizes as
+    /// far as the CPUs go, 3 CPUs of ampere-2s's 2 sockets say) the CPUs
+    /// need not split evenly; otherwise they must, as in a whole machine.
+    pub fn validate_resolved(&self, cut: bool) -> Result<(), String> {
+        self.check_topology(!cut)?;
+        self.check_rest()
+    }
+
+    /// The topology as the model uses it (`hw::Hw::with_granule`): a CPU's
+    /// socket is `cpu / (cpus / sockets)`, its die the same within the
+    /// socket, its cluster `cpu / cpus_per_cluster`. So the CPUs must split
+    /// evenly into sockets and a socket's evenly into dies (otherwise the
+    /// model's sockets and dies are not the ones configured: 4 CPUs over 3
+    /// sockets make 2 sockets), and clusters must tile each die (a cluster
+    /// shares an L2, which never spans dies). With `whole` false (a cut
+    /// machine), only that there are CPUs for every socket and die.
+    pub fn check_topology(&self, whole: bool) -> Result<(), String> {
         let t = &self.topology;
         if t.cpus == 0 || t.cpus > limits::MAX_CPUS {
             return Err(format!(
@@ -686,12 +713,53 @@ impl Profile {
         if t.sockets > t.cpus {
             return Err("topology.sockets exceeds topology.cpus".into());
         }
-        if t.dies_per_socket == 0 || t.dies_per_socket > t.cpus / t.sockets {
+        if !whole {
+            return match t.dies_per_socket {
+                0 => Err("topology.dies_per_socket = 0 (must be 1..=cpus per socket)".into()),
+                d if d > t.cpus / t.sockets => Err(format!(
+                    "topology.dies_per_socket = {d} (must be 1..=cpus per socket)"
+                )),
+                _ => Ok(()),
+            };
+        }
+        if !t.cpus.is_multiple_of(t.sockets) {
+            return Err(format!(
+                "topology.sockets = {} does not divide topology.cpus = {} evenly (the model gives every socket the same number of CPUs)",
+                t.sockets, t.cpus
+            ));
+        }
+        let per_socket = t.cpus / t.sockets;
+        if t.dies_per_socket == 0 || t.dies_per_socket > per_socket {
             return Err(format!(
                 "topology.dies_per_socket = {} (must be 1..=cpus per socket)",
                 t.dies_per_socket
             ));
         }
+        if !per_socket.is_multiple_of(t.dies_per_socket) {
+            return Err(format!(
+                "topology.dies_per_socket = {} does not divide the {per_socket} CPUs of a socket evenly (the model gives every die the same number of CPUs)",
+                t.dies_per_socket
+            ));
+        }
+        let per_die = per_socket / t.dies_per_socket;
+        let one_die = t.sockets == 1 && t.dies_per_socket == 1;
+        if !per_die.is_multiple_of(t.cpus_per_cluster) {
+            let what = if one_die {
+                format!("topology.cpus = {}", t.cpus)
+            } else {
+                format!("the {per_die} CPUs of a die")
+            };
+            return Err(format!(
+                "topology.cpus_per_cluster = {} does not divide {what} evenly (clusters must tile every die)",
+                t.cpus_per_cluster
+            ));
+        }
+        Ok(())
+    }
+
+    /// Everything [`Profile::validate`] checks but the topology.
+    fn check_rest(&self) -> Result<(), String> {
+        let t = &self.topology;
         let tl = &self.tlb;
         if tl.tlb_ways == 0 || tl.tlb_entries == 0 || !tl.tlb_entries.is_multiple_of(tl.tlb_ways) {
             return Err("tlb.tlb_entries must be a non-zero multiple of tlb.tlb_ways".into());
@@ -815,6 +883,55 @@ mod tests {
             let p = builtin_profile(name).unwrap();
             p.validate().unwrap();
         }
+    }
+
+    /// ampere-32 (32 CPUs, one socket and die, clusters of 2) with its
+    /// topology changed by `f`: the error of [`Profile::validate`] and of
+    /// [`Profile::validate_resolved`] for a cut machine.
+    fn topology(f: impl Fn(&mut Topology)) -> (Result<(), String>, Result<(), String>) {
+        let mut p = builtin_profile("ampere-32").unwrap();
+        f(&mut p.topology);
+        (p.validate(), p.validate_resolved(true))
+    }
+
+    #[test]
+    fn cpus_split_evenly_into_sockets_dies_and_clusters() {
+        // 32 CPUs on 3 sockets would be 11/11/10: refused, as is a cluster
+        // size that does not tile the die.
+        let (whole, cut) = topology(|t| t.sockets = 3);
+        let e = whole.unwrap_err();
+        assert!(
+            e.starts_with("topology.sockets = 3 does not divide topology.cpus = 32 evenly"),
+            "{e}"
+        );
+        assert!(cut.is_ok());
+        let (whole, _) = topology(|t| t.cpus_per_cluster = 5);
+        let e = whole.unwrap_err();
+        assert!(
+            e.starts_with("topology.cpus_per_cluster = 5 does not divide topology.cpus = 32"),
+            "{e}"
+        );
+        // A cut (`[machine] cpus = 3` of 2-CPU clusters) may be uneven.
+        let (whole, cut) = topology(|t| t.cpus = 3);
+        assert!(whole.is_err() && cut.is_ok());
+        // Two sockets of 16: dies of 8 fit, dies of 3 do not.
+        let (whole, _) = topology(|t| (t.sockets, t.dies_per_socket) = (2, 2));
+        assert_eq!(whole, Ok(()));
+        let (whole, _) = topology(|t| (t.sockets, t.dies_per_socket) = (2, 3));
+        let e = whole.unwrap_err();
+        assert!(
+            e.starts_with("topology.dies_per_socket = 3 does not divide the 16 CPUs of a socket"),
+            "{e}"
+        );
+        let (whole, _) = topology(|t| (t.cpus, t.sockets) = (6, 2));
+        let e = whole.unwrap_err();
+        assert!(
+            e.starts_with("topology.cpus_per_cluster = 2 does not divide the 3 CPUs of a die"),
+            "{e}"
+        );
+        // Even a cut needs a CPU for every socket and die.
+        let (_, cut) = topology(|t| (t.cpus, t.sockets, t.dies_per_socket) = (4, 2, 3));
+        assert!(cut.unwrap_err().starts_with("topology.dies_per_socket = 3"));
     }
 
     #[test]

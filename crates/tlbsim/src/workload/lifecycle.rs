@@ -323,7 +323,38 @@ fn d_sort_pages() -> u64 {
     30
 }
 
+/// Driver events per sort process (fork, exec, its faults and mappings,
+/// exit): the golden seed000-sort-compute (256 shells x 32 runs) has
+/// 7.34 M events, 896 a sort.
+const EVENTS_PER_SORT: u64 = 900;
+
+/// Driver events per tcmalloc loop iteration: the golden seed000-tcmalloc
+/// (32 processes x 62,916 iterations) has 13.8 M events, 6.9 an iteration.
+const EVENTS_PER_TCMALLOC_ITERATION: u64 = 7;
+
 impl Workload for SortCompute {
+    fn estimate(&self, _cpus: u32) -> super::Estimate {
+        use super::Figure;
+        let shells = u64::from(self.shells);
+        super::Estimate {
+            events: Some(Figure::product(
+                "runs",
+                &[
+                    (shells, "shells"),
+                    (u64::from(self.runs), "runs"),
+                    (EVENTS_PER_SORT, "events"),
+                ],
+            )),
+            live_pages: None,
+            // The shell, and each subshell with its one sort at a time.
+            tasks: Some(Figure {
+                value: shells.saturating_mul(2).saturating_add(1),
+                key: "shells",
+                how: format!("1 shell + {shells} subshells x 2"),
+            }),
+        }
+    }
+
     fn setup(&self, w: &Rc<World>, _streams: &Streams) -> TaskId {
         let me = self.clone();
         spawn_user(
@@ -437,6 +468,31 @@ fn d_heap() -> u64 {
 }
 
 impl Workload for Tcmalloc {
+    fn estimate(&self, cpus: u32) -> super::Estimate {
+        use super::Figure;
+        let p = u64::from(if self.processes == 0 {
+            cpus
+        } else {
+            self.processes
+        });
+        super::Estimate {
+            events: Some(Figure::product(
+                "iterations",
+                &[
+                    (p, "processes"),
+                    (self.iterations, "iterations"),
+                    (EVENTS_PER_TCMALLOC_ITERATION, "events"),
+                ],
+            )),
+            live_pages: None,
+            tasks: Some(Figure {
+                value: p.saturating_add(1),
+                key: "processes",
+                how: format!("1 shell + {p} processes"),
+            }),
+        }
+    }
+
     fn setup(&self, w: &Rc<World>, streams: &Streams) -> TaskId {
         let me = self.clone();
         let n = if me.processes == 0 {

@@ -34,6 +34,103 @@ pub trait Workload {
         let _ = profile;
         Ok(())
     }
+
+    /// A rough forecast of the run on a machine of `cpus` CPUs, from the
+    /// parameters alone, made before anything runs. The default knows
+    /// nothing ([`Estimate::default`]); a workload whose size its
+    /// parameters set should say what they cost.
+    fn estimate(&self, cpus: u32) -> Estimate {
+        let _ = cpus;
+        Estimate::default()
+    }
+}
+
+/// What a workload's parameters will cost, roughly (within a factor of a
+/// few), so that a run too large for tlbsim is refused before it starts
+/// rather than stopped after minutes: the simulated events it drives, the
+/// pages of simulated memory and the tasks it keeps alive at once. Each
+/// figure is `None` when the workload does not estimate it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Estimate {
+    /// Driver events (`stats.events` of the result).
+    pub events: Option<Figure>,
+    /// Data pages alive at once, at most (4 KiB or the kernel's pages).
+    pub live_pages: Option<Figure>,
+    /// Tasks alive at once, at most.
+    pub tasks: Option<Figure>,
+}
+
+/// One figure of an [`Estimate`]: its value, the parameter that drives it
+/// (named in a refusal) and how it was reckoned, for people
+/// ("32 processes x 10000 iterations x ~50 events").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Figure {
+    /// The value (saturating: a figure past `u64::MAX` is `u64::MAX`).
+    pub value: u64,
+    /// The workload parameter to blame.
+    pub key: &'static str,
+    /// The product it came from.
+    pub how: String,
+}
+
+impl Figure {
+    /// The product of `factors` ((value, what) pairs, e.g. (32,
+    /// "processes")), saturating, blamed on `key`.
+    pub fn product(key: &'static str, factors: &[(u64, &str)]) -> Figure {
+        let value = factors
+            .iter()
+            .fold(1u64, |acc, (v, _)| acc.saturating_mul(*v));
+        let how = factors
+            .iter()
+            .map(|(v, what)| format!("{v} {what}"))
+            .collect::<Vec<_>>()
+            .join(" x ");
+        Figure { value, key, how }
+    }
+}
+
+impl Estimate {
+    /// This estimate for `n` copies of the workload (one per VM).
+    pub fn times(self, n: u64, what: &str) -> Estimate {
+        let scale = |f: Option<Figure>| {
+            f.map(|f| Figure {
+                value: f.value.saturating_mul(n),
+                key: f.key,
+                how: format!("{n} {what} x {}", f.how),
+            })
+        };
+        Estimate {
+            events: scale(self.events),
+            live_pages: scale(self.live_pages),
+            tasks: scale(self.tasks),
+        }
+    }
+
+    /// The figures past tlbsim's runtime limits
+    /// ([`crate::config::limits::MAX_LIVE_PAGES`],
+    /// [`crate::config::limits::MAX_TASKS`]), which the run would reach
+    /// and stop at: an error naming the parameter first ("`pages`: ..."),
+    /// as [`parse_params`] does.
+    pub fn within_limits(&self) -> Result<(), String> {
+        use crate::config::limits::{MAX_LIVE_PAGES, MAX_TASKS};
+        let checks = [
+            (
+                &self.live_pages,
+                MAX_LIVE_PAGES as u64,
+                "pages of simulated memory in use",
+            ),
+            (&self.tasks, MAX_TASKS, "tasks alive"),
+        ];
+        for (f, max, what) in checks {
+            if let Some(f) = f.as_ref().filter(|f| f.value > max) {
+                return Err(format!(
+                    "`{}`: {} = {} {what} at once would exceed tlbsim's limit of {max} (the run would stop there)",
+                    f.key, f.how, f.value
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The location of every piece of state a workload's tasks share: the

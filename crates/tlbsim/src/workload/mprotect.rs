@@ -99,7 +99,57 @@ pub async fn mprotect_loop(ctx: &Ctx, iterations: u64, pages: u64, user_ns: u64)
     sys_munmap(ctx, p, len).await;
 }
 
+/// Driver events per loop iteration of one thread, besides its pages:
+/// with [`EVENTS_PER_PAGE`], fitted to seed000-scaling at 32 CPUs and 500
+/// iterations (one page: 47 an iteration, as the golden seed000-mprotect's
+/// 15.0 M events for 320,000; 16 pages: 392; 64 pages: 1,497; 4 threads:
+/// 47.5 a thread).
+const EVENTS_PER_ITERATION: u64 = 24;
+/// Driver events per page an iteration touches (two accesses, the write
+/// fault, the flushes of both mprotects).
+const EVENTS_PER_PAGE: u64 = 23;
+
 impl Workload for Mprotect {
+    fn estimate(&self, cpus: u32) -> super::Estimate {
+        use super::Figure;
+        let processes = if self.processes == 0 {
+            cpus
+        } else {
+            self.processes
+        };
+        let (p, t) = (u64::from(processes), u64::from(self.threads));
+        let per = EVENTS_PER_ITERATION.saturating_add(EVENTS_PER_PAGE.saturating_mul(self.pages));
+        super::Estimate {
+            events: Some(Figure::product(
+                "iterations",
+                &[
+                    (p, "processes"),
+                    (t, "threads"),
+                    (self.iterations, "iterations"),
+                    (per, "events"),
+                ],
+            )),
+            live_pages: Some(Figure::product(
+                "pages",
+                &[(p, "processes"), (t, "threads"), (self.pages, "pages")],
+            )),
+            // The shell, and each process's threads.
+            tasks: Some(Figure::product(
+                if t > p || self.processes == 0 {
+                    "threads"
+                } else {
+                    "processes"
+                },
+                &[(p, "processes"), (t, "threads")],
+            ))
+            .map(|f| super::Figure {
+                value: f.value.saturating_add(1),
+                how: format!("1 shell + {}", f.how),
+                ..f
+            }),
+        }
+    }
+
     fn setup(&self, w: &Rc<World>, _streams: &Streams) -> TaskId {
         let n = if self.processes == 0 {
             w.ncpus() as u32

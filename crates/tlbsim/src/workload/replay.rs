@@ -103,8 +103,11 @@ impl Replay {
     /// From config parameters: reads and parses the trace.
     pub fn from_params(p: &Params) -> Result<Self, String> {
         let mut r: Replay = parse_params(p)?;
-        let text = std::fs::read_to_string(&r.trace)
+        let file = std::fs::File::open(&r.trace)
             .map_err(|e| format!("`trace`: {}: cannot read: {e}", r.trace))?;
+        let max = crate::config::limits::MAX_TRACE_FILE_BYTES;
+        let text = crate::trace::read_text(&r.trace, std::io::BufReader::new(file), max)
+            .map_err(|e| format!("`trace`: {e}"))?;
         let t = Trace::parse(&r.trace, &text).map_err(|e| format!("`trace`: {e}"))?;
         supported(&t).map_err(|e| format!("`trace`: {}: {e}", r.trace))?;
         r.parsed = Some(Arc::new(t));
