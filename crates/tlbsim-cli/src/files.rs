@@ -43,7 +43,7 @@ pub fn load(path: &Path, sets: &[String]) -> Result<(Experiment, String), String
     }
     if is_profile_path(&exp.experiment.profile) {
         // A profile file is relative to the experiment file.
-        let base = path.parent().unwrap_or(Path::new(""));
+        let base = experiment_dir(path);
         let spec = exp.experiment.profile.clone();
         set_profile(&mut exp, &spec, base).map_err(|e| {
             match find_key_line(&text, "experiment", "profile") {
@@ -53,6 +53,37 @@ pub fn load(path: &Path, sets: &[String]) -> Result<(Experiment, String), String
         })?;
     }
     Ok((exp, text))
+}
+
+/// The profile file that the profile `spec` names, relative to `base`
+/// (the experiment file's directory for `[experiment] profile`, none for
+/// `--profile`), as [`set_profile`] reads it; `None` for a built-in name.
+pub fn profile_file(spec: &str, base: &Path) -> Option<PathBuf> {
+    is_profile_path(spec).then(|| base.join(spec))
+}
+
+/// The files that a command running the experiment file `path` (loaded
+/// as `exp`, before `--profile` is applied) reads, for
+/// [`check_outputs`]: the experiment file, the profile file its
+/// `[experiment] profile` names and the `--profile` file (`profile`).
+pub fn experiment_inputs(
+    path: &Path,
+    exp: &Experiment,
+    profile: Option<&str>,
+) -> Vec<(&'static str, PathBuf)> {
+    let mut v = vec![("the experiment file", path.to_path_buf())];
+    if let Some(p) = profile_file(&exp.experiment.profile, experiment_dir(path)) {
+        v.push(("the experiment's profile file", p));
+    }
+    if let Some(p) = profile.and_then(|p| profile_file(p, Path::new(""))) {
+        v.push(("--profile", p));
+    }
+    v
+}
+
+/// The directory an experiment file's profile file is relative to.
+pub fn experiment_dir(path: &Path) -> &Path {
+    path.parent().unwrap_or(Path::new(""))
 }
 
 /// Points `exp` at the machine profile `spec`: a built-in profile name, or
@@ -222,7 +253,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
     let fail = |e: io::Error| format!("{}: cannot write: {}", path.display(), why(&e));
     match dest(path)? {
         Dest::Stdout => {
-            write_stdout(bytes).map_err(|e| format!("standard output: cannot write: {}", why(&e)))
+            write_stdout(bytes).map_err(|e| format!("cannot write standard output: {}", why(&e)))
         }
         Dest::Special(file, _) => write_in_place(&file, bytes).map_err(fail),
         Dest::Regular(file) => replace(&file, bytes).map_err(fail),
@@ -241,7 +272,7 @@ fn write_stdout(bytes: &[u8]) -> io::Result<()> {
         .and_then(|()| out.flush());
     if let Err(e) = &r {
         if e.kind() == io::ErrorKind::BrokenPipe {
-            std::process::exit(141);
+            std::process::exit(i32::from(crate::out::BROKEN_PIPE_EXIT));
         }
     }
     r
@@ -323,15 +354,145 @@ pub fn check_output(flag: &str, path: &Path) -> Result<(), String> {
     }
 }
 
-/// [`check_output`] on `path` if given, printing the error; exit code 2
-/// (bad arguments) on failure.
-pub fn check_output_or_report(flag: &str, path: Option<&Path>) -> Result<(), ExitCode> {
-    match path.map(|p| check_output(flag, p)) {
-        Some(Err(e)) => {
-            eprintln!("error: {e}");
-            Err(ExitCode::from(2))
+/// Checks, before any work, the files a command writes, given as `(flag,
+/// path)` (a flag not given is `None`), against each other and against the
+/// files it reads, given as `(what, path)` (`what` names the input in
+/// errors: a flag such as `--profile`, or `the experiment file`):
+/// - each output can be written ([`check_output`]);
+/// - no output is one of the inputs, so that no input is overwritten;
+/// - no two outputs are the same file, so that one does not replace the
+///   other; at most one is standard output (`-`).
+///
+/// Files are compared by identity, not by name: the device and inode of a
+/// file that exists, symbolic links followed (so `./x.toml`, `x.toml`, a
+/// link to it and a hard link are one file), and for a file not yet
+/// created (an output, or a file the command will keep, such as a sweep's
+/// point files), its directory's device and inode and its name. `-` is the
+/// file standard output is (a shell's `>> x.toml` makes it `x.toml`). A
+/// character device (`/dev/null`, a terminal) may be given any number of
+/// times. The error is one line naming both flags (or the input) and the
+/// path: `--json x.toml: the experiment file x.toml is the same file; an
+/// output must not replace an input`.
+pub fn check_outputs(
+    inputs: &[(&str, PathBuf)],
+    outputs: &[(&str, Option<&Path>)],
+) -> Result<(), String> {
+    let given: Vec<(&str, &Path)> = outputs
+        .iter()
+        .filter_map(|(flag, p)| p.map(|p| (*flag, p)))
+        .collect();
+    let mut to_stdout = given.iter().filter(|(_, p)| is_stdout(p)).map(|(f, _)| *f);
+    if let (Some(first), Some(second)) = (to_stdout.next(), to_stdout.next()) {
+        return Err(format!("{second} -: {first} is standard output already"));
+    }
+    let ins: Vec<(&str, &Path, Identity)> = inputs
+        .iter()
+        .filter_map(|(what, p)| identity(p, false).map(|id| (*what, p.as_path(), id)))
+        .collect();
+    let mut outs: Vec<(&str, &Path, Identity)> = Vec::new();
+    for (flag, path) in given {
+        check_output(flag, path)?;
+        let Some(id) = identity(path, true) else {
+            continue;
+        };
+        let shown = path.display();
+        if let Some((what, p, _)) = ins.iter().find(|(_, _, i)| *i == id) {
+            return Err(format!(
+                "{flag} {shown}: {what} {} is the same file; an output must not replace an input",
+                p.display()
+            ));
         }
-        _ => Ok(()),
+        if let Some((other, p, _)) = outs.iter().find(|(_, _, i)| *i == id) {
+            return Err(format!(
+                "{flag} {shown}: {other} {} is the same file; give each output a file of its own",
+                p.display()
+            ));
+        }
+        outs.push((flag, path, id));
+    }
+    Ok(())
+}
+
+/// [`check_outputs`], printing the error; exit code 2 (bad arguments) on
+/// failure.
+pub fn check_outputs_or_report(
+    inputs: &[(&str, PathBuf)],
+    outputs: &[(&str, Option<&Path>)],
+) -> Result<(), ExitCode> {
+    check_outputs(inputs, outputs).map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::from(2)
+    })
+}
+
+/// Which file a path is, for [`check_outputs`]: two paths with equal
+/// identities name one file.
+#[derive(Debug, PartialEq, Eq)]
+enum Identity {
+    /// An existing file: its device and inode (on other systems than Unix,
+    /// its canonical path).
+    File(FileId),
+    /// A file not yet created: its directory's identity and its name.
+    New(FileId, OsString),
+}
+
+/// A file's device and inode.
+#[cfg(unix)]
+type FileId = (u64, u64);
+
+/// A file's canonical path (no inodes outside Unix).
+#[cfg(not(unix))]
+type FileId = PathBuf;
+
+/// The identity of the existing file `path` (symbolic links followed) and
+/// whether it is a character device; `None` if it cannot be seen.
+#[cfg(unix)]
+fn file_id(path: &Path) -> Option<(FileId, bool)> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let m = std::fs::metadata(path).ok()?;
+    Some(((m.dev(), m.ino()), m.file_type().is_char_device()))
+}
+
+/// The identity of the existing file `path`; `None` if it cannot be seen.
+#[cfg(not(unix))]
+fn file_id(path: &Path) -> Option<(FileId, bool)> {
+    Some((path.canonicalize().ok()?, false))
+}
+
+/// The identity of what standard output is; `None` for a character
+/// device (a terminal, `/dev/null`) or if it cannot be seen.
+#[cfg(unix)]
+fn stdout_identity() -> Option<Identity> {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let fd = io::stdout().as_fd().try_clone_to_owned().ok()?;
+    let m = File::from(fd).metadata().ok()?;
+    (!m.file_type().is_char_device()).then(|| Identity::File((m.dev(), m.ino())))
+}
+
+/// What standard output is: unknown outside Unix.
+#[cfg(not(unix))]
+fn stdout_identity() -> Option<Identity> {
+    None
+}
+
+/// The identity of the file `path` names (symbolic links followed), or of
+/// the file it would create if it does not exist; `None` for a character
+/// device, which may be named any number of times, or a path whose
+/// directory does not exist either (reading or writing it fails first).
+/// `-` is standard output when `stdout` (an output), else a file's name.
+fn identity(path: &Path, stdout: bool) -> Option<Identity> {
+    if stdout && is_stdout(path) {
+        return stdout_identity();
+    }
+    let file = follow_links(path).ok()?;
+    match file_id(&file) {
+        Some((_, true)) => None,
+        Some((id, false)) => Some(Identity::File(id)),
+        None => {
+            let (dir, _) = file_id(parent_dir(&file))?;
+            Some(Identity::New(dir, file.file_name()?.to_os_string()))
+        }
     }
 }
 
@@ -383,12 +544,13 @@ impl Console {
         }
     }
 
-    /// Prints `text` as is.
+    /// Prints `text` as is (on standard output through [`out!`], whose
+    /// errors `main` reports).
     pub fn print(&self, text: &str) {
         if self.to_stderr {
             eprint!("{text}");
         } else {
-            print!("{text}");
+            out!("{text}");
         }
     }
 
@@ -397,7 +559,7 @@ impl Console {
         if self.to_stderr {
             eprintln!("{text}");
         } else {
-            println!("{text}");
+            outln!("{text}");
         }
     }
 }

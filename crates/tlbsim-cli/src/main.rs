@@ -1,9 +1,14 @@
 //! The `tlbsim` command: one file per command under `cmd/`, each with its
 //! arguments and a `run`; shared file handling in `files`; the run table
-//! and JSON document in `report`.
+//! and JSON document in `report`; standard output through `out`, whose
+//! errors become the exit code.
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
+
+// First, so that `out!` and `outln!` are in scope in every module.
+#[macro_use]
+mod out;
 
 mod chart;
 mod cmd;
@@ -70,7 +75,7 @@ enum Cmd {
 
 fn main() -> ExitCode {
     quiet_broken_pipe();
-    match Cli::parse().cmd {
+    let code = match Cli::parse().cmd {
         Cmd::Run(a) => cmd::run::run(a),
         Cmd::Rerun(a) => cmd::rerun::run(a),
         Cmd::Sweep(a) => cmd::sweep::run(a),
@@ -87,7 +92,8 @@ fn main() -> ExitCode {
         Cmd::Replay(a) => cmd::replay::run(a),
         Cmd::RecordProbe => cmd::record_probe::run(),
         Cmd::ValidateHost(a) => cmd::validate_host::run(a),
-    }
+    };
+    out::finish(code)
 }
 
 /// `tlbsim ... | head`: a closed stdout ends the program quietly, like
@@ -101,7 +107,7 @@ fn quiet_broken_pipe() {
             .map(String::as_str)
             .unwrap_or("");
         if msg.contains("Broken pipe") {
-            std::process::exit(141);
+            std::process::exit(i32::from(out::BROKEN_PIPE_EXIT));
         }
         default_hook(info);
     }));

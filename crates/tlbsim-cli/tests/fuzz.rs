@@ -11,6 +11,8 @@
 //! `TLBSIM_FUZZ_SEED=S` other ones, and `TLBSIM_FUZZ_SHOW=1` prints each
 //! exit code and first error line (with `-- --nocapture`).
 
+mod common;
+
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed};
 use std::path::PathBuf;
@@ -63,23 +65,24 @@ const BASES: &[&str] = &[
     "experiments/seed003-victim-tx2.toml",
 ];
 
-fn scratch_dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tlbsim-fuzz-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// The directory the fuzz tests share while any of them runs (removed
+/// after).
+fn scratch_dir() -> common::Scratch {
+    common::shared_dir("fuzz")
 }
 
 /// Runs `tlbsim ARGS` under a 4 GiB address-space limit and a host
 /// deadline; returns (exit code, stderr), failing on a signal, a panic,
 /// a hang or a failure without one error line.
 fn tlbsim_ok(args: &[String]) -> Result<(), TestCaseError> {
+    let dir = scratch_dir();
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg("ulimit -v 4194304; exec \"$0\" \"$@\"")
         .arg(env!("CARGO_BIN_EXE_tlbsim"))
         .args(args)
         // Outputs named by random arguments land in the scratch directory.
-        .current_dir(scratch_dir())
+        .current_dir(&*dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
@@ -195,7 +198,8 @@ proptest! {
             }
             t.truncate(n);
         }
-        let file = scratch_dir().join(format!("exp-{base}-{line}-{how}-{nasty}.toml"));
+        let dir = scratch_dir();
+        let file = dir.join(format!("exp-{base}-{line}-{how}-{nasty}.toml"));
         std::fs::write(&file, &t).unwrap();
         let cmd = if BASES[base].contains("explore") || BASES[base].contains("race") { "check" } else { "run" };
         let mut args = vec![cmd.to_string(), file.display().to_string()];

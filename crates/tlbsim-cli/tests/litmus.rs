@@ -8,11 +8,8 @@ mod common;
 use common::tlbsim;
 use std::path::{Path, PathBuf};
 
-fn scratch_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tlbsim-litmus-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn scratch_dir(name: &str) -> common::Scratch {
+    common::scratch_dir("litmus", name)
 }
 
 /// Break-before-make with a completed broadcast TLBI: Forbidden.

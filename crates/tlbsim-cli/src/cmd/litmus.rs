@@ -3,7 +3,7 @@
 //! catalogue's (`kinds.txt`). The model side is `tlbsim::litmus`; this
 //! file finds the files, runs them in parallel and prints.
 
-use crate::files::{check_output_or_report, why, write_or_report};
+use crate::files::{check_outputs_or_report, why, write_or_report};
 use rayon::prelude::*;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -54,9 +54,6 @@ struct Row {
 }
 
 pub fn run(a: Args) -> ExitCode {
-    if let Err(c) = check_output_or_report("--csv", a.csv.as_deref()) {
-        return c;
-    }
     if !(1..=MAX_STATES_LIMIT).contains(&a.max_states) {
         eprintln!("error: --max-states must be between 1 and {MAX_STATES_LIMIT}");
         return ExitCode::from(2);
@@ -72,6 +69,14 @@ pub fn run(a: Args) -> ExitCode {
         }
     };
     let kinds_path = a.kinds.clone().unwrap_or_else(|| root.join("kinds.txt"));
+    let mut inputs: Vec<(&str, PathBuf)> = files
+        .iter()
+        .map(|f| ("the litmus test", f.clone()))
+        .collect();
+    inputs.push(("the kinds file", kinds_path.clone()));
+    if let Err(c) = check_outputs_or_report(&inputs, &[("--csv", a.csv.as_deref())]) {
+        return c;
+    }
     let kinds = match std::fs::read_to_string(&kinds_path) {
         Ok(t) => match parse_kinds(&t) {
             Ok(k) => k,
@@ -91,7 +96,7 @@ pub fn run(a: Args) -> ExitCode {
         .map(|f| run_file(f, &root, &kinds, a.max_states, opts))
         .collect();
     let text = summary(&a.path, &rows, a.verbose);
-    print!("{text}");
+    out!("{text}");
     if let Some(csv) = &a.csv {
         if write_or_report(csv, csv_text(&rows).as_bytes()) != ExitCode::SUCCESS {
             return ExitCode::FAILURE;

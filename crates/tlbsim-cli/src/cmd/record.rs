@@ -3,7 +3,7 @@
 //! `tlb:tlb_flush` tracepoints, converts `perf script`'s output to a
 //! `tlbsim-trace` (docs/trace-format.md) and writes it whole or not at all.
 
-use crate::files::write_or_report;
+use crate::files::{check_outputs_or_report, write_or_report};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -66,6 +66,13 @@ fn kind_of_clone(flags: u64) -> TaskKind {
 
 /// Records the command and writes the trace.
 pub fn run(args: Args) -> ExitCode {
+    let outputs = [
+        ("-o", Some(args.output.as_path())),
+        ("--keep-perf-data", args.keep_perf_data.as_deref()),
+    ];
+    if let Err(code) = check_outputs_or_report(&[], &outputs) {
+        return code;
+    }
     match record(&args) {
         Ok(trace) => {
             let text = trace.to_text();
