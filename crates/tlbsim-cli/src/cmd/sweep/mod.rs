@@ -4,7 +4,8 @@
 //! and split into shards (`--shard`) that `tlbsim merge` joins.
 //!
 //! `points` parses the arguments into points; `table` makes the CSV and
-//! the summary; `store` keeps finished points.
+//! the summary; `store` keeps finished points; `lock` keeps two sweeps
+//! from running the same points in one directory at once.
 
 use crate::files::{check_outputs, experiment_inputs, load, profile_file, write_atomic};
 use points::{build_jobs, check_jobs, check_names, parse_plan, Job, Plan};
@@ -17,6 +18,7 @@ use table::Row;
 use tlbsim::config::Experiment;
 use tlbsim::sim::SimError;
 
+mod lock;
 mod points;
 pub mod store;
 pub mod table;
@@ -69,7 +71,9 @@ pub struct Args {
     /// points already there instead of running them again: a sweep killed
     /// at any moment and run again with the same arguments writes the
     /// same CSV. A DIR that holds another sweep (other experiment text,
-    /// --set, points, seeds, version) is refused.
+    /// --set, points, seeds, version) is refused, and so is a sweep
+    /// started while another runs points of its own there (shards of one
+    /// sweep, e.g. 1/2 and 2/2, may run there at once).
     #[arg(long, value_name = "DIR")]
     resume: Option<PathBuf>,
     /// Run only shard I of N: the points numbered I, I+N, I+2N, ... (from
@@ -159,6 +163,11 @@ fn sweep(args: &Args) -> Result<(), Stop> {
         Some(dir) => {
             Some(Store::create(dir, manifest(args, &plan, &text, &jobs)?).map_err(Stop::usage)?)
         }
+        None => None,
+    };
+    // Held until the sweep ends, so that no other sweep runs its points.
+    let _claim = match &store {
+        Some(s) => Some(lock::claim(s.dir(), plan.shard, jobs.len()).map_err(Stop::usage)?),
         None => None,
     };
     let wanted = |i: &usize| plan.shard.is_none_or(|s| s.holds(*i));
