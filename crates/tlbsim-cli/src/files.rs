@@ -607,12 +607,12 @@ mod tests {
         );
     }
 
-    /// A new empty directory for one test.
-    fn scratch(test: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("tlbsim-files-{}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    /// A new empty directory for one test, removed when dropped.
+    fn scratch(test: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("tlbsim-files-{test}-"))
+            .tempdir()
+            .unwrap()
     }
 
     fn names(dir: &Path) -> Vec<String> {
@@ -626,7 +626,8 @@ mod tests {
 
     #[test]
     fn concurrent_writes_of_one_file_leave_one_whole_and_no_temporary() {
-        let dir = scratch("concurrent");
+        let tmp = scratch("concurrent");
+        let dir = tmp.path();
         let out = dir.join("out.csv");
         std::thread::scope(|s| {
             for t in 0..8u8 {
@@ -647,7 +648,8 @@ mod tests {
 
     #[test]
     fn a_failed_write_names_the_path_and_leaves_nothing() {
-        let dir = scratch("failed");
+        let tmp = scratch("failed");
+        let dir = tmp.path();
         let out = dir.join("missing/out.json");
         let e = write_atomic(&out, b"{}").unwrap_err();
         assert_eq!(
@@ -659,7 +661,8 @@ mod tests {
 
     #[test]
     fn outputs_that_cannot_be_files_are_refused_up_front() {
-        let dir = scratch("names");
+        let tmp = scratch("names");
+        let dir = tmp.path();
         assert_eq!(check_output("--json", Path::new("-")), Ok(()));
         assert_eq!(check_output("--json", &dir.join("new.json")), Ok(()));
         assert_eq!(names(&dir), Vec::<String>::new(), "the probe is removed");
@@ -674,7 +677,8 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn a_loop_of_links_is_an_error_not_a_hang() {
-        let dir = scratch("loop");
+        let tmp = scratch("loop");
+        let dir = tmp.path();
         std::os::unix::fs::symlink("b", dir.join("a")).unwrap();
         std::os::unix::fs::symlink("a", dir.join("b")).unwrap();
         let e = write_atomic(&dir.join("a"), b"{}").unwrap_err();
