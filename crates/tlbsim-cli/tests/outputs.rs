@@ -710,3 +710,35 @@ fn every_command_that_prints_reports_a_full_standard_output_without_a_panic() {
         );
     }
 }
+
+/// Tests run again by [`the_tests_leave_nothing_in_the_temporary_directory`]:
+/// those that make scratch directories and run most commands (and fail
+/// on any output written there by a command).
+const RERUN: &[&str] = &[
+    "an_output_that_is_an_input_or_another_output_is_refused",
+    "json_dash_is_standard_output_and_the_table_goes_to_stderr",
+    "a_symbolic_link_keeps_being_one_and_its_target_is_replaced",
+];
+
+#[test]
+fn the_tests_leave_nothing_in_the_temporary_directory() {
+    let tmp = scratch_dir("outputs", "tmpdir");
+    let me = std::env::current_exe().unwrap();
+    let o = Command::new(me)
+        .args(RERUN)
+        .args(["--exact", "--test-threads", "2"])
+        .env("TMPDIR", &*tmp)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains(&format!("{} passed", RERUN.len())),
+        "{}",
+        stdout(&o)
+    );
+    let left: Vec<_> = std::fs::read_dir(&*tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+}
