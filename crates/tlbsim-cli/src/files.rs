@@ -156,6 +156,14 @@ fn dest(path: &Path) -> Result<Dest, String> {
     if path.file_name().is_none() || path.to_string_lossy().ends_with('/') {
         return Err(format!("{shown}: not a file name"));
     }
+    // A device, FIFO or socket is written in place, so the kernel may
+    // find it: `/dev/stdout` links to `/proc/self/fd/1`, whose link text
+    // (`pipe:[123]`) names no file.
+    if let Ok(m) = std::fs::metadata(path) {
+        if !m.is_dir() && !m.is_file() {
+            return Ok(Dest::Special(path.to_path_buf(), m.file_type()));
+        }
+    }
     let file = follow_links(path)?;
     match std::fs::metadata(&file) {
         Ok(m) if m.is_dir() => Err(format!("{shown}: is a directory")),
@@ -485,15 +493,13 @@ fn identity(path: &Path, stdout: bool) -> Option<Identity> {
     if stdout && is_stdout(path) {
         return stdout_identity();
     }
-    let file = follow_links(path).ok()?;
-    match file_id(&file) {
-        Some((_, true)) => None,
-        Some((id, false)) => Some(Identity::File(id)),
-        None => {
-            let (dir, _) = file_id(parent_dir(&file))?;
-            Some(Identity::New(dir, file.file_name()?.to_os_string()))
-        }
+    // The kernel follows the links (`/dev/stdout` too).
+    if let Some((id, chr)) = file_id(path) {
+        return (!chr).then_some(Identity::File(id));
     }
+    let file = follow_links(path).ok()?;
+    let (dir, _) = file_id(parent_dir(&file))?;
+    Some(Identity::New(dir, file.file_name()?.to_os_string()))
 }
 
 /// Can a new file named after `file` be created in `dir`? Creates one and

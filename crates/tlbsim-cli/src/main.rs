@@ -75,7 +75,11 @@ enum Cmd {
 
 fn main() -> ExitCode {
     quiet_broken_pipe();
-    let code = match Cli::parse().cmd {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return out::finish(clap_exit(e)),
+    };
+    let code = match cli.cmd {
         Cmd::Run(a) => cmd::run::run(a),
         Cmd::Rerun(a) => cmd::rerun::run(a),
         Cmd::Sweep(a) => cmd::sweep::run(a),
@@ -94,6 +98,19 @@ fn main() -> ExitCode {
         Cmd::ValidateHost(a) => cmd::validate_host::run(a),
     };
     out::finish(code)
+}
+
+/// Ends a command line clap did not run: an error on standard error with
+/// exit code 2; `--help` and `--version` on standard output, through
+/// [`out!`] (so that a write error is reported) unless it is a terminal,
+/// where clap prints them in colour.
+fn clap_exit(e: clap::Error) -> ExitCode {
+    use std::io::IsTerminal;
+    if e.use_stderr() || std::io::stdout().is_terminal() {
+        e.exit();
+    }
+    out!("{}", e.render());
+    ExitCode::SUCCESS
 }
 
 /// `tlbsim ... | head`: a closed stdout ends the program quietly, like

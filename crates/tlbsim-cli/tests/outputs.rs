@@ -437,7 +437,7 @@ fn an_output_that_is_an_input_or_another_output_is_refused() {
     let before = snapshot(&dir);
     let with = |more: &[&'static str]| [SWEEP, more].concat();
     // (command line, the refused flag and path, the other file's name).
-    let cases: Vec<(Vec<&str>, &str, &str)> = vec![
+    let mut cases: Vec<(Vec<&str>, &str, &str)> = vec![
         (
             vec!["run", "x.toml", "--json", "x.toml"],
             "--json x.toml",
@@ -593,6 +593,12 @@ fn an_output_that_is_an_input_or_another_output_is_refused() {
             "R/point-000001.json",
         ),
     ];
+    // Standard output is a pipe here: /dev/stdout is the same pipe.
+    cases.push((
+        with(&["--csv", "-", "--json", "/dev/stdout"]),
+        "--json /dev/stdout",
+        "--csv -",
+    ));
     for (args, refused, other) in cases {
         let t0 = std::time::Instant::now();
         let o = tlbsim_in(&dir, &args);
@@ -613,6 +619,30 @@ fn an_output_that_is_an_input_or_another_output_is_refused() {
         assert!(t0.elapsed().as_secs_f64() < 5.0, "{args:?}: the work ran");
         assert!(snapshot(&dir) == before, "{args:?}: a file changed");
     }
+}
+
+#[cfg(unix)]
+#[test]
+fn standard_output_appended_to_an_input_is_refused() {
+    let dir = inputs_dir();
+    let before = std::fs::read(dir.join("x.toml")).unwrap();
+    let append = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join("x.toml"))
+        .unwrap();
+    let o = Command::new(EXE)
+        .args([SWEEP, &["--csv", "-"]].concat())
+        .current_dir(&*dir)
+        .stdout(append)
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with("error: --csv -: the experiment file x.toml is the same file; "),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(dir.join("x.toml")).unwrap(), before);
 }
 
 #[cfg(unix)]
@@ -694,6 +724,9 @@ fn every_command_that_prints_reports_a_full_standard_output_without_a_panic() {
             "2",
         ],
         vec!["merge", "R", "--csv", "-"],
+        vec!["--help"],
+        vec!["--version"],
+        vec!["sweep", "--help"],
         with(&["--csv", "-"]),
         with(&["--csv", "o.csv", "--summary", "-"]),
     ];
