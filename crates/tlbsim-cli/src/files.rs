@@ -3,6 +3,7 @@
 //! whole or not at all (or to standard output, a device or a FIFO), checking
 //! outputs before any work, and quoting for printed command lines.
 
+use crate::cleanup::{self, Registered};
 use std::ffi::{OsStr, OsString};
 use std::fs::{File, FileType, OpenOptions};
 use std::io::{self, Write};
@@ -220,7 +221,10 @@ static TEMP_SEQ: AtomicU32 = AtomicU32::new(0);
 /// and a per-process counter (`.out.json.tmp<pid>.<n>`), so that no
 /// concurrent process or thread picks the same name; an existing file
 /// (one left by a killed process) is never opened, the next name is tried.
-fn create_temp(dir: &Path, file: &Path) -> io::Result<(PathBuf, File)> {
+///
+/// The file is registered for removal if a signal ends the process (see
+/// `cleanup`) until the returned registration is dropped.
+fn create_temp(dir: &Path, file: &Path) -> io::Result<(PathBuf, File, Registered)> {
     let base = file
         .file_name()
         .filter(|n| n.len() <= 200)
@@ -232,8 +236,13 @@ fn create_temp(dir: &Path, file: &Path) -> io::Result<(PathBuf, File)> {
         name.push(base);
         name.push(format!(".tmp{}.{n}", std::process::id()));
         let tmp = dir.join(name);
+        // Registered before it exists, so that no signal finds it unknown.
+        let registered = cleanup::register(&tmp);
         match OpenOptions::new().write(true).create_new(true).open(&tmp) {
-            Ok(f) => return Ok((tmp, f)),
+            Ok(f) => {
+                cleanup::created(&tmp);
+                return Ok((tmp, f, registered));
+            }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = e,
             Err(e) => return Err(e),
         }
@@ -253,7 +262,8 @@ fn create_temp(dir: &Path, file: &Path) -> io::Result<(PathBuf, File)> {
 ///   link, its target's directory) is written, flushed to disk (fsync) and
 ///   renamed onto the file, then the directory is flushed (best-effort). A
 ///   link stays a link: its target is replaced, keeping its permissions.
-///   On failure the temporary file is removed and the file is unchanged.
+///   On failure, or when SIGINT, SIGTERM or SIGHUP ends the process, the
+///   temporary file is removed and the file is unchanged.
 ///
 /// The error is one line naming `path`, e.g. `/dev/full: cannot write: No
 /// space left on device`.
@@ -297,11 +307,12 @@ fn write_in_place(file: &Path, bytes: &[u8]) -> io::Result<()> {
 /// temporary file in its directory; see [`write_atomic`].
 fn replace(file: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = parent_dir(file);
-    let (tmp, f) = create_temp(dir, file)?;
+    let (tmp, f, registered) = create_temp(dir, file)?;
     if let Err(e) = fill_and_rename(f, &tmp, file, bytes) {
         let _ = std::fs::remove_file(&tmp);
         return Err(e);
     }
+    drop(registered);
     // The rename is durable once the directory is: best-effort, as some
     // file systems cannot sync a directory.
     if let Ok(d) = File::open(dir) {
@@ -514,10 +525,11 @@ fn probe_dir(dir: &Path, file: &Path) -> Result<(), String> {
         Ok(m) if !m.is_dir() => return Err(format!("{shown} is not a directory")),
         Ok(_) => {}
     }
-    let (tmp, f) = create_temp(dir, file)
+    let (tmp, f, registered) = create_temp(dir, file)
         .map_err(|e| format!("cannot create a file in directory {shown}: {}", why(&e)))?;
     drop(f);
     let _ = std::fs::remove_file(tmp);
+    drop(registered);
     Ok(())
 }
 
@@ -599,7 +611,7 @@ pub fn set_args(sets: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::{check_output, path_word, shell_word, write_atomic};
-    use std::path::{Path, PathBuf};
+    use std::path::Path;
 
     #[test]
     fn shell_words_are_quoted_only_when_needed() {

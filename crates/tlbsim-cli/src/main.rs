@@ -11,6 +11,7 @@ use std::process::ExitCode;
 mod out;
 
 mod chart;
+mod cleanup;
 mod cmd;
 mod files;
 mod progress;
@@ -75,6 +76,7 @@ enum Cmd {
 
 fn main() -> ExitCode {
     quiet_broken_pipe();
+    cleanup::install();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return out::finish(clap_exit(e)),

@@ -578,3 +578,50 @@ fn shards_of_one_sweep_run_at_once_in_one_directory() {
         std::fs::read(&whole).unwrap()
     );
 }
+
+#[cfg(unix)]
+#[test]
+fn a_sweep_ended_by_a_signal_leaves_no_temporary_or_claim_file() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = scratch_dir("resume", "signals");
+    // Thousands of tiny points: the sweep spends much of its time writing
+    // point files, so a signal often lands in the middle of one.
+    let args = [
+        "--set",
+        "workload.iterations=1",
+        "--cpus",
+        "2",
+        "--policies",
+        "arm64-stock",
+        "--profiles",
+        "ampere-32",
+        "--seeds",
+        "1..5000",
+    ];
+    for (i, (sig, number)) in [("TERM", 15), ("INT", 2), ("HUP", 1)]
+        .iter()
+        .cycle()
+        .take(12)
+        .enumerate()
+    {
+        let points = dir.join(format!("p{i}"));
+        let child = start(&[&args[..], &["--resume", s(&points), "--csv", "-"]].concat());
+        let t0 = Instant::now();
+        while finished(&points) < 1 + 7 * i && t0.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let killed = Command::new("kill")
+            .args([format!("-{sig}"), child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.signal(), Some(*number), "{}", stderr(&out));
+        let hidden: Vec<String> = std::fs::read_dir(&points)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with('.') && n != ".lock")
+            .collect();
+        assert!(hidden.is_empty(), "SIG{sig}: left {hidden:?}");
+    }
+}

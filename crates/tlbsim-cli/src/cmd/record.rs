@@ -177,10 +177,9 @@ fn record(args: &Args) -> Result<Trace, String> {
             eprintln!("tlbsim record: this kernel has no tracepoint {tp}; recording without it");
         }
     }
-    let overhead = match crate::cmd::record_probe::measure(
-        &events,
-        &std::env::temp_dir().join(format!("tlbsim-probe-{}.data", std::process::id())),
-    ) {
+    let probe = std::env::temp_dir().join(format!("tlbsim-probe-{}.data", std::process::id()));
+    let _probe_registered = crate::cleanup::register(&probe);
+    let overhead = match crate::cmd::record_probe::measure(&events, &probe) {
         Ok(o) => Some(o),
         Err(e) => {
             eprintln!("tlbsim record: {e}; the trace has no `overhead` line (replay will not subtract perf's cost)");
@@ -191,6 +190,11 @@ fn record(args: &Args) -> Result<Trace, String> {
         Some(p) => p.clone(),
         None => std::env::temp_dir().join(format!("tlbsim-record-{}.data", std::process::id())),
     };
+    // perf's data in the temporary directory goes if a signal ends tlbsim.
+    let _data_registered = args
+        .keep_perf_data
+        .is_none()
+        .then(|| crate::cleanup::register(&data));
     let mut perf = perf_record(&data, &events);
     perf.args(&args.command);
     let status = perf.status().map_err(|e| format!("cannot run perf: {e}"))?;

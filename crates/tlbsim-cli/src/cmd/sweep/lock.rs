@@ -30,6 +30,8 @@ const RUNNING: &str = ".running-";
 pub struct Claim {
     file: File,
     path: PathBuf,
+    /// The file is removed if a signal ends the process.
+    _registered: crate::cleanup::Registered,
 }
 
 impl Drop for Claim {
@@ -69,11 +71,14 @@ pub fn claim(dir: &Path, mine: Option<Shard>, points: usize) -> Result<Claim, St
     static SEQ: AtomicU32 = AtomicU32::new(0);
     let n = SEQ.fetch_add(1, Ordering::Relaxed);
     let path = dir.join(format!("{RUNNING}{}.{n}", std::process::id()));
+    let registered = crate::cleanup::register(&path);
     let mut file = File::create(&path)
         .map_err(|e| fail(format!("cannot create {}: {}", path.display(), why(&e))))?;
+    crate::cleanup::created(&path);
     let claimed = Claim {
         file: file.try_clone().map_err(|e| fail(why(&e)))?,
         path,
+        _registered: registered,
     };
     claimed
         .file
