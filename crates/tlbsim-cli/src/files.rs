@@ -645,7 +645,7 @@ mod tests {
     #[test]
     fn concurrent_writes_of_one_file_leave_one_whole_and_no_temporary() {
         let tmp = scratch("concurrent");
-        let dir = tmp.path();
+        let dir = tmp.path().to_path_buf();
         let out = dir.join("out.csv");
         std::thread::scope(|s| {
             for t in 0..8u8 {
@@ -667,7 +667,7 @@ mod tests {
     #[test]
     fn a_failed_write_names_the_path_and_leaves_nothing() {
         let tmp = scratch("failed");
-        let dir = tmp.path();
+        let dir = tmp.path().to_path_buf();
         let out = dir.join("missing/out.json");
         let e = write_atomic(&out, b"{}").unwrap_err();
         assert_eq!(
@@ -680,7 +680,7 @@ mod tests {
     #[test]
     fn outputs_that_cannot_be_files_are_refused_up_front() {
         let tmp = scratch("names");
-        let dir = tmp.path();
+        let dir = tmp.path().to_path_buf();
         assert_eq!(check_output("--json", Path::new("-")), Ok(()));
         assert_eq!(check_output("--json", &dir.join("new.json")), Ok(()));
         assert_eq!(names(&dir), Vec::<String>::new(), "the probe is removed");
@@ -696,7 +696,7 @@ mod tests {
     #[test]
     fn a_loop_of_links_is_an_error_not_a_hang() {
         let tmp = scratch("loop");
-        let dir = tmp.path();
+        let dir = tmp.path().to_path_buf();
         std::os::unix::fs::symlink("b", dir.join("a")).unwrap();
         std::os::unix::fs::symlink("a", dir.join("b")).unwrap();
         let e = write_atomic(&dir.join("a"), b"{}").unwrap_err();

@@ -3,7 +3,7 @@
 mod common;
 
 use common::tlbsim;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// `text` written to `name` in a temporary directory shared by this
 /// file's tests (removed when the last path into it is dropped).

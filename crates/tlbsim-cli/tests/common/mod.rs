@@ -52,6 +52,12 @@ impl AsRef<Path> for Scratch {
     }
 }
 
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.path.as_os_str()
+    }
+}
+
 impl Scratch {
     /// The path, owned.
     pub fn to_path_buf(&self) -> PathBuf {

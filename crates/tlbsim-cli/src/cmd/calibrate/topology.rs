@@ -196,7 +196,7 @@ mod tests {
     fn two_sockets_smt_two_l3_per_socket() {
         // 8 CPUs: 2 packages, 2 L3 groups each, SMT pairs sharing an L2.
         let dir = tmp("2s");
-        let d = dir.path();
+        let d = dir.path().to_path_buf();
         let pairs = ["0-1", "0-1", "2-3", "2-3", "4-5", "4-5", "6-7", "6-7"];
         let cpus: Vec<_> = (0..8)
             .map(|i| {
@@ -221,7 +221,7 @@ mod tests {
     #[test]
     fn one_socket_without_l2_falls_back_to_smt_siblings() {
         let dir = tmp("1s");
-        let d = dir.path();
+        let d = dir.path().to_path_buf();
         fixture(&d, "0-1", &[(0, "0", "", "0-1"), (0, "1", "", "0-1")]);
         let t = summarise(&read(&d).unwrap()).unwrap();
         assert_eq!(
@@ -235,7 +235,7 @@ mod tests {
     #[test]
     fn a_bad_file_is_named() {
         let dir = tmp("bad");
-        let d = dir.path();
+        let d = dir.path().to_path_buf();
         fixture(&d, "0", &[(0, "0", "0", "0")]);
         std::fs::write(d.join("cpu0/topology/physical_package_id"), "zero").unwrap();
         let e = read(&d).unwrap_err();
