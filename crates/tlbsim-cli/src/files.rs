@@ -3,6 +3,7 @@
 //! whole or not at all (or to standard output, a device or a FIFO), checking
 //! outputs before any work, and quoting for printed command lines.
 
+use crate::cleanup::{self, Registered};
 use std::ffi::{OsStr, OsString};
 use std::fs::{File, FileType, OpenOptions};
 use std::io::{self, Write};
@@ -45,7 +46,7 @@ pub fn load(path: &Path, sets: &[String]) -> Result<(Experiment, String), String
     }
     if is_profile_path(&exp.experiment.profile) {
         // A profile file is relative to the experiment file.
-        let base = path.parent().unwrap_or(Path::new(""));
+        let base = experiment_dir(path);
         let spec = exp.experiment.profile.clone();
         set_profile(&mut exp, &spec, base).map_err(|e| {
             match find_key_line(&text, "experiment", "profile") {
@@ -55,6 +56,37 @@ pub fn load(path: &Path, sets: &[String]) -> Result<(Experiment, String), String
         })?;
     }
     Ok((exp, text))
+}
+
+/// The profile file that the profile `spec` names, relative to `base`
+/// (the experiment file's directory for `[experiment] profile`, none for
+/// `--profile`), as [`set_profile`] reads it; `None` for a built-in name.
+pub fn profile_file(spec: &str, base: &Path) -> Option<PathBuf> {
+    is_profile_path(spec).then(|| base.join(spec))
+}
+
+/// The files that a command running the experiment file `path` (loaded
+/// as `exp`, before `--profile` is applied) reads, for
+/// [`check_outputs`]: the experiment file, the profile file its
+/// `[experiment] profile` names and the `--profile` file (`profile`).
+pub fn experiment_inputs(
+    path: &Path,
+    exp: &Experiment,
+    profile: Option<&str>,
+) -> Vec<(&'static str, PathBuf)> {
+    let mut v = vec![("the experiment file", path.to_path_buf())];
+    if let Some(p) = profile_file(&exp.experiment.profile, experiment_dir(path)) {
+        v.push(("the experiment's profile file", p));
+    }
+    if let Some(p) = profile.and_then(|p| profile_file(p, Path::new(""))) {
+        v.push(("--profile", p));
+    }
+    v
+}
+
+/// The directory an experiment file's profile file is relative to.
+pub fn experiment_dir(path: &Path) -> &Path {
+    path.parent().unwrap_or(Path::new(""))
 }
 
 /// Points `exp` at the machine profile `spec`: a built-in profile name, or
@@ -132,6 +164,14 @@ fn dest(path: &Path) -> Result<Dest, String> {
     if path.file_name().is_none() || path.to_string_lossy().ends_with('/') {
         return Err(format!("{shown}: not a file name"));
     }
+    // A device, FIFO or socket is written in place, so the kernel may
+    // find it: `/dev/stdout` links to `/proc/self/fd/1`, whose link text
+    // (`pipe:[123]`) names no file.
+    if let Ok(m) = std::fs::metadata(path) {
+        if !m.is_dir() && !m.is_file() {
+            return Ok(Dest::Special(path.to_path_buf(), m.file_type()));
+        }
+    }
     let file = follow_links(path)?;
     match std::fs::metadata(&file) {
         Ok(m) if m.is_dir() => Err(format!("{shown}: is a directory")),
@@ -188,7 +228,10 @@ static TEMP_SEQ: AtomicU32 = AtomicU32::new(0);
 /// and a per-process counter (`.out.json.tmp<pid>.<n>`), so that no
 /// concurrent process or thread picks the same name; an existing file
 /// (one left by a killed process) is never opened, the next name is tried.
-fn create_temp(dir: &Path, file: &Path) -> io::Result<(PathBuf, File)> {
+///
+/// The file is registered for removal if a signal ends the process (see
+/// `cleanup`) until the returned registration is dropped.
+fn create_temp(dir: &Path, file: &Path) -> io::Result<(PathBuf, File, Registered)> {
     let base = file
         .file_name()
         .filter(|n| n.len() <= 200)
@@ -200,8 +243,13 @@ fn create_temp(dir: &Path, file: &Path) -> io::Result<(PathBuf, File)> {
         name.push(base);
         name.push(format!(".tmp{}.{n}", std::process::id()));
         let tmp = dir.join(name);
+        // Registered before it exists, so that no signal finds it unknown.
+        let registered = cleanup::register(&tmp);
         match OpenOptions::new().write(true).create_new(true).open(&tmp) {
-            Ok(f) => return Ok((tmp, f)),
+            Ok(f) => {
+                cleanup::created(&tmp);
+                return Ok((tmp, f, registered));
+            }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = e,
             Err(e) => return Err(e),
         }
@@ -221,7 +269,8 @@ fn create_temp(dir: &Path, file: &Path) -> io::Result<(PathBuf, File)> {
 ///   link, its target's directory) is written, flushed to disk (fsync) and
 ///   renamed onto the file, then the directory is flushed (best-effort). A
 ///   link stays a link: its target is replaced, keeping its permissions.
-///   On failure the temporary file is removed and the file is unchanged.
+///   On failure, or when SIGINT, SIGTERM or SIGHUP ends the process, the
+///   temporary file is removed and the file is unchanged.
 ///
 /// The error is one line naming `path`, e.g. `/dev/full: cannot write: No
 /// space left on device`.
@@ -229,7 +278,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
     let fail = |e: io::Error| format!("{}: cannot write: {}", path.display(), why(&e));
     match dest(path)? {
         Dest::Stdout => {
-            write_stdout(bytes).map_err(|e| format!("standard output: cannot write: {}", why(&e)))
+            write_stdout(bytes).map_err(|e| format!("cannot write standard output: {}", why(&e)))
         }
         Dest::Special(file, _) => write_in_place(&file, bytes).map_err(fail),
         Dest::Regular(file) => replace(&file, bytes).map_err(fail),
@@ -248,7 +297,7 @@ fn write_stdout(bytes: &[u8]) -> io::Result<()> {
         .and_then(|()| out.flush());
     if let Err(e) = &r {
         if e.kind() == io::ErrorKind::BrokenPipe {
-            std::process::exit(141);
+            std::process::exit(i32::from(crate::out::BROKEN_PIPE_EXIT));
         }
     }
     r
@@ -265,11 +314,12 @@ fn write_in_place(file: &Path, bytes: &[u8]) -> io::Result<()> {
 /// temporary file in its directory; see [`write_atomic`].
 fn replace(file: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = parent_dir(file);
-    let (tmp, f) = create_temp(dir, file)?;
+    let (tmp, f, registered) = create_temp(dir, file)?;
     if let Err(e) = fill_and_rename(f, &tmp, file, bytes) {
         let _ = std::fs::remove_file(&tmp);
         return Err(e);
     }
+    drop(registered);
     // The rename is durable once the directory is: best-effort, as some
     // file systems cannot sync a directory.
     if let Ok(d) = File::open(dir) {
@@ -330,16 +380,144 @@ pub fn check_output(flag: &str, path: &Path) -> Result<(), String> {
     }
 }
 
-/// [`check_output`] on `path` if given, printing the error; exit code 2
-/// (bad arguments) on failure.
-pub fn check_output_or_report(flag: &str, path: Option<&Path>) -> Result<(), ExitCode> {
-    match path.map(|p| check_output(flag, p)) {
-        Some(Err(e)) => {
-            eprintln!("error: {e}");
-            Err(ExitCode::from(2))
-        }
-        _ => Ok(()),
+/// Checks, before any work, the files a command writes, given as `(flag,
+/// path)` (a flag not given is `None`), against each other and against the
+/// files it reads, given as `(what, path)` (`what` names the input in
+/// errors: a flag such as `--profile`, or `the experiment file`):
+/// - each output can be written ([`check_output`]);
+/// - no output is one of the inputs, so that no input is overwritten;
+/// - no two outputs are the same file, so that one does not replace the
+///   other; at most one is standard output (`-`).
+///
+/// Files are compared by identity, not by name: the device and inode of a
+/// file that exists, symbolic links followed (so `./x.toml`, `x.toml`, a
+/// link to it and a hard link are one file), and for a file not yet
+/// created (an output, or a file the command will keep, such as a sweep's
+/// point files), its directory's device and inode and its name. `-` is the
+/// file standard output is (a shell's `>> x.toml` makes it `x.toml`). A
+/// character device (`/dev/null`, a terminal) may be given any number of
+/// times. The error is one line naming both flags (or the input) and the
+/// path: `--json x.toml: the experiment file x.toml is the same file; an
+/// output must not replace an input`.
+pub fn check_outputs(
+    inputs: &[(&str, PathBuf)],
+    outputs: &[(&str, Option<&Path>)],
+) -> Result<(), String> {
+    let given: Vec<(&str, &Path)> = outputs
+        .iter()
+        .filter_map(|(flag, p)| p.map(|p| (*flag, p)))
+        .collect();
+    let mut to_stdout = given.iter().filter(|(_, p)| is_stdout(p)).map(|(f, _)| *f);
+    if let (Some(first), Some(second)) = (to_stdout.next(), to_stdout.next()) {
+        return Err(format!("{second} -: {first} is standard output already"));
     }
+    let ins: Vec<(&str, &Path, Identity)> = inputs
+        .iter()
+        .filter_map(|(what, p)| identity(p, false).map(|id| (*what, p.as_path(), id)))
+        .collect();
+    let mut outs: Vec<(&str, &Path, Identity)> = Vec::new();
+    for (flag, path) in given {
+        check_output(flag, path)?;
+        let Some(id) = identity(path, true) else {
+            continue;
+        };
+        let shown = path.display();
+        if let Some((what, p, _)) = ins.iter().find(|(_, _, i)| *i == id) {
+            return Err(format!(
+                "{flag} {shown}: {what} {} is the same file; an output must not replace an input",
+                p.display()
+            ));
+        }
+        if let Some((other, p, _)) = outs.iter().find(|(_, _, i)| *i == id) {
+            return Err(format!(
+                "{flag} {shown}: {other} {} is the same file; give each output a file of its own",
+                p.display()
+            ));
+        }
+        outs.push((flag, path, id));
+    }
+    Ok(())
+}
+
+/// [`check_outputs`], printing the error; exit code 2 (bad arguments) on
+/// failure.
+pub fn check_outputs_or_report(
+    inputs: &[(&str, PathBuf)],
+    outputs: &[(&str, Option<&Path>)],
+) -> Result<(), ExitCode> {
+    check_outputs(inputs, outputs).map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::from(2)
+    })
+}
+
+/// Which file a path is, for [`check_outputs`]: two paths with equal
+/// identities name one file.
+#[derive(Debug, PartialEq, Eq)]
+enum Identity {
+    /// An existing file: its device and inode (on other systems than Unix,
+    /// its canonical path).
+    File(FileId),
+    /// A file not yet created: its directory's identity and its name.
+    New(FileId, OsString),
+}
+
+/// A file's device and inode.
+#[cfg(unix)]
+type FileId = (u64, u64);
+
+/// A file's canonical path (no inodes outside Unix).
+#[cfg(not(unix))]
+type FileId = PathBuf;
+
+/// The identity of the existing file `path` (symbolic links followed) and
+/// whether it is a character device; `None` if it cannot be seen.
+#[cfg(unix)]
+fn file_id(path: &Path) -> Option<(FileId, bool)> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let m = std::fs::metadata(path).ok()?;
+    Some(((m.dev(), m.ino()), m.file_type().is_char_device()))
+}
+
+/// The identity of the existing file `path`; `None` if it cannot be seen.
+#[cfg(not(unix))]
+fn file_id(path: &Path) -> Option<(FileId, bool)> {
+    Some((path.canonicalize().ok()?, false))
+}
+
+/// The identity of what standard output is; `None` for a character
+/// device (a terminal, `/dev/null`) or if it cannot be seen.
+#[cfg(unix)]
+fn stdout_identity() -> Option<Identity> {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let fd = io::stdout().as_fd().try_clone_to_owned().ok()?;
+    let m = File::from(fd).metadata().ok()?;
+    (!m.file_type().is_char_device()).then(|| Identity::File((m.dev(), m.ino())))
+}
+
+/// What standard output is: unknown outside Unix.
+#[cfg(not(unix))]
+fn stdout_identity() -> Option<Identity> {
+    None
+}
+
+/// The identity of the file `path` names (symbolic links followed), or of
+/// the file it would create if it does not exist; `None` for a character
+/// device, which may be named any number of times, or a path whose
+/// directory does not exist either (reading or writing it fails first).
+/// `-` is standard output when `stdout` (an output), else a file's name.
+fn identity(path: &Path, stdout: bool) -> Option<Identity> {
+    if stdout && is_stdout(path) {
+        return stdout_identity();
+    }
+    // The kernel follows the links (`/dev/stdout` too).
+    if let Some((id, chr)) = file_id(path) {
+        return (!chr).then_some(Identity::File(id));
+    }
+    let file = follow_links(path).ok()?;
+    let (dir, _) = file_id(parent_dir(&file))?;
+    Some(Identity::New(dir, file.file_name()?.to_os_string()))
 }
 
 /// Can a new file named after `file` be created in `dir`? Creates one and
@@ -354,10 +532,11 @@ fn probe_dir(dir: &Path, file: &Path) -> Result<(), String> {
         Ok(m) if !m.is_dir() => return Err(format!("{shown} is not a directory")),
         Ok(_) => {}
     }
-    let (tmp, f) = create_temp(dir, file)
+    let (tmp, f, registered) = create_temp(dir, file)
         .map_err(|e| format!("cannot create a file in directory {shown}: {}", why(&e)))?;
     drop(f);
     let _ = std::fs::remove_file(tmp);
+    drop(registered);
     Ok(())
 }
 
@@ -390,12 +569,13 @@ impl Console {
         }
     }
 
-    /// Prints `text` as is.
+    /// Prints `text` as is (on standard output through [`out!`], whose
+    /// errors `main` reports).
     pub fn print(&self, text: &str) {
         if self.to_stderr {
             eprint!("{text}");
         } else {
-            print!("{text}");
+            out!("{text}");
         }
     }
 
@@ -404,7 +584,7 @@ impl Console {
         if self.to_stderr {
             eprintln!("{text}");
         } else {
-            println!("{text}");
+            outln!("{text}");
         }
     }
 }
@@ -438,7 +618,7 @@ pub fn set_args(sets: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::{check_output, path_word, shell_word, write_atomic};
-    use std::path::{Path, PathBuf};
+    use std::path::Path;
 
     #[test]
     fn shell_words_are_quoted_only_when_needed() {
@@ -452,12 +632,12 @@ mod tests {
         );
     }
 
-    /// A new empty directory for one test.
-    fn scratch(test: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("tlbsim-files-{}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    /// A new empty directory for one test, removed when dropped.
+    fn scratch(test: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("tlbsim-files-{test}-"))
+            .tempdir()
+            .unwrap()
     }
 
     fn names(dir: &Path) -> Vec<String> {
@@ -471,7 +651,8 @@ mod tests {
 
     #[test]
     fn concurrent_writes_of_one_file_leave_one_whole_and_no_temporary() {
-        let dir = scratch("concurrent");
+        let tmp = scratch("concurrent");
+        let dir = tmp.path().to_path_buf();
         let out = dir.join("out.csv");
         std::thread::scope(|s| {
             for t in 0..8u8 {
@@ -492,7 +673,8 @@ mod tests {
 
     #[test]
     fn a_failed_write_names_the_path_and_leaves_nothing() {
-        let dir = scratch("failed");
+        let tmp = scratch("failed");
+        let dir = tmp.path().to_path_buf();
         let out = dir.join("missing/out.json");
         let e = write_atomic(&out, b"{}").unwrap_err();
         assert_eq!(
@@ -504,7 +686,8 @@ mod tests {
 
     #[test]
     fn outputs_that_cannot_be_files_are_refused_up_front() {
-        let dir = scratch("names");
+        let tmp = scratch("names");
+        let dir = tmp.path().to_path_buf();
         assert_eq!(check_output("--json", Path::new("-")), Ok(()));
         assert_eq!(check_output("--json", &dir.join("new.json")), Ok(()));
         assert_eq!(names(&dir), Vec::<String>::new(), "the probe is removed");
@@ -519,7 +702,8 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn a_loop_of_links_is_an_error_not_a_hang() {
-        let dir = scratch("loop");
+        let tmp = scratch("loop");
+        let dir = tmp.path().to_path_buf();
         std::os::unix::fs::symlink("b", dir.join("a")).unwrap();
         std::os::unix::fs::symlink("a", dir.join("b")).unwrap();
         let e = write_atomic(&dir.join("a"), b"{}").unwrap_err();

@@ -1,12 +1,18 @@
 //! The `tlbsim` command: one file per command under `cmd/`, each with its
 //! arguments and a `run`; shared file handling in `files`; the run table
-//! and JSON document in `report`.
+//! and JSON document in `report`; standard output through `out`, whose
+//! errors become the exit code.
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+// First, so that `out!` and `outln!` are in scope in every module.
+#[macro_use]
+mod out;
+
 mod bounds;
 mod chart;
+mod cleanup;
 mod cmd;
 mod files;
 mod input;
@@ -86,7 +92,12 @@ enum Cmd {
 
 fn main() -> ExitCode {
     quiet_broken_pipe();
-    match Cli::parse().cmd {
+    cleanup::install();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return out::finish(clap_exit(e)),
+    };
+    let code = match cli.cmd {
         Cmd::Run(a) => cmd::run::run(a),
         Cmd::Rerun(a) => cmd::rerun::run(a),
         Cmd::Sweep(a) => cmd::sweep::run(a),
@@ -103,7 +114,21 @@ fn main() -> ExitCode {
         Cmd::Replay(a) => cmd::replay::run(a),
         Cmd::RecordProbe => cmd::record_probe::run(),
         Cmd::ValidateHost(a) => cmd::validate_host::run(a),
+    };
+    out::finish(code)
+}
+
+/// Ends a command line clap did not run: an error on standard error with
+/// exit code 2; `--help` and `--version` on standard output, through
+/// [`out!`] (so that a write error is reported) unless it is a terminal,
+/// where clap prints them in colour.
+fn clap_exit(e: clap::Error) -> ExitCode {
+    use std::io::IsTerminal;
+    if e.use_stderr() || std::io::stdout().is_terminal() {
+        e.exit();
     }
+    out!("{}", e.render());
+    ExitCode::SUCCESS
 }
 
 /// `tlbsim ... | head`: a closed stdout ends the program quietly, like
@@ -117,7 +142,7 @@ fn quiet_broken_pipe() {
             .map(String::as_str)
             .unwrap_or("");
         if msg.contains("Broken pipe") {
-            std::process::exit(141);
+            std::process::exit(i32::from(out::BROKEN_PIPE_EXIT));
         }
         default_hook(info);
     }));

@@ -3,15 +3,12 @@
 mod common;
 
 use common::tlbsim;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-fn scratch(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tlbsim-cli-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(&p, text).unwrap();
-    p
+/// `text` written to `name` in a temporary directory shared by this
+/// file's tests (removed when the last path into it is dropped).
+fn scratch(name: &str, text: &str) -> common::Scratch {
+    common::shared_file("cli", name, text)
 }
 
 const SMALL: &str = "[experiment]\nname = \"small\"\nprofile = \"ampere-32\"\n[machine]\ncpus = 8\n[workload]\nname = \"mprotect\"\niterations = 20\n";
@@ -614,7 +611,8 @@ fn rerun_replays_a_result_file_and_says_whether_it_matches() {
 
 #[test]
 fn bench_measures_each_case_with_and_without_the_checker() {
-    let json = std::env::temp_dir().join(format!("tlbsim-bench-{}.json", std::process::id()));
+    let dir = common::scratch_dir("cli", "bench");
+    let json = dir.join("bench.json");
     let o = tlbsim(&[
         "bench",
         "--only",
@@ -732,7 +730,7 @@ fn enormous_profile_values_are_refused_naming_the_profile_line() {
                 }
             })
             .collect();
-        scratch(&format!("big-{key}.toml"), &changed.join("\n"));
+        let _profile = scratch(&format!("big-{key}.toml"), &changed.join("\n"));
         let exp = scratch(
             &format!("big-{key}-exp.toml"),
             &SMALL.replace("\"ampere-32\"", &format!("\"big-{key}.toml\"")),

@@ -1,6 +1,7 @@
 //! Hostile inputs (issue 16): mutated experiment and profile files, random
-//! `--set`, `--replay` and command-line arguments, mutated herd litmus
-//! tests (issue 35), each run as a real
+//! `--set`, `--replay` and command-line arguments, and (issue 35) mutated
+//! herd litmus tests and output flags pointed at the inputs, links to them
+//! or each other, each run as a real
 //! `tlbsim` process with its address space limited to 4 GiB and its
 //! simulated time to 2 ms. Whatever the input, the process must end by
 //! itself with exit 0, 1 (a run that failed: time limit, violation) or 2
@@ -11,6 +12,8 @@
 //! for CI (a few seconds); `PROPTEST_CASES=N` runs more cases,
 //! `TLBSIM_FUZZ_SEED=S` other ones, and `TLBSIM_FUZZ_SHOW=1` prints each
 //! exit code and first error line (with `-- --nocapture`).
+
+mod common;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed};
@@ -65,23 +68,24 @@ const BASES: &[&str] = &[
     "experiments/seed003-victim-tx2.toml",
 ];
 
-fn scratch_dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tlbsim-fuzz-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// The directory the fuzz tests share while any of them runs (removed
+/// after).
+fn scratch_dir() -> common::Scratch {
+    common::shared_dir("fuzz")
 }
 
 /// Runs `tlbsim ARGS` under a 4 GiB address-space limit and a host
 /// deadline; returns (exit code, stderr), failing on a signal, a panic,
 /// a hang or a failure without one error line.
 fn tlbsim_ok(args: &[String]) -> Result<(), TestCaseError> {
+    let dir = scratch_dir();
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg("ulimit -v 4194304; exec \"$0\" \"$@\"")
         .arg(env!("CARGO_BIN_EXE_tlbsim"))
         .args(args)
         // Outputs named by random arguments land in the scratch directory.
-        .current_dir(scratch_dir())
+        .current_dir(&*dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
@@ -257,6 +261,58 @@ fn mutate_litmus(text: &str, at: usize, how: usize, pick: usize, nasty: &str) ->
     lines.join("\n")
 }
 
+/// Output paths the collision fuzz picks from, each with the file it
+/// names (`x`: the experiment, `p`: the profile, `F`: a new file, `-`:
+/// standard output): names, `./` names, a symbolic and a hard link.
+const OUT_PATHS: &[(&str, &str)] = &[
+    ("x.toml", "x"),
+    ("./x.toml", "x"),
+    ("link.toml", "x"),
+    ("hard.toml", "x"),
+    ("prof.toml", "p"),
+    ("./prof.toml", "p"),
+    ("plink.toml", "p"),
+    ("F", "F"),
+    ("./F", "F"),
+    ("Flink", "F"),
+    ("-", "-"),
+];
+
+/// Each command's output flags, and how it is given the profile file.
+fn output_flags(cmd: &str) -> (&'static [&'static str], [&'static str; 2]) {
+    match cmd {
+        "run" => (&["--json"], ["--profile", "prof.toml"]),
+        "check" => (&["--json", "--export-litmus"], ["--profile", "plink.toml"]),
+        _ => (
+            &["--csv", "--summary", "--json"],
+            ["--profiles", "./prof.toml"],
+        ),
+    }
+}
+
+/// A directory with the experiment `x.toml` (and `link.toml`, a symbolic
+/// link, `hard.toml`, a hard link, to it), the profile `prof.toml` (and
+/// `plink.toml`), and `Flink`, a dangling link to the new file `F`.
+#[cfg(unix)]
+fn collision_inputs() -> common::Scratch {
+    let dir = common::scratch_dir("fuzz", "collisions");
+    std::fs::copy(
+        format!("{ROOT}/experiments/seed000-mprotect.toml"),
+        dir.join("x.toml"),
+    )
+    .unwrap();
+    let prof = Command::new(env!("CARGO_BIN_EXE_tlbsim"))
+        .args(["profiles", "--show", "ampere-32"])
+        .output()
+        .unwrap();
+    std::fs::write(dir.join("prof.toml"), prof.stdout).unwrap();
+    std::os::unix::fs::symlink("x.toml", dir.join("link.toml")).unwrap();
+    std::fs::hard_link(dir.join("x.toml"), dir.join("hard.toml")).unwrap();
+    std::os::unix::fs::symlink("prof.toml", dir.join("plink.toml")).unwrap();
+    std::os::unix::fs::symlink("F", dir.join("Flink")).unwrap();
+    dir
+}
+
 fn config() -> Config {
     Config {
         cases: std::env::var("PROPTEST_CASES")
@@ -295,7 +351,8 @@ proptest! {
             }
             t.truncate(n);
         }
-        let file = scratch_dir().join(format!("exp-{base}-{line}-{how}-{nasty}.toml"));
+        let dir = scratch_dir();
+        let file = dir.join(format!("exp-{base}-{line}-{how}-{nasty}.toml"));
         std::fs::write(&file, &t).unwrap();
         let cmd = if BASES[base].contains("explore") || BASES[base].contains("race") { "check" } else { "run" };
         let mut args = vec![cmd.to_string(), file.display().to_string()];
@@ -436,7 +493,8 @@ proptest! {
             t.truncate(n);
         }
         let stem = Path::new(name).file_stem().unwrap().to_string_lossy().replace(|c: char| !c.is_ascii_alphanumeric(), "_");
-        let file = scratch_dir().join(format!("lit-{stem}-{at}-{how}-{pick}-{nasty}-{twice}.litmus"));
+        let dir = scratch_dir();
+        let file = dir.join(format!("lit-{stem}-{at}-{how}-{pick}-{nasty}-{twice}.litmus"));
         std::fs::write(&file, &t).unwrap();
         let args = vec![
             "litmus".to_string(),
@@ -447,5 +505,66 @@ proptest! {
             "256M".into(),
         ];
         tlbsim_ok(&args)?;
+    }
+
+    /// Output flags pointed at the inputs, at links to them or at each
+    /// other: exit 2 with one error line, before any work, every input
+    /// byte-identical and no output written.
+    #[cfg(unix)]
+    #[test]
+    fn random_output_collisions(
+        cmd in prop::sample::select(vec!["run", "check", "sweep"]),
+        picks in prop::collection::vec((0usize..3, 0..OUT_PATHS.len()), 1..4),
+    ) {
+        let (flags, profile) = output_flags(cmd);
+        let mut outs: Vec<(&str, &str, &str)> = Vec::new();
+        for (f, p) in picks {
+            let flag = flags[f % flags.len()];
+            if outs.iter().all(|(g, _, _)| *g != flag) {
+                outs.push((flag, OUT_PATHS[p].0, OUT_PATHS[p].1));
+            }
+        }
+        if cmd == "sweep" && outs.iter().all(|(g, _, _)| *g == "--summary") {
+            outs.push(("--csv", "G", "G")); // a sweep needs --csv or --json
+        }
+        let collides = outs.iter().enumerate().any(|(i, (_, _, id))| {
+            matches!(*id, "x" | "p") || outs[..i].iter().any(|(_, _, other)| other == id)
+        });
+        prop_assume!(collides);
+        let dir = collision_inputs();
+        let before: Vec<Vec<u8>> = ["x.toml", "prof.toml"]
+            .iter()
+            .map(|f| std::fs::read(dir.join(f)).unwrap())
+            .collect();
+        let mut args: Vec<&str> = vec![cmd, "x.toml", profile[0], profile[1]];
+        if cmd == "sweep" {
+            args.extend(["--cpus", "2", "--policies", "arm64-stock"]);
+        }
+        for (flag, path, _) in &outs {
+            args.extend([*flag, *path]);
+        }
+        let o = Command::new(env!("CARGO_BIN_EXE_tlbsim"))
+            .args(&args)
+            .current_dir(&*dir)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        if std::env::var_os("TLBSIM_FUZZ_SHOW").is_some() {
+            eprintln!("{args:?}: exit {:?}: {err}", o.status.code());
+        }
+        prop_assert_eq!(o.status.code(), Some(2), "tlbsim {:?}: {}", args, err);
+        prop_assert!(err.starts_with("error: ") && err.lines().count() == 1, "tlbsim {:?}: {}", args, err);
+        prop_assert!(
+            err.contains(" is the same file; ")
+                || err.contains("is standard output already")
+                || err.contains("--export-litmus: give a file name"),
+            "tlbsim {:?}: not refused as a collision: {}", args, err
+        );
+        prop_assert!(o.stdout.is_empty(), "tlbsim {:?}: printed before refusing", args);
+        for (f, b) in ["x.toml", "prof.toml"].iter().zip(&before) {
+            prop_assert!(&std::fs::read(dir.join(f)).unwrap() == b, "tlbsim {:?}: {} changed", args, f);
+        }
+        prop_assert!(!dir.join("F").exists() && !dir.join("G").exists(), "tlbsim {:?}: an output written", args);
     }
 }

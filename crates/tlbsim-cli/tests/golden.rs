@@ -29,9 +29,11 @@ fn root() -> PathBuf {
 /// without `host` (host seconds and events/s differ from run to run).
 fn run_json(name: &str) -> serde_json::Value {
     let exp = root().join(format!("experiments/{name}.toml"));
-    let dir = std::env::temp_dir().join(format!("tlbsim-golden-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let json = dir.join(format!("{name}.json"));
+    let dir = tempfile::Builder::new()
+        .prefix("tlbsim-golden-")
+        .tempdir()
+        .unwrap();
+    let json = dir.path().join(format!("{name}.json"));
     let o = Command::new(env!("CARGO_BIN_EXE_tlbsim"))
         .args([
             "run",

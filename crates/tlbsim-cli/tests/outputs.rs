@@ -163,8 +163,8 @@ fn a_symbolic_link_keeps_being_one_and_its_target_is_replaced() {
 }
 
 /// Each command with an output file, with a bad `path` for it; runs that
-/// would take long if they ran.
-fn commands_with_output(path: &str) -> Vec<Vec<String>> {
+/// would take long if they ran. `dir` keeps the result file `rerun` reads.
+fn commands_with_output(path: &str, dir: &Path) -> Vec<Vec<String>> {
     let mut cmds = vec![
         vec!["run", MPROTECT, "--json", path],
         vec!["sweep", MPROTECT, "--csv", path],
@@ -173,8 +173,7 @@ fn commands_with_output(path: &str) -> Vec<Vec<String>> {
     ];
     // rerun needs a result file; a missing one is reported first (exit 2
     // too), so give it one.
-    let dir = scratch_dir("outputs", "rerun-input");
-    let o = run_to(&dir, "r.json");
+    let o = run_to(dir, "r.json");
     assert!(o.status.success(), "{}", stderr(&o));
     let result = dir.join("r.json");
     let result = result.to_str().unwrap();
@@ -202,7 +201,7 @@ fn an_unwritable_output_is_found_before_any_work() {
         ),
         (&a_dir, "is a directory".to_string()),
     ] {
-        for args in commands_with_output(path) {
+        for args in commands_with_output(path, &dir) {
             let flag = if args[0] == "sweep" {
                 "--csv"
             } else {
@@ -332,4 +331,447 @@ fn printed_commands_quote_paths_with_spaces_and_quotes() {
     let again = through_sh(line, &dir);
     assert_eq!(again.status.code(), Some(1), "{line}: {}", stderr(&again));
     assert!(stderr(&again).contains("invariant: no stale"), "{line}");
+}
+
+/// Every file under `dir` (recursively) and its bytes, in name order.
+fn snapshot(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut v = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            if m.is_dir() {
+                todo.push(p);
+            } else if m.is_file() {
+                let bytes = std::fs::read(&p).unwrap();
+                v.push((p, bytes));
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
+/// A directory of inputs for every command: `x.toml` (the short mprotect
+/// experiment) with a symbolic link `link.toml` and a hard link
+/// `hard.toml` to it; `prof.toml` (a profile file) and `y.toml` naming
+/// it; `r.json` (a run result); `fig.svg` (a sweep CSV, so named to be a
+/// plot's output too); `t.trace`; `t.litmus` with `k.txt`; `R`, a sweep's
+/// `--resume` directory.
+fn inputs_dir() -> common::Scratch {
+    let dir = scratch_dir("outputs", "collisions");
+    let text = std::fs::read_to_string(MPROTECT)
+        .unwrap()
+        .replace("iterations = ", "iterations = 10 #");
+    std::fs::write(dir.join("x.toml"), &text).unwrap();
+    std::os::unix::fs::symlink("x.toml", dir.join("link.toml")).unwrap();
+    std::fs::hard_link(dir.join("x.toml"), dir.join("hard.toml")).unwrap();
+    let prof = tlbsim(&["profiles", "--show", "ampere-32"]);
+    std::fs::write(dir.join("prof.toml"), &prof.stdout).unwrap();
+    let y = text.replace("profile = \"ampere-32\"", "profile = \"prof.toml\"");
+    assert_ne!(y, text, "x.toml names a profile");
+    std::fs::write(dir.join("y.toml"), y).unwrap();
+    let ok = |o: Output| assert!(o.status.success(), "{}", stderr(&o));
+    ok(tlbsim_in(&dir, &["run", "x.toml", "--json", "r.json"]));
+    let sweep = [
+        "sweep",
+        "x.toml",
+        "--cpus",
+        "2",
+        "--policies",
+        "arm64-stock",
+    ];
+    let more = [
+        "--profiles",
+        "ampere-32",
+        "--resume",
+        "R",
+        "--csv",
+        "fig.svg",
+    ];
+    ok(tlbsim_in(&dir, &[&sweep[..], &more[..]].concat()));
+    let trace = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tlbsim/tests/fixtures/traces/xz.trace"
+    );
+    std::fs::copy(trace, dir.join("t.trace")).unwrap();
+    std::fs::write(dir.join("t.litmus"), LITMUS).unwrap();
+    std::fs::write(dir.join("k.txt"), "shoot Forbidden\n").unwrap();
+    dir
+}
+
+/// A small herd litmus test (break-before-make with a broadcast TLBI).
+const LITMUS: &str = "AArch64 shoot
+{
+0:X1=(oa:phy_x,valid:0); 0:X2=pte_x; 0:X3=x; 0:X8=z;
+1:X3=x; 1:X8=z;
+}
+ P0              | P1          ;
+ STR X1,[X2]     | LDR W7,[X8] ;
+ DSB ISH         | L0:         ;
+ LSR X9,X3,#12   | LDR W4,[X3] ;
+ TLBI VAAE1IS,X9 |             ;
+ DSB ISH         |             ;
+ MOV W7,#1       |             ;
+ STR W7,[X8]     |             ;
+exists(1:X7=1 /\\ ~fault(P1:L0,x))
+";
+
+/// The sweep arguments that `inputs_dir` ran into `R`.
+const SWEEP: &[&str] = &[
+    "sweep",
+    "x.toml",
+    "--cpus",
+    "2",
+    "--policies",
+    "arm64-stock",
+    "--profiles",
+    "ampere-32",
+];
+
+#[cfg(unix)]
+#[test]
+fn an_output_that_is_an_input_or_another_output_is_refused() {
+    let dir = inputs_dir();
+    let before = snapshot(&dir);
+    let with = |more: &[&'static str]| [SWEEP, more].concat();
+    // (command line, the refused flag and path, the other file's name).
+    let mut cases: Vec<(Vec<&str>, &str, &str)> = vec![
+        (
+            vec!["run", "x.toml", "--json", "x.toml"],
+            "--json x.toml",
+            "the experiment file x.toml",
+        ),
+        (
+            vec!["run", "x.toml", "--json", "./x.toml"],
+            "--json ./x.toml",
+            "the experiment file x.toml",
+        ),
+        (
+            vec!["run", "x.toml", "--json", "link.toml"],
+            "--json link.toml",
+            "the experiment file x.toml",
+        ),
+        (
+            vec!["run", "link.toml", "--json", "hard.toml"],
+            "--json hard.toml",
+            "the experiment file link.toml",
+        ),
+        (
+            vec![
+                "run",
+                "x.toml",
+                "--profile",
+                "prof.toml",
+                "--json",
+                "prof.toml",
+            ],
+            "--json prof.toml",
+            "--profile prof.toml",
+        ),
+        (
+            vec!["run", "y.toml", "--json", "prof.toml"],
+            "--json prof.toml",
+            "the experiment's profile file prof.toml",
+        ),
+        (
+            vec!["rerun", "r.json", "--json", "r.json"],
+            "--json r.json",
+            "the result file r.json",
+        ),
+        (
+            vec!["check", "x.toml", "--json", "x.toml"],
+            "--json x.toml",
+            "the experiment file x.toml",
+        ),
+        (
+            vec![
+                "check",
+                "x.toml",
+                "--json",
+                "e.litmus",
+                "--export-litmus",
+                "./e.litmus",
+            ],
+            "--export-litmus ./e.litmus",
+            "--json e.litmus",
+        ),
+        (
+            vec!["replay", "t.trace", "--json", "t.trace"],
+            "--json t.trace",
+            "the trace t.trace",
+        ),
+        (
+            vec![
+                "plot",
+                "fig.svg",
+                "--x",
+                "cpus",
+                "--y",
+                "elapsed_s",
+                "--out",
+                "fig.svg",
+            ],
+            "--out fig.svg",
+            "the CSV fig.svg",
+        ),
+        (
+            vec!["litmus", "t.litmus", "--csv", "t.litmus"],
+            "--csv t.litmus",
+            "the litmus test t.litmus",
+        ),
+        (
+            vec!["litmus", "t.litmus", "--kinds", "k.txt", "--csv", "k.txt"],
+            "--csv k.txt",
+            "the kinds file k.txt",
+        ),
+        (
+            vec!["merge", "R", "--csv", "R/manifest.json"],
+            "--csv R/manifest.json",
+            "R/manifest.json",
+        ),
+        (
+            vec!["merge", "R", "--csv", "o.csv", "--summary", "./o.csv"],
+            "--summary ./o.csv",
+            "--csv o.csv",
+        ),
+        (
+            vec![
+                "reproduce",
+                "--only",
+                "seed000",
+                "--report",
+                "P",
+                "--json",
+                "P/index.md",
+            ],
+            "--report P/index.md",
+            "--json P/index.md",
+        ),
+        (
+            vec![
+                "record",
+                "-o",
+                "a.data",
+                "--keep-perf-data",
+                "a.data",
+                "--",
+                "true",
+            ],
+            "--keep-perf-data a.data",
+            "-o a.data",
+        ),
+        (
+            with(&["--csv", "x.toml"]),
+            "--csv x.toml",
+            "the experiment file x.toml",
+        ),
+        (
+            with(&["--csv", "F", "--summary", "F"]),
+            "--summary F",
+            "--csv F",
+        ),
+        (
+            with(&["--csv", "F", "--json", "./F"]),
+            "--json ./F",
+            "--csv F",
+        ),
+        (
+            with(&["--csv", "-", "--json", "-"]),
+            "--json -",
+            "--csv is standard output already",
+        ),
+        (
+            with(&["--profiles", "prof.toml", "--csv", "prof.toml"]),
+            "--csv prof.toml",
+            "--profiles prof.toml",
+        ),
+        (
+            with(&["--resume", "R", "--csv", "R/point-000001.json"]),
+            "--csv R/point-000001.json",
+            "R/point-000001.json",
+        ),
+    ];
+    // Standard output is a pipe here: /dev/stdout is the same pipe.
+    cases.push((
+        with(&["--csv", "-", "--json", "/dev/stdout"]),
+        "--json /dev/stdout",
+        "--csv -",
+    ));
+    for (args, refused, other) in cases {
+        let t0 = std::time::Instant::now();
+        let o = tlbsim_in(&dir, &args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.starts_with(&format!("error: {refused}: "))
+                && err.contains(other)
+                && (err.contains(" is the same file; ") || err.contains("standard output already")),
+            "{args:?}: {err}"
+        );
+        assert_eq!(
+            err.lines().count(),
+            1,
+            "{args:?}: one line, nothing ran: {err}"
+        );
+        assert!(o.stdout.is_empty(), "{args:?}: nothing printed before");
+        assert!(t0.elapsed().as_secs_f64() < 5.0, "{args:?}: the work ran");
+        assert!(snapshot(&dir) == before, "{args:?}: a file changed");
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn standard_output_appended_to_an_input_is_refused() {
+    let dir = inputs_dir();
+    let before = std::fs::read(dir.join("x.toml")).unwrap();
+    let append = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join("x.toml"))
+        .unwrap();
+    let o = Command::new(EXE)
+        .args([SWEEP, &["--csv", "-"]].concat())
+        .current_dir(&*dir)
+        .stdout(append)
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with("error: --csv -: the experiment file x.toml is the same file; "),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(dir.join("x.toml")).unwrap(), before);
+}
+
+#[cfg(unix)]
+#[test]
+fn outputs_of_one_command_in_distinct_files_or_devices_are_all_written() {
+    let dir = inputs_dir();
+    let o = tlbsim_in(
+        &dir,
+        &[
+            SWEEP,
+            &[
+                "--csv",
+                "a.csv",
+                "--summary",
+                "./b.csv",
+                "--json",
+                "/dev/null",
+            ],
+        ]
+        .concat(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(dir.join("a.csv").exists() && dir.join("b.csv").exists());
+    let o = tlbsim_in(
+        &dir,
+        &[SWEEP, &["--csv", "/dev/null", "--summary", "/dev/null"]].concat(),
+    );
+    assert!(o.status.success(), "a device twice is fine: {}", stderr(&o));
+}
+
+/// Runs `tlbsim ARGS` in `dir` with standard output on `/dev/full`.
+#[cfg(target_os = "linux")]
+fn into_full_device(dir: &Path, args: &[&str]) -> Output {
+    Command::new(EXE)
+        .args(args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::from(
+            std::fs::File::create("/dev/full").unwrap(),
+        ))
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("tlbsim runs")
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn every_command_that_prints_reports_a_full_standard_output_without_a_panic() {
+    let dir = inputs_dir();
+    let with = |more: &[&'static str]| [SWEEP, more].concat();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["run", "x.toml"],
+        vec!["run", "x.toml", "--json", "-"],
+        vec!["rerun", "r.json"],
+        vec!["check", "x.toml", "--schedules", "3"],
+        vec!["check", "x.toml", "--schedules", "3", "--json", "-"],
+        vec!["check", "x.toml", "--replay", "s0"],
+        vec!["litmus", "t.litmus", "--kinds", "k.txt"],
+        vec!["profiles"],
+        vec!["profiles", "--show", "ampere-32"],
+        vec!["policies"],
+        vec!["reproduce", "--only", "seed000-mprotect"],
+        vec!["bench", "--only", "mprotect-32-v2"],
+        vec![
+            "plot",
+            "fig.svg",
+            "--x",
+            "cpus",
+            "--y",
+            "elapsed_s",
+            "--out",
+            "-",
+        ],
+        vec![
+            "replay",
+            "t.trace",
+            "--profile",
+            "skylake-4c8t",
+            "--cpus",
+            "2",
+        ],
+        vec!["merge", "R", "--csv", "-"],
+        vec!["--help"],
+        vec!["--version"],
+        vec!["sweep", "--help"],
+        with(&["--csv", "-"]),
+        with(&["--csv", "o.csv", "--summary", "-"]),
+    ];
+    for args in cases {
+        let o = into_full_device(&dir, &args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(
+            err.matches("error: cannot write standard output: No space left on device")
+                .count(),
+            1,
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// Tests run again by [`the_tests_leave_nothing_in_the_temporary_directory`]:
+/// those that make scratch directories and run most commands (and fail
+/// on any output written there by a command).
+const RERUN: &[&str] = &[
+    "an_output_that_is_an_input_or_another_output_is_refused",
+    "json_dash_is_standard_output_and_the_table_goes_to_stderr",
+    "a_symbolic_link_keeps_being_one_and_its_target_is_replaced",
+];
+
+#[test]
+fn the_tests_leave_nothing_in_the_temporary_directory() {
+    let tmp = scratch_dir("outputs", "tmpdir");
+    let me = std::env::current_exe().unwrap();
+    let o = Command::new(me)
+        .args(RERUN)
+        .args(["--exact", "--test-threads", "2"])
+        .env("TMPDIR", &*tmp)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains(&format!("{} passed", RERUN.len())),
+        "{}",
+        stdout(&o)
+    );
+    let left: Vec<_> = std::fs::read_dir(&*tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
 }

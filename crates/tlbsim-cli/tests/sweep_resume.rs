@@ -455,3 +455,173 @@ fn json_holds_the_csvs_rows_with_numbers_as_numbers() {
     assert!(rows[0]["cpus"].is_u64() && rows[0]["elapsed_s"].is_f64());
     assert!(rows[0]["policy"].is_string());
 }
+
+/// 40 points of about 30 ms (LONG with ten times the iterations and 10
+/// seeds): a sweep that runs for a second or so.
+fn slow() -> Vec<&'static str> {
+    let mut a = LONG.to_vec();
+    a[1] = "workload.iterations=2000";
+    a[9] = "1..10";
+    a
+}
+
+/// Starts `sweep MPROTECT ARGS` in the background, its standard error
+/// kept.
+fn start(args: &[&str]) -> Child {
+    Command::new(EXE)
+        .args([&["sweep", MPROTECT][..], args].concat())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tlbsim starts")
+}
+
+/// Waits until `dir` holds a finished point (at most 30 s).
+fn first_point(dir: &Path) {
+    let t0 = Instant::now();
+    while finished(dir) == 0 && t0.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The points a sweep's standard error says it ran.
+fn points_run(err: &str) -> usize {
+    err.lines()
+        .filter(|l| l.starts_with("  ") && l.contains(" s simulated"))
+        .count()
+}
+
+#[cfg(unix)]
+#[test]
+fn a_second_sweep_of_a_running_sweeps_points_is_refused_and_no_point_runs_twice() {
+    let dir = scratch_dir("resume", "concurrent");
+    let points = dir.join("points");
+    let (a_csv, b_csv) = (dir.join("a.csv"), dir.join("b.csv"));
+    let args = slow();
+    let first = start(&[&args[..], &["--resume", s(&points), "--csv", s(&a_csv)]].concat());
+    first_point(&points);
+    // The same sweep, and a shard of it: both hold points the first runs.
+    for more in [&[][..], &["--shard", "2/3"][..]] {
+        let mut second = [&args[..], &["--resume", s(&points)], more].concat();
+        if more.is_empty() {
+            second.extend(["--csv", s(&b_csv)]);
+        }
+        let o = sweep(MPROTECT, &second, &[]);
+        refused(
+            &o,
+            &format!(
+                "error: --resume {}: another sweep is running in this directory (process {}, all points)",
+                points.display(),
+                first.id()
+            ),
+        );
+        assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    }
+    let running = finished(&points) < 40;
+    let out = first.wait_with_output().unwrap();
+    ok(&out);
+    assert!(
+        running,
+        "the first sweep ended before the second was refused"
+    );
+    assert_eq!(points_run(&stderr(&out)), 40, "the first ran every point");
+    assert!(!b_csv.exists());
+    // Once it has finished, the same sweep takes every point from it.
+    let o = sweep(
+        MPROTECT,
+        &args,
+        &["--resume", s(&points), "--csv", s(&b_csv)],
+    );
+    ok(&o);
+    assert_eq!(points_run(&stderr(&o)), 0, "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read(&a_csv).unwrap(),
+        std::fs::read(&b_csv).unwrap()
+    );
+    let mut left: Vec<String> = std::fs::read_dir(&points)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    left.sort();
+    assert_eq!(left, [".lock"], "no claim is left behind");
+}
+
+#[cfg(unix)]
+#[test]
+fn shards_of_one_sweep_run_at_once_in_one_directory() {
+    let dir = scratch_dir("resume", "concurrent-shards");
+    let shared = dir.join("shared");
+    let args = slow();
+    let shards: Vec<Child> = ["1/2", "2/2"]
+        .iter()
+        .map(|sh| start(&[&args[..], &["--shard", sh, "--resume", s(&shared)]].concat()))
+        .collect();
+    let outs: Vec<Output> = shards
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    for o in &outs {
+        ok(o);
+        assert_eq!(points_run(&stderr(o)), 20, "{}", stderr(o));
+    }
+    let merged = dir.join("merged.csv");
+    ok(&tlbsim(&["merge", s(&shared), "--csv", s(&merged)]));
+    let whole = dir.join("whole.csv");
+    ok(&sweep(
+        MPROTECT,
+        &args,
+        &["--resume", s(&shared), "--csv", s(&whole)],
+    ));
+    assert_eq!(
+        std::fs::read(&merged).unwrap(),
+        std::fs::read(&whole).unwrap()
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_sweep_ended_by_a_signal_leaves_no_temporary_or_claim_file() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = scratch_dir("resume", "signals");
+    // Thousands of tiny points: the sweep spends much of its time writing
+    // point files, so a signal often lands in the middle of one.
+    let args = [
+        "--set",
+        "workload.iterations=1",
+        "--cpus",
+        "2",
+        "--policies",
+        "arm64-stock",
+        "--profiles",
+        "ampere-32",
+        "--seeds",
+        "1..5000",
+    ];
+    for (i, (sig, number)) in [("TERM", 15), ("INT", 2), ("HUP", 1)]
+        .iter()
+        .cycle()
+        .take(12)
+        .enumerate()
+    {
+        let points = dir.join(format!("p{i}"));
+        let child = start(&[&args[..], &["--resume", s(&points), "--csv", "-"]].concat());
+        let t0 = Instant::now();
+        while finished(&points) < 1 + 7 * i && t0.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let killed = Command::new("kill")
+            .args([format!("-{sig}"), child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.signal(), Some(*number), "{}", stderr(&out));
+        let hidden: Vec<String> = std::fs::read_dir(&points)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with('.') && n != ".lock")
+            .collect();
+        assert!(hidden.is_empty(), "SIG{sig}: left {hidden:?}");
+    }
+}

@@ -4,7 +4,7 @@
 //! without the checker. Each run is a child process (`bench --one`), so
 //! its peak RSS is its own.
 
-use crate::files::{check_output_or_report, write_or_report, Console};
+use crate::files::{check_outputs_or_report, write_or_report, Console};
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::time::Instant;
@@ -123,7 +123,7 @@ pub fn run(args: Args) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    if let Err(code) = check_output_or_report("--json", args.json.as_deref()) {
+    if let Err(code) = check_outputs_or_report(&[], &[("--json", args.json.as_deref())]) {
         return code;
     }
     let console = Console::new(&[args.json.as_deref()]);
@@ -224,7 +224,7 @@ fn one(name: &str, checker: bool) -> ExitCode {
         host_s: t0.elapsed().as_secs_f64(),
         peak_rss_kib: peak_rss_kib(),
     };
-    println!("{}", serde_json::to_string(&m).expect("serialisable"));
+    outln!("{}", serde_json::to_string(&m).expect("serialisable"));
     ExitCode::SUCCESS
 }
 

@@ -2,8 +2,8 @@
 //! or replay one.
 
 use crate::files::{
-    check_output_or_report, load_or_report, path_word, set_args, set_profile, shell_word,
-    write_or_report, Console, Overrides,
+    check_outputs_or_report, experiment_inputs, load_or_report, path_word, set_args, set_profile,
+    shell_word, write_or_report, Console, Overrides,
 };
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -95,9 +95,6 @@ pub fn run(args: Args) -> ExitCode {
         eprintln!("error: --json: not with --replay (a replay prints its outcome)");
         return ExitCode::from(2);
     }
-    if let Err(code) = check_output_or_report("--json", args.json.as_deref()) {
-        return code;
-    }
     if let Err(code) = super::export_litmus::check_path(args.export_litmus.as_deref()) {
         return code;
     }
@@ -111,6 +108,14 @@ pub fn run(args: Args) -> ExitCode {
         Ok(x) => x,
         Err(code) => return code,
     };
+    let inputs = experiment_inputs(&args.experiment, &exp, ov.profile.as_deref());
+    let outputs = [
+        ("--json", args.json.as_deref()),
+        ("--export-litmus", args.export_litmus.as_deref()),
+    ];
+    if let Err(code) = check_outputs_or_report(&inputs, &outputs) {
+        return code;
+    }
     let base = match apply(&mut exp, &args.experiment, &opts, ov, args.allocator) {
         Ok(b) => b,
         Err(code) => return code,
@@ -317,7 +322,7 @@ fn replay(
 ) -> ExitCode {
     match tlbsim::explore::check_replay(exp, cpus, schedule) {
         Ok(Outcome::Violation(r)) => {
-            println!("replayed: checker violation:\n{r}");
+            outln!("replayed: checker violation:\n{r}");
             match export {
                 Some(paths) => match export_litmus(exp, cpus, schedule, base, paths) {
                     c if c == ExitCode::SUCCESS => ExitCode::FAILURE,
@@ -327,7 +332,7 @@ fn replay(
             }
         }
         Ok(o) => {
-            println!("replayed: {o:?}");
+            outln!("replayed: {o:?}");
             if export.is_some() {
                 eprintln!("--export-litmus: no violation, nothing written");
             }

@@ -3,7 +3,7 @@
 //! catalogue's (`kinds.txt`). The model side is `tlbsim::litmus`; this
 //! file finds the files, runs them in parallel and prints.
 
-use crate::files::{check_output_or_report, why, write_or_report};
+use crate::files::{check_outputs_or_report, why, write_or_report};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use std::collections::BTreeMap;
@@ -145,9 +145,6 @@ fn resolve_path(arg: Option<PathBuf>) -> Result<PathBuf, String> {
 }
 
 pub fn run(a: Args) -> ExitCode {
-    if let Err(c) = check_output_or_report("--csv", a.csv.as_deref()) {
-        return c;
-    }
     if !(1..=MAX_STATES_LIMIT).contains(&a.max_states) {
         eprintln!("error: --max-states must be between 1 and {MAX_STATES_LIMIT}");
         return ExitCode::from(2);
@@ -172,6 +169,15 @@ pub fn run(a: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let kinds_path = a.kinds.clone().unwrap_or_else(|| root.join("kinds.txt"));
+    let mut inputs: Vec<(&str, PathBuf)> = files
+        .iter()
+        .map(|f| ("the litmus test", f.clone()))
+        .collect();
+    inputs.push(("the kinds file", kinds_path));
+    if let Err(c) = check_outputs_or_report(&inputs, &[("--csv", a.csv.as_deref())]) {
+        return c;
+    }
     let kinds = match read_kinds(a.kinds.as_deref(), &root) {
         Ok(k) => k,
         Err(e) => {
@@ -196,7 +202,7 @@ pub fn run(a: Args) -> ExitCode {
         rows
     });
     let text = summary(&path, &rows, a.verbose);
-    print!("{text}");
+    out!("{text}");
     if let Some(csv) = &a.csv {
         if write_or_report(csv, csv_text(&rows).as_bytes()) != ExitCode::SUCCESS {
             return ExitCode::FAILURE;

@@ -2,9 +2,9 @@
 //! --shard I/N --resume DIR`) into the CSV that the whole sweep would have
 //! written, byte for byte.
 
-use super::sweep::store::Store;
-use super::sweep::{check_outputs, table, Stop};
-use crate::files::write_atomic;
+use super::sweep::store::{self, Store};
+use super::sweep::{table, Stop};
+use crate::files::{check_outputs, write_atomic};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -39,13 +39,18 @@ pub fn run(args: Args) -> ExitCode {
 
 /// [`run`], returning why it stopped.
 fn merge(args: &Args) -> Result<(), Stop> {
-    check_outputs(&[
-        ("--csv", Some(&args.csv)),
-        ("--summary", args.summary.as_deref()),
-    ])
-    .map_err(Stop::usage)?;
     let stores = open_all(&args.dirs).map_err(Stop::usage)?;
     let m = stores[0].manifest();
+    let inputs: Vec<(&str, PathBuf)> = stores
+        .iter()
+        .flat_map(|s| store::files(s.dir(), m.points.len()))
+        .map(|p| ("a file of the sweep's directory", p))
+        .collect();
+    let outputs = [
+        ("--csv", Some(args.csv.as_path())),
+        ("--summary", args.summary.as_deref()),
+    ];
+    check_outputs(&inputs, &outputs).map_err(Stop::usage)?;
     let param = m.param.as_deref();
     let rows = collect(&stores).map_err(Stop::usage)?;
     let dirs = match stores.len() {

@@ -11,7 +11,7 @@ pub struct Args {}
 /// features they require and, for a mutant or a historical bug, the
 /// invariant it breaks.
 pub fn run(_: Args) -> ExitCode {
-    println!("tlb_policy:");
+    outln!("tlb_policy:");
     for e in tlb_policies() {
         let req: Vec<_> = e.requires.iter().map(|f| f.name()).collect();
         let req = if req.is_empty() {
@@ -23,16 +23,16 @@ pub fn run(_: Args) -> ExitCode {
             Allocators::OfArch => "",
             Allocators::PicksOwnTags => "; asid_allocator: none",
         };
-        println!("  {:<34} {}", e.name, e.description);
-        println!("  {:<34} [{}{req}{alloc}{}]", "", e.arch, breaks(&e.breaks));
+        outln!("  {:<34} {}", e.name, e.description);
+        outln!("  {:<34} [{}{req}{alloc}{}]", "", e.arch, breaks(&e.breaks));
     }
-    println!("asid_allocator:");
+    outln!("asid_allocator:");
     for e in asid_allocators() {
         let arch = e.arch.map_or("any".to_string(), |a| a.to_string());
-        println!("  {:<34} {}", e.name, e.description);
-        println!("  {:<34} [{arch}{}]", "", breaks(&e.breaks));
+        outln!("  {:<34} {}", e.name, e.description);
+        outln!("  {:<34} [{arch}{}]", "", breaks(&e.breaks));
     }
-    println!("kvm_policy ([vm]):");
+    outln!("kvm_policy ([vm]):");
     for e in tlbsim::kernel::arm64::kvm::POLICIES {
         let req: Vec<_> = e.requires.iter().map(|f| f.name()).collect();
         let req = if req.is_empty() {
@@ -44,12 +44,12 @@ pub fn run(_: Args) -> ExitCode {
             .breaks
             .map(|(i, exp)| format!("; breaks: {i} ({exp})"))
             .unwrap_or_default();
-        println!("  {:<34} {}", e.name, e.description);
-        println!("  {:<34} [arm64{req}{breaks}]", "");
+        outln!("  {:<34} {}", e.name, e.description);
+        outln!("  {:<34} [arm64{req}{breaks}]", "");
     }
-    println!("workload:");
+    outln!("workload:");
     for e in tlbsim::workload::WORKLOADS {
-        println!("  {:<34} {}", e.name, e.description);
+        outln!("  {:<34} {}", e.name, e.description);
     }
     ExitCode::SUCCESS
 }

@@ -23,7 +23,7 @@ pub fn run(args: Args) -> ExitCode {
 fn show(name: &str) -> ExitCode {
     match BUILTIN_PROFILES.iter().find(|(n, _)| *n == name) {
         Some((_, text)) => {
-            print!("{text}");
+            out!("{text}");
             ExitCode::SUCCESS
         }
         None => {
@@ -41,9 +41,12 @@ fn show(name: &str) -> ExitCode {
 fn list() -> ExitCode {
     for (name, _) in BUILTIN_PROFILES {
         match tlbsim::config::builtin_profile(name) {
-            Ok(p) => println!(
+            Ok(p) => outln!(
                 "{:<12} {:>5} CPUs  {} socket(s)  {}",
-                p.name, p.topology.cpus, p.topology.sockets, p.description
+                p.name,
+                p.topology.cpus,
+                p.topology.sockets,
+                p.description
             ),
             Err(e) => {
                 eprintln!("error: {e}");

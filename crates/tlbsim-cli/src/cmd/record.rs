@@ -3,7 +3,7 @@
 //! `tlb:tlb_flush` tracepoints, converts `perf script`'s output to a
 //! `tlbsim-trace` (docs/trace-format.md) and writes it whole or not at all.
 
-use crate::files::write_or_report;
+use crate::files::{check_outputs_or_report, write_or_report};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -66,6 +66,13 @@ fn kind_of_clone(flags: u64) -> TaskKind {
 
 /// Records the command and writes the trace.
 pub fn run(args: Args) -> ExitCode {
+    let outputs = [
+        ("-o", Some(args.output.as_path())),
+        ("--keep-perf-data", args.keep_perf_data.as_deref()),
+    ];
+    if let Err(code) = check_outputs_or_report(&[], &outputs) {
+        return code;
+    }
     match record(&args) {
         Ok(trace) => {
             let text = trace.to_text();
@@ -170,10 +177,9 @@ fn record(args: &Args) -> Result<Trace, String> {
             eprintln!("tlbsim record: this kernel has no tracepoint {tp}; recording without it");
         }
     }
-    let overhead = match crate::cmd::record_probe::measure(
-        &events,
-        &std::env::temp_dir().join(format!("tlbsim-probe-{}.data", std::process::id())),
-    ) {
+    let probe = std::env::temp_dir().join(format!("tlbsim-probe-{}.data", std::process::id()));
+    let _probe_registered = crate::cleanup::register(&probe);
+    let overhead = match crate::cmd::record_probe::measure(&events, &probe) {
         Ok(o) => Some(o),
         Err(e) => {
             eprintln!("tlbsim record: {e}; the trace has no `overhead` line (replay will not subtract perf's cost)");
@@ -184,6 +190,11 @@ fn record(args: &Args) -> Result<Trace, String> {
         Some(p) => p.clone(),
         None => std::env::temp_dir().join(format!("tlbsim-record-{}.data", std::process::id())),
     };
+    // perf's data in the temporary directory goes if a signal ends tlbsim.
+    let _data_registered = args
+        .keep_perf_data
+        .is_none()
+        .then(|| crate::cleanup::register(&data));
     let mut perf = perf_record(&data, &events);
     perf.args(&args.command);
     let status = perf.status().map_err(|e| format!("cannot run perf: {e}"))?;

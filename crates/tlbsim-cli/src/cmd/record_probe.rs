@@ -25,7 +25,7 @@ const BATCHES: usize = 7;
 pub fn run() -> ExitCode {
     match probe() {
         Ok((s, f)) => {
-            println!("syscall_ns={s} fault_ns={f}");
+            outln!("syscall_ns={s} fault_ns={f}");
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -3,7 +3,9 @@
 //! table (elapsed, flushes, IPIs, page faults) with the trace's own
 //! counts beside it as metrics.
 
-use crate::files::{check_output_or_report, set_args, set_profile, shell_word, Console};
+use crate::files::{
+    check_outputs_or_report, profile_file, set_args, set_profile, shell_word, Console,
+};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -131,7 +133,9 @@ pub fn run(args: Args) -> ExitCode {
             exp.kernel.asid_allocator = "none".into();
         }
     }
-    if let Err(code) = check_output_or_report("--json", args.json.as_deref()) {
+    let mut inputs = vec![("the trace", args.trace.clone())];
+    inputs.extend(profile_file(&args.profile, Path::new("")).map(|p| ("--profile", p)));
+    if let Err(code) = check_outputs_or_report(&inputs, &[("--json", args.json.as_deref())]) {
         return code;
     }
     let mut again = format!(

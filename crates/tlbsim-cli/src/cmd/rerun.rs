@@ -9,7 +9,7 @@
 //! refuses), located by line and JSON path.
 
 use super::run::print_and_write;
-use crate::files::{check_output_or_report, path_word, Console};
+use crate::files::{check_outputs_or_report, path_word, Console};
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::Value;
@@ -58,7 +58,8 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Err(code) = check_output_or_report("--json", args.json.as_deref()) {
+    let inputs = [("the result file", args.result.clone())];
+    if let Err(code) = check_outputs_or_report(&inputs, &[("--json", args.json.as_deref())]) {
         return code;
     }
     let console = Console::new(&[args.json.as_deref()]);

@@ -1,8 +1,8 @@
 //! `tlbsim run`: one experiment, printed as a perf-stat-like table.
 
 use crate::files::{
-    check_output_or_report, load_or_report, path_word, set_args, set_profile, shell_word,
-    write_or_report, Console, Overrides,
+    check_outputs_or_report, experiment_inputs, load_or_report, path_word, set_args, set_profile,
+    shell_word, write_or_report, Console, Overrides,
 };
 use crate::report;
 use std::path::{Path, PathBuf};
@@ -63,11 +63,12 @@ pub fn run(args: Args) -> ExitCode {
         seed: args.seed,
         cpus: args.cpus,
     };
+    let inputs = experiment_inputs(&args.experiment, &exp, ov.profile.as_deref());
     let replay = match apply(&mut exp, &args.experiment, &opts, ov) {
         Ok(r) => r,
         Err(code) => return code,
     };
-    if let Err(code) = check_output_or_report("--json", args.json.as_deref()) {
+    if let Err(code) = check_outputs_or_report(&inputs, &[("--json", args.json.as_deref())]) {
         return code;
     }
     Console::new(&[args.json.as_deref()]).line(&format!("# {replay}"));

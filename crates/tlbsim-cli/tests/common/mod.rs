@@ -2,8 +2,10 @@
 //! test file is its own crate and uses what it needs).
 #![allow(dead_code)]
 
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::{Arc, Mutex, Weak};
 
 /// The `tlbsim` binary under test.
 pub const EXE: &str = env!("CARGO_BIN_EXE_tlbsim");
@@ -29,13 +31,92 @@ pub fn tlbsim(args: &[&str]) -> Output {
     tlbsim_in(Path::new("."), args)
 }
 
+/// A temporary directory, removed with what it holds when dropped (so a
+/// test run leaves nothing in the system's temporary directory); it
+/// dereferences to its path.
+pub struct Scratch {
+    dir: Arc<tempfile::TempDir>,
+    path: PathBuf,
+}
+
+impl Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.path.as_os_str()
+    }
+}
+
+impl Scratch {
+    /// The path, owned.
+    pub fn to_path_buf(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    /// `name` in the same directory, which stays while either is kept.
+    pub fn sibling(&self, name: &str) -> Scratch {
+        Scratch {
+            dir: Arc::clone(&self.dir),
+            path: self.dir.path().join(name),
+        }
+    }
+}
+
 /// A new empty directory for one test, named after the test file
-/// (`prefix`), the process and the test.
-pub fn scratch_dir(prefix: &str, test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tlbsim-{prefix}-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// (`prefix`) and the test, removed when the result is dropped.
+pub fn scratch_dir(prefix: &str, test: &str) -> Scratch {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("tlbsim-{prefix}-{test}-"))
+        .tempdir()
+        .expect("a temporary directory");
+    let path = dir.path().to_path_buf();
+    Scratch {
+        dir: Arc::new(dir),
+        path,
+    }
+}
+
+/// The directory that the tests of one test binary share while any of
+/// them holds it (removed when the last drops it; a later call makes a
+/// new one).
+pub fn shared_dir(prefix: &str) -> Scratch {
+    static SHARED: Mutex<Weak<tempfile::TempDir>> = Mutex::new(Weak::new());
+    let mut w = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = match w.upgrade() {
+        Some(d) => d,
+        None => {
+            let d = Arc::new(
+                tempfile::Builder::new()
+                    .prefix(&format!("tlbsim-{prefix}-"))
+                    .tempdir()
+                    .expect("a temporary directory"),
+            );
+            *w = Arc::downgrade(&d);
+            d
+        }
+    };
+    let path = dir.path().to_path_buf();
+    Scratch { dir, path }
+}
+
+/// Writes `text` to `name` (which may have directories) in the test
+/// binary's [`shared_dir`]; the file's path, which keeps the directory.
+pub fn shared_file(prefix: &str, name: &str, text: &str) -> Scratch {
+    let f = shared_dir(prefix).sibling(name);
+    std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+    std::fs::write(&*f, text).unwrap();
+    f
 }
 
 /// A path as the `&str` a command line takes.

@@ -184,17 +184,19 @@ mod tests {
         }
     }
 
-    fn tmp(name: &str) -> std::path::PathBuf {
-        let d = std::env::temp_dir().join(format!("tlbsim-topo-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
+    /// A new empty directory, removed when dropped.
+    fn tmp(name: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("tlbsim-topo-{name}-"))
+            .tempdir()
+            .unwrap()
     }
 
     #[test]
     fn two_sockets_smt_two_l3_per_socket() {
         // 8 CPUs: 2 packages, 2 L3 groups each, SMT pairs sharing an L2.
-        let d = tmp("2s");
+        let dir = tmp("2s");
+        let d = dir.path().to_path_buf();
         let pairs = ["0-1", "0-1", "2-3", "2-3", "4-5", "4-5", "6-7", "6-7"];
         let cpus: Vec<_> = (0..8)
             .map(|i| {
@@ -218,7 +220,8 @@ mod tests {
 
     #[test]
     fn one_socket_without_l2_falls_back_to_smt_siblings() {
-        let d = tmp("1s");
+        let dir = tmp("1s");
+        let d = dir.path().to_path_buf();
         fixture(&d, "0-1", &[(0, "0", "", "0-1"), (0, "1", "", "0-1")]);
         let t = summarise(&read(&d).unwrap()).unwrap();
         assert_eq!(
@@ -231,7 +234,8 @@ mod tests {
 
     #[test]
     fn a_bad_file_is_named() {
-        let d = tmp("bad");
+        let dir = tmp("bad");
+        let d = dir.path().to_path_buf();
         fixture(&d, "0", &[(0, "0", "0", "0")]);
         std::fs::write(d.join("cpu0/topology/physical_package_id"), "zero").unwrap();
         let e = read(&d).unwrap_err();

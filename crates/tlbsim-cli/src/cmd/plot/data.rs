@@ -191,10 +191,16 @@ mod tests {
     use super::{read_series, Query};
     use crate::chart::Series;
 
-    fn csv(name: &str, text: &str) -> std::path::PathBuf {
-        let p = std::env::temp_dir().join(format!("tlbsim-plot-{}-{name}", std::process::id()));
-        std::fs::write(&p, text).unwrap();
-        p
+    /// `text` in a new file whose name ends with `name`, removed when
+    /// dropped.
+    fn csv(name: &str, text: &str) -> tempfile::TempPath {
+        let f = tempfile::Builder::new()
+            .prefix("tlbsim-plot-")
+            .suffix(name)
+            .tempfile()
+            .unwrap();
+        std::fs::write(f.path(), text).unwrap();
+        f.into_temp_path()
     }
 
     fn query<'a>(group: &'a [String], filters: &'a [(String, String)]) -> Query<'a> {

@@ -7,7 +7,7 @@ use super::sweep::Stop;
 use crate::chart::{
     axis_range, line_chart_svg, LineChart, Series, AXIS_MAX, LOG_AXIS_DECADES, LOG_AXIS_MIN,
 };
-use crate::files::{check_output, is_stdout, write_atomic};
+use crate::files::{check_outputs, is_stdout, write_atomic};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -72,7 +72,8 @@ pub fn run(args: Args) -> ExitCode {
 /// [`run`], returning why it stopped.
 fn plot(args: &Args) -> Result<(), Stop> {
     check_format(&args.out).map_err(Stop::usage)?;
-    check_output("--out", &args.out).map_err(Stop::usage)?;
+    let inputs = [("the CSV", args.csv.clone())];
+    check_outputs(&inputs, &[("--out", Some(args.out.as_path()))]).map_err(Stop::usage)?;
     let q = data::Query {
         x: &args.x,
         y: &args.y,

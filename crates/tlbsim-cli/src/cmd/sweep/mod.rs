@@ -4,9 +4,10 @@
 //! and split into shards (`--shard`) that `tlbsim merge` joins.
 //!
 //! `points` parses the arguments into points; `table` makes the CSV and
-//! the summary; `store` keeps finished points.
+//! the summary; `store` keeps finished points; `lock` keeps two sweeps
+//! from running the same points in one directory at once.
 
-use crate::files::{check_output, is_stdout, load, write_atomic};
+use crate::files::{check_outputs, experiment_inputs, load, profile_file, write_atomic};
 use points::{build_jobs, check_jobs, check_names, parse_plan, Job, Plan};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -14,8 +15,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 use store::{Manifest, Store};
 use table::Row;
+use tlbsim::config::Experiment;
 use tlbsim::sim::SimError;
 
+mod lock;
 mod points;
 pub mod store;
 pub mod table;
@@ -68,7 +71,9 @@ pub struct Args {
     /// points already there instead of running them again: a sweep killed
     /// at any moment and run again with the same arguments writes the
     /// same CSV. A DIR that holds another sweep (other experiment text,
-    /// --set, points, seeds, version) is refused.
+    /// --set, points, seeds, version) is refused, and so is a sweep
+    /// started while another runs points of its own there (shards of one
+    /// sweep, e.g. 1/2 and 2/2, may run there at once).
     #[arg(long, value_name = "DIR")]
     resume: Option<PathBuf>,
     /// Run only shard I of N: the points numbered I, I+N, I+2N, ... (from
@@ -139,14 +144,17 @@ fn sweep(args: &Args) -> Result<(), Stop> {
     .map_err(Stop::usage)?;
     check_flags(args, &plan).map_err(Stop::usage)?;
     let (exp0, text) = load(&args.experiment, &args.sets).map_err(Stop::usage)?;
-    check_outputs(&[
-        ("--csv", args.csv.as_deref()),
-        ("--summary", args.summary.as_deref()),
-        ("--json", args.json.as_deref()),
-    ])
-    .map_err(Stop::usage)?;
     check_names(&args.policies, &args.profiles).map_err(Stop::usage)?;
     let jobs = build_jobs(&exp0, &args.profiles, &args.policies, &plan).map_err(Stop::usage)?;
+    check_outputs(
+        &inputs(args, &exp0, jobs.len()),
+        &[
+            ("--csv", args.csv.as_deref()),
+            ("--summary", args.summary.as_deref()),
+            ("--json", args.json.as_deref()),
+        ],
+    )
+    .map_err(Stop::usage)?;
     let file = args.experiment.display().to_string();
     check_jobs(&jobs, &file, &text).map_err(Stop::usage)?;
     let param = plan.param.as_ref().map(|(name, _)| name.as_str());
@@ -155,6 +163,11 @@ fn sweep(args: &Args) -> Result<(), Stop> {
         Some(dir) => {
             Some(Store::create(dir, manifest(args, &plan, &text, &jobs)?).map_err(Stop::usage)?)
         }
+        None => None,
+    };
+    // Held until the sweep ends, so that no other sweep runs its points.
+    let _claim = match &store {
+        Some(s) => Some(lock::claim(s.dir(), plan.shard, jobs.len()).map_err(Stop::usage)?),
         None => None,
     };
     let wanted = |i: &usize| plan.shard.is_none_or(|s| s.holds(*i));
@@ -192,21 +205,21 @@ fn sweep(args: &Args) -> Result<(), Stop> {
     )
 }
 
-/// Checks the output files given as `(flag, path)` (see
-/// [`check_output`]), of which at most one may be standard output.
-pub fn check_outputs(outputs: &[(&str, Option<&Path>)]) -> Result<(), String> {
-    let mut to_stdout = outputs
-        .iter()
-        .filter_map(|(flag, p)| p.filter(|p| is_stdout(p)).map(|_| *flag));
-    if let (Some(first), Some(second)) = (to_stdout.next(), to_stdout.next()) {
-        return Err(format!("{second} -: {first} is standard output already"));
+/// The files the sweep reads or keeps (for `files::check_outputs`): the
+/// experiment file, its profile file, the `--profiles` files and, with
+/// `--resume DIR`, the manifest and the `points` point files there.
+fn inputs(args: &Args, exp0: &Experiment, points: usize) -> Vec<(&'static str, PathBuf)> {
+    let mut v = experiment_inputs(&args.experiment, exp0, None);
+    v.extend(
+        args.profiles
+            .iter()
+            .filter_map(|p| profile_file(p, Path::new("")))
+            .map(|p| ("--profiles", p)),
+    );
+    if let Some(dir) = &args.resume {
+        v.extend(store::files(dir, points).map(|p| ("a file of --resume", p)));
     }
-    for (flag, path) in outputs {
-        if let Some(p) = path {
-            check_output(flag, p)?;
-        }
-    }
-    Ok(())
+    v
 }
 
 /// The flags that go together: `--shard` needs `--resume` and writes no

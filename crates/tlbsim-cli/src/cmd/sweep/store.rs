@@ -134,6 +134,18 @@ fn points_difference(there: &[String], now: &[String]) -> String {
     )
 }
 
+/// The files of a sweep of `points` points kept in `dir`: the manifest
+/// and each point's file (whether or not they exist yet).
+pub fn files(dir: &Path, points: usize) -> impl Iterator<Item = PathBuf> + '_ {
+    std::iter::once(dir.join(MANIFEST)).chain((0..points).map(|i| point_path(dir, i)))
+}
+
+/// The file of point `index` (0-based) in `dir`, named by its number
+/// (1-based).
+fn point_path(dir: &Path, index: usize) -> PathBuf {
+    dir.join(format!("point-{:06}.json", index + 1))
+}
+
 /// One finished point's file.
 #[derive(Debug, Serialize, Deserialize)]
 struct PointFile {
@@ -228,7 +240,7 @@ impl Store {
 
     /// The file of point `index` (0-based), named by its number (1-based).
     fn point_path(&self, index: usize) -> PathBuf {
-        self.dir.join(format!("point-{:06}.json", index + 1))
+        point_path(&self.dir, index)
     }
 
     /// The finished point `index` (0-based), or `None` if it has not

@@ -11,7 +11,7 @@ mod host;
 use crate::cmd::calibrate::sample::allowed_cpus;
 use crate::cmd::calibrate::shootdown::shootdown_label;
 use crate::cmd::calibrate::{host_arch, nearest};
-use crate::files::{check_output, set_profile, write_atomic};
+use crate::files::{check_outputs, profile_file, set_profile, write_atomic};
 use host::Mode;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -429,10 +429,13 @@ pub fn run(args: Args) -> ExitCode {
         Ok(p) => p,
         Err(e) => return bad(e),
     };
-    if let Some(c) = &args.csv {
-        if let Err(e) = check_output("--csv", c) {
-            return bad(e);
-        }
+    let inputs: Vec<(&str, PathBuf)> = (args.profile.as_deref())
+        .and_then(|p| profile_file(p, Path::new("")))
+        .map(|p| ("--profile", p))
+        .into_iter()
+        .collect();
+    if let Err(e) = check_outputs(&inputs, &[("--csv", args.csv.as_deref())]) {
+        return bad(e);
     }
     let (folios, folios_note) = match file_folios_flag(&args.file_large_folios) {
         Ok(f) => f,
@@ -474,7 +477,7 @@ pub fn run(args: Args) -> ExitCode {
     );
     match validate(&p, &allowed, sim, arch, &predicted) {
         Ok(rows) => {
-            print!("{}", table(&rows));
+            out!("{}", table(&rows));
             if let Some(c) = &args.csv {
                 if let Err(e) = write_atomic(c, csv(&rows).as_bytes()) {
                     eprintln!("error: {e}");
@@ -500,7 +503,7 @@ fn validate(
     let label = shootdown_label();
     let counted = label.is_some_and(|l| crate::cmd::calibrate::shootdown::check_counter(l).is_ok());
     let cpus = allowed.len() as u32;
-    println!(
+    outln!(
         "# tlbsim validate-host: host Linux {} ({}, {} CPUs); simulated on {profile} with {cpus} CPUs under {policy}{}, file_large_folios = \"{}\" ({folios_note})",
         kernel_release(),
         std::env::consts::ARCH,
@@ -516,7 +519,7 @@ fn validate(
         }
     );
     if !counted {
-        println!(
+        outln!(
             "# no shootdown counter: {}",
             match arch {
                 Arch::X86 => "/proc/interrupts has no \"TLB:\" line",
