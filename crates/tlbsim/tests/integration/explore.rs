@@ -199,12 +199,17 @@ fn a_violation_report_reads_like_a_kernel_log() {
         "{}",
         v.detail
     );
-    // Each event is one line, its kind then its CPU (or mm): `PteWrite
-    // cpu0 mm0 va 0x...`, `Tlbi cpu3 VALE1 asid 1 va 0x...`.
-    for (line, (_, ev)) in text.lines().rev().zip(v.history.iter().rev()) {
+    // Each event is one line, numbered in the order the explorer ran it
+    // (its clocks are per CPU, so no time), its kind then its CPU (or
+    // mm): `PteWrite cpu0 mm0 va 0x...`, `Tlbi cpu3 VALE1 asid 1 va 0x...`.
+    let n = v.history.len();
+    let lines = text.lines().rev().zip(v.history.iter().rev());
+    for (i, (line, (_, ev))) in lines.enumerate() {
         assert!(line.ends_with(&ev.to_string()), "{line}");
-        let kind = line.split_whitespace().nth(2).unwrap_or("");
-        let who = line.split_whitespace().nth(3).unwrap_or("");
+        let words: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(words.first(), Some(&(n - i).to_string().as_str()), "{line}");
+        let kind = words.get(1).copied().unwrap_or("");
+        let who = words.get(2).copied().unwrap_or("");
         assert!(kind.chars().all(|c| c.is_ascii_alphanumeric()), "{line}");
         assert!(who.starts_with("cpu") || who.starts_with("mm"), "{line}");
     }
