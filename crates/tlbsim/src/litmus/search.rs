@@ -232,7 +232,7 @@ pub fn explore(m: &Machine<'_>, max_states: u64) -> Result<Outcome, RunError> {
 /// with [`Outcome::memory_bound`] set before its store and stack would
 /// take the budget over its bound.
 ///
-/// Depth first, one [`Frame`] per state on the current path (the stack
+/// Depth first, one `Frame` per state on the current path (the stack
 /// holds the path, not every state waiting to be expanded), each new
 /// state recorded in the store by its canonical encoding.
 pub fn explore_within(
