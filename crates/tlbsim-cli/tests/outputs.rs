@@ -401,22 +401,7 @@ fn inputs_dir() -> common::Scratch {
     dir
 }
 
-/// A small herd litmus test (break-before-make with a broadcast TLBI).
-const LITMUS: &str = "AArch64 shoot
-{
-0:X1=(oa:phy_x,valid:0); 0:X2=pte_x; 0:X3=x; 0:X8=z;
-1:X3=x; 1:X8=z;
-}
- P0              | P1          ;
- STR X1,[X2]     | LDR W7,[X8] ;
- DSB ISH         | L0:         ;
- LSR X9,X3,#12   | LDR W4,[X3] ;
- TLBI VAAE1IS,X9 |             ;
- DSB ISH         |             ;
- MOV W7,#1       |             ;
- STR W7,[X8]     |             ;
-exists(1:X7=1 /\\ ~fault(P1:L0,x))
-";
+use common::SHOOT_LITMUS as LITMUS;
 
 /// The sweep arguments that `inputs_dir` ran into `R`.
 const SWEEP: &[&str] = &[

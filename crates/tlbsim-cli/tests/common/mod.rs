@@ -133,3 +133,21 @@ pub fn stderr(o: &Output) -> String {
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
+
+/// A herd litmus test: break-before-make with a completed broadcast TLBI
+/// (Forbidden).
+pub const SHOOT_LITMUS: &str = "AArch64 shoot
+{
+0:X1=(oa:phy_x,valid:0); 0:X2=pte_x; 0:X3=x; 0:X8=z;
+1:X3=x; 1:X8=z;
+}
+ P0              | P1          ;
+ STR X1,[X2]     | LDR W7,[X8] ;
+ DSB ISH         | L0:         ;
+ LSR X9,X3,#12   | LDR W4,[X3] ;
+ TLBI VAAE1IS,X9 |             ;
+ DSB ISH         |             ;
+ MOV W7,#1       |             ;
+ STR W7,[X8]     |             ;
+exists(1:X7=1 /\\ ~fault(P1:L0,x))
+";
