@@ -94,6 +94,47 @@ fn a_million_hackbench_runs_are_refused() {
 }
 
 #[test]
+fn a_sweep_refuses_a_point_too_large_before_any_point_runs() {
+    let dir = scratch_dir("bounds", "sweep");
+    let csv = dir.join("o.csv");
+    let sweep = |more: &[&str]| {
+        let mut args = vec![
+            "sweep",
+            MPROTECT,
+            "--cpus",
+            "2",
+            "--policies",
+            "arm64-stock",
+            "--profiles",
+            "ampere-32",
+            "--csv",
+            s(&csv),
+        ];
+        args.extend(more);
+        refused_fast(&args)
+    };
+    // The swept value is blamed on --param, not on the file's line.
+    let e = sweep(&["--param", "iterations=10,100000000000"]);
+    assert!(
+        e.starts_with("error: ampere-32 2 CPUs iterations=100000000000 arm64-stock seed 1: --param iterations=100000000000: [workload] iterations: about 9.4e12 simulated events"),
+        "{e}"
+    );
+    assert!(e.contains("(--max-events 3000000000;"), "{e}");
+    assert!(
+        !e.contains("iterations=10 arm64-stock seed 1:"),
+        "a point ran: {e}"
+    );
+    // A --set value past a runtime limit, on its flag.
+    let e = sweep(&["--set", "workload.pages=100000000"]);
+    assert!(
+        e.contains(": --set workload.pages=100000000: [workload] pages: 100000000 exceeds"),
+        "{e}"
+    );
+    assert!(!csv.exists());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
 fn memory_and_tasks_past_the_runtime_limits_are_refused_at_validation() {
     let e = refused_fast(&["run", MPROTECT, "--set", "workload.pages=16777216"]);
     assert_eq!(

@@ -568,25 +568,10 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
     check_kernel(&kcfg, &profile, alloc.as_ref(), alloc_entry.arch.is_some())?;
     check_arm64_only(&kcfg, policy_entry.arch)
         .map_err(|(key, message)| field("kernel", key, message))?;
-    let (wl, estimate) = match &exp.vm {
-        None => {
-            let wl = build_workload(exp, &profile)?;
-            let e = wl.workload.estimate(profile.topology.cpus);
-            (wl, e)
-        }
-        Some(vm) => {
-            check_vms(vm, &kcfg, &profile, alloc.as_ref())?;
-            // The workload runs in a guest of `vcpus` CPUs.
-            let mut guest_profile = profile.clone();
-            guest_profile.topology.cpus = vm.vcpus;
-            let wl = build_workload(exp, &guest_profile)?;
-            let e = wl.workload.estimate(vm.vcpus);
-            (wl, e.times(u64::from(vm.count), "VMs"))
-        }
-    };
-    estimate
-        .within_limits()
-        .map_err(|m| workload_field(exp, m))?;
+    if let Some(vm) = &exp.vm {
+        check_vms(vm, &kcfg, &profile, alloc.as_ref())?;
+    }
+    let (wl, estimate) = workload_of(exp, &profile)?;
     let w = World::new(profile.clone(), kcfg.clone(), policy, alloc);
     if exp.checker.enabled {
         *w.observer.borrow_mut() = Some(Box::new(Checker::new(w.ncpus(), exp.checker.history)));
@@ -958,6 +943,36 @@ fn check_page_size(kcfg: &KernelConfig, profile: &Profile) -> Result<(), String>
 }
 
 /// Builds the workload of `exp`; an error names the offending parameter.
+/// The workload of `exp` on the host `profile` (with the run's CPU
+/// count), built from its parameters and checked against the machine it
+/// runs on (a guest of `[vm] vcpus` CPUs with `[vm]`), with its forecast:
+/// on the host's CPUs, or on each VM's vCPUs times the VMs. An error
+/// names the workload parameter to blame, also for a forecast past the
+/// limits a run cannot pass ([`workload::Estimate::within_limits`]).
+pub fn workload_of(
+    exp: &Experiment,
+    profile: &Profile,
+) -> Result<(workload::Resolved, workload::Estimate), SimError> {
+    let (wl, estimate) = match &exp.vm {
+        None => {
+            let wl = build_workload(exp, profile)?;
+            let e = wl.workload.estimate(profile.topology.cpus);
+            (wl, e)
+        }
+        Some(vm) => {
+            let mut guest_profile = profile.clone();
+            guest_profile.topology.cpus = vm.vcpus;
+            let wl = build_workload(exp, &guest_profile)?;
+            let e = wl.workload.estimate(vm.vcpus);
+            (wl, e.times(u64::from(vm.count), "VMs"))
+        }
+    };
+    estimate
+        .within_limits()
+        .map_err(|m| workload_field(exp, m))?;
+    Ok((wl, estimate))
+}
+
 fn build_workload(exp: &Experiment, profile: &Profile) -> Result<workload::Resolved, SimError> {
     let kib = exp.kernel.page_size_kib;
     if let Some(e) = workload::WORKLOADS

@@ -45,6 +45,9 @@ pub struct Args {
     /// Write the full result as JSON to this file ("-": standard output).
     #[arg(long)]
     json: Option<PathBuf>,
+    /// The bound on the run's estimated size.
+    #[command(flatten)]
+    bound: crate::bounds::WorkBound,
 }
 
 /// The experiment a replay runs, as TOML text.
@@ -163,7 +166,7 @@ pub fn run(args: Args) -> ExitCode {
         cpus: args.cpus,
     };
     let t0 = Instant::now();
-    match tlbsim::sim::run(&exp, &opts) {
+    match crate::bounds::run(&exp, &opts, &args.bound) {
         Ok(o) => {
             super::run::print_and_write(&o, t0.elapsed().as_secs_f64(), false, args.json.as_deref())
         }

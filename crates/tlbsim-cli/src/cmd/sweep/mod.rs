@@ -87,6 +87,9 @@ pub struct Args {
     /// repeatable.
     #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
     sets: Vec<String>,
+    /// The bound on each point's estimated size.
+    #[command(flatten)]
+    bound: crate::bounds::WorkBound,
 }
 
 /// Why a command stopped: a message and its exit code (2: bad input,
@@ -156,7 +159,8 @@ fn sweep(args: &Args) -> Result<(), Stop> {
     )
     .map_err(Stop::usage)?;
     let file = args.experiment.display().to_string();
-    check_jobs(&jobs, &file, &text).map_err(Stop::usage)?;
+    let large = check_jobs(&jobs, (&file, &text), &args.sets, args.bound.max_events)
+        .map_err(Stop::usage)?;
     let param = plan.param.as_ref().map(|(name, _)| name.as_str());
     let width = table::width(param);
     let store = match &args.resume {
@@ -182,6 +186,9 @@ fn sweep(args: &Args) -> Result<(), Stop> {
         .filter(|&i| rows[i].is_none())
         .collect();
     announce(&jobs, &plan, store.as_ref(), todo.len());
+    if let Some(note) = large {
+        eprintln!("{note}");
+    }
     let done = run_points(&jobs, &todo, store.as_ref());
     for (&i, r) in todo.iter().zip(done) {
         rows[i] = Some(r.map_err(|e| e.stop(&jobs[i], &file, &text, &args.sets))?);
@@ -341,11 +348,7 @@ impl PointError {
     /// located in the experiment `file` (whose text is `text`) or `sets`.
     fn stop(self, job: &Job, file: &str, text: &str, sets: &[String]) -> Stop {
         match self {
-            PointError::Run(e) => Stop::failure(format!(
-                "{}: {}",
-                job.label(),
-                e.located_with_sets(file, text, sets)
-            )),
+            PointError::Run(e) => Stop::failure(job.error(&e, (file, text), sets)),
             PointError::Save(m) => Stop::failure(m),
             PointError::Skipped => Stop::failure(format!("{}: not run", job.label())),
         }

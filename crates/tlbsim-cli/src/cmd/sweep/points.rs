@@ -74,6 +74,28 @@ pub struct Job {
 }
 
 impl Job {
+    /// The error `e` of this point's run, after its label and located
+    /// where the value at fault came from: `--param` when the point's
+    /// swept parameter is the field at fault, a `--set` argument of
+    /// `sets`, or a line of the experiment `file` (whose text is `text`).
+    pub fn error(&self, e: &SimError, (file, text): (&str, &str), sets: &[String]) -> String {
+        let swept = match (&self.param, e) {
+            (
+                Some((name, v)),
+                SimError::Field {
+                    section,
+                    key,
+                    message,
+                },
+            ) if *name == format!("{section}.{key}") || (section == "workload" && name == key) => {
+                Some(format!("--param {name}={v}: [{section}] {key}: {message}"))
+            }
+            _ => None,
+        };
+        let why = swept.unwrap_or_else(|| e.located_with_sets(file, text, sets));
+        format!("{}: {why}", self.label())
+    }
+
     /// How progress and errors name the point, and the key that tells one
     /// point from another in a resume directory: profile, CPU count,
     /// parameter value, policy and seed.
@@ -294,25 +316,46 @@ pub fn check_names(policies: &[String], profiles: &[String]) -> Result<(), Strin
 /// [`check_job`]), so that a bad point stops the sweep before the first
 /// run rather than after the others ran. The error is the point's label
 /// and the run's error, located in `file` (whose text is `text`).
-pub fn check_jobs(jobs: &[Job], file: &str, text: &str) -> Result<(), String> {
+///
+/// A point whose workload is estimated past `max_events` (0: no bound) is
+/// refused as `tlbsim run --max-events` refuses it; the note of the
+/// largest point estimated past [`crate::bounds::WARN_EVENTS`], if any, is
+/// returned for the sweep to print.
+pub fn check_jobs(
+    jobs: &[Job],
+    (file, text): (&str, &str),
+    sets: &[String],
+    max_events: u64,
+) -> Result<Option<String>, String> {
     // The runs of one configuration (its seeds) share its experiment.
     let mut last: Option<&Arc<Experiment>> = None;
+    let mut largest: Option<(u64, String)> = None;
     for job in jobs {
         if last.is_some_and(|e| Arc::ptr_eq(e, &job.exp)) {
             continue;
         }
         last = Some(&job.exp);
-        check_job(job).map_err(|e| format!("{}: {}", job.label(), e.located(file, text)))?;
+        let located = |e: SimError| job.error(&e, (file, text), sets);
+        let estimate = check_job(job).map_err(located)?;
+        let Some(f) = &estimate.events else {
+            continue;
+        };
+        if let Some(note) = crate::bounds::check(f, max_events).map_err(located)? {
+            if largest.as_ref().is_none_or(|(v, _)| f.value > *v) {
+                largest = Some((f.value, format!("{note} (point {})", job.label())));
+            }
+        }
     }
-    Ok(())
+    Ok(largest.map(|(_, note)| note))
 }
 
 /// The checks of a point that need no simulated machine, each one that
 /// `tlbsim::sim::run` makes before it simulates: the profile with the
 /// point's CPU count, the policy and allocator on it, and the workload's
-/// parameters (on the profile, for a run without VMs). A point that passes
-/// may still fail in the run's other checks.
-fn check_job(job: &Job) -> Result<(), SimError> {
+/// parameters (on the profile, or a guest's with `[vm]`). A point that
+/// passes may still fail in the run's other checks. Its workload's
+/// estimate.
+fn check_job(job: &Job) -> Result<tlbsim::workload::Estimate, SimError> {
     let exp = &job.exp;
     let profile = resolve_profile(exp, &job.options())?;
     let field = |section: &str, key: &str, message: String| SimError::Field {
@@ -325,14 +368,7 @@ fn check_job(job: &Job) -> Result<(), SimError> {
     let alloc =
         find_allocator(&k.asid_allocator).map_err(|e| field("kernel", "asid_allocator", e))?;
     check_combination(policy, alloc, &profile).map_err(|(key, m)| field("kernel", key, m))?;
-    let wl = tlbsim::workload::build(&exp.workload.name, &exp.workload.params)
-        .map_err(|e| SimError::Config(format!("[workload] {e}")))?;
-    if exp.vm.is_none() {
-        wl.workload
-            .check(&profile)
-            .map_err(|e| SimError::Config(format!("[workload] {e}")))?;
-    }
-    Ok(())
+    Ok(tlbsim::sim::workload_of(exp, &profile)?.1)
 }
 
 /// `exp` with `[section] key = v` (a `--param SECTION.KEY=...` value, as
