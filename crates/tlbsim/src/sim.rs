@@ -542,6 +542,10 @@ impl Built {
 /// Builds the world of `exp` (policies, checker, workload tasks) after
 /// validating every field.
 pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
+    // Before any of the machine's state is made (the policies and
+    // allocators below are): a rebuilt machine numbers its containers
+    // as the first one did, so footprints compare across schedules.
+    crate::engine::state::new_machine();
     let profile = resolve_profile(exp, opts)?;
     let seed = opts.seed.unwrap_or(exp.experiment.seed);
     let kcfg = exp.kernel.clone();

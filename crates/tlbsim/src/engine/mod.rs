@@ -5,6 +5,7 @@ pub mod exec;
 pub mod label;
 pub mod queue;
 pub mod rng;
+pub mod state;
 pub mod track;
 
 /// Simulated time in nanoseconds since the start of a run.

@@ -53,6 +53,9 @@ pub enum Space {
     /// The checker's state: parts by mm (what it knows of an mm's
     /// translations) and [`part::FRAMES`].
     Check,
+    /// A container of the model's state ([`crate::engine::state`]),
+    /// numbered in the order the machine made them.
+    Var(u32),
     /// The explorer's own bookkeeping that enables actions: the accessed
     /// VAs ([`part::TOUCHED`]) and the speculation budget
     /// ([`part::BUDGET`]).

@@ -336,7 +336,7 @@ impl Explorer {
         };
         let task = {
             let (w, local) = self.core.kernel(cpu);
-            let t = w.k.read_at(crate::engine::track::part::cpu(local)).cpus[local].current;
+            let t = w.k.borrow().cpus[local].current;
             t
         };
         if let Op::Access { va, .. } = op {

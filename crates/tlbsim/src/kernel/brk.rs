@@ -99,8 +99,8 @@ fn do_brk_flags(ctx: &Ctx, mm: MmId, oldbrk: u64, newbrk: u64) {
         m.vmas.get_mut(&v.start).expect("just found").end = newbrk;
         return;
     }
-    k.anon_ids += 1;
-    let id = k.anon_ids;
+    *k.anon_ids += 1;
+    let id = *k.anon_ids;
     k.mms[mm as usize].vmas.insert(
         oldbrk,
         Vma {

@@ -4,7 +4,6 @@
 use super::{mm, sched, Dsb, Op, OpResult, TaskId, TaskMailbox, World};
 use crate::engine::exec::Step;
 use crate::engine::label::Label;
-use crate::engine::track::part;
 use crate::engine::Ns;
 use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{MmId, TlbiScope};
@@ -343,18 +342,18 @@ impl Ctx {
     /// [`Ctx::irq_restore`]. Not a step: it only marks the CPU.
     pub fn irq_save(&self) {
         let cpu = self.cpu();
-        self.w.k.write_at(part::cpu(cpu)).cpus[cpu].irqs_off += 1;
+        self.w.k.borrow_mut().cpus[cpu].irqs_off += 1;
     }
 
     /// `irqs_disabled()`.
     pub fn irqs_disabled(&self) -> bool {
-        self.w.k.read_at(part::cpu(self.cpu())).cpus[self.cpu()].irqs_off > 0
+        self.w.k.borrow().cpus[self.cpu()].irqs_off > 0
     }
 
     /// `local_irq_restore()`.
     pub fn irq_restore(&self) {
         let cpu = self.cpu();
-        let mut k = self.w.k.write_at(part::cpu(cpu));
+        let mut k = self.w.k.borrow_mut();
         let c = &mut k.cpus[cpu];
         c.irqs_off = c
             .irqs_off

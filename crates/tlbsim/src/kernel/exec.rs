@@ -60,8 +60,8 @@ pub async fn setup_arg_pages(ctx: &Ctx, mm: MmId) {
 /// writable.
 fn bprm_mm_init(ctx: &Ctx, mm: MmId, start: u64, end: u64) {
     let mut k = ctx.w.k.borrow_mut();
-    k.anon_ids += 1;
-    let id = k.anon_ids;
+    *k.anon_ids += 1;
+    let id = *k.anon_ids;
     k.mms[mm as usize].vmas.insert(
         start,
         Vma {

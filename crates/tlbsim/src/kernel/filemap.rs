@@ -120,8 +120,8 @@ pub async fn sys_mmap_file(ctx: &Ctx, file: ShmemId, len: u64, perms: Perms, sha
         let mut k = ctx.w.k.borrow_mut();
         k.shmem[file as usize].mms.insert(mm);
         let anon = (!shared).then(|| {
-            k.anon_ids += 1;
-            k.anon_ids
+            *k.anon_ids += 1;
+            *k.anon_ids
         });
         let m = &mut k.mms[mm as usize];
         let start = if align {

@@ -6,7 +6,6 @@
 //! locks).
 
 use super::{sched, Ctx, LockId, Op, TaskId, TaskState, World};
-use crate::engine::track::part;
 use crate::engine::Ns;
 use crate::hw::tlb::MmId;
 use std::collections::VecDeque;
@@ -91,7 +90,7 @@ impl World {
     /// Creates a spinlock.
     pub fn new_lock(&self, name: &'static str) -> LockId {
         // Appending touches no existing lock; the new id is the length.
-        let mut k = self.k.write_at(part::ALLOC);
+        let mut k = self.k.borrow_mut();
         k.locks.push(Lock {
             name,
             ..Default::default()
@@ -104,7 +103,7 @@ impl World {
     /// and a later [`World::lock_release`] grants it.
     pub fn lock_acquire(&self, l: LockId, task: TaskId, shared: bool, now: Ns) -> bool {
         let (got, name) = {
-            let mut k = self.k.write_at(part::lock(l));
+            let mut k = self.k.borrow_mut();
             let lock = &mut k.locks[l];
             let got = lock.acquire(task, shared, now);
             if got && !shared {
@@ -120,7 +119,7 @@ impl World {
     /// hold's duration; returns the waiters now entitled to it, in order
     /// (each then gets [`World::lock_granted`] when it has it).
     pub fn lock_release(&self, l: LockId, shared: bool, now: Ns) -> Vec<LockWaiter> {
-        let mut k = self.k.write_at(part::lock(l));
+        let mut k = self.k.borrow_mut();
         let lock = &mut k.locks[l];
         if !shared {
             let held = now.saturating_sub(lock.held_since_ns);
@@ -133,7 +132,7 @@ impl World {
     /// (the timing driver adds the cache-line hand-over): its wait is
     /// recorded and an exclusive hold starts.
     pub fn lock_granted(&self, l: LockId, g: &LockWaiter, at: Ns) {
-        let mut k = self.k.write_at(part::lock(l));
+        let mut k = self.k.borrow_mut();
         let lock = &mut k.locks[l];
         if !g.shared {
             lock.held_since_ns = at;
@@ -291,14 +290,11 @@ impl Ctx {
         // The span one PTE table maps (`PMD_SHIFT`): the granule of the
         // split page-table locks.
         let key = va >> self.w.granule.pmd_shift();
-        if let Some(&l) = self.w.k.read_at(part::mm(mm as usize)).mms[mm as usize]
-            .pte_locks
-            .get(&key)
-        {
+        if let Some(&l) = self.w.k.borrow().mms[mm as usize].pte_locks.get(&key) {
             return l;
         }
         let l = self.w.new_lock("ptlock");
-        self.w.k.write_at(part::mm(mm as usize)).mms[mm as usize]
+        self.w.k.borrow_mut().mms[mm as usize]
             .pte_locks
             .insert(key, l);
         l

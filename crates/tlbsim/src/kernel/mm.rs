@@ -339,14 +339,14 @@ impl MmuGather {
 /// tables may change before it completes; `mm_tlb_flush_nested()` reads it).
 pub async fn inc_tlb_flush_pending(ctx: &Ctx, mm: MmId) {
     let w = &ctx.w;
-    ctx.atomic_inc(|| w.k.write_at(part::mm(mm as usize)).mms[mm as usize].tlb_flush_pending += 1)
+    ctx.atomic_inc(|| w.k.borrow_mut().mms[mm as usize].tlb_flush_pending += 1)
         .await;
 }
 
 /// `dec_tlb_flush_pending(mm)`.
 pub async fn dec_tlb_flush_pending(ctx: &Ctx, mm: MmId) {
     let w = &ctx.w;
-    ctx.atomic_dec(|| w.k.write_at(part::mm(mm as usize)).mms[mm as usize].tlb_flush_pending -= 1)
+    ctx.atomic_dec(|| w.k.borrow_mut().mms[mm as usize].tlb_flush_pending -= 1)
         .await;
 }
 
@@ -447,8 +447,8 @@ pub async fn sys_mmap_private(ctx: &Ctx, len: u64, perms: Perms, data: PageData)
     let len = page_align(ctx, len.max(1));
     let addr = {
         let mut k = ctx.w.k.borrow_mut();
-        k.anon_ids += 1;
-        let anon = Some((k.anon_ids, data));
+        *k.anon_ids += 1;
+        let anon = Some((*k.anon_ids, data));
         let m = &mut k.mms[mm as usize];
         insert_vma(
             &mut m.vmas,

@@ -44,7 +44,7 @@ pub use ctx::Ctx;
 pub use lock::{Lock, LockWaiter};
 pub use mm_types::{AnonId, AnonMap, Mm, ShmemId, ShmemMap, Vma};
 pub use op::{Dsb, GuestExit, Op, OpResult, TaskMailbox};
-pub use task::{PerCpu, Task, TaskState};
+pub use task::{Rq, Task, TaskState};
 pub use world::{Guest, IpiHandler, KState, Machine, Program, TaskFuture, World, KERNEL_ID_SHIFT};
 
 /// Index of a task.

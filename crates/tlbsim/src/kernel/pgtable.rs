@@ -57,7 +57,7 @@ fn set_leaf(
     level: u8,
     new: Option<(Pfn, Perms)>,
 ) -> (Option<Pte>, Option<Pte>, u32) {
-    let pgd = w.k.read_at(part::mm(mm as usize)).mms[mm as usize].pgd;
+    let pgd = w.k.borrow().mms[mm as usize].pgd;
     let newpte = new.map(|(pfn, perms)| Pte {
         pfn,
         perms,

@@ -14,7 +14,6 @@
 //! [`TlbPolicy::rcu_table_free`]: super::policy::TlbPolicy::rcu_table_free
 
 use super::World;
-use crate::engine::track::part;
 use crate::hw::mem::TableId;
 use crate::hw::tlb::MmId;
 use crate::hw::CpuId;
@@ -59,21 +58,22 @@ impl World {
     /// no count before it matters (and the hot paths that call this pay
     /// one check).
     pub fn rcu_quiescent(&self, cpu: CpuId) {
-        if self.k.read_at(part::RCU).rcu_frees.is_empty() {
+        if self.k.borrow().rcu_frees.is_empty() {
             return;
         }
         let done: Vec<RcuFree> = {
             let mut k = self.k.borrow_mut();
             k.cpus[cpu].rcu_qs += 1;
             let qs: Vec<u64> = k.cpus.iter().map(|c| c.rcu_qs).collect();
-            let (done, wait): (Vec<RcuFree>, Vec<RcuFree>) =
-                std::mem::take(&mut k.rcu_frees).into_iter().partition(|f| {
+            let (done, wait): (Vec<RcuFree>, Vec<RcuFree>) = std::mem::take(&mut *k.rcu_frees)
+                .into_iter()
+                .partition(|f| {
                     f.owed
                         .iter()
                         .zip(&qs)
                         .all(|(o, &q)| o.is_none_or(|o| q > o))
                 });
-            k.rcu_frees = wait;
+            *k.rcu_frees = wait;
             done
         };
         for f in done {

@@ -6,7 +6,6 @@
 use super::mm::{dup_mmap, mmdrop, mmput, syscall_enter, syscall_exit};
 use super::{Ctx, Op, Program, TaskFuture, TaskId, TaskState, World};
 use crate::engine::label::Label;
-use crate::engine::track::part;
 use crate::hw::cpumask::CpuMask;
 use crate::hw::CpuId;
 use std::rc::Rc;
@@ -594,7 +593,7 @@ pub async fn sys_wait(ctx: &Ctx) -> Option<TaskId> {
             match k.tasks[me].zombies.pop_front() {
                 Some(z) => {
                     k.tasks[z].state = TaskState::Dead;
-                    k.live_tasks -= 1;
+                    *k.live_tasks -= 1;
                     k.tasks[me].children -= 1;
                     (Some(z), false)
                 }
@@ -706,16 +705,16 @@ pub async fn sys_sched_yield(ctx: &Ctx) {
 /// function it was posted from ([`Ctx::func`], for the CPU-time profile).
 /// Both drivers advance tasks with this.
 pub fn advance(w: &Rc<World>, cpu: CpuId) -> (TaskId, Op, Option<&'static Label>) {
-    let task = w.k.read_at(part::cpu(cpu)).cpus[cpu].current;
-    let fut = w.futures.write_at(part::task(task))[task].take();
+    let task = w.k.borrow().cpus[cpu].current;
+    let fut = w.futures.borrow_mut()[task].take();
     let mut fut = match fut {
         Some(f) => f,
         None => {
-            let program = w.programs.write_at(part::task(task))[task]
+            let program = w.programs.borrow_mut()[task]
                 .take()
                 .expect("a task without future has a program");
             let ctx = Ctx::new(w, task);
-            if w.k.read_at(part::task(task)).tasks[task].idle {
+            if w.k.borrow().tasks[task].idle {
                 program(ctx)
             } else {
                 start_program(ctx, program)
@@ -723,10 +722,10 @@ pub fn advance(w: &Rc<World>, cpu: CpuId) -> (TaskId, Op, Option<&'static Label>
         }
     };
     let done = crate::engine::exec::poll_once(fut.as_mut()).is_ready();
-    w.futures.write_at(part::task(task))[task] = Some(fut);
+    w.futures.borrow_mut()[task] = Some(fut);
     assert!(!done, "task {task} returned without do_exit");
     let (op, func) = {
-        let k = w.k.read_at(part::task(task));
+        let k = w.k.borrow();
         let mb = &k.tasks[task].mb;
         (mb.take_posted(), mb.label())
     };

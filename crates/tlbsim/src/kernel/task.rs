@@ -73,7 +73,7 @@ pub struct Task {
 
 /// Per-CPU scheduler state.
 #[derive(Debug, Clone)]
-pub struct PerCpu {
+pub struct Rq {
     /// Running task.
     pub current: TaskId,
     /// Idle task.

@@ -36,7 +36,7 @@ pub async fn tick_handle_periodic(ctx: Ctx, ticks: usize) {
 /// `update_process_times()`.
 fn tick_periodic(ctx: &Ctx, cpu: usize) {
     if cpu == 0 {
-        ctx.w.k.borrow_mut().jiffies += 1;
+        *ctx.w.k.borrow_mut().jiffies += 1;
     }
     update_process_times(ctx, cpu);
 }

@@ -166,7 +166,7 @@ fn over_limit(w: &crate::kernel::World) -> Option<u64> {
 /// kswapd if it sleeps.
 pub async fn wakeup_kswapd(ctx: &Ctx) {
     let w = &ctx.w;
-    let (Some(limit), Some(t)) = (w.kcfg.memory_limit_pages, w.k.borrow().kswapd) else {
+    let (Some(limit), Some(t)) = (w.kcfg.memory_limit_pages, *w.k.borrow().kswapd) else {
         return;
     };
     if w.k.borrow().folios.len() as u64 > limit {
@@ -210,7 +210,7 @@ pub fn start_kswapd(w: &std::rc::Rc<crate::kernel::World>) {
         cpu,
         Box::new(|ctx: Ctx| Box::pin(async move { kswapd(&ctx).await })),
     );
-    w.k.borrow_mut().kswapd = Some(t);
+    *w.k.borrow_mut().kswapd = Some(t);
 }
 
 /// `kswapd()` → `balance_pgdat()` → `shrink_inactive_list()`: while the

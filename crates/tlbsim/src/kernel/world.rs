@@ -4,9 +4,10 @@
 //! another `World` on the same machine.
 
 use super::policy::{AsidAllocator, TlbPolicy};
-use super::{sched, Ctx, Lock, Mm, PerCpu, Task, TaskId, TaskState};
+use super::{sched, Ctx, Lock, Mm, Rq, Task, TaskId, TaskState};
 use crate::config::{KernelConfig, Profile};
 use crate::engine::exec::KFuture;
+use crate::engine::state::{PerCpu, PerLock, PerMm, PerTask, State, Var};
 use crate::engine::track::{part, Loc, Space, Tracked, TrackedCell};
 use crate::engine::Ns;
 use crate::hw::cpumask::CpuMask;
@@ -18,38 +19,41 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
-/// All kernel state.
+crate::recorded! {
+/// All kernel state. Every field records its own accesses
+/// ([`crate::engine::state`]).
 #[derive(Debug, Default)]
 pub struct KState {
     /// Tasks by id.
-    pub tasks: Vec<Task>,
+    pub tasks: PerTask<Task>,
     /// Tasks not yet reaped (every task but the `Dead` ones).
-    pub live_tasks: usize,
+    pub live_tasks: Var<usize>,
     /// Address spaces by id.
-    pub mms: Vec<Mm>,
+    pub mms: PerMm<Mm>,
     /// Per-CPU scheduler state.
-    pub cpus: Vec<PerCpu>,
+    pub cpus: PerCpu<Rq>,
     /// Spinlocks.
-    pub locks: Vec<Lock>,
+    pub locks: PerLock<Lock>,
     /// Shmem objects (shared anonymous memory) by id.
-    pub shmem: Vec<super::shmem::ShmemInode>,
+    pub shmem: Var<Vec<super::shmem::ShmemInode>>,
     /// Resident folios (shmem and private anonymous pages) by frame, and
     /// their LRU list.
-    pub folios: super::folio::Folios,
+    pub folios: Var<super::folio::Folios>,
     /// Folio locks by frame, created on first use and kept for the frame's
     /// next lives (frames are reused).
-    pub folio_locks: BTreeMap<crate::hw::mem::Pfn, super::LockId>,
+    pub folio_locks: Var<BTreeMap<crate::hw::mem::Pfn, super::LockId>>,
     /// Anon ids handed out (`anon_vma`s, see [`super::AnonMap`]).
-    pub anon_ids: u64,
+    pub anon_ids: Var<u64>,
     /// The swap device (zram).
-    pub swap: super::swap::SwapDevice,
+    pub swap: Var<super::swap::SwapDevice>,
     /// The `kswapd` thread, if `[kernel] memory_limit_pages` is set.
-    pub kswapd: Option<super::TaskId>,
+    pub kswapd: Var<Option<super::TaskId>>,
     /// Page-table pages waiting for a grace period (`kernel/rcu.rs`).
-    pub rcu_frees: Vec<super::rcu::RcuFree>,
+    pub rcu_frees: Var<Vec<super::rcu::RcuFree>>,
     /// `jiffies`: timer ticks since boot, advanced by the tick of CPU 0
     /// (`tick_do_timer_cpu`; `kernel/tick.rs`). Stays 0 without a tick.
-    pub jiffies: u64,
+    pub jiffies: Var<u64>,
+}
 }
 
 /// A task's program.
@@ -129,17 +133,17 @@ pub struct World {
     pub profile: Profile,
     /// Kernel configuration.
     pub kcfg: KernelConfig,
-    /// Kernel (`Space::Kernel(id)`).
-    pub k: Tracked<KState>,
+    /// Kernel state (its fields record their own accesses).
+    pub k: State<KState>,
     /// TLB-flush policy.
     pub policy: Box<dyn TlbPolicy>,
     /// ASID allocator.
     pub asid: Box<dyn AsidAllocator>,
     /// Task futures by task id (taken out while polled;
     /// `Space::Future(id)`, a part per task).
-    pub futures: Tracked<Vec<Option<TaskFuture>>>,
+    pub futures: State<PerTask<Option<TaskFuture>>>,
     /// Programs of tasks not started yet (`Space::Future(id)`).
-    pub programs: Tracked<Vec<Option<Program>>>,
+    pub programs: State<PerTask<Option<Program>>>,
     /// Handlers that `Op::CallFunction` runs on other CPUs.
     // untracked: registered while the world is set up, read-only after.
     pub ipi_handlers: RefCell<Vec<IpiHandler>>,
@@ -245,11 +249,11 @@ impl World {
             guest,
             profile,
             kcfg,
-            k: Tracked::new(Loc::all(Space::Kernel(id)), KState::default()),
+            k: State::new(KState::default()),
             policy,
             asid,
-            futures: Tracked::new(Loc::all(Space::Future(id)), Vec::new()),
-            programs: Tracked::new(Loc::all(Space::Future(id)), Vec::new()),
+            futures: State::new(PerTask::new()),
+            programs: State::new(PerTask::new()),
             ipi_handlers: RefCell::new(Vec::new()), // untracked: read-only once set up
             random: Tracked::new(
                 Loc::all(Space::Random(id)),
@@ -267,7 +271,7 @@ impl World {
             let mut k = w.k.borrow_mut();
             k.tasks[t].idle = true;
             k.tasks[t].state = TaskState::Running;
-            k.cpus.push(PerCpu {
+            k.cpus.push(Rq {
                 current: t,
                 idle: t,
                 rq: VecDeque::new(),
@@ -343,7 +347,7 @@ impl World {
     ) -> TaskId {
         let mut k = self.k.borrow_mut();
         let id = k.tasks.len();
-        k.live_tasks += 1;
+        *k.live_tasks += 1;
         k.tasks.push(Task {
             id,
             name,
@@ -479,8 +483,8 @@ impl World {
     /// hold the world: without this a world is never freed (the explorer
     /// builds one per schedule).
     pub fn teardown(&self) {
-        let futures = std::mem::take(&mut *self.futures.borrow_mut());
-        let programs = std::mem::take(&mut *self.programs.borrow_mut());
+        let futures = self.futures.borrow_mut().drain();
+        let programs = self.programs.borrow_mut().drain();
         let handlers = std::mem::take(&mut *self.ipi_handlers.borrow_mut());
         drop(futures);
         drop(programs);
@@ -530,7 +534,7 @@ impl World {
     /// `MAX_LIVE_PAGES`. The drivers ask now and then and stop the run.
     pub fn over_limit(&self) -> Option<String> {
         use crate::config::limits::{MAX_LIVE_PAGES, MAX_TASKS};
-        let tasks = self.k.borrow().live_tasks;
+        let tasks = *self.k.borrow().live_tasks.untracked(); // between actions
         if tasks as u64 > MAX_TASKS {
             return Some(format!(
                 "{tasks} tasks alive at once exceed tlbsim's limit of {MAX_TASKS}"

@@ -321,7 +321,7 @@ impl Cpus {
     /// The context holding task `t` of the kernel that `cpu` runs (the
     /// task's CPU there).
     pub fn cx_of_task(&self, cpu: CpuId, t: TaskId) -> Cx {
-        let local = self.kernel(cpu).0.k.read_at(part::task(t)).tasks[t].cpu;
+        let local = self.kernel(cpu).0.k.borrow().tasks[t].cpu;
         self.cx_of(cpu, local)
     }
 
@@ -360,7 +360,7 @@ impl Cpus {
     /// reschedule due or a task queued)?
     pub fn idle_has_work(&self, cpu: CpuId) -> bool {
         let (w, local) = self.kernel(cpu);
-        let k = w.k.read_at(part::cpu(local));
+        let k = w.k.borrow();
         k.cpus[local].need_resched || !k.cpus[local].rq.is_empty()
     }
 
@@ -379,7 +379,7 @@ impl Cpus {
     #[inline]
     pub fn irqs_off(&self, cpu: CpuId) -> bool {
         let (k, local) = self.kernel(cpu);
-        k.k.read_at(part::cpu(local)).cpus[local].irqs_off > 0
+        k.k.borrow().cpus[local].irqs_off > 0
     }
 
     /// Could `cpu` take a pending IPI at a step boundary now: one is
@@ -396,10 +396,10 @@ impl Cpus {
             Some(run) => run.mb.complete(r),
             None => {
                 let (w, local) = self.kernel(cpu);
-                let t = w.k.read_at(part::cpu(local)).cpus[local].current;
-                // The task's mailbox: its part of `Space::Future`.
-                record(Loc::part(Space::Future(w.id), part::task(t)), true);
-                w.k.read_at(part::task(t)).tasks[t].mb.complete(r);
+                let t = w.k.borrow().cpus[local].current;
+                // The task's mailbox: its part of the futures.
+                record(w.futures.borrow().loc_of(t), true);
+                w.k.borrow().tasks[t].mb.complete(r);
             }
         }
     }
@@ -446,7 +446,7 @@ impl Cpus {
             "an IPI handler may not schedule, send IPIs or enter a guest"
         );
         let (w, local) = self.kernel(cpu);
-        let task = w.k.read_at(part::cpu(local)).cpus[local].current;
+        let task = w.k.borrow().cpus[local].current;
         Polled::Step(task, op, label)
     }
 
@@ -459,7 +459,7 @@ impl Cpus {
         let ipi = self.irq_queue[cx].pop_front().expect("a pending IPI");
         let (w, cpu_k) = self.kernel(cpu);
         let w = Rc::clone(w);
-        let task = w.k.read_at(part::cpu(cpu_k)).cpus[cpu_k].current;
+        let task = w.k.borrow().cpus[cpu_k].current;
         let mb: Rc<TaskMailbox> = Rc::default();
         let ctx = Ctx::interrupt(&w, task, Rc::clone(&mb));
         let (entry, label, inner) = match ipi.kind {
@@ -496,12 +496,12 @@ impl Cpus {
         };
         let fut: TaskFuture = Box::pin(async move {
             let _f = ctx.func(label);
-            ctx.w.k.write_at(part::cpu(cpu_k)).cpus[cpu_k].in_irq += 1; // irq_enter()
+            ctx.w.k.borrow_mut().cpus[cpu_k].in_irq += 1; // irq_enter()
             ctx.work(entry).await;
             inner.await;
             // irq_exit(): back to the idle loop is a quiescent state.
             let idle = {
-                let mut k = ctx.w.k.write_at(part::cpu(cpu_k));
+                let mut k = ctx.w.k.borrow_mut();
                 k.cpus[cpu_k].in_irq -= 1;
                 k.cpus[cpu_k].current == k.cpus[cpu_k].idle
             };

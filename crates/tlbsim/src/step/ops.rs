@@ -173,7 +173,7 @@ impl Cpus {
     fn idle(&mut self, cpu: CpuId) -> Applied {
         let (w, local) = self.kernel(cpu);
         let work = {
-            let k = w.k.read_at(part::cpu(local));
+            let k = w.k.borrow();
             k.cpus[local].need_resched || !k.cpus[local].rq.is_empty()
         };
         if work {
@@ -273,12 +273,13 @@ impl Cpus {
 /// completed and resumes when switched to again; a task that exited is
 /// dropped.
 fn switched(w: &World, task: TaskId) {
-    let state = w.k.read_at(part::task(task)).tasks[task].state;
+    let state = w.k.borrow().tasks[task].state;
     if matches!(state, TaskState::Zombie | TaskState::Dead) {
-        w.futures.write_at(part::task(task))[task] = None;
+        w.futures.borrow_mut()[task] = None;
     } else {
-        let mb = Rc::clone(&w.k.read_at(part::task(task)).tasks[task].mb);
-        crate::engine::track::record(Loc::part(Space::Future(w.id), part::task(task)), true);
+        let mb = Rc::clone(&w.k.borrow().tasks[task].mb);
+        // The task's mailbox: its part of the futures.
+        crate::engine::track::record(w.futures.borrow().loc_of(task), true);
         mb.complete(OpResult::Unit);
     }
 }

@@ -21,6 +21,7 @@ pub fn world_with(profile: &str, cpus: u32, k: KernelConfig) -> Rc<World> {
 /// [`world_with`] on a profile the caller built (or changed).
 pub fn world_with_profile(mut p: tlbsim::config::Profile, cpus: u32, k: KernelConfig) -> Rc<World> {
     p.topology.cpus = cpus;
+    tlbsim::engine::state::new_machine();
     let alloc = asid_allocator(&k.asid_allocator, &k, p.tlb.asid_bits).unwrap();
     let w = World::new(p, k.clone(), tlb_policy(&k.tlb_policy).unwrap(), alloc);
     *w.observer.borrow_mut() = Some(Box::new(Checker::new(w.ncpus(), 16)));

@@ -441,6 +441,7 @@ fn the_explorer_passes_file_mappings_with_fault_around_and_pmd_splits() {
 /// One thread toggling a page with mprotect once, on 2 CPUs: small
 /// enough for the unbounded searches to finish.
 const ONE_MPROTECT: &str = "name = \"threads\"\nthreads = 1\niterations = 1\nop = \"mprotect\"";
+const TWO_MPROTECT: &str = "name = \"threads\"\nthreads = 2\niterations = 1\nop = \"mprotect\"";
 
 #[test]
 fn dpor_completes_without_a_preemption_bound_and_runs_no_schedule_twice() {
@@ -505,6 +506,83 @@ fn run_kept(
     let ended = x.enabled();
     b.teardown();
     (x.schedule.clone(), k.fps, ended, out != Outcome::Pruned)
+}
+
+/// A schedule, its class (normal form) and the state it ends in: the kernel's and the
+/// hardware's, as their `Debug` forms show them.
+fn run_to_state(
+    e: &Experiment,
+    c: &mut impl Chooser,
+    speculation: u32,
+) -> (Vec<Action>, Vec<Action>, String) {
+    let b = tlbsim::sim::build(e, &tlbsim::sim::RunOptions::default()).unwrap();
+    let done = b.done();
+    let mut x = Explorer::new(std::rc::Rc::clone(&b.world), speculation);
+    x.add_vms(&b);
+    let mut k = Keep {
+        inner: c,
+        fps: Vec::new(),
+    };
+    x.run(&mut k, 50_000, &done);
+    let state = format!(
+        "{:?}\n{:?}",
+        b.world.k.borrow(),
+        b.world.hw.untracked().borrow()
+    );
+    let class = class(&x.schedule, &k.fps);
+    b.teardown();
+    (x.schedule.clone(), class, state)
+}
+
+/// Soundness of the recorded footprints against brute force: schedules
+/// the footprints call equivalent (one class: they differ only in the
+/// order of actions recorded as independent) end in the same kernel and
+/// hardware state. A footprint that missed an access would let two
+/// schedules that order a conflicting pair differently share a class,
+/// and their end states would differ.
+/// Follows a given schedule, action by action.
+struct Follow(std::vec::IntoIter<Action>);
+
+impl Chooser for Follow {
+    fn choose(&mut self, depth: usize, enabled: &[Action]) -> usize {
+        let want = self.0.next().expect("the schedule is long enough");
+        enabled
+            .iter()
+            .position(|a| *a == want)
+            .unwrap_or_else(|| panic!("action {depth}, {want:?}, is not enabled: {enabled:?}"))
+    }
+}
+
+/// Soundness of the recorded footprints: a schedule and its normal form
+/// (the same actions with every pair recorded as independent put in a
+/// canonical order) end in the same kernel and hardware state. A
+/// footprint that missed an access would let the normal form swap a
+/// conflicting pair, and the end states would differ. Random schedules,
+/// with the checker off (its coarse footprint, by event kind, orders most
+/// kernel steps and would hide a missed access).
+#[test]
+fn a_schedule_and_its_normal_form_end_in_one_state() {
+    use tlbsim::engine::rng::Streams;
+    use tlbsim::explore::RandomChooser;
+    let mut reordered = 0;
+    for workload in [ONE_MPROTECT, TWO_MPROTECT] {
+        let mut e = experiment("arm64-stock", 2, workload);
+        e.checker.enabled = false;
+        for seed in 1..=100 {
+            let rng = Streams::new(seed).stream("explore/random");
+            let (schedule, class, state) = run_to_state(&e, &mut RandomChooser::new(rng, 0.3), 1);
+            let follow = &mut Follow(class.clone().into_iter());
+            let (_, _, again) = run_to_state(&e, follow, 1);
+            assert!(
+                state == again,
+                "{workload}, seed {seed}: the normal form ends elsewhere:\n{}\nnormal form:\n{}",
+                format_schedule(&schedule),
+                format_schedule(&class)
+            );
+            reordered += usize::from(schedule != class);
+        }
+    }
+    assert!(reordered > 100, "{reordered} of 200 schedules reordered");
 }
 
 /// The class of a schedule by the footprints recorded.

@@ -21,6 +21,7 @@ fn world(hz: Option<u32>) -> Rc<World> {
     p.kernel.hz = hz;
     p.validate().unwrap();
     let k = KernelConfig::default(); // arm64-asid-reserved
+    tlbsim::engine::state::new_machine();
     let alloc = asid_allocator(&k.asid_allocator, &k, p.tlb.asid_bits).unwrap();
     let w = World::new(p, k.clone(), tlb_policy(&k.tlb_policy).unwrap(), alloc);
     *w.observer.borrow_mut() = Some(Box::new(Checker::new(w.ncpus(), 16)));
@@ -60,7 +61,7 @@ fn the_tick_fires_at_hz_on_a_busy_and_an_idle_cpu() {
     assert_eq!(ticks(&w), vec![periods, periods]);
     assert!((100..=102).contains(&periods), "{periods}");
     // CPU 0 keeps jiffies.
-    assert_eq!(w.k.borrow().jiffies, periods);
+    assert_eq!(*w.k.borrow().jiffies, periods);
 }
 
 #[test]
@@ -68,7 +69,7 @@ fn without_hz_there_is_no_tick() {
     let w = world(None);
     run_process(&w, Box::new(busy_second));
     assert_eq!(ticks(&w), vec![0, 0]);
-    assert_eq!(w.k.borrow().jiffies, 0);
+    assert_eq!(*w.k.borrow().jiffies, 0);
 }
 
 #[test]
@@ -95,11 +96,11 @@ fn the_tick_waits_while_interrupts_are_off_and_catches_up() {
                 // 25 ms with interrupts off: two period boundaries pass.
                 ctx.irq_save();
                 ctx.work(25_000_000).await;
-                let during = ctx.w.k.borrow().jiffies;
+                let during = *ctx.w.k.borrow().jiffies;
                 let at = ctx.now();
                 ctx.irq_restore();
                 ctx.work(1_000).await; // the tick is taken at this step
-                let after = ctx.w.k.borrow().jiffies;
+                let after = *ctx.w.k.borrow().jiffies;
                 s.set((during, at, after));
                 ctx.user_work(1_000_000).await;
             })

@@ -335,7 +335,7 @@ impl ReservedAsid {
         let cpu = ctx.cpu();
         let bits = self.bits;
         ctx.spin_lock(self.lock.get()).await;
-        let mut id = w.k.read_at(part::mm(mm as usize)).mms[mm as usize].context_id;
+        let mut id = w.k.borrow().mms[mm as usize].context_id;
         let (flush, new_ctx) = {
             let mut st = self.st.borrow_mut();
             let st = st.as_mut().expect("init");
@@ -354,7 +354,7 @@ impl ReservedAsid {
             // cpumask_test_and_clear_cpu(cpu, &tlb_flush_pending)
             (st.flush_pending.test_and_clear(cpu), new_ctx)
         };
-        w.k.write_at(part::mm(mm as usize)).mms[mm as usize].context_id = id;
+        w.k.borrow_mut().mms[mm as usize].context_id = id;
         if new_ctx {
             w.policy.on_new_context(w, mm);
         }
