@@ -128,6 +128,34 @@ fn a_workload_in_every_vm_is_refused_for_all_of_them() {
 }
 
 #[test]
+fn a_replay_is_estimated_from_its_trace_and_refused_at_the_trace_line() {
+    let dir = scratch_dir("bounds", "replay");
+    let trace = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tlbsim/tests/fixtures/traces/sh.trace"
+    );
+    let exp = dir.join("replay.toml");
+    std::fs::write(
+        &exp,
+        format!(
+            "[experiment]\nname = \"replay-bound\"\nprofile = \"ampere-32\"\nseed = 1\n\n\
+             [kernel]\ntlb_policy = \"arm64-stock\"\nasid_allocator = \"arm64-asid-reserved\"\n\n\
+             [workload]\nname = \"replay\"\ntrace = \"{trace}\"\n"
+        ),
+    )
+    .unwrap();
+    let e = refused_fast(&["run", s(&exp), "--max-events", "1000"]);
+    assert!(
+        e.starts_with(&format!(
+            "error: {}:12: [workload] trace: about 4848 simulated events (404 replayed records x 12 events each)",
+            exp.display()
+        )),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
 fn memory_and_tasks_past_the_runtime_limits_are_refused_at_validation() {
     let e = refused_fast(&["run", MPROTECT, "--set", "workload.pages=16777216"]);
     assert_eq!(
