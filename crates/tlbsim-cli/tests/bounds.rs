@@ -14,6 +14,16 @@ const HACKBENCH: &str = concat!(
     "/../../experiments/seed002-hackbench.toml"
 );
 
+const SAFETY: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../experiments/seed000-safety.toml"
+);
+
+const VM_RACE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../experiments/seed003-vm-race.toml"
+);
+
 /// Runs `tlbsim ARGS`, expects exit 2 within a few seconds (the refusal
 /// comes before any work) and returns standard error.
 fn refused_fast(args: &[&str]) -> String {
@@ -131,6 +141,58 @@ fn a_sweep_refuses_a_point_too_large_before_any_point_runs() {
         "{e}"
     );
     assert!(!csv.exists());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_sum_is_refused_naming_the_parameter_of_its_largest_term() {
+    // churn: Q's iterations and P's rounds, each blamed when it dominates.
+    let e = refused_fast(&["run", SAFETY, "--set", "workload.q_iterations=4000000000"]);
+    assert!(
+        e.starts_with("error: --set workload.q_iterations=4000000000: [workload] q_iterations: about 4.4e12 simulated events (4000000000 Q iterations x 1100 events + 20 rounds x 1624 events each)"),
+        "{e}"
+    );
+    let e = refused_fast(&["run", SAFETY, "--set", "workload.rounds=4000000000"]);
+    assert!(
+        e.starts_with("error: --set workload.rounds=4000000000: [workload] rounds: about 6.5e12 simulated events (200 Q iterations x 1100 events + 4000000000 rounds x 1624 events each)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_workload_in_every_vm_is_refused_for_all_of_them() {
+    let e = refused_fast(&["run", VM_RACE, "--set", "workload.iterations=100000000000"]);
+    assert!(
+        e.starts_with("error: --set workload.iterations=100000000000: [workload] iterations: about 2.8e13 simulated events (2 VMs x (4 threads squared x 20 events + 2 threads x 100000000000 iterations x 70 events) each)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_replay_is_estimated_from_its_trace_and_refused_at_the_trace_line() {
+    let dir = scratch_dir("bounds", "replay");
+    let trace = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tlbsim/tests/fixtures/traces/sh.trace"
+    );
+    let exp = dir.join("replay.toml");
+    std::fs::write(
+        &exp,
+        format!(
+            "[experiment]\nname = \"replay-bound\"\nprofile = \"ampere-32\"\nseed = 1\n\n\
+             [kernel]\ntlb_policy = \"arm64-stock\"\nasid_allocator = \"arm64-asid-reserved\"\n\n\
+             [workload]\nname = \"replay\"\ntrace = \"{trace}\"\n"
+        ),
+    )
+    .unwrap();
+    let e = refused_fast(&["run", s(&exp), "--max-events", "1000"]);
+    assert!(
+        e.starts_with(&format!(
+            "error: {}:12: [workload] trace: about 4848 simulated events (404 replayed records x 12 events each)",
+            exp.display()
+        )),
+        "{e}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -270,10 +332,22 @@ fn rerun_tells_a_bad_file_from_a_changed_result() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Golden experiments whose estimate is not within a factor of two of
+/// the run, with why and the range its ratio (estimate / run) must stay
+/// in instead.
+const ESTIMATED_OUTSIDE_TWO: &[(&str, &str, std::ops::RangeInclusive<f64>)] = &[(
+    "seed004-safety",
+    "churn's munmaps of 2 MiB spans cost one broadcast TLBI a page on arm64 \
+     (seed000-safety, which it is fitted on) and one flush on x86: the \
+     workload cannot see the kernel, so it over-estimates x86 about 8.5 times",
+    2.0..=10.0,
+)];
+
 #[test]
 fn estimates_are_within_a_factor_of_two_of_the_published_runs() {
-    // Each workload that estimates its events, against the golden result
-    // of every published experiment that runs it.
+    // Each golden result against the estimate of its experiment: within
+    // a factor of two, or of its range in ESTIMATED_OUTSIDE_TWO. The table
+    // is printed (--nocapture) for fitting constants.
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden");
     let mut checked = Vec::new();
     let mut names: Vec<_> = std::fs::read_dir(dir)
@@ -281,7 +355,10 @@ fn estimates_are_within_a_factor_of_two_of_the_published_runs() {
         .map(|e| e.unwrap().path())
         .collect();
     names.sort();
+    let mut all = Vec::new();
     for path in names {
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        all.push(name.clone());
         let v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         let run = v.get("run").unwrap_or(&v);
@@ -292,24 +369,57 @@ fn estimates_are_within_a_factor_of_two_of_the_published_runs() {
             continue;
         };
         let ratio = f.value as f64 / events;
+        eprintln!(
+            "{name:<26} {:>12} {events:>12} {ratio:>6.2}  {}",
+            f.value, f.how
+        );
+        let (range, why) = ESTIMATED_OUTSIDE_TWO
+            .iter()
+            .find(|(n, ..)| *n == name)
+            .map_or((0.5..=2.0, ""), |(_, why, r)| (r.clone(), *why));
         assert!(
-            (0.5..=2.0).contains(&ratio),
-            "{}: estimated {} ({}), ran {events}",
+            range.contains(&ratio),
+            "{}: estimated {} ({}), ran {events}: {ratio:.2}, not in {range:?} {why}",
             path.display(),
             f.value,
             f.how
         );
-        checked.push(path.file_stem().unwrap().to_string_lossy().into_owned());
+        checked.push(name);
         built.teardown();
     }
+    // Every golden experiment: each workload estimates its events.
     assert_eq!(
         checked,
         [
             "seed000-mprotect",
+            "seed000-safety",
             "seed000-scaling",
             "seed000-sort-compute",
+            "seed000-switch-race",
             "seed000-tcmalloc",
-            "seed002-hackbench"
+            "seed000-victim",
+            "seed001-explore",
+            "seed001-kswapd",
+            "seed001-migrate",
+            "seed001-mremap",
+            "seed001-pageout-kunpeng",
+            "seed001-pageout",
+            "seed002-explore",
+            "seed002-hackbench",
+            "seed003-affinity-race",
+            "seed003-unixbench-host",
+            "seed003-victim-tx2",
+            "seed003-vm-move",
+            "seed003-vm-race",
+            "seed003-vms",
+            "seed004-explore-ipis",
+            "seed004-explore-switch",
+            "seed004-explore",
+            "seed004-madv-migrate",
+            "seed004-pthread-mmap",
+            "seed004-safety",
+            "wis-tlb-flush2",
         ]
     );
+    assert_eq!(checked, all, "a golden experiment is missing above");
 }

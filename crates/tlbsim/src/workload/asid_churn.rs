@@ -63,7 +63,62 @@ impl AsidChurn {
     }
 }
 
+/// Driver events per exec of an execer (the exec, its page, its yield,
+/// and the yields of the tasks waiting on it): 93 on seed002-explore
+/// (arm64) and 70 on seed004-explore-switch (x86) with 300 execs each.
+/// Tasks that spin on yields while others run make small runs vary more:
+/// one execer alone on a CPU of its own takes 5,454 and 8,346 events.
+const EVENTS_PER_EXEC: u64 = 100;
+/// Driver events per round of A per thread per CPU its threads run on
+/// (A's two mprotects flush the CPUs its writers run on, and each writer
+/// spins on its writes and yields meanwhile): fitted at 300 rounds on 2
+/// CPUs (2 threads: 32 on arm64, 13 on x86; 4 threads: 13 and 16) and 8
+/// CPUs (4 threads, x86: 30).
+const EVENTS_PER_ROUND_THREAD_CPU: u64 = 20;
+/// Driver events with no rounds and no execs (start and exit): 105 and
+/// 90.
+const SETUP_EVENTS: u64 = 100;
+
 impl Workload for AsidChurn {
+    fn estimate(&self, cpus: u32) -> super::Estimate {
+        use super::Figure;
+        let threads = u64::from(self.threads);
+        let execers = u64::from(self.execers);
+        super::Estimate {
+            events: Figure::sum(vec![
+                Figure::product("threads", &[(SETUP_EVENTS, "events")]),
+                Figure::product(
+                    "rounds",
+                    &[
+                        (u64::from(self.rounds), "rounds"),
+                        (threads, "threads"),
+                        (threads.min(u64::from(cpus)), "CPUs"),
+                        (EVENTS_PER_ROUND_THREAD_CPU, "events"),
+                    ],
+                ),
+                Figure::product(
+                    "execs",
+                    &[
+                        (execers, "execers"),
+                        (u64::from(self.execs), "execs"),
+                        (EVENTS_PER_EXEC, "events"),
+                    ],
+                ),
+            ]),
+            live_pages: None,
+            // A's threads and the execers.
+            tasks: Some(Figure {
+                value: threads.saturating_add(execers),
+                key: if execers > threads {
+                    "execers"
+                } else {
+                    "threads"
+                },
+                how: format!("{threads} threads + {execers} execers"),
+            }),
+        }
+    }
+
     fn setup(&self, w: &Rc<World>, _streams: &Streams) -> TaskId {
         let n = w.ncpus();
         let left = super::shared_cell(self.execers);

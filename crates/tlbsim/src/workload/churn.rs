@@ -100,7 +100,73 @@ async fn wake_random(ctx: &Ctx, kw: &Kworkers, rng: &mut Rng) {
 /// 2 MiB: the unmapped half lives under its own PTE table.
 const TABLE_SPAN: u64 = 512 * PAGE_SIZE;
 
+/// Driver events per iteration of Q: fitted on the golden seed000-safety
+/// (arm64-stock, 4 CPUs; 253,817 events), where 200 more iterations add
+/// 221,866 events, 1,109 each. Most are the munmap of the scratch region,
+/// whose freed PTE table widens the range flush to about 511 pages: one
+/// broadcast TLBI each on arm64 (below `MAX_TLBI_OPS`), one flush of the
+/// whole mm on x86 (past its 33-page ceiling), where an iteration is 91
+/// events (seed004-safety, x86-tlb-gen). The workload cannot see the
+/// kernel, so it keeps arm64's figure: on x86 the estimate is about 8.5
+/// times the run, an over-estimate, which errs on the side of refusing.
+const EVENTS_PER_Q_ITERATION: u64 = 1_100;
+/// Driver events per round of P besides its threads and pages: the map
+/// and munmap of the second half's table span (its per-page TLBIs on
+/// arm64, as [`EVENTS_PER_Q_ITERATION`]), the madvise and the wake. With
+/// the next three, fitted on seed000-safety with `q_iterations = 0`
+/// (31,764 events for 20 rounds: 1,580 a round) and variations of each
+/// parameter (40 rounds: 1,605 a round; 120 ops: 2.9 events an op; 6
+/// threads: 143 a thread; 64 pages: 8.4 a page of the half): 1,084 left
+/// for the round itself (58 on x86).
+const EVENTS_PER_ROUND: u64 = 1_080;
+/// Driver events per thread P clones in a round besides its ops: clone,
+/// exit, reap and the two mprotects racing with it (57 on arm64, 82 on
+/// x86).
+const EVENTS_PER_THREAD: u64 = 70;
+/// Driver events per op of a P thread (a touch, a migration or a wake,
+/// and the user work after it): 2.9 on arm64, 2.7 on x86.
+const EVENTS_PER_OP: u64 = 3;
+/// Driver events per page of the half P maps again each round (its first
+/// touch, and later the fault of its re-map): 8.4 on arm64, 8.0 on x86.
+const EVENTS_PER_HALF_PAGE: u64 = 8;
+
 impl Workload for Churn {
+    fn estimate(&self, _cpus: u32) -> super::Estimate {
+        use super::Figure;
+        let (threads, ops) = (u64::from(self.threads), u64::from(self.ops));
+        let per_thread = EVENTS_PER_THREAD.saturating_add(ops.saturating_mul(EVENTS_PER_OP));
+        let per_round = EVENTS_PER_ROUND
+            .saturating_add(threads.saturating_mul(per_thread))
+            .saturating_add((self.pages / 2).saturating_mul(EVENTS_PER_HALF_PAGE));
+        super::Estimate {
+            events: Figure::sum(vec![
+                Figure::product(
+                    "q_iterations",
+                    &[
+                        (u64::from(self.q_iterations), "Q iterations"),
+                        (EVENTS_PER_Q_ITERATION, "events"),
+                    ],
+                ),
+                Figure::product(
+                    "rounds",
+                    &[(u64::from(self.rounds), "rounds"), (per_round, "events")],
+                ),
+            ]),
+            // P's heap (both halves), Q's page and its scratch page.
+            live_pages: Some(Figure {
+                value: self.pages.saturating_add(2),
+                key: "pages",
+                how: format!("{} heap pages + 2 of Q", self.pages),
+            }),
+            // P, Q, and one round's threads (reaped at its end).
+            tasks: Some(Figure {
+                value: threads.saturating_add(2),
+                key: "threads",
+                how: format!("P + Q + {threads} threads"),
+            }),
+        }
+    }
+
     fn setup(&self, w: &Rc<World>, streams: &Streams) -> TaskId {
         let n = w.ncpus();
         let kw: Kworkers = super::shared(Vec::new());

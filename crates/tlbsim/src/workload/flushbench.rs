@@ -74,7 +74,25 @@ fn only(w: &World, cpu: u32) -> CpuMask {
     super::only_cpu(w, cpu as usize)
 }
 
+/// Driver events per iteration (the madvise and its flush, the fault,
+/// the migration): the golden seed004-madv-migrate (10,000 iterations,
+/// x86-lazy-legacy) has 360,032 events, 36.0 each (x86-tlb-gen: 32.0).
+const EVENTS_PER_MADV_MIGRATE_ITERATION: u64 = 36;
+
 impl Workload for MadvMigrate {
+    fn estimate(&self, _cpus: u32) -> super::Estimate {
+        super::Estimate {
+            events: Some(super::Figure::product(
+                "iterations",
+                &[
+                    (self.iterations, "iterations"),
+                    (EVENTS_PER_MADV_MIGRATE_ITERATION, "events"),
+                ],
+            )),
+            ..super::Estimate::default()
+        }
+    }
+
     /// Both CPUs must exist on the machine (after `--cpus`).
     fn check(&self, profile: &crate::config::Profile) -> Result<(), String> {
         let n = profile.topology.cpus;
@@ -260,7 +278,80 @@ async fn tlb_flush_task(
     iterations as f64 / (t.max(1) as f64 / 1e9)
 }
 
+/// Driver events per task per iteration (write, madvise, read back) in
+/// `processes` mode, or in `threads` mode besides the other CPUs each
+/// madvise flushes: 29.1 per task-iteration in processes mode on
+/// wis-tlb-flush2's profile at 16 and 64 CPUs (no warm-up), 25 in
+/// threads mode besides the CPUs
+/// ([`EVENTS_PER_TLB_FLUSH_ITERATION_CPU`]).
+const EVENTS_PER_TLB_FLUSH_ITERATION: u64 = 27;
+/// Driver events per task per iteration per CPU the threads run on, in
+/// `threads` mode: each madvise's flush reaches every other thread's
+/// CPU. Fitted with [`EVENTS_PER_TLB_FLUSH_ITERATION`] on wis-tlb-flush2
+/// without warm-up: 42, 95 and 290 per task-iteration at 4, 16 and 64
+/// CPUs, about 25 + 4.1 a CPU. `tlb_flush1` (a private file mapping)
+/// flushes twice (its write copies a present page): 157 at 16 CPUs,
+/// twice the per-CPU part.
+const EVENTS_PER_TLB_FLUSH_ITERATION_CPU: u64 = 4;
+/// Driver events per task per microsecond of warm-up: the golden
+/// wis-tlb-flush2's 33 ms add 4.7, 4.9 and 5.1 per task per us at 4, 16
+/// and 64 CPUs in threads mode (the iterations are slower as they are
+/// costlier), 6.8 in processes mode.
+const TLB_FLUSH_WARMUP_EVENTS_PER_US: u64 = 5;
+
 impl Workload for TlbFlush {
+    fn estimate(&self, cpus: u32) -> super::Estimate {
+        use super::Figure;
+        let tasks = u64::from(if self.tasks == 0 { cpus } else { self.tasks });
+        let per = if self.mode == "threads" {
+            let flushes = if self.variant == 1 && !self.anonymous {
+                2
+            } else {
+                1
+            };
+            let targets = tasks.min(u64::from(cpus));
+            EVENTS_PER_TLB_FLUSH_ITERATION.saturating_add(
+                targets.saturating_mul(flushes * EVENTS_PER_TLB_FLUSH_ITERATION_CPU),
+            )
+        } else {
+            EVENTS_PER_TLB_FLUSH_ITERATION
+        };
+        let region_pages = match self.backing() {
+            Backing::Anon => 1,
+            Backing::File { .. } => self.region() / PAGE_SIZE,
+        };
+        super::Estimate {
+            events: Figure::sum(vec![
+                Figure::product(
+                    "iterations",
+                    &[
+                        (tasks, "tasks"),
+                        (self.iterations, "iterations"),
+                        (per, "events"),
+                    ],
+                ),
+                Figure::product(
+                    "warmup_ns",
+                    &[
+                        (tasks, "tasks"),
+                        (self.warmup_ns / 1_000, "us of warm-up"),
+                        (TLB_FLUSH_WARMUP_EVENTS_PER_US, "events"),
+                    ],
+                ),
+            ]),
+            // Each task's page at a time, or its file's page cache.
+            live_pages: Some(Figure::product(
+                "tasks",
+                &[(tasks, "tasks"), (region_pages, "pages")],
+            )),
+            tasks: Some(Figure {
+                value: tasks.saturating_add(1),
+                key: "tasks",
+                how: format!("will-it-scale + {tasks} tasks"),
+            }),
+        }
+    }
+
     fn setup(&self, w: &Rc<World>, _streams: &Streams) -> TaskId {
         let me = self.clone();
         let n = if me.tasks == 0 {
@@ -406,7 +497,71 @@ async fn pthread_mmap_thread(ctx: &Ctx, rounds: u32, bytes: u64, chunk: u64, rea
     }
 }
 
+/// Driver events per 4 KiB page of data a thread writes in a round,
+/// when its share is mapped whole (`chunk_kib = 0`) and so may be backed
+/// by huge pages: with `[kernel] thp = "always"` (the golden
+/// seed004-pthread-mmap: 100 rounds of 256 MiB, 10.9 M events) 1.7 a
+/// page, with 4 KiB pages ([`EVENTS_PER_SMALL_PAGE`]) 8.1. The workload
+/// cannot see the kernel's `thp`, so the constant lies between: 1.8
+/// times the golden run, 0.37 times one without huge pages.
+const EVENTS_PER_PAGE: u64 = 3;
+/// Driver events per 4 KiB page of data written in pieces shorter than
+/// two huge pages (`chunk_kib` below 4 MiB), which the model's `mmap`
+/// does not align, so that 4 KiB pages back them whatever `thp`: 8.1 a
+/// page in 2 rounds of seed004-pthread-mmap with `chunk_kib = 2048`,
+/// with and without huge pages, and in whole shares without.
+const EVENTS_PER_SMALL_PAGE: u64 = 8;
+/// Driver events per piece a thread maps and unmaps, besides its pages
+/// (the mmap, the munmap's flush of the other threads' CPUs, the
+/// `mmap_lock` they contend for): 360, 180 and 70 a piece in 2 rounds of
+/// seed004-pthread-mmap with `chunk_kib` 4, 64 and 2048.
+const EVENTS_PER_PIECE: u64 = 300;
+
 impl Workload for PthreadMmap {
+    fn estimate(&self, _cpus: u32) -> super::Estimate {
+        use super::Figure;
+        let threads = u64::from(self.threads);
+        let share = ((self.data_mib << 20) / threads) & !(PAGE_SIZE - 1);
+        let (pieces, per_page) = match self.chunk_kib {
+            0 => (1, EVENTS_PER_PAGE),
+            k => (
+                share.div_ceil((k << 10).max(PAGE_SIZE)),
+                if k < 4096 {
+                    EVENTS_PER_SMALL_PAGE
+                } else {
+                    EVENTS_PER_PAGE
+                },
+            ),
+        };
+        let mapped = match self.chunk_kib {
+            0 => share,
+            k => share.min(k << 10),
+        };
+        let per_thread_round = (share / PAGE_SIZE)
+            .saturating_mul(per_page)
+            .saturating_add(pieces.saturating_mul(EVENTS_PER_PIECE));
+        super::Estimate {
+            events: Some(Figure::product(
+                "rounds",
+                &[
+                    (u64::from(self.rounds), "rounds"),
+                    (threads, "threads"),
+                    (per_thread_round, "events"),
+                ],
+            )),
+            // Every thread's share (or piece), mapped at once.
+            live_pages: Some(Figure::product(
+                "data_mib",
+                &[(threads, "threads"), (mapped / PAGE_SIZE, "pages")],
+            )),
+            tasks: Some(Figure {
+                value: threads.saturating_add(1),
+                key: "threads",
+                how: format!("main + {threads} threads"),
+            }),
+        }
+    }
+
     fn setup(&self, w: &Rc<World>, _streams: &Streams) -> TaskId {
         let me = self.clone();
         spawn_user(

@@ -13,7 +13,7 @@
 //!   `madvise_per_iteration` MADV_DONTNEED calls over a large never-touched
 //!   range (which zap no PTE and so flush nothing).
 
-use super::libtool_wrapper::{launch, Launcher, WrapperShape};
+use super::libtool_wrapper::{self, launch, Launcher, WrapperShape};
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
@@ -329,8 +329,14 @@ fn d_sort_pages() -> u64 {
 const EVENTS_PER_SORT: u64 = 900;
 
 /// Driver events per tcmalloc loop iteration: the golden seed000-tcmalloc
-/// (32 processes x 62,916 iterations) has 13.8 M events, 6.9 an iteration.
+/// (32 processes x 62,916 iterations) has 13.8 M events, 6.9 an iteration
+/// (with 1,000 iterations: 6.7 each besides the launches).
 const EVENTS_PER_TCMALLOC_ITERATION: u64 = 7;
+
+/// Driver events to start a test process directly (fork, exec, the
+/// loader's faults and mappings; exit): 27,340 for 32 with `iterations =
+/// 0` and `launcher = "direct"`.
+const EVENTS_PER_DIRECT_START: u64 = 850;
 
 impl Workload for SortCompute {
     fn estimate(&self, _cpus: u32) -> super::Estimate {
@@ -475,20 +481,31 @@ impl Workload for Tcmalloc {
         } else {
             self.processes
         });
+        let (start, launch, alive) = match self.launcher {
+            Launcher::Direct => (EVENTS_PER_DIRECT_START, "direct starts", 1),
+            Launcher::LibtoolWrapper => (
+                libtool_wrapper::EVENTS_PER_LAUNCH,
+                "wrapper launches",
+                libtool_wrapper::most_alive(self.wrapper.libtool_fast_install),
+            ),
+        };
         super::Estimate {
-            events: Some(Figure::product(
-                "iterations",
-                &[
-                    (p, "processes"),
-                    (self.iterations, "iterations"),
-                    (EVENTS_PER_TCMALLOC_ITERATION, "events"),
-                ],
-            )),
+            events: Figure::sum(vec![
+                Figure::product(
+                    "iterations",
+                    &[
+                        (p, "processes"),
+                        (self.iterations, "iterations"),
+                        (EVENTS_PER_TCMALLOC_ITERATION, "events"),
+                    ],
+                ),
+                Figure::product("processes", &[(p, launch), (start, "events")]),
+            ]),
             live_pages: None,
             tasks: Some(Figure {
-                value: p.saturating_add(1),
+                value: p.saturating_mul(alive).saturating_add(1),
                 key: "processes",
-                how: format!("1 shell + {p} processes"),
+                how: format!("1 shell + {p} processes x {alive}"),
             }),
         }
     }

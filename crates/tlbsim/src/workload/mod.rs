@@ -87,16 +87,41 @@ impl Figure {
             .join(" x ");
         Figure { value, key, how }
     }
+
+    /// The sum of `terms` (saturating), blamed on the key of the largest
+    /// (the first of equals): the parameter that drives most of it. Its
+    /// `how` lists the terms' products joined by " + ". `None` without
+    /// terms.
+    pub fn sum(terms: Vec<Figure>) -> Option<Figure> {
+        let value = terms
+            .iter()
+            .fold(0u64, |acc, f| acc.saturating_add(f.value));
+        let key = terms.iter().rev().max_by_key(|f| f.value)?.key;
+        let how = terms
+            .iter()
+            .map(|f| f.how.as_str())
+            .collect::<Vec<_>>()
+            .join(" + ");
+        Some(Figure { value, key, how })
+    }
 }
 
 impl Estimate {
     /// This estimate for `n` copies of the workload (one per VM).
     pub fn times(self, n: u64, what: &str) -> Estimate {
         let scale = |f: Option<Figure>| {
-            f.map(|f| Figure {
-                value: f.value.saturating_mul(n),
-                key: f.key,
-                how: format!("{n} {what} x {}", f.how),
+            f.map(|f| {
+                // A sum is multiplied whole.
+                let how = if f.how.contains(" + ") {
+                    format!("{n} {what} x ({})", f.how)
+                } else {
+                    format!("{n} {what} x {}", f.how)
+                };
+                Figure {
+                    value: f.value.saturating_mul(n),
+                    key: f.key,
+                    how,
+                }
             })
         };
         Estimate {
@@ -321,4 +346,44 @@ pub(crate) fn only_cpu(w: &World, cpu: usize) -> crate::hw::cpumask::CpuMask {
     let mut m = crate::hw::cpumask::CpuMask::new(w.ncpus());
     m.set(cpu);
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sum_is_blamed_on_its_largest_term_and_multiplied_whole() {
+        let small = Figure::product("rounds", &[(20, "rounds"), (1_600, "events")]);
+        let large = Figure::product("q_iterations", &[(200, "Q iterations"), (1_100, "events")]);
+        let f = Figure::sum(vec![small.clone(), large]).unwrap();
+        assert_eq!(f.value, 252_000);
+        assert_eq!(f.key, "q_iterations");
+        assert_eq!(
+            f.how,
+            "20 rounds x 1600 events + 200 Q iterations x 1100 events"
+        );
+        // Equal terms: the first is blamed.
+        let twin = Figure::product("execs", &[(32_000, "events")]);
+        assert_eq!(Figure::sum(vec![small, twin]).unwrap().key, "rounds");
+        assert_eq!(Figure::sum(vec![]), None);
+        // Saturating.
+        let huge = Figure::product("iterations", &[(u64::MAX, "iterations")]);
+        assert_eq!(
+            Figure::sum(vec![huge.clone(), huge]).unwrap().value,
+            u64::MAX
+        );
+
+        let e = Estimate {
+            events: Some(f),
+            ..Estimate::default()
+        }
+        .times(2, "VMs");
+        let f = e.events.unwrap();
+        assert_eq!(f.value, 504_000);
+        assert_eq!(
+            f.how,
+            "2 VMs x (20 rounds x 1600 events + 200 Q iterations x 1100 events)"
+        );
+    }
 }

@@ -104,10 +104,10 @@ pub async fn mprotect_loop(ctx: &Ctx, iterations: u64, pages: u64, user_ns: u64)
 /// iterations (one page: 47 an iteration, as the golden seed000-mprotect's
 /// 15.0 M events for 320,000; 16 pages: 392; 64 pages: 1,497; 4 threads:
 /// 47.5 a thread).
-const EVENTS_PER_ITERATION: u64 = 24;
+pub(super) const EVENTS_PER_ITERATION: u64 = 24;
 /// Driver events per page an iteration touches (two accesses, the write
 /// fault, the flushes of both mprotects).
-const EVENTS_PER_PAGE: u64 = 23;
+pub(super) const EVENTS_PER_PAGE: u64 = 23;
 
 impl Workload for Mprotect {
     fn estimate(&self, cpus: u32) -> super::Estimate {

@@ -330,7 +330,87 @@ async fn main_round(ctx: &Ctx, me: &PageoutRace, base: &TrackedCell<u64>, it: u6
     }
 }
 
+/// Driver events to start a forked user (fork, pinning, its first
+/// faults, exit and reap): seed001-explore and seed001-kswapd (2 forked
+/// users) have 327 and 385 events with `iterations = 0`.
+const EVENTS_PER_FORKED_USER: u64 = 150;
+/// As [`EVENTS_PER_FORKED_USER`] for a thread: seed001-mremap (1 thread)
+/// has 117 with `iterations = 0`.
+const EVENTS_PER_THREAD_USER: u64 = 60;
+/// Driver events of the main thread per iteration with `madvise` (the
+/// call, its unmaps and flushes, the gap); without, it only waits.
+/// Fitted with the next two on seed001-explore at 300 iterations (26.4
+/// events an iteration; 1 user: 16.5; 8 pages: 36.5; 32 pages: 51).
+const EVENTS_PER_MADVISE: u64 = 8;
+/// Driver events per user per iteration: a round of its accesses, its
+/// op, its gap (about 10 on seed001-explore and seed001-kswapd).
+const EVENTS_PER_USER_ROUND: u64 = 10;
+/// Driver events per page per iteration (its accesses, page-out and fault
+/// back in): 0.8 to 1.7 on seed001-explore, 1 on seed001-kswapd.
+const EVENTS_PER_PAGE_ROUND: u64 = 1;
+/// Driver events of an mremap of the main thread besides its pages: 35
+/// on seed001-explore with `mremap = true` (72 an iteration at 2 pages,
+/// 156 at 16).
+const EVENTS_PER_MREMAP: u64 = 35;
+/// Driver events per page the main thread moves and reads back, when
+/// reclaim is kswapd's (`madvise = false`): each page it reads faults in
+/// and is reclaimed again (seed001-mremap, a 1-page memory limit: 70 an
+/// iteration at 2 pages, 624 at 16). With `madvise`, 5.
+const EVENTS_PER_MOVED_PAGE_KSWAPD: u64 = 35;
+/// [`EVENTS_PER_MOVED_PAGE_KSWAPD`] with `madvise`.
+const EVENTS_PER_MOVED_PAGE: u64 = 5;
+
 impl Workload for PageoutRace {
+    fn estimate(&self, _cpus: u32) -> super::Estimate {
+        use super::Figure;
+        let users = u64::from(self.users);
+        let (start, kind) = if self.fork {
+            (EVENTS_PER_FORKED_USER, "forked users")
+        } else {
+            (EVENTS_PER_THREAD_USER, "threads")
+        };
+        let mut per = users
+            .saturating_mul(EVENTS_PER_USER_ROUND)
+            .saturating_add(self.pages.saturating_mul(EVENTS_PER_PAGE_ROUND));
+        if self.madvise {
+            per = per.saturating_add(EVENTS_PER_MADVISE);
+        }
+        if self.mremap {
+            let moved = if self.madvise {
+                EVENTS_PER_MOVED_PAGE
+            } else {
+                EVENTS_PER_MOVED_PAGE_KSWAPD
+            };
+            per = per
+                .saturating_add(EVENTS_PER_MREMAP)
+                .saturating_add(self.pages.saturating_mul(moved));
+        }
+        // Private pages the forked users write are copied for each.
+        let copies = if !self.shared && self.fork && !self.op.starts_with("read") {
+            users.saturating_add(1)
+        } else {
+            1
+        };
+        super::Estimate {
+            events: Figure::sum(vec![
+                Figure::product("users", &[(users, kind), (start, "events")]),
+                Figure::product(
+                    "iterations",
+                    &[(self.iterations, "iterations"), (per, "events")],
+                ),
+            ]),
+            live_pages: Some(Figure::product(
+                if copies > 1 { "users" } else { "pages" },
+                &[(copies, "copies"), (self.pages, "pages")],
+            )),
+            tasks: Some(Figure {
+                value: users.saturating_add(1),
+                key: "users",
+                how: format!("main + {users} users"),
+            }),
+        }
+    }
+
     fn setup(&self, w: &Rc<World>, streams: &Streams) -> TaskId {
         let me = self.clone();
         let streams = *streams;

@@ -113,7 +113,40 @@ async fn swap_bench_main(ctx: &Ctx, b: &SwapBench) {
     }
 }
 
+/// Driver events per page per round (its swap-in fault from zram, and
+/// its share of the page-out's unmap and flush): the golden
+/// seed001-pageout and seed001-pageout-kunpeng (2,000 rounds of 256
+/// pages) have 12.8 M events, 25.0 a page a round (private memory:
+/// 23.0).
+const EVENTS_PER_PAGE_ROUND: u64 = 25;
+/// Driver events per page before the rounds (mapping and writing it):
+/// 2,338 for 256 pages with `iterations = 0`.
+const SETUP_EVENTS_PER_PAGE: u64 = 9;
+
 impl Workload for SwapBench {
+    fn estimate(&self, _cpus: u32) -> super::Estimate {
+        use super::Figure;
+        let pages = self.pages();
+        super::Estimate {
+            events: Figure::sum(vec![
+                Figure::product(
+                    "iterations",
+                    &[
+                        (self.iterations, "rounds"),
+                        (pages, "pages"),
+                        (EVENTS_PER_PAGE_ROUND, "events"),
+                    ],
+                ),
+                Figure::product(
+                    "size_bytes",
+                    &[(pages, "pages"), (SETUP_EVENTS_PER_PAGE, "events")],
+                ),
+            ]),
+            live_pages: Some(Figure::product("size_bytes", &[(pages, "pages")])),
+            tasks: None,
+        }
+    }
+
     fn setup(&self, w: &Rc<World>, _streams: &Streams) -> TaskId {
         let me = self.clone();
         spawn_user(

@@ -76,7 +76,65 @@ impl Threads {
     }
 }
 
+/// Driver events per thread per iteration of thread 0 when the readers
+/// hop to another CPU after each access (`reader_hop`, and `threads` not
+/// a multiple of the CPUs, so that a reader's two CPUs differ): each of
+/// thread 0's iterations (two mprotects and their flushes, or an mmap and
+/// a munmap) lasts a few reader loops, and a reader's migration makes its
+/// loop slow. Fitted at 300 iterations: 37 a thread on seed000-switch-race
+/// (arm64, 4 CPUs), 33 to 41 at 2 to 8 threads on 16 CPUs (arm64 and
+/// x86), 15 on seed004-explore (x86, 3 CPUs, where the reader hops onto
+/// thread 0's CPU); the op changes it by less than 1.5x.
+const EVENTS_PER_THREAD_ITERATION_HOPPING: u64 = 30;
+/// As [`EVENTS_PER_THREAD_ITERATION_HOPPING`] when the readers stay on
+/// their CPU (no `reader_hop`, or every CPU taken so that a reader's hop
+/// lands where it is): their loops are faster. Fitted at 300 iterations:
+/// 77 a thread on seed004-explore-ipis (x86, 3 threads on 3 CPUs), 56 per
+/// VM on seed003-vm-race and seed003-vm-move (2 threads on 2 vCPUs), 56
+/// and 58 without hops, 66 and 93 with 16 threads on 16 CPUs (arm64,
+/// x86). `reader_gap_ns` moves it too (from 0 to 3,000 ns, 2.2 times to
+/// half the default's on x86).
+const EVENTS_PER_THREAD_ITERATION_STAYING: u64 = 70;
+/// Driver events before thread 0's first iteration, per thread squared:
+/// it clones the readers one after another and each loops from its
+/// start. Fitted on 3 iterations at 2 to 16 threads on 16 CPUs (117,
+/// 272, 885 and 11,700 events before the first iteration) and the
+/// explorer experiments (36 to 200).
+const SETUP_EVENTS_PER_THREAD_SQUARED: u64 = 20;
+
 impl Workload for Threads {
+    fn estimate(&self, cpus: u32) -> super::Estimate {
+        use super::Figure;
+        let t = u64::from(self.threads);
+        let hopping = self.reader_hop && !self.threads.is_multiple_of(cpus.max(1));
+        let per = if hopping {
+            EVENTS_PER_THREAD_ITERATION_HOPPING
+        } else {
+            EVENTS_PER_THREAD_ITERATION_STAYING
+        };
+        super::Estimate {
+            events: Figure::sum(vec![
+                Figure::product(
+                    "threads",
+                    &[
+                        (t.saturating_mul(t), "threads squared"),
+                        (SETUP_EVENTS_PER_THREAD_SQUARED, "events"),
+                    ],
+                ),
+                Figure::product(
+                    "iterations",
+                    &[
+                        (t, "threads"),
+                        (self.iterations, "iterations"),
+                        (per, "events"),
+                    ],
+                ),
+            ]),
+            live_pages: None,
+            tasks: Some(Figure::product("threads", &[(t, "threads")])),
+        }
+    }
+
     fn setup(&self, w: &Rc<World>, streams: &Streams) -> TaskId {
         let me = self.clone();
         let n = w.ncpus() as u32;

@@ -91,6 +91,46 @@ const FILE_TESTS: &[(&str, u64, u64)] = &[
     ("fsdisk", 4096, 8000),
 ];
 
+/// Driver events of one copy of each test: per ms of `test_ns`, and
+/// besides (its fork, its resident pages, the iteration under way at the
+/// deadline, which is finished). Fitted on seed003-unixbench-host's
+/// profile (hisi-96-dvmbm, KPTI) with one copy of one test for 2 and
+/// 20 ms (e.g. `syscall`: 17,758 and 177,758 events; `shell8`, whose one
+/// iteration takes 34 ms: 15,536 both times). The compute tests have no
+/// rate here: they take one event per loop ([`EVENTS_PER_COMPUTE_LOOP`]).
+/// The golden seed003-unixbench-host (24 instances of 4 copies, every
+/// test, 2 ms) has 8.05 M events, 84,000 a copy; this table gives 89,440.
+const TEST_EVENTS: &[(&str, u64, u64)] = &[
+    ("dhry2reg", 0, 160),
+    ("whetstone-double", 0, 160),
+    ("execl", 350, 240),
+    ("fstime", 5_130, 60),
+    ("fsbuffer", 6_210, 45),
+    ("fsdisk", 3_030, 110),
+    ("pipe", 3_820, 95),
+    ("context1", 4_020, 100),
+    ("spawn", 850, 180),
+    ("syscall", 8_890, 0),
+    ("shell1", 460, 2_260),
+    ("shell8", 485, 15_540),
+];
+
+/// Driver events per loop of `dhry2reg` and `whetstone-double` (its user
+/// work): 2,156 and 20,156 events for 2 and 20 ms of 1 us loops.
+const EVENTS_PER_COMPUTE_LOOP: u64 = 1;
+
+/// The processes and shell commands a copy of `test` has alive at once:
+/// itself, and `context1`'s partner, `spawn`'s child, or the shell
+/// tests' `multi.sh`, their `tst.sh` and one command each.
+fn alive(test: &str) -> (u64, u64) {
+    match test {
+        "context1" | "spawn" => (2, 0),
+        "shell1" => (4, 1),
+        "shell8" => (18, 8),
+        _ => (1, 0),
+    }
+}
+
 /// Parameters.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -462,6 +502,66 @@ impl Results {
 }
 
 impl Workload for Unixbench {
+    fn estimate(&self, _cpus: u32) -> super::Estimate {
+        use super::Figure;
+        let copies = u64::from(self.instances).saturating_mul(u64::from(self.copies));
+        let per_copy = self.tests.iter().fold(0u64, |acc, t| {
+            let (per_ms, fixed) = TEST_EVENTS
+                .iter()
+                .find(|(name, ..)| name == t)
+                .map_or((0, 0), |&(_, r, f)| (r, f));
+            let timed = if per_ms == 0 {
+                (self.test_ns / self.compute_loop_ns).saturating_mul(EVENTS_PER_COMPUTE_LOOP)
+            } else {
+                per_ms.saturating_mul(self.test_ns) / 1_000_000
+            };
+            acc.saturating_add(timed).saturating_add(fixed)
+        });
+        let (processes, commands) = self.tests.iter().map(|t| alive(t)).max().unwrap_or((1, 0));
+        let process_pages = processes.saturating_mul(self.process_pages);
+        let command_pages = commands.saturating_mul(self.command_pages);
+        let n = self.tests.len();
+        super::Estimate {
+            events: Some(Figure::product(
+                "test_ns",
+                &[
+                    (u64::from(self.instances), "instances"),
+                    (u64::from(self.copies), "copies"),
+                    (
+                        per_copy,
+                        &format!("events ({n} tests of {} ns)", self.test_ns),
+                    ),
+                ],
+            )),
+            live_pages: Some(Figure::product(
+                if command_pages > process_pages {
+                    "command_pages"
+                } else {
+                    "process_pages"
+                },
+                &[
+                    (copies, "copies"),
+                    (
+                        process_pages.saturating_add(command_pages),
+                        &format!("pages ({processes} processes, {commands} commands)"),
+                    ),
+                ],
+            )),
+            // unixbench-run, each instance, and its copies' processes.
+            tasks: Some(Figure {
+                value: copies
+                    .saturating_mul(processes)
+                    .saturating_add(u64::from(self.instances))
+                    .saturating_add(1),
+                key: "copies",
+                how: format!(
+                    "1 + {} instances + {copies} copies x {processes} processes",
+                    self.instances
+                ),
+            }),
+        }
+    }
+
     /// The instances' CPUs must exist, and the file tests need the
     /// profile's page-cache costs.
     fn check(&self, profile: &crate::config::Profile) -> Result<(), String> {

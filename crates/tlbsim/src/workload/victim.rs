@@ -100,7 +100,86 @@ async fn fork_victim(ctx: &Ctx, v: &Victim, metric: &'static str, stop: Rc<Track
     .await;
 }
 
+/// Driver events per chunk of the victim's work (its user-work step),
+/// in each of the two phases: `chunk_ns = 100000` has 3,600 fewer events
+/// than seed000-victim's 10,000 for its 3,600 fewer chunks.
+const EVENTS_PER_CHUNK: u64 = 1;
+/// Driver events of a loader per ms of the victim's work, while few
+/// loaders run: seed000-victim with 1 and 2 loaders (ampere-32) has 2,130
+/// and 2,120 a loader per ms of its 20 ms; seed003-victim-tx2's one loader
+/// 1,670 (a slower machine).
+const LOADER_EVENTS_PER_MS: u64 = 2_000;
+/// Loaders past which their events stop growing: their broadcast TLBIs
+/// queue behind each other (one DVM Sync at a time), so seed000-victim
+/// with 4, 8 and 16 loaders has the same 152,000 events (in 20 ms), and
+/// with 8 on seed003-victim-tx2 104,000.
+const SATURATING_LOADERS: u64 = 4;
+/// A loader's mprotect loop runs in batches of this many iterations and
+/// looks at the victim only between them: each does at least one, which
+/// with many loaders is most of the run (seed003-victim-tx2's 63 loaders:
+/// 270,230 events, about one batch each).
+const BATCH_ITERATIONS: u64 = 100;
+
 impl Workload for Victim {
+    /// The victim's chunks, alone and loaded, and the loaders' mprotect
+    /// loops: at least one batch each, or while the victim works, at the
+    /// rate of at most four loaders (`SATURATING_LOADERS`), whichever is
+    /// more.
+    fn estimate(&self, cpus: u32) -> super::Estimate {
+        use super::mprotect::{EVENTS_PER_ITERATION, EVENTS_PER_PAGE};
+        use super::Figure;
+        let others = u64::from(cpus.saturating_sub(1));
+        let loaders = if self.loaders == 0 {
+            others
+        } else {
+            u64::from(self.loaders).min(others)
+        };
+        let chunks = Figure::product(
+            "chunk_ns",
+            &[
+                (2, "phases"),
+                (self.victim_work_ns.div_ceil(self.chunk_ns), "chunks"),
+                (EVENTS_PER_CHUNK, "events"),
+            ],
+        );
+        let per_iteration =
+            EVENTS_PER_ITERATION.saturating_add(EVENTS_PER_PAGE.saturating_mul(self.pages));
+        let batches = Figure::product(
+            "loaders",
+            &[
+                (loaders, "loaders"),
+                (BATCH_ITERATIONS, "iterations"),
+                (per_iteration, "events"),
+            ],
+        );
+        let busy = Figure::product(
+            "victim_work_ns",
+            &[
+                (loaders.min(SATURATING_LOADERS), "loaders at full rate"),
+                (self.victim_work_ns.div_ceil(1_000_000), "ms"),
+                (LOADER_EVENTS_PER_MS, "events"),
+            ],
+        );
+        let loading = if batches.value >= busy.value {
+            batches
+        } else {
+            busy
+        };
+        super::Estimate {
+            events: Figure::sum(vec![chunks, loading]),
+            live_pages: Some(Figure::product(
+                "pages",
+                &[(loaders, "loaders"), (self.pages, "pages")],
+            )),
+            // The shell, the victim and the loaders.
+            tasks: Some(Figure {
+                value: loaders.saturating_add(2),
+                key: "loaders",
+                how: format!("shell + victim + {loaders} loaders"),
+            }),
+        }
+    }
+
     fn setup(&self, w: &Rc<World>, _streams: &Streams) -> TaskId {
         let me = self.clone();
         spawn_user(
