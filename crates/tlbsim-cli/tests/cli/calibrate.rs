@@ -2,7 +2,7 @@
 //! that loads and runs; the output path is checked before any work. No
 //! assertion depends on timing beyond "positive and within loose bounds".
 
-mod common;
+use crate::common;
 
 use common::{s, scratch_dir, stderr, tlbsim};
 

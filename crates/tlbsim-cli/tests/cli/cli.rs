@@ -1,6 +1,6 @@
 //! End-to-end tests of the `tlbsim` command.
 
-mod common;
+use crate::common;
 
 use common::tlbsim;
 use std::path::Path;
