@@ -242,7 +242,7 @@ fn a_bad_sweep_list_is_found_before_the_first_run() {
         (
             "--param",
             "iterations=5,many",
-            "[workload] `iterations`: invalid type: string \"many\"",
+            "--param iterations=many: [workload] iterations: invalid type: string \"many\"",
         ),
         (
             "--profiles",
