@@ -6,6 +6,7 @@
 //! ([`check`]), and the timing driver ([`driver`]). [`sim::run`] ties them
 //! together for one experiment.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![deny(rustdoc::broken_intra_doc_links)]
 

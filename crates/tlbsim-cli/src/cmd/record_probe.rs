@@ -115,6 +115,7 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "measures this host (a fault against a null system call); .ci/run runs it"]
     fn a_fault_costs_more_than_a_null_system_call() {
         // A first-touch fault enters the kernel too, and then allocates
         // and clears a page.

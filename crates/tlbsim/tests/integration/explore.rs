@@ -415,7 +415,9 @@ fn file_flush(policy: &str, variant: u32, iterations: u32, extra: &str) -> Exper
     parse_toml("file.toml", &text).unwrap()
 }
 
+/// Three complete bound-1 searches: about 3 minutes of CPU.
 #[test]
+#[ignore = "long: three complete bound-1 searches (~3 min CPU); .ci/run runs it"]
 fn the_explorer_passes_file_mappings_with_fault_around_and_pmd_splits() {
     // tlb_flush1: the read-back's fault-around maps the next pages
     // read-only and the next write copies one (wp_page_copy's flush);

@@ -134,23 +134,13 @@ fn real_failures(pick: impl Fn(Kind, &Experiment) -> Vec<String>) -> Vec<String>
     failures
 }
 
-#[test]
-fn every_registered_mutant_is_caught_and_its_real_counterpart_passes() {
+/// Each entry that declares a bug, under its search: the entries whose
+/// search did not find the invariant declared, or whose report does not
+/// read like a kernel log.
+fn mutant_failures() -> Vec<String> {
     let cases = broken();
     assert!(cases.len() >= 10, "{} entries declare a bug", cases.len());
-    // The experiment's own policy and allocator are real ones and pass.
-    let mut failures = real_failures(|kind, e| {
-        let own = match kind {
-            Kind::Policy => e.kernel.tlb_policy.clone(),
-            Kind::Allocator => e.kernel.asid_allocator.clone(),
-        };
-        let declared = match kind {
-            Kind::Policy => find_policy(&own).unwrap().breaks,
-            Kind::Allocator => find_allocator(&own).unwrap().breaks,
-        };
-        assert!(declared.is_none(), "{own} is not a real entry");
-        vec![own]
-    });
+    let mut failures = Vec::new();
     for (kind, name, b) in cases {
         let e = with(&load(source(&b.search)), kind, name);
         match search(&e, &b.search) {
@@ -164,6 +154,37 @@ fn every_registered_mutant_is_caught_and_its_real_counterpart_passes() {
             None => failures.push(format!("{name}: not found by {:?}", b.search)),
         }
     }
+    failures
+}
+
+/// The mutants alone (a few seconds: each search stops at its first
+/// violation). The real counterparts' half, whose searches must run to
+/// their end, is the next test.
+#[test]
+fn every_registered_mutant_is_caught() {
+    let failures = mutant_failures();
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// About 85 s of CPU, most of it arm64-stock through the two
+/// exhaustive bound-2 searches and seed000-safety.
+#[test]
+#[ignore = "long: each real counterpart runs its search to the end (~85 s CPU); .ci/run runs it"]
+fn every_registered_mutant_is_caught_and_its_real_counterpart_passes() {
+    // The experiment's own policy and allocator are real ones and pass.
+    let mut failures = real_failures(|kind, e| {
+        let own = match kind {
+            Kind::Policy => e.kernel.tlb_policy.clone(),
+            Kind::Allocator => e.kernel.asid_allocator.clone(),
+        };
+        let declared = match kind {
+            Kind::Policy => find_policy(&own).unwrap().breaks,
+            Kind::Allocator => find_allocator(&own).unwrap().breaks,
+        };
+        assert!(declared.is_none(), "{own} is not a real entry");
+        vec![own]
+    });
+    failures.extend(mutant_failures());
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
@@ -222,8 +243,11 @@ fn dpor(
 /// (each the invariant its entry declares, or another the schedule breaks
 /// first). Prints, per mutant, the seed, in how many schedules and how
 /// long. `TLBSIM_DPOR_SCHEDULES` sets the budget (default 50,000) and
-/// `TLBSIM_DPOR_SEED` the first seed, for measurements.
+/// `TLBSIM_DPOR_SEED` the first seed, for measurements. About 2.5
+/// minutes of CPU, most of it arm64-skip-broadcast-v2-posted (seed 1
+/// misses it in 50,000 schedules, seed 2 finds it in about 36,000).
 #[test]
+#[ignore = "long: DPOR on every mutant (~2.5 min CPU); .ci/run runs it"]
 fn dpor_finds_every_mutant_on_its_experiment() {
     let env = |k: &str, d: u64| {
         std::env::var(k)

@@ -1,7 +1,7 @@
-//! Helpers shared by the end-to-end tests of the `tlbsim` command (each
-//! test file is its own crate and uses what it needs).
-#![allow(dead_code)]
+//! Helpers shared by the end-to-end tests of the `tlbsim` command (the
+//! modules of the one `cli` test binary).
 
+use std::collections::BTreeMap;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -59,11 +59,6 @@ impl AsRef<std::ffi::OsStr> for Scratch {
 }
 
 impl Scratch {
-    /// The path, owned.
-    pub fn to_path_buf(&self) -> PathBuf {
-        self.path.clone()
-    }
-
     /// `name` in the same directory, which stays while either is kept.
     pub fn sibling(&self, name: &str) -> Scratch {
         Scratch {
@@ -73,7 +68,7 @@ impl Scratch {
     }
 }
 
-/// A new empty directory for one test, named after the test file
+/// A new empty directory for one test, named after the test module
 /// (`prefix`) and the test, removed when the result is dropped.
 pub fn scratch_dir(prefix: &str, test: &str) -> Scratch {
     let dir = tempfile::Builder::new()
@@ -87,12 +82,14 @@ pub fn scratch_dir(prefix: &str, test: &str) -> Scratch {
     }
 }
 
-/// The directory that the tests of one test binary share while any of
-/// them holds it (removed when the last drops it; a later call makes a
-/// new one).
+/// The directory that the tests of one module (`prefix`) share while any
+/// of them holds it (removed when the last drops it; a later call makes a
+/// new one). One per prefix: the modules are one binary, and one module's
+/// file names must not meet another's.
 pub fn shared_dir(prefix: &str) -> Scratch {
-    static SHARED: Mutex<Weak<tempfile::TempDir>> = Mutex::new(Weak::new());
-    let mut w = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+    static SHARED: Mutex<BTreeMap<String, Weak<tempfile::TempDir>>> = Mutex::new(BTreeMap::new());
+    let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+    let w = shared.entry(prefix.to_string()).or_default();
     let dir = match w.upgrade() {
         Some(d) => d,
         None => {
@@ -110,8 +107,8 @@ pub fn shared_dir(prefix: &str) -> Scratch {
     Scratch { dir, path }
 }
 
-/// Writes `text` to `name` (which may have directories) in the test
-/// binary's [`shared_dir`]; the file's path, which keeps the directory.
+/// Writes `text` to `name` (which may have directories) in the module's
+/// [`shared_dir`]; the file's path, which keeps the directory.
 pub fn shared_file(prefix: &str, name: &str, text: &str) -> Scratch {
     let f = shared_dir(prefix).sibling(name);
     std::fs::create_dir_all(f.parent().unwrap()).unwrap();

@@ -7,7 +7,7 @@
 //! default test run; `.ci/run` runs them:
 //!
 //! ```sh
-//! cargo test --release -p tlbsim-cli --test golden -- --ignored
+//! cargo test --release -p tlbsim-cli --test cli -- --ignored golden::
 //! ```
 //!
 //! After a change that is meant to change results, re-record them with

@@ -3,7 +3,7 @@
 //! a symbolic link keeps being one, a bad output or sweep list is found
 //! before any work, and printed command lines survive a shell.
 
-mod common;
+use crate::common;
 
 use common::{scratch_dir, stderr, stdout, tlbsim, tlbsim_in, EXE, MPROTECT};
 use std::path::Path;
@@ -242,7 +242,7 @@ fn a_bad_sweep_list_is_found_before_the_first_run() {
         (
             "--param",
             "iterations=5,many",
-            "[workload] `iterations`: invalid type: string \"many\"",
+            "--param iterations=many: [workload] iterations: invalid type: string \"many\"",
         ),
         (
             "--profiles",
@@ -731,11 +731,12 @@ fn every_command_that_prints_reports_a_full_standard_output_without_a_panic() {
 
 /// Tests run again by [`the_tests_leave_nothing_in_the_temporary_directory`]:
 /// those that make scratch directories and run most commands (and fail
-/// on any output written there by a command).
+/// on any output written there by a command). Full paths in the test
+/// binary (`--exact` takes nothing shorter).
 const RERUN: &[&str] = &[
-    "an_output_that_is_an_input_or_another_output_is_refused",
-    "json_dash_is_standard_output_and_the_table_goes_to_stderr",
-    "a_symbolic_link_keeps_being_one_and_its_target_is_replaced",
+    "outputs::an_output_that_is_an_input_or_another_output_is_refused",
+    "outputs::json_dash_is_standard_output_and_the_table_goes_to_stderr",
+    "outputs::a_symbolic_link_keeps_being_one_and_its_target_is_replaced",
 ];
 
 #[test]

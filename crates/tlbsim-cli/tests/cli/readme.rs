@@ -9,7 +9,7 @@
 //!   command prints today, and the criteria are what `reproduce --report`
 //!   writes. `TLBSIM_BLESS=1` rewrites the blocks from the commands.
 
-mod common;
+use crate::common;
 
 use common::{s, scratch_dir, stderr, tlbsim, EXE};
 use std::path::{Path, PathBuf};

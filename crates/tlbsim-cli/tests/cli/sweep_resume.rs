@@ -4,7 +4,7 @@
 //! and `--summary` gives mean and spread; bad flags and directories of
 //! another sweep are refused before any run.
 
-mod common;
+use crate::common;
 
 use common::{s, scratch_dir, stderr, tlbsim, EXE, MPROTECT};
 use std::path::{Path, PathBuf};

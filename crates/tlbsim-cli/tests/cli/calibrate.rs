@@ -2,7 +2,7 @@
 //! that loads and runs; the output path is checked before any work. No
 //! assertion depends on timing beyond "positive and within loose bounds".
 
-mod common;
+use crate::common;
 
 use common::{s, scratch_dir, stderr, tlbsim};
 
@@ -23,6 +23,7 @@ fn int(v: &toml::Value, section: &str, key: &str) -> i64 {
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
 #[test]
+#[ignore = "measures this host (costs within bounds a loaded host may break); .ci/run runs it"]
 fn quick_calibration_writes_a_profile_that_runs() {
     let dir = scratch_dir("calibrate", "quick");
     let out = dir.join("host.toml");

@@ -3,7 +3,7 @@
 //! traces that are no machine or no process tree are refused, located.
 //! Every refusal here happens before any simulation, so each test is fast.
 
-mod common;
+use crate::common;
 
 use common::{s, scratch_dir, stderr, stdout, tlbsim, MPROTECT};
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! or by default in `../shared/litmus/aarch64-VMSA/tests` beside the
 //! checkout. Without it the catalogue test says so and passes.
 
-mod common;
+use crate::common;
 
 use common::tlbsim;
 use std::ffi::OsStr;

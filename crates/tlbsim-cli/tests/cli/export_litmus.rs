@@ -4,7 +4,7 @@
 //! are what the command writes; paths and violations without a litmus
 //! form give clear errors.
 
-mod common;
+use crate::common;
 
 use common::{s, scratch_dir, stderr, stdout, tlbsim_in};
 use std::path::{Path, PathBuf};

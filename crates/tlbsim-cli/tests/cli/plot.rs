@@ -4,7 +4,7 @@
 //! 2 and nothing written; `reproduce --report DIR` writes a page and a
 //! figure per seed.
 
-mod common;
+use crate::common;
 
 use common::{s, scratch_dir, stderr, tlbsim, EXE, MPROTECT};
 use std::path::Path;

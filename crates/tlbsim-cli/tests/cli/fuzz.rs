@@ -13,7 +13,7 @@
 //! `TLBSIM_FUZZ_SEED=S` other ones, and `TLBSIM_FUZZ_SHOW=1` prints each
 //! exit code and first error line (with `-- --nocapture`).
 
-mod common;
+use crate::common;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed};
