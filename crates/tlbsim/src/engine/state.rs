@@ -1,7 +1,7 @@
 //! The model's state, in containers that record their own footprint: each
 //! access names the location it touches, so kernel and policy code reads
-//! like Linux (`rq.cpus[cpu].curr`, `this_cpu(ctx)`) and names no explorer
-//! location, and no author can name a wrong one (docs/model.md, "The
+//! like Linux (`k.cpus[cpu].current`, `k.mms[mm].context_id`) and names no
+//! explorer location, and no author can name a wrong one (docs/model.md, "The
 //! explorer's footprints and DPOR").
 //!
 //! - [`Table`] (aliases [`PerCpu`], [`PerMm`], [`PerTask`], [`PerLock`]):
@@ -13,9 +13,6 @@
 //! - [`State`]: a `RefCell` around a struct whose every field is one of
 //!   the above (declared with [`recorded!`], which checks it), so that the
 //!   borrow itself records nothing and the fields record what is used.
-//! - [`Shared`]: a `RefCell` around one value shared by the whole of its
-//!   location (a policy's or allocator's state that is not per CPU or per
-//!   mm), recorded whole on each borrow.
 //!
 //! Each container gets a location of its own when it is made: a fresh
 //! [`Space::Var`] numbered in the order of creation since the machine was
@@ -107,14 +104,9 @@ pub struct Table<K, T> {
 impl<K: PartKind, T> Table<K, T> {
     /// An empty table, with a location of its own.
     pub fn new() -> Self {
-        Self::from_vec(Vec::new())
-    }
-
-    /// A table of `items`, with a location of its own.
-    pub fn from_vec(items: Vec<T>) -> Self {
         Table {
             space: fresh(),
-            items,
+            items: Vec::new(),
             by: PhantomData,
         }
     }
@@ -137,23 +129,10 @@ impl<K: PartKind, T> Table<K, T> {
         self.len() == 0
     }
 
-    /// Element `i` if there is one (reads it and the length).
-    pub fn get(&self, i: usize) -> Option<&T> {
-        record(Loc::part(self.space, part::ALLOC), false);
-        record(Loc::part(self.space, K::part(i)), false);
-        self.items.get(i)
-    }
-
     /// Every element (reads the whole table).
     pub fn iter(&self) -> std::slice::Iter<'_, T> {
         record(Loc::all(self.space), false);
         self.items.iter()
-    }
-
-    /// Every element, to change (writes the whole table).
-    pub fn iter_mut(&mut self) -> std::slice::IterMut<'_, T> {
-        record(Loc::all(self.space), true);
-        self.items.iter_mut()
     }
 
     /// Takes every element out, leaving the table empty (writes the whole
@@ -168,12 +147,6 @@ impl<K: PartKind, T> Table<K, T> {
     /// whose accesses record themselves).
     pub fn loc_of(&self, i: usize) -> Loc {
         Loc::part(self.space, K::part(i))
-    }
-
-    /// Every element without recording: for code outside every action
-    /// (set-up, reports, the checker's view at the end).
-    pub fn untracked(&self) -> &[T] {
-        &self.items
     }
 }
 
@@ -314,67 +287,6 @@ impl<T: Recorded> State<T> {
 }
 
 impl<T: Recorded + std::fmt::Debug> std::fmt::Debug for State<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.cell.fmt(f)
-    }
-}
-
-/// A `RefCell` around one value whose location is the whole of it: each
-/// borrow records a read or a write of that location. For state that is
-/// not per CPU, mm or task (a policy's global counter, an allocator's
-/// bitmap).
-pub struct Shared<T> {
-    space: Space,
-    cell: RefCell<T>,
-}
-
-impl<T> Shared<T> {
-    /// `v`, with a location of its own.
-    pub fn new(v: T) -> Self {
-        Shared {
-            space: fresh(),
-            cell: RefCell::new(v),
-        }
-    }
-
-    /// Reads it.
-    #[inline]
-    pub fn borrow(&self) -> Ref<'_, T> {
-        record(Loc::all(self.space), false);
-        self.cell.borrow()
-    }
-
-    /// Writes (may write) it.
-    #[inline]
-    pub fn borrow_mut(&self) -> RefMut<'_, T> {
-        record(Loc::all(self.space), true);
-        self.cell.borrow_mut()
-    }
-
-    /// Replaces the value (a write).
-    pub fn replace(&self, v: T) -> T {
-        record(Loc::all(self.space), true);
-        self.cell.replace(v)
-    }
-
-    /// The value without recording (set-up, reports).
-    pub fn untracked(&self) -> &RefCell<T> {
-        &self.cell
-    }
-
-    /// The location of the whole value.
-    pub fn loc(&self) -> Loc {
-        Loc::all(self.space)
-    }
-}
-
-impl<T: Default> Default for Shared<T> {
-    fn default() -> Self {
-        Self::new(T::default())
-    }
-}
-
-impl<T: std::fmt::Debug> std::fmt::Debug for Shared<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.cell.fmt(f)
     }
