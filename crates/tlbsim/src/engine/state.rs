@@ -11,7 +11,7 @@
 //! - [`Var`]: one value, recorded whole (a read through `Deref`, a write
 //!   through `DerefMut`).
 //! - [`State`]: a `RefCell` around a struct whose every field is one of
-//!   the above (declared with [`recorded!`], which checks it), so that the
+//!   the above (declared with [`recorded!`](crate::recorded!), which checks it), so that the
 //!   borrow itself records nothing and the fields record what is used.
 //!
 //! Each container gets a location of its own when it is made: a fresh
@@ -230,7 +230,7 @@ impl<T: std::fmt::Debug> std::fmt::Debug for Var<T> {
 }
 
 /// A type whose every access records its own locations: the containers
-/// of this module, and structs declared with [`recorded!`]. Only such a
+/// of this module, and structs declared with [`recorded!`](crate::recorded!). Only such a
 /// type may sit in a [`State`].
 pub trait Recorded {}
 
