@@ -474,10 +474,9 @@ pub struct Built {
     /// The workload's root task in each kernel that runs it (the host, or
     /// every VM's guest): the run ends when they have all exited.
     pub roots: Vec<(Rc<World>, TaskId)>,
-    /// The virtual machines, if the experiment has `[vm]`.
-    pub vms: Vec<Rc<Kvm>>,
-    /// The host IPI handler that rings a vCPU's doorbell.
-    pub doorbell: Option<usize>,
+    /// The virtual machines, if the experiment has `[vm]`, as the drivers
+    /// take them.
+    pub guests: crate::step::Guests,
     /// The resolved profile.
     pub profile: Profile,
     /// The root seed used.
@@ -509,7 +508,7 @@ impl Built {
         };
         // Asked after every event: the host's root alone is looked up in
         // the world the driver passes.
-        let host_only = self.vms.is_empty().then(|| self.roots[0].1);
+        let host_only = self.guests.vms.is_empty().then(|| self.roots[0].1);
         let roots = self.roots.clone();
         move |w: &World| match host_only {
             Some(root) => exited(w, root),
@@ -521,20 +520,8 @@ impl Built {
     /// can be freed (see [`World::teardown`]).
     pub fn teardown(&self) {
         self.world.teardown();
-        for kvm in &self.vms {
+        for kvm in &self.guests.vms {
             kvm.guest.teardown();
-        }
-    }
-
-    /// Adds the VMs' vCPUs to `cpus` as contexts, with their doorbells.
-    pub fn add_vms(&self, cpus: &mut crate::step::Cpus) {
-        for kvm in &self.vms {
-            let base = cpus.add_guest(Rc::clone(&kvm.guest));
-            assert_eq!(base, kvm.cx_base, "contexts are added in creation order");
-            let doorbell = self.doorbell.expect("a VM has a doorbell handler");
-            for (i, &t) in kvm.vcpu_threads.borrow().iter().enumerate() {
-                cpus.set_doorbell(base + i, doorbell, t);
-            }
         }
     }
 }
@@ -611,8 +598,7 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
     Ok(Built {
         world: w,
         roots,
-        vms,
-        doorbell,
+        guests: crate::step::Guests { vms, doorbell },
         profile,
         seed,
         workload: exp.workload.with_defaults(wl.params),
@@ -1072,13 +1058,13 @@ pub fn run_built(exp: &Experiment, built: Built) -> Result<RunOutput, SimError> 
     let (w, profile, seed, workload) = (Rc::clone(w), profile.clone(), *seed, workload.clone());
     let kcfg = exp.kernel.clone();
     let mut d = TimingDriver::new(w.clone(), exp.experiment.max_sim_time_ns);
-    d.add_vms(&built);
+    d.add_vms(&built.guests);
     d.set_speculative_walks(exp.checker.enabled && exp.checker.speculative_walks);
     let elapsed = d.run_until(done);
     crate::progress::PROGRESS.run_done();
     let elapsed = elapsed.map_err(SimError::Run)?;
-    if !built.vms.is_empty() {
-        mean_over_vms(&mut w.stats.borrow_mut().metrics, built.vms.len());
+    if !built.guests.vms.is_empty() {
+        mean_over_vms(&mut w.stats.borrow_mut().metrics, built.guests.vms.len());
     }
     let st = w.stats.borrow();
     let events_checked = w

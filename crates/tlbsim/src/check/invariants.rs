@@ -29,11 +29,13 @@
 
 use super::shadow::{huge_view, PteWriteRec, Shadow};
 use super::{Invariant, Violation};
-use crate::config::Arch;
 use crate::engine::Ns;
 use crate::hw::cpumask::CpuMask;
 use crate::hw::mem::{Granule, MaybePte, Pfn, Pte, TableId};
-use crate::hw::tlb::{Asid, LeafEntry, MmId, Tag, Tlb, TlbiScope, Vmid, WalkEntry};
+use crate::hw::tlb::{
+    Asid, LeafEntry, MmId, Tag, Tlb, TlbiScope, Vmid, WalkEntry, KERNEL_ID_SHIFT,
+};
+use crate::hw::Arch;
 use crate::hw::{CpuId, Hw};
 use crate::observe::{Event, Observer};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -1071,9 +1073,9 @@ fn candidate_spans(
 /// under its tag) a translation of `other`: VMID isolation if `other`
 /// belongs to another kernel (another VM, or the host), else ASID
 /// isolation. Machine-wide mm ids carry their kernel in their upper bits
-/// ([`crate::kernel::KERNEL_ID_SHIFT`]).
+/// ([`KERNEL_ID_SHIFT`]).
 fn isolation(running: MmId, other: MmId) -> Invariant {
-    let kernel = |mm: MmId| mm >> crate::kernel::KERNEL_ID_SHIFT;
+    let kernel = |mm: MmId| mm >> KERNEL_ID_SHIFT;
     if kernel(running) == kernel(other) {
         Invariant::AsidIsolation
     } else {
@@ -1252,7 +1254,7 @@ mod tests {
     fn setup() -> (Checker, Hw) {
         let mut p = builtin_profile("ampere-32").unwrap();
         p.topology.cpus = 3;
-        let mut hw = Hw::new(&p);
+        let mut hw = Hw::new(&p.hw_params(Granule::K4));
         hw.set_ttbr0(
             1,
             Some(Ttbr0 {
@@ -1335,7 +1337,7 @@ mod tests {
         const HVA: u64 = 0x4000_0000;
         let mut p = builtin_profile("ampere-32").unwrap();
         p.topology.cpus = 2;
-        let mut hw = Hw::new(&p);
+        let mut hw = Hw::new(&p.hw_params(Granule::K4));
         hw.set_ttbr0(
             1,
             Some(Ttbr0 {
@@ -1422,7 +1424,7 @@ mod tests {
 
     #[test]
     fn a_translation_filled_before_its_frame_was_freed_may_not_be_used_later() {
-        let hw = Hw::new(&builtin_profile("ampere-32").unwrap());
+        let hw = Hw::new(&builtin_profile("ampere-32").unwrap().hw_params(Granule::K4));
         let entry = |version| LeafEntry {
             vmid: 0,
             asid: 1,
@@ -1470,7 +1472,7 @@ mod tests {
             mm: 0,
         };
         let mut c = Checker::new(3, 8);
-        let hw = Hw::new(&builtin_profile("ampere-32").unwrap());
+        let hw = Hw::new(&builtin_profile("ampere-32").unwrap().hw_params(Granule::K4));
         // A store before the copy-out, and a load after it, are fine.
         store(&mut c, &hw, 1, entry, true);
         c.event(2, &Event::CopyOut { cpu: 0, pfn: 9 }, &hw);
@@ -1742,7 +1744,6 @@ mod tests {
         let (mut c, hw) = setup();
         // cpu1 runs mm 3 of guest kernel 2 and uses an entry filled from
         // mm 3 of guest kernel 1 (say two VMs given one VMID).
-        use crate::kernel::KERNEL_ID_SHIFT;
         let (guest1_mm, guest2_mm) = ((1 << KERNEL_ID_SHIFT) | 3, (2 << KERNEL_ID_SHIFT) | 3);
         let entry = LeafEntry {
             vmid: 1,

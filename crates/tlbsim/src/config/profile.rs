@@ -6,26 +6,8 @@ use super::limits;
 use super::location::{parse_toml, ConfigError};
 use super::MachineOverrides;
 use serde::{Deserialize, Serialize};
-use std::fmt;
 
-/// Instruction-set family of a machine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Arch {
-    /// ARMv8-A / ARMv9-A with DVM broadcast invalidation.
-    Arm64,
-    /// x86-64: IPI shootdowns, INVLPG, CR3/PCID, optionally AMD INVLPGB.
-    X86,
-}
-
-impl fmt::Display for Arch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Arch::Arm64 => "arm64",
-            Arch::X86 => "x86",
-        })
-    }
-}
+pub use crate::hw::params::{Arch, WalkCacheAfterTtbrWrite};
 
 /// A machine profile: the hardware and the kernel's fixed costs on it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -241,57 +223,6 @@ pub struct Arm64Params {
     /// rule; written into the resolved profile only when it is not that.
     #[serde(default, skip_serializing_if = "WalkCacheAfterTtbrWrite::is_default")]
     pub walk_cache_after_ttbr_write: WalkCacheAfterTtbrWrite,
-}
-
-/// What a CPU may do with cached walks (intermediate, table-level TLB
-/// entries) after a TTBR0 write, in particular after
-/// `cpu_set_reserved_ttbr0()` leaves TTBR0 on the reserved (empty) table
-/// and the ASID current in TTBR1 (`TCR_EL1.A1 = 1`): the three readings of
-/// docs/research/walk-cache-reserved-ttbr0.md. Every reading keeps leaf
-/// entries tagged by (VMID, ASID).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum WalkCacheAfterTtbrWrite {
-    /// Cached walks are tagged by VMID and ASID only and stay usable while
-    /// their ASID is current, whatever TTBR0 points at: a walk may start
-    /// from a cached intermediate entry (and fill new entries) with TTBR0
-    /// on the reserved table; a walk from the reserved root reads an empty
-    /// table and caches nothing. Arm ARM DDI 0487 M.a.a D8.17 R_NWYRD,
-    /// D8.16.3.1 R_XXNPZ and R_SCBSR; Cortex-A57/A72 TRM 5.6.
-    #[default]
-    AsidTagged,
-    /// A TTBR0 write (the reserved table, or `cpu_do_switch_mm()`'s)
-    /// discards the cached walks of the regime written (the CPU's VMID):
-    /// none cached before it is used after it (a conservative
-    /// implementation; no architectural source).
-    FlushOnTtbrChange,
-    /// No walk starts from the reserved root, but cached walks of the
-    /// current ASID stay usable (research reading C1: a reserved TTBR0
-    /// with `TCR_EL1.EPD0 = 0`).
-    NoNewRootWalks,
-}
-
-impl WalkCacheAfterTtbrWrite {
-    /// Is this the default reading (`asid-tagged`)?
-    pub fn is_default(&self) -> bool {
-        *self == Self::default()
-    }
-
-    /// The name used in TOML (`asid-tagged`, ...).
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::AsidTagged => "asid-tagged",
-            Self::FlushOnTtbrChange => "flush-on-ttbr-change",
-            Self::NoNewRootWalks => "no-new-root-walks",
-        }
-    }
-}
-
-impl fmt::Display for WalkCacheAfterTtbrWrite {
-    /// The TOML name.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
 }
 
 /// Where DVM Syncs are served ([`Arm64Params::dvm_sync_domain`]).
@@ -690,7 +621,7 @@ impl Profile {
         self.check_rest()
     }
 
-    /// The topology as the model uses it (`hw::Hw::with_granule`): a CPU's
+    /// The topology as the model uses it (`hw::Hw::new`): a CPU's
     /// socket is `cpu / (cpus / sockets)`, its die the same within the
     /// socket, its cluster `cpu / cpus_per_cluster`. So the CPUs must split
     /// evenly into sockets and a socket's evenly into dies (otherwise the
@@ -871,6 +802,35 @@ impl Profile {
 
 fn one() -> u64 {
     1
+}
+
+impl Profile {
+    /// The hardware [`Hw`](crate::hw::Hw) is built from: this profile's
+    /// topology, TLB geometry and arm64 features, for the base pages of
+    /// `granule`.
+    pub fn hw_params(&self, granule: crate::hw::mem::Granule) -> crate::hw::params::HwParams {
+        let (t, tlb) = (&self.topology, &self.tlb);
+        crate::hw::params::HwParams {
+            arch: self.arch,
+            cpus: t.cpus as usize,
+            sockets: t.sockets as usize,
+            dies_per_socket: t.dies_per_socket as usize,
+            cpus_per_cluster: t.cpus_per_cluster as usize,
+            tlb_entries: tlb.tlb_entries as usize,
+            tlb_ways: tlb.tlb_ways as usize,
+            walk_cache_entries: tlb.walk_cache_entries as usize,
+            stage2_cache_entries: self
+                .virt
+                .as_ref()
+                .map_or(0, |v| v.stage2_cache_entries as usize),
+            tlbi_affinity: self.arm64.as_ref().is_some_and(|a| a.tlbi_affinity),
+            walk_cache_reading: self
+                .arm64
+                .as_ref()
+                .map_or_else(Default::default, |a| a.walk_cache_after_ttbr_write),
+            granule,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -113,7 +113,7 @@ impl CacheLine {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunError {
     /// The checker found a violation (`Display` prints its report).
-    Violation(crate::check::Violation),
+    Violation(crate::observe::Violation),
     /// Simulated time passed the limit.
     TimeLimit(Ns),
     /// Nothing can make progress.
@@ -238,17 +238,11 @@ impl TimingDriver {
         self.cpu_time.switch(cpu, now, label, comm);
     }
 
-    /// Adds `built`'s VMs (their vCPUs as contexts) before the run.
-    pub fn add_vms(&mut self, built: &crate::sim::Built) {
-        built.add_vms(&mut self.core);
-        let guests: usize = built.vms.iter().map(|k| k.guest.ncpus()).sum();
-        self.guest_work = vec![None; guests];
-        self.slice_vcpus = built.vms.iter().any(|k| {
-            k.vcpu_threads
-                .borrow()
-                .iter()
-                .any(|&t| built.world.k.borrow().tasks[t].affinity.is_none())
-        });
+    /// Adds the VMs' vCPUs as contexts before the run.
+    pub fn add_vms(&mut self, guests: &crate::step::Guests) {
+        guests.add_to(&mut self.core);
+        self.guest_work = vec![None; guests.vcpus()];
+        self.slice_vcpus = guests.any_vcpu_floats(&self.core.w);
     }
 
     fn w(&self) -> &Rc<World> {

@@ -56,14 +56,14 @@ pub struct Failure {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Finding {
     /// The checker found a violation.
-    Violation(crate::check::Violation),
+    Violation(crate::observe::Violation),
     /// The schedule deadlocked (a description of every CPU and task).
     Deadlock(String),
 }
 
 impl Finding {
     /// The invariant broken, if the finding is a violation.
-    pub fn invariant(&self) -> Option<crate::check::Invariant> {
+    pub fn invariant(&self) -> Option<crate::observe::Invariant> {
         match self {
             Finding::Violation(v) => Some(v.invariant),
             Finding::Deadlock(_) => None,
@@ -135,7 +135,7 @@ pub(super) fn run_one(
     let b = crate::sim::build(exp, ropts)?;
     let done = b.done();
     let mut e = Explorer::new(Rc::clone(&b.world), opts.speculation);
-    e.add_vms(&b);
+    e.add_vms(&b.guests);
     let outcome = e.run(chooser, opts.max_actions, done);
     b.teardown();
     crate::progress::PROGRESS.schedule_done();
@@ -248,7 +248,7 @@ pub fn check_replay(
     let b = crate::sim::build(exp, &ropts).map_err(|e| e.to_string())?;
     let done = b.done();
     let mut e = Explorer::new(Rc::clone(&b.world), u32::MAX);
-    e.add_vms(&b);
+    e.add_vms(&b.guests);
     let r = replay(&mut e, &actions, done);
     b.teardown();
     r

@@ -653,7 +653,7 @@ fn run_one(
     let b = crate::sim::build(exp, ropts)?;
     let done = b.done();
     let mut e = Explorer::new(Rc::clone(&b.world), opts.speculation);
-    e.add_vms(&b);
+    e.add_vms(&b.guests);
     let outcome = e.run(dpor, opts.max_actions, &done);
     let ended = e.enabled();
     b.teardown();

@@ -4,11 +4,11 @@
 //! enabled next.
 
 use super::{Action, Chooser, Outcome};
-use crate::check::{Clock, Violation};
 use crate::engine::track::{self, part, Footprint, Loc, Space};
 use crate::hw::tlb::MmId;
 use crate::hw::{AccessTrace, CpuId};
 use crate::kernel::{Dsb, GuestExit, Op, OpResult, World};
+use crate::observe::{Clock, Violation};
 use crate::step::{ops, Applied, Cpus, Polled, Wait};
 use std::collections::BTreeSet;
 use std::rc::Rc;
@@ -71,10 +71,9 @@ impl Explorer {
         &self.core.w
     }
 
-    /// Adds `built`'s VMs (their vCPUs as contexts) before the first
-    /// action.
-    pub fn add_vms(&mut self, built: &crate::sim::Built) {
-        built.add_vms(&mut self.core);
+    /// Adds the VMs' vCPUs as contexts before the first action.
+    pub fn add_vms(&mut self, guests: &crate::step::Guests) {
+        guests.add_to(&mut self.core);
         self.vms = self.core.waits().len() > self.ncpus();
     }
 

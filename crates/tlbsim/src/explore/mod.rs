@@ -58,7 +58,7 @@ pub enum Outcome {
     /// The workload's root task exited.
     Done,
     /// The checker reported a violation.
-    Violation(crate::check::Violation),
+    Violation(crate::observe::Violation),
     /// No action was possible before the root task exited.
     Deadlock(String),
     /// The step bound was reached first.

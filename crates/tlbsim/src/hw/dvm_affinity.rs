@@ -51,7 +51,7 @@ mod tests {
     fn hw() -> Hw {
         let mut p = builtin_profile("kunpeng-920").unwrap();
         p.arm64.as_mut().unwrap().tlbi_affinity = true;
-        Hw::new(&p)
+        Hw::new(&p.hw_params(crate::hw::mem::Granule::K4))
     }
 
     fn mask(n: usize, cpus: &[usize]) -> CpuMask {

@@ -8,12 +8,13 @@
 pub mod cpumask;
 pub mod dvm_affinity;
 pub mod mem;
+pub mod params;
 pub mod stage2;
 pub mod tlb;
 
-use crate::config::{Profile, WalkCacheAfterTtbrWrite};
 use cpumask::CpuMask;
 use mem::{Desc, Granule, PhysMem, Pte, TableId, HUGE_LEVEL, LEAF_LEVEL};
+pub use params::{Arch, HwParams, WalkCacheAfterTtbrWrite};
 use rustc_hash::FxHashMap;
 use tlb::{Asid, LeafEntry, MmId, Tlb, TlbiScope, Vmid, WalkEntry};
 
@@ -241,7 +242,7 @@ pub struct Hw {
     pub walk_cache_reading: WalkCacheAfterTtbrWrite,
     /// The profile's instruction-set family: reports name TLB
     /// maintenance in its terms ([`tlb::TlbiScope::insn`]).
-    pub arch: crate::config::Arch,
+    pub arch: Arch,
     /// The translation granule (`kernel.page_size_kib`): the walker's
     /// levels and index bits, the TLBs' page numbers, the frames' size.
     pub granule: Granule,
@@ -257,40 +258,25 @@ struct Holders {
 }
 
 impl Hw {
-    /// Builds the machine of `p`, with 4 KiB pages.
-    pub fn new(p: &Profile) -> Self {
-        Self::with_granule(p, Granule::K4)
-    }
-
-    /// Builds the machine of `p` for the base pages of granule `g`.
-    pub fn with_granule(p: &Profile, g: Granule) -> Self {
-        let n = p.topology.cpus as usize;
-        let per_socket = n.div_ceil(p.topology.sockets as usize);
-        let per_die = per_socket.div_ceil(p.topology.dies_per_socket as usize);
+    /// Builds the machine `p` describes.
+    pub fn new(p: &HwParams) -> Self {
+        let (n, g) = (p.cpus, p.granule);
+        let per_socket = n.div_ceil(p.sockets);
+        let per_die = per_socket.div_ceil(p.dies_per_socket);
         let cpus = (0..n)
             .map(|i| CpuHw {
-                tlb: Tlb::with_granule(
-                    p.tlb.tlb_entries as usize,
-                    p.tlb.tlb_ways as usize,
-                    p.tlb.walk_cache_entries as usize,
-                    g,
-                ),
+                tlb: Tlb::with_granule(p.tlb_entries, p.tlb_ways, p.walk_cache_entries, g),
                 user: UserRegs::default(),
                 vmid: 0,
                 vttbr_vmid: 0,
                 hcr_fb: false,
-                s2: stage2::S2Cache::new(
-                    p.virt
-                        .as_ref()
-                        .map_or(0, |v| v.stage2_cache_entries as usize),
-                ),
+                s2: stage2::S2Cache::new(p.stage2_cache_entries),
                 inflight: 0,
                 dvm_since_dsb: false,
                 held_asids: Vec::new(),
                 socket: (i / per_socket) as u32,
-                die: ((i / per_socket) * p.topology.dies_per_socket as usize
-                    + (i % per_socket) / per_die) as u32,
-                cluster: (i / p.topology.cpus_per_cluster as usize) as u32,
+                die: ((i / per_socket) * p.dies_per_socket + (i % per_socket) / per_die) as u32,
+                cluster: (i / p.cpus_per_cluster) as u32,
                 dvm_affinity: None,
                 dvm_reach: CpuMask::new(n),
                 dvm_reach_all: false,
@@ -302,11 +288,8 @@ impl Hw {
             inflight: Vec::new(),
             free_inflight: Vec::new(),
             holders: FxHashMap::default(),
-            tlbi_affinity: p.arm64.as_ref().is_some_and(|a| a.tlbi_affinity),
-            walk_cache_reading: p
-                .arm64
-                .as_ref()
-                .map_or_else(Default::default, |a| a.walk_cache_after_ttbr_write),
+            tlbi_affinity: p.tlbi_affinity,
+            walk_cache_reading: p.walk_cache_reading,
             arch: p.arch,
             granule: g,
         }
@@ -869,7 +852,7 @@ mod tests {
     #[test]
     fn a_64k_walk_reads_three_levels_and_fills_a_64k_entry() {
         let p = builtin_profile("ampere-32").unwrap();
-        let mut hw = Hw::with_granule(&p, Granule::K64);
+        let mut hw = Hw::new(&p.hw_params(Granule::K64));
         let pgd = hw.mem.alloc_table(1);
         let va = 0x7f00_1234_0000;
         map_page(&mut hw, pgd, va, 77);
@@ -924,7 +907,7 @@ mod tests {
     fn after_reserved_ttbr0(reading: WalkCacheAfterTtbrWrite) -> (bool, bool, bool, usize) {
         let mut p = builtin_profile("ampere-32").unwrap();
         p.arm64.as_mut().unwrap().walk_cache_after_ttbr_write = reading;
-        let mut hw = Hw::new(&p);
+        let mut hw = Hw::new(&p.hw_params(Granule::K4));
         let pgd = map(&mut hw, 4);
         let far = 1u64 << 39; // another L0 entry: no cached walk covers it
         map_va(&mut hw, pgd, far);
@@ -996,7 +979,7 @@ mod tests {
         ] {
             let mut p = builtin_profile("ampere-32").unwrap();
             p.arm64.as_mut().unwrap().walk_cache_after_ttbr_write = reading;
-            let mut hw = Hw::new(&p);
+            let mut hw = Hw::new(&p.hw_params(Granule::K4));
             let pgd = map(&mut hw, 4);
             let t = Ttbr0 {
                 mm: 1,
@@ -1025,7 +1008,7 @@ mod tests {
     #[test]
     fn a_guests_walk_translates_every_table_and_its_page_through_stage_2() {
         let p = builtin_profile("hisi-96-dvmbm").unwrap();
-        let mut hw = Hw::new(&p);
+        let mut hw = Hw::new(&p.hw_params(Granule::K4));
         let pgd = map(&mut hw, 4);
         let mut trace = Vec::new();
         hw.set_vttbr(0, 1, true);
@@ -1060,7 +1043,7 @@ mod tests {
     #[test]
     fn vmids_keep_guests_apart_and_el2_scopes_reach_across_them() {
         let p = builtin_profile("ampere-32").unwrap();
-        let mut hw = Hw::new(&p);
+        let mut hw = Hw::new(&p.hw_params(Granule::K4));
         let pgd = map(&mut hw, 4);
         let mut trace = Vec::new();
         let t = |mm| Some(Ttbr0 { mm, pgd, asid: 7 });
@@ -1107,7 +1090,10 @@ mod tests {
     fn a_broadcast_visiting_only_holders_removes_what_visiting_every_cpu_does() {
         let mut p = builtin_profile("ampere-32").unwrap();
         p.topology.cpus = 70;
-        let (mut fast, mut naive) = (Hw::new(&p), Hw::new(&p));
+        let (mut fast, mut naive) = (
+            Hw::new(&p.hw_params(Granule::K4)),
+            Hw::new(&p.hw_params(Granule::K4)),
+        );
         let pgds: Vec<TableId> = (0..4).map(|_| map(&mut fast, 64)).collect();
         for _ in 0..4 {
             map(&mut naive, 64);

@@ -5,7 +5,7 @@
 //! not use those fields).
 
 use super::mem::{Granule, Perms, Pfn, TableId};
-use crate::config::Arch;
+use super::params::Arch;
 use std::fmt;
 
 /// Address-space identifier as programmed in TTBR0 (arm64: 8 or 16 bits).
@@ -37,6 +37,12 @@ impl std::fmt::Display for Tag {
 
 /// Opaque address-space id of the kernel's `mm` (ground truth for checkers).
 pub type MmId = u32;
+
+/// The number of bits of a kernel's own task and mm numbers in their
+/// machine-wide ids (`kernel::World::gid_mm`): kernel `k`'s ids start at
+/// `k << KERNEL_ID_SHIFT`, so an [`MmId`] names its kernel (the host, or a
+/// guest) in its upper bits.
+pub const KERNEL_ID_SHIFT: u32 = 24;
 
 /// A cached leaf translation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Zeroable)]

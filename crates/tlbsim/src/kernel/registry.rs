@@ -8,8 +8,8 @@
 
 use super::policy::{AsidAllocator, TlbPolicy};
 use super::{arm64, x86};
-use crate::check::Invariant;
 use crate::config::{Arch, KernelConfig, Profile};
+use crate::observe::Invariant;
 
 /// Declares the entry files of a directory and lists their entries: each
 /// name is a module (`<name>.rs`) that declares `pub const ENTRY`, and

@@ -107,10 +107,7 @@ pub struct Guest {
     pub pending: Vec<TrackedCell<bool>>,
 }
 
-/// The number of bits of a kernel's own task and mm numbers in their
-/// machine-wide ids ([`World::gid_mm`]): kernel `k`'s ids start at
-/// `k << KERNEL_ID_SHIFT`.
-pub const KERNEL_ID_SHIFT: u32 = 24;
+pub use crate::hw::tlb::KERNEL_ID_SHIFT;
 
 /// A kernel on the machine: its state, policies and task programs. It
 /// dereferences to its [`Machine`], so kernel code reads the hardware as
@@ -183,7 +180,7 @@ impl World {
         asid: Box<dyn AsidAllocator>,
     ) -> Rc<World> {
         let granule = kcfg.granule();
-        let hw = Hw::with_granule(&profile, granule);
+        let hw = Hw::new(&profile.hw_params(granule));
         let n = hw.ncpus();
         let m = Rc::new(Machine {
             granule,
@@ -492,7 +489,7 @@ impl World {
     }
 
     /// The first violation the observer found, if any.
-    pub fn failure(&self) -> Option<crate::check::Violation> {
+    pub fn failure(&self) -> Option<crate::observe::Violation> {
         if !self.observer_failed.get() {
             return None;
         }

@@ -20,13 +20,13 @@ use super::ast::{
     Addr, BarrierKind, Code, Cond, FaultAtom, Instr, Loc, Operand, PteVal, Quant, Reg, Sym, Test,
     Thread, TlbiKind, TlbiOp, Val,
 };
-use crate::check::{Invariant, Violation};
 use crate::config::{Arch, Experiment};
 use crate::explore::{parse_schedule, replay, Explorer, Outcome};
 use crate::hw::mem::{Pfn, Pte};
 use crate::hw::tlb::{LeafEntry, TlbiScope};
 use crate::hw::CpuId;
 use crate::observe::Event;
+use crate::observe::{Invariant, Violation};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -75,7 +75,7 @@ pub fn capture(
     let b = crate::sim::build(&exp, &ropts).map_err(|e| no(e.to_string()))?;
     let done = b.done();
     let mut e = Explorer::new(Rc::clone(&b.world), u32::MAX);
-    e.add_vms(&b);
+    e.add_vms(&b.guests);
     let r = replay(&mut e, &actions, done);
     let out = match r {
         Ok(Outcome::Violation(v)) => {

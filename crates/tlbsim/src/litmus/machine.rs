@@ -214,7 +214,7 @@ impl<'t> Machine<'t> {
         if t.vars.len() > 16 {
             return Err(run_err(Unsupported::Instruction, "more than 16 variables"));
         }
-        let mut hw = Hw::new(&p);
+        let mut hw = Hw::new(&p.hw_params(crate::hw::mem::Granule::K4));
         let (pgd, table) = page_tables(&mut hw);
         let mut st = State {
             hw,

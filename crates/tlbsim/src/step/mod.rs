@@ -30,6 +30,7 @@
 //! ([`crate::kernel::Guest::pending`]) and rings its doorbell.
 
 pub mod cpu_time;
+pub mod guests;
 pub mod ops;
 pub mod stolen;
 
@@ -41,6 +42,7 @@ use crate::kernel::{sched, Ctx, LockId, Op, OpResult, TaskFuture, TaskId, TaskMa
 use std::collections::VecDeque;
 use std::rc::Rc;
 
+pub use guests::Guests;
 pub use ops::Applied;
 pub use stolen::Stolen;
 

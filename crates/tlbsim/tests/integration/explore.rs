@@ -499,7 +499,7 @@ fn run_kept(
     let b = tlbsim::sim::build(e, &tlbsim::sim::RunOptions::default()).unwrap();
     let done = b.done();
     let mut x = Explorer::new(std::rc::Rc::clone(&b.world), 1);
-    x.add_vms(&b);
+    x.add_vms(&b.guests);
     let mut k = Keep {
         inner: c,
         fps: Vec::new(),
@@ -520,7 +520,7 @@ fn run_to_state(
     let b = tlbsim::sim::build(e, &tlbsim::sim::RunOptions::default()).unwrap();
     let done = b.done();
     let mut x = Explorer::new(std::rc::Rc::clone(&b.world), speculation);
-    x.add_vms(&b);
+    x.add_vms(&b.guests);
     let mut k = Keep {
         inner: c,
         fps: Vec::new(),

@@ -39,7 +39,7 @@ use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{Asid, MmId};
 use crate::hw::Ttbr0;
 use crate::kernel::policy::AsidAllocator;
-use crate::check::Invariant;
+use crate::observe::Invariant;
 use crate::kernel::registry::{AllocatorEntry, Breaks};
 use crate::kernel::{Ctx, LockId, Op, World};
 use crate::engine::track::{Loc, Space, Tracked};

@@ -11,7 +11,7 @@
 //! a kernel thread on the old tables).
 
 use super::skip_v2::flush_if_stale;
-use crate::check::Invariant;
+use crate::observe::Invariant;
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;

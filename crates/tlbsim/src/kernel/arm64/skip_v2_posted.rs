@@ -5,7 +5,7 @@
 //! mm in meanwhile is neither flushed nor marked in time (no stale hold).
 
 use super::skip_v2::SkipV2;
-use crate::check::Invariant;
+use crate::observe::Invariant;
 use crate::config::Arch;
 use crate::kernel::registry::{Allocators, Breaks, PolicyEntry, Search, Source, Strategy};
 

@@ -10,7 +10,7 @@
 //! review; the checker finds it (registry entry below).
 
 use super::tlbbatch::{batch_search, TlbBatch};
-use crate::check::Invariant;
+use crate::observe::Invariant;
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;

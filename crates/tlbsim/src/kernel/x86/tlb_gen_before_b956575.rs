@@ -8,7 +8,7 @@
 
 use super::tlb_gen::{Options, TlbGen, TlbGenFns};
 use super::{CeilingUnit, FlushInfo};
-use crate::check::Invariant;
+use crate::observe::Invariant;
 use crate::config::Arch;
 use crate::kernel::registry::{Allocators, Breaks, PolicyEntry, Search, Source, Strategy};
 

@@ -78,7 +78,7 @@ pub struct KvmPolicyEntry {
     pub requires: &'static [crate::kernel::registry::Feature],
     /// For a mutant: the invariant it breaks, and the experiment whose
     /// `tlbsim check` shows it.
-    pub breaks: Option<(crate::check::Invariant, &'static str)>,
+    pub breaks: Option<(crate::observe::Invariant, &'static str)>,
     /// Builds it.
     pub new: fn() -> Box<dyn KvmPolicy>,
 }

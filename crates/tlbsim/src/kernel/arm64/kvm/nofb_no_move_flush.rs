@@ -10,7 +10,7 @@
 //! stale walk.
 
 use super::{KvmPolicy, KvmPolicyEntry};
-use crate::check::Invariant;
+use crate::observe::Invariant;
 
 /// The mutant. See the module doc.
 #[derive(Debug, Clone, Copy)]

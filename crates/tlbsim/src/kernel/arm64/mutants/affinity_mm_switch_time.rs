@@ -6,7 +6,7 @@
 //! translation (the window issue 15 asks about, between a mask change
 //! and every CPU having reloaded its register).
 
-use crate::check::Invariant;
+use crate::observe::Invariant;
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;

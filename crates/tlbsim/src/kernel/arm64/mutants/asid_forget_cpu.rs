@@ -1,7 +1,7 @@
 //! `mutant-asid-forget-cpu`: `arm64-asid-reserved` whose `flush_context()` leaves the
 //! last CPU out of `tlb_flush_pending`: it keeps old-generation entries.
 
-use crate::check::Invariant;
+use crate::observe::Invariant;
 use crate::config::Arch;
 use crate::kernel::arm64::asid::{flush_context, ContextFns, ReservedAsid, State};
 use crate::kernel::registry::{AllocatorEntry, Breaks};

@@ -5,7 +5,7 @@
 //! ASID, gets a second, fresh ASID when it switches in here: its flushes go
 //! to the new number and leave the other CPU's entries under the old one.
 
-use crate::check::Invariant;
+use crate::observe::Invariant;
 use crate::config::Arch;
 use crate::kernel::arm64::asid::{ContextFns, ReservedAsid, State};
 use crate::kernel::registry::{AllocatorEntry, Breaks};

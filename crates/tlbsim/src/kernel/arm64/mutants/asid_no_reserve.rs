@@ -2,7 +2,7 @@
 //! ASIDs running on other CPUs at rollover: a number still live in a TLB is
 //! handed to another mm.
 
-use crate::check::Invariant;
+use crate::observe::Invariant;
 use crate::config::Arch;
 use crate::kernel::arm64::asid::{ContextFns, ReservedAsid, State};
 use crate::kernel::registry::{AllocatorEntry, Breaks};

@@ -2,7 +2,7 @@
 //! with a plain store after its checks instead of a compare-and-exchange,
 //! overwriting the zero a concurrent rollover wrote.
 
-use crate::check::Invariant;
+use crate::observe::Invariant;
 use crate::config::Arch;
 use crate::kernel::arm64::asid::{ContextFns, ReservedAsid};
 use crate::kernel::registry::{AllocatorEntry, Breaks};

@@ -1,7 +1,7 @@
 //! `mutant-free-before-sync`: `arm64-stock` whose table-freeing flushes
 //! return before their `DSB ISH`.
 
-use crate::check::Invariant;
+use crate::observe::Invariant;
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;

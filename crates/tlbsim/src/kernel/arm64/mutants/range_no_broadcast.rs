@@ -1,7 +1,7 @@
 //! `mutant-range-no-broadcast`: `arm64-stock` whose `flush_tlb_range` uses
 //! the local TLBI forms and `DSB NSH`, so other CPUs keep stale entries.
 
-use crate::check::Invariant;
+use crate::observe::Invariant;
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;

@@ -9,7 +9,7 @@
 //! began is lost (the ordering d950c9477d51 made the rule when it deferred
 //! dirty PTEs' flushes, v4.3: flush before the page is queued for I/O).
 
-use crate::check::Invariant;
+use crate::observe::Invariant;
 use crate::config::Arch;
 use crate::hw::mem::Pte;
 use crate::kernel::arm64::tlbbatch::{batch_search, TlbBatch};

@@ -7,7 +7,7 @@
 //! `free_unref_folios()`). Which the checker sees first depends on the
 //! schedule; its registered search finds the stale hold.
 
-use crate::check::Invariant;
+use crate::observe::Invariant;
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::kernel::arm64::tlbbatch::{batch_search, TlbBatch};

@@ -4,7 +4,7 @@
 //! munmap that found a PTE already cleared by reclaim, its flush still
 //! deferred, returned with the translation live on other CPUs).
 
-use crate::check::Invariant;
+use crate::observe::Invariant;
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;

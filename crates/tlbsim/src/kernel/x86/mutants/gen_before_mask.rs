@@ -3,7 +3,7 @@
 //! the order the flush side relies on: a flush that bumps the generation
 //! between the read and the set neither IPIs this CPU nor is seen by it.
 
-use crate::check::Invariant;
+use crate::observe::Invariant;
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;

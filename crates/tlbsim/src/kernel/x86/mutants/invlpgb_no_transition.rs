@@ -3,7 +3,7 @@
 //! a per-CPU ASID are not IPIed, so INVLPGB (which flushes the global ASID
 //! only) leaves their entries stale.
 
-use crate::check::Invariant;
+use crate::observe::Invariant;
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::kernel::registry::{Allocators, Breaks, Feature, PolicyEntry, Search, Source};

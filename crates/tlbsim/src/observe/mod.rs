@@ -1,12 +1,16 @@
 //! The event stream the model emits for observers (the checker). Observers
 //! see events and may read the machine; they never change it.
 
-use crate::config::Arch;
 use crate::engine::Ns;
 use crate::hw::mem::{Granule, MaybePte, Pte, TableId};
 use crate::hw::tlb::{Asid, LeafEntry, MmId, TlbiScope, WalkEntry};
+use crate::hw::Arch;
 use crate::hw::{CpuId, Hw};
 use std::fmt;
+
+pub mod violation;
+
+pub use violation::{Clock, Invariant, Violation};
 
 /// One observable event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -493,7 +497,7 @@ pub trait Observer {
     /// Called for every event, after the model applied it.
     fn event(&mut self, now_ns: Ns, ev: &Event, hw: &Hw);
     /// The violation found so far, if any: the run stops at the first.
-    fn failure(&self) -> Option<crate::check::Violation>;
+    fn failure(&self) -> Option<Violation>;
     /// Whether [`Observer::failure`] would return a violation (asked after
     /// every event; cheaper than cloning the violation).
     fn failed(&self) -> bool {
