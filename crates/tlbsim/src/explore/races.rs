@@ -21,27 +21,36 @@ use super::Action;
 use crate::engine::track::{part, Footprint, Loc, Space};
 use std::collections::BTreeMap;
 
-/// The accesses to one location since its last write.
+/// The accesses to one location since its last write: the write, and the
+/// last read of each process since. A process's earlier read happens
+/// before its later one (program order), so a later write's clock and
+/// races need only the last: an earlier read is never in a race the later
+/// one does not cover. This bounds the reads kept by the number of
+/// processes, however long a CPU spins reading a location.
 #[derive(Debug, Default, Clone)]
 struct History {
     last_write: Option<u32>,
-    reads: Vec<u32>,
+    /// `(process, event)`, one per process.
+    reads: Vec<(u32, u32)>,
 }
 
 impl History {
     fn candidates(&self, write: bool, out: &mut Vec<u32>) {
         out.extend(self.last_write);
         if write {
-            out.extend_from_slice(&self.reads);
+            out.extend(self.reads.iter().map(|&(_, e)| e));
         }
     }
 
-    fn access(&mut self, k: u32, write: bool) {
+    /// Event `k` of process `q` accesses the location.
+    fn access(&mut self, k: u32, q: u32, write: bool) {
         if write {
             self.last_write = Some(k);
             self.reads.clear();
+        } else if let Some(r) = self.reads.iter_mut().find(|r| r.0 == q) {
+            r.1 = k;
         } else {
-            self.reads.push(k);
+            self.reads.push((q, k));
         }
     }
 }
@@ -106,13 +115,13 @@ impl Hb {
                 }
                 spaces.clear();
                 univ = History::default();
-                univ.access(kk, true);
+                univ.access(kk, q, true);
             } else {
                 univ.candidates(false, &mut cands);
-                univ.access(kk, false);
+                univ.access(kk, q, false);
                 for (locs, write) in [(&fp.reads, false), (&fp.writes, true)] {
                     for l in locs.iter() {
-                        access(&mut spaces, l, kk, write, &mut cands);
+                        access(&mut spaces, l, kk, q, write, &mut cands);
                     }
                 }
             }
@@ -231,12 +240,13 @@ pub fn normal_form(run: &[Action], fps: &[&Footprint]) -> Vec<Action> {
     out
 }
 
-/// Event `k` accesses `l`: its candidates (the conflicting accesses not
+/// Event `k` of process `q` accesses `l`: its candidates (the conflicting accesses not
 /// covered by a later one) go to `out`, and the histories move on.
 fn access(
     spaces: &mut BTreeMap<Space, SpaceHistory>,
     l: &Loc,
     k: u32,
+    q: u32,
     write: bool,
     out: &mut Vec<u32>,
 ) {
@@ -248,11 +258,11 @@ fn access(
             // Every access to a part so far happens before this one.
             s.parts.clear();
         }
-        s.all.access(k, write);
+        s.all.access(k, q, write);
     } else {
         let h = s.parts.entry(l.part).or_default();
         h.candidates(write, out);
-        h.access(k, write);
+        h.access(k, q, write);
     }
 }
 
