@@ -68,6 +68,20 @@ pub fn created(path: &Path) {
     }
 }
 
+/// Waits for the end if a signal is ending the process. The handler
+/// removes the registered files while the other threads run on: a write
+/// whose temporary file it removed fails, and a command that then
+/// returned its error would end the process with that error's exit code
+/// before the handler re-raised the signal. The command's result is
+/// dropped here instead, and the signal ends the process.
+pub fn wait_if_exiting() {
+    if EXITING.load(std::sync::atomic::Ordering::SeqCst) {
+        loop {
+            std::thread::park();
+        }
+    }
+}
+
 /// Registers nothing: no signal handler outside Unix.
 #[cfg(not(unix))]
 pub fn register(_: &Path) -> Registered {

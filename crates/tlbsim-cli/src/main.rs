@@ -115,6 +115,7 @@ fn main() -> ExitCode {
         Cmd::RecordProbe => cmd::record_probe::run(),
         Cmd::ValidateHost(a) => cmd::validate_host::run(a),
     };
+    cleanup::wait_if_exiting();
     out::finish(code)
 }
 

@@ -598,6 +598,10 @@ fn a_sweep_ended_by_a_signal_leaves_no_temporary_or_claim_file() {
         "--seeds",
         "1..5000",
     ];
+    // A sweep that finished every point before its signal came (a test
+    // thread starved on a loaded host) exits 0: it says nothing about the
+    // signal, and is counted apart.
+    let mut signalled = 0;
     for (i, (sig, number)) in [("TERM", 15), ("INT", 2), ("HUP", 1)]
         .iter()
         .cycle()
@@ -616,7 +620,11 @@ fn a_sweep_ended_by_a_signal_leaves_no_temporary_or_claim_file() {
             .unwrap();
         assert!(killed.success());
         let out = child.wait_with_output().unwrap();
+        if out.status.success() && finished(&points) == 5000 {
+            continue;
+        }
         assert_eq!(out.status.signal(), Some(*number), "{}", stderr(&out));
+        signalled += 1;
         let hidden: Vec<String> = std::fs::read_dir(&points)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -624,4 +632,8 @@ fn a_sweep_ended_by_a_signal_leaves_no_temporary_or_claim_file() {
             .collect();
         assert!(hidden.is_empty(), "SIG{sig}: left {hidden:?}");
     }
+    assert!(
+        signalled >= 6,
+        "only {signalled} of 12 sweeps were still running when signalled"
+    );
 }
