@@ -64,21 +64,25 @@ pub struct ByTask;
 pub struct ByLock;
 
 impl PartKind for ByCpu {
+    #[inline(always)]
     fn part(i: usize) -> u32 {
         part::cpu(i)
     }
 }
 impl PartKind for ByMm {
+    #[inline(always)]
     fn part(i: usize) -> u32 {
         part::mm(i)
     }
 }
 impl PartKind for ByTask {
+    #[inline(always)]
     fn part(i: usize) -> u32 {
         part::task(i)
     }
 }
 impl PartKind for ByLock {
+    #[inline(always)]
     fn part(i: usize) -> u32 {
         part::lock(i)
     }
@@ -135,6 +139,47 @@ impl<K: PartKind, T> Table<K, T> {
         self.items.iter()
     }
 
+    /// Makes the table `n` copies of `v` (writes the whole table): set-up,
+    /// such as a per-CPU variable's initial values at boot.
+    pub fn fill(&mut self, n: usize, v: T)
+    where
+        T: Clone,
+    {
+        record(Loc::all(self.space), true);
+        self.items.clear();
+        self.items.resize(n, v);
+    }
+
+    /// Element `i`, or its default where the table is shorter (reads
+    /// element `i` only): for a table whose absent elements mean their
+    /// default, grown by [`Table::grow_mut`], such as a policy's state of
+    /// every mm there may be.
+    #[inline]
+    pub fn get_or_default(&self, i: usize) -> T
+    where
+        T: Clone + Default,
+    {
+        record(Loc::part(self.space, K::part(i)), false);
+        self.items.get(i).cloned().unwrap_or_default()
+    }
+
+    /// Element `i` to change, growing the table with defaults to hold it.
+    /// Records a write of element `i`, and of the length if the table
+    /// grew ([`Table::len`] reads it); the elements added read as before,
+    /// through [`Table::get_or_default`], so they record nothing.
+    #[inline]
+    pub fn grow_mut(&mut self, i: usize) -> &mut T
+    where
+        T: Clone + Default,
+    {
+        if self.items.len() <= i {
+            record(Loc::part(self.space, part::ALLOC), true);
+            self.items.resize(i + 1, T::default());
+        }
+        record(Loc::part(self.space, K::part(i)), true);
+        &mut self.items[i]
+    }
+
     /// Takes every element out, leaving the table empty (writes the whole
     /// table).
     pub fn drain(&mut self) -> Vec<T> {
@@ -159,7 +204,7 @@ impl<K: PartKind, T> Default for Table<K, T> {
 impl<K: PartKind, T> Index<usize> for Table<K, T> {
     type Output = T;
 
-    #[inline]
+    #[inline(always)]
     fn index(&self, i: usize) -> &T {
         record(Loc::part(self.space, K::part(i)), false);
         &self.items[i]
@@ -167,7 +212,7 @@ impl<K: PartKind, T> Index<usize> for Table<K, T> {
 }
 
 impl<K: PartKind, T> IndexMut<usize> for Table<K, T> {
-    #[inline]
+    #[inline(always)]
     fn index_mut(&mut self, i: usize) -> &mut T {
         record(Loc::part(self.space, K::part(i)), true);
         &mut self.items[i]
@@ -208,7 +253,7 @@ impl<T: Default> Default for Var<T> {
 impl<T> Deref for Var<T> {
     type Target = T;
 
-    #[inline]
+    #[inline(always)]
     fn deref(&self) -> &T {
         record(Loc::all(self.space), false);
         &self.v
@@ -216,7 +261,7 @@ impl<T> Deref for Var<T> {
 }
 
 impl<T> DerefMut for Var<T> {
-    #[inline]
+    #[inline(always)]
     fn deref_mut(&mut self) -> &mut T {
         record(Loc::all(self.space), true);
         &mut self.v

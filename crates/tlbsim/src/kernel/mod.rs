@@ -17,6 +17,7 @@ pub mod madvise;
 pub mod migrate;
 pub mod mm;
 pub mod mremap;
+pub mod percpu;
 pub mod pgtable;
 pub mod pipe;
 pub mod policy;

@@ -33,17 +33,16 @@ use crate::kernel::policy::TlbPolicy;
 use crate::kernel::registry::{Allocators, PolicyEntry};
 use crate::kernel::tlbflush::FlushScope;
 use crate::kernel::Ctx;
-use crate::engine::track::{Loc, Space, Tracked};
+use crate::engine::state::{PerCpu, PerMm, State};
 
 /// The v2 policy, with the re-check of the design or of another posting.
-/// Its state's borrows record `Space::Policy(0)` (one location for every
-/// kernel's policy: coarse, sound).
 #[derive(Debug)]
 pub struct SkipV2 {
-    /// `mm->context.nr_active_mm`, indexed by mm id.
-    nr_active: Tracked<Vec<i64>>,
-    /// Per-CPU `cpu_not_lazy_tlb` (false at boot: CPUs start in idle).
-    not_lazy: Tracked<Vec<bool>>,
+    /// `mm->context.nr_active_mm`, indexed by mm id (0 beyond the table).
+    nr_active: State<PerMm<i64>>,
+    /// `DEFINE_PER_CPU(bool, cpu_not_lazy_tlb)` (false at boot: CPUs
+    /// start in idle; false beyond the table).
+    not_lazy: State<PerCpu<bool>>,
     /// The re-check of `nr_active_mm` after the mask is written: given the
     /// count read, may the flush stay local (or be skipped)?
     recheck: fn(i64) -> bool,
@@ -64,43 +63,29 @@ impl SkipV2 {
     /// v2 whose re-check after `smp_mb()` is `recheck(nr_active_mm)`.
     pub fn with_recheck(recheck: fn(i64) -> bool) -> Self {
         Self {
-            nr_active: Tracked::new(Loc::all(Space::Policy(0)), Vec::new()),
-            not_lazy: Tracked::new(Loc::all(Space::Policy(0)), Vec::new()),
+            nr_active: State::new(PerMm::new()),
+            not_lazy: State::new(PerCpu::new()),
             recheck,
         }
     }
 
     fn nr(&self, mm: MmId) -> i64 {
-        self.nr_active
-            .borrow()
-            .get(mm as usize)
-            .copied()
-            .unwrap_or(0)
+        self.nr_active.borrow().get_or_default(mm as usize)
     }
 
     fn add(&self, mm: MmId, d: i64) {
-        let mut v = self.nr_active.borrow_mut();
-        if v.len() <= mm as usize {
-            v.resize(mm as usize + 1, 0);
-        }
-        v[mm as usize] += d;
-        debug_assert!(v[mm as usize] >= 0, "nr_active_mm < 0 for mm {mm}");
+        let mut t = self.nr_active.borrow_mut();
+        let n = t.grow_mut(mm as usize);
+        *n += d;
+        debug_assert!(*n >= 0, "nr_active_mm < 0 for mm {mm}");
     }
 
     fn is_not_lazy(&self, ctx: &Ctx) -> bool {
-        self.not_lazy
-            .borrow()
-            .get(ctx.cpu())
-            .copied()
-            .unwrap_or(false)
+        self.not_lazy.borrow().get_or_default(ctx.cpu())
     }
 
     fn set_not_lazy(&self, ctx: &Ctx, v: bool) {
-        let mut l = self.not_lazy.borrow_mut();
-        if l.len() <= ctx.cpu() {
-            l.resize(ctx.w.ncpus(), false);
-        }
-        l[ctx.cpu()] = v;
+        *self.not_lazy.borrow_mut().grow_mut(ctx.cpu()) = v;
     }
 
     /// `tlb_flush_check(mm, cpu)`.

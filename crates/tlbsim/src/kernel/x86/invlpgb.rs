@@ -18,6 +18,7 @@ use crate::hw::mem::PAGE_SHIFT_4K as PAGE_SHIFT;
 use crate::hw::tlb::{Asid, MmId, TlbiScope};
 use crate::kernel::registry::{Allocators, Feature, PolicyEntry};
 use crate::kernel::tlbflush::FlushScope;
+use crate::kernel::percpu::per_cpu;
 use crate::kernel::Ctx;
 
 /// The `x86-invlpgb` policy (PCIDs for single-CPU mms, as Linux).
@@ -103,10 +104,10 @@ pub async fn finish_asid_transition(g: &Inner, ctx: &Ctx, info: FlushInfo) {
     let global = st.global_asid.expect("global ASID");
     let straggler = {
         let mask = ctx.mm_cpumask(mm);
-        let cpus = g.cpus.borrow();
-        let any = mask
-            .iter()
-            .any(|c| cpus[c].loaded_mm == Some(mm) && cpus[c].loaded_asid != global);
+        let any = mask.iter().any(|c| {
+            let s = per_cpu(&g.cpus, c);
+            s.loaded_mm == Some(mm) && s.loaded_asid != global
+        });
         any
     };
     if straggler {
@@ -126,10 +127,9 @@ pub async fn consider_global_asid(g: &Inner, ctx: &Ctx, mm: MmId) {
     }
     let active = {
         let mask = ctx.mm_cpumask(mm);
-        let cpus = g.cpus.borrow();
         let n = mask
             .iter()
-            .filter(|&c| cpus[c].loaded_mm == Some(mm))
+            .filter(|&c| per_cpu(&g.cpus, c).loaded_mm == Some(mm))
             .count();
         n
     };
@@ -137,12 +137,12 @@ pub async fn consider_global_asid(g: &Inner, ctx: &Ctx, mm: MmId) {
         return;
     }
     ctx.atomic().await; // global_asid_lock
-    let n = g.next_global.get();
+    let n = **g.next_global.borrow();
     let avail = ctx.w.profile.x86().global_asids;
     if n >= FIRST_GLOBAL_ASID + avail || n > u32::from(u16::MAX) {
         return; // out of global ASIDs: stay on IPIs
     }
-    g.next_global.set(n + 1);
+    **g.next_global.borrow_mut() = n + 1;
     g.mm_mut(mm, |m| {
         m.global_asid = Some(n as u16);
         m.asid_transition = true;

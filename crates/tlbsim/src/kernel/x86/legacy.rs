@@ -14,7 +14,8 @@ use crate::kernel::policy::TlbPolicy;
 use crate::kernel::registry::{Allocators, PolicyEntry};
 use crate::kernel::tlbflush::FlushScope;
 use crate::kernel::{Ctx, World};
-use crate::engine::track::{Loc, Space, Tracked};
+use crate::engine::state::{PerCpu, State};
+use crate::kernel::percpu::{this_cpu, this_cpu_mut};
 use std::rc::Rc;
 
 /// `cpu_tlbstate` of one CPU (Linux 4.12).
@@ -26,11 +27,11 @@ struct CpuState {
     lazy: bool,
 }
 
-/// The policy's state: borrows record `Space::Policy(0)` (one location
-/// for every kernel's policy: coarse, sound).
+/// The policy's state.
 #[derive(Debug)]
 struct Inner {
-    cpus: Tracked<Vec<CpuState>>,
+    /// `DEFINE_PER_CPU(struct tlb_state, cpu_tlbstate)`.
+    cpus: State<PerCpu<CpuState>>,
     /// Flush IPIs and the `flush_tlb_info` they carry.
     ipi: super::FlushIpi,
 }
@@ -38,7 +39,7 @@ struct Inner {
 impl Default for Inner {
     fn default() -> Self {
         Inner {
-            cpus: Tracked::new(Loc::all(Space::Policy(0)), Vec::new()),
+            cpus: State::new(PerCpu::new()),
             ipi: super::FlushIpi::default(),
         }
     }
@@ -56,7 +57,7 @@ impl Inner {
     async fn leave_mm(&self, ctx: &Ctx) {
         let _f = ctx.func(crate::label!("leave_mm"));
         let cpu = ctx.cpu();
-        let Some(mm) = self.cpus.borrow()[cpu].active_mm else {
+        let Some(mm) = this_cpu(ctx, &self.cpus).active_mm else {
             return;
         };
         if ctx.cpumask_test_cpu(cpu, mm) {
@@ -68,8 +69,7 @@ impl Inner {
     /// `flush_tlb_func()`: the IPI handler.
     async fn flush_tlb_func(&self, ctx: &Ctx, f: FlushInfo) {
         let _f = ctx.func(crate::label!("flush_tlb_func"));
-        let cpu = ctx.cpu();
-        let st = self.cpus.borrow()[cpu];
+        let st = *this_cpu(ctx, &self.cpus);
         if f.mm.is_some() && f.mm != st.active_mm {
             return;
         }
@@ -118,7 +118,7 @@ impl TlbPolicy for Legacy {
 
     fn init(&self, w: &World) {
         let n = w.ncpus();
-        *self.inner.cpus.borrow_mut() = vec![CpuState::default(); n];
+        self.inner.cpus.borrow_mut().fill(n, CpuState::default());
         super::FlushIpi::register(
             |i: &Inner| &i.ipi,
             &self.inner,
@@ -140,10 +140,9 @@ impl TlbPolicy for Legacy {
     fn enter_lazy_tlb<'a>(&'a self, ctx: &'a Ctx, mm: MmId, to_idle: bool) -> KFuture<'a, ()> {
         let _ = (mm, to_idle);
         Box::pin(async move {
-            let cpu = ctx.cpu();
-            let mut c = self.inner.cpus.borrow_mut();
-            if c[cpu].active_mm.is_some() {
-                c[cpu].lazy = true;
+            let mut c = this_cpu_mut(ctx, &self.inner.cpus);
+            if c.active_mm.is_some() {
+                c.lazy = true;
             }
         })
     }
@@ -209,11 +208,11 @@ impl Legacy {
     async fn switch_mm_irqs_off(&self, ctx: &Ctx, next: MmId) {
         let _f = ctx.func(crate::label!("switch_mm_irqs_off"));
         let cpu = ctx.cpu();
-        let real_prev = self.inner.cpus.borrow()[cpu].active_mm;
+        let real_prev = this_cpu(ctx, &self.inner.cpus).active_mm;
         {
-            let mut c = self.inner.cpus.borrow_mut();
-            c[cpu].lazy = false;
-            c[cpu].active_mm = Some(next);
+            let mut c = this_cpu_mut(ctx, &self.inner.cpus);
+            c.lazy = false;
+            c.active_mm = Some(next);
         }
         if real_prev != Some(next) {
             ctx.cpumask_set_cpu(cpu, next).await;

@@ -27,9 +27,10 @@ crate::kernel::registry::entries! {
 use crate::hw::cpumask::CpuMask;
 // x86 has one base page size, 4 KiB (`kernel.page_size_kib = 64` is
 // refused for x86 profiles).
-use crate::engine::track::{Loc, Space, Tracked};
+use crate::engine::state::{PerCpu, State};
 use crate::hw::mem::PAGE_SHIFT_4K as PAGE_SHIFT;
 use crate::hw::tlb::{Asid, MmId, TlbiScope};
+use crate::kernel::percpu::{per_cpu, per_cpu_mut};
 use crate::kernel::{Ctx, Op, World};
 use std::cell::Cell;
 use std::rc::Rc;
@@ -208,18 +209,18 @@ pub fn count(ctx: &Ctx, what: crate::kernel::tlbflush::FlushScope) {
 /// The flush-IPI plumbing both x86 policies share: the per-CPU
 /// `flush_tlb_info` each sender publishes, and the registered handler that
 /// reads the sender's info and runs the policy's `flush_tlb_func()`.
-/// The infos' borrows record `Space::Policy(0)` (one location for every
-/// kernel's policy: coarse, sound).
 #[derive(Debug)]
 pub struct FlushIpi {
-    infos: Tracked<Vec<Option<FlushInfo>>>,
+    /// `DEFINE_PER_CPU_SHARED_ALIGNED(struct flush_tlb_info, flush_tlb_info)`:
+    /// the flush each CPU is sending, while it sends it.
+    infos: State<PerCpu<Option<FlushInfo>>>,
     handler: Cell<usize>, // untracked: set once at init: not state an action changes
 }
 
 impl Default for FlushIpi {
     fn default() -> Self {
         FlushIpi {
-            infos: Tracked::new(Loc::all(Space::Policy(0)), Vec::new()),
+            infos: State::new(PerCpu::new()),
             handler: Cell::new(0), // untracked: set once at init: not state an action changes
         }
     }
@@ -234,12 +235,12 @@ impl FlushIpi {
         w: &World,
         func: for<'a> fn(&'a P, &'a Ctx, FlushInfo) -> crate::engine::exec::KFuture<'a, ()>,
     ) {
-        *this(policy).infos.borrow_mut() = vec![None; w.ncpus()];
+        this(policy).infos.borrow_mut().fill(w.ncpus(), None);
         let p = Rc::clone(policy);
         let h = w.register_ipi_handler(Rc::new(move |ctx: Ctx, sender: usize| {
             let p = Rc::clone(&p);
             Box::pin(async move {
-                let f = this(&p).infos.borrow()[sender].expect("sender published its flush");
+                let f = per_cpu(&this(&p).infos, sender).expect("sender published its flush");
                 func(&p, &ctx, f).await;
             })
         }));
@@ -252,14 +253,14 @@ impl FlushIpi {
         let _f = ctx.func(crate::label!("smp_call_function_many"));
         let cpu = ctx.cpu();
         count(ctx, crate::kernel::tlbflush::FlushScope::Broadcast);
-        self.infos.borrow_mut()[cpu] = Some(info);
+        *per_cpu_mut(&self.infos, cpu) = Some(info);
         ctx.step(Op::CallFunction {
             targets,
             handler: self.handler.get(),
             arg: cpu,
         })
         .await;
-        self.infos.borrow_mut()[cpu] = None;
+        *per_cpu_mut(&self.infos, cpu) = None;
     }
 }
 

@@ -27,7 +27,8 @@ use crate::kernel::policy::TlbPolicy;
 use crate::kernel::registry::{Allocators, PolicyEntry};
 use crate::kernel::tlbflush::FlushScope;
 use crate::kernel::{Ctx, World};
-use crate::engine::track::{part, Loc, Space, Tracked, TrackedCell};
+use crate::engine::state::{PerCpu, PerMm, State, Var};
+use crate::kernel::percpu::{per_cpu, this_cpu, this_cpu_mut};
 use std::rc::Rc;
 
 /// Options distinguishing the policies built on this file.
@@ -151,14 +152,15 @@ pub struct Inner {
     pub opts: Options,
     /// The functions this kernel has of its own.
     pub fns: &'static dyn TlbGenFns,
-    /// Per CPU `cpu_tlbstate`.
-    pub cpus: Tracked<Vec<CpuState>>,
-    /// Per mm.
-    pub mms: Tracked<Vec<MmState>>,
+    /// `DEFINE_PER_CPU(struct tlb_state, cpu_tlbstate)`.
+    pub cpus: State<PerCpu<CpuState>>,
+    /// Per mm (`mm->context`), by mm id; an mm beyond the table has the
+    /// default state.
+    pub mms: State<PerMm<MmState>>,
     /// Flush IPIs and the `flush_tlb_info` they carry.
     pub ipi: super::FlushIpi,
     /// Next global ASID to hand out (INVLPGB).
-    pub next_global: TrackedCell<u32>,
+    pub next_global: State<Var<u32>>,
 }
 
 /// The policy. See the module doc.
@@ -186,10 +188,10 @@ impl TlbGen {
             inner: Rc::new(Inner {
                 opts,
                 fns,
-                cpus: Tracked::new(Loc::all(Space::Policy(0)), Vec::new()),
-                mms: Tracked::new(Loc::all(Space::Policy(0)), Vec::new()),
+                cpus: State::new(PerCpu::new()),
+                mms: State::new(PerMm::new()),
                 ipi: super::FlushIpi::default(),
-                next_global: TrackedCell::new(Loc::all(Space::Policy(0)), 0),
+                next_global: State::new(Var::new(0)),
             }),
         }
     }
@@ -204,20 +206,12 @@ pub const FIRST_GLOBAL_ASID: u32 = NR_DYN_ASIDS as u32 + 2;
 impl Inner {
     /// The per-mm state of `mm`, growing the table as mms appear.
     pub fn mm(&self, mm: MmId) -> MmState {
-        // An entry beyond the table reads as its default: only `mm`'s
-        // entry matters.
-        let v = self.mms.read_at(part::mm(mm as usize));
-        v.get(mm as usize).copied().unwrap_or_default()
+        self.mms.borrow().get_or_default(mm as usize)
     }
 
     /// Updates the per-mm state of `mm`.
     pub fn mm_mut(&self, mm: MmId, f: impl FnOnce(&mut MmState)) {
-        // Growing the table adds default entries, which read as before.
-        let mut v = self.mms.write_at(part::mm(mm as usize));
-        if v.len() <= mm as usize {
-            v.resize(mm as usize + 1, MmState::default());
-        }
-        f(&mut v[mm as usize]);
+        f(self.mms.borrow_mut().grow_mut(mm as usize));
     }
 
     /// The TLB tag of a loaded ASID: `kern_pcid()` (asid + 1) with PCIDs,
@@ -233,7 +227,7 @@ impl Inner {
     }
 
     /// `choose_new_asid(next, next_tlb_gen)`: (asid, need_flush).
-    fn choose_new_asid(&self, cpu: usize, next: MmId, gen: u64) -> (Asid, bool) {
+    fn choose_new_asid(&self, ctx: &Ctx, next: MmId, gen: u64) -> (Asid, bool) {
         if let Some(g) = self.mm(next).global_asid {
             // Kept fresh everywhere by INVLPGB broadcasts.
             return (g, false);
@@ -241,8 +235,7 @@ impl Inner {
         if !self.opts.pcid {
             return (0, true);
         }
-        let mut cpus = self.cpus.write_at(part::cpu(cpu));
-        let c = &mut cpus[cpu];
+        let mut c = this_cpu_mut(ctx, &self.cpus);
         for (a, x) in c.ctxs.iter().enumerate() {
             if x.ctx_id == Some(next) {
                 return (a as Asid, x.tlb_gen < gen);
@@ -258,8 +251,7 @@ impl Inner {
         let _f = ctx.func(crate::label!("switch_mm_irqs_off"));
         let cpu = ctx.cpu();
         let (real_prev, prev_asid, was_lazy) = {
-            let mut c = self.cpus.write_at(part::cpu(cpu));
-            let s = &mut c[cpu];
+            let mut s = this_cpu_mut(ctx, &self.cpus);
             let r = (s.loaded_mm, s.loaded_asid, s.is_lazy);
             s.is_lazy = false;
             r
@@ -278,12 +270,11 @@ impl Inner {
             ctx.smp_mb().await;
             let gen = self.mm(n).tlb_gen; // atomic64_read(), same step
             if needs_global {
-                let (a, f) = self.choose_new_asid(cpu, n, gen);
+                let (a, f) = self.choose_new_asid(ctx, n, gen);
                 (a, f, gen)
             } else {
                 let fresh = prev_asid as u32 >= FIRST_GLOBAL_ASID
-                    || self.cpus.read_at(part::cpu(cpu))[cpu].ctxs[prev_asid as usize].tlb_gen
-                        == gen;
+                    || this_cpu(ctx, &self.cpus).ctxs[prev_asid as usize].tlb_gen == gen;
                 if fresh {
                     return;
                 }
@@ -302,10 +293,7 @@ impl Inner {
                 None => {
                     // init_mm has no user mappings; without PCIDs the CR3
                     // write flushes everything.
-                    {
-                        let mut c = self.cpus.write_at(part::cpu(cpu));
-                        c[cpu].loaded_mm = None;
-                    }
+                    this_cpu_mut(ctx, &self.cpus).loaded_mm = None;
                     load_cr3(ctx, None, 0, !self.opts.pcid).await;
                     return;
                 }
@@ -316,15 +304,14 @@ impl Inner {
                         self.mm_mut(n, |m| m.next_trim_ns = Some(at));
                     }
                     let gen = self.fns.set_cpumask_then_read_gen(self, ctx, n).await;
-                    let (a, f) = self.choose_new_asid(cpu, n, gen);
+                    let (a, f) = self.choose_new_asid(ctx, n, gen);
                     (a, f, gen)
                 }
             }
         };
         let n = next.expect("a user mm");
         {
-            let mut c = self.cpus.write_at(part::cpu(cpu));
-            let s = &mut c[cpu];
+            let mut s = this_cpu_mut(ctx, &self.cpus);
             if (asid as usize) < NR_DYN_ASIDS {
                 s.ctxs[asid as usize] = TlbContext {
                     ctx_id: Some(n),
@@ -341,7 +328,7 @@ impl Inner {
     pub async fn flush_tlb_func(&self, ctx: &Ctx, f: FlushInfo) {
         let _f = ctx.func(crate::label!("flush_tlb_func"));
         let cpu = ctx.cpu();
-        let st = self.cpus.read_at(part::cpu(cpu))[cpu];
+        let st = *this_cpu(ctx, &self.cpus);
         if let Some(mm) = f.mm.filter(|&m| st.loaded_mm != Some(m)) {
             if self.fns.lazy_mm_cpumask() {
                 // The CPU was left in the mask of an mm it no longer
@@ -376,7 +363,7 @@ impl Inner {
         }
         let slot = st.loaded_asid as usize;
         let mm_gen = ctx.atomic_read(|| self.mm(loaded).tlb_gen).await;
-        let local_gen = self.cpus.read_at(part::cpu(cpu))[cpu].ctxs[slot].tlb_gen;
+        let local_gen = this_cpu(ctx, &self.cpus).ctxs[slot].tlb_gen;
         if local_gen == mm_gen {
             super::count(ctx, FlushScope::Skip);
             return;
@@ -393,7 +380,7 @@ impl Inner {
             };
             flush_tlb_info_local(ctx, tag, &all).await;
         }
-        self.cpus.write_at(part::cpu(cpu))[cpu].ctxs[slot].tlb_gen = mm_gen;
+        this_cpu_mut(ctx, &self.cpus).ctxs[slot].tlb_gen = mm_gen;
     }
 
     /// `native_flush_tlb_multi(mm_cpumask(mm), info)`: flushes this CPU if
@@ -413,7 +400,7 @@ impl Inner {
         // on_each_cpu_cond_mask(tlb_is_not_lazy unless tables were freed):
         // the condition applies to this CPU too.
         let include_lazy = self.fns.flush_reaches_lazy(&info);
-        let here = self.cpus.read_at(part::cpu(cpu))[cpu];
+        let here = *this_cpu(ctx, &self.cpus);
         let loaded = here.loaded_mm.is_some() && (info.mm.is_none() || here.loaded_mm == info.mm);
         if mask.test(cpu) && loaded && (include_lazy || !here.is_lazy) {
             ctx.irq_save();
@@ -423,9 +410,8 @@ impl Inner {
         let mut targets = mask;
         targets.clear(cpu);
         if !include_lazy {
-            let c = self.cpus.borrow(); // every target's state
             for t in targets.clone().iter() {
-                if !self.should_flush_tlb(&c[t], &info) {
+                if !self.should_flush_tlb(&per_cpu(&self.cpus, t), &info) {
                     targets.clear(t);
                 }
             }
@@ -505,8 +491,8 @@ impl TlbPolicy for TlbGen {
 
     fn init(&self, w: &World) {
         let n = w.ncpus();
-        *self.inner.cpus.borrow_mut() = vec![CpuState::default(); n];
-        self.inner.next_global.set(FIRST_GLOBAL_ASID);
+        self.inner.cpus.borrow_mut().fill(n, CpuState::default());
+        **self.inner.next_global.borrow_mut() = FIRST_GLOBAL_ASID;
         super::FlushIpi::register(
             |i: &Inner| &i.ipi,
             &self.inner,
@@ -527,10 +513,9 @@ impl TlbPolicy for TlbGen {
     fn enter_lazy_tlb<'a>(&'a self, ctx: &'a Ctx, mm: MmId, to_idle: bool) -> KFuture<'a, ()> {
         let _ = (mm, to_idle);
         Box::pin(async move {
-            let cpu = ctx.cpu();
-            let mut c = self.inner.cpus.write_at(part::cpu(cpu));
-            if c[cpu].loaded_mm.is_some() {
-                c[cpu].is_lazy = true;
+            let mut c = this_cpu_mut(ctx, &self.inner.cpus);
+            if c.loaded_mm.is_some() {
+                c.is_lazy = true;
             }
         })
     }
