@@ -9,6 +9,13 @@ pub struct CpuMask {
     ncpus: usize,
 }
 
+impl Default for CpuMask {
+    /// A mask of no CPUs (0 wide).
+    fn default() -> Self {
+        CpuMask::new(0)
+    }
+}
+
 impl CpuMask {
     /// An empty mask for `ncpus` CPUs.
     pub fn new(ncpus: usize) -> Self {

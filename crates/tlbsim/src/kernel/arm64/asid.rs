@@ -12,29 +12,32 @@ use crate::hw::tlb::{Asid, MmId};
 use crate::kernel::policy::AsidAllocator;
 use crate::kernel::registry::AllocatorEntry;
 use crate::kernel::{Ctx, LockId, World};
-use crate::engine::track::{part, Loc, Space, Tracked};
+use crate::engine::state::{self, PerCpu, Var};
 use std::cell::Cell;
 
-/// The allocator's state under `cpu_asid_lock` (the globals of
-/// arch/arm64/mm/context.c).
-#[derive(Debug)]
+crate::recorded! {
+/// The allocator's state (the globals of arch/arm64/mm/context.c), each
+/// recording its own accesses: `active_asids` and `reserved_asids` by CPU,
+/// the rest whole.
+#[derive(Debug, Default)]
 pub struct State {
     /// `asid_generation`: a multiple of `1 << bits`.
-    pub generation: u64,
+    pub generation: Var<u64>,
     /// `asid_map`: index (not ASID) used in this generation.
-    pub map: Vec<bool>,
+    pub map: Var<Vec<bool>>,
     /// `cur_idx`: where the next search starts.
-    pub cursor: usize,
-    /// `active_asids[cpu]` (0: take the slow path).
-    pub active: Vec<u64>,
-    /// `reserved_asids[cpu]`.
-    pub reserved: Vec<u64>,
+    pub cursor: Var<usize>,
+    /// `DEFINE_PER_CPU(atomic64_t, active_asids)` (0: take the slow path).
+    pub active: PerCpu<u64>,
+    /// `DEFINE_PER_CPU(u64, reserved_asids)`.
+    pub reserved: PerCpu<u64>,
     /// `tlb_flush_pending`.
-    pub flush_pending: CpuMask,
+    pub flush_pending: Var<CpuMask>,
     /// `pinned_asid_map`: indices pinned for IOMMU sharing.
-    pub pinned_map: Vec<bool>,
+    pub pinned_map: Var<Vec<bool>>,
     /// `mm->context.pinned` counts, by mm.
-    pub pins: std::collections::BTreeMap<MmId, u32>,
+    pub pins: Var<std::collections::BTreeMap<MmId, u32>>,
+}
 }
 
 /// The parts of arch/arm64/mm/context.c that a mutant of the allocator
@@ -92,10 +95,11 @@ pub fn flush_context(a: &ReservedAsid, st: &mut State) {
 /// Linux's `check_update_reserved_asid()`: visits every CPU.
 pub fn check_update_reserved_asid(st: &mut State, old: u64, new: u64) -> bool {
     let mut hit = false;
-    for r in st.reserved.iter_mut() {
-        if *r == old {
-            *r = new;
+    // for_each_possible_cpu(cpu): per_cpu(reserved_asids, cpu)
+    for cpu in 0..st.reserved.len() {
+        if st.reserved[cpu] == old {
             hit = true;
+            st.reserved[cpu] = new;
         }
     }
     hit
@@ -107,10 +111,7 @@ pub struct ReservedAsid {
     bits: u8,
     kpti: bool,
     fns: &'static dyn ContextFns,
-    /// Its borrows record `Space::Allocator(0)` (one location for every
-    /// kernel's allocator: coarse, sound); code that touches only
-    /// `active[cpu]` names that part, `part::cpu(cpu)`.
-    st: Tracked<Option<State>>,
+    st: state::State<State>,
     lock: Cell<LockId>, // untracked: set once at init: not state an action changes
 }
 
@@ -127,7 +128,7 @@ impl ReservedAsid {
             bits,
             kpti,
             fns,
-            st: Tracked::new(Loc::all(Space::Allocator(0)), None),
+            st: state::State::new(State::default()),
             lock: Cell::new(0), // untracked: set once at init: not state an action changes
         }
     }
@@ -172,7 +173,7 @@ impl ReservedAsid {
     /// `new_context()` for an mm that may be pinned.
     fn new_context_for(&self, st: &mut State, old: u64, pinned: bool) -> (u64, bool) {
         let asid_mask = self.first_version() - 1;
-        let gen = st.generation;
+        let gen = *st.generation;
         if old != 0 {
             let new = gen | (old & asid_mask);
             if self.fns.check_update_reserved_asid(st, old, new) {
@@ -189,10 +190,10 @@ impl ReservedAsid {
             }
         }
         let mut rolled = false;
-        let idx = match (st.cursor..self.nr_idx()).find(|&i| !st.map[i]) {
+        let idx = match (*st.cursor..self.nr_idx()).find(|&i| !st.map[i]) {
             Some(i) => i,
             None => {
-                st.generation += self.first_version();
+                *st.generation += self.first_version();
                 self.fns.flush_context(self, st);
                 rolled = true;
                 (1..self.nr_idx())
@@ -201,8 +202,8 @@ impl ReservedAsid {
             }
         };
         st.map[idx] = true;
-        st.cursor = idx;
-        (st.generation | self.idx2asid(idx), rolled)
+        *st.cursor = idx;
+        (*st.generation | self.idx2asid(idx), rolled)
     }
 }
 
@@ -220,7 +221,7 @@ impl ReservedAsid {
     /// model: it is called by set-up code, not by a scheduled task).
     pub fn context_get(&self, w: &World, mm: MmId) -> Option<Asid> {
         let mut g = self.st.borrow_mut();
-        let st = g.as_mut().expect("init");
+        let st = &mut *g;
         let bits = self.bits;
         if let Some(n) = st.pins.get_mut(&mm) {
             *n += 1;
@@ -229,7 +230,7 @@ impl ReservedAsid {
                 return None;
             }
             let mut id = w.k.borrow().mms[mm as usize].context_id;
-            if (id ^ st.generation) >> bits != 0 {
+            if (id ^ *st.generation) >> bits != 0 {
                 let (new, rolled) = self.new_context_for(st, id, false);
                 if rolled {
                     w.stats.borrow_mut().asid_rollovers += 1;
@@ -251,7 +252,7 @@ impl ReservedAsid {
     /// `arm64_mm_context_put(mm)`: drops one pin.
     pub fn context_put(&self, w: &World, mm: MmId) {
         let mut g = self.st.borrow_mut();
-        let st = g.as_mut().expect("init");
+        let st = &mut *g;
         let Some(n) = st.pins.get_mut(&mm) else {
             return;
         };
@@ -270,16 +271,17 @@ impl AsidAllocator for ReservedAsid {
         let n = w.ncpus();
         let mut map = vec![false; self.nr_idx()];
         map[0] = true;
-        *self.st.borrow_mut() = Some(State {
-            generation: self.first_version(),
-            map,
-            cursor: 1,
-            active: vec![0; n],
-            reserved: vec![0; n],
-            flush_pending: CpuMask::new(n),
-            pinned_map: vec![false; self.nr_idx()],
-            pins: std::collections::BTreeMap::new(),
-        });
+        {
+            let mut st = self.st.borrow_mut();
+            *st.generation = self.first_version();
+            *st.map = map;
+            *st.cursor = 1;
+            st.active.fill(n, 0);
+            st.reserved.fill(n, 0);
+            *st.flush_pending = CpuMask::new(n);
+            *st.pinned_map = vec![false; self.nr_idx()];
+            st.pins.clear();
+        }
         self.lock.set(w.new_lock("cpu_asid_lock"));
     }
 
@@ -298,9 +300,8 @@ impl AsidAllocator for ReservedAsid {
             let (id, old, gen) = ctx
                 .atomic_read(|| {
                     let st = self.st.borrow();
-                    let st = st.as_ref().expect("init");
                     let id = w.k.borrow().mms[mm as usize].context_id;
-                    (id, st.active[cpu], st.generation)
+                    (id, st.active[cpu], *st.generation)
                 })
                 .await;
             let mut fast = false;
@@ -308,9 +309,7 @@ impl AsidAllocator for ReservedAsid {
                 // atomic64_cmpxchg_relaxed(this_cpu_ptr(&active_asids), old, asid)
                 fast = ctx
                     .cmpxchg(|| {
-                        // Only `active_asids[cpu]` is read and written.
-                        let mut st = self.st.write_at(part::cpu(cpu));
-                        let st = st.as_mut().expect("init");
+                        let mut st = self.st.borrow_mut();
                         self.fns.cmpxchg_active_asid(&mut st.active[cpu], old, id)
                     })
                     .await;
@@ -337,10 +336,10 @@ impl ReservedAsid {
         ctx.spin_lock(self.lock.get()).await;
         let mut id = w.k.borrow().mms[mm as usize].context_id;
         let (flush, new_ctx) = {
-            let mut st = self.st.borrow_mut();
-            let st = st.as_mut().expect("init");
+            let mut g = self.st.borrow_mut();
+            let st = &mut *g;
             let mut new_ctx = false;
-            if (id ^ st.generation) >> bits != 0 {
+            if (id ^ *st.generation) >> bits != 0 {
                 let pinned = st.pins.contains_key(&mm);
                 let (new, rolled) = self.new_context_for(st, id, pinned);
                 if rolled {
@@ -362,8 +361,7 @@ impl ReservedAsid {
             local_flush_tlb_all(ctx).await;
         }
         // atomic64_set(this_cpu_ptr(&active_asids), asid): that slot only.
-        ctx.atomic_set(|| self.st.write_at(part::cpu(cpu)).as_mut().expect("init").active[cpu] = id)
-            .await;
+        ctx.atomic_set(|| self.st.borrow_mut().active[cpu] = id).await;
         ctx.spin_unlock(self.lock.get()).await;
     }
 }
@@ -384,16 +382,15 @@ mod tests {
     fn state(a: &ReservedAsid, ncpus: usize) -> State {
         let mut map = vec![false; a.nr_idx()];
         map[0] = true;
-        State {
-            generation: a.first_version(),
-            map,
-            cursor: 1,
-            active: vec![0; ncpus],
-            reserved: vec![0; ncpus],
-            flush_pending: CpuMask::new(ncpus),
-            pinned_map: vec![false; a.nr_idx()],
-            pins: std::collections::BTreeMap::new(),
-        }
+        let mut st = State::default();
+        *st.generation = a.first_version();
+        *st.map = map;
+        *st.cursor = 1;
+        st.active.fill(ncpus, 0);
+        st.reserved.fill(ncpus, 0);
+        *st.flush_pending = CpuMask::new(ncpus);
+        *st.pinned_map = vec![false; a.nr_idx()];
+        st
     }
 
     #[test]
