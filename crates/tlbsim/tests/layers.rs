@@ -10,7 +10,10 @@
 //! (a unit test may build a profile to get hardware), with `//` comments
 //! removed. A new top-level module must be given a floor here.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+mod source_scan;
+use source_scan::rust_files;
 
 /// The floors, lowest first.
 const FLOORS: &[&[&str]] = &[
@@ -100,22 +103,6 @@ fn named(code: &[String]) -> Vec<(usize, String)> {
         }
     }
     out
-}
-
-/// The `.rs` files under `dir`, sorted.
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.expect("a directory entry").path())
-        .collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
 }
 
 /// The top-level module a file under `src/` belongs to (`None` for

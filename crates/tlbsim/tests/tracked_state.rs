@@ -12,7 +12,10 @@
 //! `// untracked: <reason>` on the same line or the line before.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+mod source_scan;
+use source_scan::rust_files;
 
 /// The directories of `src/` whose code runs during an explorer action.
 const MODEL_DIRS: &[&str] = &["kernel", "workload", "hw", "check", "step"];
@@ -63,22 +66,6 @@ fn scan(text: &str) -> Vec<(usize, String)> {
         prev = line;
     }
     hits
-}
-
-/// The `.rs` files under `dir`, sorted.
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.expect("a directory entry").path())
-        .collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
 }
 
 #[test]
