@@ -1118,6 +1118,39 @@ fn first_walk_to(
 }
 
 impl Observer for Checker {
+    /// What the checker reads and writes for `ev` (docs/model.md, "The
+    /// explorer's footprints and DPOR"): a use of a cached translation
+    /// reads what the checker knows of its mm and of frames; a PTE write
+    /// writes its mm's part and its CPU's pending writes (the version
+    /// bound it raises is a maximum, which commutes); a walk use reads
+    /// table liveness. Every other event may read any hardware the checker
+    /// is given and writes the whole checker state.
+    fn record_footprint(&self, ev: &Event) {
+        use crate::engine::track::{part, record, Loc, Space};
+        let check = |p| Loc::part(Space::Check, p);
+        match *ev {
+            Event::LeafUse { running, .. } => {
+                record(check(part::mm(running as usize)), false);
+                record(check(part::FRAMES), false);
+            }
+            Event::WalkUse { .. } => record(Loc::part(Space::Hw, part::PAGE_TABLES), false),
+            Event::PteWrite { cpu, mm, .. } | Event::HugePteWrite { cpu, mm, .. } => {
+                // The mm's shadow, and the writes pending on the CPU's call.
+                record(check(part::mm(mm as usize)), true);
+                record(check(part::cpu(cpu)), true);
+            }
+            Event::CopyOut { .. } => record(check(part::FRAMES), true),
+            Event::Tlbi {
+                broadcast: true, ..
+            }
+            | Event::DsbDone { .. } => {}
+            _ => {
+                record(Loc::all(Space::Hw), false);
+                record(Loc::all(Space::Check), true);
+            }
+        }
+    }
+
     fn event(&mut self, now: Ns, ev: &Event, hw: &Hw) {
         self.g = hw.granule;
         // A huge write or free counts as the `HPAGE_PMD_NR` it stands for.

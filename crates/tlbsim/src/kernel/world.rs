@@ -553,7 +553,7 @@ impl Machine {
     pub fn emit(&self, ev: Event) {
         if let Some(o) = self.observer.borrow_mut().as_mut() {
             if crate::engine::track::recording() {
-                record_check(&ev);
+                o.record_footprint(&ev);
             }
             o.event(self.now.get(), &ev, &self.hw.untracked().borrow());
             if o.failed() {
@@ -565,38 +565,5 @@ impl Machine {
     /// Has the observer reported a violation?
     pub fn observer_failed(&self) -> bool {
         self.observer_failed.get()
-    }
-}
-
-/// What the checker reads and writes for `ev` (docs/model.md, "The
-/// explorer's footprints and DPOR"): a use of a cached translation reads
-/// what the checker knows of its mm and of frames; a PTE write writes its
-/// mm's part and its CPU's pending writes (the version bound it raises is
-/// a maximum, which commutes);
-/// a walk use reads table liveness. Every other event may read any
-/// hardware the checker is given and writes the whole checker state.
-fn record_check(ev: &Event) {
-    use crate::engine::track::record;
-    let check = |p| Loc::part(Space::Check, p);
-    match *ev {
-        Event::LeafUse { running, .. } => {
-            record(check(part::mm(running as usize)), false);
-            record(check(part::FRAMES), false);
-        }
-        Event::WalkUse { .. } => record(Loc::part(Space::Hw, part::PAGE_TABLES), false),
-        Event::PteWrite { cpu, mm, .. } | Event::HugePteWrite { cpu, mm, .. } => {
-            // The mm's shadow, and the writes pending on the CPU's call.
-            record(check(part::mm(mm as usize)), true);
-            record(check(part::cpu(cpu)), true);
-        }
-        Event::CopyOut { .. } => record(check(part::FRAMES), true),
-        Event::Tlbi {
-            broadcast: true, ..
-        }
-        | Event::DsbDone { .. } => {}
-        _ => {
-            record(Loc::all(Space::Hw), false);
-            record(Loc::all(Space::Check), true);
-        }
     }
 }

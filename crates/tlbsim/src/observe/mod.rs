@@ -505,6 +505,18 @@ pub trait Observer {
     }
     /// Events examined so far.
     fn events_seen(&self) -> u64;
+    /// Records (`engine::track::record`) what [`Observer::event`] will
+    /// read and write of the observer's state and of the hardware for
+    /// `ev`, while the explorer records an action's footprint: the
+    /// observer's state is the model's too, and two actions whose events
+    /// it orders must not be swapped. By default, the whole hardware read
+    /// and the whole observer state written (sound, and coarse).
+    fn record_footprint(&self, ev: &Event) {
+        use crate::engine::track::{record, Loc, Space};
+        let _ = ev;
+        record(Loc::all(Space::Hw), false);
+        record(Loc::all(Space::Check), true);
+    }
 }
 
 #[cfg(test)]
