@@ -42,22 +42,26 @@ use crate::kernel::policy::AsidAllocator;
 use crate::observe::Invariant;
 use crate::kernel::registry::{AllocatorEntry, Breaks};
 use crate::kernel::{Ctx, LockId, Op, World};
-use crate::engine::track::{Loc, Space, Tracked};
+use crate::engine::state::{self, PerCpu, Var};
 use std::cell::Cell;
 
-/// The globals of Linux 3.8's arch/arm/mm/context.c.
-#[derive(Debug)]
+crate::recorded! {
+/// The globals of Linux 3.8's arch/arm/mm/context.c, each recording its
+/// own accesses (`active_asids` and `reserved_asids` by CPU).
+#[derive(Debug, Default)]
 struct State {
     /// `asid_generation`: a multiple of `1 << bits`.
-    generation: u64,
+    generation: Var<u64>,
     /// `asid_map`: index `i` is ASID `i + 1` (`NUM_USER_ASIDS` entries).
-    map: Vec<bool>,
-    /// `active_asids[cpu]` (0 after a rollover, until the CPU switches).
-    active: Vec<u64>,
-    /// `reserved_asids[cpu]`.
-    reserved: Vec<u64>,
+    map: Var<Vec<bool>>,
+    /// `DEFINE_PER_CPU(atomic64_t, active_asids)` (0 after a rollover,
+    /// until the CPU switches).
+    active: PerCpu<u64>,
+    /// `DEFINE_PER_CPU(u64, reserved_asids)`.
+    reserved: PerCpu<u64>,
     /// `tlb_flush_pending`.
-    flush_pending: CpuMask,
+    flush_pending: Var<CpuMask>,
+}
 }
 
 impl State {
@@ -66,9 +70,10 @@ impl State {
         self.map.iter().position(|&used| !used)
     }
 
-    /// `is_reserved_asid(asid)`: whole ids (generation included) compared.
+    /// `is_reserved_asid(asid)`: whole ids (generation included) compared,
+    /// `for_each_possible_cpu(cpu)`.
     fn is_reserved_asid(&self, asid: u64) -> bool {
-        self.reserved.contains(&asid)
+        (0..self.reserved.len()).any(|cpu| self.reserved[cpu] == asid)
     }
 }
 
@@ -76,9 +81,7 @@ impl State {
 #[derive(Debug)]
 pub struct Asid38 {
     bits: u8,
-    /// Its borrows record `Space::Allocator(0)` (one location for every
-    /// kernel's allocator: coarse, sound).
-    st: Tracked<Option<State>>,
+    st: state::State<State>,
     lock: Cell<LockId>, // untracked: set once at init: not state an action changes
 }
 
@@ -87,7 +90,7 @@ impl Asid38 {
     pub fn new(bits: u8) -> Self {
         Self {
             bits,
-            st: Tracked::new(Loc::all(Space::Allocator(0)), None),
+            st: state::State::new(State::default()),
             lock: Cell::new(0), // untracked: set once at init: not state an action changes
         }
     }
@@ -126,13 +129,13 @@ impl Asid38 {
         let mask = self.first_version() - 1;
         if old != 0 && st.is_reserved_asid(old) {
             // Running at the rollover: a false alarm, keep the number.
-            return (st.generation | (old & mask), false);
+            return (*st.generation | (old & mask), false);
         }
         let mut rolled = false;
         let idx = match st.find_first_zero_bit() {
             Some(i) => i,
             None => {
-                st.generation += self.first_version(); // atomic64_add_return()
+                *st.generation += self.first_version(); // atomic64_add_return()
                 self.flush_context(st, cpu);
                 rolled = true;
                 st.find_first_zero_bit()
@@ -140,7 +143,7 @@ impl Asid38 {
             }
         };
         st.map[idx] = true; // __set_bit(asid, asid_map)
-        (st.generation | (idx as u64 + 1), rolled) // IDX_TO_ASID()
+        (*st.generation | (idx as u64 + 1), rolled) // IDX_TO_ASID()
     }
 
     /// The slow path of `check_and_switch_context()`, under
@@ -154,9 +157,9 @@ impl Asid38 {
         let mut id = w.k.borrow().mms[mm as usize].context_id;
         let (flush, new_number) = {
             let mut g = self.st.borrow_mut();
-            let st = g.as_mut().expect("init");
+            let st = &mut *g;
             let mut new_number = false;
-            if (id ^ st.generation) >> self.bits != 0 {
+            if (id ^ *st.generation) >> self.bits != 0 {
                 let (new, rolled) = self.new_context(st, cpu, id);
                 if rolled {
                     w.stats.borrow_mut().asid_rollovers += 1;
@@ -172,8 +175,7 @@ impl Asid38 {
             w.policy.on_new_context(w, mm); // cpumask_clear(mm_cpumask(mm))
         }
         // atomic64_set(&per_cpu(active_asids, cpu), mm->context.id)
-        ctx.atomic_set(|| self.st.borrow_mut().as_mut().expect("init").active[cpu] = id)
-            .await;
+        ctx.atomic_set(|| self.st.borrow_mut().active[cpu] = id).await;
         if flush {
             local_flush_tlb_all(ctx).await;
         }
@@ -196,13 +198,14 @@ async fn cpu_switch_mm(ctx: &Ctx, mm: MmId) {
 impl AsidAllocator for Asid38 {
     fn init(&self, w: &World) {
         let n = w.ncpus();
-        *self.st.borrow_mut() = Some(State {
-            generation: self.first_version(),
-            map: vec![false; self.first_version() as usize - 1],
-            active: vec![0; n],
-            reserved: vec![0; n],
-            flush_pending: CpuMask::new(n),
-        });
+        {
+            let mut st = self.st.borrow_mut();
+            *st.generation = self.first_version();
+            *st.map = vec![false; self.first_version() as usize - 1];
+            st.active.fill(n, 0);
+            st.reserved.fill(n, 0);
+            *st.flush_pending = CpuMask::new(n);
+        }
         self.lock.set(w.new_lock("cpu_asid_lock"));
     }
 
@@ -224,7 +227,7 @@ impl AsidAllocator for Asid38 {
                 .atomic_read(|| {
                     let st = self.st.borrow();
                     let id = w.k.borrow().mms[mm as usize].context_id;
-                    (id, st.as_ref().expect("init").generation)
+                    (id, *st.generation)
                 })
                 .await;
             let mut fast = false;
@@ -233,7 +236,7 @@ impl AsidAllocator for Asid38 {
                 let was = ctx
                     .cmpxchg(|| {
                         let mut st = self.st.borrow_mut();
-                        let slot = &mut st.as_mut().expect("init").active[cpu];
+                        let slot = &mut st.active[cpu];
                         std::mem::replace(slot, id)
                     })
                     .await;
@@ -270,13 +273,13 @@ mod tests {
     use super::*;
 
     fn state(a: &Asid38, ncpus: usize) -> State {
-        State {
-            generation: a.first_version(),
-            map: vec![false; a.first_version() as usize - 1],
-            active: vec![0; ncpus],
-            reserved: vec![0; ncpus],
-            flush_pending: CpuMask::new(ncpus),
-        }
+        let mut st = State::default();
+        *st.generation = a.first_version();
+        *st.map = vec![false; a.first_version() as usize - 1];
+        st.active.fill(ncpus, 0);
+        st.reserved.fill(ncpus, 0);
+        *st.flush_pending = CpuMask::new(ncpus);
+        st
     }
 
     #[test]
@@ -292,7 +295,7 @@ mod tests {
         assert!(rolled);
         assert_eq!(new, (2 << 2) | 1, "first free index after ASID 2 was reserved");
         assert!(st.flush_pending.test(0) && !st.flush_pending.test(1));
-        assert_eq!(st.reserved, vec![0, (1 << 2) | 2]);
+        assert_eq!((st.reserved[0], st.reserved[1]), (0, (1 << 2) | 2));
         // The mm running on CPU1 keeps its number into the new generation.
         let (kept, rolled) = a.new_context(&mut st, 1, (1 << 2) | 2);
         assert_eq!((kept, rolled), ((2 << 2) | 2, false));

@@ -27,41 +27,48 @@ use crate::hw::Ttbr0;
 use crate::kernel::policy::AsidAllocator;
 use crate::kernel::registry::AllocatorEntry;
 use crate::kernel::{Ctx, LockId, Op, World};
-use crate::engine::track::{Loc, Space, Tracked, TrackedCell};
+use crate::engine::state::{PerCpu, State, Var};
+use crate::kernel::percpu::{per_cpu, per_cpu_mut};
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-/// The allocator's state. Every tracked field records
-/// `Space::Allocator(0)` (one location for every kernel's allocator:
-/// coarse, sound).
+/// The allocator's state, each field recording its own accesses (the
+/// per-CPU ones by CPU).
 #[derive(Debug)]
 struct Inner {
     bits: u8,
     /// `cpu_last_asid` (generation in the high bits).
-    last: TrackedCell<u64>,
-    /// `per_cpu(current_mm)`.
-    current_mm: Tracked<Vec<Option<MmId>>>,
+    last: State<Var<u64>>,
+    /// `DEFINE_PER_CPU(struct mm_struct *, current_mm)`.
+    current_mm: State<PerCpu<Option<MmId>>>,
     /// `cpu_asid_lock`.
     lock: Cell<LockId>, // untracked: set once at init: not state an action changes
     /// Per mm `context.id_lock`, created on first use.
-    id_locks: Tracked<BTreeMap<MmId, LockId>>,
+    id_locks: State<Var<BTreeMap<MmId, LockId>>>,
     /// The `reset_context` IPI handler.
     handler: Cell<usize>, // untracked: set once at init: not state an action changes
     /// Per CPU: the mm whose new context a switch deferred (`TIF_SWITCH_MM`).
-    deferred: Tracked<Vec<Option<MmId>>>,
+    deferred: State<PerCpu<Option<MmId>>>,
 }
-
-/// The location of the allocator's state.
-const LOC: Loc = Loc::all(Space::Allocator(0));
 
 impl Inner {
     fn first_version(&self) -> u64 {
         1 << self.bits
     }
 
+    /// `cpu_last_asid`.
+    fn last(&self) -> u64 {
+        **self.last.borrow()
+    }
+
+    /// `cpu_last_asid = v`.
+    fn set_last(&self, v: u64) {
+        **self.last.borrow_mut() = v;
+    }
+
     fn stale(&self, id: u64) -> bool {
-        (id ^ self.last.get()) >> self.bits != 0
+        (id ^ self.last()) >> self.bits != 0
     }
 
     fn id_lock(&self, w: &World, mm: MmId) -> LockId {
@@ -113,10 +120,10 @@ impl Inner {
     async fn reset_context(&self, ctx: &Ctx) {
         let cpu = ctx.cpu();
         ctx.smp_rmb().await;
-        let Some(mm) = self.current_mm.borrow()[cpu] else {
+        let Some(mm) = *per_cpu(&self.current_mm, cpu) else {
             return;
         };
-        let asid = self.last.get() + cpu as u64 + 1;
+        let asid = self.last() + cpu as u64 + 1;
         self.flush_context(ctx).await;
         self.set_mm_context(ctx, mm, asid).await;
         self.cpu_switch_mm(ctx, mm).await;
@@ -134,13 +141,13 @@ impl Inner {
             return;
         }
         ctx.atomic().await; // asid = ++cpu_last_asid (under cpu_asid_lock)
-        let mut asid = self.last.get() + 1;
-        self.last.set(asid);
+        let mut asid = self.last() + 1;
+        self.set_last(asid);
         if asid & (self.first_version() - 1) == 0 {
             // All ASIDs of this generation used: a new one, and every CPU
             // resets its context through an IPI.
             w.stats.borrow_mut().asid_rollovers += 1;
-            asid = self.last.get() + cpu as u64 + 1;
+            asid = self.last() + cpu as u64 + 1;
             self.flush_context(ctx).await;
             let mut targets = CpuMask::full(w.ncpus());
             targets.clear(cpu);
@@ -150,7 +157,7 @@ impl Inner {
                 arg: 0,
             })
             .await;
-            self.last.set(self.last.get() + w.ncpus() as u64);
+            self.set_last(self.last() + w.ncpus() as u64);
         }
         self.set_mm_context(ctx, mm, asid).await;
         ctx.spin_unlock(self.lock.get()).await;
@@ -194,12 +201,12 @@ impl IpiRollover {
         Self {
             inner: Rc::new(Inner {
                 bits,
-                last: TrackedCell::new(LOC, 1 << bits),
-                current_mm: Tracked::new(LOC, Vec::new()),
+                last: State::new(Var::new(1 << bits)),
+                current_mm: State::new(PerCpu::new()),
                 lock: Cell::new(0), // untracked: set once at init: not state an action changes
-                id_locks: Tracked::new(LOC, BTreeMap::new()),
+                id_locks: State::new(Var::new(BTreeMap::new())),
                 handler: Cell::new(0), // untracked: set once at init: not state an action changes
-                deferred: Tracked::new(LOC, Vec::new()),
+                deferred: State::new(PerCpu::new()),
             }),
         }
     }
@@ -207,8 +214,8 @@ impl IpiRollover {
 
 impl AsidAllocator for IpiRollover {
     fn init(&self, w: &World) {
-        *self.inner.current_mm.borrow_mut() = vec![None; w.ncpus()];
-        *self.inner.deferred.borrow_mut() = vec![None; w.ncpus()];
+        self.inner.current_mm.borrow_mut().fill(w.ncpus(), None);
+        self.inner.deferred.borrow_mut().fill(w.ncpus(), None);
         self.inner.lock.set(w.new_lock("cpu_asid_lock"));
         let inner = Rc::clone(&self.inner);
         let h = w.register_ipi_handler(Rc::new(move |ctx: Ctx, _arg: usize| {
@@ -229,7 +236,7 @@ impl AsidAllocator for IpiRollover {
     fn finish_arch_post_lock_switch<'a>(&'a self, ctx: &'a Ctx) -> KFuture<'a, ()> {
         Box::pin(async move {
             let inner = &self.inner;
-            let Some(mm) = inner.deferred.borrow_mut()[ctx.cpu()].take() else {
+            let Some(mm) = per_cpu_mut(&inner.deferred, ctx.cpu()).take() else {
                 return;
             };
             // switch_new_context(current->mm), interrupts on.
@@ -244,14 +251,14 @@ impl AsidAllocator for IpiRollover {
             let inner = &self.inner;
             let cpu = ctx.cpu();
             ctx.atomic().await; // per_cpu(current_mm) = next
-            inner.current_mm.borrow_mut()[cpu] = Some(mm);
+            *per_cpu_mut(&inner.current_mm, cpu) = Some(mm);
             let id = ctx.w.k.borrow().mms[mm as usize].context_id;
             if inner.stale(id) {
                 if ctx.irqs_disabled() {
                     // From a context switch: cpu_set_reserved_ttbr0(), and
                     // TIF_SWITCH_MM for finish_arch_post_lock_switch().
                     cpu_set_reserved_ttbr0(ctx).await;
-                    inner.deferred.borrow_mut()[cpu] = Some(mm);
+                    *per_cpu_mut(&inner.deferred, cpu) = Some(mm);
                     return;
                 }
                 // switch_new_context(), interrupts on: an IPI may renew the
