@@ -25,16 +25,6 @@ use std::cell::{Cell, Ref, RefCell, RefMut};
 /// [`Loc::part`]; the whole space is [`Loc::all`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Space {
-    /// A kernel's `KState` (by kernel id): parts [`part::mm`],
-    /// [`part::task`], [`part::cpu`], [`part::lock`].
-    Kernel(u32),
-    /// The task futures of a kernel (the task-local state of each task's
-    /// program), by task.
-    Future(u32),
-    /// A kernel's TLB-flush policy's own state.
-    Policy(u32),
-    /// A kernel's ASID allocator's own state.
-    Allocator(u32),
     /// A kernel's random stream.
     Random(u32),
     /// KVM's state (VMs, VMID allocator, vGIC pending bits, where vCPUs
@@ -70,20 +60,21 @@ pub mod part {
         // name, still sound.
         (kind << KIND_SHIFT) | (i as u32 & ((1 << KIND_SHIFT) - 1))
     }
-    /// An mm's part of a space (`Kernel`, `Check`, `Policy`).
+    /// An mm's part of a space (a [`PerMm`](crate::engine::state::PerMm)
+    /// table's element; `Check`: what the checker knows of it).
     pub const fn mm(i: usize) -> u32 {
         of(1, i)
     }
-    /// A task (`Space::Kernel`, `Space::Future`).
+    /// A task (a [`PerTask`](crate::engine::state::PerTask) table's element).
     pub const fn task(i: usize) -> u32 {
         of(2, i)
     }
-    /// A CPU's part of a space (`Kernel`: its per-CPU data; `Policy`,
-    /// `Allocator`: the per-CPU variables; `Check`: its pending writes).
+    /// A CPU's part of a space (a [`PerCpu`](crate::engine::state::PerCpu)
+    /// table's element; `Check`: its pending writes).
     pub const fn cpu(i: usize) -> u32 {
         of(3, i)
     }
-    /// A lock (`Space::Kernel`).
+    /// A lock (a [`PerLock`](crate::engine::state::PerLock) table's element).
     pub const fn lock(i: usize) -> u32 {
         of(4, i)
     }
@@ -112,12 +103,9 @@ pub mod part {
     pub const TOUCHED: u32 = of(11, 0);
     /// The speculation budget (`Space::Explore`).
     pub const BUDGET: u32 = of(11, 1);
-    /// The list of tasks (its length: the next task id), mms or locks,
-    /// where creating one appends (`Space::Kernel`, `Space::Future`).
+    /// A table's length, where creating an element appends (the next
+    /// task id, mm id, lock id).
     pub const ALLOC: u32 = of(12, 0);
-    /// The list of page-table pages waiting for a grace period
-    /// (`Space::Kernel`).
-    pub const RCU: u32 = of(12, 1);
     /// The whole space.
     pub const ALL: u32 = u32::MAX;
 }
@@ -400,7 +388,7 @@ impl<T: Copy + std::fmt::Debug> std::fmt::Debug for TrackedCell<T> {
 mod tests {
     use super::*;
 
-    const K: Space = Space::Kernel(0);
+    const K: Space = Space::Var(0);
 
     #[test]
     fn a_whole_space_overlaps_its_parts_and_parts_overlap_only_themselves() {

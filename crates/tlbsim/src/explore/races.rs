@@ -307,11 +307,11 @@ mod tests {
 
     #[test]
     fn an_event_that_reads_a_part_and_writes_the_whole_is_not_its_own_predecessor() {
-        let k = |p| Loc::part(Space::Kernel(0), p);
+        let k = |p| Loc::part(Space::Var(0), p);
         let a = [Action::Step(1), Action::Step(0)];
         let f = [
             Footprint::of(&[k(part::cpu(1))], &[]),
-            Footprint::of(&[k(part::cpu(0))], &[Loc::all(Space::Kernel(0))]),
+            Footprint::of(&[k(part::cpu(0))], &[Loc::all(Space::Var(0))]),
         ];
         let fps: Vec<&Footprint> = f.iter().collect();
         let (_, races) = Hb::build(&a, &fps, 0);

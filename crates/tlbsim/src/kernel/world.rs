@@ -136,10 +136,10 @@ pub struct World {
     pub policy: Box<dyn TlbPolicy>,
     /// ASID allocator.
     pub asid: Box<dyn AsidAllocator>,
-    /// Task futures by task id (taken out while polled;
-    /// `Space::Future(id)`, a part per task).
+    /// Task futures by task id (taken out while polled; recorded by
+    /// task).
     pub futures: State<PerTask<Option<TaskFuture>>>,
-    /// Programs of tasks not started yet (`Space::Future(id)`).
+    /// Programs of tasks not started yet (recorded by task).
     pub programs: State<PerTask<Option<Program>>>,
     /// Handlers that `Op::CallFunction` runs on other CPUs.
     // untracked: registered while the world is set up, read-only after.

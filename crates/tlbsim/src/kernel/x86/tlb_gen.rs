@@ -144,8 +144,8 @@ pub struct MmState {
     pub next_trim_ns: Option<crate::engine::Ns>,
 }
 
-/// Shared state of the policy. Its cells record `Space::Policy(0)` (one
-/// location for every kernel's policy: coarse, sound).
+/// Shared state of the policy (with the IPI handler), each field
+/// recording its own accesses.
 #[derive(Debug)]
 pub struct Inner {
     /// Options.
