@@ -10,6 +10,12 @@
 //! `OnceCell<`, `UnsafeCell<`, `Cell::new`, `RefCell::default` and the
 //! like, outside comments. A line may keep one with the marker comment
 //! `// untracked: <reason>` on the same line or the line before.
+//!
+//! A second scan keeps explorer vocabulary out of the kernel and the
+//! workloads (`src/{kernel,workload}`, tests included): state there gets
+//! its location from its container (`engine/state.rs`, `Tracked::fresh`,
+//! `hw::cell::HwCell`), never from its author, so no author can name a
+//! wrong one.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -42,7 +48,7 @@ fn plain_cells(code: &str) -> Vec<String> {
                 .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
                 .map_or(0, |i| i + 1);
             let ident = &code[start..end];
-            if ident != "TrackedCell" {
+            if ident != "TrackedCell" && ident != "HwCell" {
                 found.push(ident.to_string());
             }
             from = end;
@@ -102,6 +108,7 @@ struct S {
     c: TrackedCell<bool>,
     d: Tracked<Vec<u32>>,
     // e: RefCell<u32> in a comment
+    hw: HwCell,
     f: OnceCell<u8>, // untracked: set once at init
     // untracked: set once at init
     g: Cell<usize>,
@@ -119,5 +126,89 @@ mod tests {
 }
 ";
     let lines: Vec<usize> = scan(text).into_iter().map(|(l, _)| l).collect();
-    assert_eq!(lines, vec![2, 3, 10, 13, 14]);
+    assert_eq!(lines, vec![2, 3, 11, 14, 15]);
+}
+
+/// Explorer vocabulary that kernel and workload code must not use: each
+/// names a location by hand.
+const LOCATION_WORDS: &[&str] = &[
+    "part::",
+    "Loc::",
+    "Loc,",
+    "Loc}",
+    "Loc {",
+    ": Loc",
+    "-> Loc",
+    "read_at(",
+    "write_at(",
+    "Tracked::new(",
+    "TrackedCell::new(",
+    "Space::Hw",
+    "Space::Cx",
+    "Space::Check",
+    "Space::Var",
+    "Space::Explore",
+    "track::record",
+];
+
+/// Does `code` contain `word`, not followed by an identifier character
+/// where `word` ends in one (`: Loc` is not `: LockId`)?
+fn contains_word(code: &str, word: &str) -> bool {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let open_end = word.ends_with(ident);
+    code.match_indices(word)
+        .any(|(i, _)| !open_end || !code[i + word.len()..].starts_with(ident))
+}
+
+/// The lines of `text` (outside comments) that use a location word, as
+/// `(line number, line)`.
+fn scan_locations(text: &str) -> Vec<(usize, String)> {
+    let mut hits = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let code = line.find("//").map_or(line, |c| &line[..c]);
+        if LOCATION_WORDS.iter().any(|w| contains_word(code, w)) {
+            hits.push((i + 1, line.trim().to_string()));
+        }
+    }
+    hits
+}
+
+#[test]
+fn kernel_and_workload_code_names_no_explorer_location() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut report = String::new();
+    for dir in ["kernel", "workload"] {
+        let mut files = Vec::new();
+        rust_files(&src.join(dir), &mut files);
+        assert!(!files.is_empty(), "no source files under src/{dir}");
+        for f in files {
+            let text = std::fs::read_to_string(&f).expect("readable source");
+            for (line, code) in scan_locations(&text) {
+                let rel = f.strip_prefix(&src).unwrap_or(&f).display();
+                let _ = writeln!(report, "src/{rel}:{line}: {code}");
+            }
+        }
+    }
+    assert!(
+        report.is_empty(),
+        "kernel or workload code names an explorer location: keep the state in a \
+         container that names its own (engine/state.rs PerCpu/PerMm/Var, Tracked::fresh, \
+         HwCell::page_tables):\n{report}"
+    );
+}
+
+#[test]
+fn the_location_scan_finds_hand_named_locations_and_spares_comments() {
+    let text = "\
+let a = w.hw.write_at(part::PAGE_TABLES);
+// w.hw.read_at(part::PAGE_TABLES) in a comment
+let b = Tracked::new(Loc::all(Space::Hw), hw);
+let c = Tracked::fresh(v);
+use crate::engine::track::{Loc, Tracked};
+let space = shared(Space::default());
+fn lock(&self) -> LockId { if track::recording() {} }
+fn at(&self) -> Loc { track::record(l, true) }
+";
+    let lines: Vec<usize> = scan_locations(text).into_iter().map(|(l, _)| l).collect();
+    assert_eq!(lines, vec![1, 3, 5, 8]);
 }

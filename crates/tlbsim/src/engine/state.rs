@@ -19,7 +19,7 @@
 //! made ([`new_machine`]), so the same configuration numbers them the same
 //! in every run.
 
-use super::track::{part, record, Loc, Space};
+use super::track::{part, record, Loc, Space, Tracked, TrackedCell};
 use std::cell::{Cell, Ref, RefCell, RefMut};
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut, Index, IndexMut};
@@ -42,6 +42,23 @@ fn fresh() -> Space {
         n.set(v.wrapping_add(1));
         Space::Var(v)
     })
+}
+
+impl<T> Tracked<T> {
+    /// `v`, with a location of its own ([`fresh`]'s numbering): state the
+    /// model makes as it runs (a pipe, a VM's bookkeeping, a workload's
+    /// shared counters), named by the order of its making and never by
+    /// its author.
+    pub fn fresh(v: T) -> Self {
+        Tracked::new(Loc::all(fresh()), v)
+    }
+}
+
+impl<T: Copy> TrackedCell<T> {
+    /// `v`, with a location of its own (as [`Tracked::fresh`]).
+    pub fn fresh(v: T) -> Self {
+        TrackedCell::new(Loc::all(fresh()), v)
+    }
 }
 
 /// What a [`Table`] is indexed by: the kind of part its elements are.

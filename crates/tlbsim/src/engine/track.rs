@@ -25,15 +25,6 @@ use std::cell::{Cell, Ref, RefCell, RefMut};
 /// [`Loc::part`]; the whole space is [`Loc::all`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Space {
-    /// A kernel's random stream.
-    Random(u32),
-    /// KVM's state (VMs, VMID allocator, vGIC pending bits, where vCPUs
-    /// run).
-    Kvm,
-    /// Pipes and sockets between tasks.
-    Ipc,
-    /// State that workload programs share between their tasks.
-    Workload,
     /// The hardware: parts [`part::tlb`], [`part::regs`],
     /// [`part::dvm_pending`], [`part::PAGE_TABLES`].
     Hw,
@@ -43,8 +34,9 @@ pub enum Space {
     /// The checker's state: parts by mm (what it knows of an mm's
     /// translations) and [`part::FRAMES`].
     Check,
-    /// A container of the model's state ([`crate::engine::state`]),
-    /// numbered in the order the machine made them.
+    /// A container of the model's state ([`crate::engine::state`]) or a
+    /// value made with [`Tracked::fresh`], numbered in the order the
+    /// machine made them.
     Var(u32),
     /// The explorer's own bookkeeping that enables actions: the accessed
     /// VAs ([`part::TOUCHED`]) and the speculation budget
@@ -427,7 +419,7 @@ mod tests {
     #[test]
     fn borrows_record_only_while_recording() {
         let t = Tracked::new(Loc::all(K), 5);
-        let c = TrackedCell::new(Loc::all(Space::Workload), 1);
+        let c = TrackedCell::new(Loc::all(Space::Var(9)), 1);
         let _ = *t.borrow();
         assert!(!recording());
         start();
@@ -436,7 +428,7 @@ mod tests {
         let _ = c.get();
         let f = finish();
         assert_eq!(f.writes, vec![Loc::all(K)]);
-        let mut want = vec![Loc::part(K, part::mm(3)), Loc::all(Space::Workload)];
+        let mut want = vec![Loc::part(K, part::mm(3)), Loc::all(Space::Var(9))];
         want.sort();
         assert_eq!(f.reads, want);
         let _ = *t.borrow();

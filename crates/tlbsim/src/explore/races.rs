@@ -271,7 +271,7 @@ mod tests {
     use super::*;
 
     fn loc(p: u32) -> Loc {
-        Loc::part(Space::Workload, p)
+        Loc::part(Space::Var(9), p)
     }
 
     #[test]
@@ -297,7 +297,7 @@ mod tests {
         let f = [
             Footprint::of(&[loc(1)], &[]),
             Footprint::of(&[], &[loc(2)]),
-            Footprint::of(&[], &[Loc::all(Space::Workload)]),
+            Footprint::of(&[], &[Loc::all(Space::Var(9))]),
         ];
         let fps: Vec<&Footprint> = f.iter().collect();
         let (hb, races) = Hb::build(&a, &fps, 0);

@@ -5,6 +5,7 @@
 //! This module holds state and semantics only; *when* things happen is the
 //! driver's decision (see `crate::driver`).
 
+pub mod cell;
 pub mod cpumask;
 pub mod dvm_affinity;
 pub mod mem;

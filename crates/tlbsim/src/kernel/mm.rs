@@ -14,7 +14,6 @@ use super::pgtable::{
 use super::swap::PageData;
 use super::tlbbatch::flush_tlb_batched_pending;
 use super::{sched, Ctx, Vma};
-use crate::engine::track::part;
 use crate::hw::mem::{Granule, Perms, Pfn, Pte, SwpEntry, TableId, ZERO_PFN};
 use crate::hw::tlb::MmId;
 use crate::hw::Fault;
@@ -271,8 +270,8 @@ impl MmuGather {
                 w.rcu_free_table(self.mm, t);
                 continue;
             }
-            let instance = w.hw.read_at(part::PAGE_TABLES).mem.table(t).instance;
-            w.hw.write_at(part::PAGE_TABLES).mem.free_table(t);
+            let instance = w.hw.page_tables().table(t).instance;
+            w.hw.page_tables_mut().free_table(t);
             w.stats.borrow_mut().tables_freed += 1;
             w.emit(Event::TableFree {
                 cpu,

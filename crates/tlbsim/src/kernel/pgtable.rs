@@ -3,7 +3,6 @@
 
 use super::swap::SwapSlot;
 use super::World;
-use crate::engine::track::part;
 use crate::hw::mem::{Desc, Perms, Pfn, Pte, SwpEntry, TableId, HUGE_LEVEL, LEAF_LEVEL};
 use crate::hw::tlb::MmId;
 use crate::hw::CpuId;
@@ -65,19 +64,12 @@ fn set_leaf(
     });
     let mut allocated = 0;
     // Tables only (`table_at`, the entry).
-    let mut hw = w.hw.write_at(part::PAGE_TABLES);
-    let Some(table) = table_at(
-        &mut hw.mem,
-        pgd,
-        va,
-        level,
-        newpte.is_some(),
-        &mut allocated,
-    ) else {
+    let mut mem = w.hw.page_tables_mut();
+    let Some(table) = table_at(&mut mem, pgd, va, level, newpte.is_some(), &mut allocated) else {
         return (None, None, 0);
     };
-    let idx = hw.granule.level_index(va, level);
-    let t = hw.mem.table_mut(table);
+    let idx = w.granule.level_index(va, level);
+    let t = mem.table_mut(table);
     let old = match newpte {
         Some(p) => t.entries.insert(idx, Desc::Page(p)),
         None => t.entries.remove(&idx),

@@ -12,7 +12,7 @@
 use super::mm::{syscall_enter, syscall_exit};
 use super::sched::wait_event;
 use super::{Ctx, TaskId};
-use crate::engine::track::{Loc, Space, Tracked};
+use crate::engine::track::Tracked;
 use std::collections::VecDeque;
 use std::rc::Rc;
 
@@ -29,21 +29,17 @@ pub struct Pipe {
     waiting: Vec<TaskId>,
 }
 
-/// A shared handle on a pipe: its borrows record `Space::Ipc` (every
-/// pipe and socket is one location: coarse, sound).
+/// A shared handle on a pipe, a location of its own ([`Tracked::fresh`]).
 pub type PipeRef = Rc<Tracked<Pipe>>;
 
 /// A pipe of `buffers` page buffers holding `per_buffer` messages each.
 pub fn new_pipe_paged(buffers: u32, per_buffer: u32) -> PipeRef {
-    Rc::new(Tracked::new(
-        Loc::all(Space::Ipc),
-        Pipe {
-            bufs: VecDeque::new(),
-            buffers: buffers.max(1) as usize,
-            per_buffer: per_buffer.max(1),
-            waiting: Vec::new(),
-        },
-    ))
+    Rc::new(Tracked::fresh(Pipe {
+        bufs: VecDeque::new(),
+        buffers: buffers.max(1) as usize,
+        per_buffer: per_buffer.max(1),
+        waiting: Vec::new(),
+    }))
 }
 
 /// A pipe holding `capacity` messages of a page each (one writer and one

@@ -16,7 +16,7 @@
 use super::mm::{syscall_enter, syscall_exit};
 use super::sched::wait_event;
 use super::{Ctx, TaskId};
-use crate::engine::track::{Loc, Space, Tracked};
+use crate::engine::track::Tracked;
 use std::collections::VecDeque;
 use std::rc::Rc;
 
@@ -36,24 +36,21 @@ pub struct UnixStream {
     writers: VecDeque<TaskId>,
 }
 
-/// A shared handle on a socket pair's direction: its borrows record
-/// `Space::Ipc` (every pipe and socket is one location: coarse, sound).
+/// A shared handle on a socket pair's direction, a location of its own
+/// ([`Tracked::fresh`]).
 pub type UnixStreamRef = Rc<Tracked<UnixStream>>;
 
 /// A socket pair whose sending socket has `sndbuf` bytes of send buffer
 /// and whose messages each charge `truesize` bytes to it.
 pub fn new_unix_stream(sndbuf: u64, truesize: u64) -> UnixStreamRef {
-    Rc::new(Tracked::new(
-        Loc::all(Space::Ipc),
-        UnixStream {
-            wmem_alloc: 1,
-            sndbuf,
-            truesize: truesize.max(1),
-            queued: 0,
-            reader: None,
-            writers: VecDeque::new(),
-        },
-    ))
+    Rc::new(Tracked::fresh(UnixStream {
+        wmem_alloc: 1,
+        sndbuf,
+        truesize: truesize.max(1),
+        queued: 0,
+        reader: None,
+        writers: VecDeque::new(),
+    }))
 }
 
 impl UnixStream {

@@ -8,8 +8,9 @@ use super::{sched, Ctx, Lock, Mm, Rq, Task, TaskId, TaskState};
 use crate::config::{KernelConfig, Profile};
 use crate::engine::exec::KFuture;
 use crate::engine::state::{PerCpu, PerLock, PerMm, PerTask, State, Var};
-use crate::engine::track::{part, Loc, Space, Tracked, TrackedCell};
+use crate::engine::track::{Tracked, TrackedCell};
 use crate::engine::Ns;
+use crate::hw::cell::HwCell;
 use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{Asid, MmId};
 use crate::hw::{CpuId, Hw};
@@ -68,8 +69,8 @@ pub type IpiHandler = Rc<dyn Fn(Ctx, usize) -> TaskFuture>;
 /// What every kernel on the machine shares: hardware, statistics, the
 /// observer and the clock.
 pub struct Machine {
-    /// Hardware (`Space::Hw`).
-    pub hw: Tracked<Hw>,
+    /// Hardware.
+    pub hw: HwCell,
     /// Statistics.
     // untracked: counters only; no model code decides on them.
     pub stats: RefCell<Stats>,
@@ -91,9 +92,6 @@ pub struct Machine {
     /// machine): `PAGE_SIZE`, `PTRS_PER_PTE`, `PMD_SIZE` for the kernel
     /// code, the same value as `hw.granule`.
     pub granule: crate::hw::mem::Granule,
-    /// The last PTE version handed out ([`World::next_pte_version`]): one
-    /// sequence for every kernel, so that versions order all writes.
-    pte_version: TrackedCell<u64>,
 }
 
 /// What a guest kernel's world knows of its virtual machine: where each
@@ -184,12 +182,11 @@ impl World {
         let n = hw.ncpus();
         let m = Rc::new(Machine {
             granule,
-            hw: Tracked::new(Loc::all(Space::Hw), hw),
+            hw: HwCell::new(hw),
             stats: RefCell::new(Stats::new(n)), // untracked: counters only
             observer: RefCell::new(None),       // untracked: recorded by event kind in `emit`
             observer_failed: Cell::new(false),  // untracked: read between actions
             now: Cell::new(0),                  // untracked: the explorer's clock is per CPU
-            pte_version: TrackedCell::new(Loc::part(Space::Hw, part::PAGE_TABLES), 0),
         });
         Self::boot(m, 0, n, None, profile, (kcfg, policy, asid))
     }
@@ -209,14 +206,8 @@ impl World {
             "kernel id {id}"
         );
         let guest = Guest {
-            pcpu: pcpus
-                .iter()
-                .map(|&c| TrackedCell::new(Loc::all(Space::Kvm), c))
-                .collect(),
-            pending: pcpus
-                .iter()
-                .map(|_| TrackedCell::new(Loc::all(Space::Kvm), false))
-                .collect(),
+            pcpu: pcpus.iter().map(|&c| TrackedCell::fresh(c)).collect(),
+            pending: pcpus.iter().map(|_| TrackedCell::fresh(false)).collect(),
         };
         let (m, profile) = (Rc::clone(&host.m), host.profile.clone());
         Self::boot(
@@ -252,10 +243,7 @@ impl World {
             futures: State::new(PerTask::new()),
             programs: State::new(PerTask::new()),
             ipi_handlers: RefCell::new(Vec::new()), // untracked: read-only once set up
-            random: Tracked::new(
-                Loc::all(Space::Random(id)),
-                crate::engine::rng::Streams::new(0).stream("kernel.random"),
-            ),
+            random: Tracked::fresh(crate::engine::rng::Streams::new(0).stream("kernel.random")),
         });
         for cpu in 0..n {
             let t = w.new_task(
@@ -406,9 +394,7 @@ impl World {
     }
     /// Next PTE version (unique, increasing).
     pub fn next_pte_version(&self) -> u64 {
-        let v = self.pte_version.get() + 1;
-        self.pte_version.set(v);
-        v
+        self.hw.next_pte_version()
     }
 
     /// Drops the reference that `mm` held at `va` on a data frame, reporting

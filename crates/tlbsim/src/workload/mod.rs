@@ -16,7 +16,7 @@ pub mod unixbench;
 pub mod victim;
 
 use crate::engine::rng::Streams;
-use crate::engine::track::{Loc, Space, Tracked, TrackedCell};
+use crate::engine::track::{Tracked, TrackedCell};
 use crate::kernel::{TaskId, World};
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -158,20 +158,16 @@ impl Estimate {
     }
 }
 
-/// The location of every piece of state a workload's tasks share: the
-/// whole of `Space::Workload` (coarse, sound: any two accesses to shared
-/// workload state of which one writes are dependent).
-pub const SHARED: Loc = Loc::all(Space::Workload);
-
-/// State the tasks of a workload share, whose borrows record [`SHARED`].
+/// State the tasks of a workload share, with a location of its own
+/// ([`Tracked::fresh`]).
 pub fn shared<T>(v: T) -> Rc<Tracked<T>> {
-    Rc::new(Tracked::new(SHARED, v))
+    Rc::new(Tracked::fresh(v))
 }
 
-/// A flag or counter the tasks of a workload share, whose reads and writes
-/// record [`SHARED`].
+/// A flag or counter the tasks of a workload share, with a location of its
+/// own.
 pub fn shared_cell<T: Copy>(v: T) -> Rc<TrackedCell<T>> {
-    Rc::new(TrackedCell::new(SHARED, v))
+    Rc::new(TrackedCell::fresh(v))
 }
 
 /// Workload parameters as given in the config.

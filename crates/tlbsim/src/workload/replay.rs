@@ -376,14 +376,14 @@ impl Workload for Replay {
             untraced_sleeps: self.untraced_sleeps,
             awaited: handoff.values().copied().collect(),
             handoff,
-            handed: Tracked::new(super::SHARED, BTreeSet::new()),
-            handoff_waiters: Tracked::new(super::SHARED, BTreeMap::new()),
-            removed_ns: TrackedCell::new(super::SHARED, 0),
-            runnable_wait_ns: TrackedCell::new(super::SHARED, 0),
+            handed: Tracked::fresh(BTreeSet::new()),
+            handoff_waiters: Tracked::fresh(BTreeMap::new()),
+            removed_ns: TrackedCell::fresh(0),
+            runnable_wait_ns: TrackedCell::fresh(0),
             trace: Arc::clone(&trace),
             by_tid,
-            tokens: Tracked::new(super::SHARED, BTreeMap::new()),
-            sleeping: Tracked::new(super::SHARED, BTreeMap::new()),
+            tokens: Tracked::fresh(BTreeMap::new()),
+            sleeping: Tracked::fresh(BTreeMap::new()),
         });
         let root = &trace.tasks[0];
         let space = super::shared(Space::default());

@@ -489,8 +489,8 @@ struct Results {
 impl Results {
     fn new() -> Self {
         Results {
-            scores: Tracked::new(super::SHARED, Vec::new()),
-            indices: Tracked::new(super::SHARED, Vec::new()),
+            scores: Tracked::fresh(Vec::new()),
+            indices: Tracked::fresh(Vec::new()),
         }
     }
     fn add_score(&self, test: &str, score: f64) {

@@ -34,7 +34,6 @@ struct VmState {
 /// The policy. See the module doc.
 #[derive(Debug)]
 pub struct Dvmbm {
-    /// Records [`super::KVM`].
     vms: Tracked<Vec<VmState>>,
     ncpus: Cell<usize>, // untracked: set once at init: not state an action changes
 }
@@ -42,7 +41,7 @@ pub struct Dvmbm {
 impl Default for Dvmbm {
     fn default() -> Self {
         Dvmbm {
-            vms: Tracked::new(super::KVM, Vec::new()),
+            vms: Tracked::fresh(Vec::new()),
             ncpus: Cell::new(0), // untracked: set once at init: not state an action changes
         }
     }

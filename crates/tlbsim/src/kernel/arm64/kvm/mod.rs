@@ -20,7 +20,7 @@ crate::kernel::registry::entries! {
 }
 
 use crate::engine::exec::KFuture;
-use crate::engine::track::{Loc, Space, Tracked, TrackedCell};
+use crate::engine::track::{Tracked, TrackedCell};
 use crate::hw::CpuId;
 use crate::kernel::{sched, Ctx, GuestExit, TaskId, World};
 use std::rc::Rc;
@@ -97,10 +97,6 @@ pub fn find_kvm_policy(name: &str) -> Result<&'static KvmPolicyEntry, String> {
             )
         })
 }
-
-/// The location of every piece of KVM state (VMs, the VMID allocator,
-/// the KVM policies' own state): the whole of `Space::Kvm` (coarse, sound).
-pub const KVM: Loc = Loc::all(Space::Kvm);
 
 /// `struct kvm` with its one stage-2 MMU (`kvm->arch.mmu`): what the
 /// host keeps of one VM.
@@ -298,15 +294,13 @@ pub fn create_vm(
     let kvm = Rc::new(Kvm {
         guest,
         vmid: KvmVmid::default(),
-        last_vcpu_ran: (0..host.ncpus())
-            .map(|_| TrackedCell::new(KVM, -1))
-            .collect(),
+        last_vcpu_ran: (0..host.ncpus()).map(|_| TrackedCell::fresh(-1)).collect(),
         cx_base,
         policy: Rc::clone(kvm_policy),
-        requests: pcpus.iter().map(|_| TrackedCell::new(KVM, false)).collect(),
+        requests: pcpus.iter().map(|_| TrackedCell::fresh(false)).collect(),
         vmids: Rc::clone(vmids),
-        vcpu_threads: Tracked::new(KVM, Vec::new()),
-        done: TrackedCell::new(KVM, false),
+        vcpu_threads: Tracked::fresh(Vec::new()),
+        done: TrackedCell::fresh(false),
     });
     for (i, &cpu) in pcpus.iter().enumerate() {
         let k = Rc::clone(&kvm);

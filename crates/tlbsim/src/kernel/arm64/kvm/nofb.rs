@@ -15,14 +15,13 @@ use crate::engine::track::Tracked;
 /// The policy: per VM and vCPU, the CPU it last loaded on (`vcpu->cpu`).
 #[derive(Debug)]
 pub struct NoFb {
-    /// Records [`super::KVM`].
     last_cpu: Tracked<Vec<Vec<Option<CpuId>>>>,
 }
 
 impl Default for NoFb {
     fn default() -> Self {
         NoFb {
-            last_cpu: Tracked::new(super::KVM, Vec::new()),
+            last_cpu: Tracked::fresh(Vec::new()),
         }
     }
 }

@@ -8,7 +8,6 @@
 //! VMID 0 is never handed out: it is the host's (and, as
 //! `VMID_ACTIVE_INVALID`'s index, what a CPU with no vCPU loaded holds).
 
-use super::KVM;
 use crate::engine::track::{Tracked, TrackedCell};
 use crate::hw::tlb::{TlbiScope, Vmid};
 use crate::kernel::{Ctx, LockId, World};
@@ -17,14 +16,14 @@ use crate::kernel::{Ctx, LockId, World};
 /// 0 until the first `kvm_arm_vmid_update()`).
 #[derive(Debug)]
 pub struct KvmVmid {
-    /// `id`: generation | VMID (records [`KVM`]).
+    /// `id`: generation | VMID.
     pub id: TrackedCell<u64>,
 }
 
 impl Default for KvmVmid {
     fn default() -> Self {
         KvmVmid {
-            id: TrackedCell::new(KVM, 0),
+            id: TrackedCell::fresh(0),
         }
     }
 }
@@ -51,7 +50,6 @@ pub struct State {
 #[derive(Debug)]
 pub struct VmidAllocator {
     bits: u8,
-    /// Records [`KVM`].
     st: Tracked<State>,
     lock: LockId,
 }
@@ -74,7 +72,7 @@ impl VmidAllocator {
         }
         Ok(Self {
             bits,
-            st: Tracked::new(KVM, State::new(bits, n)),
+            st: Tracked::fresh(State::new(bits, n)),
             lock: w.new_lock("cpu_vmid_lock"),
         })
     }
@@ -260,7 +258,7 @@ mod tests {
     fn alloc(bits: u8) -> VmidAllocator {
         VmidAllocator {
             bits,
-            st: Tracked::new(KVM, State::new(bits, 2)),
+            st: Tracked::fresh(State::new(bits, 2)),
             lock: 0,
         }
     }
