@@ -8,6 +8,7 @@ use crate::config::{
 };
 use crate::driver::{RunError, TimingDriver};
 use crate::engine::rng::Streams;
+use crate::hw::mem::Granule;
 use crate::kernel::arm64::kvm::Kvm;
 use crate::kernel::registry::{check_combination, find_allocator, find_policy};
 use crate::kernel::TaskId;
@@ -734,13 +735,13 @@ fn check_vms(
             message: "reclaim is not modelled inside VMs yet".into(),
         });
     }
-    if kcfg.page_size_kib != 4 {
+    if kcfg.granule != Granule::K4 {
         return Err(SimError::Field {
             section: "kernel".into(),
             key: "page_size_kib".into(),
             message: format!(
                 "{} KiB pages are not modelled with [vm] yet (stage 2 and the guests' kernels run 4 KiB pages only)",
-                kcfg.page_size_kib
+                kcfg.granule.page_size_kib()
             ),
         });
     }
@@ -830,7 +831,7 @@ fn check_kernel(
             "the huge zero page needs thp = \"always\"".into(),
         ));
     }
-    let pmd_bytes = kcfg.granule().pmd_size();
+    let pmd_bytes = kcfg.granule.pmd_size();
     if !kcfg.fault_around_bytes.is_power_of_two() || kcfg.fault_around_bytes > pmd_bytes {
         return Err(field(
             "fault_around_bytes",
@@ -911,24 +912,24 @@ fn check_kernel(
     Ok(())
 }
 
-/// `kernel.page_size_kib`: 4, or 64 on arm64 (x86 has no 64 KiB base
+/// `kernel.page_size_kib` (4 or 64 when parsed): 4, or 64 on arm64 (x86 has no 64 KiB base
 /// page; arm64's 16 KiB granule is not modelled), and 64 without THP
 /// (no profile has the cost of a 512 MiB huge-page fault) and without
 /// kswapd (reclaim was not reviewed for 64 KiB pages).
 fn check_page_size(kcfg: &KernelConfig, profile: &Profile) -> Result<(), String> {
-    match (kcfg.page_size_kib, profile.arch) {
-        (64, crate::config::Arch::Arm64) if kcfg.memory_limit_pages.is_some() => Err(
+    match (kcfg.granule, profile.arch) {
+        (Granule::K64, crate::config::Arch::Arm64) if kcfg.memory_limit_pages.is_some() => Err(
             "reclaim (memory_limit_pages) is not modelled with 64 KiB pages yet: its per-page costs are 4 KiB figures".into(),
         ),
-        (64, crate::config::Arch::Arm64) if kcfg.thp == crate::config::Thp::Always => Err(
+        (Granule::K64, crate::config::Arch::Arm64) if kcfg.thp == crate::config::Thp::Always => Err(
             "thp = \"always\" with 64 KiB pages is not modelled yet: its PMD blocks are 512 MiB, and the profile's thp_fault_ns is the cost of a 2 MiB fault".into(),
         ),
-        (4, _) | (64, crate::config::Arch::Arm64) => Ok(()),
-        (64, arch) => Err(format!(
+        (_, crate::config::Arch::Arm64) => Ok(()),
+        (g, _) if g == Granule::K4 => Ok(()),
+        (_, arch) => Err(format!(
             "64 KiB pages are an arm64 kernel's (CONFIG_ARM64_64K_PAGES); profile \"{}\" is {arch}, whose base page is 4 KiB",
             profile.name
         )),
-        (kib, _) => Err(format!("{kib} KiB pages (must be 4 or 64)")),
     }
 }
 
@@ -964,7 +965,7 @@ pub fn workload_of(
 }
 
 fn build_workload(exp: &Experiment, profile: &Profile) -> Result<workload::Resolved, SimError> {
-    let kib = exp.kernel.page_size_kib;
+    let kib = exp.kernel.granule.page_size_kib() as u32;
     if let Some(e) = workload::WORKLOADS
         .iter()
         .find(|e| e.name == exp.workload.name && !e.page_sizes_kib.contains(&kib))

@@ -2,6 +2,7 @@
 //! and seed.
 
 use super::profile::Profile;
+use crate::hw::mem::Granule;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -230,12 +231,16 @@ pub struct KernelConfig {
     /// is built): with 48-bit VAs, 3 table levels of 13 index bits under a
     /// 64-entry top table, and 512 MiB PMD blocks (THP). Page counts
     /// elsewhere in `[kernel]` (`memory_limit_pages`) count these pages.
-    /// See docs/model.md, Kernel. Left out of the JSON when 4.
+    /// See docs/model.md, Kernel. Key `page_size_kib`, parsed once: any
+    /// other value than 4 or 64 is an error naming its line. Left out of
+    /// the JSON when 4.
     #[serde(
-        default = "default_page_size_kib",
-        skip_serializing_if = "is_default_page_size_kib"
+        rename = "page_size_kib",
+        default = "default_granule",
+        skip_serializing_if = "is_default_granule",
+        with = "page_size_kib"
     )]
-    pub page_size_kib: u32,
+    pub granule: Granule,
     /// arm64 `__flush_tlb_range()`'s limit on per-page TLBIs, as each
     /// Linux version had it: `"max-tlbi-ops"` (the model's default, Linux
     /// 4.20+: from `MAX_TLBI_OPS = PTRS_PER_PTE` strides on, flush the
@@ -359,25 +364,35 @@ impl Arm64FlushRangeLimit {
     }
 }
 
-impl KernelConfig {
-    /// The granule `page_size_kib` chooses. Call after validation
-    /// (`page_size_kib` is 4 or 64); any other value is a bug.
-    pub fn granule(&self) -> crate::hw::mem::Granule {
-        crate::hw::mem::Granule::from_kib(self.page_size_kib).unwrap_or_else(|| {
-            panic!(
-                "kernel.page_size_kib = {} not validated",
-                self.page_size_kib
-            )
-        })
+fn default_granule() -> Granule {
+    Granule::K4
+}
+
+fn is_default_granule(g: &Granule) -> bool {
+    *g == default_granule()
+}
+
+/// `kernel.page_size_kib` as the [`Granule`] it names: written as its page
+/// size in KiB, read from 4 or 64 only.
+mod page_size_kib {
+    use crate::hw::mem::Granule;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(g: &Granule, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(g.page_size_kib())
     }
-}
 
-fn default_page_size_kib() -> u32 {
-    4
-}
-
-fn is_default_page_size_kib(kib: &u32) -> bool {
-    *kib == default_page_size_kib()
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Granule, D::Error> {
+        let kib = i64::deserialize(d)?;
+        u32::try_from(kib)
+            .ok()
+            .and_then(Granule::from_kib)
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "{kib} KiB pages (must be 4, CONFIG_ARM64_4K_PAGES and x86, or 64, CONFIG_ARM64_64K_PAGES)"
+                ))
+            })
+    }
 }
 
 /// Transparent huge page mode.
@@ -450,7 +465,7 @@ impl Default for KernelConfig {
             hz: None,
             pgtable_free_tlbi: PgtableFreeTlbi::Deferred,
             spurious_fault_flush: false,
-            page_size_kib: default_page_size_kib(),
+            granule: default_granule(),
             arm64_flush_range_limit: Arm64FlushRangeLimit::MaxTlbiOps,
             fault_around_bytes: default_fault_around_bytes(),
             read_ahead_kb: default_read_ahead_kb(),

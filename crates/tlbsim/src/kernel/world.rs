@@ -177,7 +177,7 @@ impl World {
         policy: Box<dyn TlbPolicy>,
         asid: Box<dyn AsidAllocator>,
     ) -> Rc<World> {
-        let granule = kcfg.granule();
+        let granule = kcfg.granule;
         let hw = Hw::new(&profile.hw_params(granule));
         let n = hw.ncpus();
         let m = Rc::new(Machine {

@@ -4,7 +4,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 use tlbsim::config::KernelConfig;
 use tlbsim::driver::TimingDriver;
-use tlbsim::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
+use tlbsim::hw::mem::{Granule, Perms, PAGE_SIZE_4K as PAGE_SIZE};
 use tlbsim::kernel::mm::sys_mmap;
 use tlbsim::kernel::sched::{spawn_kthread, spawn_user};
 use tlbsim::kernel::{Ctx, TaskState, World};
@@ -22,7 +22,7 @@ fn world_on(name: &str, cpus: u32) -> Rc<World> {
 /// checker.
 fn world_64k(cpus: u32) -> Rc<World> {
     let k = KernelConfig {
-        page_size_kib: 64,
+        granule: Granule::K64,
         ..KernelConfig::default()
     };
     super::common::world_with("ampere-32", cpus, k)
@@ -606,10 +606,11 @@ fn exec_moves_its_argument_page_to_a_random_depth_with_two_flushes() {
         );
         seen.get()
     };
-    for kib in [4, 64] {
-        let page = u64::from(kib) << 10;
+    for granule in [Granule::K4, Granule::K64] {
+        let kib = granule.page_size_kib();
+        let page = kib << 10;
         let k = KernelConfig {
-            page_size_kib: kib,
+            granule,
             ..KernelConfig::default()
         };
         let (n, start, end, mapped, flushes, freed) = exec(k);

@@ -31,7 +31,7 @@ use common::run_process as run;
 fn munmap_and_exit(mode: PgtableFreeTlbi, g: Granule) -> [u64; 4] {
     let w = world(KernelConfig {
         pgtable_free_tlbi: mode,
-        page_size_kib: g.page_size_kib() as u32,
+        granule: g,
         ..KernelConfig::default()
     });
     let (page, pmd) = (g.page_size(), g.pmd_size());

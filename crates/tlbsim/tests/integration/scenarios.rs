@@ -53,7 +53,7 @@ fn checker_catches_a_flush_range_that_skips_the_broadcast() {
 fn with_64k_pages_the_checker_catches_the_same_mutants_in_64k_terms() {
     let at_64k = |policy: &str, wl: &str| {
         let mut e = experiment(policy, 4, wl);
-        e.kernel.page_size_kib = 64;
+        e.kernel.granule = tlbsim::hw::mem::Granule::K64;
         violation(&e)
     };
     let r = at_64k("mutant-range-no-broadcast", THREADS_MPROTECT);
@@ -346,9 +346,14 @@ fn page_size_kib_is_validated_against_the_architecture_and_the_workload() {
         ("kernel", "page_size_kib")
     );
     assert!(message.contains("x86"), "{message}");
-    let (_, key, message) = field_error(&e("ampere-32", "arm64-stock", 16, mprotect));
-    assert_eq!(key, "page_size_kib");
-    assert!(message.contains("4 or 64"), "{message}");
+    // Neither 4 nor 64: an error of the file, naming the line and key.
+    let text = "[experiment]\nname = \"t\"\nprofile = \"ampere-32\"\n[kernel]\npage_size_kib = 16\n[workload]\nname = \"mprotect\"\n";
+    let err = tlbsim::config::parse_toml::<Experiment>("t.toml", text)
+        .expect_err("16 KiB pages")
+        .to_string();
+    for want in ["t.toml:5", "[kernel] page_size_kib", "16 KiB", "must be 4"] {
+        assert!(err.contains(want), "{want}: {err}");
+    }
     // A workload still written for 4 KiB pages refuses 64 KiB.
     let churn = "name = \"churn\"";
     let (_, key, message) = field_error(&e("ampere-32", "arm64-stock", 64, churn));
