@@ -134,13 +134,6 @@ impl Accept {
         let ratio = before / after;
         let failed =
             self.judge(published_ratio, (before, after), (pub_before, pub_after)) == Some(false);
-        let miss = |bad: bool, why: String| {
-            if bad {
-                format!(" (MISS: {why})")
-            } else {
-                String::new()
-            }
-        };
         // The ratio against the published one, off by percent or by
         // points as the criterion counts, and why it misses if it does.
         let vs_published = |off: String, why: String| {
@@ -196,22 +189,11 @@ impl Accept {
                     format!("not within +-{}% of {target}", frac * 100.0)
                 )
             ),
-            Accept::BothWithinPoints(p) => {
-                let part = |v: f64, pv: f64| {
-                    let off = v - pv;
-                    format!(
-                        "{} vs published {} ({off:+.2} points){}",
-                        num(v),
-                        num(pv),
-                        miss(off.abs() > p, format!("beyond +-{p}"))
-                    )
-                };
-                format!(
-                    "before {}, after {}",
-                    part(before, pub_before),
-                    part(after, pub_after)
-                )
-            }
+            Accept::BothWithinPoints(p) => format!(
+                "before {}, after {}",
+                within_points(before, pub_before, p),
+                within_points(after, pub_after, p)
+            ),
         }
     }
 
@@ -906,6 +888,26 @@ impl Acceptance {
             missed,
         }
     }
+}
+
+/// ` (MISS: why)` when `bad`, else nothing.
+fn miss(bad: bool, why: String) -> String {
+    if bad {
+        format!(" (MISS: {why})")
+    } else {
+        String::new()
+    }
+}
+
+/// `v` against the published `pv`, off by points, missing beyond `p`.
+fn within_points(v: f64, pv: f64, p: f64) -> String {
+    let off = v - pv;
+    format!(
+        "{} vs published {} ({off:+.2} points){}",
+        num(v),
+        num(pv),
+        miss(off.abs() > p, format!("beyond +-{p}"))
+    )
 }
 
 #[cfg(test)]

@@ -81,21 +81,7 @@ pub fn run(args: Args) -> ExitCode {
         Ok(o) => o,
         Err(code) => return code,
     };
-    // A schedule that cannot be replayed is refused before the experiment
-    // is loaded.
-    if let Some(Err(e)) = args.replay.as_deref().map(tlbsim::explore::parse_schedule) {
-        eprintln!("error: --replay: {e}");
-        return ExitCode::from(2);
-    }
-    if args.time_limit.is_some() && args.strategy != "dpor" {
-        eprintln!("error: --time-limit: only with --strategy dpor");
-        return ExitCode::from(2);
-    }
-    if args.replay.is_some() && args.json.is_some() {
-        eprintln!("error: --json: not with --replay (a replay prints its outcome)");
-        return ExitCode::from(2);
-    }
-    if let Err(code) = super::export_litmus::check_path(args.export_litmus.as_deref()) {
+    if let Err(code) = check_flags(&args) {
         return code;
     }
     let ov = Overrides {
@@ -164,7 +150,31 @@ pub fn run(args: Args) -> ExitCode {
         }
         _ => code,
     };
-    match (args.json, doc) {
+    write_json(args.json, doc, code)
+}
+
+/// The flags that refuse each other or a bad value, before the
+/// experiment is loaded (a schedule that cannot be replayed among them).
+fn check_flags(args: &Args) -> Result<(), ExitCode> {
+    if let Some(Err(e)) = args.replay.as_deref().map(tlbsim::explore::parse_schedule) {
+        eprintln!("error: --replay: {e}");
+        return Err(ExitCode::from(2));
+    }
+    if args.time_limit.is_some() && args.strategy != "dpor" {
+        eprintln!("error: --time-limit: only with --strategy dpor");
+        return Err(ExitCode::from(2));
+    }
+    if args.replay.is_some() && args.json.is_some() {
+        eprintln!("error: --json: not with --replay (a replay prints its outcome)");
+        return Err(ExitCode::from(2));
+    }
+    super::export_litmus::check_path(args.export_litmus.as_deref())
+}
+
+/// Writes the JSON report `doc` to `path` when asked; the exit code is
+/// `code` unless the write fails.
+fn write_json(path: Option<PathBuf>, doc: Option<serde_json::Value>, code: ExitCode) -> ExitCode {
+    match (path, doc) {
         (Some(path), Some(doc)) => {
             let bytes = serde_json::to_vec_pretty(&doc).expect("serialisable");
             match write_or_report(&path, &bytes) {

@@ -471,6 +471,13 @@ fn summary(path: &Path, rows: &[Row], verbose: bool) -> String {
     for (c, label) in &rows_of {
         let _ = writeln!(s, "  {:<58} {:>5}", label, count(&|x| x == c));
     }
+    s + &details(rows, verbose)
+}
+
+/// The malformed files' count and errors, then a line per test that
+/// disagrees or is incomplete (every test with `verbose`).
+fn details(rows: &[Row], verbose: bool) -> String {
+    let mut s = String::new();
     let errors: Vec<&str> = rows
         .iter()
         .filter_map(|r| r.result.as_ref().err().map(String::as_str))

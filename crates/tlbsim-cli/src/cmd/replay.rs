@@ -86,6 +86,55 @@ fn recorded_x86_policy(trace: &Path) -> &'static str {
     tlbsim::kernel::x86::policy_of_release(release.as_deref().unwrap_or(""))
 }
 
+/// The policy the replay runs: `--policy`, or on an x86 profile the one
+/// the trace's kernel release had (arm64: the experiment's); x86
+/// policies pick their PCIDs themselves unless `--set` says otherwise.
+/// An error is the profile's.
+fn set_policy(exp: &mut Experiment, args: &Args) -> Result<(), String> {
+    let policy = match &args.policy {
+        Some(p) => Some(p.clone()),
+        None => match profile_arch(exp)? {
+            Arch::X86 => Some(recorded_x86_policy(&args.trace).to_string()),
+            Arch::Arm64 => None,
+        },
+    };
+    if let Some(p) = &policy {
+        exp.kernel.tlb_policy = p.clone();
+        let allocator_set = args
+            .sets
+            .iter()
+            .any(|s| s.starts_with("kernel.asid_allocator"));
+        if p.starts_with("x86-") && !allocator_set {
+            exp.kernel.asid_allocator = "none".into();
+        }
+    }
+    Ok(())
+}
+
+/// The command that replays this run again, its flags as given.
+fn replay_command(args: &Args) -> String {
+    let mut again = format!(
+        "tlbsim replay {} --profile {} --seed {}",
+        shell_word(&args.trace.display().to_string()),
+        shell_word(&args.profile),
+        args.seed
+    );
+    if let Some(p) = &args.policy {
+        again.push_str(&format!(" --policy {}", shell_word(p)));
+    }
+    if let Some(c) = args.cpus {
+        again.push_str(&format!(" --cpus {c}"));
+    }
+    if args.placement != "recorded" {
+        again.push_str(&format!(" --placement {}", args.placement));
+    }
+    if args.untraced_sleeps != "timer" {
+        again.push_str(&format!(" --untraced-sleeps {}", args.untraced_sleeps));
+    }
+    again.push_str(&set_args(&args.sets));
+    again
+}
+
 /// Builds the experiment and runs it.
 pub fn run(args: Args) -> ExitCode {
     let text = experiment_text(&args.trace, &args.profile);
@@ -114,52 +163,16 @@ pub fn run(args: Args) -> ExitCode {
         "untraced_sleeps".into(),
         toml::Value::String(args.untraced_sleeps.clone()),
     );
-    let policy = match &args.policy {
-        Some(p) => Some(p.clone()),
-        None => match profile_arch(&exp) {
-            Ok(Arch::X86) => Some(recorded_x86_policy(&args.trace).to_string()),
-            Ok(Arch::Arm64) => None,
-            Err(e) => {
-                eprintln!("error: --profile {}: {e}", args.profile);
-                return ExitCode::from(2);
-            }
-        },
-    };
-    if let Some(p) = &policy {
-        exp.kernel.tlb_policy = p.clone();
-        // x86 policies pick their PCIDs themselves (unless --set says otherwise).
-        let allocator_set = args
-            .sets
-            .iter()
-            .any(|s| s.starts_with("kernel.asid_allocator"));
-        if p.starts_with("x86-") && !allocator_set {
-            exp.kernel.asid_allocator = "none".into();
-        }
+    if let Err(e) = set_policy(&mut exp, &args) {
+        eprintln!("error: --profile {}: {e}", args.profile);
+        return ExitCode::from(2);
     }
     let mut inputs = vec![("the trace", args.trace.clone())];
     inputs.extend(profile_file(&args.profile, Path::new("")).map(|p| ("--profile", p)));
     if let Err(code) = check_outputs_or_report(&inputs, &[("--json", args.json.as_deref())]) {
         return code;
     }
-    let mut again = format!(
-        "tlbsim replay {} --profile {} --seed {}",
-        shell_word(&args.trace.display().to_string()),
-        shell_word(&args.profile),
-        args.seed
-    );
-    if let Some(p) = &args.policy {
-        again.push_str(&format!(" --policy {}", shell_word(p)));
-    }
-    if let Some(c) = args.cpus {
-        again.push_str(&format!(" --cpus {c}"));
-    }
-    if args.placement != "recorded" {
-        again.push_str(&format!(" --placement {}", args.placement));
-    }
-    if args.untraced_sleeps != "timer" {
-        again.push_str(&format!(" --untraced-sleeps {}", args.untraced_sleeps));
-    }
-    again.push_str(&set_args(&args.sets));
+    let again = replay_command(&args);
     Console::new(&[args.json.as_deref()]).line(&format!("# {again}"));
     let opts = RunOptions {
         seed: Some(args.seed),

@@ -739,6 +739,34 @@ impl Checker {
         self.scratch_spans = spans;
     }
 
+    /// Appends `ev` to the history ring (the last `history_len` events).
+    #[inline]
+    fn remember(&mut self, now: Ns, ev: &Event) {
+        if self.history.len() < self.history_len {
+            self.history.push((now, *ev));
+        } else if self.history_len > 0 {
+            self.history[self.history_next] = (now, *ev);
+            // No division per event: the ring's index wraps by compare.
+            self.history_next += 1;
+            if self.history_next == self.history_len {
+                self.history_next = 0;
+            }
+        }
+    }
+
+    /// A `LeafUse`: the translation must be current ([`Checker::leaf_use`]),
+    /// its frame not freed, and a store through it not lost.
+    #[inline]
+    fn leaf_event(&mut self, now: Ns, cpu: CpuId, running: MmId, entry: &LeafEntry, store: bool) {
+        self.leaf_use(now, cpu, running, entry);
+        if self.failure.is_none() {
+            self.used_after_free(now, cpu, entry);
+        }
+        if store && self.failure.is_none() {
+            self.store(now, cpu, entry);
+        }
+    }
+
     /// `LeafUse`: the translation used must belong to the running mm (ASID
     /// isolation) and not be retired (no stale use).
     fn leaf_use(&mut self, now: Ns, cpu: CpuId, running: MmId, entry: &LeafEntry) {
@@ -1162,16 +1190,7 @@ impl Observer for Checker {
             return;
         }
         self.arch = hw.arch;
-        if self.history.len() < self.history_len {
-            self.history.push((now, *ev));
-        } else if self.history_len > 0 {
-            self.history[self.history_next] = (now, *ev);
-            // No division per event: the ring's index wraps by compare.
-            self.history_next += 1;
-            if self.history_next == self.history_len {
-                self.history_next = 0;
-            }
-        }
+        self.remember(now, ev);
         match *ev {
             Event::PteWrite {
                 cpu,
@@ -1208,15 +1227,7 @@ impl Observer for Checker {
                 running,
                 entry,
                 store,
-            } => {
-                self.leaf_use(now, cpu, running, &entry);
-                if self.failure.is_none() {
-                    self.used_after_free(now, cpu, &entry);
-                }
-                if store && self.failure.is_none() {
-                    self.store(now, cpu, &entry);
-                }
-            }
+            } => self.leaf_event(now, cpu, running, &entry, store),
             Event::CopyOut { pfn, .. } => {
                 self.copied_out.insert(pfn);
             }

@@ -14,7 +14,7 @@ use crate::engine::queue::{EventId, EventQueue};
 use crate::engine::Ns;
 use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{MmId, TlbiScope};
-use crate::hw::{AccessTrace, CpuId};
+use crate::hw::{AccessInfo, AccessTrace, CpuId, Fault};
 use crate::kernel::{GuestExit, LockId, LockWaiter, Op, OpResult, TaskId, World};
 use crate::step::cpu_time::{self, CpuTime};
 use crate::step::{ops, Applied, Cpus, Cx, PendingIpi, Polled, Wait};
@@ -762,6 +762,47 @@ impl TimingDriver {
         &mut lines[l]
     }
 
+    /// With speculative walks on: a `Work` step is a chance to speculate,
+    /// and an access names the VA the next speculation may walk near.
+    #[inline]
+    fn before_speculating(&mut self, cpu: CpuId, op: &Op) {
+        match *op {
+            Op::Work { .. } => self.speculate(cpu),
+            Op::Access { va, .. } => {
+                let t = self.w().hw.borrow().cpus[cpu].ttbr0();
+                self.last_va[cpu] = t.map(|t| (t.mm, va));
+            }
+            _ => {}
+        }
+    }
+
+    /// A user access: a TLB hit, or a walk of `levels_walked` (and stage-2)
+    /// reads, plus what was stolen from the CPU meanwhile.
+    #[inline]
+    fn time_access(&mut self, cpu: CpuId, r: Result<(), Fault>, info: AccessInfo) {
+        self.cpu_time.relabel(cpu, self.now(), &cpu_time::USER);
+        let p = &self.w().profile.tlb;
+        let cost = if info.tlb_hit {
+            p.tlb_hit_ns
+        } else {
+            let reads = u64::from(info.levels_walked) + u64::from(info.s2_levels);
+            p.tlb_hit_ns + p.walk_level_ns * reads
+        };
+        let s = self.take_stolen(cpu);
+        self.after(cpu, cost + s, OpResult::Access(r));
+    }
+
+    /// `hrtimer_start()`: the interrupt travels as an IPI with no sender
+    /// (not counted as one) to `cx`, `ns` from now; arming costs one
+    /// atomic (the timer base's lock and its queue, an estimate).
+    fn time_hrtimer(&mut self, cpu: CpuId, cx: Cx, ipi: PendingIpi, ns: u64) {
+        let at = self.now().saturating_add(ns);
+        let i = self.ipi_slot((cx, ipi, true));
+        self.q.push(at, Ev::Ipi(i));
+        let atomic = self.w().profile.kernel.atomic_ns;
+        self.after(cpu, atomic, OpResult::Unit);
+    }
+
     /// Applies `op` and times it; returns `Some(result)` if it completes at
     /// once (zero time) and the context should be polled again at once.
     fn dispatch(
@@ -776,30 +817,12 @@ impl TimingDriver {
         let label = func.unwrap_or(&cpu_time::KERNEL);
         self.cpu_time.relabel(cpu, self.now(), label);
         if self.speculative {
-            match op {
-                Op::Work { .. } => self.speculate(cpu),
-                Op::Access { va, .. } => {
-                    let t = self.w().hw.borrow().cpus[cpu].ttbr0();
-                    self.last_va[cpu] = t.map(|t| (t.mm, va));
-                }
-                _ => {}
-            }
+            self.before_speculating(cpu, &op);
         }
         let applied = self.core.apply(cpu, task, &op, &mut self.trace);
         match applied {
             Applied::Done(r) => return self.time_done(cpu, &op, r),
-            Applied::Access(r, info) => {
-                self.cpu_time.relabel(cpu, self.now(), &cpu_time::USER);
-                let p = &self.w().profile.tlb;
-                let cost = if info.tlb_hit {
-                    p.tlb_hit_ns
-                } else {
-                    let reads = u64::from(info.levels_walked) + u64::from(info.s2_levels);
-                    p.tlb_hit_ns + p.walk_level_ns * reads
-                };
-                let s = self.take_stolen(cpu);
-                self.after(cpu, cost + s, OpResult::Access(r));
-            }
+            Applied::Access(r, info) => self.time_access(cpu, r, info),
             Applied::Tlbi(id) => self.time_tlbi(cpu, &op, id),
             Applied::DsbIsh => {
                 if self.w().hw.borrow().cpus[cpu].inflight > 0 {
@@ -836,16 +859,7 @@ impl TimingDriver {
                 self.after(cpu, atomic, OpResult::Unit);
             }
             Applied::CallFunction(targets, ipi) => self.send_ipis(cpu, &targets, ipi),
-            Applied::Hrtimer(cx, ipi, ns) => {
-                // The interrupt travels as an IPI with no sender (not
-                // counted as one); arming costs one atomic (the timer
-                // base's lock and its queue, an estimate).
-                let at = self.now().saturating_add(ns);
-                let i = self.ipi_slot((cx, ipi, true));
-                self.q.push(at, Ev::Ipi(i));
-                let atomic = self.w().profile.kernel.atomic_ns;
-                self.after(cpu, atomic, OpResult::Unit);
-            }
+            Applied::Hrtimer(cx, ipi, ns) => self.time_hrtimer(cpu, cx, ipi, ns),
         }
         None
     }

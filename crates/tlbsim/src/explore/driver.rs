@@ -7,9 +7,9 @@ use super::{Action, Chooser, Outcome};
 use crate::engine::track::{self, part, Footprint, Loc, Space};
 use crate::hw::tlb::MmId;
 use crate::hw::{AccessTrace, CpuId};
-use crate::kernel::{Dsb, GuestExit, Op, OpResult, World};
+use crate::kernel::{Dsb, GuestExit, LockId, LockWaiter, Op, OpResult, World};
 use crate::observe::{Clock, Violation};
-use crate::step::{ops, Applied, Cpus, Polled, Wait};
+use crate::step::{ops, Applied, Cpus, Cx, PendingIpi, Polled, Wait};
 use std::collections::BTreeSet;
 use std::rc::Rc;
 
@@ -325,6 +325,45 @@ impl Explorer {
         self.run_cpu(c);
     }
 
+    /// An access to `va` on `cpu` adds its page to the VAs accessed so far
+    /// (which speculative fills may walk).
+    fn touch(&mut self, cpu: CpuId, va: u64) {
+        let ttbr0 = self.core.w.hw.read_at(part::regs(cpu)).cpus[cpu].ttbr0();
+        if let Some(t) = ttbr0 {
+            if self
+                .touched
+                .insert((t.mm, self.core.w.granule.page_down(va)))
+            {
+                track::record(Loc::part(Space::Explore, part::TOUCHED), true);
+            }
+        }
+    }
+
+    /// Lock `l`, released on `cpu`, is granted to each of `granted`: its
+    /// waiter is released, its doorbell rung if it is a vCPU not resident.
+    fn grant(&mut self, cpu: CpuId, l: LockId, granted: Vec<LockWaiter>) {
+        let kernel = Rc::clone(self.core.kernel(cpu).0);
+        for g in granted {
+            let wcx = self.core.cx_of_task(cpu, g.task);
+            kernel.lock_granted(l, &g, self.core.w.now.get());
+            self.core
+                .release(wcx, |s| *s == Wait::Lock(l), OpResult::Unit);
+            if self.core.resident(wcx).is_none() {
+                self.ring_doorbell(wcx);
+            }
+        }
+    }
+
+    /// An interrupt `ipi` arrives at context `cx` (`single`: the only
+    /// target of its call), ringing its doorbell if it is a vCPU not
+    /// resident.
+    fn ipi_arrive(&mut self, cx: Cx, ipi: PendingIpi, single: bool) {
+        self.core.ipi_arrive(cx, ipi, single);
+        if self.core.resident(cx).is_none() {
+            self.ring_doorbell(cx);
+        }
+    }
+
     /// `Step(cpu)`: applies CPU `cpu`'s posted step (or resumes a released
     /// wait), then runs it to its next step.
     fn step(&mut self, cpu: CpuId) {
@@ -339,15 +378,7 @@ impl Explorer {
             t
         };
         if let Op::Access { va, .. } = op {
-            let ttbr0 = self.core.w.hw.read_at(part::regs(cpu)).cpus[cpu].ttbr0();
-            if let Some(t) = ttbr0 {
-                if self
-                    .touched
-                    .insert((t.mm, self.core.w.granule.page_down(va)))
-                {
-                    track::record(Loc::part(Space::Explore, part::TOUCHED), true);
-                }
-            }
+            self.touch(cpu, va);
         }
         match self.core.apply(cpu, task, &op, &mut self.trace) {
             Applied::Done(r) => self.complete(cpu, r),
@@ -366,16 +397,7 @@ impl Explorer {
             Applied::Locked(_) => self.complete(cpu, OpResult::Unit),
             Applied::LockWait | Applied::IdleWait => {}
             Applied::Unlocked(l, granted) => {
-                let kernel = Rc::clone(self.core.kernel(cpu).0);
-                for g in granted {
-                    let wcx = self.core.cx_of_task(cpu, g.task);
-                    kernel.lock_granted(l, &g, self.core.w.now.get());
-                    self.core
-                        .release(wcx, |s| *s == Wait::Lock(l), OpResult::Unit);
-                    if self.core.resident(wcx).is_none() {
-                        self.ring_doorbell(wcx);
-                    }
-                }
+                self.grant(cpu, l, granted);
                 self.complete(cpu, OpResult::Unit);
             }
             Applied::Switched => self.run_cpu(cpu),
@@ -392,10 +414,7 @@ impl Explorer {
             Applied::CallFunction(targets, ipi) => {
                 let n = targets.len();
                 for &t in &targets {
-                    self.core.ipi_arrive(t, ipi, n == 1);
-                    if self.core.resident(t).is_none() {
-                        self.ring_doorbell(t);
-                    }
+                    self.ipi_arrive(t, ipi, n == 1);
                 }
             }
             Applied::GuestIdleExit => {}
@@ -403,10 +422,7 @@ impl Explorer {
             Applied::Hrtimer(cx, ipi, _) => {
                 // Untimed: the timer may expire at any point from now on,
                 // so its interrupt is pending at once (`Interrupt`).
-                self.core.ipi_arrive(cx, ipi, true);
-                if self.core.resident(cx).is_none() {
-                    self.ring_doorbell(cx);
-                }
+                self.ipi_arrive(cx, ipi, true);
                 self.complete(cpu, OpResult::Unit);
             }
         }

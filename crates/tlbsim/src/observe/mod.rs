@@ -187,152 +187,46 @@ impl Event {
     /// [`crate::kernel::World::emit`]). Entries in `LeafUse`/`WalkUse`
     /// come from the hardware and are machine-wide already.
     pub fn renumbered(
-        self,
+        mut self,
         cpu: impl Fn(CpuId) -> CpuId,
         mm: impl Fn(MmId) -> MmId,
         task: impl Fn(usize) -> usize,
     ) -> Event {
         use Event as E;
-        match self {
+        match &mut self {
             E::Running {
                 cpu: c,
                 task: t,
                 mm: m,
-            } => E::Running {
-                cpu: cpu(c),
-                task: task(t),
-                mm: m.map(mm),
-            },
+            } => {
+                (*c, *t) = (cpu(*c), task(*t));
+                *m = m.map(&mm);
+            }
             E::CallEnter {
-                cpu: c,
-                task: t,
-                call,
-            } => E::CallEnter {
-                cpu: cpu(c),
-                task: task(t),
-                call,
-            },
-            E::CallExit {
-                cpu: c,
-                task: t,
-                call,
-            } => E::CallExit {
-                cpu: cpu(c),
-                task: task(t),
-                call,
-            },
-            E::PteWrite {
-                cpu: c,
-                mm: m,
-                va,
-                old,
-                new,
-            } => E::PteWrite {
-                cpu: cpu(c),
-                mm: mm(m),
-                va,
-                old,
-                new,
-            },
-            E::HugePteWrite {
-                cpu: c,
-                mm: m,
-                va,
-                old,
-                new,
-            } => E::HugePteWrite {
-                cpu: cpu(c),
-                mm: mm(m),
-                va,
-                old,
-                new,
-            },
-            E::CallRange {
-                cpu: c,
-                mm: m,
-                start,
-                end,
-            } => E::CallRange {
-                cpu: cpu(c),
-                mm: mm(m),
-                start,
-                end,
-            },
-            E::FrameFree {
-                cpu: c,
-                pfn,
-                mm: m,
-                va,
-            } => E::FrameFree {
-                cpu: cpu(c),
-                pfn,
-                mm: mm(m),
-                va,
-            },
-            E::HugeFrameFree {
-                cpu: c,
-                pfn,
-                mm: m,
-                va,
-            } => E::HugeFrameFree {
-                cpu: cpu(c),
-                pfn,
-                mm: mm(m),
-                va,
-            },
-            E::CopyOut { cpu: c, pfn } => E::CopyOut { cpu: cpu(c), pfn },
-            E::TableFree {
-                cpu: c,
-                mm: m,
-                table,
-                instance,
-            } => E::TableFree {
-                cpu: cpu(c),
-                mm: mm(m),
-                table,
-                instance,
-            },
-            E::LeafUse {
-                cpu: c,
-                running,
-                entry,
-                store,
-            } => E::LeafUse {
-                cpu: cpu(c),
-                running: mm(running),
-                entry,
-                store,
-            },
-            E::WalkUse {
-                cpu: c,
-                running,
-                entry,
-            } => E::WalkUse {
-                cpu: cpu(c),
-                running: mm(running),
-                entry,
-            },
-            E::AsidLoad {
-                cpu: c,
-                mm: m,
-                asid,
-            } => E::AsidLoad {
-                cpu: cpu(c),
-                mm: mm(m),
-                asid,
-            },
-            E::Tlbi {
-                cpu: c,
-                scope,
-                broadcast,
-            } => E::Tlbi {
-                cpu: cpu(c),
-                scope,
-                broadcast,
-            },
-            E::DsbDone { cpu: c } => E::DsbDone { cpu: cpu(c) },
-            E::MmFree { mm: m } => E::MmFree { mm: mm(m) },
+                cpu: c, task: t, ..
+            }
+            | E::CallExit {
+                cpu: c, task: t, ..
+            } => (*c, *t) = (cpu(*c), task(*t)),
+            E::PteWrite { cpu: c, mm: m, .. }
+            | E::HugePteWrite { cpu: c, mm: m, .. }
+            | E::CallRange { cpu: c, mm: m, .. }
+            | E::FrameFree { cpu: c, mm: m, .. }
+            | E::HugeFrameFree { cpu: c, mm: m, .. }
+            | E::TableFree { cpu: c, mm: m, .. }
+            | E::AsidLoad { cpu: c, mm: m, .. }
+            | E::LeafUse {
+                cpu: c, running: m, ..
+            }
+            | E::WalkUse {
+                cpu: c, running: m, ..
+            } => (*c, *m) = (cpu(*c), mm(*m)),
+            E::CopyOut { cpu: c, .. } | E::Tlbi { cpu: c, .. } | E::DsbDone { cpu: c } => {
+                *c = cpu(*c)
+            }
+            E::MmFree { mm: m } => *m = mm(*m),
         }
+        self
     }
 }
 

@@ -96,23 +96,11 @@ impl Cpus {
                 w.stats.borrow_mut().cpu[cpu].dsb_ish += 1;
                 Applied::DsbIsh
             }
-            Op::SetTtbr0(t) => {
-                w.stats.borrow_mut().cpu[cpu].ttbr_writes += 1;
-                set_ttbr0(&w, cpu, t.map(|t| machine_ttbr(&w, t)));
-                Applied::Done(OpResult::Unit)
-            }
-            Op::SetReservedTtbr0 => {
-                w.stats.borrow_mut().cpu[cpu].ttbr_writes += 1;
-                hw_record(&[], &[part::regs(cpu), part::tlb(cpu)]);
-                w.hw.untracked().borrow_mut().set_reserved_ttbr0_base(cpu);
-                Applied::Done(OpResult::Unit)
-            }
-            Op::SetDvmAffinity(ref want) => {
-                w.hw.borrow_mut().set_dvm_affinity(cpu, want.as_ref());
-                Applied::Done(OpResult::Unit)
-            }
-            Op::SetVttbr { vmid, fb } => {
-                w.hw.borrow_mut().set_vttbr(cpu, vmid, fb);
+            Op::SetTtbr0(_)
+            | Op::SetReservedTtbr0
+            | Op::SetDvmAffinity(_)
+            | Op::SetVttbr { .. } => {
+                set_regs(&w, cpu, op);
                 Applied::Done(OpResult::Unit)
             }
             Op::EnterGuest(cx) => {
@@ -147,15 +135,7 @@ impl Cpus {
                 Applied::Switched
             }
             Op::Idle => self.idle(cpu),
-            Op::HrtimerStart { ns, seq } => {
-                let ipi = PendingIpi {
-                    kind: super::IrqKind::Hrtimer,
-                    handler: usize::try_from(seq).expect("a sleep number fits a usize"),
-                    arg: task,
-                    sender: None,
-                };
-                Applied::Hrtimer(self.running(cpu), ipi, ns)
-            }
+            Op::HrtimerStart { ns, seq } => self.hrtimer_start(cpu, task, ns, seq),
             Op::ReschedIpi(target) => {
                 w.stats.borrow_mut().cpu[cpu].ipis_sent += 1;
                 Applied::ReschedIpi(self.cx_of(cpu, target))
@@ -166,6 +146,18 @@ impl Cpus {
                 arg,
             } => self.call_function(cpu, targets, handler, arg),
         }
+    }
+
+    /// `hrtimer_start()` by `task` on `cpu`: its expiry, `ns` later, is
+    /// an interrupt of the running context.
+    fn hrtimer_start(&self, cpu: CpuId, task: TaskId, ns: u64, seq: u64) -> Applied {
+        let ipi = PendingIpi {
+            kind: super::IrqKind::Hrtimer,
+            handler: usize::try_from(seq).expect("a sleep number fits a usize"),
+            arg: task,
+            sender: None,
+        };
+        Applied::Hrtimer(self.running(cpu), ipi, ns)
     }
 
     /// The idle loop: nothing to do unless a reschedule is due or a task
@@ -453,6 +445,25 @@ fn load_cr3(w: &World, cpu: CpuId, cr3: Option<Ttbr0>, flush: Option<Asid>) {
         });
     }
     set_ttbr0(w, cpu, cr3);
+}
+
+/// Writes of `cpu`'s arm64 translation registers: TTBR0 (a user context
+/// or the reserved one), the DVM affinity register, VTTBR_EL2.
+fn set_regs(w: &World, cpu: CpuId, op: &Op) {
+    match *op {
+        Op::SetTtbr0(t) => {
+            w.stats.borrow_mut().cpu[cpu].ttbr_writes += 1;
+            set_ttbr0(w, cpu, t.map(|t| machine_ttbr(w, t)));
+        }
+        Op::SetReservedTtbr0 => {
+            w.stats.borrow_mut().cpu[cpu].ttbr_writes += 1;
+            hw_record(&[], &[part::regs(cpu), part::tlb(cpu)]);
+            w.hw.untracked().borrow_mut().set_reserved_ttbr0_base(cpu);
+        }
+        Op::SetDvmAffinity(ref want) => w.hw.borrow_mut().set_dvm_affinity(cpu, want.as_ref()),
+        Op::SetVttbr { vmid, fb } => w.hw.borrow_mut().set_vttbr(cpu, vmid, fb),
+        _ => unreachable!("set_regs is called for register writes only"),
+    }
 }
 
 /// Records reads and writes of parts of the hardware (`Space::Hw`).

@@ -20,14 +20,14 @@ use super::{parse_params, Params, Workload};
 use crate::engine::rng::{Rng, Streams};
 use crate::hw::cpumask::CpuMask;
 // 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
-use crate::engine::track::Tracked;
+use crate::engine::track::{Tracked, TrackedCell};
 use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
 use crate::kernel::sched::{
     block_until_woken, spawn_kthread, spawn_user, sys_clone_thread, sys_fork,
     sys_sched_setaffinity, sys_wait, wake_up,
 };
-use crate::kernel::{Ctx, TaskId, World};
+use crate::kernel::{Ctx, Program, TaskId, World};
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};
 use std::rc::Rc;
@@ -168,24 +168,7 @@ impl Workload for Churn {
     }
 
     fn setup(&self, w: &Rc<World>, streams: &Streams) -> TaskId {
-        let n = w.ncpus();
-        let kw: Kworkers = super::shared(Vec::new());
-        for c in 0..n {
-            let t = spawn_kthread(
-                w,
-                "kworker",
-                c,
-                Box::new(move |ctx: Ctx| {
-                    Box::pin(async move {
-                        loop {
-                            block_until_woken(&ctx).await;
-                            ctx.work(2_000).await;
-                        }
-                    })
-                }),
-            );
-            kw.borrow_mut().push(t);
-        }
+        let kw = spawn_kworkers(w);
         let me = self.clone();
         let streams = *streams;
         spawn_user(
@@ -194,105 +177,137 @@ impl Workload for Churn {
             0,
             Box::new(move |ctx: Ctx| {
                 Box::pin(async move {
-                    // Q: the single-threaded migrating process.
-                    let (kq, qi) = (Rc::clone(&kw), me.q_iterations);
-                    let mut rq = streams.stream("churn/q");
-                    sys_fork(
-                        &ctx,
-                        "Q",
-                        Box::new(move |c: Ctx| {
-                            Box::pin(async move {
-                                let n = c.w.ncpus();
-                                let p = sys_mmap(&c, PAGE_SIZE, Perms::RW).await;
-                                for _ in 0..qi {
-                                    c.user_access(p, true).await;
-                                    let scratch = sys_mmap(&c, TABLE_SPAN, Perms::RW).await;
-                                    c.user_access(scratch, true).await;
-                                    let to = rq.gen_range(0..n);
-                                    sys_sched_setaffinity(&c, one_cpu(n, to)).await;
-                                    sys_mprotect(&c, p, PAGE_SIZE, Perms::R).await;
-                                    c.user_access(p, false).await;
-                                    sys_mprotect(&c, p, PAGE_SIZE, Perms::RW).await;
-                                    sys_munmap(&c, scratch, TABLE_SPAN).await;
-                                    c.user_access(p, true).await;
-                                    wake_random(&c, &kq, &mut rq).await;
-                                    c.user_work(rq.gen_range(200..3_000)).await;
-                                }
-                            })
-                        }),
-                    )
-                    .await;
-                    // P's main thread.
-                    let mut rng = streams.stream("churn/main");
-                    let half = me.pages / 2;
-                    let heap = sys_mmap(&ctx, half * PAGE_SIZE, Perms::RW).await;
-                    for i in 0..half {
-                        ctx.user_access(heap + i * PAGE_SIZE, true).await;
-                    }
-                    let second = super::shared_cell(0u64);
-                    for round in 0..me.rounds {
-                        // Second half in its own table: map and touch.
-                        let b = sys_mmap(&ctx, TABLE_SPAN, Perms::RW).await;
-                        for i in 0..half {
-                            ctx.user_access(b + i * PAGE_SIZE, true).await;
-                        }
-                        second.set(b);
-                        for t in 0..me.threads {
-                            let mut r = streams.stream(&format!("churn/r{round}/t{t}"));
-                            let (kw, second, ops) = (Rc::clone(&kw), Rc::clone(&second), me.ops);
-                            sys_clone_thread(
-                                &ctx,
-                                "P-thread",
-                                None,
-                                Box::new(move |c: Ctx| {
-                                    Box::pin(async move {
-                                        let n = c.w.ncpus();
-                                        for _ in 0..ops {
-                                            match r.gen_range(0..10) {
-                                                0 => {
-                                                    let to = r.gen_range(0..n);
-                                                    sys_sched_setaffinity(&c, one_cpu(n, to)).await;
-                                                }
-                                                1 => wake_random(&c, &kw, &mut r).await,
-                                                k => {
-                                                    let base = if k < 6 || second.get() == 0 {
-                                                        heap
-                                                    } else {
-                                                        second.get()
-                                                    };
-                                                    let va =
-                                                        base + r.gen_range(0..half) * PAGE_SIZE;
-                                                    c.user_access(va, r.gen_bool(0.5)).await;
-                                                }
-                                            }
-                                            c.user_work(r.gen_range(100..2_000)).await;
-                                        }
-                                    })
-                                }),
-                            )
-                            .await;
-                            // Racing with the new thread: change mappings.
-                            let i = rng.gen_range(0..half);
-                            sys_mprotect(&ctx, heap + i * PAGE_SIZE, PAGE_SIZE, Perms::R).await;
-                            ctx.user_work(rng.gen_range(100..1_000)).await;
-                            sys_mprotect(&ctx, heap + i * PAGE_SIZE, PAGE_SIZE, Perms::RW).await;
-                        }
-                        let i = rng.gen_range(0..half);
-                        sys_madvise_dontneed(&ctx, heap + i * PAGE_SIZE, PAGE_SIZE).await;
-                        ctx.user_work(rng.gen_range(1_000..10_000)).await;
-                        second.set(0);
-                        sys_munmap(&ctx, b, TABLE_SPAN).await;
-                        wake_random(&ctx, &kw, &mut rng).await;
-                        // Reap this round's threads (Q is reaped at the end).
-                        for _ in 0..me.threads {
-                            sys_wait(&ctx).await;
-                        }
-                    }
-                    while sys_wait(&ctx).await.is_some() {}
+                    let q = q_program(Rc::clone(&kw), me.q_iterations, &streams);
+                    sys_fork(&ctx, "Q", q).await;
+                    p_main(&ctx, &me, &kw, &streams).await;
                 })
             }),
         )
     }
+}
+
+/// One kworker per CPU, each asleep until woken, then 2 µs of work.
+fn spawn_kworkers(w: &Rc<World>) -> Kworkers {
+    let kw: Kworkers = super::shared(Vec::new());
+    for c in 0..w.ncpus() {
+        let t = spawn_kthread(
+            w,
+            "kworker",
+            c,
+            Box::new(move |ctx: Ctx| {
+                Box::pin(async move {
+                    loop {
+                        block_until_woken(&ctx).await;
+                        ctx.work(2_000).await;
+                    }
+                })
+            }),
+        );
+        kw.borrow_mut().push(t);
+    }
+    kw
+}
+
+/// Q: the single-threaded migrating process (`qi` iterations).
+fn q_program(kq: Kworkers, qi: u32, streams: &Streams) -> Program {
+    let mut rq = streams.stream("churn/q");
+    Box::new(move |c: Ctx| {
+        Box::pin(async move {
+            let n = c.w.ncpus();
+            let p = sys_mmap(&c, PAGE_SIZE, Perms::RW).await;
+            for _ in 0..qi {
+                c.user_access(p, true).await;
+                let scratch = sys_mmap(&c, TABLE_SPAN, Perms::RW).await;
+                c.user_access(scratch, true).await;
+                let to = rq.gen_range(0..n);
+                sys_sched_setaffinity(&c, one_cpu(n, to)).await;
+                sys_mprotect(&c, p, PAGE_SIZE, Perms::R).await;
+                c.user_access(p, false).await;
+                sys_mprotect(&c, p, PAGE_SIZE, Perms::RW).await;
+                sys_munmap(&c, scratch, TABLE_SPAN).await;
+                c.user_access(p, true).await;
+                wake_random(&c, &kq, &mut rq).await;
+                c.user_work(rq.gen_range(200..3_000)).await;
+            }
+        })
+    })
+}
+
+/// P's main thread: half the pages mapped and touched, then each round a
+/// second half in its own table, `threads` threads cloned while it
+/// changes mappings under them, and the round's threads reaped.
+async fn p_main(ctx: &Ctx, me: &Churn, kw: &Kworkers, streams: &Streams) {
+    let mut rng = streams.stream("churn/main");
+    let half = me.pages / 2;
+    let heap = sys_mmap(ctx, half * PAGE_SIZE, Perms::RW).await;
+    for i in 0..half {
+        ctx.user_access(heap + i * PAGE_SIZE, true).await;
+    }
+    let second = super::shared_cell(0u64);
+    for round in 0..me.rounds {
+        // Second half in its own table: map and touch.
+        let b = sys_mmap(ctx, TABLE_SPAN, Perms::RW).await;
+        for i in 0..half {
+            ctx.user_access(b + i * PAGE_SIZE, true).await;
+        }
+        second.set(b);
+        for t in 0..me.threads {
+            let r = streams.stream(&format!("churn/r{round}/t{t}"));
+            let thread = p_thread(Rc::clone(kw), Rc::clone(&second), (heap, half), me.ops, r);
+            sys_clone_thread(ctx, "P-thread", None, thread).await;
+            // Racing with the new thread: change mappings.
+            let i = rng.gen_range(0..half);
+            sys_mprotect(ctx, heap + i * PAGE_SIZE, PAGE_SIZE, Perms::R).await;
+            ctx.user_work(rng.gen_range(100..1_000)).await;
+            sys_mprotect(ctx, heap + i * PAGE_SIZE, PAGE_SIZE, Perms::RW).await;
+        }
+        let i = rng.gen_range(0..half);
+        sys_madvise_dontneed(ctx, heap + i * PAGE_SIZE, PAGE_SIZE).await;
+        ctx.user_work(rng.gen_range(1_000..10_000)).await;
+        second.set(0);
+        sys_munmap(ctx, b, TABLE_SPAN).await;
+        wake_random(ctx, kw, &mut rng).await;
+        // Reap this round's threads (Q is reaped at the end).
+        for _ in 0..me.threads {
+            sys_wait(ctx).await;
+        }
+    }
+    while sys_wait(ctx).await.is_some() {}
+}
+
+/// A thread of P: `ops` random operations (a migration, a kworker woken,
+/// or an access to the heap's `half` pages or the round's second half).
+fn p_thread(
+    kw: Kworkers,
+    second: Rc<TrackedCell<u64>>,
+    (heap, half): (u64, u64),
+    ops: u32,
+    mut r: Rng,
+) -> Program {
+    Box::new(move |c: Ctx| {
+        Box::pin(async move {
+            let n = c.w.ncpus();
+            for _ in 0..ops {
+                match r.gen_range(0..10) {
+                    0 => {
+                        let to = r.gen_range(0..n);
+                        sys_sched_setaffinity(&c, one_cpu(n, to)).await;
+                    }
+                    1 => wake_random(&c, &kw, &mut r).await,
+                    k => {
+                        let base = if k < 6 || second.get() == 0 {
+                            heap
+                        } else {
+                            second.get()
+                        };
+                        let va = base + r.gen_range(0..half) * PAGE_SIZE;
+                        c.user_access(va, r.gen_bool(0.5)).await;
+                    }
+                }
+                c.user_work(r.gen_range(100..2_000)).await;
+            }
+        })
+    })
 }
 
 /// The registry entry of `churn`.

@@ -11,12 +11,13 @@
 
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
-use crate::engine::rng::Streams;
+use crate::engine::rng::{Rng, Streams};
+use crate::engine::track::TrackedCell;
 use crate::hw::cpumask::CpuMask;
 use crate::hw::mem::Perms;
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
 use crate::kernel::sched::{spawn_user, sys_clone_thread, sys_sched_setaffinity, sys_wait};
-use crate::kernel::{Ctx, TaskId, World};
+use crate::kernel::{Ctx, Program, TaskId, World};
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};
 use std::rc::Rc;
@@ -156,41 +157,11 @@ impl Workload for Threads {
                         page.set(p);
                     }
                     for i in 1..me.threads {
-                        let (done, page) = (Rc::clone(&done), Rc::clone(&page));
-                        let gap = me.reader_gap_ns;
-                        let (hop, me_threads) = (me.reader_hop, me.threads);
-                        let mut rng = streams.stream(&format!("threads/reader{i}"));
-                        sys_clone_thread(
-                            &ctx,
-                            "reader",
-                            Some((i % n) as usize),
-                            Box::new(move |c: Ctx| {
-                                Box::pin(async move {
-                                    let mut write = false;
-                                    let ncpu = c.w.ncpus();
-                                    let home = (i % n) as usize;
-                                    let away = ((i + me_threads) % n) as usize;
-                                    let mut at_home = true;
-                                    while !done.get() {
-                                        let p = page.get();
-                                        if p != 0 {
-                                            // Denied writes (page read-only) are ignored.
-                                            c.user_access(p, write).await;
-                                        }
-                                        write = !write;
-                                        if hop {
-                                            at_home = !at_home;
-                                            let mut m = CpuMask::new(ncpu);
-                                            m.set(if at_home { home } else { away });
-                                            sys_sched_setaffinity(&c, Some(m)).await;
-                                        }
-                                        // Jittered gap (0.5x..1.5x): the seed picks the interleaving.
-                                        c.user_work(gap / 2 + rng.gen_range(0..=gap)).await;
-                                    }
-                                })
-                            }),
-                        )
-                        .await;
+                        let cells = (Rc::clone(&done), Rc::clone(&page));
+                        let rng = streams.stream(&format!("threads/reader{i}"));
+                        let home = (i % n) as usize;
+                        let reader = reader(&me, i, n, cells, rng);
+                        sys_clone_thread(&ctx, "reader", Some(home), reader).await;
                     }
                     for _ in 0..me.iterations {
                         if me.op == "mprotect" {
@@ -220,6 +191,44 @@ impl Workload for Threads {
             }),
         )
     }
+}
+
+/// Reader `i` of `n` CPUs' worth: until `done`, it reads and writes the
+/// shared `page` by turns (denied writes ignored), hopping between its
+/// home CPU and another with `reader_hop`, a jittered gap apart.
+fn reader(
+    me: &Threads,
+    i: u32,
+    n: u32,
+    (done, page): (Rc<TrackedCell<bool>>, Rc<TrackedCell<u64>>),
+    mut rng: Rng,
+) -> Program {
+    let (gap, hop) = (me.reader_gap_ns, me.reader_hop);
+    let home = (i % n) as usize;
+    let away = ((i + me.threads) % n) as usize;
+    Box::new(move |c: Ctx| {
+        Box::pin(async move {
+            let mut write = false;
+            let ncpu = c.w.ncpus();
+            let mut at_home = true;
+            while !done.get() {
+                let p = page.get();
+                if p != 0 {
+                    // Denied writes (page read-only) are ignored.
+                    c.user_access(p, write).await;
+                }
+                write = !write;
+                if hop {
+                    at_home = !at_home;
+                    let mut m = CpuMask::new(ncpu);
+                    m.set(if at_home { home } else { away });
+                    sys_sched_setaffinity(&c, Some(m)).await;
+                }
+                // Jittered gap (0.5x..1.5x): the seed picks the interleaving.
+                c.user_work(gap / 2 + rng.gen_range(0..=gap)).await;
+            }
+        })
+    })
 }
 
 /// The registry entry of `threads`.

@@ -400,6 +400,20 @@ fn kernel_release() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
+/// `--profile`, or the built-in profile of `arch` with the CPU count
+/// closest to the `cpus` allowed (said on standard error).
+fn profile_or_nearest(given: Option<&str>, arch: Arch, cpus: usize) -> Result<String, String> {
+    if let Some(p) = given {
+        return Ok(p.to_string());
+    }
+    let (p, _) = nearest(arch, cpus as u32)?;
+    eprintln!(
+        "validate-host: no --profile: predicting with the built-in profile {} (closest CPU count); give --profile FILE from `tlbsim calibrate` for this host",
+        p.name
+    );
+    Ok(p.name)
+}
+
 /// Runs every row; exit 2 for bad flags or output, 1 when a benchmark or
 /// simulation fails.
 pub fn run(args: Args) -> ExitCode {
@@ -448,18 +462,9 @@ pub fn run(args: Args) -> ExitCode {
         }
         .into()
     });
-    let profile = match &args.profile {
-        Some(p) => p.clone(),
-        None => match nearest(arch, allowed.len() as u32) {
-            Ok((p, _)) => {
-                eprintln!(
-                    "validate-host: no --profile: predicting with the built-in profile {} (closest CPU count); give --profile FILE from `tlbsim calibrate` for this host",
-                    p.name
-                );
-                p.name
-            }
-            Err(e) => return bad(e),
-        },
+    let profile = match profile_or_nearest(args.profile.as_deref(), arch, allowed.len()) {
+        Ok(p) => p,
+        Err(e) => return bad(e),
     };
     let cpus = allowed.len() as u32;
     let predicted = match predict(&p, &profile, &policy, folios, cpus) {
@@ -475,22 +480,21 @@ pub fn run(args: Args) -> ExitCode {
         folios,
         folios_note.as_str(),
     );
-    match validate(&p, &allowed, sim, arch, &predicted) {
-        Ok(rows) => {
-            out!("{}", table(&rows));
-            if let Some(c) = &args.csv {
-                if let Err(e) = write_atomic(c, csv(&rows).as_bytes()) {
-                    eprintln!("error: {e}");
-                    return ExitCode::FAILURE;
-                }
-            }
-            ExitCode::SUCCESS
-        }
+    let rows = match validate(&p, &allowed, sim, arch, &predicted) {
+        Ok(rows) => rows,
         Err(e) => {
             eprintln!("error: validate-host: {e}");
-            ExitCode::FAILURE
+            return ExitCode::FAILURE;
+        }
+    };
+    out!("{}", table(&rows));
+    if let Some(c) = &args.csv {
+        if let Err(e) = write_atomic(c, csv(&rows).as_bytes()) {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
         }
     }
+    ExitCode::SUCCESS
 }
 
 fn validate(
