@@ -17,7 +17,7 @@ pub enum SimError {
         /// What is wrong.
         message: String,
     },
-    /// An option the caller gave in [`RunOptions`] (a command-line flag)
+    /// An option the caller gave in [`RunOptions`](super::RunOptions) (a command-line flag)
     /// is invalid.
     Flag {
         /// The flag and its value as given (`--cpus 5000`).

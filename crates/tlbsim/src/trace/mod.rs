@@ -10,6 +10,8 @@
 //! ([`MAX_TRACE_EVENTS`], [`crate::config::limits::MAX_TASKS`], lengths by
 //! [`crate::config::limits::MAX_PARAM_PAGES`]).
 
+pub mod perf;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -304,6 +306,78 @@ fn prot_word(p: u32) -> String {
     s
 }
 
+/// Writes an event's kind and fields, as `ev` lines give them.
+fn write_kind(s: &mut String, kind: EventKind) {
+    let _ = match kind {
+        EventKind::Mmap {
+            addr,
+            len,
+            prot,
+            dur_ns,
+        } => write!(
+            s,
+            "mmap addr={addr:#x} len={len} prot={} dur={dur_ns}",
+            prot_word(prot)
+        ),
+        EventKind::Munmap { addr, len, dur_ns } => {
+            write!(s, "munmap addr={addr:#x} len={len} dur={dur_ns}")
+        }
+        EventKind::Mprotect {
+            addr,
+            len,
+            prot,
+            dur_ns,
+        } => write!(
+            s,
+            "mprotect addr={addr:#x} len={len} prot={} dur={dur_ns}",
+            prot_word(prot)
+        ),
+        EventKind::Madvise {
+            addr,
+            len,
+            advice,
+            dur_ns,
+        } => write!(
+            s,
+            "madvise addr={addr:#x} len={len} advice={advice} dur={dur_ns}"
+        ),
+        EventKind::Brk { addr, dur_ns } => write!(s, "brk addr={addr:#x} dur={dur_ns}"),
+        EventKind::Mremap {
+            addr,
+            len,
+            new_addr,
+            new_len,
+            dur_ns,
+        } => write!(
+            s,
+            "mremap addr={addr:#x} len={len} new_addr={new_addr:#x} new_len={new_len} dur={dur_ns}"
+        ),
+        EventKind::Clone { child } => write!(s, "clone child={child}"),
+        EventKind::Exec => write!(s, "exec"),
+        EventKind::Exit => write!(s, "exit"),
+        EventKind::Fault { addr, write } => {
+            write!(s, "fault addr={addr:#x} write={}", u8::from(write))
+        }
+        EventKind::Run { cpu } => write!(s, "run cpu={cpu}"),
+        EventKind::Block { waker, ns } => match waker {
+            Some(w) => write!(s, "block waker={w} ns={ns}"),
+            None => write!(s, "block waker=none ns={ns}"),
+        },
+        EventKind::Preempt => write!(s, "preempt"),
+        EventKind::Wake { target } => write!(s, "wake target={target}"),
+        EventKind::Migrate { cpu } => write!(s, "migrate cpu={cpu}"),
+        EventKind::Perf { records } => write!(s, "perf records={records}"),
+        EventKind::Shootdown { cpu } => write!(s, "shootdown cpu={cpu}"),
+        EventKind::TlbFlush { reason, pages } => {
+            if pages == u64::MAX {
+                write!(s, "tlb_flush reason={reason} pages=all")
+            } else {
+                write!(s, "tlb_flush reason={reason} pages={pages}")
+            }
+        }
+    };
+}
+
 impl Trace {
     /// The trace as text in the current format version.
     pub fn to_text(&self) -> String {
@@ -339,74 +413,7 @@ impl Trace {
         }
         for e in &self.events {
             let _ = write!(s, "ev {} {} ", e.t_ns, e.tid);
-            let _ = match e.kind {
-                EventKind::Mmap {
-                    addr,
-                    len,
-                    prot,
-                    dur_ns,
-                } => write!(
-                    s,
-                    "mmap addr={addr:#x} len={len} prot={} dur={dur_ns}",
-                    prot_word(prot)
-                ),
-                EventKind::Munmap { addr, len, dur_ns } => {
-                    write!(s, "munmap addr={addr:#x} len={len} dur={dur_ns}")
-                }
-                EventKind::Mprotect {
-                    addr,
-                    len,
-                    prot,
-                    dur_ns,
-                } => write!(
-                    s,
-                    "mprotect addr={addr:#x} len={len} prot={} dur={dur_ns}",
-                    prot_word(prot)
-                ),
-                EventKind::Madvise {
-                    addr,
-                    len,
-                    advice,
-                    dur_ns,
-                } => write!(
-                    s,
-                    "madvise addr={addr:#x} len={len} advice={advice} dur={dur_ns}"
-                ),
-                EventKind::Brk { addr, dur_ns } => write!(s, "brk addr={addr:#x} dur={dur_ns}"),
-                EventKind::Mremap {
-                    addr,
-                    len,
-                    new_addr,
-                    new_len,
-                    dur_ns,
-                } => write!(
-                    s,
-                    "mremap addr={addr:#x} len={len} new_addr={new_addr:#x} new_len={new_len} dur={dur_ns}"
-                ),
-                EventKind::Clone { child } => write!(s, "clone child={child}"),
-                EventKind::Exec => write!(s, "exec"),
-                EventKind::Exit => write!(s, "exit"),
-                EventKind::Fault { addr, write } => {
-                    write!(s, "fault addr={addr:#x} write={}", u8::from(write))
-                }
-                EventKind::Run { cpu } => write!(s, "run cpu={cpu}"),
-                EventKind::Block { waker, ns } => match waker {
-                    Some(w) => write!(s, "block waker={w} ns={ns}"),
-                    None => write!(s, "block waker=none ns={ns}"),
-                },
-                EventKind::Preempt => write!(s, "preempt"),
-                EventKind::Wake { target } => write!(s, "wake target={target}"),
-                EventKind::Migrate { cpu } => write!(s, "migrate cpu={cpu}"),
-                EventKind::Perf { records } => write!(s, "perf records={records}"),
-                EventKind::Shootdown { cpu } => write!(s, "shootdown cpu={cpu}"),
-                EventKind::TlbFlush { reason, pages } => {
-                    if pages == u64::MAX {
-                        write!(s, "tlb_flush reason={reason} pages=all")
-                    } else {
-                        write!(s, "tlb_flush reason={reason} pages={pages}")
-                    }
-                }
-            };
+            write_kind(&mut s, e.kind);
             s.push('\n');
         }
         let _ = writeln!(s, "end events={}", self.events.len());
@@ -499,6 +506,66 @@ impl Parser<'_> {
         }
     }
 
+    /// An `ev` line after `read` events, the last at `last_t`: within
+    /// tlbsim's limit and in time order.
+    fn ev_line(
+        &mut self,
+        rest: &str,
+        by_tid: &BTreeMap<u32, usize>,
+        read: usize,
+        last_t: u64,
+    ) -> Result<Event, TraceError> {
+        if read >= MAX_TRACE_EVENTS {
+            return Err(self.err(
+                None,
+                format!("more than {MAX_TRACE_EVENTS} events (tlbsim's limit)"),
+            ));
+        }
+        let e = self.event(rest, by_tid)?;
+        if e.t_ns < last_t {
+            return Err(self.err(Some("time"), "events out of time order"));
+        }
+        Ok(e)
+    }
+
+    /// A header line `word rest` at line `n` (`late`: after a task or an
+    /// event, which it must not be), each word once.
+    fn header_line<'t>(
+        &self,
+        header: &mut BTreeMap<&'t str, (usize, String)>,
+        (n, word, rest): (usize, &'t str, &str),
+        late: bool,
+    ) -> Result<(), TraceError> {
+        if word == "overhead" && self.version < 2 {
+            return Err(self.err(Some(word), "needs format version 2"));
+        }
+        if late {
+            return Err(self.err(Some(word), "header line after the tasks or events"));
+        }
+        if header.insert(word, (n, rest.trim().to_string())).is_some() {
+            return Err(self.err(Some(word), "given twice"));
+        }
+        Ok(())
+    }
+
+    /// The `end` line (with its newline: else the file was cut there),
+    /// which must count the `events` read.
+    fn end(&mut self, rest: &str, newline: bool, events: usize) -> Result<(), TraceError> {
+        if !newline {
+            return Err(self.err(None, "truncated: the `end` line has no newline"));
+        }
+        let mut f = self.fields(rest)?;
+        let count: u64 = self.num(&mut f, "events")?;
+        self.done(f)?;
+        if count != events as u64 {
+            return Err(self.err(
+                Some("events"),
+                format!("says {count} events but the file has {events} (truncated or edited)"),
+            ));
+        }
+        Ok(())
+    }
+
     fn parse(mut self, text: &str) -> Result<Trace, TraceError> {
         let mut lines = text.split_inclusive('\n').enumerate().filter_map(|(i, l)| {
             let body = l.trim_end_matches(['\n', '\r']);
@@ -529,15 +596,8 @@ impl Parser<'_> {
             let (word, rest) = body.trim().split_once(' ').unwrap_or((body.trim(), ""));
             match word {
                 "host" | "kernel" | "arch" | "cpus" | "page_size" | "command" | "overhead" => {
-                    if word == "overhead" && self.version < 2 {
-                        return Err(self.err(Some(word), "needs format version 2"));
-                    }
-                    if !tasks.is_empty() || !events.is_empty() {
-                        return Err(self.err(Some(word), "header line after the tasks or events"));
-                    }
-                    if header.insert(word, (n, rest.trim().to_string())).is_some() {
-                        return Err(self.err(Some(word), "given twice"));
-                    }
+                    let late = !tasks.is_empty() || !events.is_empty();
+                    self.header_line(&mut header, (n, word, rest), late)?;
                 }
                 "task" => {
                     if !events.is_empty() {
@@ -554,35 +614,12 @@ impl Parser<'_> {
                     task_lines.push(n);
                 }
                 "ev" => {
-                    if events.len() >= MAX_TRACE_EVENTS {
-                        return Err(self.err(
-                            None,
-                            format!("more than {MAX_TRACE_EVENTS} events (tlbsim's limit)"),
-                        ));
-                    }
-                    let e = self.event(rest, &by_tid)?;
-                    if e.t_ns < last_t {
-                        return Err(self.err(Some("time"), "events out of time order"));
-                    }
+                    let e = self.ev_line(rest, &by_tid, events.len(), last_t)?;
                     last_t = e.t_ns;
                     events.push(e);
                 }
                 "end" => {
-                    if !newline {
-                        return Err(self.err(None, "truncated: the `end` line has no newline"));
-                    }
-                    let mut f = self.fields(rest)?;
-                    let count: u64 = self.num(&mut f, "events")?;
-                    self.done(f)?;
-                    if count != events.len() as u64 {
-                        return Err(self.err(
-                            Some("events"),
-                            format!(
-                                "says {count} events but the file has {} (truncated or edited)",
-                                events.len()
-                            ),
-                        ));
-                    }
+                    self.end(rest, newline, events.len())?;
                     ended = true;
                 }
                 other => {
@@ -885,6 +922,75 @@ impl Parser<'_> {
         })
     }
 
+    /// The memory system calls' event kinds (`mmap`, `munmap`,
+    /// `mprotect`, `madvise`, `brk`, `mremap`) with their fields; `None`
+    /// for another kind.
+    fn call_kind(&self, kind: &str, f: &mut Fields<'_>) -> Result<Option<EventKind>, TraceError> {
+        Ok(Some(match kind {
+            "mmap" => EventKind::Mmap {
+                addr: self.addr(f, "addr")?,
+                len: self.nonzero_len(f, "len", "mmap")?,
+                prot: self.prot(&mut f)?,
+                dur_ns: self.num(f, "dur")?,
+            },
+            "munmap" => EventKind::Munmap {
+                addr: self.addr(f, "addr")?,
+                len: self.nonzero_len(f, "len", "munmap")?,
+                dur_ns: self.num(f, "dur")?,
+            },
+            "mprotect" => EventKind::Mprotect {
+                addr: self.addr(f, "addr")?,
+                len: self.len(f, "len")?,
+                prot: self.prot(&mut f)?,
+                dur_ns: self.num(f, "dur")?,
+            },
+            "madvise" => EventKind::Madvise {
+                addr: self.addr(f, "addr")?,
+                len: self.len(f, "len")?,
+                advice: self.num(f, "advice")?,
+                dur_ns: self.num(f, "dur")?,
+            },
+            "brk" => EventKind::Brk {
+                addr: self.addr(f, "addr")?,
+                dur_ns: self.num(f, "dur")?,
+            },
+            "mremap" => EventKind::Mremap {
+                addr: self.addr(f, "addr")?,
+                len: self.len(f, "len")?,
+                new_addr: self.addr(f, "new_addr")?,
+                new_len: self.nonzero_len(f, "new_len", "mremap")?,
+                dur_ns: self.num(f, "dur")?,
+            },
+            _ => return Ok(None),
+        }))
+    }
+
+    /// A `0`/`1` field.
+    fn flag(&self, f: &mut Fields<'_>, key: &str) -> Result<bool, TraceError> {
+        match self.raw(f, key)? {
+            "0" => Ok(false),
+            "1" => Ok(true),
+            v => Err(self.err(Some(key), format!("`{v}` is not 0 or 1"))),
+        }
+    }
+
+    /// A task id in the word `v` of field `key` (`none` taken apart by
+    /// the caller).
+    fn tid_word(&self, v: &str, key: &str) -> Result<u32, TraceError> {
+        v.parse()
+            .map_err(|_| self.err(Some(key), format!("`{v}` is not a tid or none")))
+    }
+
+    /// `tlb_flush`'s `pages`: a count, or `all` (a whole-mm flush).
+    fn pages_or_all(&self, f: &mut Fields<'_>) -> Result<u64, TraceError> {
+        if f.words.iter().any(|(k, v)| *k == "pages" && *v == "all") {
+            self.raw(f, "pages")?;
+            Ok(u64::MAX)
+        } else {
+            self.num(f, "pages")
+        }
+    }
+
     fn event(&mut self, rest: &str, tasks: &BTreeMap<u32, usize>) -> Result<Event, TraceError> {
         let mut w = rest.split_whitespace();
         let (Some(t), Some(tid), Some(kind)) = (w.next(), w.next(), w.next()) else {
@@ -908,41 +1014,11 @@ impl Parser<'_> {
                 Err(s.err(Some(key), format!("task {t} has no task line")))
             }
         };
+        if let Some(k) = self.call_kind(kind, &mut f)? {
+            self.done(f)?;
+            return Ok(Event { t_ns, tid, kind: k });
+        }
         let kind = match kind {
-            "mmap" => EventKind::Mmap {
-                addr: self.addr(&mut f, "addr")?,
-                len: self.nonzero_len(&mut f, "len", "mmap")?,
-                prot: self.prot(&mut f)?,
-                dur_ns: self.num(&mut f, "dur")?,
-            },
-            "munmap" => EventKind::Munmap {
-                addr: self.addr(&mut f, "addr")?,
-                len: self.nonzero_len(&mut f, "len", "munmap")?,
-                dur_ns: self.num(&mut f, "dur")?,
-            },
-            "mprotect" => EventKind::Mprotect {
-                addr: self.addr(&mut f, "addr")?,
-                len: self.len(&mut f, "len")?,
-                prot: self.prot(&mut f)?,
-                dur_ns: self.num(&mut f, "dur")?,
-            },
-            "madvise" => EventKind::Madvise {
-                addr: self.addr(&mut f, "addr")?,
-                len: self.len(&mut f, "len")?,
-                advice: self.num(&mut f, "advice")?,
-                dur_ns: self.num(&mut f, "dur")?,
-            },
-            "brk" => EventKind::Brk {
-                addr: self.addr(&mut f, "addr")?,
-                dur_ns: self.num(&mut f, "dur")?,
-            },
-            "mremap" => EventKind::Mremap {
-                addr: self.addr(&mut f, "addr")?,
-                len: self.len(&mut f, "len")?,
-                new_addr: self.addr(&mut f, "new_addr")?,
-                new_len: self.nonzero_len(&mut f, "new_len", "mremap")?,
-                dur_ns: self.num(&mut f, "dur")?,
-            },
             "clone" => {
                 let c = self.num(&mut f, "child")?;
                 EventKind::Clone {
@@ -953,11 +1029,7 @@ impl Parser<'_> {
             "exit" => EventKind::Exit,
             "fault" => EventKind::Fault {
                 addr: self.addr(&mut f, "addr")?,
-                write: match self.raw(&mut f, "write")? {
-                    "0" => false,
-                    "1" => true,
-                    v => return Err(self.err(Some("write"), format!("`{v}` is not 0 or 1"))),
-                },
+                write: self.flag(&mut f, "write")?,
             },
             "run" => EventKind::Run {
                 cpu: self.num(&mut f, "cpu")?,
@@ -965,12 +1037,7 @@ impl Parser<'_> {
             "block" => {
                 let waker = match self.raw(&mut f, "waker")? {
                     "none" => None,
-                    v => {
-                        let n = v.parse().map_err(|_| {
-                            self.err(Some("waker"), format!("`{v}` is not a tid or none"))
-                        })?;
-                        Some(known(self, "waker", n)?)
-                    }
+                    v => Some(known(self, "waker", self.tid_word(v, "waker")?)?),
                 };
                 EventKind::Block {
                     waker,
@@ -993,16 +1060,10 @@ impl Parser<'_> {
             "shootdown" if self.version >= 3 => EventKind::Shootdown {
                 cpu: self.num(&mut f, "cpu")?,
             },
-            "tlb_flush" => {
-                let reason = self.num(&mut f, "reason")?;
-                let pages = if f.words.iter().any(|(k, v)| *k == "pages" && *v == "all") {
-                    self.raw(&mut f, "pages")?;
-                    u64::MAX
-                } else {
-                    self.num(&mut f, "pages")?
-                };
-                EventKind::TlbFlush { reason, pages }
-            }
+            "tlb_flush" => EventKind::TlbFlush {
+                reason: self.num(&mut f, "reason")?,
+                pages: self.pages_or_all(&mut f)?,
+            },
             other => return Err(self.err(Some("kind"), format!("unknown event `{other}`"))),
         };
         self.done(f)?;
