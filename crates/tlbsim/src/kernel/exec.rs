@@ -14,8 +14,9 @@
 //! mm rather than before it; the stack is not grown afterwards
 //! (`expand_stack()` maps nothing).
 
-use super::mm::{handle_mm_fault, MmuGather, TASK_SIZE};
-use super::mremap::move_page_tables;
+use super::mm::memory::handle_mm_fault;
+use super::mm::mremap::move_page_tables;
+use super::mm::{MmuGather, TASK_SIZE};
 use super::{AnonMap, Ctx, Vma};
 use crate::config::Arch;
 use crate::hw::mem::Perms;
@@ -71,8 +72,8 @@ fn bprm_mm_init(ctx: &Ctx, mm: MmId, start: u64, end: u64) {
             shmem: None,
             anon: Some(AnonMap {
                 id,
-                pgoff: start / super::mm_types::PGOFF_UNIT,
-                data: super::swap::PageData::Compressible,
+                pgoff: start / super::mm::mm_types::PGOFF_UNIT,
+                data: super::mm::swap::PageData::Compressible,
             }),
         },
     );

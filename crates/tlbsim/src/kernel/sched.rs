@@ -3,7 +3,8 @@
 //! process lifecycle (fork, exec, exit, wait) (kernel/sched/core.c,
 //! kernel/fork.c, kernel/exit.c, fs/exec.c).
 
-use super::mm::{dup_mmap, mmdrop, mmput, syscall_enter, syscall_exit};
+use super::entry::{syscall_enter, syscall_exit};
+use super::fork::{dup_mmap, mmdrop, mmput};
 use super::{Ctx, Op, Program, TaskFuture, TaskId, TaskState, World};
 use crate::engine::label::Label;
 use crate::hw::cpumask::CpuMask;

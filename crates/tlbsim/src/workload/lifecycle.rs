@@ -18,7 +18,7 @@ use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::mem::{Granule, Perms, PAGE_SIZE_4K};
-use crate::kernel::brk::sys_brk;
+use crate::kernel::mm::brk::sys_brk;
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
 use crate::kernel::sched::{spawn_user, sys_exec, sys_fork, sys_wait};
 use crate::kernel::{Ctx, TaskId, World};
