@@ -6,7 +6,8 @@
 //! on [`Ctx::step`]. Code between awaits is atomic.
 //!
 //! The files are laid out as Linux's source tree: `mm/` is Linux's mm/,
-//! `fork.rs` kernel/fork.c, `exec.rs` fs/exec.c, `arm64/` and `x86/` the
+//! `sched/` its kernel/sched/, `fork.rs`, `exit.rs` kernel/fork.c and
+//! kernel/exit.c, `exec.rs` fs/exec.c, `arm64/` and `x86/` the
 //! architectures' TLB code. The frame the simulator adds (`ctx.rs`,
 //! `op.rs`, `lock.rs`, `world.rs`, `registry.rs`, `policy.rs`,
 //! `percpu.rs`, `task.rs`) stays at the top.
@@ -14,6 +15,7 @@
 pub mod arm64;
 pub mod entry;
 pub mod exec;
+pub mod exit;
 pub mod file;
 pub mod fork;
 pub mod hrtimer;
@@ -24,6 +26,7 @@ pub mod policy;
 pub mod rcu;
 pub mod registry;
 pub mod sched;
+pub mod sys;
 pub mod tick;
 pub mod tlbflush;
 pub mod unix_socket;

@@ -8,10 +8,10 @@ use std::cell::Cell;
 use std::rc::Rc;
 use tlbsim::config::{FileLargeFolios, KernelConfig};
 use tlbsim::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
+use tlbsim::kernel::fork::sys_clone_thread;
 use tlbsim::kernel::mm::filemap::{sys_create_file, sys_mmap_file};
 use tlbsim::kernel::mm::pgtable::{get_pte, huge_leaves, pte_tables};
 use tlbsim::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_munmap};
-use tlbsim::kernel::sched::sys_clone_thread;
 use tlbsim::kernel::{Ctx, World};
 
 const PMD: u64 = 2 << 20;
