@@ -45,7 +45,7 @@ fn fresh() -> Space {
 }
 
 impl<T> Tracked<T> {
-    /// `v`, with a location of its own ([`fresh`]'s numbering): state the
+    /// `v`, with a location of its own (`fresh()`'s numbering): state the
     /// model makes as it runs (a pipe, a VM's bookkeeping, a workload's
     /// shared counters), named by the order of its making and never by
     /// its author.
