@@ -178,7 +178,7 @@ pub struct KernelConfig {
     /// flushed after the new table's lock is dropped and only if a moved
     /// PTE was dirty; otherwise once after the whole move, with every lock
     /// dropped. `false` (4.19+): flushed under both locks whenever a
-    /// present PTE moved (`kernel/mremap.rs`). Left out of the JSON when
+    /// present PTE moved (`kernel/mm/mremap.rs`). Left out of the JSON when
     /// false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mremap_flush_unlocked: bool,

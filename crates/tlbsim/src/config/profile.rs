@@ -355,7 +355,7 @@ pub struct KernelCosts {
     /// `ext4_page_mkwrite()` walks the folio's blocks (delalloc
     /// reservation, buffers dirtied, `file_update_time()`), so the cost
     /// grows with the folio. Charged by `do_shared_fault()` and
-    /// `wp_page_shared()` on regular files (kernel/filemap.rs). Absent:
+    /// `wp_page_shared()` on regular files (kernel/mm/filemap.rs). Absent:
     /// 0 ns, which no real filesystem costs (the built-in profiles'
     /// machines were not measured for it; `tlbsim calibrate` measures it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -374,7 +374,7 @@ pub struct KernelCosts {
     /// cache over the window (each folio looked up, referenced, locked
     /// and released; each PTE checked), beyond `page_fault_ns` and the
     /// PTEs it writes. Charged per window page by `do_fault_around()`
-    /// (kernel/filemap.rs). Absent: 0 ns (the built-in profiles'
+    /// (kernel/mm/filemap.rs). Absent: 0 ns (the built-in profiles'
     /// machines were not measured for it; `tlbsim calibrate` measures
     /// it).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,3 +1,6 @@
+//! `execve()` (fs/exec.c): [`sys_exec`] gives the task a fresh address
+//! space and drops the old one.
+//!
 //! The argument stack of `execve()` (fs/exec.c; the same in Linux 4.18 and
 //! 6.x). `__bprm_mm_init()` gives the new address space one stack page
 //! just below `STACK_TOP_MAX`, `copy_strings()` writes the arguments and
@@ -14,13 +17,43 @@
 //! mm rather than before it; the stack is not grown afterwards
 //! (`expand_stack()` maps nothing).
 
-use super::mm::{handle_mm_fault, MmuGather, TASK_SIZE};
-use super::mremap::move_page_tables;
+use super::entry::{syscall_enter, syscall_exit};
+use super::fork::{mm_release, mmput};
+use super::mm::memory::handle_mm_fault;
+use super::mm::mremap::move_page_tables;
+use super::mm::{MmuGather, TASK_SIZE};
 use super::{AnonMap, Ctx, Vma};
 use crate::config::Arch;
 use crate::hw::mem::Perms;
 use crate::hw::tlb::MmId;
 use rand::Rng as _;
+
+/// `execve()`: replaces the address space with a fresh one, whose only
+/// mapping is the argument stack at a random depth
+/// ([`super::exec::setup_arg_pages`]).
+pub async fn sys_exec(ctx: &Ctx) {
+    let _f = ctx.func(crate::label!("begin_new_exec"));
+    syscall_enter(ctx, "execve").await;
+    let w = &ctx.w;
+    ctx.work(w.profile.kernel.exec_ns).await;
+    let new = w.new_mm();
+    let old = {
+        let mut k = w.k.borrow_mut();
+        let t = &mut k.tasks[ctx.task];
+        let old = t.mm;
+        t.mm = Some(new);
+        t.active_mm = Some(new);
+        old
+    };
+    // exec_mmap(): exec_mm_release(), then activate_mm().
+    mm_release(ctx).await;
+    w.policy.switch_mm(ctx, old, new).await;
+    if let Some(o) = old {
+        mmput(ctx, o).await;
+    }
+    super::exec::setup_arg_pages(ctx, new).await;
+    syscall_exit(ctx, "execve").await;
+}
 
 /// `STACK_RND_MASK` of a 64-bit task, in pages: arm64 `0x3ffff >>
 /// (PAGE_SHIFT - 12)` (1 GiB whatever the page size), x86-64 `0x3fffff`
@@ -71,8 +104,8 @@ fn bprm_mm_init(ctx: &Ctx, mm: MmId, start: u64, end: u64) {
             shmem: None,
             anon: Some(AnonMap {
                 id,
-                pgoff: start / super::mm_types::PGOFF_UNIT,
-                data: super::swap::PageData::Compressible,
+                pgoff: start / super::mm::mm_types::PGOFF_UNIT,
+                data: super::mm::swap::PageData::Compressible,
             }),
         },
     );

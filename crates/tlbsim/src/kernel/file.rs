@@ -7,7 +7,7 @@
 //! `folio_mkclean()` has no PTE to clean. Writeback itself, block
 //! allocation and the disk are not modelled (docs/model.md, "Files").
 
-use super::mm::{syscall_enter, syscall_exit};
+use super::entry::{syscall_enter, syscall_exit};
 use super::Ctx;
 use crate::config::FileCosts;
 

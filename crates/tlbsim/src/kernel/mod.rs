@@ -4,46 +4,43 @@
 //! Kernel routines are `async fn`s taking a [`Ctx`]; every hardware step and
 //! every access to shared kernel state that other CPUs race with is an await
 //! on [`Ctx::step`]. Code between awaits is atomic.
+//!
+//! The files are laid out as Linux's source tree: `mm/` is Linux's mm/,
+//! `sched/` its kernel/sched/, `fork.rs`, `exit.rs` kernel/fork.c and
+//! kernel/exit.c, `exec.rs` fs/exec.c, `arm64/` and `x86/` the
+//! architectures' TLB code. The frame the simulator adds (`ctx.rs`,
+//! `op.rs`, `lock.rs`, `world.rs`, `registry.rs`, `policy.rs`,
+//! `percpu.rs`, `task.rs`) stays at the top.
 
-pub mod anon;
 pub mod arm64;
-pub mod brk;
+pub mod entry;
 pub mod exec;
+pub mod exit;
 pub mod file;
-pub mod filemap;
-pub mod folio;
+pub mod fork;
 pub mod hrtimer;
-pub mod madvise;
-pub mod migrate;
 pub mod mm;
-pub mod mremap;
 pub mod percpu;
-pub mod pgtable;
 pub mod pipe;
 pub mod policy;
 pub mod rcu;
 pub mod registry;
-pub mod rmap;
 pub mod sched;
-pub mod shmem;
-pub mod swap;
+pub mod sys;
 pub mod tick;
-pub mod tlbbatch;
 pub mod tlbflush;
 pub mod unix_socket;
-pub mod vmscan;
 pub mod x86;
 
 mod ctx;
 mod lock;
-mod mm_types;
 mod op;
 mod task;
 mod world;
 
 pub use ctx::Ctx;
 pub use lock::{Lock, LockWaiter};
-pub use mm_types::{AnonId, AnonMap, Mm, ShmemId, ShmemMap, Vma};
+pub use mm::{AnonId, AnonMap, Mm, ShmemId, ShmemMap, Vma};
 pub use op::{Dsb, GuestExit, Op, OpResult, TaskMailbox};
 pub use task::{Rq, Task, TaskState};
 pub use world::{Guest, IpiHandler, KState, Machine, Program, TaskFuture, World, KERNEL_ID_SHIFT};

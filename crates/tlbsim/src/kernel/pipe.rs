@@ -9,7 +9,7 @@
 //! and every read that released a buffer wakes every sleeper
 //! (docs/research/seed002-hackbench-transport.md, section 3).
 
-use super::mm::{syscall_enter, syscall_exit};
+use super::entry::{syscall_enter, syscall_exit};
 use super::sched::wait_event;
 use super::{Ctx, TaskId};
 use crate::engine::track::Tracked;

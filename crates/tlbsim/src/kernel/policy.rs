@@ -70,7 +70,7 @@ pub trait TlbPolicy {
     /// [`TlbPolicy::arch_tlbbatch_should_defer`] said yes; the default
     /// flushes the page at once.
     fn arch_tlbbatch_add_pending<'a>(&'a self, ctx: &'a Ctx, mm: MmId, va: u64) -> KFuture<'a, ()> {
-        Box::pin(crate::kernel::mm::flush_tlb_page(ctx, mm, va))
+        Box::pin(crate::kernel::tlbflush::flush_tlb_page(ctx, mm, va))
     }
     /// `arch_tlbbatch_flush(&current->tlb_ubc.arch)`: complete every
     /// invalidation the task's batch started.
@@ -83,7 +83,7 @@ pub trait TlbPolicy {
     /// arm64 since v6.16), or, in arm64 v6.6-v6.15,
     /// `arch_flush_tlb_batched_pending()`'s bare `DSB ISH`.
     fn arch_flush_tlb_batched_pending<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
-        Box::pin(crate::kernel::mm::flush_tlb_mm(ctx, mm))
+        Box::pin(crate::kernel::tlbflush::flush_tlb_mm(ctx, mm))
     }
     /// Does this kernel free page-table pages after an RCU grace period
     /// (`MMU_GATHER_RCU_TABLE_FREE`, `kernel/rcu.rs`)? Default: no, right

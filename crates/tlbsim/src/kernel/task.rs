@@ -61,7 +61,7 @@ pub struct Task {
     /// Its mailbox.
     pub mb: Rc<TaskMailbox>,
     /// Its deferred TLB flush from reclaim (`current->tlb_ubc`).
-    pub tlb_ubc: super::tlbbatch::TlbUbc,
+    pub tlb_ubc: super::mm::tlbbatch::TlbUbc,
     /// The number of its current timed sleep ([`super::hrtimer`]), odd
     /// while the timer is armed: a timer interrupt for another number is
     /// one `hrtimer_cancel()` took back.

@@ -13,7 +13,7 @@
 //!   wakes *every* sleeping sender once `unix_writable()` holds:
 //!   `sk_wmem_alloc << 2 <= sk_sndbuf`.
 
-use super::mm::{syscall_enter, syscall_exit};
+use super::entry::{syscall_enter, syscall_exit};
 use super::sched::wait_event;
 use super::{Ctx, TaskId};
 use crate::engine::track::Tracked;

@@ -36,17 +36,17 @@ pub struct KState {
     /// Spinlocks.
     pub locks: PerLock<Lock>,
     /// Shmem objects (shared anonymous memory) by id.
-    pub shmem: Var<Vec<super::shmem::ShmemInode>>,
+    pub shmem: Var<Vec<super::mm::shmem::ShmemInode>>,
     /// Resident folios (shmem and private anonymous pages) by frame, and
     /// their LRU list.
-    pub folios: Var<super::folio::Folios>,
+    pub folios: Var<super::mm::folio::Folios>,
     /// Folio locks by frame, created on first use and kept for the frame's
     /// next lives (frames are reused).
     pub folio_locks: Var<BTreeMap<crate::hw::mem::Pfn, super::LockId>>,
     /// Anon ids handed out (`anon_vma`s, see [`super::AnonMap`]).
     pub anon_ids: Var<u64>,
     /// The swap device (zram).
-    pub swap: Var<super::swap::SwapDevice>,
+    pub swap: Var<super::mm::swap::SwapDevice>,
     /// The `kswapd` thread, if `[kernel] memory_limit_pages` is set.
     pub kswapd: Var<Option<super::TaskId>>,
     /// Page-table pages waiting for a grace period (`kernel/rcu.rs`).
@@ -381,8 +381,8 @@ impl World {
             cpumask: CpuMask::new(self.ncpus()),
             tlb_flush_pending: 0,
             mmap_base: 0x7f00_0000_0000,
-            start_brk: super::brk::START_BRK,
-            brk: super::brk::START_BRK,
+            start_brk: super::mm::brk::START_BRK,
+            brk: super::mm::brk::START_BRK,
             live: true,
             mmap_lock,
             ptl,

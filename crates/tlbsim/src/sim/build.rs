@@ -120,7 +120,7 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
         *w.observer.borrow_mut() = Some(Box::new(Checker::new(w.ncpus(), exp.checker.history)));
     }
     if kcfg.memory_limit_pages.is_some() {
-        crate::kernel::vmscan::start_kswapd(&w);
+        crate::kernel::mm::vmscan::start_kswapd(&w);
     }
     let streams = Streams::new(seed);
     w.seed_random(&streams);

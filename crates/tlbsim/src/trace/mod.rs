@@ -930,7 +930,7 @@ impl Parser<'_> {
             "mmap" => EventKind::Mmap {
                 addr: self.addr(f, "addr")?,
                 len: self.nonzero_len(f, "len", "mmap")?,
-                prot: self.prot(&mut f)?,
+                prot: self.prot(f)?,
                 dur_ns: self.num(f, "dur")?,
             },
             "munmap" => EventKind::Munmap {
@@ -941,7 +941,7 @@ impl Parser<'_> {
             "mprotect" => EventKind::Mprotect {
                 addr: self.addr(f, "addr")?,
                 len: self.len(f, "len")?,
-                prot: self.prot(&mut f)?,
+                prot: self.prot(f)?,
                 dur_ns: self.num(f, "dur")?,
             },
             "madvise" => EventKind::Madvise {

@@ -15,8 +15,11 @@ use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 // 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
 use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
+use crate::kernel::exec::sys_exec;
+use crate::kernel::exit::sys_wait;
+use crate::kernel::fork::{spawn_user, sys_clone_thread};
 use crate::kernel::mm::{sys_mmap, sys_mprotect};
-use crate::kernel::sched::{spawn_user, sys_clone_thread, sys_exec, sys_sched_yield, sys_wait};
+use crate::kernel::sched::sys_sched_yield;
 use crate::kernel::{Ctx, TaskId, World};
 use serde::{Deserialize, Serialize};
 use std::rc::Rc;

@@ -22,11 +22,10 @@ use crate::hw::cpumask::CpuMask;
 // 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
 use crate::engine::track::{Tracked, TrackedCell};
 use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
+use crate::kernel::exit::sys_wait;
+use crate::kernel::fork::{spawn_kthread, spawn_user, sys_clone_thread, sys_fork};
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
-use crate::kernel::sched::{
-    block_until_woken, spawn_kthread, spawn_user, sys_clone_thread, sys_fork,
-    sys_sched_setaffinity, sys_wait, wake_up,
-};
+use crate::kernel::sched::{block_until_woken, sys_sched_setaffinity, wake_up};
 use crate::kernel::{Ctx, Program, TaskId, World};
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};

@@ -10,7 +10,7 @@
 //!   `tlb_flush1`: a `MAP_PRIVATE`, `tlb_flush3`: a `MAP_SHARED` mapping
 //!   of the task's own 128 MiB sparse file, created before its loop, whose
 //!   pages stay in the page cache from one pass to the next,
-//!   kernel/filemap.rs) and, per page, writing it,
+//!   kernel/mm/filemap.rs) and, per page, writing it,
 //!   `madvise(MADV_DONTNEED)`-ing it and reading it back; after the
 //!   region, `munmap`. On the file variants the read-back's fault-around
 //!   maps the next cached pages read-only, so `tlb_flush1`'s next write
@@ -28,11 +28,12 @@ use crate::engine::rng::Streams;
 use crate::hw::cpumask::CpuMask;
 // 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
 use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
-use crate::kernel::filemap::{filemap_read, sys_create_file, sys_mmap_file};
+use crate::kernel::exec::sys_exec;
+use crate::kernel::exit::sys_wait;
+use crate::kernel::fork::{spawn_user, sys_clone_thread, sys_fork};
+use crate::kernel::mm::filemap::{filemap_read, sys_create_file, sys_mmap_file};
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_munmap};
-use crate::kernel::sched::{
-    spawn_user, sys_clone_thread, sys_exec, sys_fork, sys_sched_setaffinity, sys_wait,
-};
+use crate::kernel::sched::sys_sched_setaffinity;
 use crate::kernel::{Ctx, TaskId, World};
 use serde::{Deserialize, Serialize};
 use std::rc::Rc;

@@ -13,8 +13,10 @@ use super::WorkloadEntry;
 use super::{parse_params, shared, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::engine::track::Tracked;
+use crate::kernel::exit::sys_wait;
+use crate::kernel::fork::{spawn_user, sys_fork};
 use crate::kernel::pipe::{new_pipe_paged, pipe_read, pipe_write, PipeRef};
-use crate::kernel::sched::{block_until_woken, spawn_user, sys_fork, sys_wait, wake_up};
+use crate::kernel::sched::{block_until_woken, wake_up};
 use crate::kernel::unix_socket::{
     new_unix_stream, unix_stream_recvmsg, unix_stream_sendmsg, UnixStreamRef,
 };

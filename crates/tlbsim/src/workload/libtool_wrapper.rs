@@ -18,7 +18,8 @@
 //! program, the direct start too.
 
 use super::lifecycle::{program_start, shell_setup, Anatomy, Image};
-use crate::kernel::sched::{sys_fork, sys_wait};
+use crate::kernel::exit::sys_wait;
+use crate::kernel::fork::sys_fork;
 use crate::kernel::{Ctx, Program};
 use serde::{Deserialize, Serialize};
 use std::rc::Rc;

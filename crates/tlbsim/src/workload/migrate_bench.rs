@@ -22,13 +22,13 @@ use crate::hw::cpumask::CpuMask;
 // 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
 use crate::engine::track::TrackedCell;
 use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
-use crate::kernel::migrate::sys_migrate_pages;
+use crate::kernel::exit::sys_wait;
+use crate::kernel::fork::{spawn_user, sys_clone_thread, sys_fork};
+use crate::kernel::mm::migrate::sys_migrate_pages;
+use crate::kernel::mm::shmem::sys_mmap_shared;
+use crate::kernel::mm::swap::PageData;
 use crate::kernel::mm::sys_mmap_private;
-use crate::kernel::sched::{
-    spawn_user, sys_clone_thread, sys_fork, sys_sched_setaffinity, sys_wait,
-};
-use crate::kernel::shmem::sys_mmap_shared;
-use crate::kernel::swap::PageData;
+use crate::kernel::sched::sys_sched_setaffinity;
 use crate::kernel::{Ctx, Program, TaskId, World};
 use rand::Rng;
 use serde::{Deserialize, Serialize};

@@ -41,7 +41,7 @@
 //!   it to its new address (an access that lands on the old one in between
 //!   faults and is dropped), forked children keep their own mapping. With
 //!   kswapd reclaiming (`madvise = false`, `[kernel] memory_limit_pages`),
-//!   this is the race of CVE-2018-18281 (`kernel/mremap.rs`).
+//!   this is the race of CVE-2018-18281 (`kernel/mm/mremap.rs`).
 //! - `shared = false`: the mapping is private anonymous memory: reclaim
 //!   leaves swap entries in the PTEs, migration leaves migration entries,
 //!   and forked children share its pages copy-on-write (and its swap
@@ -53,15 +53,15 @@ use crate::engine::rng::Streams;
 // 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
 use crate::engine::track::TrackedCell;
 use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
-use crate::kernel::madvise::{sys_madvise_cold, sys_madvise_free, sys_madvise_pageout};
-use crate::kernel::migrate::sys_migrate_pages;
+use crate::kernel::exit::sys_wait;
+use crate::kernel::fork::{spawn_user, sys_clone_thread, sys_fork};
+use crate::kernel::mm::madvise::{sys_madvise_cold, sys_madvise_free, sys_madvise_pageout};
+use crate::kernel::mm::migrate::sys_migrate_pages;
+use crate::kernel::mm::mremap::sys_mremap;
+use crate::kernel::mm::shmem::sys_mmap_shared;
+use crate::kernel::mm::swap::PageData;
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap_private, sys_mprotect, sys_munmap};
-use crate::kernel::mremap::sys_mremap;
-use crate::kernel::sched::{
-    spawn_user, sys_clone_thread, sys_fork, sys_sched_setaffinity, sys_wait,
-};
-use crate::kernel::shmem::sys_mmap_shared;
-use crate::kernel::swap::PageData;
+use crate::kernel::sched::sys_sched_setaffinity;
 use crate::kernel::{Ctx, Program, TaskId, World};
 use rand::Rng;
 use serde::{Deserialize, Serialize};

@@ -33,15 +33,16 @@ use super::{parse_params, Params, Workload, WorkloadEntry};
 use crate::engine::rng::Streams;
 use crate::engine::track::{Tracked, TrackedCell};
 use crate::hw::mem::Perms;
-use crate::kernel::brk::sys_brk;
+use crate::kernel::exec::sys_exec;
+use crate::kernel::exit::sys_wait;
+use crate::kernel::fork::{spawn_user, sys_clone_thread, sys_fork_pinned, sys_vfork_replayed};
 use crate::kernel::hrtimer::schedule_hrtimeout;
-use crate::kernel::madvise::{sys_madvise_cold, sys_madvise_free, sys_madvise_pageout};
+use crate::kernel::mm::brk::sys_brk;
+use crate::kernel::mm::madvise::{sys_madvise_cold, sys_madvise_free, sys_madvise_pageout};
+use crate::kernel::mm::mremap::sys_mremap;
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
-use crate::kernel::mremap::sys_mremap;
-use crate::kernel::sched::{
-    block_until_woken, set_cpus_allowed_replayed, spawn_user, sys_clone_thread, sys_exec,
-    sys_fork_pinned, sys_null, sys_vfork_replayed, sys_wait, wake_up,
-};
+use crate::kernel::sched::{block_until_woken, set_cpus_allowed_replayed, wake_up};
+use crate::kernel::sys::sys_null;
 use crate::kernel::{Ctx, Program, TaskId, World};
 use crate::trace::{EventKind, TaskKind, Trace, PROT_READ, PROT_WRITE};
 use serde::{Deserialize, Serialize};

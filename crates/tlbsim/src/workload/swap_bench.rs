@@ -20,11 +20,12 @@ use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 // 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
 use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
-use crate::kernel::madvise::sys_madvise_pageout;
+use crate::kernel::fork::spawn_user;
+use crate::kernel::mm::madvise::sys_madvise_pageout;
+use crate::kernel::mm::shmem::sys_mmap_shared;
+use crate::kernel::mm::swap::PageData;
 use crate::kernel::mm::sys_mmap_private;
-use crate::kernel::sched::{spawn_user, sys_sched_setaffinity};
-use crate::kernel::shmem::sys_mmap_shared;
-use crate::kernel::swap::PageData;
+use crate::kernel::sched::sys_sched_setaffinity;
 use crate::kernel::{Ctx, TaskId, World};
 use serde::{Deserialize, Serialize};
 use std::rc::Rc;

@@ -54,12 +54,14 @@ use crate::engine::Ns;
 // 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
 use crate::engine::track::Tracked;
 use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
+use crate::kernel::exec::sys_exec;
+use crate::kernel::exit::sys_wait;
 use crate::kernel::file::{sys_lseek, sys_read, sys_write, CachedFile};
+use crate::kernel::fork::{spawn_user, sys_fork};
 use crate::kernel::mm::{sys_mmap, sys_munmap};
 use crate::kernel::pipe::{new_pipe, pipe_read, pipe_write};
-use crate::kernel::sched::{
-    spawn_user, sys_exec, sys_fork, sys_null, sys_sched_setaffinity, sys_wait,
-};
+use crate::kernel::sched::sys_sched_setaffinity;
+use crate::kernel::sys::sys_null;
 use crate::kernel::{Ctx, TaskId, World};
 use serde::{Deserialize, Serialize};
 use std::rc::Rc;

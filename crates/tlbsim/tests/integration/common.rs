@@ -6,8 +6,8 @@ use std::rc::Rc;
 use tlbsim::check::{Checker, Violation};
 use tlbsim::config::{builtin_profile, parse_toml, Experiment, KernelConfig};
 use tlbsim::driver::{RunError, TimingDriver};
+use tlbsim::kernel::fork::spawn_user;
 use tlbsim::kernel::policy::{asid_allocator, tlb_policy};
-use tlbsim::kernel::sched::spawn_user;
 use tlbsim::kernel::{TaskState, World};
 use tlbsim::sim::{run, RunOptions, RunOutput, SimError};
 

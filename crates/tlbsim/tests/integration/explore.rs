@@ -407,7 +407,7 @@ fn with_fb_clear_a_vcpu_that_moved_must_flush_its_vm_where_it_comes_back() {
     assert_eq!(v.invariant, Invariant::NoStaleHold, "{v}");
 }
 
-/// will-it-scale's tlb_flush`variant` on a 128 MiB file (kernel/filemap.rs)
+/// will-it-scale's tlb_flush`variant` on a 128 MiB file (kernel/mm/filemap.rs)
 /// under x86 `policy`, 2 tasks as threads on 3 CPUs, `iterations` pages
 /// each, with `[kernel] extra`.
 fn file_flush(policy: &str, variant: u32, iterations: u32, extra: &str) -> Experiment {

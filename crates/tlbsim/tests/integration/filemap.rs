@@ -1,4 +1,4 @@
-//! Regular files' page cache and its faults (kernel/filemap.rs):
+//! Regular files' page cache and its faults (kernel/mm/filemap.rs):
 //! fault-around, copy-on-write of a page fault-around mapped, PMD-mapped
 //! large folios and their split, the cache outliving `munmap`, and what
 //! they do to will-it-scale's tlb_flush1/3.
@@ -8,10 +8,10 @@ use std::cell::Cell;
 use std::rc::Rc;
 use tlbsim::config::{FileLargeFolios, KernelConfig};
 use tlbsim::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
-use tlbsim::kernel::filemap::{sys_create_file, sys_mmap_file};
+use tlbsim::kernel::fork::sys_clone_thread;
+use tlbsim::kernel::mm::filemap::{sys_create_file, sys_mmap_file};
+use tlbsim::kernel::mm::pgtable::{get_pte, huge_leaves, pte_tables};
 use tlbsim::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_munmap};
-use tlbsim::kernel::pgtable::{get_pte, huge_leaves, pte_tables};
-use tlbsim::kernel::sched::sys_clone_thread;
 use tlbsim::kernel::{Ctx, World};
 
 const PMD: u64 = 2 << 20;

@@ -5,8 +5,8 @@ use std::rc::Rc;
 use tlbsim::config::KernelConfig;
 use tlbsim::driver::TimingDriver;
 use tlbsim::hw::mem::{Granule, Perms, PAGE_SIZE_4K as PAGE_SIZE};
+use tlbsim::kernel::fork::{spawn_kthread, spawn_user};
 use tlbsim::kernel::mm::sys_mmap;
-use tlbsim::kernel::sched::{spawn_kthread, spawn_user};
 use tlbsim::kernel::{Ctx, TaskState, World};
 
 fn world(cpus: u32) -> Rc<World> {
@@ -30,7 +30,7 @@ fn world_64k(cpus: u32) -> Rc<World> {
 
 #[test]
 fn with_64k_pages_one_fault_maps_sixteen_4k_touches() {
-    use tlbsim::kernel::pgtable::get_pte;
+    use tlbsim::kernel::mm::pgtable::get_pte;
     let w = world_64k(1);
     let seen: Rc<Cell<(u64, u64, bool)>> = Rc::default();
     let out = Rc::clone(&seen);
@@ -102,8 +102,8 @@ use super::common::run_process;
 
 /// Maps `pages` private pages and writes each; returns the address.
 async fn written_private_pages(ctx: &Ctx, pages: u64) -> u64 {
+    use tlbsim::kernel::mm::swap::PageData;
     use tlbsim::kernel::mm::sys_mmap_private;
-    use tlbsim::kernel::swap::PageData;
     let p = sys_mmap_private(ctx, pages * PAGE_SIZE, Perms::RW, PageData::Compressible).await;
     for i in 0..pages {
         ctx.user_access(p + i * PAGE_SIZE, true).await;
@@ -177,10 +177,11 @@ fn a_kernel_thread_borrows_the_previous_mm_lazily() {
 
 #[test]
 fn swap_entries_survive_fork_and_mremap_and_every_slot_is_freed_at_the_end() {
-    use tlbsim::kernel::madvise::sys_madvise_pageout;
+    use tlbsim::kernel::exit::sys_wait;
+    use tlbsim::kernel::fork::sys_fork;
+    use tlbsim::kernel::mm::madvise::sys_madvise_pageout;
+    use tlbsim::kernel::mm::mremap::sys_mremap;
     use tlbsim::kernel::mm::sys_munmap;
-    use tlbsim::kernel::mremap::sys_mremap;
-    use tlbsim::kernel::sched::{sys_fork, sys_wait};
     const PAGES: u64 = 4;
     let w = world(2);
     let swapped: Rc<Cell<(usize, usize)>> = Rc::default();
@@ -230,7 +231,7 @@ fn swap_entries_survive_fork_and_mremap_and_every_slot_is_freed_at_the_end() {
 
 #[test]
 fn madv_free_pages_are_dropped_unless_written_again() {
-    use tlbsim::kernel::madvise::{sys_madvise_free, sys_madvise_pageout};
+    use tlbsim::kernel::mm::madvise::{sys_madvise_free, sys_madvise_pageout};
     const PAGES: u64 = 4;
     let w = world(2);
     let after: Rc<Cell<[u64; 3]>> = Rc::default();
@@ -268,10 +269,11 @@ fn madv_free_pages_are_dropped_unless_written_again() {
 
 #[test]
 fn a_swap_cache_page_migrates_with_its_cache_entry() {
-    use tlbsim::kernel::madvise::sys_madvise_pageout;
-    use tlbsim::kernel::migrate::sys_migrate_pages;
-    use tlbsim::kernel::pgtable::get_pte;
-    use tlbsim::kernel::sched::{sys_fork, sys_wait};
+    use tlbsim::kernel::exit::sys_wait;
+    use tlbsim::kernel::fork::sys_fork;
+    use tlbsim::kernel::mm::madvise::sys_madvise_pageout;
+    use tlbsim::kernel::mm::migrate::sys_migrate_pages;
+    use tlbsim::kernel::mm::pgtable::get_pte;
     // Two nodes, CPUs 0-1 on node 0: pages are allocated on node 0.
     let w = world_on("ampere-2s", 4);
     let seen: Rc<Cell<[u64; 2]>> = Rc::default();
@@ -348,8 +350,9 @@ fn hackbench_over_sockets_blocks_senders_on_the_shared_send_buffer() {
 
 #[test]
 fn brk_grows_without_flushing_shrinks_like_munmap_and_fork_inherits_the_break() {
-    use tlbsim::kernel::brk::{sys_brk, START_BRK};
-    use tlbsim::kernel::sched::{sys_fork, sys_wait};
+    use tlbsim::kernel::exit::sys_wait;
+    use tlbsim::kernel::fork::sys_fork;
+    use tlbsim::kernel::mm::brk::{sys_brk, START_BRK};
     let w = world(2);
     let seen: Rc<Cell<[u64; 6]>> = Rc::default();
     let out = Rc::clone(&seen);
@@ -441,8 +444,8 @@ struct ZeroCow {
 /// stays in `mm_cpumask`, not lazy); CPU0 writes the 2 MiB's first page.
 fn huge_zero_cow(policy: &str, mode: tlbsim::config::ThpZeroPage) -> ZeroCow {
     const HPAGE_SIZE: u64 = 2 << 20;
-    use tlbsim::kernel::pgtable::{get_pte, huge_leaves, pte_tables};
-    use tlbsim::kernel::sched::sys_clone_thread;
+    use tlbsim::kernel::fork::sys_clone_thread;
+    use tlbsim::kernel::mm::pgtable::{get_pte, huge_leaves, pte_tables};
     let w = huge_zero_world(policy, mode);
     let seen: Rc<Cell<ZeroCow>> = Rc::default();
     let out = Rc::clone(&seen);
@@ -570,9 +573,9 @@ fn the_huge_zero_page_is_mapped_on_read_and_copied_with_one_2mib_flush() {
 
 #[test]
 fn exec_moves_its_argument_page_to_a_random_depth_with_two_flushes() {
+    use tlbsim::kernel::exec::sys_exec;
+    use tlbsim::kernel::mm::pgtable::get_pte;
     use tlbsim::kernel::mm::TASK_SIZE;
-    use tlbsim::kernel::pgtable::get_pte;
-    use tlbsim::kernel::sched::sys_exec;
     // (VMAs, the stack VMA's range, its page mapped there, flushes, tables
     // freed) after one exec, at 4 and 64 KiB pages.
     type Seen = (usize, u64, u64, bool, u64, u64);
@@ -642,7 +645,8 @@ struct Vforked {
 
 #[test]
 fn vfork_shares_the_mm_and_the_parent_waits_for_the_exec() {
-    use tlbsim::kernel::sched::{sys_exec, sys_vfork};
+    use tlbsim::kernel::exec::sys_exec;
+    use tlbsim::kernel::fork::sys_vfork;
     let k = KernelConfig {
         tlb_policy: "x86-tlb-gen".into(),
         asid_allocator: "none".into(),

@@ -7,8 +7,9 @@ use std::rc::Rc;
 use tlbsim::check::Checker;
 use tlbsim::config::{builtin_profile, KernelConfig};
 use tlbsim::driver::TimingDriver;
+use tlbsim::kernel::exit::sys_wait;
+use tlbsim::kernel::fork::{spawn_user, sys_clone_thread};
 use tlbsim::kernel::policy::{asid_allocator, tlb_policy};
-use tlbsim::kernel::sched::{spawn_user, sys_clone_thread, sys_wait};
 use tlbsim::kernel::{Ctx, TaskState, World};
 
 /// 10 ms: one tick at HZ = 100.

@@ -1,4 +1,4 @@
-//! Faults on a regular file's page cache (the model's kernel/filemap.rs):
+//! Faults on a regular file's page cache (the model's kernel/mm/filemap.rs):
 //! the first write to a read-mapped page of a `MAP_SHARED` file, whose
 //! cost beyond the fault is the filesystem's `->page_mkwrite()`
 //! (`page_mkwrite_ns`); a copy-on-write of a cached page (`page_copy_ns`);

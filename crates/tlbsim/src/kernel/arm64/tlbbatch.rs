@@ -39,7 +39,7 @@ impl Default for TlbBatch {
     /// Mainline.
     fn default() -> Self {
         Self {
-            pending: |ctx, mm| Box::pin(crate::kernel::mm::flush_tlb_mm(ctx, mm)),
+            pending: |ctx, mm| Box::pin(crate::kernel::tlbflush::flush_tlb_mm(ctx, mm)),
             flush: |ctx| Box::pin(arch_tlbbatch_flush(ctx)),
             dirty: crate::kernel::policy::pte_dirty,
         }

@@ -304,7 +304,7 @@ pub fn create_vm(
     });
     for (i, &cpu) in pcpus.iter().enumerate() {
         let k = Rc::clone(&kvm);
-        let t = sched::spawn_kthread(
+        let t = crate::kernel::fork::spawn_kthread(
             host,
             &format!("vm{id}/vcpu{i}"),
             cpu,

@@ -16,9 +16,9 @@ use super::folio::{folio_lock, folio_lock_new, folio_unlock, Folio, Mapping};
 use super::pgtable::{get_swap_pte, set_pte, set_swap_pte};
 use super::shmem::cpu_node;
 use super::swap::{zram_read, SwapSlot};
-use super::{Ctx, Vma, World};
 use crate::hw::mem::{Perms, Pfn};
 use crate::hw::tlb::MmId;
+use crate::kernel::{Ctx, Vma, World};
 
 /// The (mm, address) pairs whose PTE may map anonymous page `index` of
 /// anon id `anon` in the fork tree of `family` (`rmap_walk_anon()`): every

@@ -20,15 +20,15 @@
 //! the range is split first (Linux moves an aligned one whole,
 //! `move_huge_pmd()`).
 
-use super::mm::{
-    call_range, find_vma, page_align, remove_vmas, split_huge_range, syscall_enter, syscall_exit,
-    unmapped_area_topdown, MmuGather,
-};
+use super::huge_memory::split_huge_range;
+use super::mmap::{find_vma, page_align, remove_vmas, unmapped_area_topdown};
+use super::mmu_gather::MmuGather;
 use super::pgtable::{present_ptes, pte_tables, set_pte, set_swp_entry, swp_entries};
 use super::tlbbatch::flush_tlb_batched_pending;
-use super::{Ctx, Vma};
 use crate::hw::tlb::MmId;
-use crate::kernel::mm::flush_tlb_range;
+use crate::kernel::entry::{call_range, syscall_enter, syscall_exit};
+use crate::kernel::tlbflush::flush_tlb_range;
+use crate::kernel::{Ctx, Vma};
 
 /// `mremap(addr, len, len, MREMAP_MAYMOVE)`: moves the mapping of `[addr,
 /// addr + len)`, which must lie in one VMA, to a free range the kernel

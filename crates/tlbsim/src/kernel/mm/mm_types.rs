@@ -1,10 +1,10 @@
 //! The address-space structures (`include/linux/mm_types.h`): `struct
 //! mm_struct` and `struct vm_area_struct`.
 
-use super::LockId;
 use crate::hw::cpumask::CpuMask;
 use crate::hw::mem::{Perms, TableId};
 use crate::hw::tlb::MmId;
+use crate::kernel::LockId;
 use std::collections::BTreeMap;
 
 /// A virtual memory area.
@@ -136,7 +136,7 @@ pub struct AnonMap {
     pub data: super::swap::PageData,
 }
 
-/// Index of a shmem object (`struct shmem_inode_info`) in [`super::KState`].
+/// Index of a shmem object (`struct shmem_inode_info`) in [`crate::kernel::KState`].
 pub type ShmemId = u32;
 
 /// What a file-backed VMA maps: an object and the page of it at the
@@ -193,7 +193,7 @@ pub struct Mm {
     /// `mm->tlb_flush_batched` (Linux 5.17+): bits 0-14 count the
     /// reclaim flushes deferred for this mm (pending), bits 16-30 the
     /// pending count the last `flush_tlb_batched_pending()` caught up with
-    /// (flushed); see `kernel/tlbbatch.rs`.
+    /// (flushed); see `kernel/mm/tlbbatch.rs`.
     pub tlb_flush_batched: u32,
     /// The first address space of this one's fork tree (itself if it was
     /// not forked): anonymous folios' reverse map walks the tree.

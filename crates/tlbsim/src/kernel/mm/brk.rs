@@ -8,10 +8,11 @@
 //! was mapped. `brk(0)` (any address below `start_brk`) returns the
 //! current break, as glibc's `sbrk(0)` and ld.so use it.
 
-use super::mm::{call_range, do_munmap, find_vma, page_align, syscall_enter, syscall_exit};
-use super::{Ctx, Vma};
+use super::mmap::{do_munmap, find_vma, page_align};
 use crate::hw::mem::Perms;
 use crate::hw::tlb::MmId;
+use crate::kernel::entry::{call_range, syscall_enter, syscall_exit};
+use crate::kernel::{Ctx, Vma};
 
 /// Where every address space's heap begins (`mm->start_brk`): below the
 /// lowest address `mmap` hands out (`mm::MMAP_MIN_ADDR`), as an
@@ -68,7 +69,7 @@ pub async fn sys_brk(ctx: &Ctx, brk: u64) -> u64 {
 /// heap stays below the mmap area, in place of `RLIMIT_DATA`).
 fn brk_fits(ctx: &Ctx, mm: MmId, oldbrk: u64, newbrk: u64) -> bool {
     let page = ctx.w.granule.page_size();
-    if newbrk + page > super::mm::MMAP_MIN_ADDR {
+    if newbrk + page > super::mmap::MMAP_MIN_ADDR {
         return false;
     }
     let k = ctx.w.k.borrow();

@@ -11,9 +11,9 @@
 
 use super::mm_types::{AnonId, ShmemId};
 use super::swap::{PageData, SwapSlot};
-use super::{Ctx, World};
 use crate::hw::mem::Pfn;
 use crate::hw::tlb::MmId;
+use crate::kernel::{Ctx, World};
 use std::collections::{BTreeMap, VecDeque};
 
 /// Whose page a folio is (`folio->mapping` and `folio->index`).
@@ -207,7 +207,7 @@ impl Folios {
 }
 
 /// The lock of folio `pfn` (created on first use).
-fn folio_lock_id(w: &World, pfn: Pfn) -> super::LockId {
+fn folio_lock_id(w: &World, pfn: Pfn) -> crate::kernel::LockId {
     if let Some(&l) = w.k.borrow().folio_locks.get(&pfn) {
         return l;
     }

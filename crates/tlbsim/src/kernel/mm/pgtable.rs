@@ -2,10 +2,10 @@
 //! Every PTE write gets a fresh version and is reported to observers.
 
 use super::swap::SwapSlot;
-use super::World;
-use crate::hw::mem::{Desc, Perms, Pfn, Pte, SwpEntry, TableId, HUGE_LEVEL, LEAF_LEVEL};
+use crate::hw::mem::{Desc, Granule, Perms, Pfn, Pte, SwpEntry, TableId, HUGE_LEVEL, LEAF_LEVEL};
 use crate::hw::tlb::MmId;
 use crate::hw::CpuId;
+use crate::kernel::World;
 use crate::observe::Event;
 
 /// The PTE of `mm` at `va`.
@@ -390,4 +390,11 @@ fn detach(
             out.push((child, lo));
         }
     }
+}
+
+/// `[start, end)` clipped to the `PMD_SIZE` a PTE table at `table_va`
+/// maps in granule `g`.
+pub(super) fn clip_table(g: Granule, table_va: u64, start: u64, end: u64) -> (u64, u64) {
+    let span = g.pmd_size();
+    (start.max(table_va), end.min(table_va + span))
 }

@@ -1,34 +1,17 @@
-//! Scheduling: per-CPU FIFO run queues with time slices, wake-ups with
-//! reschedule IPIs, the idle task, lazy TLB for tasks without an mm, and the
-//! process lifecycle (fork, exec, exit, wait) (kernel/sched/core.c,
-//! kernel/fork.c, kernel/exit.c, fs/exec.c).
+//! The scheduler core (kernel/sched/core.c): per-CPU run queues,
+//! `schedule()` and `context_switch()` (with lazy TLB for tasks without
+//! an mm), wake-ups with reschedule IPIs, CPU affinity and
+//! `sched_yield()`; and [`advance`], with which both drivers run a CPU's
+//! current task to its next step.
 
-use super::mm::{dup_mmap, mmdrop, mmput, syscall_enter, syscall_exit};
-use super::{Ctx, Op, Program, TaskFuture, TaskId, TaskState, World};
+use super::fair::place_and_check_preempt;
 use crate::engine::label::Label;
-use crate::hw::cpumask::CpuMask;
 use crate::hw::CpuId;
+use crate::kernel::entry::{syscall_enter, syscall_exit};
+use crate::kernel::exit::do_exit;
+use crate::kernel::fork::mmdrop;
+use crate::kernel::{Ctx, Op, Program, TaskFuture, TaskId, TaskState, World};
 use std::rc::Rc;
-
-/// The idle task's program: schedule when there is work, else wait for a
-/// reschedule IPI.
-pub fn idle_main(ctx: Ctx) -> TaskFuture {
-    Box::pin(async move {
-        loop {
-            let cpu = ctx.cpu();
-            let work = {
-                let k = ctx.w.k.borrow();
-                !k.cpus[cpu].rq.is_empty()
-            };
-            ctx.w.rcu_quiescent(cpu);
-            if work {
-                schedule(&ctx).await;
-            } else {
-                ctx.step(Op::Idle).await;
-            }
-        }
-    })
-}
 
 /// Wraps a new task's program: `schedule_tail()` first (which ends the
 /// switch that started it, re-enabling interrupts), `do_exit(0)` if the
@@ -244,7 +227,7 @@ fn select_task_rq(w: &World, t: TaskId, fork: bool) -> CpuId {
 }
 
 /// Puts a runnable task on a run queue and kicks that CPU if it idles.
-async fn enqueue(ctx: &Ctx, t: TaskId, fork: bool) {
+pub(crate) async fn enqueue(ctx: &Ctx, t: TaskId, fork: bool) {
     let w = &ctx.w;
     let target = select_task_rq(w, t, fork);
     let this_cpu = ctx.cpu();
@@ -287,30 +270,6 @@ pub async fn wake_up(ctx: &Ctx, t: TaskId) {
     }
 }
 
-/// CFS's wake-up placement and preemption (kernel/sched/fair.c, equal
-/// weights): a woken task's vruntime is raised to at least `min_vruntime -
-/// sched_latency / 2` (GENTLE_FAIR_SLEEPERS); it preempts the running task
-/// when that task's vruntime (including its current run) is ahead by more
-/// than `wakeup_granularity`. Both tunables are Linux's defaults scaled by
-/// `1 + ilog2(min(ncpus, 8))`.
-fn place_and_check_preempt(w: &World, t: TaskId, cpu: CpuId) -> bool {
-    let mut k = w.k.borrow_mut();
-    let now = w.now.get();
-    let factor = 1 + (w.ncpus().clamp(1, 8) as u64).ilog2() as u64;
-    let latency = w.profile.kernel.sched_latency_ns * factor;
-    let gran = w.profile.kernel.wakeup_granularity_ns * factor;
-    let floor = k.cpus[cpu].min_vruntime_ns.saturating_sub(latency / 2);
-    let v = k.tasks[t].vruntime_ns.max(floor);
-    k.tasks[t].vruntime_ns = v;
-    let pc = &k.cpus[cpu];
-    if pc.current == pc.idle {
-        return false;
-    }
-    let cur = &k.tasks[pc.current];
-    let cur_v = cur.vruntime_ns + now.saturating_sub(cur.slice_start_ns);
-    cur_v > v + gran
-}
-
 /// Enqueues a woken task; if it preempts, its CPU reschedules (through an
 /// IPI if remote).
 async fn enqueue_woken(ctx: &Ctx, t: TaskId) {
@@ -335,282 +294,6 @@ async fn enqueue_woken(ctx: &Ctx, t: TaskId) {
     if kick {
         ctx.step(Op::ReschedIpi(target)).await;
     }
-}
-
-/// `fork()`/`clone()` of a process: copies the address space and starts
-/// `program` in the child. Returns the child's id.
-pub async fn sys_fork(ctx: &Ctx, name: &str, program: Program) -> TaskId {
-    sys_fork_pinned(ctx, name, None, program).await
-}
-
-/// The CPUs a new child may run on: `pin` alone, or its parent's.
-fn child_affinity(w: &World, parent: TaskId, pin: Option<CpuId>) -> Option<CpuMask> {
-    match pin {
-        Some(c) => {
-            let mut m = CpuMask::new(w.ncpus());
-            m.set(c);
-            Some(m)
-        }
-        None => w.k.borrow().tasks[parent].affinity.clone(),
-    }
-}
-
-/// [`sys_fork`], the child pinned to CPU `pin` from its creation if given
-/// (replay's recorded placement: the child's first CPU).
-pub async fn sys_fork_pinned(
-    ctx: &Ctx,
-    name: &str,
-    pin: Option<CpuId>,
-    program: Program,
-) -> TaskId {
-    let _f = ctx.func(crate::label!("kernel_clone"));
-    syscall_enter(ctx, "fork").await;
-    let w = &ctx.w;
-    ctx.work(w.profile.kernel.fork_ns).await;
-    let mm = match ctx.mm() {
-        Some(m) => Some(dup_mmap(ctx, m).await),
-        None => None,
-    };
-    let child = w.new_task(name.to_string(), mm, ctx.cpu(), Some(ctx.task), program);
-    let affinity = child_affinity(w, ctx.task, pin);
-    {
-        let mut k = w.k.borrow_mut();
-        k.tasks[ctx.task].children += 1;
-        k.tasks[child].state = TaskState::Runnable;
-        k.tasks[child].affinity = affinity;
-    }
-    enqueue(ctx, child, true).await; // wake_up_new_task()
-    syscall_exit(ctx, "fork").await;
-    child
-}
-
-/// `clone(CLONE_VM | ...)`: starts a thread sharing this task's mm,
-/// optionally pinned to one CPU. Threads are reaped with `sys_wait` by the
-/// task that created them (a simplification of CLONE_THREAD).
-pub async fn sys_clone_thread(
-    ctx: &Ctx,
-    name: &str,
-    pin: Option<CpuId>,
-    program: Program,
-) -> TaskId {
-    clone_vm(ctx, "clone", name, pin, program).await
-}
-
-/// The system call `call` creating a `CLONE_VM` child that owes nobody a
-/// wake-up ([`copy_process_vm`]).
-async fn clone_vm(
-    ctx: &Ctx,
-    call: &'static str,
-    name: &str,
-    pin: Option<CpuId>,
-    program: Program,
-) -> TaskId {
-    let _f = ctx.func(crate::label!("kernel_clone"));
-    syscall_enter(ctx, call).await;
-    let child = copy_process_vm(ctx, name, pin, program, false).await;
-    syscall_exit(ctx, call).await;
-    child
-}
-
-/// `vfork()` (`clone(CLONE_VM | CLONE_VFORK)`, also glibc's
-/// `posix_spawn()`): a child process that runs in this task's mm, no copy
-/// made (`copy_mm()` with `CLONE_VM`: `mmget()`), until it execs or exits
-/// (`mm_release()`); this task waits for that (`wait_for_vfork_done()`).
-/// Returns the child's id.
-pub async fn sys_vfork(ctx: &Ctx, name: &str, program: Program) -> TaskId {
-    let _f = ctx.func(crate::label!("kernel_clone"));
-    syscall_enter(ctx, "vfork").await;
-    let child = copy_process_vm(ctx, name, None, program, true).await;
-    // wait_for_vfork_done(): until complete_vfork_done() in the child.
-    while ctx.w.k.borrow().tasks[child].vfork_parent == Some(ctx.task) {
-        block_until_woken(ctx).await;
-    }
-    syscall_exit(ctx, "vfork").await;
-    child
-}
-
-/// [`sys_vfork`] for a replay, the child pinned to CPU `pin` from its
-/// creation if given, and without the parent's wait: the trace has it
-/// (the parent's sleep until the child's wake-up at its exec).
-pub async fn sys_vfork_replayed(
-    ctx: &Ctx,
-    name: &str,
-    pin: Option<CpuId>,
-    program: Program,
-) -> TaskId {
-    clone_vm(ctx, "vfork", name, pin, program).await
-}
-
-/// `copy_process()` of a `CLONE_VM` child, a thread or a `vfork()`
-/// process: it shares this task's mm (one more user), copies nothing
-/// (`fork_ns / 4`), and with `vfork_done` owes this task a wake-up at
-/// its [`mm_release`].
-async fn copy_process_vm(
-    ctx: &Ctx,
-    name: &str,
-    pin: Option<CpuId>,
-    program: Program,
-    vfork_done: bool,
-) -> TaskId {
-    let w = &ctx.w;
-    ctx.work(w.profile.kernel.fork_ns / 4).await;
-    let mm = ctx.mm().expect("user task");
-    // mmget()
-    ctx.atomic_inc(|| w.k.borrow_mut().mms[mm as usize].users += 1)
-        .await;
-    let child = w.new_task(
-        name.to_string(),
-        Some(mm),
-        ctx.cpu(),
-        Some(ctx.task),
-        program,
-    );
-    let affinity = child_affinity(w, ctx.task, pin);
-    {
-        let mut k = w.k.borrow_mut();
-        k.tasks[ctx.task].children += 1;
-        k.tasks[child].state = TaskState::Runnable;
-        k.tasks[child].affinity = affinity;
-        k.tasks[child].vfork_parent = vfork_done.then_some(ctx.task);
-    }
-    enqueue(ctx, child, true).await; // wake_up_new_task()
-    child
-}
-
-/// `mm_release()` → `complete_vfork_done()`: a `vfork()` child that
-/// execs or exits wakes the parent waiting in [`sys_vfork`].
-async fn mm_release(ctx: &Ctx) {
-    let parent = ctx.w.k.borrow_mut().tasks[ctx.task].vfork_parent.take();
-    if let Some(p) = parent {
-        wake_up(ctx, p).await;
-    }
-}
-
-/// Starts a kernel thread on `cpu` (no mm: it borrows one lazily).
-pub fn spawn_kthread(w: &Rc<World>, name: &str, cpu: CpuId, program: Program) -> TaskId {
-    let t = w.new_task(name.to_string(), None, cpu, None, program);
-    let mut k = w.k.borrow_mut();
-    k.tasks[t].state = TaskState::Runnable;
-    k.tasks[t].queued = true;
-    let mut m = crate::hw::cpumask::CpuMask::new(w.ncpus());
-    m.set(cpu);
-    k.tasks[t].affinity = Some(m);
-    k.cpus[cpu].rq.push_back(t);
-    k.cpus[cpu].need_resched = true;
-    t
-}
-
-/// Starts the first user process (like init) on `cpu` with a new mm.
-pub fn spawn_user(w: &Rc<World>, name: &str, cpu: CpuId, program: Program) -> TaskId {
-    let mm = w.new_mm();
-    let t = w.new_task(name.to_string(), Some(mm), cpu, None, program);
-    let mut k = w.k.borrow_mut();
-    k.tasks[t].state = TaskState::Runnable;
-    k.tasks[t].queued = true;
-    k.cpus[cpu].rq.push_back(t);
-    k.cpus[cpu].need_resched = true;
-    t
-}
-
-/// `execve()`: replaces the address space with a fresh one, whose only
-/// mapping is the argument stack at a random depth
-/// ([`super::exec::setup_arg_pages`]).
-pub async fn sys_exec(ctx: &Ctx) {
-    let _f = ctx.func(crate::label!("begin_new_exec"));
-    syscall_enter(ctx, "execve").await;
-    let w = &ctx.w;
-    ctx.work(w.profile.kernel.exec_ns).await;
-    let new = w.new_mm();
-    let old = {
-        let mut k = w.k.borrow_mut();
-        let t = &mut k.tasks[ctx.task];
-        let old = t.mm;
-        t.mm = Some(new);
-        t.active_mm = Some(new);
-        old
-    };
-    // exec_mmap(): exec_mm_release(), then activate_mm().
-    mm_release(ctx).await;
-    w.policy.switch_mm(ctx, old, new).await;
-    if let Some(o) = old {
-        mmput(ctx, o).await;
-    }
-    super::exec::setup_arg_pages(ctx, new).await;
-    syscall_exit(ctx, "execve").await;
-}
-
-/// `do_exit()`: releases the mm (the task stays lazily on it until it
-/// switches out), becomes a zombie, wakes the parent, and never returns.
-pub async fn do_exit(ctx: &Ctx) {
-    let _f = ctx.func(crate::label!("do_exit"));
-    let w = &ctx.w;
-    syscall_enter(ctx, "exit").await;
-    ctx.work(w.profile.kernel.exit_ns).await;
-    let mm = w.k.borrow_mut().tasks[ctx.task].mm.take();
-    mm_release(ctx).await; // exit_mm() → exit_mm_release()
-    if let Some(m) = mm {
-        w.k.borrow_mut().mms[m as usize].count += 1; // mmgrab(): stay lazy on it
-        w.policy.enter_lazy_tlb(ctx, m, false).await;
-        // exit_mm(): the task runs on without a user address space (it
-        // never returns to user mode), the CPU keeps the mm lazily.
-        w.emit(crate::observe::Event::Running {
-            cpu: ctx.cpu(),
-            task: ctx.task,
-            mm: None,
-        });
-        mmput(ctx, m).await;
-    }
-    let parent = {
-        let mut k = w.k.borrow_mut();
-        k.tasks[ctx.task].state = TaskState::Zombie;
-        let p = k.tasks[ctx.task].parent;
-        if let Some(p) = p {
-            k.tasks[p].zombies.push_back(ctx.task);
-        }
-        p
-    };
-    ctx.emit(crate::observe::Event::CallExit {
-        cpu: ctx.cpu(),
-        task: ctx.task,
-        call: "exit",
-    });
-    if let Some(p) = parent {
-        wake_up(ctx, p).await;
-    }
-    schedule(ctx).await;
-    unreachable!("a zombie is never scheduled again");
-}
-
-/// `wait()`: reaps one exited child; `None` when there are no children.
-pub async fn sys_wait(ctx: &Ctx) -> Option<TaskId> {
-    let _f = ctx.func(crate::label!("do_wait"));
-    syscall_enter(ctx, "wait4").await;
-    let w = &ctx.w;
-    let r = loop {
-        let (reaped, none_left) = {
-            let mut k = w.k.borrow_mut();
-            let me = ctx.task;
-            match k.tasks[me].zombies.pop_front() {
-                Some(z) => {
-                    k.tasks[z].state = TaskState::Dead;
-                    *k.live_tasks -= 1;
-                    k.tasks[me].children -= 1;
-                    (Some(z), false)
-                }
-                None if k.tasks[me].children == 0 => (None, true),
-                None => {
-                    k.tasks[me].state = TaskState::Blocked;
-                    (None, false)
-                }
-            }
-        };
-        if reaped.is_some() || none_left {
-            break reaped;
-        }
-        schedule(ctx).await;
-    };
-    syscall_exit(ctx, "wait4").await;
-    r
 }
 
 /// `sched_setaffinity(0, mask)`: restricts the caller to `mask` (`None`:
@@ -656,37 +339,6 @@ fn set_affinity(ctx: &Ctx, mask: Option<crate::hw::cpumask::CpuMask>, leave: boo
         t.state = TaskState::Runnable; // requeued by finish_task_switch
     }
     must
-}
-
-/// Blocks the caller until another task calls [`wake_up`] on it.
-pub async fn block_until_woken(ctx: &Ctx) {
-    ctx.w.k.borrow_mut().tasks[ctx.task].state = TaskState::Blocked;
-    schedule(ctx).await;
-}
-
-/// `wait_event()` on a wait queue the caller keeps: runs `attempt` until
-/// it succeeds, sleeping after each failure until some task wakes the
-/// caller (`attempt` must then have queued it as a waiter); on success,
-/// wakes the tasks `attempt` returned (`wake_up_interruptible_sync_poll`
-/// on the queue, or one waiter).
-pub async fn wait_event(ctx: &Ctx, mut attempt: impl FnMut() -> Option<Vec<TaskId>>) {
-    loop {
-        if let Some(woken) = attempt() {
-            for t in woken {
-                wake_up(ctx, t).await;
-            }
-            return;
-        }
-        block_until_woken(ctx).await;
-    }
-}
-
-/// A system call that does nothing but enter and return (`getpid`,
-/// `getuid`, `umask`, `dup`, `close` of unixbench's `syscall` test):
-/// `syscall_ns` in all.
-pub async fn sys_null(ctx: &Ctx, name: &'static str) {
-    syscall_enter(ctx, name).await;
-    syscall_exit(ctx, name).await;
 }
 
 /// `sched_yield()`: gives the CPU to the next runnable task, if any; the

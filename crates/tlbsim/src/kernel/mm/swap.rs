@@ -7,8 +7,8 @@
 //! declared by whoever created the memory (docs/model.md "Reclaim and
 //! swap").
 
-use super::Ctx;
 use crate::hw::mem::Pfn;
+use crate::kernel::Ctx;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -16,10 +16,10 @@
 //! The architecture's part is in [`crate::kernel::policy::TlbPolicy`]
 //! (`arch_tlbbatch_*`), whose defaults flush every page at once.
 
-use super::Ctx;
 use crate::hw::cpumask::CpuMask;
 use crate::hw::mem::Pte;
 use crate::hw::tlb::MmId;
+use crate::kernel::Ctx;
 
 /// `TLB_FLUSH_BATCH_FLUSHED_SHIFT`: the flushed count's position.
 pub const TLB_FLUSH_BATCH_FLUSHED_SHIFT: u32 = 16;

@@ -29,15 +29,16 @@
 //! PTE mapping one on its frame, a PMD mapping one on each frame.
 
 use super::anon::new_anon_folio;
-use super::mm::{flush_tlb_range, syscall_enter, syscall_exit};
 use super::mm_types::{AnonMap, ShmemId, ShmemMap, PGOFF_UNIT};
 use super::pgtable::{get_pte, huge_leaves, pmd_none, pte_none, set_huge, set_pte};
 use super::shmem::{ShmemEntry, ShmemInode};
 use super::swap::PageData;
-use super::{Ctx, Vma, World};
 use crate::config::FileLargeFolios;
 use crate::hw::mem::{Perms, Pfn};
 use crate::hw::tlb::MmId;
+use crate::kernel::entry::{syscall_enter, syscall_exit};
+use crate::kernel::tlbflush::flush_tlb_range;
+use crate::kernel::{Ctx, Vma, World};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What makes a page-cache object a regular file.
@@ -125,10 +126,10 @@ pub async fn sys_mmap_file(ctx: &Ctx, file: ShmemId, len: u64, perms: Perms, sha
         });
         let m = &mut k.mms[mm as usize];
         let start = if align {
-            let padded = super::mm::unmapped_area_topdown(&m.vmas, m.mmap_base, len + pmd, g);
+            let padded = super::mmap::unmapped_area_topdown(&m.vmas, m.mmap_base, len + pmd, g);
             start_round_up(padded, pmd)
         } else {
-            super::mm::unmapped_area_topdown(&m.vmas, m.mmap_base, len, g)
+            super::mmap::unmapped_area_topdown(&m.vmas, m.mmap_base, len, g)
         };
         m.vmas.insert(
             start,

@@ -1,4 +1,6 @@
-//! `madvise(MADV_PAGEOUT)` (mm/madvise.c, Linux 5.4+): reclaims the pages
+//! `madvise()` (mm/madvise.c). `MADV_DONTNEED` zaps a range's PTEs and
+//! keeps its VMAs and page tables ([`sys_madvise_dontneed`]).
+//! `MADV_PAGEOUT` (Linux 5.4+): reclaims the pages
 //! of a range that only the calling address space maps, at once, whatever
 //! their age. `madvise(MADV_FREE)` (4.5+): lets reclaim drop the range's
 //! private pages without writing them, unless they are written again. `madvise(MADV_COLD)` (5.4+): makes them the next ones
@@ -10,17 +12,19 @@
 //! skipped.
 
 use super::anon::{delete_from_swap_cache, free_swap_and_cache};
-use super::mm::MmuGather;
-use super::mm::{syscall_enter, syscall_exit};
+use super::mmap::page_align;
+use super::mmu_gather::MmuGather;
 use super::pgtable::{present_ptes, pte_tables, set_pte, set_swap_pte, swp_entries};
 use super::tlbbatch::flush_tlb_batched_pending;
 use super::vmscan::{reclaim_pages, Isolated};
-use super::{Ctx, Vma};
 use crate::hw::mem::{Perms, SwpEntry, ZERO_PFN};
 use crate::hw::tlb::MmId;
+use crate::kernel::entry::{call_range, syscall_enter, syscall_exit};
+use crate::kernel::tlbflush::flush_tlb_range;
+use crate::kernel::{Ctx, Vma};
 
 /// The `madvise()` advice modelled here besides `MADV_DONTNEED`
-/// (`kernel/mm.rs`).
+/// ([`sys_madvise_dontneed`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Advice {
     /// `MADV_PAGEOUT`.
@@ -262,4 +266,25 @@ async fn madvise_free_pte_range(ctx: &Ctx, mm: MmId, tlb: &mut MmuGather, lo: u6
     ctx.work(w.profile.kernel.pte_update_ns * (changed + swapped))
         .await;
     ctx.ptl_unlock(mm, lo).await;
+}
+
+/// `madvise(addr, len, MADV_DONTNEED)`: zaps PTEs, keeps VMAs and tables.
+pub async fn sys_madvise_dontneed(ctx: &Ctx, addr: u64, len: u64) {
+    let _f = ctx.func(crate::label!("do_madvise"));
+    syscall_enter(ctx, "madvise").await;
+    let mm = ctx.mm().expect("user task");
+    let end = addr + page_align(ctx, len);
+    call_range(ctx, mm, addr, end);
+    ctx.mmap_read_lock(mm).await;
+    ctx.work(ctx.w.profile.kernel.madvise_ns).await;
+    let mut g = MmuGather::begin(ctx, mm, false).await;
+    g.zap(ctx, addr, end).await;
+    if ctx.w.kcfg.zap_flush_always {
+        // Linux 4.14-4.18: flush_tlb_range() per VMA inside zap_page_range().
+        let page_size = ctx.w.granule.page_size();
+        flush_tlb_range(ctx, mm, addr, end, page_size, true).await;
+    }
+    g.finish(ctx).await;
+    ctx.mmap_read_unlock(mm).await;
+    syscall_exit(ctx, "madvise").await;
 }

@@ -10,13 +10,13 @@
 //! less one).
 
 use super::folio::{folio_lock, folio_lock_new, folio_unlock, Folio, Mapping};
-use super::mm::{syscall_enter, syscall_exit};
 use super::mm_types::{ShmemId, ShmemMap};
 use super::pgtable::{get_pte, set_pte};
 use super::swap::{zram_read, PageData, SwapSlot};
-use super::{Ctx, Vma, World};
 use crate::hw::mem::{Perms, Pfn};
 use crate::hw::tlb::MmId;
+use crate::kernel::entry::{syscall_enter, syscall_exit};
+use crate::kernel::{Ctx, Vma, World};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One page of a shmem object (an entry of its `i_pages` xarray).
@@ -41,7 +41,7 @@ pub struct ShmemInode {
     pub mms: BTreeSet<MmId>,
     /// Not yet evicted.
     pub live: bool,
-    /// A regular file's page cache (kernel/filemap.rs), not a shmem
+    /// A regular file's page cache (kernel/mm/filemap.rs), not a shmem
     /// object: its pages are never swapped, and stay cached when no VMA
     /// maps the file any more.
     pub regular: Option<super::filemap::RegularFile>,
@@ -81,7 +81,7 @@ pub async fn sys_mmap_shared(ctx: &Ctx, len: u64, perms: Perms, data: PageData) 
             pgoff: 0,
             shared: true,
         });
-        super::mm::insert_vma(&mut m.vmas, m.mmap_base, len, perms, shmem, None, g)
+        super::mmap::insert_vma(&mut m.vmas, m.mmap_base, len, perms, shmem, None, g)
     };
     ctx.mmap_write_unlock(mm).await;
     syscall_exit(ctx, "mmap").await;

@@ -14,14 +14,14 @@
 //! entry with it).
 
 use super::folio::{folio_lock, folio_lock_new, folio_unlock, Folio, Mapping};
-use super::mm::{syscall_enter, syscall_exit};
 use super::pgtable::{get_pte, get_swp_entry, present_ptes, pte_tables, set_pte, set_swp_entry};
 use super::rmap::try_to_migrate;
 use super::shmem::{cpu_node, ShmemEntry};
 use super::tlbbatch::try_to_unmap_flush;
-use super::{Ctx, TaskId, Vma};
 use crate::hw::mem::{Pfn, Pte, SwpEntry};
 use crate::hw::tlb::MmId;
+use crate::kernel::entry::{syscall_enter, syscall_exit};
+use crate::kernel::{Ctx, TaskId, Vma};
 
 /// `migrate_pages(pid, maxnode, old_nodes, new_nodes)` for one node pair
 /// (`do_migrate_pages()` with `MPOL_MF_MOVE_ALL`): under `target`'s
@@ -205,7 +205,7 @@ async fn migrate_folio_move(ctx: &Ctx, u: &Unmapped, to: u32) -> bool {
             anon,
             index,
         }) => {
-            let mappers = crate::kernel::anon::anon_mappers(w, family, anon, index);
+            let mappers = super::anon::anon_mappers(w, family, anon, index);
             remove_migration_entries(ctx, keep, u.src, &mappers).await;
         }
         _ => remove_migration_ptes(ctx, keep, &u.ptes).await,

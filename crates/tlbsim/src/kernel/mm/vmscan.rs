@@ -8,9 +8,9 @@ use super::rmap::try_to_unmap;
 use super::shmem::ShmemEntry;
 use super::swap::{zram_write, SwapSlot};
 use super::tlbbatch::{try_to_unmap_flush, try_to_unmap_flush_dirty};
-use super::Ctx;
 use crate::hw::mem::Pfn;
 use crate::hw::tlb::MmId;
+use crate::kernel::Ctx;
 
 /// A folio isolated for reclaim, with the (mm, address) it was found
 /// mapped at: the mapping a free of it reports if no other is known.
@@ -170,7 +170,7 @@ pub async fn wakeup_kswapd(ctx: &Ctx) {
         return;
     };
     if w.k.borrow().folios.len() as u64 > limit {
-        super::sched::wake_up(ctx, t).await;
+        crate::kernel::sched::wake_up(ctx, t).await;
     }
 }
 
@@ -204,7 +204,7 @@ pub async fn direct_reclaim(ctx: &Ctx) {
 /// Starts `kswapd0` on the last CPU (with `[kernel] memory_limit_pages`).
 pub fn start_kswapd(w: &std::rc::Rc<crate::kernel::World>) {
     let cpu = w.ncpus() - 1;
-    let t = super::sched::spawn_kthread(
+    let t = crate::kernel::fork::spawn_kthread(
         w,
         "kswapd0",
         cpu,
@@ -223,14 +223,14 @@ async fn kswapd(ctx: &Ctx) {
     let w = &ctx.w;
     loop {
         let Some(excess) = over_limit(w) else {
-            w.k.borrow_mut().tasks[ctx.task].state = super::TaskState::Blocked;
-            super::sched::schedule(ctx).await;
+            w.k.borrow_mut().tasks[ctx.task].state = crate::kernel::TaskState::Blocked;
+            crate::kernel::sched::schedule(ctx).await;
             continue;
         };
         let batch = isolate_lru_folios(w, (excess as usize).min(SWAP_CLUSTER_MAX));
         if batch.is_empty() {
-            w.k.borrow_mut().tasks[ctx.task].state = super::TaskState::Blocked;
-            super::sched::schedule(ctx).await;
+            w.k.borrow_mut().tasks[ctx.task].state = crate::kernel::TaskState::Blocked;
+            crate::kernel::sched::schedule(ctx).await;
             continue;
         }
         let (cpu, task) = (ctx.cpu(), ctx.task);
@@ -246,7 +246,7 @@ async fn kswapd(ctx: &Ctx) {
             task,
             call: "kswapd",
         });
-        super::sched::maybe_preempt(ctx).await;
+        crate::kernel::sched::maybe_preempt(ctx).await;
     }
 }
 

@@ -10,12 +10,12 @@
 
 use super::anon::anon_mappers;
 use super::folio::Mapping;
-use super::mm::flush_tlb_page;
 use super::pgtable::{get_pte, set_pte, set_swap_pte, set_swp_entry};
 use super::tlbbatch::{set_tlb_ubc_flush_pending, should_defer_flush};
-use super::{Ctx, World};
 use crate::hw::mem::{Pfn, Pte, SwpEntry};
 use crate::hw::tlb::MmId;
+use crate::kernel::tlbflush::flush_tlb_page;
+use crate::kernel::{Ctx, World};
 
 /// The (mm, address) pairs whose PTE may map folio `pfn`, in (mm,
 /// address) order: for a shmem folio every VMA of a live address space
@@ -53,7 +53,7 @@ pub fn folio_mappers(w: &World, pfn: Pfn) -> Vec<(MmId, u64)> {
 
 /// `try_to_unmap(folio, flags)`: unmaps folio `pfn` from every PTE mapping
 /// it (`try_to_unmap_one()` per mapper); `batch` is `TTU_BATCH_FLUSH`
-/// (the flushes may be deferred: `kernel/tlbbatch.rs`). Returns the last
+/// (the flushes may be deferred: `kernel/mm/tlbbatch.rs`). Returns the last
 /// (mm, address) it was unmapped from, if any.
 pub async fn try_to_unmap(ctx: &Ctx, pfn: Pfn, batch: bool) -> Option<(MmId, u64)> {
     let _f = ctx.func(crate::label!("try_to_unmap"));

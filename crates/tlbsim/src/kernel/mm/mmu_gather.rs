@@ -1,0 +1,272 @@
+//! The mmu_gather (include/asm-generic/tlb.h, mm/mmu_gather.c): what an
+//! unmap clears (`zap_pte_range()` and `free_pgtables()` of mm/memory.c,
+//! here methods of the gather) is batched and turned into one flush
+//! before its pages and page-table pages are freed; and
+//! `mm->tlb_flush_pending` (`inc_tlb_flush_pending()`,
+//! `dec_tlb_flush_pending()`), which counts the flushes under way.
+
+use super::anon::{free_swap_and_cache, free_swap_cache};
+use super::huge_memory::split_huge_pmd;
+use super::pgtable::{
+    clip_table, detach_empty_tables, huge_leaves, present_ptes, pte_tables, set_huge, set_pte,
+    set_swp_entry, swp_entries,
+};
+use super::tlbbatch::flush_tlb_batched_pending;
+use crate::hw::mem::{Granule, Pfn, SwpEntry, TableId};
+use crate::hw::tlb::MmId;
+use crate::kernel::tlbflush::{flush_tlb_mm, flush_tlb_range};
+use crate::kernel::Ctx;
+use crate::observe::Event;
+
+/// `struct mmu_gather`.
+#[derive(Debug)]
+pub struct MmuGather {
+    mm: MmId,
+    fullmm: bool,
+    start: u64,
+    end: u64,
+    freed_tables: bool,
+    /// Base-page PTEs were cleared (arm64 `tlb->cleared_ptes`).
+    cleared_ptes: bool,
+    /// PMD-sized leaves were cleared (arm64 `tlb->cleared_pmds`).
+    cleared_pmds: bool,
+    /// The kernel's granule (`PAGE_SIZE`, `PMD_SIZE`).
+    g: Granule,
+    /// Frames to release after the flush, with the VA they were mapped at.
+    frames: Vec<(Pfn, u64)>,
+    /// Huge pages to release after the flush: first frame and VA.
+    huge: Vec<(Pfn, u64)>,
+    tables: Vec<TableId>,
+}
+
+impl MmuGather {
+    /// `tlb_gather_mmu()`: counts this gather in `mm->tlb_flush_pending`.
+    pub async fn begin(ctx: &Ctx, mm: MmId, fullmm: bool) -> Self {
+        inc_tlb_flush_pending(ctx, mm).await;
+        Self {
+            g: ctx.w.granule,
+            mm,
+            fullmm,
+            start: u64::MAX,
+            end: 0,
+            freed_tables: false,
+            cleared_ptes: false,
+            cleared_pmds: false,
+            frames: Vec::new(),
+            huge: Vec::new(),
+            tables: Vec::new(),
+        }
+    }
+
+    /// `tlb_remove_tlb_entry()`: the PTE at `va` changed in place (made
+    /// old): its translation is flushed with the rest at [`Self::finish`].
+    pub fn remove_tlb_entry(&mut self, va: u64) {
+        self.add_range(va, va + self.g.page_size());
+        self.cleared_ptes = true;
+    }
+
+    fn add_range(&mut self, start: u64, end: u64) {
+        self.start = self.start.min(start);
+        self.end = self.end.max(end);
+    }
+
+    /// Clears the PTEs of `[start, end)` (`zap_pte_range`), queueing frames.
+    /// Each PTE table's entries are cleared under its own lock.
+    pub async fn zap(&mut self, ctx: &Ctx, start: u64, end: u64) {
+        let _f = ctx.func(crate::label!("unmap_page_range"));
+        let per = ctx.w.profile.kernel.pte_update_ns;
+        let (page_size, pmd_size) = (self.g.page_size(), self.g.pmd_size());
+        // zap_pmd_range(): a huge page the range covers whole is cleared at
+        // its PMD (zap_huge_pmd); one it covers in part is split first.
+        for (base, _) in huge_leaves(&ctx.w, self.mm, start, end) {
+            if base >= start && base + pmd_size <= end {
+                ctx.ptl_lock(self.mm, base).await;
+                // Re-check under the lock (zap_huge_pmd runs under
+                // pmd_trans_huge_lock): a concurrent madvise may have
+                // split or zapped it, or a fault mapped another one.
+                if !huge_leaves(&ctx.w, self.mm, base, base + pmd_size).is_empty() {
+                    let (old, _) = set_huge(&ctx.w, ctx.cpu(), self.mm, base, None);
+                    let old = old.expect("huge leaf present under its lock");
+                    // The huge zero page is not freed (zap_huge_pmd()'s
+                    // is_huge_zero_pmd() branch) but flushed all the same.
+                    if !ctx.w.hw.borrow().mem.is_huge_zero_pfn(old.pfn) {
+                        self.huge.push((old.pfn, base));
+                    }
+                    self.cleared_pmds = true;
+                    self.add_range(base, base + pmd_size);
+                    ctx.work(per).await;
+                }
+                ctx.ptl_unlock(self.mm, base).await;
+            } else {
+                split_huge_pmd(ctx, self.mm, base).await;
+            }
+        }
+        for table_va in pte_tables(&ctx.w, self.mm, start, end) {
+            let (lo, hi) = clip_table(ctx.w.granule, table_va, start, end);
+            ctx.ptl_lock(self.mm, table_va).await;
+            flush_tlb_batched_pending(ctx, self.mm).await;
+            let ptes = present_ptes(&ctx.w, self.mm, lo, hi);
+            let cpu = ctx.cpu();
+            for &(va, p) in &ptes {
+                set_pte(&ctx.w, cpu, self.mm, va, None);
+                self.frames.push((p.pfn, va));
+                self.add_range(va, va + page_size);
+                self.cleared_ptes = true;
+            }
+            // Swap and migration entries: no translation to flush; a swap
+            // entry's slot reference to drop (zap_nonpresent_ptes()).
+            let swapped = swp_entries(&ctx.w, self.mm, lo, hi);
+            for &(va, e) in &swapped {
+                set_swp_entry(&ctx.w, self.mm, va, None);
+                if let SwpEntry::Swap(slot) = e {
+                    free_swap_and_cache(&ctx.w, cpu, slot, self.mm, va);
+                }
+            }
+            ctx.work(per * (ptes.len() + swapped.len()) as u64).await;
+            ctx.ptl_unlock(self.mm, table_va).await;
+        }
+    }
+
+    /// `free_pgtables()` over `[floor, ceiling)`: detaches empty tables; they
+    /// are freed after the flush. With `[kernel] pgtable_free_tlbi =
+    /// "sync-per-table"` (arm64 before 4.20) each table's walk-cache entries
+    /// are invalidated at once instead (`__flush_tlb_pgtable()`).
+    pub async fn free_pgtables(&mut self, ctx: &Ctx, floor: u64, ceiling: u64) {
+        let _f = ctx.func(crate::label!("free_pgtables"));
+        let detached = detach_empty_tables(&ctx.w, self.mm, floor, ceiling);
+        ctx.work(ctx.w.profile.kernel.pte_update_ns * detached.len() as u64)
+            .await;
+        let sync = !ctx.w.kcfg.pgtable_free_tlbi.is_deferred();
+        for (t, va) in detached {
+            self.tables.push(t);
+            // pte_free_tlb(): __tlb_adjust_range(tlb, address, PAGE_SIZE)
+            // in every version (4.18's last-level tlb_flush() covers it).
+            self.add_range(va, va + self.g.page_size());
+            if sync {
+                self.__flush_tlb_pgtable(ctx, va).await;
+            } else {
+                self.freed_tables = true;
+            }
+        }
+    }
+
+    /// `__pte_free_tlb()` → `__flush_tlb_pgtable(tlb->mm, addr)` of arm64
+    /// Linux 3.x-4.19: `TLBI VAE1IS` at the lowest address the freed table
+    /// translated (all levels, so the walk caches drop the entry pointing
+    /// at it), then `DSB ISH`, before the page goes on the gather's list.
+    /// The model issues it as a one-page, non-last-level
+    /// `flush_tlb_range()`, so a policy scopes it like its other flushes
+    /// (seed 000's patch was posted for 5.6, which has no such function;
+    /// a 4.18 port is assumed to have given it the same check as
+    /// `flush_tlb_page()`, docs/model.md).
+    async fn __flush_tlb_pgtable(&self, ctx: &Ctx, va: u64) {
+        let page = self.g.page_size();
+        flush_tlb_range(ctx, self.mm, va, va + page, page, false).await;
+    }
+
+    /// `tlb_finish_mmu()`: flush (arm64 `tlb_flush`), then free pages and
+    /// page-table pages, then drop the pending count.
+    pub async fn finish(mut self, ctx: &Ctx) {
+        let _f = ctx.func(crate::label!("tlb_finish_mmu"));
+        let w = &ctx.w;
+        let nested = || w.k.borrow().mms[self.mm as usize].tlb_flush_pending > 1;
+        let nested = ctx.atomic_read(nested).await;
+        if w.kcfg.pgtable_free_tlbi.is_deferred() {
+            if nested {
+                // mm_tlb_flush_nested(): another gather may have cleared
+                // PTEs we found none; like tlb_finish_mmu(), flush the
+                // whole mm.
+                self.fullmm = true;
+                self.freed_tables = true;
+                self.start = 0;
+                self.end = crate::kernel::mm::TASK_SIZE;
+            }
+            self.tlb_flush(ctx).await;
+        } else {
+            self.tlb_flush_4_18(ctx, nested).await;
+        }
+        let cpu = ctx.cpu();
+        // tlb_flush_mmu_free(): page-table pages, then pages.
+        for t in self.tables.drain(..) {
+            if w.policy.rcu_table_free() {
+                w.rcu_free_table(self.mm, t);
+                continue;
+            }
+            let instance = w.hw.page_tables().table(t).instance;
+            w.hw.page_tables_mut().free_table(t);
+            w.stats.borrow_mut().tables_freed += 1;
+            w.emit(Event::TableFree {
+                cpu,
+                mm: self.mm,
+                table: t,
+                instance,
+            });
+        }
+        for (f, va) in std::mem::take(&mut self.frames) {
+            w.put_frame(cpu, f, self.mm, va);
+            free_swap_cache(w, cpu, f, self.mm, va);
+        }
+        for (f, va) in std::mem::take(&mut self.huge) {
+            w.put_huge(cpu, f, self.mm, va);
+        }
+        dec_tlb_flush_pending(ctx, self.mm).await;
+    }
+
+    /// arm64 `tlb_flush()` (Linux 4.20+; x86's `flush_tlb_mm_range()`
+    /// takes the same range): a full-mm teardown flushes the ASID only if
+    /// tables were freed; otherwise the range, by the size of the level
+    /// cleared, all levels if tables were freed.
+    async fn tlb_flush(&self, ctx: &Ctx) {
+        if self.end <= self.start {
+            return;
+        }
+        if self.fullmm {
+            if self.freed_tables {
+                flush_tlb_mm(ctx, self.mm).await;
+            }
+            return;
+        }
+        // tlb_get_unmap_size(): one invalidation per PMD_SIZE when only
+        // huge pages were cleared.
+        let stride = if !self.cleared_ptes && self.cleared_pmds {
+            self.g.pmd_size()
+        } else {
+            self.g.page_size()
+        };
+        let last_level = !self.freed_tables;
+        flush_tlb_range(ctx, self.mm, self.start, self.end, stride, last_level).await;
+    }
+
+    /// arm64 `tlb_flush()` of Linux 3.x-4.19 (`pgtable_free_tlbi =
+    /// "sync-per-table"`): freed tables were invalidated as they were
+    /// freed ([`Self::__flush_tlb_pgtable`]), so a range is flushed
+    /// last-level only, one TLBI per base page (4.18 had no stride, even
+    /// over huge pages), and a full-mm teardown not at all (the ASID is not
+    /// handed out again before a rollover flushes it). A nested gather
+    /// (`mm_tlb_flush_nested()`) forced 4.18's `arch_tlb_finish_mmu()` to
+    /// flush the range of the call; the model does not keep that range
+    /// and flushes the whole ASID instead (docs/model.md).
+    async fn tlb_flush_4_18(&self, ctx: &Ctx, nested: bool) {
+        if nested {
+            flush_tlb_mm(ctx, self.mm).await;
+        } else if !self.fullmm && self.end > self.start {
+            let page = self.g.page_size();
+            flush_tlb_range(ctx, self.mm, self.start, self.end, page, true).await;
+        }
+    }
+}
+
+/// `inc_tlb_flush_pending(mm)`: a flush of `mm` is under way (its page
+/// tables may change before it completes; `mm_tlb_flush_nested()` reads it).
+pub async fn inc_tlb_flush_pending(ctx: &Ctx, mm: MmId) {
+    let w = &ctx.w;
+    ctx.atomic_inc(|| w.k.borrow_mut().mms[mm as usize].tlb_flush_pending += 1)
+        .await;
+}
+
+/// `dec_tlb_flush_pending(mm)`.
+pub async fn dec_tlb_flush_pending(ctx: &Ctx, mm: MmId) {
+    let w = &ctx.w;
+    ctx.atomic_dec(|| w.k.borrow_mut().mms[mm as usize].tlb_flush_pending -= 1)
+        .await;
+}
