@@ -6,6 +6,7 @@ pub mod check;
 pub mod export_litmus;
 pub mod litmus;
 pub mod merge;
+pub mod perf;
 pub mod plot;
 pub mod policies;
 pub mod profiles;

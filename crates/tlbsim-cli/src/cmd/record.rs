@@ -79,20 +79,6 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-/// `perf record` of `events` with switch records into `data`, up to and
-/// including the `--` before the command (the recording and its overhead
-/// probe run the same one).
-pub(crate) fn perf_record(data: &Path, events: &[&str]) -> Command {
-    let mut perf = Command::new("perf");
-    perf.args(["record", "-q", "--switch-events", "-o"])
-        .arg(data);
-    for e in events {
-        perf.args(["-e", e]);
-    }
-    perf.arg("--");
-    perf
-}
-
 fn tracefs() -> Option<PathBuf> {
     [
         "/sys/kernel/tracing/events",
@@ -187,7 +173,7 @@ fn record(args: &Args) -> Result<Trace, String> {
         .keep_perf_data
         .is_none()
         .then(|| crate::cleanup::register(&data));
-    let mut perf = perf_record(&data, &events);
+    let mut perf = super::perf::perf_record(&data, &events);
     perf.args(&args.command);
     let status = perf.status().map_err(|e| format!("cannot run perf: {e}"))?;
     let script = Command::new("perf")

@@ -92,7 +92,7 @@ pub fn measure(events: &[&str], scratch: &Path) -> Result<Overhead, String> {
     let mut plain = Command::new(&exe);
     plain.arg("record-probe");
     let (sys_plain, fault_plain) = run_probe(plain, "untraced")?;
-    let mut perf = super::record::perf_record(scratch, events);
+    let mut perf = super::perf::perf_record(scratch, events);
     perf.arg(&exe).arg("record-probe");
     let traced = run_probe(perf, "under perf");
     let _ = std::fs::remove_file(scratch);
