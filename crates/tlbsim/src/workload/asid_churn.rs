@@ -26,33 +26,28 @@ use std::rc::Rc;
 
 /// Parameters.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct AsidChurn {
     /// Threads of process A (>= 1).
-    #[serde(default = "d_threads")]
     pub threads: u32,
     /// mprotect round trips of A's thread 0 (and writes of the others).
-    #[serde(default = "d_rounds")]
     pub rounds: u32,
     /// Single-threaded processes that keep exec'ing.
-    #[serde(default = "d_execers")]
     pub execers: u32,
     /// Execs per such process.
-    #[serde(default = "d_execs")]
     pub execs: u32,
 }
 
-fn d_threads() -> u32 {
-    2
-}
-fn d_rounds() -> u32 {
-    3
-}
-fn d_execers() -> u32 {
-    2
-}
-fn d_execs() -> u32 {
-    3
+impl Default for AsidChurn {
+    /// The parameters a config that gives none runs with.
+    fn default() -> Self {
+        AsidChurn {
+            threads: 2,
+            rounds: 3,
+            execers: 2,
+            execs: 3,
+        }
+    }
 }
 
 impl AsidChurn {

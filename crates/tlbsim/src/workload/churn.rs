@@ -33,40 +33,32 @@ use std::rc::Rc;
 
 /// Parameters.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct Churn {
     /// Rounds of P's main thread.
-    #[serde(default = "d_rounds")]
     pub rounds: u32,
     /// Threads P clones per round.
-    #[serde(default = "d_threads")]
     pub threads: u32,
     /// Operations per thread.
-    #[serde(default = "d_ops")]
     pub ops: u32,
     /// Heap pages of P (the first half stays mapped, the second half is
     /// unmapped and re-mapped; it spans its own page-table page).
-    #[serde(default = "d_pages")]
     pub pages: u64,
     /// Iterations of Q.
-    #[serde(default = "d_q")]
     pub q_iterations: u32,
 }
 
-fn d_rounds() -> u32 {
-    20
-}
-fn d_threads() -> u32 {
-    3
-}
-fn d_ops() -> u32 {
-    30
-}
-fn d_pages() -> u64 {
-    16
-}
-fn d_q() -> u32 {
-    200
+impl Default for Churn {
+    /// The parameters a config that gives none runs with.
+    fn default() -> Self {
+        Churn {
+            rounds: 20,
+            threads: 3,
+            ops: 30,
+            pages: 16,
+            q_iterations: 200,
+        }
+    }
 }
 
 impl Churn {

@@ -40,21 +40,22 @@ use std::rc::Rc;
 
 /// Parameters of `madv-migrate`.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct MadvMigrate {
     /// Iterations.
-    #[serde(default = "d_iters")]
     pub iterations: u64,
     /// The two CPUs the task alternates between.
-    #[serde(default = "d_cpus")]
     pub cpus: [u32; 2],
 }
 
-fn d_iters() -> u64 {
-    10_000
-}
-fn d_cpus() -> [u32; 2] {
-    [0, 1]
+impl Default for MadvMigrate {
+    /// The parameters a config that gives none runs with.
+    fn default() -> Self {
+        MadvMigrate {
+            iterations: 10_000,
+            cpus: [0, 1],
+        }
+    }
 }
 
 impl MadvMigrate {
@@ -141,41 +142,40 @@ impl Workload for MadvMigrate {
 
 /// Parameters of `tlb-flush`.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct TlbFlush {
     /// Which will-it-scale test: 1, 2 or 3.
-    #[serde(default = "d_variant")]
     pub variant: u32,
     /// Tasks (0: one per CPU).
-    #[serde(default)]
     pub tasks: u32,
     /// `"threads"` or `"processes"`.
-    #[serde(default = "d_mode")]
     pub mode: String,
     /// Iterations (pages) per task, measured after the warm-up.
-    #[serde(default = "d_loops")]
     pub iterations: u64,
     /// Warm-up per task before measuring, in simulated ns (will-it-scale
     /// warms up for 5 s; policies that adapt, like INVLPGB's global ASIDs
     /// checked once every 32 ticks, need about 32 ticks).
-    #[serde(default)]
     pub warmup_ns: u64,
     /// Run tlb_flush1/3 on 128 MiB of private anonymous memory instead
     /// of a file (the model before it had a page cache; with `[kernel]
     /// thp = "always"` the region is backed by 2 MiB pages). Left out of
     /// the resolved parameters when false.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub anonymous: bool,
 }
 
-fn d_variant() -> u32 {
-    2
-}
-fn d_mode() -> String {
-    "threads".into()
-}
-fn d_loops() -> u64 {
-    2_000
+impl Default for TlbFlush {
+    /// The parameters a config that gives none runs with.
+    fn default() -> Self {
+        TlbFlush {
+            variant: 2,
+            tasks: Default::default(),
+            mode: "threads".into(),
+            iterations: 2_000,
+            warmup_ns: Default::default(),
+            anonymous: Default::default(),
+        }
+    }
 }
 
 impl TlbFlush {
@@ -418,21 +418,17 @@ impl Workload for TlbFlush {
 /// thread, per round, maps its share of the data (`data_mib / threads`),
 /// writes every page and unmaps it (docs/model.md).
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct PthreadMmap {
     /// Threads.
-    #[serde(default = "d_threads")]
     pub threads: u32,
     /// Rounds per thread.
-    #[serde(default = "d_rounds")]
     pub rounds: u32,
     /// Data size in MiB, split between the threads.
-    #[serde(default = "d_data")]
     pub data_mib: u64,
     /// Map, write and unmap each thread's share in pieces of this many
     /// KiB (0: the whole share at once, the documented assumption). For
     /// exploring round structures the unpublished source might have had.
-    #[serde(default)]
     pub chunk_kib: u64,
     /// Read each page before writing it (a load, then a store). The seed
     /// does not say whether the benchmark reads first; off is the
@@ -440,18 +436,21 @@ pub struct PthreadMmap {
     /// read of a 2 MiB region maps the huge zero page and the write that
     /// follows copies it with a 2 MiB flush (docs/model.md). Left out of
     /// the resolved parameters when false.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub read_before_write: bool,
 }
 
-fn d_threads() -> u32 {
-    8
-}
-fn d_rounds() -> u32 {
-    100
-}
-fn d_data() -> u64 {
-    256
+impl Default for PthreadMmap {
+    /// The parameters a config that gives none runs with.
+    fn default() -> Self {
+        PthreadMmap {
+            threads: 8,
+            rounds: 100,
+            data_mib: 256,
+            chunk_kib: Default::default(),
+            read_before_write: Default::default(),
+        }
+    }
 }
 
 impl PthreadMmap {

@@ -60,40 +60,48 @@ async fn open_gate(ctx: &Ctx, g: &GateRef) {
 
 /// Parameters.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct Hackbench {
     /// Groups of senders and receivers.
-    #[serde(default = "d_groups")]
     pub groups: u32,
     /// Senders (and receivers) per group.
-    #[serde(default = "d_fds")]
     pub fds: u32,
     /// Messages each sender sends to each receiver.
-    #[serde(default = "d_loops")]
     pub loops: u32,
     /// Sequential hackbench runs.
-    #[serde(default = "d_runs")]
     pub runs: u32,
     /// Page buffers of a pipe (`PIPE_DEF_BUFFERS`, 16 in Linux 3.5).
-    #[serde(default = "d_pipe_buffers")]
     pub pipe_buffers: u32,
     /// Messages one pipe buffer's 4 KiB page holds: 4096 / 100 rounded
     /// down (Linux 3.5 merges a write into the last page only whole).
-    #[serde(default = "d_per_buffer")]
     pub pipe_messages_per_buffer: u32,
     /// `"pipe"` (default) or `"socket"`: a socket pair per receiver,
     /// whose sending end the group's senders share.
-    #[serde(default)]
     pub transport: Transport,
     /// The sending socket's `sk_sndbuf` (bytes): Linux 3.5's default,
     /// `SK_WMEM_MAX` = 256 x `SKB_TRUESIZE(256)` = 163,840 on 32-bit ARM
     /// (docs/research/seed002-hackbench-transport.md).
-    #[serde(default = "d_sndbuf")]
     pub socket_sndbuf_bytes: u64,
     /// What one 100-byte message charges to it (`skb->truesize`): 704 on
     /// Linux 3.5, 32-bit ARM (same source).
-    #[serde(default = "d_truesize")]
     pub message_truesize_bytes: u64,
+}
+
+impl Default for Hackbench {
+    /// The parameters a config that gives none runs with.
+    fn default() -> Self {
+        Hackbench {
+            groups: 10,
+            fds: 20,
+            loops: 100,
+            runs: 1,
+            pipe_buffers: 16,
+            pipe_messages_per_buffer: 40,
+            transport: Default::default(),
+            socket_sndbuf_bytes: 163_840,
+            message_truesize_bytes: 704,
+        }
+    }
 }
 
 /// How hackbench's messages travel.
@@ -129,32 +137,6 @@ impl Channel {
             Channel::Socket(s) => unix_stream_recvmsg(ctx, s).await,
         }
     }
-}
-
-fn d_sndbuf() -> u64 {
-    163_840
-}
-fn d_truesize() -> u64 {
-    704
-}
-
-fn d_groups() -> u32 {
-    10
-}
-fn d_fds() -> u32 {
-    20
-}
-fn d_loops() -> u32 {
-    100
-}
-fn d_runs() -> u32 {
-    1
-}
-fn d_pipe_buffers() -> u32 {
-    16
-}
-fn d_per_buffer() -> u32 {
-    40
 }
 
 impl Hackbench {

@@ -54,79 +54,60 @@ pub enum FastInstall {
 /// host, docs/research/seed000-libtool-launch.md (bash 5.2, GNU sed 4.9,
 /// coreutils 9.1, glibc 2.36), except where a comment says otherwise.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct WrapperShape {
     /// libtool's `fast_install` of the build tree. Default `yes` (tree
     /// B): the research note's best guess at the seed's RHEL 8 tree.
-    #[serde(default)]
     pub libtool_fast_install: FastInstall,
     /// mmap calls of the wrapper's bash from its exec on (measured: 25).
-    #[serde(default = "d_bash_mmaps")]
     pub wrapper_mmaps: u64,
     /// mprotect calls of the wrapper's bash (measured: 4).
-    #[serde(default = "d_bash_mprotects")]
     pub wrapper_mprotects: u64,
     /// munmap calls of the wrapper's bash (measured: 1).
-    #[serde(default = "d_one")]
     pub wrapper_munmaps: u64,
     /// brk calls of the wrapper's bash (measured: about 4).
-    #[serde(default = "d_bash_brks")]
     pub wrapper_brks: u64,
     /// Copy-on-write faults of the wrapper's bash at its start. Measured:
     /// about 70 over its start and its 6 forks together; the split was
     /// not measured, so it is assumed even: 10 at start, 10 per fork.
-    #[serde(default = "d_ten")]
     pub wrapper_start_cow_faults: u64,
     /// Copy-on-write faults of the wrapper's bash after each fork, while
     /// the child lives (see `wrapper_start_cow_faults`: 10, assumed).
-    #[serde(default = "d_ten")]
     pub wrapper_cow_faults_per_fork: u64,
     /// Write faults of the wrapper's bash that reuse the page, after each
     /// command's processes are gone. Measured: about 275 per launch (764
     /// write faults on present PTEs less 467 copies and the binary's 22);
     /// where they fall was not measured: all in the wrapper's bash, 6
     /// commands, 46 each (assumed).
-    #[serde(default = "d_reuse")]
     pub wrapper_reuse_faults_per_command: u64,
     /// Copy-on-write faults of each fork-only subshell (measured: 283
     /// over tree A's 9, about 31 each, counting the parent side of their
     /// own forks).
-    #[serde(default = "d_subshell_cow")]
     pub subshell_cow_faults: u64,
     /// Copy-on-write faults of each exec'd helper after its exec (the
     /// loader's): measured about 26 per helper for the child shell before
     /// exec and the loader together, less the 12 the model's anatomy
     /// gives the child shell (`child_cow_faults`, measured for bash
     /// forking sort): 14.
-    #[serde(default = "d_helper_cow")]
     pub helper_cow_faults: u64,
     /// mmap calls of each exec'd `sed` (measured: 34).
-    #[serde(default = "d_sed_mmaps")]
     pub sed_mmaps: u64,
     /// mprotect calls of each `sed` (measured: 6).
-    #[serde(default = "d_sed_mprotects")]
     pub sed_mprotects: u64,
     /// munmap calls of each `sed` (measured: 1).
-    #[serde(default = "d_one")]
     pub sed_munmaps: u64,
     /// brk calls of each `sed` (measured: 3).
-    #[serde(default = "d_three")]
     pub sed_brks: u64,
     /// mmap calls of each exec'd `ls` (measured: 30).
-    #[serde(default = "d_ls_mmaps")]
     pub ls_mmaps: u64,
     /// mprotect calls of each `ls` (measured: 5).
-    #[serde(default = "d_ls_mprotects")]
     pub ls_mprotects: u64,
     /// munmap calls of each `ls` (measured: 1).
-    #[serde(default = "d_one")]
     pub ls_munmaps: u64,
     /// brk calls of each `ls` (measured: 3).
-    #[serde(default = "d_three")]
     pub ls_brks: u64,
     /// User work of the wrapper's bash (ns), spread evenly before its 6
     /// commands and its final exec. See `subshell_user_ns`.
-    #[serde(default = "d_user_ns")]
     pub wrapper_user_ns: u64,
     /// User work of each fork-only subshell (ns). Derived: the launch's
     /// CPU time is measured (tree B: 13.76 - 3.28 = 10.48 ms of
@@ -138,60 +119,38 @@ pub struct WrapperShape {
     /// "The libtool wrapper launch"): 20.0 ms of user work. Its split by
     /// process was not measured: even over the 14 processes (the
     /// wrapper's bash and the 13 it creates), 1.43 ms each (estimated).
-    #[serde(default = "d_user_ns")]
     pub subshell_user_ns: u64,
     /// User work of each exec'd `sed` or `ls` (ns), after its start-up
     /// (see `subshell_user_ns`).
-    #[serde(default = "d_user_ns")]
     pub helper_user_ns: u64,
 }
 
-fn d_bash_mmaps() -> u64 {
-    25
-}
-fn d_bash_mprotects() -> u64 {
-    4
-}
-fn d_one() -> u64 {
-    1
-}
-fn d_bash_brks() -> u64 {
-    4
-}
-fn d_ten() -> u64 {
-    10
-}
-fn d_reuse() -> u64 {
-    46
-}
-fn d_subshell_cow() -> u64 {
-    31
-}
-fn d_helper_cow() -> u64 {
-    14
-}
-fn d_sed_mmaps() -> u64 {
-    34
-}
-fn d_sed_mprotects() -> u64 {
-    6
-}
-fn d_three() -> u64 {
-    3
-}
-fn d_ls_mmaps() -> u64 {
-    30
-}
-fn d_ls_mprotects() -> u64 {
-    5
-}
-fn d_user_ns() -> u64 {
-    1_430_000
-}
-
 impl Default for WrapperShape {
+    /// The parameters a config that gives none runs with.
     fn default() -> Self {
-        super::parse_params(&super::Params::new()).expect("defaults parse")
+        WrapperShape {
+            libtool_fast_install: Default::default(),
+            wrapper_mmaps: 25,
+            wrapper_mprotects: 4,
+            wrapper_munmaps: 1,
+            wrapper_brks: 4,
+            wrapper_start_cow_faults: 10,
+            wrapper_cow_faults_per_fork: 10,
+            wrapper_reuse_faults_per_command: 46,
+            subshell_cow_faults: 31,
+            helper_cow_faults: 14,
+            sed_mmaps: 34,
+            sed_mprotects: 6,
+            sed_munmaps: 1,
+            sed_brks: 3,
+            ls_mmaps: 30,
+            ls_mprotects: 5,
+            ls_munmaps: 1,
+            ls_brks: 3,
+            wrapper_user_ns: 1_430_000,
+            subshell_user_ns: 1_430_000,
+            helper_user_ns: 1_430_000,
+        }
     }
 }
 

@@ -30,35 +30,44 @@ use std::rc::Rc;
 
 /// The measured shape of one process start (host: bash 5.2, glibc 2.36).
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct Anatomy {
     /// Pages of the shell touched before the first fork (its working set).
-    #[serde(default = "d_shell_pages")]
     pub shell_pages: u64,
     /// Copy-on-write faults the parent shell takes after each fork.
-    #[serde(default = "d_cow")]
     pub parent_cow_faults: u64,
     /// Copy-on-write faults the child shell takes before exec.
-    #[serde(default = "d_cow")]
     pub child_cow_faults: u64,
     /// Pages the new program faults in (read) at start.
-    #[serde(default = "d_faults")]
     pub start_faults: u64,
     /// Of those, pages then written (private file data: copy-on-write).
-    #[serde(default = "d_start_cow")]
     pub start_cow_faults: u64,
     /// mmap calls of the loader and program.
-    #[serde(default = "d_mmaps")]
     pub start_mmaps: u64,
     /// RELRO mprotect calls (each over touched pages: one flush each).
-    #[serde(default = "d_mprotects")]
     pub start_mprotects: u64,
     /// Where the measured 4 KiB pages above lie when the kernel's pages
     /// are larger (`kernel.page_size_kib = 64`): `"spread"` (default),
     /// `"packed"` or `"projected"`. No difference with 4 KiB pages. Left out of the
     /// resolved parameters when `"spread"`.
-    #[serde(default, skip_serializing_if = "MeasuredPages::is_spread")]
+    #[serde(skip_serializing_if = "MeasuredPages::is_spread")]
     pub measured_pages: MeasuredPages,
+}
+
+impl Default for Anatomy {
+    /// The parameters a config that gives none runs with.
+    fn default() -> Self {
+        Anatomy {
+            shell_pages: 200,
+            parent_cow_faults: 12,
+            child_cow_faults: 12,
+            start_faults: 60,
+            start_cow_faults: 8,
+            start_mmaps: 20,
+            start_mprotects: 3,
+            measured_pages: Default::default(),
+        }
+    }
 }
 
 /// How the anatomy's page counts, measured on a 4 KiB host, become the
@@ -129,31 +138,6 @@ impl MeasuredPages {
             MeasuredPages::Projected => n,
             _ => self.kernel_pages(g, n),
         }
-    }
-}
-
-fn d_shell_pages() -> u64 {
-    200
-}
-fn d_cow() -> u64 {
-    12
-}
-fn d_faults() -> u64 {
-    60
-}
-fn d_start_cow() -> u64 {
-    8
-}
-fn d_mmaps() -> u64 {
-    20
-}
-fn d_mprotects() -> u64 {
-    3
-}
-
-impl Default for Anatomy {
-    fn default() -> Self {
-        parse_params(&Params::new()).expect("defaults parse")
     }
 }
 
@@ -286,13 +270,11 @@ pub(crate) async fn shell_setup(ctx: &Ctx, a: &Anatomy) -> u64 {
 
 /// `sort-compute` parameters.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct SortCompute {
     /// Background subshells.
-    #[serde(default = "d_shells")]
     pub shells: u32,
     /// Sequential sorts per subshell.
-    #[serde(default = "d_runs")]
     pub runs: u32,
     /// User work of one sort process (ns). Default: the host's bash-loop
     /// cost per sort iteration in en_US.UTF-8, RHEL 8's default locale:
@@ -301,28 +283,26 @@ pub struct SortCompute {
     /// 2.53 ms, x 2.5 (eMAG/host, docs/model.md) = 6.33 ms, minus the
     /// 0.86 ms the model already charges per iteration for fork, exec,
     /// faults, mappings and exit (docs/model.md).
-    #[serde(default = "d_sort_ns")]
     pub sort_user_ns: u64,
     /// Size of sort's input buffer, written whole (the 118 KB input), in
     /// 4 KiB pages whatever the kernel's page size (a byte size).
-    #[serde(default = "d_sort_pages")]
     pub sort_buffer_pages: u64,
     /// Process anatomy.
     #[serde(flatten)]
     pub anatomy: Anatomy,
 }
 
-fn d_shells() -> u32 {
-    256
-}
-fn d_runs() -> u32 {
-    32
-}
-fn d_sort_ns() -> u64 {
-    5_470_000
-}
-fn d_sort_pages() -> u64 {
-    30
+impl Default for SortCompute {
+    /// The parameters a config that gives none runs with.
+    fn default() -> Self {
+        SortCompute {
+            shells: 256,
+            runs: 32,
+            sort_user_ns: 5_470_000,
+            sort_buffer_pages: 30,
+            anatomy: Default::default(),
+        }
+    }
 }
 
 /// Driver events per sort process (fork, exec, its faults and mappings,
@@ -425,32 +405,26 @@ async fn sort_run(s: &Ctx, m: &SortCompute) {
 
 /// `tcmalloc` parameters.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct Tcmalloc {
     /// Processes; 0 means one per CPU.
-    #[serde(default)]
     pub processes: u32,
     /// Loop iterations per process (3 passes x 20,972 in the test).
-    #[serde(default = "d_iters")]
     pub iterations: u64,
     /// User work per iteration (ns). Default: the host's whole iteration
     /// (6.9 us of task-clock, user and madvise) x 2.5 (eMAG/host, from
     /// SPECint2026, docs/model.md) = 17.25 us, minus the 0.7 us the model
     /// charges for the madvise calls.
-    #[serde(default = "d_tc_ns")]
     pub user_ns_per_iteration: u64,
     /// Mean MADV_DONTNEED calls per iteration over the untouched heap.
-    #[serde(default = "d_madv")]
     pub madvise_per_iteration: f64,
     /// Heap size in 4 KiB pages whatever the kernel's page size (a byte
     /// size; never touched by the loop).
-    #[serde(default = "d_heap")]
     pub heap_pages: u64,
     /// How for-each-cpu.sh's child starts the test: `"direct"` (fork,
     /// exec of the binary; the default) or `"libtool-wrapper"` (a
     /// gperftools build tree's wrapper script first,
     /// [`super::libtool_wrapper`]).
-    #[serde(default)]
     pub launcher: Launcher,
     /// The wrapper's shape; given only with `launcher =
     /// "libtool-wrapper"`, and recorded in the resolved parameters only
@@ -462,17 +436,20 @@ pub struct Tcmalloc {
     pub anatomy: Anatomy,
 }
 
-fn d_iters() -> u64 {
-    62_916
-}
-fn d_tc_ns() -> u64 {
-    16_550
-}
-fn d_madv() -> f64 {
-    0.57
-}
-fn d_heap() -> u64 {
-    141_056 // 551 MiB
+impl Default for Tcmalloc {
+    /// The parameters a config that gives none runs with.
+    fn default() -> Self {
+        Tcmalloc {
+            processes: Default::default(),
+            iterations: 62_916,
+            user_ns_per_iteration: 16_550,
+            madvise_per_iteration: 0.57,
+            heap_pages: 141_056, // 551 MiB
+            launcher: Default::default(),
+            wrapper: Default::default(),
+            anatomy: Default::default(),
+        }
+    }
 }
 
 impl Workload for Tcmalloc {

@@ -135,70 +135,50 @@ fn alive(test: &str) -> (u64, u64) {
 
 /// Parameters.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct Unixbench {
     /// Parallel copies of each test per instance (unixbench's second
     /// run uses one per CPU: 4 in a 4-vCPU guest).
-    #[serde(default = "d_copies")]
     pub copies: u32,
     /// Independent instances, each on its own `copies` CPUs.
-    #[serde(default = "d_one")]
     pub instances: u32,
     /// Simulated time each test runs (ns).
-    #[serde(default = "d_test_ns")]
     pub test_ns: u64,
     /// The tests to run (default: every modelled one, in unixbench's order).
-    #[serde(default = "d_tests")]
     pub tests: Vec<String>,
     /// User work of one `dhry2reg` or `whetstone-double` loop (ns).
-    #[serde(default = "d_compute_loop")]
     pub compute_loop_ns: u64,
     /// User work of one command of a shell test (ns): sorting or grepping
     /// a small file (estimated: a few hundred microseconds of a process
     /// whose creation costs more).
-    #[serde(default = "d_command_user")]
     pub command_user_ns: u64,
     /// Pages each shell command touches (its heap and stack).
-    #[serde(default = "d_command_pages")]
     pub command_pages: u64,
     /// Pages every benchmark process (and every program it execs) writes
     /// when it starts: its stack, data, and the C library's data
     /// (estimated: a small C program).
-    #[serde(default = "d_process_pages")]
     pub process_pages: u64,
     /// Of those, the pages the parent and the child each write again
     /// right after a `fork()` (the stack frame, the C library's `errno`
     /// and stdio state; estimated), each a copy-on-write fault.
-    #[serde(default = "d_cow_pages")]
     pub cow_pages: u64,
 }
 
-fn d_copies() -> u32 {
-    4
-}
-fn d_one() -> u32 {
-    1
-}
-fn d_test_ns() -> u64 {
-    20_000_000
-}
-fn d_tests() -> Vec<String> {
-    TESTS.iter().map(|(t, _)| t.to_string()).collect()
-}
-fn d_compute_loop() -> u64 {
-    1_000
-}
-fn d_command_user() -> u64 {
-    200_000
-}
-fn d_command_pages() -> u64 {
-    16
-}
-fn d_process_pages() -> u64 {
-    4
-}
-fn d_cow_pages() -> u64 {
-    2
+impl Default for Unixbench {
+    /// The parameters a config that gives none runs with.
+    fn default() -> Self {
+        Unixbench {
+            copies: 4,
+            instances: 1,
+            test_ns: 20_000_000,
+            tests: TESTS.iter().map(|(t, _)| t.to_string()).collect(),
+            compute_loop_ns: 1_000,
+            command_user_ns: 200_000,
+            command_pages: 16,
+            process_pages: 4,
+            cow_pages: 2,
+        }
+    }
 }
 
 impl Unixbench {
