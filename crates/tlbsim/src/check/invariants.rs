@@ -1158,23 +1158,23 @@ impl Observer for Checker {
         let check = |p| Loc::part(Space::Check, p);
         match *ev {
             Event::LeafUse { running, .. } => {
-                record(check(part::mm(running as usize)), false);
-                record(check(part::FRAMES), false);
+                record(|| check(part::mm(running as usize)), false);
+                record(|| check(part::FRAMES), false);
             }
-            Event::WalkUse { .. } => record(Loc::part(Space::Hw, part::PAGE_TABLES), false),
+            Event::WalkUse { .. } => record(|| Loc::part(Space::Hw, part::PAGE_TABLES), false),
             Event::PteWrite { cpu, mm, .. } | Event::HugePteWrite { cpu, mm, .. } => {
                 // The mm's shadow, and the writes pending on the CPU's call.
-                record(check(part::mm(mm as usize)), true);
-                record(check(part::cpu(cpu)), true);
+                record(|| check(part::mm(mm as usize)), true);
+                record(|| check(part::cpu(cpu)), true);
             }
-            Event::CopyOut { .. } => record(check(part::FRAMES), true),
+            Event::CopyOut { .. } => record(|| check(part::FRAMES), true),
             Event::Tlbi {
                 broadcast: true, ..
             }
             | Event::DsbDone { .. } => {}
             _ => {
-                record(Loc::all(Space::Hw), false);
-                record(Loc::all(Space::Check), true);
+                record(|| Loc::all(Space::Hw), false);
+                record(|| Loc::all(Space::Check), true);
             }
         }
     }

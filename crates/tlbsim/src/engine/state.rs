@@ -134,14 +134,14 @@ impl<K: PartKind, T> Table<K, T> {
 
     /// Appends `v` (writes the length); its index.
     pub fn push(&mut self, v: T) -> usize {
-        record(Loc::part(self.space, part::ALLOC), true);
+        record(|| Loc::part(self.space, part::ALLOC), true);
         self.items.push(v);
         self.items.len() - 1
     }
 
     /// The number of elements (reads the length).
     pub fn len(&self) -> usize {
-        record(Loc::part(self.space, part::ALLOC), false);
+        record(|| Loc::part(self.space, part::ALLOC), false);
         self.items.len()
     }
 
@@ -152,7 +152,7 @@ impl<K: PartKind, T> Table<K, T> {
 
     /// Every element (reads the whole table).
     pub fn iter(&self) -> std::slice::Iter<'_, T> {
-        record(Loc::all(self.space), false);
+        record(|| Loc::all(self.space), false);
         self.items.iter()
     }
 
@@ -162,7 +162,7 @@ impl<K: PartKind, T> Table<K, T> {
     where
         T: Clone,
     {
-        record(Loc::all(self.space), true);
+        record(|| Loc::all(self.space), true);
         self.items.clear();
         self.items.resize(n, v);
     }
@@ -176,7 +176,7 @@ impl<K: PartKind, T> Table<K, T> {
     where
         T: Clone + Default,
     {
-        record(Loc::part(self.space, K::part(i)), false);
+        record(|| Loc::part(self.space, K::part(i)), false);
         self.items.get(i).cloned().unwrap_or_default()
     }
 
@@ -190,17 +190,17 @@ impl<K: PartKind, T> Table<K, T> {
         T: Clone + Default,
     {
         if self.items.len() <= i {
-            record(Loc::part(self.space, part::ALLOC), true);
+            record(|| Loc::part(self.space, part::ALLOC), true);
             self.items.resize(i + 1, T::default());
         }
-        record(Loc::part(self.space, K::part(i)), true);
+        record(|| Loc::part(self.space, K::part(i)), true);
         &mut self.items[i]
     }
 
     /// Takes every element out, leaving the table empty (writes the whole
     /// table).
     pub fn drain(&mut self) -> Vec<T> {
-        record(Loc::all(self.space), true);
+        record(|| Loc::all(self.space), true);
         std::mem::take(&mut self.items)
     }
 
@@ -223,7 +223,7 @@ impl<K: PartKind, T> Index<usize> for Table<K, T> {
 
     #[inline(always)]
     fn index(&self, i: usize) -> &T {
-        record(Loc::part(self.space, K::part(i)), false);
+        record(|| Loc::part(self.space, K::part(i)), false);
         &self.items[i]
     }
 }
@@ -231,7 +231,7 @@ impl<K: PartKind, T> Index<usize> for Table<K, T> {
 impl<K: PartKind, T> IndexMut<usize> for Table<K, T> {
     #[inline(always)]
     fn index_mut(&mut self, i: usize) -> &mut T {
-        record(Loc::part(self.space, K::part(i)), true);
+        record(|| Loc::part(self.space, K::part(i)), true);
         &mut self.items[i]
     }
 }
@@ -272,7 +272,7 @@ impl<T> Deref for Var<T> {
 
     #[inline(always)]
     fn deref(&self) -> &T {
-        record(Loc::all(self.space), false);
+        record(|| Loc::all(self.space), false);
         &self.v
     }
 }
@@ -280,7 +280,7 @@ impl<T> Deref for Var<T> {
 impl<T> DerefMut for Var<T> {
     #[inline(always)]
     fn deref_mut(&mut self) -> &mut T {
-        record(Loc::all(self.space), true);
+        record(|| Loc::all(self.space), true);
         &mut self.v
     }
 }

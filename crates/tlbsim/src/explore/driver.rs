@@ -152,13 +152,13 @@ impl Explorer {
             Action::Step(c) => self.step(c),
             Action::Deliver(t) => {
                 // Offered beside an access posted at `t`.
-                track::record(Loc::part(Space::Cx, part::cx(t)), false);
+                track::record(|| Loc::part(Space::Cx, part::cx(t)), false);
                 self.deliver_one(t);
             }
             Action::Speculate(c, va) => {
                 // Offered for the accessed VAs while the budget lasts.
-                track::record(Loc::part(Space::Explore, part::TOUCHED), false);
-                track::record(Loc::part(Space::Explore, part::BUDGET), true);
+                track::record(|| Loc::part(Space::Explore, part::TOUCHED), false);
+                track::record(|| Loc::part(Space::Explore, part::BUDGET), true);
                 self.speculation_budget -= 1;
                 ops::speculate(&self.core.w, c, va, &mut self.trace);
             }
@@ -334,7 +334,7 @@ impl Explorer {
                 .touched
                 .insert((t.mm, self.core.w.granule.page_down(va)))
             {
-                track::record(Loc::part(Space::Explore, part::TOUCHED), true);
+                track::record(|| Loc::part(Space::Explore, part::TOUCHED), true);
             }
         }
     }

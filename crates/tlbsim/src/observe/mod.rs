@@ -408,8 +408,8 @@ pub trait Observer {
     fn record_footprint(&self, ev: &Event) {
         use crate::engine::track::{record, Loc, Space};
         let _ = ev;
-        record(Loc::all(Space::Hw), false);
-        record(Loc::all(Space::Check), true);
+        record(|| Loc::all(Space::Hw), false);
+        record(|| Loc::all(Space::Check), true);
     }
 }
 

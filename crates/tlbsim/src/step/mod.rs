@@ -341,9 +341,9 @@ impl Cpus {
     /// Sets what the running context of `cpu` waits for; returns what it
     /// waited for before. Entering or leaving `Wait::Idle` is told to
     /// [`Cpus::stolen`].
-    #[inline]
+    #[inline(always)]
     pub fn set_wait(&mut self, cpu: CpuId, w: Wait) -> Wait {
-        record(Loc::part(Space::Cx, part::cx(self.on[cpu])), true);
+        record(|| Loc::part(Space::Cx, part::cx(self.on[cpu])), true);
         let idle = matches!(w, Wait::Idle);
         let old = std::mem::replace(&mut self.wait[self.on[cpu]], w);
         if matches!(old, Wait::Idle) != idle {
@@ -400,7 +400,7 @@ impl Cpus {
                 let (w, local) = self.kernel(cpu);
                 let t = w.k.borrow().cpus[local].current;
                 // The task's mailbox: its part of the futures.
-                record(w.futures.borrow().loc_of(t), true);
+                record(|| w.futures.borrow().loc_of(t), true);
                 w.k.borrow().tasks[t].mb.complete(r);
             }
         }
@@ -525,7 +525,7 @@ impl Cpus {
     /// Returns whether it did. A released guest context that runs nowhere
     /// is marked pending for KVM.
     pub fn release(&mut self, cx: Cx, blocked: impl Fn(&Wait) -> bool, r: OpResult) -> bool {
-        record(Loc::part(Space::Cx, part::cx(cx)), true);
+        record(|| Loc::part(Space::Cx, part::cx(cx)), true);
         if blocked(&self.wait[cx]) {
             match self.cxs[cx].on {
                 Some(cpu) => {
@@ -585,7 +585,7 @@ impl Cpus {
     /// A function-call IPI reaches context `target` (counted as
     /// /proc/interrupts does) and waits there to be taken.
     pub fn ipi_arrive(&mut self, target: Cx, ipi: PendingIpi, single: bool) {
-        record(Loc::part(Space::Cx, part::cx(target)), true);
+        record(|| Loc::part(Space::Cx, part::cx(target)), true);
         if ipi.sender.is_some() {
             // A doorbell is not an IPI in /proc/interrupts.
             let mut st = self.w.stats.borrow_mut();
@@ -623,7 +623,7 @@ impl Cpus {
     /// the last, the sender's `CallFunction` is released. Returns whether
     /// it was.
     pub fn ack(&mut self, sender: Cx) -> bool {
-        record(Loc::part(Space::Cx, part::cx(sender)), true);
+        record(|| Loc::part(Space::Cx, part::cx(sender)), true);
         self.acks[sender] -= 1;
         self.acks[sender] == 0 && self.release(sender, |w| *w == Wait::IpiAck, OpResult::Unit)
     }

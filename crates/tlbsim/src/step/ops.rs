@@ -271,7 +271,7 @@ fn switched(w: &World, task: TaskId) {
     } else {
         let mb = Rc::clone(&w.k.borrow().tasks[task].mb);
         // The task's mailbox: its part of the futures.
-        crate::engine::track::record(w.futures.borrow().loc_of(task), true);
+        crate::engine::track::record(|| w.futures.borrow().loc_of(task), true);
         mb.complete(OpResult::Unit);
     }
 }
@@ -470,10 +470,10 @@ fn set_regs(w: &World, cpu: CpuId, op: &Op) {
 fn hw_record(reads: &[u32], writes: &[u32]) {
     if crate::engine::track::recording() {
         for &p in reads {
-            crate::engine::track::record(Loc::part(Space::Hw, p), false);
+            crate::engine::track::record(|| Loc::part(Space::Hw, p), false);
         }
         for &p in writes {
-            crate::engine::track::record(Loc::part(Space::Hw, p), true);
+            crate::engine::track::record(|| Loc::part(Space::Hw, p), true);
         }
     }
 }

@@ -57,7 +57,7 @@ const PAGE: u64 = crate::hw::mem::PAGE_SIZE_4K;
 #[serde(rename_all = "lowercase")]
 pub enum Placement {
     /// On the CPU each `run` event names: the host scheduler's placement,
-    /// imposed at no cost ([`set_cpus_allowed_replayed`]). Which tasks
+    /// imposed at no cost ([`set_cpus_allowed_replayed`](crate::kernel::sched::set_cpus_allowed_replayed)). Which tasks
     /// overlap on which CPUs decides how many flushes must reach another
     /// CPU, so this is what a comparison with the recording host needs.
     /// The profile must have every recorded CPU.
