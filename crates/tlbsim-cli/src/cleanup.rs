@@ -1,7 +1,7 @@
 //! Files this process must not leave behind when a signal ends it: the
 //! temporary files of writes under way (`files::write_atomic`), a sweep's
 //! claim on its directory, `record`'s perf data. Each is [`register`]ed
-//! before it is created (and said [`created`]) until it is gone; on
+//! before it is created (between [`creating`] and [`created`]) until it is gone; on
 //! SIGINT, SIGTERM or SIGHUP the
 //! handler [`install`] sets removes those registered, then lets the signal
 //! end the process as it would have (exit status 128 + the signal). A
@@ -56,16 +56,58 @@ pub fn register(path: &Path) -> Registered {
     Registered { slot: None }
 }
 
-/// Says that the registered file `path` now exists. If a signal is ending
-/// the process, the handler may have looked before the file existed: the
-/// file is removed here and this thread waits for the end.
-pub fn created(path: &Path) {
-    if EXITING.load(std::sync::atomic::Ordering::SeqCst) {
-        let _ = std::fs::remove_file(path);
+/// Threads between [`creating`] and [`created`]: the handler waits for
+/// them (other than its own) before it removes the files and ends the
+/// process, so that no file is created after it looked and before the
+/// end (a thread killed between its `open` and `created` would leave it).
+static CREATING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+thread_local! {
+    /// This thread is between [`creating`] and [`created`].
+    static IN_WINDOW: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Says that this thread is about to create the registered file; call
+/// [`created`] once it exists (or failed to). If a signal is ending the
+/// process, this thread waits for the end instead of creating it.
+pub fn creating() {
+    use std::sync::atomic::Ordering::SeqCst;
+    CREATING.fetch_add(1, SeqCst);
+    IN_WINDOW.with(|w| w.set(true));
+    if EXITING.load(SeqCst) {
+        leave_window();
         loop {
             std::thread::park();
         }
     }
+}
+
+/// Ends this thread's [`creating`] window when the file was not created
+/// (nothing of ours to remove).
+pub fn not_created() {
+    leave_window();
+}
+
+/// Ends this thread's [`creating`] window.
+fn leave_window() {
+    if IN_WINDOW.with(|w| w.replace(false)) {
+        CREATING.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Says that the registered file `path` now exists (or that its creation
+/// failed), ending the [`creating`] window. If a signal is ending the
+/// process, the handler may have looked before the file existed: the
+/// file is removed here and this thread waits for the end.
+pub fn created(path: &Path) {
+    if EXITING.load(std::sync::atomic::Ordering::SeqCst) {
+        let _ = std::fs::remove_file(path);
+        leave_window();
+        loop {
+            std::thread::park();
+        }
+    }
+    leave_window();
 }
 
 /// Waits for the end if a signal is ending the process. The handler
@@ -110,6 +152,13 @@ impl Drop for Registered {
 extern "C" fn on_signal(sig: libc::c_int) {
     use std::sync::atomic::Ordering::SeqCst;
     EXITING.store(true, SeqCst);
+    // Let the other threads that are creating a registered file finish
+    // (they remove it themselves in `created`, seeing EXITING): one killed
+    // between its `open` and `created` would leave its file behind.
+    let me = usize::from(IN_WINDOW.with(|w| w.get()));
+    while CREATING.load(SeqCst) > me {
+        std::hint::spin_loop();
+    }
     for slot in &PATHS {
         let p = slot.swap(std::ptr::null_mut(), SeqCst);
         if !p.is_null() {

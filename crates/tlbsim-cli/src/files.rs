@@ -245,13 +245,22 @@ fn create_temp(dir: &Path, file: &Path) -> io::Result<(PathBuf, File, Registered
         let tmp = dir.join(name);
         // Registered before it exists, so that no signal finds it unknown.
         let registered = cleanup::register(&tmp);
-        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+        cleanup::creating();
+        let opened = OpenOptions::new().write(true).create_new(true).open(&tmp);
+        // A file another process left is not ours to remove: `created`
+        // only on success, `not_created` otherwise.
+        match opened {
             Ok(f) => {
                 cleanup::created(&tmp);
                 return Ok((tmp, f, registered));
             }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = e,
-            Err(e) => return Err(e),
+            Err(e) => {
+                cleanup::not_created();
+                if e.kind() != io::ErrorKind::AlreadyExists {
+                    return Err(e);
+                }
+                last = e;
+            }
         }
     }
     Err(last)

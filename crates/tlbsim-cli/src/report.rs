@@ -145,32 +145,33 @@ fn counters(s: &mut String, o: &RunOutput) {
         row(s, st.thp_fault_alloc, "thp.fault_alloc", String::new());
         row(s, st.thp_split_pmd, "thp.split_pmd", String::new());
     }
-    let r = &st.reclaim;
-    if !r.is_empty() {
-        let note = |t: &str| format!("# {t}");
-        row(s, r.pgsteal, "reclaim.freed", note("pgsteal"));
-        row(s, r.kept, "reclaim.kept", note("isolated, then put back"));
-        row(s, r.pswpout, "swap.out", note("pswpout"));
-        row(s, r.pswpin, "swap.in", note("pswpin"));
-        row(
-            s,
-            r.flush_deferred,
-            "flush.deferred",
-            note("unmaps flushed by a batch"),
-        );
-        row(
-            s,
-            r.batch_flushes,
-            "flush.batches",
-            note("arch_tlbbatch_flush"),
-        );
-        row(
-            s,
-            r.pgmigrate_success,
-            "migrate.pages",
-            note("pgmigrate_success"),
-        );
+    reclaim_counters(s, &st.reclaim);
+}
+
+/// Reclaim's and swap's counters, when reclaim ran.
+fn reclaim_counters(s: &mut String, r: &tlbsim::stats::ReclaimStats) {
+    if r.is_empty() {
+        return;
     }
+    let note = |t: &str| format!("# {t}");
+    row(s, r.pgsteal, "reclaim.freed", note("pgsteal"));
+    row(s, r.kept, "reclaim.kept", note("isolated, then put back"));
+    row(s, r.pswpout, "swap.out", note("pswpout"));
+    row(s, r.pswpin, "swap.in", note("pswpin"));
+    let deferred = note("unmaps flushed by a batch");
+    row(s, r.flush_deferred, "flush.deferred", deferred);
+    row(
+        s,
+        r.batch_flushes,
+        "flush.batches",
+        note("arch_tlbbatch_flush"),
+    );
+    row(
+        s,
+        r.pgmigrate_success,
+        "migrate.pages",
+        note("pgmigrate_success"),
+    );
 }
 
 /// The workload's own results (`RunOutput::metrics`: `victim_slowdown_pct`,

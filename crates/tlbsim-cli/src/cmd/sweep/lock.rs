@@ -72,9 +72,15 @@ pub fn claim(dir: &Path, mine: Option<Shard>, points: usize) -> Result<Claim, St
     let n = SEQ.fetch_add(1, Ordering::Relaxed);
     let path = dir.join(format!("{RUNNING}{}.{n}", std::process::id()));
     let registered = crate::cleanup::register(&path);
-    let mut file = File::create(&path)
-        .map_err(|e| fail(format!("cannot create {}: {}", path.display(), why(&e))))?;
-    crate::cleanup::created(&path);
+    crate::cleanup::creating();
+    let created = File::create(&path);
+    if created.is_ok() {
+        crate::cleanup::created(&path);
+    } else {
+        crate::cleanup::not_created();
+    }
+    let mut file =
+        created.map_err(|e| fail(format!("cannot create {}: {}", path.display(), why(&e))))?;
     let claimed = Claim {
         file: file.try_clone().map_err(|e| fail(why(&e)))?,
         path,
