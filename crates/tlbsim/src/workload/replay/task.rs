@@ -53,8 +53,7 @@ pub(super) async fn run_task(ctx: &Ctx, sh: &Rc<Shared>, tid: u32, mut space: Rc
         handed_off(ctx, sh, i).await;
         match e.kind {
             EventKind::Run { .. } | EventKind::Preempt | EventKind::Block { .. } => {
-                c.sched_event(ctx, sh, (i, e), next_run(sh, &idx[p + 1..]))
-                    .await;
+                c.sched_event(ctx, sh, (i, e), &idx[p + 1..]).await;
             }
             EventKind::Migrate { .. }
             | EventKind::TlbFlush { .. }
@@ -112,14 +111,15 @@ impl Cursor {
         self.recorder_ns = 0;
     }
 
-    /// A `run`, `preempt` or `block` event `e` (index `i`); `next_cpu` is
-    /// the CPU of the task's next `run`.
+    /// A `run`, `preempt` or `block` event `e` (index `i`); `later` are
+    /// the task's events after it (searched for its next `run` only when
+    /// a sleep's wake-up is steered).
     async fn sched_event(
         &mut self,
         ctx: &Ctx,
         sh: &Shared,
         (i, e): (usize, Event),
-        next_cpu: Option<usize>,
+        later: &[usize],
     ) {
         let recorded = sh.placement == Placement::Recorded;
         match e.kind {
@@ -143,7 +143,7 @@ impl Cursor {
                 self.running = false;
                 let timed = sh.untraced_sleeps == UntracedSleeps::Timer;
                 if waker.is_some() || timed {
-                    if let (true, Some(cpu)) = (recorded, next_cpu) {
+                    if let Some(cpu) = recorded.then(|| next_run(sh, later)).flatten() {
                         // Steer the wake-up to where the host woke it.
                         set_cpus_allowed_replayed(ctx, cpu, false).await;
                     }
