@@ -30,8 +30,6 @@ struct Queued {
     since: Ns,
     /// Moved out when it starts.
     reach: Option<CpuMask>,
-    /// The nodes it needs, in increasing order.
-    nodes: Vec<usize>,
 }
 
 /// Every misc node's queue.
@@ -43,6 +41,9 @@ pub struct MiscNodes {
     busy: Vec<bool>,
     /// Per CPU: its Sync, if one is queued or in service.
     syncs: Vec<Option<Queued>>,
+    /// Per CPU: the nodes its Sync needs, in increasing order (kept
+    /// between Syncs, so that a Sync allocates nothing).
+    nodes: Vec<Vec<usize>>,
 }
 
 impl MiscNodes {
@@ -57,6 +58,7 @@ impl MiscNodes {
             queues: vec![VecDeque::new(); nodes],
             busy: vec![false; nodes],
             syncs: vec![None; ncpus],
+            nodes: vec![Vec::new(); ncpus],
         }
     }
 
@@ -67,51 +69,51 @@ impl MiscNodes {
         cpu: CpuId,
         since: Ns,
         reach: Option<CpuMask>,
-        nodes: Vec<usize>,
+        nodes: &[usize],
     ) -> Option<Sync> {
         debug_assert!(!nodes.is_empty() && self.syncs[cpu].is_none());
-        for &n in &nodes {
+        for &n in nodes {
             self.queues[n].push_back(cpu);
         }
-        self.syncs[cpu] = Some(Queued {
-            since,
-            reach,
-            nodes,
-        });
+        self.syncs[cpu] = Some(Queued { since, reach });
+        let mine = &mut self.nodes[cpu];
+        mine.clear();
+        mine.extend_from_slice(nodes);
         self.try_start(cpu)
     }
 
-    /// The Sync of `cpu` is served: frees its nodes; returns the Syncs that
-    /// start now, in node order.
-    pub fn done(&mut self, cpu: CpuId) -> Vec<Sync> {
-        let s = self.syncs[cpu].take().expect("a Sync in service");
-        let mut started = Vec::new();
-        for &n in &s.nodes {
+    /// The Sync of `cpu` is served: frees its nodes; appends the Syncs that
+    /// start now to `started`, in node order.
+    pub fn done(&mut self, cpu: CpuId, started: &mut Vec<Sync>) {
+        self.syncs[cpu].take().expect("a Sync in service");
+        let nodes = std::mem::take(&mut self.nodes[cpu]);
+        for &n in &nodes {
             self.busy[n] = false;
         }
-        for &n in &s.nodes {
+        for &n in &nodes {
             if let Some(&next) = self.queues[n].front() {
                 started.extend(self.try_start(next));
             }
         }
-        started
+        self.nodes[cpu] = nodes;
     }
 
     /// Starts the Sync of `cpu` if every node it needs is free and has it
     /// first.
     fn try_start(&mut self, cpu: CpuId) -> Option<Sync> {
-        let s = self.syncs[cpu].as_mut().expect("queued");
-        let ready = s
-            .nodes
+        let (busy, queues) = (&mut self.busy, &mut self.queues);
+        let nodes = &self.nodes[cpu];
+        let ready = nodes
             .iter()
-            .all(|&n| !self.busy[n] && self.queues[n].front() == Some(&cpu));
+            .all(|&n| !busy[n] && queues[n].front() == Some(&cpu));
         if !ready {
             return None;
         }
-        for &n in &s.nodes {
-            self.busy[n] = true;
-            self.queues[n].pop_front();
+        for &n in nodes {
+            busy[n] = true;
+            queues[n].pop_front();
         }
+        let s = self.syncs[cpu].as_mut().expect("queued");
         Some(Sync {
             cpu,
             since: s.since,
@@ -122,27 +124,34 @@ impl MiscNodes {
 
 #[cfg(test)]
 mod tests {
-    use super::MiscNodes;
+    use super::{MiscNodes, Sync};
+
+    /// The CPUs whose Syncs start when `cpu`'s is served.
+    fn done(m: &mut MiscNodes, cpu: usize) -> Vec<usize> {
+        let mut started: Vec<Sync> = Vec::new();
+        m.done(cpu, &mut started);
+        started.into_iter().map(|s| s.cpu).collect()
+    }
 
     #[test]
     fn one_node_serves_in_arrival_order_and_disjoint_nodes_in_parallel() {
         // One node: the second Sync waits for the first.
         let mut m = MiscNodes::new(1, 4);
-        assert!(m.arrive(0, 0, None, vec![0]).is_some());
-        assert!(m.arrive(1, 1, None, vec![0]).is_none());
-        let started: Vec<_> = m.done(0).into_iter().map(|s| s.cpu).collect();
-        assert_eq!(started, vec![1]);
+        assert!(m.arrive(0, 0, None, &[0]).is_some());
+        assert!(m.arrive(1, 1, None, &[0]).is_none());
+        let started = done(&mut m, 0);
+        assert_eq!(started, &[1]);
         // Two nodes: Syncs of disjoint nodes run together; one needing
         // both waits for both, and one arriving after it waits behind it.
         let mut m = MiscNodes::new(2, 4);
-        assert!(m.arrive(0, 0, None, vec![0]).is_some());
-        assert!(m.arrive(1, 0, None, vec![1]).is_some());
-        assert!(m.arrive(2, 1, None, vec![0, 1]).is_none());
-        assert!(m.arrive(3, 2, None, vec![1]).is_none());
-        assert!(m.done(0).is_empty(), "cpu2 still needs node 1");
-        let started: Vec<_> = m.done(1).into_iter().map(|s| s.cpu).collect();
+        assert!(m.arrive(0, 0, None, &[0]).is_some());
+        assert!(m.arrive(1, 0, None, &[1]).is_some());
+        assert!(m.arrive(2, 1, None, &[0, 1]).is_none());
+        assert!(m.arrive(3, 2, None, &[1]).is_none());
+        assert!(done(&mut m, 0).is_empty(), "cpu2 still needs node 1");
+        let started = done(&mut m, 1);
         assert_eq!(started, vec![2]);
-        let started: Vec<_> = m.done(2).into_iter().map(|s| s.cpu).collect();
+        let started = done(&mut m, 2);
         assert_eq!(started, vec![3]);
     }
 }

@@ -145,6 +145,9 @@ pub struct TimingDriver {
     result: Vec<Option<OpResult>>,
     /// The misc nodes serving DVM Syncs, when the profile serialises them.
     mns: misc_node::MiscNodes,
+    /// Scratch for the nodes one Sync needs and the Syncs one service
+    /// starts (kept, so that a `DSB ISH` allocates nothing).
+    sync_scratch: (Vec<usize>, Vec<misc_node::Sync>),
     trace: Vec<AccessTrace>,
     limit_ns: Ns,
     /// Inject speculative walks (see [`TimingDriver::set_speculative_walks`]).
@@ -210,6 +213,7 @@ impl TimingDriver {
             q: EventQueue::default(),
             result: vec![None; n],
             mns: misc_node::MiscNodes::new(nodes, n),
+            sync_scratch: (Vec::new(), Vec::new()),
             trace: Vec::new(),
             limit_ns,
             lines: Vec::new(),
@@ -342,9 +346,12 @@ impl TimingDriver {
                 let cpu = cpu as usize;
                 self.core.dsb_ish_done(cpu);
                 if self.c.sync_serialized {
-                    for next in self.mns.done(cpu) {
+                    let mut started = std::mem::take(&mut self.sync_scratch.1);
+                    self.mns.done(cpu, &mut started);
+                    for next in started.drain(..) {
                         self.sync_start(next);
                     }
+                    self.sync_scratch.1 = started;
                 }
                 self.complete(cpu, OpResult::Unit);
             }
@@ -1005,8 +1012,11 @@ impl TimingDriver {
             self.core.set_wait(cpu, Wait::DsbSync);
             let reach = self.w().hw.borrow_mut().take_dvm_reach(cpu);
             if self.c.sync_serialized {
-                let nodes = self.sync_nodes(reach.as_ref());
-                if let Some(s) = self.mns.arrive(cpu, self.now(), reach, nodes) {
+                let mut nodes = std::mem::take(&mut self.sync_scratch.0);
+                self.sync_nodes(reach.as_ref(), &mut nodes);
+                let started = self.mns.arrive(cpu, self.now(), reach, &nodes);
+                self.sync_scratch.0 = nodes;
+                if let Some(s) = started {
                     self.sync_start(s);
                 }
             } else {
@@ -1046,20 +1056,24 @@ impl TimingDriver {
         sockets.any(|s| Some(s) != first)
     }
 
-    /// The misc nodes a Sync to `reach` (`None`: every CPU) queues at: the
-    /// one node, or with a node per die, those of the dies it reaches.
-    fn sync_nodes(&self, reach: Option<&CpuMask>) -> Vec<usize> {
+    /// The misc nodes a Sync to `reach` (`None`: every CPU) queues at, in
+    /// increasing order, into `nodes` (cleared first): the one node, or
+    /// with a node per die, those of the dies it reaches.
+    fn sync_nodes(&self, reach: Option<&CpuMask>, nodes: &mut Vec<usize>) {
+        nodes.clear();
         if !self.c.sync_domain_die {
-            return vec![0];
+            nodes.push(0);
+            return;
         }
         let hw = self.w().hw.borrow();
-        let mut dies: Vec<usize> = match reach {
-            None => return (0..self.mns.nodes()).collect(),
-            Some(m) => m.iter().map(|c| hw.cpus[c].die as usize).collect(),
-        };
-        dies.sort_unstable();
-        dies.dedup();
-        dies
+        match reach {
+            None => nodes.extend(0..self.mns.nodes()),
+            Some(m) => {
+                nodes.extend(m.iter().map(|c| hw.cpus[c].die as usize));
+                nodes.sort_unstable();
+                nodes.dedup();
+            }
+        }
     }
 
     /// A misc node (or the nodes of every die it reaches) starts serving

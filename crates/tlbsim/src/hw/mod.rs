@@ -229,6 +229,9 @@ pub struct Hw {
     /// Broadcast invalidations in flight, by id (slots reused).
     pub inflight: Vec<Option<Inflight>>,
     free_inflight: Vec<usize>,
+    /// Scratch for the targets one broadcast visits (kept, so that
+    /// applying a broadcast allocates nothing; empty between uses).
+    visit: Vec<CpuId>,
     /// Per (VMID, ASID): the CPUs whose TLB may hold entries tagged with it (a
     /// superset: set by every fill, cleared by an invalidation of the whole
     /// ASID or the whole TLB there), so that a broadcast invalidation by
@@ -288,6 +291,7 @@ impl Hw {
             mem: PhysMem::new(g),
             inflight: Vec::new(),
             free_inflight: Vec::new(),
+            visit: Vec::new(),
             holders: FxHashMap::default(),
             tlbi_affinity: p.tlbi_affinity,
             walk_cache_reading: p.walk_cache_reading,
@@ -659,17 +663,21 @@ impl Hw {
     /// ASID (an index of fills): its cost is one per such target.
     pub fn dvm_apply_all(&mut self, id: usize) -> Inflight {
         let f = self.inflight[id].take().expect("live in-flight op");
-        let visit: Vec<CpuId> = match f.scope {
+        let mut visit = std::mem::take(&mut self.visit);
+        match f.scope {
             TlbiScope::Va { asid, .. } | TlbiScope::Range { asid, .. } | TlbiScope::Asid(asid) => {
                 let h = self.holders.get(&tag(f.vmid, asid));
                 let h = h.map_or(&[][..], |h| &h.list[..]);
-                h.iter().copied().filter(|&c| f.pending.test(c)).collect()
+                visit.extend(h.iter().copied().filter(|&c| f.pending.test(c)));
             }
-            TlbiScope::All | TlbiScope::VmallS12 | TlbiScope::AllE1 => f.pending.iter().collect(),
-        };
-        for t in visit {
+            TlbiScope::All | TlbiScope::VmallS12 | TlbiScope::AllE1 => {
+                visit.extend(f.pending.iter())
+            }
+        }
+        for t in visit.drain(..) {
             self.invalidate(t, f.vmid, f.scope);
         }
+        self.visit = visit;
         self.free_inflight.push(id);
         self.cpus[f.issuer].inflight -= 1;
         f

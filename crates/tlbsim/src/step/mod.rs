@@ -398,16 +398,18 @@ impl Cpus {
             Some(run) => run.mb.complete(r),
             None => {
                 let (w, local) = self.kernel(cpu);
-                let t = w.k.borrow().cpus[local].current;
+                let k = w.k.borrow();
+                let t = k.cpus[local].current;
                 // The task's mailbox: its part of the futures.
                 record(|| w.futures.borrow().loc_of(t), true);
-                w.k.borrow().tasks[t].mb.complete(r);
+                k.tasks[t].mb.complete(r);
             }
         }
     }
 
     /// Completes the running context's step with `r` (its wait becomes
     /// `Free`); the driver then polls it on ([`Cpus::poll`]).
+    #[inline]
     pub fn complete(&mut self, cpu: CpuId, r: OpResult) {
         self.set_wait(cpu, Wait::Free);
         self.complete_running(cpu, r);
