@@ -96,13 +96,12 @@ impl Cpus {
                 w.stats.borrow_mut().cpu[cpu].dsb_ish += 1;
                 Applied::DsbIsh
             }
-            Op::SetTtbr0(_)
-            | Op::SetReservedTtbr0
-            | Op::SetDvmAffinity(_)
-            | Op::SetVttbr { .. } => {
-                set_regs(&w, cpu, op);
-                Applied::Done(OpResult::Unit)
+            Op::SetTtbr0(t) => set_user_ttbr0(&w, cpu, t),
+            Op::SetReservedTtbr0 => set_reserved_ttbr0(&w, cpu),
+            Op::SetDvmAffinity(ref want) => {
+                set_hw_reg(&w, |hw| hw.set_dvm_affinity(cpu, want.as_ref()))
             }
+            Op::SetVttbr { vmid, fb } => set_hw_reg(&w, |hw| hw.set_vttbr(cpu, vmid, fb)),
             Op::EnterGuest(cx) => {
                 assert_eq!(self.running(cpu), cpu, "only the host enters a guest");
                 self.set_wait(cpu, Wait::InGuest);
@@ -447,23 +446,28 @@ fn load_cr3(w: &World, cpu: CpuId, cr3: Option<Ttbr0>, flush: Option<Asid>) {
     set_ttbr0(w, cpu, cr3);
 }
 
-/// Writes of `cpu`'s arm64 translation registers: TTBR0 (a user context
-/// or the reserved one), the DVM affinity register, VTTBR_EL2.
-fn set_regs(w: &World, cpu: CpuId, op: &Op) {
-    match *op {
-        Op::SetTtbr0(t) => {
-            w.stats.borrow_mut().cpu[cpu].ttbr_writes += 1;
-            set_ttbr0(w, cpu, t.map(|t| machine_ttbr(w, t)));
-        }
-        Op::SetReservedTtbr0 => {
-            w.stats.borrow_mut().cpu[cpu].ttbr_writes += 1;
-            hw_record(&[], &[part::regs(cpu), part::tlb(cpu)]);
-            w.hw.untracked().borrow_mut().set_reserved_ttbr0_base(cpu);
-        }
-        Op::SetDvmAffinity(ref want) => w.hw.borrow_mut().set_dvm_affinity(cpu, want.as_ref()),
-        Op::SetVttbr { vmid, fb } => w.hw.borrow_mut().set_vttbr(cpu, vmid, fb),
-        _ => unreachable!("set_regs is called for register writes only"),
-    }
+/// A register write `write` makes to the hardware (`SetDvmAffinity`,
+/// `SetVttbr`); the step completes with no result.
+fn set_hw_reg(w: &World, write: impl FnOnce(&mut crate::hw::Hw)) -> Applied {
+    write(&mut w.hw.borrow_mut());
+    Applied::Done(OpResult::Unit)
+}
+
+/// `cpu` writes TTBR0 with `t`, in this kernel's numbering (`None`: no
+/// user tables, ASID 0), as `cpu_do_switch_mm` does.
+fn set_user_ttbr0(w: &World, cpu: CpuId, t: Option<Ttbr0>) -> Applied {
+    w.stats.borrow_mut().cpu[cpu].ttbr_writes += 1;
+    set_ttbr0(w, cpu, t.map(|t| machine_ttbr(w, t)));
+    Applied::Done(OpResult::Unit)
+}
+
+/// `cpu` points TTBR0 at the reserved zero page
+/// (`cpu_set_reserved_ttbr0`).
+fn set_reserved_ttbr0(w: &World, cpu: CpuId) -> Applied {
+    w.stats.borrow_mut().cpu[cpu].ttbr_writes += 1;
+    hw_record(&[], &[part::regs(cpu), part::tlb(cpu)]);
+    w.hw.untracked().borrow_mut().set_reserved_ttbr0_base(cpu);
+    Applied::Done(OpResult::Unit)
 }
 
 /// Records reads and writes of parts of the hardware (`Space::Hw`).

@@ -195,6 +195,14 @@ pub fn fault_split(r: &Results) -> (f64, f64) {
 /// Syscall, pipe, fault, THP, madvise, mprotect, mmap and munmap costs.
 pub fn paths(v: &mut Values, r: &Results, u: &Unmeasured, tag: &Tag) {
     let t = &tag.measured();
+    faults(v, r, t);
+    file_faults(v, r, u, t);
+    mm_calls(v, r, u, t);
+}
+
+/// syscall_ns, pipe_rw_ns, and the anonymous faults' page_fault_ns and
+/// page_alloc_ns; `t` says where the values come from.
+fn faults(v: &mut Values, r: &Results, t: &str) {
     let sys = r.syscall.median;
     set(
         v,
@@ -217,6 +225,13 @@ pub fn paths(v: &mut Values, r: &Results, u: &Unmeasured, tag: &Tag) {
     let (fault, alloc) = fault_split(r);
     set(v, "kernel", "page_fault_ns", ns(fault), format!("{t}: read fault on fresh anonymous 4 KiB pages (maps the zero page: entry, handling, exit, no allocation), {}", r.read_fault.describe()));
     set(v, "kernel", "page_alloc_ns", ns(alloc), format!("{t}: write fault on fresh anonymous 4 KiB pages {} minus the read fault (allocate, clear, charge)", r.write_fault.describe()));
+}
+
+/// The faults measured on a THP extent and on /tmp files: thp_fault_ns,
+/// page_mkwrite_ns, page_copy_ns, fault_around_page_ns (each when its
+/// measurement succeeded).
+fn file_faults(v: &mut Values, r: &Results, u: &Unmeasured, t: &str) {
+    let (fault, _) = fault_split(r);
     if let Ok(s) = &r.thp {
         set(v, "kernel", "thp_fault_ns", ns(s.median - fault), format!("{t}: first write to a 2 MiB MADV_HUGEPAGE extent (AnonHugePages checked), {}, minus page_fault_ns", s.describe()));
     }
@@ -234,6 +249,12 @@ pub fn paths(v: &mut Values, r: &Results, u: &Unmeasured, tag: &Tag) {
         let per = (f.median - fault - u.pte_ns) / pages as f64;
         set(v, "kernel", "fault_around_page_ns", ns(per), format!("{t}: read fault on a dropped page of a cached MAP_PRIVATE /tmp file whose fault-around window is mapped but for it {} minus page_fault_ns and the base's pte_update {}, over the window's {pages} pages ({whence})", f.describe(), u.pte_ns));
     }
+}
+
+/// madvise_ns, mprotect_vma_ns, mmap_ns, munmap_ns and atomic_ns.
+fn mm_calls(v: &mut Values, r: &Results, u: &Unmeasured, t: &str) {
+    let sys = r.syscall.median;
+    let (fault, alloc) = fault_split(r);
     let fixed = r.madv_empty.median - sys;
     let madv = r.madv_touch.median - sys - fault - alloc - u.flush_ns - u.pte_ns;
     let (value, how) = if madv >= fixed {
