@@ -55,7 +55,30 @@ pub fn load(path: &Path, sets: &[String]) -> Result<(Experiment, String), String
             }
         })?;
     }
+    read_workload_files(&mut exp);
     Ok((exp, text))
+}
+
+/// Reads the files the workload's parameters name (a replay's `trace`,
+/// relative to the working directory) into `exp.workload.files`, each as
+/// [`tlbsim::trace::read_text`] reads a trace (line by line, at most
+/// `MAX_TRACE_FILE_BYTES`): the library does no I/O. A file that cannot
+/// be read is kept as its error, which the run reports naming the
+/// parameter and the experiment's line, as it reports a bad value.
+pub fn read_workload_files(exp: &mut Experiment) {
+    for path in exp.workload.file_paths() {
+        let text = read_trace(&path);
+        exp.workload.files.insert(path, text);
+    }
+}
+
+/// The text of the trace file `path`; errors name the file.
+fn read_trace(path: &str) -> Result<std::sync::Arc<str>, String> {
+    let file = File::open(path).map_err(|e| format!("{path}: cannot read: {e}"))?;
+    let max = tlbsim::config::limits::MAX_TRACE_FILE_BYTES;
+    tlbsim::trace::read_text(path, io::BufReader::new(file), max)
+        .map(Into::into)
+        .map_err(|e| e.to_string())
 }
 
 /// The profile file that the profile `spec` names, relative to `base`

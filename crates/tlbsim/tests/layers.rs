@@ -187,3 +187,50 @@ fn the_scan_stops_at_the_tests_and_skips_comments() {
         .collect();
     assert_eq!(got, ["hw"]);
 }
+
+/// The words of file-system I/O in `code` ([`code_lines`]), each with its
+/// 0-based line.
+fn file_io(code: &[String]) -> Vec<(usize, &'static str)> {
+    const WORDS: &[&str] = &[
+        "std::fs",
+        "fs::",
+        "File::open",
+        "File::create",
+        "OpenOptions",
+    ];
+    let mut out = Vec::new();
+    for (i, l) in code.iter().enumerate() {
+        out.extend(WORDS.iter().filter(|w| l.contains(*w)).map(|w| (i, *w)));
+    }
+    out
+}
+
+/// The library does no I/O (the CLI reads experiment, profile, trace and
+/// litmus files and hands the library their text): no module outside its
+/// unit tests names the file system. A replay's trace once was opened by
+/// the workload itself (`Replay::from_params`).
+#[test]
+fn the_library_opens_no_file() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut errors = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("readable source");
+        for (line, word) in file_io(&code_lines(&text)) {
+            errors.push(format!(
+                "{}:{}: `{word}`: the library does no I/O (the CLI reads files)",
+                file.strip_prefix(src.parent().unwrap()).unwrap().display(),
+                line + 1
+            ));
+        }
+    }
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+}
+
+#[test]
+fn the_io_scan_finds_a_file_opened() {
+    let text = "let f = std::fs::File::open(&r.trace)?;\n// std::fs in a comment\n#[cfg(test)]\nuse std::fs;\n";
+    let got: Vec<(usize, &str)> = file_io(&code_lines(text));
+    assert_eq!(got, [(0, "std::fs"), (0, "fs::"), (0, "File::open")]);
+}

@@ -167,6 +167,7 @@ pub fn run(args: Args) -> ExitCode {
         eprintln!("error: --profile {}: {e}", args.profile);
         return ExitCode::from(2);
     }
+    crate::files::read_workload_files(&mut exp);
     let mut inputs = vec![("the trace", args.trace.clone())];
     inputs.extend(profile_file(&args.profile, Path::new("")).map(|p| ("--profile", p)));
     if let Err(code) = check_outputs_or_report(&inputs, &[("--json", args.json.as_deref())]) {

@@ -64,7 +64,8 @@ pub fn run(args: Args) -> ExitCode {
     }
     let console = Console::new(&[args.json.as_deref()]);
     console.line(&format!("# tlbsim rerun {}", path_word(&args.result)));
-    let exp = rec.config.clone().into_experiment();
+    let mut exp = rec.config.clone().into_experiment();
+    crate::files::read_workload_files(&mut exp);
     let t0 = Instant::now();
     let out = {
         let _bar = crate::progress::run(exp.experiment.max_sim_time_ns);

@@ -481,6 +481,16 @@ fn default_asid_allocator() -> String {
     "arm64-asid-reserved".into()
 }
 
+/// The files a workload's parameters name, by path as written (a
+/// replay's `trace`): the text the caller read, or why it could not read
+/// it (the library does no I/O; [`FILE_PARAMS`] lists the parameters
+/// that name files).
+pub type Files = BTreeMap<String, Result<std::sync::Arc<str>, String>>;
+
+/// The workload parameters that name a file the workload reads (a
+/// replay's `trace`, a path relative to the working directory).
+pub const FILE_PARAMS: &[&str] = &["trace"];
+
 /// The workload by name plus its own parameters (checked by the workload).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorkloadConfig {
@@ -489,6 +499,10 @@ pub struct WorkloadConfig {
     /// Workload-specific parameters.
     #[serde(flatten)]
     pub params: BTreeMap<String, toml::Value>,
+    /// The files the parameters name, which the caller loads
+    /// ([`WorkloadConfig::file_paths`]).
+    #[serde(skip)]
+    pub files: Files,
 }
 
 impl WorkloadConfig {
@@ -502,7 +516,19 @@ impl WorkloadConfig {
         WorkloadConfig {
             name: self.name.clone(),
             params,
+            files: self.files.clone(),
         }
+    }
+
+    /// The paths the parameters name that [`WorkloadConfig::files`] does
+    /// not hold yet: what the caller reads before a run.
+    pub fn file_paths(&self) -> Vec<String> {
+        FILE_PARAMS
+            .iter()
+            .filter_map(|k| self.params.get(*k)?.as_str())
+            .filter(|p| !self.files.contains_key(*p))
+            .map(str::to_string)
+            .collect()
     }
 }
 

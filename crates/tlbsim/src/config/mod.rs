@@ -15,8 +15,9 @@ pub mod patch;
 pub mod profile;
 
 pub use experiment::{
-    Arm64FlushRangeLimit, CheckerConfig, Experiment, ExperimentMeta, FileLargeFolios, KernelConfig,
-    MachineOverrides, PgtableFreeTlbi, Placement, Thp, ThpZeroPage, VmConfig, WorkloadConfig,
+    Arm64FlushRangeLimit, CheckerConfig, Experiment, ExperimentMeta, FileLargeFolios, Files,
+    KernelConfig, MachineOverrides, PgtableFreeTlbi, Placement, Thp, ThpZeroPage, VmConfig,
+    WorkloadConfig, FILE_PARAMS,
 };
 pub use location::{find_key_line, from_table, parse_toml, ConfigError};
 pub use patch::apply_sets;

@@ -200,7 +200,12 @@ fn build_workload(exp: &Experiment, profile: &Profile) -> Result<workload::Resol
         });
     }
     let blame = |e: String| workload_field(exp, e);
-    let wl = workload::build(&exp.workload.name, &exp.workload.params).map_err(blame)?;
+    let wl = workload::build(
+        &exp.workload.name,
+        &exp.workload.params,
+        &exp.workload.files,
+    )
+    .map_err(blame)?;
     wl.workload.check(profile).map_err(blame)?;
     Ok(wl)
 }

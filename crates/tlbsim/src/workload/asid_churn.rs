@@ -187,6 +187,6 @@ impl Workload for AsidChurn {
 pub const ENTRY: WorkloadEntry = WorkloadEntry {
     name: "asid-churn",
     description: "allocator stress: a threaded mm toggling a page with mprotect, processes exec'ing new mms, more mms than ASIDs",
-    new: |p| super::resolved(AsidChurn::from_params(p)?),
+    new: |p, _| super::resolved(AsidChurn::from_params(p)?),
     page_sizes_kib: super::PAGE_SIZE_4K_ONLY,
 };

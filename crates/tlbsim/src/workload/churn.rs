@@ -305,6 +305,6 @@ fn p_thread(
 pub const ENTRY: WorkloadEntry = WorkloadEntry {
     name: "churn",
     description: "checker stress: threads come and go, migrations, lazy CPUs running kworkers, munmap freeing tables",
-    new: |p| super::resolved(Churn::from_params(p)?),
+    new: |p, _| super::resolved(Churn::from_params(p)?),
     page_sizes_kib: super::PAGE_SIZE_4K_ONLY,
 };

@@ -601,7 +601,7 @@ impl Workload for PthreadMmap {
 pub const MADV_MIGRATE_ENTRY: WorkloadEntry = WorkloadEntry {
     name: "madv-migrate",
     description: "seed 004: madvise(DONTNEED) a page, touch it, move to the other CPU with sched_setaffinity; reports iteration_us",
-    new: |p| super::resolved(MadvMigrate::from_params(p)?),
+    new: |p, _| super::resolved(MadvMigrate::from_params(p)?),
     page_sizes_kib: super::PAGE_SIZE_4K_ONLY,
 };
 
@@ -609,7 +609,7 @@ pub const MADV_MIGRATE_ENTRY: WorkloadEntry = WorkloadEntry {
 pub const PTHREAD_MMAP_ENTRY: WorkloadEntry = WorkloadEntry {
     name: "pthread-mmap",
     description: "seed 004: threads of one process each mmap, write and munmap their share of the data, round after round",
-    new: |p| super::resolved(PthreadMmap::from_params(p)?),
+    new: |p, _| super::resolved(PthreadMmap::from_params(p)?),
     page_sizes_kib: super::PAGE_SIZE_4K_ONLY,
 };
 
@@ -617,6 +617,6 @@ pub const PTHREAD_MMAP_ENTRY: WorkloadEntry = WorkloadEntry {
 pub const TLB_FLUSH_ENTRY: WorkloadEntry = WorkloadEntry {
     name: "tlb-flush",
     description: "will-it-scale tlb_flush1/2/3: pinned tasks write, MADV_DONTNEED and re-read pages, threads or processes; reports loops_per_s",
-    new: |p| super::resolved(TlbFlush::from_params(p)?),
+    new: |p, _| super::resolved(TlbFlush::from_params(p)?),
     page_sizes_kib: super::PAGE_SIZE_4K_ONLY,
 };

@@ -270,6 +270,6 @@ impl Workload for Hackbench {
 pub const ENTRY: WorkloadEntry = WorkloadEntry {
     name: "hackbench",
     description: "seed 002: hackbench over pipes or AF_UNIX sockets (groups of senders and receivers), repeated runs",
-    new: |p| super::resolved(Hackbench::from_params(p)?),
+    new: |p, _| super::resolved(Hackbench::from_params(p)?),
     page_sizes_kib: super::PAGE_SIZE_4K_ONLY,
 };

@@ -15,7 +15,7 @@
 
 use super::libtool_wrapper::{self, launch, Launcher, WrapperShape};
 use super::WorkloadEntry;
-use super::{parse_params, Params, Workload};
+use super::{parse_params, Files, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::mem::{Granule, Perms, PAGE_SIZE_4K};
 use crate::kernel::exec::sys_exec;
@@ -582,7 +582,7 @@ fn wrapper_keys() -> Vec<String> {
 
 /// `tcmalloc`'s resolved parameters: a direct launch records neither
 /// `launcher` nor the wrapper's shape, as before the wrapper existed.
-fn tcmalloc_resolved(p: &Params) -> Result<super::Resolved, String> {
+fn tcmalloc_resolved(p: &Params, _: &Files) -> Result<super::Resolved, String> {
     let t = tcmalloc_from_params(p)?;
     let direct = t.launcher == Launcher::Direct;
     let mut r = super::resolved(t)?;
@@ -599,7 +599,7 @@ fn tcmalloc_resolved(p: &Params) -> Result<super::Resolved, String> {
 pub const SORT_COMPUTE_ENTRY: WorkloadEntry = WorkloadEntry {
     name: "sort-compute",
     description: "seed 000: 256 subshells each running 32 sequential short-lived sort processes",
-    new: |p| super::resolved(sort_from_params(p)?),
+    new: |p, _| super::resolved(sort_from_params(p)?),
     page_sizes_kib: super::ANY_PAGE_SIZE,
 };
 

@@ -274,6 +274,6 @@ pub const ENTRY: WorkloadEntry = WorkloadEntry {
     name: "migrate-bench",
     description:
         "seed 001: migratepages moving a busy process's pages between two NUMA nodes and back",
-    new: |p| super::resolved(MigrateBench::from_params(p)?),
+    new: |p, _| super::resolved(MigrateBench::from_params(p)?),
     page_sizes_kib: super::PAGE_SIZE_4K_ONLY,
 };

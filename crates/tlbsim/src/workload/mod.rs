@@ -173,6 +173,8 @@ pub fn shared_cell<T: Copy>(v: T) -> Rc<TrackedCell<T>> {
 /// Workload parameters as given in the config.
 pub type Params = BTreeMap<String, toml::Value>;
 
+pub use crate::config::Files;
+
 /// A workload built from its parameters, with the parameters it runs with.
 pub struct Resolved {
     /// The workload.
@@ -210,9 +212,10 @@ pub struct WorkloadEntry {
     pub name: &'static str,
     /// One line: what it runs and reports.
     pub description: &'static str,
-    /// Builds it from its parameters, with the parameters it runs with;
-    /// errors name the offending one.
-    pub new: fn(&Params) -> Result<Resolved, String>,
+    /// Builds it from its parameters and the files they name (read by the
+    /// caller), with the parameters it runs with; errors name the
+    /// offending one.
+    pub new: fn(&Params, &Files) -> Result<Resolved, String>,
     /// The kernel page sizes (`kernel.page_size_kib`) it was written for:
     /// [`ANY_PAGE_SIZE`] when its addresses and lengths follow the
     /// kernel's page size where the program it models would (each choice
@@ -249,9 +252,10 @@ pub const WORKLOADS: &[&WorkloadEntry] = &[
     &replay::ENTRY,
 ];
 
-/// Builds a workload by name, with its resolved parameters. Errors name the
-/// offending field.
-pub fn build(name: &str, params: &Params) -> Result<Resolved, String> {
+/// Builds a workload by name from its parameters and the files they name
+/// ([`crate::config::WorkloadConfig::files`]), with its resolved
+/// parameters. Errors name the offending field.
+pub fn build(name: &str, params: &Params, files: &Files) -> Result<Resolved, String> {
     let Some(e) = WORKLOADS.iter().find(|e| e.name == name) else {
         let names: Vec<_> = WORKLOADS.iter().map(|e| e.name).collect();
         return Err(format!(
@@ -259,7 +263,7 @@ pub fn build(name: &str, params: &Params) -> Result<Resolved, String> {
             names.join(", ")
         ));
     };
-    let r = (e.new)(params)?;
+    let r = (e.new)(params, files)?;
     check_bounds(&r.params)?;
     Ok(r)
 }

@@ -218,6 +218,6 @@ pub const ENTRY: WorkloadEntry = WorkloadEntry {
     name: "mprotect",
     description:
         "seed 000: one process per CPU looping over mprotect RO/RW on a small private mapping",
-    new: |p| super::resolved(Mprotect::from_params(p)?),
+    new: |p, _| super::resolved(Mprotect::from_params(p)?),
     page_sizes_kib: super::ANY_PAGE_SIZE,
 };

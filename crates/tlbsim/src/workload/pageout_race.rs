@@ -468,6 +468,6 @@ impl Workload for PageoutRace {
 pub const ENTRY: WorkloadEntry = WorkloadEntry {
     name: "pageout-race",
     description: "checker stress: MADV_PAGEOUT of a shared mapping while threads or forked children on other CPUs use it",
-    new: |p| super::resolved(PageoutRace::from_params(p)?),
+    new: |p, _| super::resolved(PageoutRace::from_params(p)?),
     page_sizes_kib: super::PAGE_SIZE_4K_ONLY,
 };

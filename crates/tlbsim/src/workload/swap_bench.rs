@@ -183,6 +183,6 @@ impl Workload for SwapBench {
 pub const ENTRY: WorkloadEntry = WorkloadEntry {
     name: "swap-bench",
     description: "seed 001: one pinned process swapping 1 MiB of shared anonymous memory in and out of zram with MADV_PAGEOUT",
-    new: |p| super::resolved(SwapBench::from_params(p)?),
+    new: |p, _| super::resolved(SwapBench::from_params(p)?),
     page_sizes_kib: super::PAGE_SIZE_4K_ONLY,
 };

@@ -238,6 +238,6 @@ pub const ENTRY: WorkloadEntry = WorkloadEntry {
     name: "threads",
     description:
         "checker stress: thread 0 mprotects or munmaps while pinned threads on other CPUs read",
-    new: |p| super::resolved(Threads::from_params(p)?),
+    new: |p, _| super::resolved(Threads::from_params(p)?),
     page_sizes_kib: super::ANY_PAGE_SIZE,
 };

@@ -622,6 +622,6 @@ pub const ENTRY: WorkloadEntry = WorkloadEntry {
     name: "unixbench",
     description:
         "seed 003: byte-unixbench's 12 index tests, instances of `copies` CPUs each; reports index",
-    new: |p| super::resolved(Unixbench::from_params(p)?),
+    new: |p, _| super::resolved(Unixbench::from_params(p)?),
     page_sizes_kib: super::PAGE_SIZE_4K_ONLY,
 };

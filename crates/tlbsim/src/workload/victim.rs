@@ -241,6 +241,6 @@ impl Workload for Victim {
 pub const ENTRY: WorkloadEntry = WorkloadEntry {
     name: "victim",
     description: "seed 000: a compute-bound victim on the last CPU, alone and beside mprotect loops; reports victim_slowdown_pct",
-    new: |p| super::resolved(Victim::from_params(p)?),
+    new: |p, _| super::resolved(Victim::from_params(p)?),
     page_sizes_kib: super::ANY_PAGE_SIZE,
 };

@@ -9,7 +9,7 @@ use tlbsim::driver::{RunError, TimingDriver};
 use tlbsim::kernel::fork::spawn_user;
 use tlbsim::kernel::policy::{asid_allocator, tlb_policy};
 use tlbsim::kernel::{TaskState, World};
-use tlbsim::sim::{run, RunOptions, RunOutput, SimError};
+use tlbsim::sim::{RunOptions, RunOutput, SimError};
 
 /// A world on built-in profile `profile` cut to `cpus` CPUs, running the
 /// kernel `k` (its policy and allocator by name), with the checker:
@@ -81,6 +81,30 @@ pub fn file(path: &str) -> Experiment {
     let full = format!("{}/../../{path}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{full}: {e}"));
     parse_toml(path, &text).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// [`tlbsim::sim::run`] on `e`, with the files its workload names read
+/// first ([`read_files`]).
+fn run(e: &Experiment, o: &RunOptions) -> Result<RunOutput, SimError> {
+    tlbsim::sim::run(&read_files(e), o)
+}
+
+/// `e` with the files its workload names (a replay's trace) read, as the
+/// CLI reads them (the library does no I/O).
+pub fn read_files(e: &Experiment) -> Experiment {
+    let mut e = e.clone();
+    for p in e.workload.file_paths() {
+        let text = std::fs::File::open(&p)
+            .map_err(|err| format!("{p}: cannot read: {err}"))
+            .and_then(|f| {
+                let max = tlbsim::config::limits::MAX_TRACE_FILE_BYTES;
+                tlbsim::trace::read_text(&p, std::io::BufReader::new(f), max)
+                    .map(Into::into)
+                    .map_err(|err| err.to_string())
+            });
+        e.workload.files.insert(p, text);
+    }
+    e
 }
 
 /// Runs `e` with root seed `seed`.

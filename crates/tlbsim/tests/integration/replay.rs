@@ -1,7 +1,7 @@
 //! Recorded traces (tests/fixtures/traces, recorded with `tlbsim record`
 //! on an x86-64 host; docs/trace-format.md) replayed under the checker.
 
-use crate::common::{experiment, run_ok, run_seed};
+use crate::common::{experiment, read_files, run_ok, run_seed};
 use tlbsim::config::Experiment;
 use tlbsim::sim::SimError;
 use tlbsim::trace::Trace;
@@ -318,7 +318,7 @@ fn a_sleep_no_task_ended_is_slept_on_a_timer() {
         speculation: 1,
         cpus: None,
     };
-    let r = tlbsim::explore::check(&e, &opts).unwrap();
+    let r = tlbsim::explore::check(&read_files(&e), &opts).unwrap();
     assert!(r.failure.is_none(), "{:?}", r.failure);
     assert_eq!(r.completed, 200);
     let _ = std::fs::remove_dir_all(&dir);
@@ -387,4 +387,28 @@ ev 0 1 run cpu=0\nev 1000 1 preempt\nev 1001000 1 run cpu=1\nev 1002000 1 exit\n
     assert_eq!(model.metrics["replay_runnable_wait_ns"], 0.0);
     assert!(model.elapsed_ns < 100_000, "{}", model.elapsed_ns);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The library reads no file: a replay whose trace the caller did not
+/// read into `WorkloadConfig::files` is refused naming the field, and one
+/// the caller could not read reports the caller's error.
+#[test]
+fn a_trace_the_caller_did_not_read_is_refused_naming_the_field() {
+    let mut e = replay("ampere-32", "arm64-stock", &path("sort"));
+    let err = tlbsim::sim::run(&e, &Default::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("trace") && err.contains("sort.trace: not read"),
+        "{err}"
+    );
+    assert_eq!(e.workload.file_paths(), [path("sort")]);
+    e.workload
+        .files
+        .insert(path("sort"), Err("sort.trace: cannot read: gone".into()));
+    assert!(e.workload.file_paths().is_empty());
+    let err = tlbsim::sim::run(&e, &Default::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("sort.trace: cannot read: gone"), "{err}");
 }

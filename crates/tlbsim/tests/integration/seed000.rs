@@ -308,7 +308,8 @@ fn the_libtool_wrapper_launch_makes_the_measured_calls_and_stock_broadcasts_its_
 
 #[test]
 fn the_wrapper_shape_is_recorded_only_when_used_and_refused_without_it() {
-    let direct = tlbsim::workload::build("tcmalloc", &Default::default()).unwrap();
+    let direct =
+        tlbsim::workload::build("tcmalloc", &Default::default(), &Default::default()).unwrap();
     assert!(!direct.params.contains_key("launcher"));
     assert!(!direct.params.contains_key("sed_mmaps"));
     let mut p = tlbsim::workload::Params::new();
@@ -316,7 +317,7 @@ fn the_wrapper_shape_is_recorded_only_when_used_and_refused_without_it() {
         "launcher".into(),
         toml::Value::String("libtool-wrapper".into()),
     );
-    let wrapper = tlbsim::workload::build("tcmalloc", &p).unwrap();
+    let wrapper = tlbsim::workload::build("tcmalloc", &p, &Default::default()).unwrap();
     assert_eq!(wrapper.params["sed_mmaps"], toml::Value::Integer(34));
     assert_eq!(
         wrapper.params["libtool_fast_install"],
@@ -324,17 +325,17 @@ fn the_wrapper_shape_is_recorded_only_when_used_and_refused_without_it() {
     );
     let mut q = tlbsim::workload::Params::new();
     q.insert("sed_mmaps".into(), toml::Value::Integer(3));
-    let e = tlbsim::workload::build("tcmalloc", &q).unwrap_err();
+    let e = tlbsim::workload::build("tcmalloc", &q, &Default::default()).unwrap_err();
     assert!(e.starts_with("`sed_mmaps`: "), "{e}");
     p.insert(
         "wrapper_reuse_faults_per_command".into(),
         toml::Value::Integer(500),
     );
-    let e = tlbsim::workload::build("tcmalloc", &p).unwrap_err();
+    let e = tlbsim::workload::build("tcmalloc", &p, &Default::default()).unwrap_err();
     assert!(e.contains("`shell_pages`"), "{e}");
     p.insert("sed_nmaps".into(), toml::Value::Integer(3));
     assert!(
-        tlbsim::workload::build("tcmalloc", &p).is_err(),
+        tlbsim::workload::build("tcmalloc", &p, &Default::default()).is_err(),
         "unknown field"
     );
 }

@@ -391,6 +391,8 @@ fn set_key(
         .try_into()
         .map_err(|e: toml::de::Error| e.message().to_string())?;
     out.profile_data = exp.profile_data.clone();
+    out.workload.files = exp.workload.files.clone();
+    crate::files::read_workload_files(&mut out);
     Ok(out)
 }
 

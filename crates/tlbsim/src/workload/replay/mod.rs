@@ -33,7 +33,7 @@ mod mm;
 mod sched;
 mod task;
 
-use super::{parse_params, Params, Workload, WorkloadEntry};
+use super::{parse_params, Files, Params, Workload, WorkloadEntry};
 use crate::engine::rng::Streams;
 use crate::engine::track::{Tracked, TrackedCell};
 use crate::kernel::fork::spawn_user;
@@ -99,15 +99,22 @@ pub struct Replay {
 }
 
 impl Replay {
-    /// From config parameters: reads and parses the trace.
-    pub fn from_params(p: &Params) -> Result<Self, String> {
+    /// From config parameters and the trace's text, which the caller read
+    /// into `files` ([`crate::config::WorkloadConfig::file_paths`]):
+    /// parses the trace.
+    pub fn from_params(p: &Params, files: &Files) -> Result<Self, String> {
         let mut r: Replay = parse_params(p)?;
-        let file = std::fs::File::open(&r.trace)
-            .map_err(|e| format!("`trace`: {}: cannot read: {e}", r.trace))?;
-        let max = crate::config::limits::MAX_TRACE_FILE_BYTES;
-        let text = crate::trace::read_text(&r.trace, std::io::BufReader::new(file), max)
-            .map_err(|e| format!("`trace`: {e}"))?;
-        let t = Trace::parse(&r.trace, &text).map_err(|e| format!("`trace`: {e}"))?;
+        let text = match files.get(&r.trace) {
+            Some(Ok(text)) => text,
+            Some(Err(e)) => return Err(format!("`trace`: {e}")),
+            None => {
+                return Err(format!(
+                    "`trace`: {}: not read (the caller reads the files a workload names into WorkloadConfig::files)",
+                    r.trace
+                ))
+            }
+        };
+        let t = Trace::parse(&r.trace, text).map_err(|e| format!("`trace`: {e}"))?;
         supported(&t).map_err(|e| format!("`trace`: {}: {e}", r.trace))?;
         r.parsed = Some(Arc::new(t));
         Ok(r)
@@ -322,7 +329,7 @@ impl Shared {
 pub const ENTRY: WorkloadEntry = WorkloadEntry {
     name: "replay",
     description: "a recorded trace (tlbsim record): its tasks' memory operations, faults, compute and wake-ups",
-    new: |p| super::resolved(Replay::from_params(p)?),
+    new: |p, files| super::resolved(Replay::from_params(p, files)?),
     page_sizes_kib: super::PAGE_SIZE_4K_ONLY,
 };
 
