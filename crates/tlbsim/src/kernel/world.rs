@@ -312,8 +312,7 @@ impl World {
 
     /// The machine-wide id of this kernel's mm `mm`.
     pub fn gid_mm(&self, mm: MmId) -> MmId {
-        debug_assert!(mm < 1 << KERNEL_ID_SHIFT);
-        (self.id << KERNEL_ID_SHIFT) | mm
+        mm.in_kernel(self.id)
     }
 
     /// The machine-wide id of this kernel's task `t`.
@@ -370,7 +369,7 @@ impl World {
         let mmap_lock = self.new_lock("mmap_lock");
         let ptl = self.new_lock("page_table_lock");
         let mut k = self.k.borrow_mut();
-        let id = k.mms.len() as MmId;
+        let id = MmId::from_index(k.mms.len());
         k.mms.push(Mm {
             id,
             pgd,
@@ -506,7 +505,7 @@ impl World {
     /// `cpumask_clear(mm_cpumask(mm))`, for hooks that run without a
     /// [`Ctx`](super::Ctx) (`on_new_context`).
     pub fn cpumask_clear(&self, mm: MmId) {
-        self.k.borrow_mut().mms[mm as usize].cpumask.clear_all();
+        self.k.borrow_mut().mms[mm].cpumask.clear_all();
     }
 }
 

@@ -434,7 +434,7 @@ mod tests {
             (
                 Event::PteWrite {
                     cpu: 0,
-                    mm: 0,
+                    mm: MmId::new(0),
                     va: VA,
                     old: pte(8, Perms::R, 23),
                     new: pte(8, Perms::RW, 24),
@@ -444,7 +444,7 @@ mod tests {
             (
                 Event::HugePteWrite {
                     cpu: 1,
-                    mm: 2,
+                    mm: MmId::new(2),
                     va: 0x4000_0000,
                     old: pte(512, Perms::RW, 3),
                     new: None,
@@ -470,7 +470,7 @@ mod tests {
             (
                 Event::CallRange {
                     cpu: 0,
-                    mm: 0,
+                    mm: MmId::new(0),
                     start: VA,
                     end: VA + 0x2000,
                 },
@@ -480,7 +480,7 @@ mod tests {
                 Event::HugeFrameFree {
                     cpu: 3,
                     pfn: 1024,
-                    mm: 1,
+                    mm: MmId::new(1),
                     va: 0x4000_0000,
                 },
                 "HugeFrameFree cpu3 pfn 1024-1535 (last mapped by mm1 at va 0x40000000)",
@@ -488,7 +488,7 @@ mod tests {
             (
                 Event::TableFree {
                     cpu: 2,
-                    mm: 0,
+                    mm: MmId::new(0),
                     table: 9,
                     instance: 1,
                 },
@@ -509,11 +509,11 @@ mod tests {
             pfn: 10,
             perms: Perms::RW,
             version: 11,
-            mm: 0,
+            mm: MmId::new(0),
         };
         let used = Event::LeafUse {
             cpu: 1,
-            running: 0,
+            running: MmId::new(0),
             entry,
             store: true,
         };
@@ -540,7 +540,7 @@ mod tests {
         );
         let load = Event::AsidLoad {
             cpu: 1,
-            mm: 4,
+            mm: MmId::new(4),
             asid: 7,
         };
         assert_eq!(load.to_string(), "AsidLoad cpu1 mm4 asid 7");
