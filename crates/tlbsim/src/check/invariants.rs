@@ -35,7 +35,7 @@ use crate::hw::mem::{Granule, MaybePte, Pfn, Pte, TableId};
 use crate::hw::tlb::{Asid, LeafEntry, MmId, Tag, Tlb, TlbiScope, Vmid, WalkEntry};
 use crate::hw::Arch;
 use crate::hw::{CpuId, Hw};
-use crate::observe::{Event, Observer};
+use crate::observe::{Event, Observer, TaskId};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 /// A PTE's value before and after a write.
@@ -135,11 +135,11 @@ pub struct Checker {
     pending: Vec<Pending>,
     /// The task each CPU runs (from `Running` and `CallEnter`), whose
     /// call `pending` holds.
-    on_cpu: Vec<Option<usize>>,
+    on_cpu: Vec<Option<TaskId>>,
     /// The calls in progress of tasks switched out in the middle of one (a
     /// call that sleeps, on a lock or in `wait4`): back into `pending`
     /// when the task runs again, on whichever CPU.
-    parked: FxHashMap<usize, Pending>,
+    parked: FxHashMap<TaskId, Pending>,
     /// Address spaces freed since the last purge of `pending` and `parked`
     /// ([`Checker::mm_free`]): a call's writes to them and its range over
     /// them are dropped when it returns.
@@ -461,7 +461,7 @@ impl Checker {
     /// writes and range, and `task`'s, if parked, resumes here. (The first
     /// task seen on a CPU owns what is pending there: the scheduler's
     /// `Running` names the previous task before the next.)
-    fn switch_task(&mut self, cpu: CpuId, task: usize) {
+    fn switch_task(&mut self, cpu: CpuId, task: TaskId) {
         match self.on_cpu[cpu] {
             Some(t) if t == task => return,
             Some(t) => {
@@ -1285,7 +1285,7 @@ mod tests {
 
     /// Task `task`'s madvise returns on `cpu` at `now`.
     fn madvise_returns(c: &mut Checker, hw: &Hw, now: Ns, cpu: CpuId, task: usize) {
-        let call = "madvise";
+        let (task, call) = (TaskId::from_index(task), "madvise");
         c.event(now, &Event::CallExit { cpu, task, call }, hw);
     }
 
@@ -1326,7 +1326,7 @@ mod tests {
             0,
             &Event::Running {
                 cpu: 1,
-                task: 1,
+                task: TaskId::from_index(1),
                 mm: Some(MmId::new(0)),
             },
             &hw,
@@ -1343,7 +1343,7 @@ mod tests {
             2,
             &Event::CallExit {
                 cpu: 0,
-                task: 0,
+                task: TaskId::from_index(0),
                 call: "fault",
             },
             &hw,
@@ -1353,7 +1353,7 @@ mod tests {
             3,
             &Event::CallEnter {
                 cpu: 0,
-                task: 0,
+                task: TaskId::from_index(0),
                 call: "madvise",
             },
             &hw,
@@ -1366,6 +1366,7 @@ mod tests {
 
     /// `task` runs on `cpu` (with `mm`) at `now`.
     fn runs(c: &mut Checker, hw: &Hw, now: Ns, cpu: CpuId, task: usize, mm: Option<MmId>) {
+        let task = TaskId::from_index(task);
         c.event(now, &Event::Running { cpu, task, mm }, hw);
     }
 
@@ -1409,7 +1410,15 @@ mod tests {
         );
         runs(&mut c, &hw, 0, 1, 1, Some(mm));
         let call = "munmap";
-        c.event(1, &Event::CallEnter { cpu, task: 0, call }, &hw);
+        c.event(
+            1,
+            &Event::CallEnter {
+                cpu,
+                task: TaskId::from_index(0),
+                call,
+            },
+            &hw,
+        );
         let old = pte(1000, 1);
         if huge {
             let ev = Event::HugePteWrite {
@@ -1586,7 +1595,7 @@ mod tests {
         // there and faults.
         runs(&mut c, &hw, 6, 0, 0, None);
         runs(&mut c, &hw, 7, 0, 3, Some(MmId::new(0)));
-        let (cpu, task, call) = (0, 3, "fault");
+        let (cpu, task, call) = (0, TaskId::from_index(3), "fault");
         c.event(8, &Event::CallEnter { cpu, task, call }, &hw);
         c.event(9, &Event::CallExit { cpu, task, call }, &hw);
         assert_eq!(c.failure(), None, "the fault retired nothing of madvise's");
@@ -1605,7 +1614,7 @@ mod tests {
         // cpu1 switches to a kernel thread, keeping mm 0's tables lazily.
         let kthread = Event::Running {
             cpu: 1,
-            task: 2,
+            task: TaskId::from_index(2),
             mm: None,
         };
         c.event(6, &kthread, &hw);
@@ -1616,7 +1625,7 @@ mod tests {
             8,
             &Event::Running {
                 cpu: 1,
-                task: 1,
+                task: TaskId::from_index(1),
                 mm: Some(MmId::new(0)),
             },
             &hw,
@@ -1649,15 +1658,18 @@ mod tests {
         let (mut c, hw) = setup();
         // Task 0 is switched out in its madvise: its call is parked.
         runs(&mut c, &hw, 6, 0, 5, None);
-        assert!(c.parked.contains_key(&0));
+        assert!(c.parked.contains_key(&TaskId::from_index(0)));
         for mm in [0, 7].map(MmId::new) {
             c.event(7, &Event::MmFree { mm }, &hw);
         }
         assert_eq!(c.freed_mms.len(), 2, "no purge before 3 frees");
-        assert!(c.parked.contains_key(&0));
+        assert!(c.parked.contains_key(&TaskId::from_index(0)));
         c.event(8, &Event::MmFree { mm: MmId::new(8) }, &hw);
         assert!(c.freed_mms.is_empty());
-        assert!(!c.parked.contains_key(&0), "its only write was to mm 0");
+        assert!(
+            !c.parked.contains_key(&TaskId::from_index(0)),
+            "its only write was to mm 0"
+        );
         // cpu2's fault wrote mm 0 too (setup): dropped as well.
         assert!(c.pending[2].writes.is_empty());
     }
@@ -1669,7 +1681,7 @@ mod tests {
             6,
             &Event::CallExit {
                 cpu: 2,
-                task: 1,
+                task: TaskId::from_index(1),
                 call: "fault",
             },
             &hw,

@@ -62,7 +62,7 @@ impl<T: Copy> TrackedCell<T> {
 }
 
 /// What indexes a [`Table`]: `usize`, or an id that is an index in its
-/// table (`hw::tlb::MmId`), converted at no cost.
+/// table (`hw::tlb::MmId`, `observe::TaskId`), converted at no cost.
 pub trait TableIndex: Copy {
     /// The index.
     fn index(self) -> usize;
@@ -84,7 +84,7 @@ impl TableIndex for usize {
 /// What a [`Table`] is indexed by: the kind of part its elements are, and
 /// the type of its indices. The kinds whose ids are declared on floors
 /// above this one are implemented beside those ids ([`ByMm`] beside
-/// `hw::tlb::MmId`).
+/// `hw::tlb::MmId`, [`ByTask`] beside `observe::TaskId`).
 pub trait PartKind {
     /// The type of an element's index.
     type Id: TableIndex;
@@ -110,13 +110,6 @@ impl PartKind for ByCpu {
     #[inline(always)]
     fn part(i: usize) -> u32 {
         part::cpu(i)
-    }
-}
-impl PartKind for ByTask {
-    type Id = usize;
-    #[inline(always)]
-    fn part(i: usize) -> u32 {
-        part::task(i)
     }
 }
 impl PartKind for ByLock {

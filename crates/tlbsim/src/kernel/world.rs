@@ -317,7 +317,7 @@ impl World {
 
     /// The machine-wide id of this kernel's task `t`.
     pub fn gid_task(&self, t: TaskId) -> TaskId {
-        ((self.id as usize) << KERNEL_ID_SHIFT) | t
+        t.in_kernel(self.id)
     }
 
     /// Registers a new task (not yet runnable) with `program`.
@@ -330,7 +330,7 @@ impl World {
         program: Program,
     ) -> TaskId {
         let mut k = self.k.borrow_mut();
-        let id = k.tasks.len();
+        let id = TaskId::from_index(k.tasks.len());
         *k.live_tasks += 1;
         k.tasks.push(Task {
             id,
@@ -449,8 +449,7 @@ impl World {
         if self.guest.is_none() {
             self.m.emit(ev);
         } else if self.observer.borrow().is_some() {
-            self.m
-                .emit(ev.renumbered(|c| self.pcpu(c), |m| self.gid_mm(m), |t| self.gid_task(t)));
+            self.m.emit(ev.renumbered(self.id, |c| self.pcpu(c)));
         }
     }
 
