@@ -32,12 +32,10 @@ use super::{Invariant, Violation};
 use crate::engine::Ns;
 use crate::hw::cpumask::CpuMask;
 use crate::hw::mem::{Granule, MaybePte, Pfn, Pte, TableId};
-use crate::hw::tlb::{
-    Asid, LeafEntry, MmId, Tag, Tlb, TlbiScope, Vmid, WalkEntry, KERNEL_ID_SHIFT,
-};
+use crate::hw::tlb::{Asid, LeafEntry, MmId, Tag, Tlb, TlbiScope, Vmid, WalkEntry};
 use crate::hw::Arch;
 use crate::hw::{CpuId, Hw};
-use crate::observe::{Event, Observer};
+use crate::observe::{Event, Observer, TaskId};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 /// A PTE's value before and after a write.
@@ -137,11 +135,11 @@ pub struct Checker {
     pending: Vec<Pending>,
     /// The task each CPU runs (from `Running` and `CallEnter`), whose
     /// call `pending` holds.
-    on_cpu: Vec<Option<usize>>,
+    on_cpu: Vec<Option<TaskId>>,
     /// The calls in progress of tasks switched out in the middle of one (a
     /// call that sleeps, on a lock or in `wait4`): back into `pending`
     /// when the task runs again, on whichever CPU.
-    parked: FxHashMap<usize, Pending>,
+    parked: FxHashMap<TaskId, Pending>,
     /// Address spaces freed since the last purge of `pending` and `parked`
     /// ([`Checker::mm_free`]): a call's writes to them and its range over
     /// them are dropped when it returns.
@@ -463,7 +461,7 @@ impl Checker {
     /// writes and range, and `task`'s, if parked, resumes here. (The first
     /// task seen on a CPU owns what is pending there: the scheduler's
     /// `Running` names the previous task before the next.)
-    fn switch_task(&mut self, cpu: CpuId, task: usize) {
+    fn switch_task(&mut self, cpu: CpuId, task: TaskId) {
         match self.on_cpu[cpu] {
             Some(t) if t == task => return,
             Some(t) => {
@@ -1100,11 +1098,9 @@ fn candidate_spans(
 /// Which isolation a CPU running `running` breaks by using (or holding
 /// under its tag) a translation of `other`: VMID isolation if `other`
 /// belongs to another kernel (another VM, or the host), else ASID
-/// isolation. Machine-wide mm ids carry their kernel in their upper bits
-/// ([`KERNEL_ID_SHIFT`]).
+/// isolation. Machine-wide mm ids carry their kernel ([`MmId::kernel`]).
 fn isolation(running: MmId, other: MmId) -> Invariant {
-    let kernel = |mm: MmId| mm >> KERNEL_ID_SHIFT;
-    if kernel(running) == kernel(other) {
+    if running.kernel() == other.kernel() {
         Invariant::AsidIsolation
     } else {
         Invariant::VmidIsolation
@@ -1158,13 +1154,13 @@ impl Observer for Checker {
         let check = |p| Loc::part(Space::Check, p);
         match *ev {
             Event::LeafUse { running, .. } => {
-                record(|| check(part::mm(running as usize)), false);
+                record(|| check(part::mm(running.index())), false);
                 record(|| check(part::FRAMES), false);
             }
             Event::WalkUse { .. } => record(|| Loc::part(Space::Hw, part::PAGE_TABLES), false),
             Event::PteWrite { cpu, mm, .. } | Event::HugePteWrite { cpu, mm, .. } => {
                 // The mm's shadow, and the writes pending on the CPU's call.
-                record(|| check(part::mm(mm as usize)), true);
+                record(|| check(part::mm(mm.index())), true);
                 record(|| check(part::cpu(cpu)), true);
             }
             Event::CopyOut { .. } => record(|| check(part::FRAMES), true),
@@ -1289,7 +1285,7 @@ mod tests {
 
     /// Task `task`'s madvise returns on `cpu` at `now`.
     fn madvise_returns(c: &mut Checker, hw: &Hw, now: Ns, cpu: CpuId, task: usize) {
-        let call = "madvise";
+        let (task, call) = (TaskId::from_index(task), "madvise");
         c.event(now, &Event::CallExit { cpu, task, call }, hw);
     }
 
@@ -1302,7 +1298,7 @@ mod tests {
         hw.set_ttbr0(
             1,
             Some(Ttbr0 {
-                mm: 0,
+                mm: MmId::new(0),
                 pgd: 0,
                 asid: 1,
             }),
@@ -1314,14 +1310,14 @@ mod tests {
             pfn: 5,
             perms: Perms::RW,
             version: 1,
-            mm: 0,
+            mm: MmId::new(0),
         });
         let mut c = Checker::new(3, 8);
         c.event(
             0,
             &Event::AsidLoad {
                 cpu: 1,
-                mm: 0,
+                mm: MmId::new(0),
                 asid: 1,
             },
             &hw,
@@ -1330,14 +1326,14 @@ mod tests {
             0,
             &Event::Running {
                 cpu: 1,
-                task: 1,
-                mm: Some(0),
+                task: TaskId::from_index(1),
+                mm: Some(MmId::new(0)),
             },
             &hw,
         );
         let write = |cpu, old, new| Event::PteWrite {
             cpu,
-            mm: 0,
+            mm: MmId::new(0),
             va: VA,
             old,
             new,
@@ -1347,7 +1343,7 @@ mod tests {
             2,
             &Event::CallExit {
                 cpu: 0,
-                task: 0,
+                task: TaskId::from_index(0),
                 call: "fault",
             },
             &hw,
@@ -1357,7 +1353,7 @@ mod tests {
             3,
             &Event::CallEnter {
                 cpu: 0,
-                task: 0,
+                task: TaskId::from_index(0),
                 call: "madvise",
             },
             &hw,
@@ -1370,6 +1366,7 @@ mod tests {
 
     /// `task` runs on `cpu` (with `mm`) at `now`.
     fn runs(c: &mut Checker, hw: &Hw, now: Ns, cpu: CpuId, task: usize, mm: Option<MmId>) {
+        let task = TaskId::from_index(task);
         c.event(now, &Event::Running { cpu, task, mm }, hw);
     }
 
@@ -1385,7 +1382,7 @@ mod tests {
         hw.set_ttbr0(
             1,
             Some(Ttbr0 {
-                mm: 0,
+                mm: MmId::new(0),
                 pgd: 0,
                 asid: 1,
             }),
@@ -1398,10 +1395,10 @@ mod tests {
             pfn: 1300,
             perms: Perms::RW,
             version: 1,
-            mm: 0,
+            mm: MmId::new(0),
         });
         let mut c = Checker::new(2, 8);
-        let (cpu, mm) = (0, 0);
+        let (cpu, mm) = (0, MmId::new(0));
         c.event(
             0,
             &Event::AsidLoad {
@@ -1413,7 +1410,15 @@ mod tests {
         );
         runs(&mut c, &hw, 0, 1, 1, Some(mm));
         let call = "munmap";
-        c.event(1, &Event::CallEnter { cpu, task: 0, call }, &hw);
+        c.event(
+            1,
+            &Event::CallEnter {
+                cpu,
+                task: TaskId::from_index(0),
+                call,
+            },
+            &hw,
+        );
         let old = pte(1000, 1);
         if huge {
             let ev = Event::HugePteWrite {
@@ -1459,7 +1464,7 @@ mod tests {
     fn store(c: &mut Checker, hw: &Hw, now: Ns, entry: LeafEntry, store: bool) {
         let ev = Event::LeafUse {
             cpu: 1,
-            running: 0,
+            running: MmId::new(0),
             entry,
             store,
         };
@@ -1476,12 +1481,12 @@ mod tests {
             pfn: 9,
             perms: Perms::R,
             version,
-            mm: 0,
+            mm: MmId::new(0),
         };
         let mut c = Checker::new(3, 8);
         let map = Event::PteWrite {
             cpu: 0,
-            mm: 0,
+            mm: MmId::new(0),
             va: VA,
             old: None,
             new: pte(9, 3),
@@ -1491,7 +1496,7 @@ mod tests {
         let free = Event::FrameFree {
             cpu: 0,
             pfn: 9,
-            mm: 0,
+            mm: MmId::new(0),
             va: VA,
         };
         c.event(2, &free, &hw);
@@ -1513,7 +1518,7 @@ mod tests {
             pfn: 9,
             perms: Perms::RW,
             version: 1,
-            mm: 0,
+            mm: MmId::new(0),
         };
         let mut c = Checker::new(3, 8);
         let hw = Hw::new(&builtin_profile("ampere-32").unwrap().hw_params(Granule::K4));
@@ -1526,7 +1531,7 @@ mod tests {
         let free = Event::FrameFree {
             cpu: 0,
             pfn: 9,
-            mm: 0,
+            mm: MmId::new(0),
             va: VA,
         };
         let mut freed = Checker::new(3, 8);
@@ -1561,7 +1566,7 @@ mod tests {
     #[test]
     fn writes_a_range_commit_overrides_are_dropped_only_when_all_in_it_are_older() {
         let w = |vpn, old: Option<u64>, huge: bool| PendingWrite {
-            rec: (0, vpn, old, None),
+            rec: (MmId::new(0), vpn, old, None),
             pages: if huge { 512 } else { 1 },
         };
         let mut writes = vec![
@@ -1570,16 +1575,16 @@ mod tests {
             w(2000, Some(9), false),
         ];
         // Range [0, 1100) of mm 0, bound 5: pages 10 and 512..1024 go.
-        drop_subsumed(&mut writes, (0, 0, 1100, 5));
+        drop_subsumed(&mut writes, (MmId::new(0), 0, 1100, 5));
         assert_eq!(writes.len(), 1);
         assert_eq!(writes[0].rec.1, 2000);
         // A leaf the range cuts stays; a write in it of a version not
         // older than the bound keeps every write.
         let mut writes = vec![w(10, Some(3), false), w(512, Some(4), true)];
-        drop_subsumed(&mut writes, (0, 0, 600, 5));
+        drop_subsumed(&mut writes, (MmId::new(0), 0, 600, 5));
         assert_eq!(writes.len(), 1, "the cut leaf stays");
         let mut writes = vec![w(10, Some(3), false), w(20, Some(5), false)];
-        drop_subsumed(&mut writes, (0, 0, 600, 5));
+        drop_subsumed(&mut writes, (MmId::new(0), 0, 600, 5));
         assert_eq!(writes.len(), 2, "version 5 is not older than the bound");
     }
 
@@ -1589,14 +1594,14 @@ mod tests {
         // Task 0's madvise (it cleared VA on cpu0) sleeps; task 3 runs
         // there and faults.
         runs(&mut c, &hw, 6, 0, 0, None);
-        runs(&mut c, &hw, 7, 0, 3, Some(0));
-        let (cpu, task, call) = (0, 3, "fault");
+        runs(&mut c, &hw, 7, 0, 3, Some(MmId::new(0)));
+        let (cpu, task, call) = (0, TaskId::from_index(3), "fault");
         c.event(8, &Event::CallEnter { cpu, task, call }, &hw);
         c.event(9, &Event::CallExit { cpu, task, call }, &hw);
         assert_eq!(c.failure(), None, "the fault retired nothing of madvise's");
         // Task 0 resumes and its madvise returns, its flush never done.
         runs(&mut c, &hw, 10, 0, 3, None);
-        runs(&mut c, &hw, 11, 0, 0, Some(0));
+        runs(&mut c, &hw, 11, 0, 0, Some(MmId::new(0)));
         madvise_returns(&mut c, &hw, 12, 0, 0);
         let f = c.failure().expect("cpu1 still holds what madvise cleared");
         assert_eq!(f.invariant, Invariant::NoStaleHold, "{f}");
@@ -1609,7 +1614,7 @@ mod tests {
         // cpu1 switches to a kernel thread, keeping mm 0's tables lazily.
         let kthread = Event::Running {
             cpu: 1,
-            task: 2,
+            task: TaskId::from_index(2),
             mm: None,
         };
         c.event(6, &kthread, &hw);
@@ -1620,8 +1625,8 @@ mod tests {
             8,
             &Event::Running {
                 cpu: 1,
-                task: 1,
-                mm: Some(0),
+                task: TaskId::from_index(1),
+                mm: Some(MmId::new(0)),
             },
             &hw,
         );
@@ -1629,7 +1634,7 @@ mod tests {
         assert_eq!(f.invariant, Invariant::NoStaleHold, "{f}");
         assert_eq!(
             (f.cpus, f.mm, f.va, f.time_ns),
-            (vec![1], Some(0), Some(VA), 8)
+            (vec![1], Some(MmId::new(0)), Some(VA), 8)
         );
         assert!(f.detail.contains("resumes"), "{}", f.detail);
     }
@@ -1639,13 +1644,13 @@ mod tests {
         // cpu0's madvise holds its write to mm 0 when mm 0 is freed (a
         // reclaimer's batch can outlive the mm it unmapped from).
         let (mut c, hw) = setup();
-        c.event(6, &Event::MmFree { mm: 0 }, &hw);
+        c.event(6, &Event::MmFree { mm: MmId::new(0) }, &hw);
         madvise_returns(&mut c, &hw, 7, 0, 0);
         assert!(c.failure.is_none());
         assert!(c.pending[0].writes.is_empty());
         // Nothing of mm 0 comes back: committing the write would have
         // retired version 1 in a new shadow of the freed mm.
-        assert_eq!(c.shadow.max_retired(0), None);
+        assert_eq!(c.shadow.max_retired(MmId::new(0)), None);
     }
 
     #[test]
@@ -1653,15 +1658,18 @@ mod tests {
         let (mut c, hw) = setup();
         // Task 0 is switched out in its madvise: its call is parked.
         runs(&mut c, &hw, 6, 0, 5, None);
-        assert!(c.parked.contains_key(&0));
-        for mm in [0, 7] {
+        assert!(c.parked.contains_key(&TaskId::from_index(0)));
+        for mm in [0, 7].map(MmId::new) {
             c.event(7, &Event::MmFree { mm }, &hw);
         }
         assert_eq!(c.freed_mms.len(), 2, "no purge before 3 frees");
-        assert!(c.parked.contains_key(&0));
-        c.event(8, &Event::MmFree { mm: 8 }, &hw);
+        assert!(c.parked.contains_key(&TaskId::from_index(0)));
+        c.event(8, &Event::MmFree { mm: MmId::new(8) }, &hw);
         assert!(c.freed_mms.is_empty());
-        assert!(!c.parked.contains_key(&0), "its only write was to mm 0");
+        assert!(
+            !c.parked.contains_key(&TaskId::from_index(0)),
+            "its only write was to mm 0"
+        );
         // cpu2's fault wrote mm 0 too (setup): dropped as well.
         assert!(c.pending[2].writes.is_empty());
     }
@@ -1673,7 +1681,7 @@ mod tests {
             6,
             &Event::CallExit {
                 cpu: 2,
-                task: 1,
+                task: TaskId::from_index(1),
                 call: "fault",
             },
             &hw,
@@ -1691,7 +1699,7 @@ mod tests {
             6,
             &Event::CallRange {
                 cpu: 2,
-                mm: 0,
+                mm: MmId::new(0),
                 start: VA,
                 end: VA + 4096,
             },
@@ -1711,7 +1719,7 @@ mod tests {
         assert_eq!(f.invariant, Invariant::NoStaleHold, "{f}");
         assert_eq!(
             (f.cpus, f.mm, f.va, f.time_ns),
-            (vec![1, 0], Some(0), Some(VA), 6)
+            (vec![1, 0], Some(MmId::new(0)), Some(VA), 6)
         );
         assert_eq!(f.history.len(), 8, "the last `history_len` events");
         assert_eq!(f.history.last().map(|(t, _)| *t), Some(6));
@@ -1788,7 +1796,7 @@ mod tests {
         let (mut c, hw) = setup();
         // cpu1 runs mm 3 of guest kernel 2 and uses an entry filled from
         // mm 3 of guest kernel 1 (say two VMs given one VMID).
-        let (guest1_mm, guest2_mm) = ((1 << KERNEL_ID_SHIFT) | 3, (2 << KERNEL_ID_SHIFT) | 3);
+        let (guest1_mm, guest2_mm) = (MmId::new(3).in_kernel(1), MmId::new(3).in_kernel(2));
         let entry = LeafEntry {
             vmid: 1,
             asid: 1,
@@ -1808,7 +1816,7 @@ mod tests {
         assert_eq!(c.failure().unwrap().invariant, Invariant::VmidIsolation);
         // Within one kernel it is ASID isolation.
         let (mut c, hw) = setup();
-        c.event(10, &used((1 << KERNEL_ID_SHIFT) | 4), &hw);
+        c.event(10, &used(MmId::new(4).in_kernel(1)), &hw);
         assert_eq!(c.failure().unwrap().invariant, Invariant::AsidIsolation);
     }
 }

@@ -393,6 +393,9 @@ mod tests {
         })
     }
 
+    /// The mm of every test.
+    const MM: MmId = MmId::new(0);
+
     fn entry(vpn: u64, pfn: u64, version: u64) -> LeafEntry {
         LeafEntry {
             vmid: 0,
@@ -401,7 +404,7 @@ mod tests {
             pfn,
             perms: Perms::RW,
             version,
-            mm: 0,
+            mm: MM,
         }
     }
 
@@ -418,18 +421,18 @@ mod tests {
     fn a_range_commit_retires_written_pages_only_and_newer_retirements_stay() {
         let mut s = Shadow::default();
         for vpn in [3, 70, 200] {
-            s.write(0, vpn, pte(vpn, 1));
+            s.write(MM, vpn, pte(vpn, 1));
         }
-        s.commit_writes(&[(0, 70, Some(9), None)], &mut Vec::new());
+        s.commit_writes(&[(MM, 70, Some(9), None)], &mut Vec::new());
         let mut keys = Vec::new();
-        s.commit_range(0, 0, 199, 5, &mut keys);
-        assert_eq!(keys, vec![(0, 3), (0, 70)]);
+        s.commit_range(MM, 0, 199, 5, &mut keys);
+        assert_eq!(keys, vec![(MM, 3), (MM, 70)]);
         // vpn 70 keeps its newer retirement (9, None).
-        assert!(s.stale(0, &entry(70, 70, 8)));
-        assert!(!s.stale(0, &entry(3, 3, 4)), "compatible with the commit");
-        assert!(s.stale(0, &entry(3, 4, 4)), "another frame");
-        assert!(!s.stale(0, &entry(3, 4, 6)), "newer than the retirement");
-        assert!(!s.stale(0, &entry(200, 0, 1)), "never committed");
+        assert!(s.stale(MM, &entry(70, 70, 8)));
+        assert!(!s.stale(MM, &entry(3, 3, 4)), "compatible with the commit");
+        assert!(s.stale(MM, &entry(3, 4, 4)), "another frame");
+        assert!(!s.stale(MM, &entry(3, 4, 6)), "newer than the retirement");
+        assert!(!s.stale(MM, &entry(200, 0, 1)), "never committed");
     }
 
     #[test]
@@ -437,20 +440,20 @@ mod tests {
         let mut s = Shadow::default();
         let base = 512 * 7;
         let writes = [
-            (0, base + 100, Some(4), pte(1100, 4)),
-            (0, base + 300, Some(2), pte(1300, 2)),
-            (0, base + 300, Some(4), pte(1301, 4)),
+            (MM, base + 100, Some(4), pte(1100, 4)),
+            (MM, base + 300, Some(2), pte(1300, 2)),
+            (MM, base + 300, Some(4), pte(1301, 4)),
         ];
         let mut keys = Vec::new();
         s.commit_writes(&writes, &mut keys);
-        assert_eq!(keys, vec![(0, base + 100), (0, base + 300)]);
+        assert_eq!(keys, vec![(MM, base + 100), (MM, base + 300)]);
         let e = entry(base, 1000, 3);
         let v = s
-            .first_stale_huge(0, &e, 512)
+            .first_stale_huge(MM, &e, 512)
             .expect("page 300 maps another frame");
         assert_eq!((v.vpn, v.pfn), (base + 300, 1300));
-        assert_eq!(s.first_stale_huge(0, &entry(base, 1000, 5), 512), None);
-        s.drop_mm(0);
-        assert_eq!(s.first_stale_huge(0, &e, 512), None);
+        assert_eq!(s.first_stale_huge(MM, &entry(base, 1000, 5), 512), None);
+        s.drop_mm(MM);
+        assert_eq!(s.first_stale_huge(MM, &e, 512), None);
     }
 }

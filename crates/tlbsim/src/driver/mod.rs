@@ -235,7 +235,7 @@ impl TimingDriver {
     fn charge_to_current(&mut self, cpu: CpuId) {
         let (w, local) = self.core.kernel(cpu);
         let task = w.k.borrow().cpus[local].current;
-        let comm = self.cpu_time.comm(w.id as usize, task, || {
+        let comm = self.cpu_time.comm(w.id as usize, task.index(), || {
             w.k.borrow().tasks[task].name.clone()
         });
         let (now, label) = (w.now.get(), self.cpu_time.label(cpu));

@@ -61,8 +61,33 @@ impl<T: Copy> TrackedCell<T> {
     }
 }
 
-/// What a [`Table`] is indexed by: the kind of part its elements are.
+/// What indexes a [`Table`]: `usize`, or an id that is an index in its
+/// table (`hw::tlb::MmId`, `observe::TaskId`), converted at no cost.
+pub trait TableIndex: Copy {
+    /// The index.
+    fn index(self) -> usize;
+    /// The id at index `i`.
+    fn from_index(i: usize) -> Self;
+}
+
+impl TableIndex for usize {
+    #[inline(always)]
+    fn index(self) -> usize {
+        self
+    }
+    #[inline(always)]
+    fn from_index(i: usize) -> Self {
+        i
+    }
+}
+
+/// What a [`Table`] is indexed by: the kind of part its elements are, and
+/// the type of its indices. The kinds whose ids are declared on floors
+/// above this one are implemented beside those ids ([`ByMm`] beside
+/// `hw::tlb::MmId`, [`ByTask`] beside `observe::TaskId`).
 pub trait PartKind {
+    /// The type of an element's index.
+    type Id: TableIndex;
     /// The part of element `i`.
     fn part(i: usize) -> u32;
 }
@@ -81,24 +106,14 @@ pub struct ByTask;
 pub struct ByLock;
 
 impl PartKind for ByCpu {
+    type Id = usize;
     #[inline(always)]
     fn part(i: usize) -> u32 {
         part::cpu(i)
     }
 }
-impl PartKind for ByMm {
-    #[inline(always)]
-    fn part(i: usize) -> u32 {
-        part::mm(i)
-    }
-}
-impl PartKind for ByTask {
-    #[inline(always)]
-    fn part(i: usize) -> u32 {
-        part::task(i)
-    }
-}
 impl PartKind for ByLock {
+    type Id = usize;
     #[inline(always)]
     fn part(i: usize) -> u32 {
         part::lock(i)
@@ -133,10 +148,10 @@ impl<K: PartKind, T> Table<K, T> {
     }
 
     /// Appends `v` (writes the length); its index.
-    pub fn push(&mut self, v: T) -> usize {
+    pub fn push(&mut self, v: T) -> K::Id {
         record(|| Loc::part(self.space, part::ALLOC), true);
         self.items.push(v);
-        self.items.len() - 1
+        K::Id::from_index(self.items.len() - 1)
     }
 
     /// The number of elements (reads the length).
@@ -172,10 +187,11 @@ impl<K: PartKind, T> Table<K, T> {
     /// default, grown by [`Table::grow_mut`], such as a policy's state of
     /// every mm there may be.
     #[inline]
-    pub fn get_or_default(&self, i: usize) -> T
+    pub fn get_or_default(&self, i: K::Id) -> T
     where
         T: Clone + Default,
     {
+        let i = i.index();
         record(|| Loc::part(self.space, K::part(i)), false);
         self.items.get(i).cloned().unwrap_or_default()
     }
@@ -185,10 +201,11 @@ impl<K: PartKind, T> Table<K, T> {
     /// grew ([`Table::len`] reads it); the elements added read as before,
     /// through [`Table::get_or_default`], so they record nothing.
     #[inline]
-    pub fn grow_mut(&mut self, i: usize) -> &mut T
+    pub fn grow_mut(&mut self, i: K::Id) -> &mut T
     where
         T: Clone + Default,
     {
+        let i = i.index();
         if self.items.len() <= i {
             record(|| Loc::part(self.space, part::ALLOC), true);
             self.items.resize(i + 1, T::default());
@@ -207,8 +224,8 @@ impl<K: PartKind, T> Table<K, T> {
     /// The location of element `i`: for the step machinery, which records
     /// what a driver does to an element for it (never for kernel code,
     /// whose accesses record themselves).
-    pub fn loc_of(&self, i: usize) -> Loc {
-        Loc::part(self.space, K::part(i))
+    pub fn loc_of(&self, i: K::Id) -> Loc {
+        Loc::part(self.space, K::part(i.index()))
     }
 }
 
@@ -218,19 +235,21 @@ impl<K: PartKind, T> Default for Table<K, T> {
     }
 }
 
-impl<K: PartKind, T> Index<usize> for Table<K, T> {
+impl<K: PartKind, T> Index<K::Id> for Table<K, T> {
     type Output = T;
 
     #[inline(always)]
-    fn index(&self, i: usize) -> &T {
+    fn index(&self, i: K::Id) -> &T {
+        let i = i.index();
         record(|| Loc::part(self.space, K::part(i)), false);
         &self.items[i]
     }
 }
 
-impl<K: PartKind, T> IndexMut<usize> for Table<K, T> {
+impl<K: PartKind, T> IndexMut<K::Id> for Table<K, T> {
     #[inline(always)]
-    fn index_mut(&mut self, i: usize) -> &mut T {
+    fn index_mut(&mut self, i: K::Id) -> &mut T {
+        let i = i.index();
         record(|| Loc::part(self.space, K::part(i)), true);
         &mut self.items[i]
     }
@@ -371,12 +390,12 @@ mod tests {
     fn indexing_records_the_element_and_a_variable_records_itself() {
         new_machine();
         let k = State::new(Kernel::default());
-        k.borrow_mut().mms.push(7);
+        let mm = k.borrow_mut().mms.push(7);
         start();
-        let _ = k.borrow().mms[0];
-        k.borrow_mut().mms[0] += 1;
+        let _ = k.borrow().mms[mm];
+        k.borrow_mut().mms[mm] += 1;
         let f = finish();
-        let mms = k.borrow().mms.loc_of(0);
+        let mms = k.borrow().mms.loc_of(mm);
         assert_eq!(f.writes, vec![mms]);
         assert!(f.reads.is_empty(), "{f:?}");
         start();

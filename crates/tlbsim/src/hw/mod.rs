@@ -887,7 +887,7 @@ mod tests {
         hw.set_ttbr0(
             0,
             Some(Ttbr0 {
-                mm: 1,
+                mm: MmId::new(1),
                 pgd,
                 asid: 1,
             }),
@@ -921,7 +921,7 @@ mod tests {
         let far = 1u64 << 39; // another L0 entry: no cached walk covers it
         map_va(&mut hw, pgd, far);
         let t = Ttbr0 {
-            mm: 1,
+            mm: MmId::new(1),
             pgd,
             asid: 1,
         };
@@ -991,7 +991,7 @@ mod tests {
             let mut hw = Hw::new(&p.hw_params(Granule::K4));
             let pgd = map(&mut hw, 4);
             let t = Ttbr0 {
-                mm: 1,
+                mm: MmId::new(1),
                 pgd,
                 asid: 1,
             };
@@ -1025,7 +1025,7 @@ mod tests {
         hw.set_ttbr0(
             0,
             Some(Ttbr0 {
-                mm: 1,
+                mm: MmId::new(1),
                 pgd,
                 asid: 1,
             }),
@@ -1060,7 +1060,7 @@ mod tests {
         for vmid in 0..3 {
             hw.set_vttbr(0, vmid, true);
             hw.enter_guest(0);
-            hw.set_ttbr0(0, t(u32::from(vmid)));
+            hw.set_ttbr0(0, t(MmId::new(u32::from(vmid))));
             let _ = hw.access(0, 0, false, &mut trace);
             let _ = hw.access(0, 1 << PAGE_SHIFT, false, &mut trace);
         }
@@ -1068,7 +1068,7 @@ mod tests {
         // Guest 2 hits only its own entry, filled from its own mm.
         let (r, info) = hw.access(0, 0, false, &mut trace);
         assert!(r.is_ok() && info.tlb_hit);
-        assert!(matches!(trace.last(), Some(AccessTrace::UsedLeaf(e)) if e.mm == 2));
+        assert!(matches!(trace.last(), Some(AccessTrace::UsedLeaf(e)) if e.mm == MmId::new(2)));
         // An EL1 TLBI by ASID in guest 2 leaves the host's and guest 1's.
         hw.tlbi_local(0, TlbiScope::Asid(7));
         assert_eq!(held(&hw), [(0, 7, 0), (0, 7, 1), (1, 7, 0), (1, 7, 1)]);
@@ -1120,7 +1120,7 @@ mod tests {
             } as CpuId;
             let mm = next(4) as usize;
             let t = Some(Ttbr0 {
-                mm: mm as MmId,
+                mm: MmId::from_index(mm),
                 pgd: pgds[mm],
                 asid: mm as Asid + 1,
             });

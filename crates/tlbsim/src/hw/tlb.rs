@@ -6,6 +6,8 @@
 
 use super::mem::{Granule, Perms, Pfn, TableId};
 use super::params::Arch;
+use crate::engine::state::{ByMm, PartKind, TableIndex};
+use crate::engine::track::part;
 use std::fmt;
 
 /// Address-space identifier as programmed in TTBR0 (arm64: 8 or 16 bits).
@@ -35,14 +37,110 @@ impl std::fmt::Display for Tag {
     }
 }
 
-/// Opaque address-space id of the kernel's `mm` (ground truth for checkers).
-pub type MmId = u32;
+/// The id of a kernel's `mm` (an address space; ground truth for
+/// checkers). Inside a kernel it is the kernel's own number, an index in
+/// its mm table from 0; in the event stream and in TLB entries it is
+/// machine-wide ([`MmId::in_kernel`]): kernel `k`'s mm `i` is `k <<`
+/// [`KERNEL_ID_SHIFT`]` | i`, so the host's ids (kernel 0) are the same in
+/// both. Printed (`Display` and `Debug`) as the bare number.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, bytemuck::Zeroable)]
+#[repr(transparent)]
+pub struct MmId(u32);
 
 /// The number of bits of a kernel's own task and mm numbers in their
-/// machine-wide ids (`kernel::World::gid_mm`): kernel `k`'s ids start at
+/// machine-wide ids ([`MmId::in_kernel`]): kernel `k`'s ids start at
 /// `k << KERNEL_ID_SHIFT`, so an [`MmId`] names its kernel (the host, or a
 /// guest) in its upper bits.
 pub const KERNEL_ID_SHIFT: u32 = 24;
+
+impl MmId {
+    /// The mm numbered `n` (a kernel's own number, or a machine-wide id
+    /// written out whole).
+    #[inline(always)]
+    pub const fn new(n: u32) -> MmId {
+        MmId(n)
+    }
+
+    /// The mm at index `i` of a kernel's mm table.
+    #[inline(always)]
+    pub fn from_index(i: usize) -> MmId {
+        debug_assert!(i < 1 << KERNEL_ID_SHIFT, "mm index {i}");
+        MmId(i as u32)
+    }
+
+    /// The number as an index: in its kernel's mm table, for a kernel's
+    /// own id; in per-mm state of the whole machine (the checker's), for a
+    /// machine-wide id.
+    #[inline(always)]
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+
+    /// The number, as the event stream and the reports print it.
+    #[inline(always)]
+    pub const fn get(self) -> u32 {
+        self.0
+    }
+
+    /// The machine-wide id of kernel `kernel`'s own mm `self` (kernel 0,
+    /// the host, keeps its numbers).
+    #[inline(always)]
+    pub fn in_kernel(self, kernel: u32) -> MmId {
+        debug_assert!(
+            self.0 < 1 << KERNEL_ID_SHIFT,
+            "mm {} is not a kernel's own",
+            self.0
+        );
+        MmId((kernel << KERNEL_ID_SHIFT) | self.0)
+    }
+
+    /// The kernel (0: the host; a guest from 1) a machine-wide id names.
+    #[inline(always)]
+    pub const fn kernel(self) -> u32 {
+        self.0 >> KERNEL_ID_SHIFT
+    }
+
+    /// The kernel's own number of a machine-wide id (the inverse of
+    /// [`MmId::in_kernel`]).
+    #[inline(always)]
+    pub const fn local(self) -> MmId {
+        MmId(self.0 & ((1 << KERNEL_ID_SHIFT) - 1))
+    }
+}
+
+impl TableIndex for MmId {
+    #[inline(always)]
+    fn index(self) -> usize {
+        MmId::index(self)
+    }
+    #[inline(always)]
+    fn from_index(i: usize) -> Self {
+        MmId::from_index(i)
+    }
+}
+
+/// A kernel's mm table ([`PerMm`](crate::engine::state::PerMm)) is
+/// indexed by its own [`MmId`]s.
+impl PartKind for ByMm {
+    type Id = MmId;
+    #[inline(always)]
+    fn part(i: usize) -> u32 {
+        part::mm(i)
+    }
+}
+
+impl fmt::Display for MmId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl fmt::Debug for MmId {
+    /// As `Display`: the bare number, as when the id was a `u32`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
 
 /// A cached leaf translation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Zeroable)]
@@ -852,6 +950,22 @@ impl Tlb {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_machine_wide_mm_id_names_its_kernel_and_prints_as_its_number() {
+        let own = MmId::from_index(3);
+        let guest = own.in_kernel(2);
+        assert_eq!((guest.kernel(), guest.local()), (2, own));
+        assert_eq!(guest.get(), (2 << KERNEL_ID_SHIFT) | 3);
+        // The host's ids are its own.
+        assert_eq!(own.in_kernel(0), own);
+        assert_eq!((own.kernel(), own.index()), (0, 3));
+        // As the bare `u32` printed: `mm3`, `Some(3)`, padded.
+        assert_eq!(
+            format!("mm{own} {:?} [{guest:>9}]", Some(own)),
+            "mm3 Some(3) [ 33554435]"
+        );
+    }
+
     fn leaf(asid: Asid, vpn: u64) -> LeafEntry {
         LeafEntry {
             vmid: 0,
@@ -860,7 +974,7 @@ mod tests {
             pfn: vpn + 100,
             perms: Perms::RW,
             version: 1,
-            mm: 0,
+            mm: MmId::new(0),
         }
     }
 
@@ -987,7 +1101,7 @@ mod tests {
             va_prefix: va >> 29,
             next: 7,
             next_instance: 1,
-            mm: 0,
+            mm: MmId::new(0),
         });
         assert!(t
             .walk_lookup(0, 1, (va & !((1 << 29) - 1)) + (1 << 29) - 1)
@@ -1015,7 +1129,7 @@ mod tests {
             va_prefix: 0,
             next: 7,
             next_instance: 1,
-            mm: 0,
+            mm: MmId::new(0),
         };
         t.walk_insert(w);
         assert_eq!(
@@ -1059,7 +1173,7 @@ mod tests {
             pfn: 10,
             perms: Perms::RW,
             version: 11,
-            mm: 0,
+            mm: MmId::new(0),
         };
         let g = Granule::K4;
         assert_eq!(
@@ -1073,7 +1187,7 @@ mod tests {
             va_prefix: 66_584_574,
             next: 9,
             next_instance: 1,
-            mm: 0,
+            mm: MmId::new(0),
         };
         assert_eq!(
             w.show(g).to_string(),

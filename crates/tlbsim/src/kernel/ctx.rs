@@ -192,7 +192,7 @@ impl Ctx {
 
     /// A snapshot of `mm_cpumask(mm)`.
     pub fn mm_cpumask(&self, mm: MmId) -> CpuMask {
-        self.w.k.borrow().mms[mm as usize].cpumask.clone()
+        self.w.k.borrow().mms[mm].cpumask.clone()
     }
 
     /// `cpumask_set_cpu(cpu, mm_cpumask(mm))`: an atomic `set_bit()`, one
@@ -212,23 +212,23 @@ impl Ctx {
     /// `__cpumask_set_cpu(cpu, mm_cpumask(mm))`: no step of its own (the
     /// non-atomic form, or a set the model folds into the step before it).
     pub fn __cpumask_set_cpu(&self, cpu: CpuId, mm: MmId) {
-        self.w.k.borrow_mut().mms[mm as usize].cpumask.set(cpu);
+        self.w.k.borrow_mut().mms[mm].cpumask.set(cpu);
     }
 
     /// `__cpumask_clear_cpu(cpu, mm_cpumask(mm))`: no step of its own (the
     /// non-atomic form, or a clear the model folds into the step before it).
     pub fn __cpumask_clear_cpu(&self, cpu: CpuId, mm: MmId) {
-        self.w.k.borrow_mut().mms[mm as usize].cpumask.clear(cpu);
+        self.w.k.borrow_mut().mms[mm].cpumask.clear(cpu);
     }
 
     /// `cpumask_test_cpu(cpu, mm_cpumask(mm))`.
     pub fn cpumask_test_cpu(&self, cpu: CpuId, mm: MmId) -> bool {
-        self.w.k.borrow().mms[mm as usize].cpumask.test(cpu)
+        self.w.k.borrow().mms[mm].cpumask.test(cpu)
     }
 
     /// `cpumask_setall(mm_cpumask(mm))`.
     pub fn cpumask_setall(&self, mm: MmId) {
-        self.w.k.borrow_mut().mms[mm as usize].cpumask.set_all();
+        self.w.k.borrow_mut().mms[mm].cpumask.set_all();
     }
 
     /// `cpumask_clear(mm_cpumask(mm))`.

@@ -95,7 +95,7 @@ fn bprm_mm_init(ctx: &Ctx, mm: MmId, start: u64, end: u64) {
     let mut k = ctx.w.k.borrow_mut();
     *k.anon_ids += 1;
     let id = *k.anon_ids;
-    k.mms[mm as usize].vmas.insert(
+    k.mms[mm].vmas.insert(
         start,
         Vma {
             start,
@@ -130,7 +130,7 @@ async fn shift_arg_pages(ctx: &Ctx, mm: MmId, (start, end): (u64, u64), shift: u
 /// its page offset kept (the pages keep their index).
 fn set_range(ctx: &Ctx, mm: MmId, key: u64, start: u64, end: u64) {
     let mut k = ctx.w.k.borrow_mut();
-    let vmas = &mut k.mms[mm as usize].vmas;
+    let vmas = &mut k.mms[mm].vmas;
     let v = vmas.remove(&key).expect("the stack VMA");
     vmas.insert(start, Vma { start, end, ..v });
 }

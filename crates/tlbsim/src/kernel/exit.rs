@@ -16,7 +16,7 @@ pub async fn do_exit(ctx: &Ctx) {
     let mm = w.k.borrow_mut().tasks[ctx.task].mm.take();
     mm_release(ctx).await; // exit_mm() → exit_mm_release()
     if let Some(m) = mm {
-        w.k.borrow_mut().mms[m as usize].count += 1; // mmgrab(): stay lazy on it
+        w.k.borrow_mut().mms[m].count += 1; // mmgrab(): stay lazy on it
         w.policy.enter_lazy_tlb(ctx, m, false).await;
         // exit_mm(): the task runs on without a user address space (it
         // never returns to user mode), the CPU keeps the mm lazily.

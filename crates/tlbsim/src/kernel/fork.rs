@@ -138,8 +138,7 @@ async fn copy_process_vm(
     ctx.work(w.profile.kernel.fork_ns / 4).await;
     let mm = ctx.mm().expect("user task");
     // mmget()
-    ctx.atomic_inc(|| w.k.borrow_mut().mms[mm as usize].users += 1)
-        .await;
+    ctx.atomic_inc(|| w.k.borrow_mut().mms[mm].users += 1).await;
     let child = w.new_task(
         name.to_string(),
         Some(mm),
@@ -204,11 +203,11 @@ pub async fn dup_mmap(ctx: &Ctx, old: MmId) -> MmId {
     ctx.mmap_write_lock(old).await;
     let vmas = {
         let mut k = w.k.borrow_mut();
-        let vmas = k.mms[old as usize].vmas.clone();
-        let base = k.mms[old as usize].mmap_base;
-        let (start_brk, brk) = (k.mms[old as usize].start_brk, k.mms[old as usize].brk);
-        let family = k.mms[old as usize].family;
-        let child = &mut k.mms[new as usize];
+        let vmas = k.mms[old].vmas.clone();
+        let base = k.mms[old].mmap_base;
+        let (start_brk, brk) = (k.mms[old].start_brk, k.mms[old].brk);
+        let family = k.mms[old].family;
+        let child = &mut k.mms[new];
         child.vmas = vmas.clone();
         child.mmap_base = base;
         child.start_brk = start_brk;
@@ -281,7 +280,7 @@ pub async fn mmput(ctx: &Ctx, mm: MmId) {
     let last = ctx
         .atomic_dec_and_test(|| {
             let mut k = w.k.borrow_mut();
-            let m = &mut k.mms[mm as usize];
+            let m = &mut k.mms[mm];
             m.users -= 1;
             m.users == 0
         })
@@ -291,7 +290,7 @@ pub async fn mmput(ctx: &Ctx, mm: MmId) {
     }
     let mut g = MmuGather::begin(ctx, mm, true).await;
     g.zap(ctx, 0, TASK_SIZE).await;
-    let removed: Vec<Vma> = std::mem::take(&mut w.k.borrow_mut().mms[mm as usize].vmas)
+    let removed: Vec<Vma> = std::mem::take(&mut w.k.borrow_mut().mms[mm].vmas)
         .into_values()
         .filter(Vma::shared)
         .collect();
@@ -307,16 +306,16 @@ pub async fn mmdrop(ctx: &Ctx, mm: MmId) {
     let last = ctx
         .atomic_dec_and_test(|| {
             let mut k = w.k.borrow_mut();
-            let m = &mut k.mms[mm as usize];
+            let m = &mut k.mms[mm];
             m.count -= 1;
             m.count == 0
         })
         .await;
     if last {
-        let pgd = w.k.borrow().mms[mm as usize].pgd;
+        let pgd = w.k.borrow().mms[mm].pgd;
         let instance = w.hw.borrow().mem.table(pgd).instance;
         w.hw.borrow_mut().mem.free_table(pgd);
-        w.k.borrow_mut().mms[mm as usize].live = false;
+        w.k.borrow_mut().mms[mm].live = false;
         w.emit(Event::TableFree {
             cpu: ctx.cpu(),
             mm,

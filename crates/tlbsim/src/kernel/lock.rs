@@ -162,7 +162,7 @@ impl Ctx {
     /// `mmap_read_lock(mm)`.
     pub async fn mmap_read_lock(&self, mm: MmId) {
         let _f = self.func(crate::label!("down_read"));
-        let l = self.w.k.borrow().mms[mm as usize].mmap_lock;
+        let l = self.w.k.borrow().mms[mm].mmap_lock;
         if self.w.kcfg.mmap_lock_readers_sleep {
             self.down(l, true).await;
         } else {
@@ -173,7 +173,7 @@ impl Ctx {
     /// `mmap_read_unlock(mm)`.
     pub async fn mmap_read_unlock(&self, mm: MmId) {
         let _f = self.func(crate::label!("up_read"));
-        let l = self.w.k.borrow().mms[mm as usize].mmap_lock;
+        let l = self.w.k.borrow().mms[mm].mmap_lock;
         if self.w.kcfg.mmap_lock_readers_sleep {
             self.up(l, true).await;
         } else {
@@ -184,7 +184,7 @@ impl Ctx {
     /// `mmap_write_lock(mm)`.
     pub async fn mmap_write_lock(&self, mm: MmId) {
         let _f = self.func(crate::label!("down_write"));
-        let l = self.w.k.borrow().mms[mm as usize].mmap_lock;
+        let l = self.w.k.borrow().mms[mm].mmap_lock;
         if self.w.kcfg.mmap_lock_readers_sleep {
             self.down(l, false).await;
         } else {
@@ -195,7 +195,7 @@ impl Ctx {
     /// `mmap_write_unlock(mm)`.
     pub async fn mmap_write_unlock(&self, mm: MmId) {
         let _f = self.func(crate::label!("up_write"));
-        let l = self.w.k.borrow().mms[mm as usize].mmap_lock;
+        let l = self.w.k.borrow().mms[mm].mmap_lock;
         if self.w.kcfg.mmap_lock_readers_sleep {
             self.up(l, false).await;
         } else {
@@ -290,13 +290,11 @@ impl Ctx {
         // The span one PTE table maps (`PMD_SHIFT`): the granule of the
         // split page-table locks.
         let key = va >> self.w.granule.pmd_shift();
-        if let Some(&l) = self.w.k.borrow().mms[mm as usize].pte_locks.get(&key) {
+        if let Some(&l) = self.w.k.borrow().mms[mm].pte_locks.get(&key) {
             return l;
         }
         let l = self.w.new_lock("ptlock");
-        self.w.k.borrow_mut().mms[mm as usize]
-            .pte_locks
-            .insert(key, l);
+        self.w.k.borrow_mut().mms[mm].pte_locks.insert(key, l);
         l
     }
 

@@ -45,7 +45,6 @@ pub use op::{Dsb, GuestExit, Op, OpResult, TaskMailbox};
 pub use task::{Rq, Task, TaskState};
 pub use world::{Guest, IpiHandler, KState, Machine, Program, TaskFuture, World, KERNEL_ID_SHIFT};
 
-/// Index of a task.
-pub type TaskId = usize;
+pub use crate::observe::TaskId;
 /// Index of a modelled spinlock.
 pub type LockId = usize;

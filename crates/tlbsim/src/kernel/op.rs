@@ -266,6 +266,7 @@ pub type TaskMailbox = Mailbox<Op, OpResult>;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hw::tlb::MmId;
 
     #[test]
     fn steps_print_without_debug_structs() {
@@ -280,7 +281,7 @@ mod tests {
         assert_eq!(tlbi.display(Arch::X86).to_string(), "INVLPGB pcid 3");
         let cr3 = Op::LoadCr3 {
             cr3: Some(Ttbr0 {
-                mm: 2,
+                mm: MmId::new(2),
                 pgd: 7,
                 asid: 3,
             }),
@@ -315,7 +316,7 @@ mod tests {
             "permission fault"
         );
         let ttbr = Op::SetTtbr0(Some(Ttbr0 {
-            mm: 0,
+            mm: MmId::new(0),
             pgd: 3,
             asid: 1,
         }));

@@ -312,13 +312,12 @@ impl World {
 
     /// The machine-wide id of this kernel's mm `mm`.
     pub fn gid_mm(&self, mm: MmId) -> MmId {
-        debug_assert!(mm < 1 << KERNEL_ID_SHIFT);
-        (self.id << KERNEL_ID_SHIFT) | mm
+        mm.in_kernel(self.id)
     }
 
     /// The machine-wide id of this kernel's task `t`.
     pub fn gid_task(&self, t: TaskId) -> TaskId {
-        ((self.id as usize) << KERNEL_ID_SHIFT) | t
+        t.in_kernel(self.id)
     }
 
     /// Registers a new task (not yet runnable) with `program`.
@@ -331,7 +330,7 @@ impl World {
         program: Program,
     ) -> TaskId {
         let mut k = self.k.borrow_mut();
-        let id = k.tasks.len();
+        let id = TaskId::from_index(k.tasks.len());
         *k.live_tasks += 1;
         k.tasks.push(Task {
             id,
@@ -370,7 +369,7 @@ impl World {
         let mmap_lock = self.new_lock("mmap_lock");
         let ptl = self.new_lock("page_table_lock");
         let mut k = self.k.borrow_mut();
-        let id = k.mms.len() as MmId;
+        let id = MmId::from_index(k.mms.len());
         k.mms.push(Mm {
             id,
             pgd,
@@ -450,8 +449,7 @@ impl World {
         if self.guest.is_none() {
             self.m.emit(ev);
         } else if self.observer.borrow().is_some() {
-            self.m
-                .emit(ev.renumbered(|c| self.pcpu(c), |m| self.gid_mm(m), |t| self.gid_task(t)));
+            self.m.emit(ev.renumbered(self.id, |c| self.pcpu(c)));
         }
     }
 
@@ -506,7 +504,7 @@ impl World {
     /// `cpumask_clear(mm_cpumask(mm))`, for hooks that run without a
     /// [`Ctx`](super::Ctx) (`on_new_context`).
     pub fn cpumask_clear(&self, mm: MmId) {
-        self.k.borrow_mut().mms[mm as usize].cpumask.clear_all();
+        self.k.borrow_mut().mms[mm].cpumask.clear_all();
     }
 }
 

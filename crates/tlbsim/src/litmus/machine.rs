@@ -15,7 +15,7 @@ use super::ast::*;
 use super::parse::Unsupported;
 use crate::config::builtin_profile;
 use crate::hw::mem::{Desc, Perms, Pte, TableId, LEAF_LEVEL};
-use crate::hw::tlb::{Asid, TlbiScope};
+use crate::hw::tlb::{Asid, MmId, TlbiScope};
 use crate::hw::{Fault, Hw, Ttbr0};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -256,7 +256,7 @@ impl<'t> Machine<'t> {
             st.hw.set_ttbr0(
                 cpu,
                 Some(Ttbr0 {
-                    mm: 0,
+                    mm: MmId::new(0),
                     pgd,
                     asid: ASID,
                 }),

@@ -1,9 +1,11 @@
 //! The event stream the model emits for observers (the checker). Observers
 //! see events and may read the machine; they never change it.
 
+use crate::engine::state::{ByTask, PartKind, TableIndex};
+use crate::engine::track::part;
 use crate::engine::Ns;
 use crate::hw::mem::{Granule, MaybePte, Pte, TableId};
-use crate::hw::tlb::{Asid, LeafEntry, MmId, TlbiScope, WalkEntry};
+use crate::hw::tlb::{Asid, LeafEntry, MmId, TlbiScope, WalkEntry, KERNEL_ID_SHIFT};
 use crate::hw::Arch;
 use crate::hw::{CpuId, Hw};
 use std::fmt;
@@ -11,6 +13,92 @@ use std::fmt;
 pub mod violation;
 
 pub use violation::{Clock, Invariant, Violation};
+
+/// The id of a kernel's task. Inside a kernel it is the kernel's own
+/// number, an index in its task table from 0 (the idle tasks first, one a
+/// CPU); in the event stream it is machine-wide ([`TaskId::in_kernel`]):
+/// kernel `k`'s task `i` is `k <<` [`KERNEL_ID_SHIFT`]` | i`, as an
+/// [`MmId`] is, so the host's ids (kernel 0) are the same in both.
+/// Printed (`Display` and `Debug`) as the bare number.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[repr(transparent)]
+pub struct TaskId(usize);
+
+impl TaskId {
+    /// The task at index `i` of a kernel's task table (or a machine-wide
+    /// id written out whole).
+    #[inline(always)]
+    pub const fn from_index(i: usize) -> TaskId {
+        TaskId(i)
+    }
+
+    /// The number as an index: in its kernel's task table, for a
+    /// kernel's own id; in per-task state of the whole machine, for a
+    /// machine-wide id.
+    #[inline(always)]
+    pub const fn index(self) -> usize {
+        self.0
+    }
+
+    /// The machine-wide id of kernel `kernel`'s own task `self` (kernel 0,
+    /// the host, keeps its numbers).
+    #[inline(always)]
+    pub fn in_kernel(self, kernel: u32) -> TaskId {
+        debug_assert!(
+            self.0 < 1 << KERNEL_ID_SHIFT,
+            "task {} is not a kernel's own",
+            self.0
+        );
+        TaskId(((kernel as usize) << KERNEL_ID_SHIFT) | self.0)
+    }
+
+    /// The kernel (0: the host; a guest from 1) a machine-wide id names.
+    #[inline(always)]
+    pub const fn kernel(self) -> u32 {
+        (self.0 >> KERNEL_ID_SHIFT) as u32
+    }
+
+    /// The kernel's own number of a machine-wide id (the inverse of
+    /// [`TaskId::in_kernel`]).
+    #[inline(always)]
+    pub const fn local(self) -> TaskId {
+        TaskId(self.0 & ((1 << KERNEL_ID_SHIFT) - 1))
+    }
+}
+
+impl TableIndex for TaskId {
+    #[inline(always)]
+    fn index(self) -> usize {
+        self.0
+    }
+    #[inline(always)]
+    fn from_index(i: usize) -> Self {
+        TaskId(i)
+    }
+}
+
+/// A kernel's task table ([`PerTask`](crate::engine::state::PerTask)) is
+/// indexed by its own [`TaskId`]s.
+impl PartKind for ByTask {
+    type Id = TaskId;
+    #[inline(always)]
+    fn part(i: usize) -> u32 {
+        part::task(i)
+    }
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl fmt::Debug for TaskId {
+    /// As `Display`: the bare number, as when the id was a `usize`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
 
 /// One observable event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,7 +111,7 @@ pub enum Event {
         cpu: CpuId,
         /// The task (the previous one while the scheduler runs, `mm`
         /// `None`).
-        task: usize,
+        task: TaskId,
         /// The task's mm.
         mm: Option<MmId>,
     },
@@ -32,7 +120,7 @@ pub enum Event {
         /// CPU.
         cpu: CpuId,
         /// Task.
-        task: usize,
+        task: TaskId,
         /// Name of the call.
         call: &'static str,
     },
@@ -41,7 +129,7 @@ pub enum Event {
         /// CPU.
         cpu: CpuId,
         /// Task.
-        task: usize,
+        task: TaskId,
         /// Name of the call.
         call: &'static str,
     },
@@ -182,17 +270,16 @@ pub enum Event {
 }
 
 impl Event {
-    /// The event with its CPU, mm and task numbers passed through `cpu`,
-    /// `mm` and `task` (a guest kernel's own numbers made machine-wide,
-    /// [`crate::kernel::World::emit`]). Entries in `LeafUse`/`WalkUse`
-    /// come from the hardware and are machine-wide already.
-    pub fn renumbered(
-        mut self,
-        cpu: impl Fn(CpuId) -> CpuId,
-        mm: impl Fn(MmId) -> MmId,
-        task: impl Fn(usize) -> usize,
-    ) -> Event {
+    /// The event of kernel `kernel`, in that kernel's own numbers, made
+    /// machine-wide ([`crate::kernel::World::emit`]): its CPUs passed
+    /// through `cpu` (a vCPU to the physical CPU it runs on), its mms and
+    /// tasks through [`MmId::in_kernel`] and [`TaskId::in_kernel`]. Entries
+    /// in `LeafUse`/`WalkUse` come from the hardware and are machine-wide
+    /// already.
+    pub fn renumbered(mut self, kernel: u32, cpu: impl Fn(CpuId) -> CpuId) -> Event {
         use Event as E;
+        let mm = |m: MmId| m.in_kernel(kernel);
+        let task = |t: TaskId| t.in_kernel(kernel);
         match &mut self {
             E::Running {
                 cpu: c,
@@ -429,12 +516,25 @@ mod tests {
     }
 
     #[test]
+    fn a_machine_wide_task_id_names_its_kernel_and_prints_as_its_number() {
+        let own = TaskId::from_index(8);
+        let guest = own.in_kernel(1);
+        assert_eq!((guest.kernel(), guest.local()), (1, own));
+        assert_eq!(guest.index(), (1 << KERNEL_ID_SHIFT) | 8);
+        assert_eq!((own.in_kernel(0), own.kernel()), (own, 0));
+        assert_eq!(
+            format!("task{own} {:?}", Some(guest)),
+            "task8 Some(16777224)"
+        );
+    }
+
+    #[test]
     fn kernel_events_print_one_log_line_each() {
         let cases = [
             (
                 Event::PteWrite {
                     cpu: 0,
-                    mm: 0,
+                    mm: MmId::new(0),
                     va: VA,
                     old: pte(8, Perms::R, 23),
                     new: pte(8, Perms::RW, 24),
@@ -444,7 +544,7 @@ mod tests {
             (
                 Event::HugePteWrite {
                     cpu: 1,
-                    mm: 2,
+                    mm: MmId::new(2),
                     va: 0x4000_0000,
                     old: pte(512, Perms::RW, 3),
                     new: None,
@@ -454,7 +554,7 @@ mod tests {
             (
                 Event::CallEnter {
                     cpu: 0,
-                    task: 8,
+                    task: TaskId::from_index(8),
                     call: "mprotect",
                 },
                 "CallEnter cpu0 task8 mprotect",
@@ -462,7 +562,7 @@ mod tests {
             (
                 Event::Running {
                     cpu: 1,
-                    task: 1,
+                    task: TaskId::from_index(1),
                     mm: None,
                 },
                 "Running cpu1 task1 (no mm)",
@@ -470,7 +570,7 @@ mod tests {
             (
                 Event::CallRange {
                     cpu: 0,
-                    mm: 0,
+                    mm: MmId::new(0),
                     start: VA,
                     end: VA + 0x2000,
                 },
@@ -480,7 +580,7 @@ mod tests {
                 Event::HugeFrameFree {
                     cpu: 3,
                     pfn: 1024,
-                    mm: 1,
+                    mm: MmId::new(1),
                     va: 0x4000_0000,
                 },
                 "HugeFrameFree cpu3 pfn 1024-1535 (last mapped by mm1 at va 0x40000000)",
@@ -488,7 +588,7 @@ mod tests {
             (
                 Event::TableFree {
                     cpu: 2,
-                    mm: 0,
+                    mm: MmId::new(0),
                     table: 9,
                     instance: 1,
                 },
@@ -509,11 +609,11 @@ mod tests {
             pfn: 10,
             perms: Perms::RW,
             version: 11,
-            mm: 0,
+            mm: MmId::new(0),
         };
         let used = Event::LeafUse {
             cpu: 1,
-            running: 0,
+            running: MmId::new(0),
             entry,
             store: true,
         };
@@ -540,7 +640,7 @@ mod tests {
         );
         let load = Event::AsidLoad {
             cpu: 1,
-            mm: 4,
+            mm: MmId::new(4),
             asid: 7,
         };
         assert_eq!(load.to_string(), "AsidLoad cpu1 mm4 asid 7");

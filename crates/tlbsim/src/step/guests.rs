@@ -36,7 +36,7 @@ impl Guests {
             assert_eq!(base, kvm.cx_base, "contexts are added in creation order");
             let doorbell = self.doorbell.expect("a VM has a doorbell handler");
             for (i, &t) in kvm.vcpu_threads.borrow().iter().enumerate() {
-                cpus.set_doorbell(base + i, doorbell, t);
+                cpus.set_doorbell(base + i, doorbell, t.index());
             }
         }
     }

@@ -493,7 +493,7 @@ impl Cpus {
                 crate::label!("hrtimer_interrupt"),
                 Box::pin(crate::kernel::hrtimer::hrtimer_interrupt(
                     ctx.clone(),
-                    ipi.arg,
+                    TaskId::from_index(ipi.arg),
                     ipi.handler as u64,
                 )) as TaskFuture,
             ),
@@ -793,6 +793,9 @@ mod tests {
         let ready = Wait::Ready(OpResult::Access(Ok(())));
         assert_eq!(ready.display(Arch::Arm64).to_string(), "ready, access done");
         assert_eq!(run_queue(&VecDeque::new()), "rq empty");
-        assert_eq!(run_queue(&VecDeque::from([3, 4])), "rq task3 task4");
+        assert_eq!(
+            run_queue(&VecDeque::from([3, 4].map(TaskId::from_index))),
+            "rq task3 task4"
+        );
     }
 }

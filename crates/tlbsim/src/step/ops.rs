@@ -153,7 +153,7 @@ impl Cpus {
         let ipi = PendingIpi {
             kind: super::IrqKind::Hrtimer,
             handler: usize::try_from(seq).expect("a sleep number fits a usize"),
-            arg: task,
+            arg: task.index(),
             sender: None,
         };
         Applied::Hrtimer(self.running(cpu), ipi, ns)

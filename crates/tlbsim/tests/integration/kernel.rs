@@ -5,6 +5,7 @@ use std::rc::Rc;
 use tlbsim::config::KernelConfig;
 use tlbsim::driver::TimingDriver;
 use tlbsim::hw::mem::{Granule, Perms, PAGE_SIZE_4K as PAGE_SIZE};
+use tlbsim::hw::tlb::MmId;
 use tlbsim::kernel::fork::{spawn_kthread, spawn_user};
 use tlbsim::kernel::mm::sys_mmap;
 use tlbsim::kernel::{Ctx, TaskState, World};
@@ -74,7 +75,7 @@ fn with_64k_pages_mmap_mprotect_and_munmap_lengths_round_to_64k() {
                 let mm = ctx.mm().unwrap();
                 let vma = |w: &World, va: u64| {
                     let k = w.k.borrow();
-                    let v = k.mms[mm as usize]
+                    let v = k.mms[mm]
                         .vmas
                         .values()
                         .find(|v| v.start <= va && va < v.end)
@@ -112,7 +113,7 @@ async fn written_private_pages(ctx: &Ctx, pages: u64) -> u64 {
 }
 
 /// What the kernel thread saw: its active_mm, TTBR0's mm, that mm's mm_count.
-type Seen = (Option<u32>, Option<u32>, u32);
+type Seen = (Option<MmId>, Option<MmId>, u32);
 
 #[test]
 fn a_kernel_thread_borrows_the_previous_mm_lazily() {
@@ -145,7 +146,7 @@ fn a_kernel_thread_borrows_the_previous_mm_lazily() {
                 let k = ctx.w.k.borrow();
                 let me = &k.tasks[ctx.task];
                 let ttbr_mm = ctx.w.hw.borrow().cpus[ctx.cpu()].ttbr0().map(|t| t.mm);
-                let count = me.active_mm.map_or(0, |m| k.mms[m as usize].count);
+                let count = me.active_mm.map_or(0, |m| k.mms[m].count);
                 seen2.set(Some((me.active_mm, ttbr_mm, count)));
             })
         }),
@@ -168,7 +169,7 @@ fn a_kernel_thread_borrows_the_previous_mm_lazily() {
     assert_eq!(count, 2, "mm_count: the user plus the lazy borrower");
     assert!(w.failure().is_none());
     let k = w.k.borrow();
-    assert_eq!(k.mms[user_mm as usize].users, 0, "exit released the mm");
+    assert_eq!(k.mms[user_mm].users, 0, "exit released the mm");
     assert_eq!(
         k.tasks[user].cpu, 1,
         "a preempted task is re-queued on the idle CPU"
@@ -599,7 +600,7 @@ fn exec_moves_its_argument_page_to_a_random_depth_with_two_flushes() {
                     let w = Rc::clone(&ctx.w);
                     let (n, v) = {
                         let k = w.k.borrow();
-                        let vmas = &k.mms[mm as usize].vmas;
+                        let vmas = &k.mms[mm].vmas;
                         (vmas.len(), *vmas.values().next().unwrap())
                     };
                     let mapped = get_pte(&w, mm, v.start).is_some();

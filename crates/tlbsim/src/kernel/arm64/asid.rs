@@ -229,7 +229,7 @@ impl ReservedAsid {
             if st.pins.len() >= self.max_pinned(st.active.len()) {
                 return None;
             }
-            let mut id = w.k.borrow().mms[mm as usize].context_id;
+            let mut id = w.k.borrow().mms[mm].context_id;
             if (id ^ *st.generation) >> bits != 0 {
                 let (new, rolled) = self.new_context_for(st, id, false);
                 if rolled {
@@ -239,7 +239,7 @@ impl ReservedAsid {
                     w.policy.on_new_context(w, mm);
                 }
                 id = new;
-                w.k.borrow_mut().mms[mm as usize].context_id = id;
+                w.k.borrow_mut().mms[mm].context_id = id;
             }
             let idx = self.asid2idx(id);
             st.pinned_map[idx] = true;
@@ -259,7 +259,7 @@ impl ReservedAsid {
         *n -= 1;
         if *n == 0 {
             st.pins.remove(&mm);
-            let id = w.k.borrow().mms[mm as usize].context_id;
+            let id = w.k.borrow().mms[mm].context_id;
             let idx = self.asid2idx(id);
             st.pinned_map[idx] = false;
         }
@@ -286,7 +286,7 @@ impl AsidAllocator for ReservedAsid {
     }
 
     fn asid_of(&self, w: &World, mm: MmId) -> Asid {
-        (w.k.borrow().mms[mm as usize].context_id & (self.first_version() - 1)) as Asid
+        (w.k.borrow().mms[mm].context_id & (self.first_version() - 1)) as Asid
     }
 
     fn check_and_switch_context<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
@@ -300,7 +300,7 @@ impl AsidAllocator for ReservedAsid {
             let (id, old, gen) = ctx
                 .atomic_read(|| {
                     let st = self.st.borrow();
-                    let id = w.k.borrow().mms[mm as usize].context_id;
+                    let id = w.k.borrow().mms[mm].context_id;
                     (id, st.active[cpu], *st.generation)
                 })
                 .await;
@@ -334,7 +334,7 @@ impl ReservedAsid {
         let cpu = ctx.cpu();
         let bits = self.bits;
         ctx.spin_lock(self.lock.get()).await;
-        let mut id = w.k.borrow().mms[mm as usize].context_id;
+        let mut id = w.k.borrow().mms[mm].context_id;
         let (flush, new_ctx) = {
             let mut g = self.st.borrow_mut();
             let st = &mut *g;
@@ -353,7 +353,7 @@ impl ReservedAsid {
             // cpumask_test_and_clear_cpu(cpu, &tlb_flush_pending)
             (st.flush_pending.test_and_clear(cpu), new_ctx)
         };
-        w.k.borrow_mut().mms[mm as usize].context_id = id;
+        w.k.borrow_mut().mms[mm].context_id = id;
         if new_ctx {
             w.policy.on_new_context(w, mm);
         }
@@ -400,7 +400,7 @@ mod tests {
         let (pinned, _) = a.new_context(&mut st, 0);
         let idx = a.asid2idx(pinned);
         st.pinned_map[idx] = true; // what context_get does
-        st.pins.insert(7, 1);
+        st.pins.insert(MmId::new(7), 1);
         let mut rollovers = 0;
         for _ in 0..40 {
             let (new, rolled) = a.new_context(&mut st, 0);

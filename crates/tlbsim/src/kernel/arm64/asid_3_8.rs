@@ -154,7 +154,7 @@ impl Asid38 {
         let cpu = ctx.cpu();
         ctx.irq_save();
         ctx.spin_lock(self.lock.get()).await;
-        let mut id = w.k.borrow().mms[mm as usize].context_id;
+        let mut id = w.k.borrow().mms[mm].context_id;
         let (flush, new_number) = {
             let mut g = self.st.borrow_mut();
             let st = &mut *g;
@@ -170,7 +170,7 @@ impl Asid38 {
             // cpumask_test_and_clear_cpu(cpu, &tlb_flush_pending)
             (st.flush_pending.test_and_clear(cpu), new_number)
         };
-        w.k.borrow_mut().mms[mm as usize].context_id = id;
+        w.k.borrow_mut().mms[mm].context_id = id;
         if new_number {
             w.policy.on_new_context(w, mm); // cpumask_clear(mm_cpumask(mm))
         }
@@ -189,7 +189,7 @@ impl Asid38 {
 /// has been the reserved table since the start of the switch), `isb`.
 async fn cpu_switch_mm(ctx: &Ctx, mm: MmId) {
     let w = &ctx.w;
-    let pgd = w.k.borrow().mms[mm as usize].pgd;
+    let pgd = w.k.borrow().mms[mm].pgd;
     let asid = w.user_asid(mm);
     ctx.step(Op::SetTtbr0(Some(Ttbr0 { mm, pgd, asid }))).await;
     ctx.isb().await;
@@ -210,7 +210,7 @@ impl AsidAllocator for Asid38 {
     }
 
     fn asid_of(&self, w: &World, mm: MmId) -> Asid {
-        (w.k.borrow().mms[mm as usize].context_id & (self.first_version() - 1)) as Asid
+        (w.k.borrow().mms[mm].context_id & (self.first_version() - 1)) as Asid
     }
 
     fn supports_kpti(&self) -> bool {
@@ -226,7 +226,7 @@ impl AsidAllocator for Asid38 {
             let (id, gen) = ctx
                 .atomic_read(|| {
                     let st = self.st.borrow();
-                    let id = w.k.borrow().mms[mm as usize].context_id;
+                    let id = w.k.borrow().mms[mm].context_id;
                     (id, *st.generation)
                 })
                 .await;

@@ -93,9 +93,9 @@ impl Inner {
         let l = self.id_lock(w, mm);
         ctx.irq_save(); // raw_spin_lock_irqsave(&mm->context.id_lock)
         ctx.spin_lock(l).await;
-        let id = w.k.borrow().mms[mm as usize].context_id;
+        let id = w.k.borrow().mms[mm].context_id;
         if self.stale(id) {
-            w.k.borrow_mut().mms[mm as usize].context_id = asid;
+            w.k.borrow_mut().mms[mm].context_id = asid;
             w.policy.on_new_context(w, mm);
         }
         ctx.spin_unlock(l).await;
@@ -109,7 +109,7 @@ impl Inner {
     async fn cpu_switch_mm(&self, ctx: &Ctx, mm: MmId) {
         let w = &ctx.w;
         ctx.irq_save();
-        let pgd = w.k.borrow().mms[mm as usize].pgd;
+        let pgd = w.k.borrow().mms[mm].pgd;
         let asid = w.user_asid(mm);
         ctx.step(Op::SetTtbr0(Some(Ttbr0 { mm, pgd, asid }))).await;
         ctx.isb().await;
@@ -136,7 +136,7 @@ impl Inner {
         let cpu = ctx.cpu();
         ctx.spin_lock(self.lock.get()).await;
         // The change may have been broadcast before we got the lock.
-        if !self.stale(w.k.borrow().mms[mm as usize].context_id) {
+        if !self.stale(w.k.borrow().mms[mm].context_id) {
             ctx.spin_unlock(self.lock.get()).await;
             return;
         }
@@ -226,7 +226,7 @@ impl AsidAllocator for IpiRollover {
     }
 
     fn asid_of(&self, w: &World, mm: MmId) -> Asid {
-        (w.k.borrow().mms[mm as usize].context_id & (self.inner.first_version() - 1)) as Asid
+        (w.k.borrow().mms[mm].context_id & (self.inner.first_version() - 1)) as Asid
     }
 
     fn supports_kpti(&self) -> bool {
@@ -252,7 +252,7 @@ impl AsidAllocator for IpiRollover {
             let cpu = ctx.cpu();
             ctx.atomic().await; // per_cpu(current_mm) = next
             *per_cpu_mut(&inner.current_mm, cpu) = Some(mm);
-            let id = ctx.w.k.borrow().mms[mm as usize].context_id;
+            let id = ctx.w.k.borrow().mms[mm].context_id;
             if inner.stale(id) {
                 if ctx.irqs_disabled() {
                     // From a context switch: cpu_set_reserved_ttbr0(), and

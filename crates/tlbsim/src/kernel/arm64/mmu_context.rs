@@ -29,7 +29,7 @@ pub async fn cpu_set_reserved_ttbr0(ctx: &Ctx) {
 pub async fn cpu_switch_mm(ctx: &Ctx, mm: MmId) {
     let w = &ctx.w;
     ctx.step(Op::SetReservedTtbr0).await;
-    let pgd = w.k.borrow().mms[mm as usize].pgd;
+    let pgd = w.k.borrow().mms[mm].pgd;
     let asid = w.user_asid(mm);
     ctx.step(Op::SetTtbr0(Some(Ttbr0 { mm, pgd, asid }))).await;
     ctx.isb().await;

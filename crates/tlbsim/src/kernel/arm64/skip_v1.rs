@@ -30,7 +30,7 @@ impl SkipV1 {
         let _f = ctx.func(crate::label!("tlb_flush_check"));
         let w = &ctx.w;
         let cpu = ctx.cpu();
-        let mm_users = || w.k.borrow().mms[mm as usize].users;
+        let mm_users = || w.k.borrow().mms[mm].users;
         let users = ctx.atomic_read(mm_users).await;
         if ctx.mm() != Some(mm) || users > 1 {
             return FlushScope::Broadcast;

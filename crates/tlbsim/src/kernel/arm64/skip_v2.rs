@@ -70,12 +70,12 @@ impl SkipV2 {
     }
 
     fn nr(&self, mm: MmId) -> i64 {
-        self.nr_active.borrow().get_or_default(mm as usize)
+        self.nr_active.borrow().get_or_default(mm)
     }
 
     fn add(&self, mm: MmId, d: i64) {
         let mut t = self.nr_active.borrow_mut();
-        let n = t.grow_mut(mm as usize);
+        let n = t.grow_mut(mm);
         *n += d;
         debug_assert!(*n >= 0, "nr_active_mm < 0 for mm {mm}");
     }
@@ -104,7 +104,7 @@ impl SkipV2 {
         // (cpumask_next_zero(), cpumask_setall(): one step).
         ctx.atomic().await;
         let local_is_clear = mark_stale(
-            &mut w.k.borrow_mut().mms[mm as usize].cpumask,
+            &mut w.k.borrow_mut().mms[mm].cpumask,
             cpu,
             is_local,
         );

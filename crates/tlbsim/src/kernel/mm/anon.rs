@@ -27,7 +27,7 @@ use crate::kernel::{Ctx, Vma, World};
 pub fn anon_mappers(w: &World, family: MmId, anon: super::AnonId, index: u64) -> Vec<(MmId, u64)> {
     let k = w.k.borrow();
     let mut out = Vec::new();
-    for m in k.mms.iter().skip(family as usize) {
+    for m in k.mms.iter().skip(family.index()) {
         if !m.live || m.family != family {
             continue;
         }
@@ -49,7 +49,7 @@ pub fn new_anon_folio(w: &World, cpu: crate::hw::CpuId, mm: MmId, v: &Vma, va: u
         return;
     };
     let data = v.anon.map(|a| a.data).unwrap_or_default();
-    let family = w.k.borrow().mms[mm as usize].family;
+    let family = w.k.borrow().mms[mm].family;
     let node = cpu_node(w, cpu);
     let f = Folio::new(
         Mapping::Anon {

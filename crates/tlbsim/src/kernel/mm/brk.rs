@@ -31,7 +31,7 @@ pub async fn sys_brk(ctx: &Ctx, brk: u64) -> u64 {
     ctx.mmap_write_lock(mm).await;
     let (min_brk, origbrk) = {
         let k = w.k.borrow();
-        let m = &k.mms[mm as usize];
+        let m = &k.mms[mm];
         (m.start_brk, m.brk)
     };
     let newbrk = page_align(ctx, brk);
@@ -55,9 +55,9 @@ pub async fn sys_brk(ctx: &Ctx, brk: u64) -> u64 {
         true
     };
     if set {
-        w.k.borrow_mut().mms[mm as usize].brk = brk;
+        w.k.borrow_mut().mms[mm].brk = brk;
     }
-    let r = w.k.borrow().mms[mm as usize].brk;
+    let r = w.k.borrow().mms[mm].brk;
     ctx.mmap_write_unlock(mm).await;
     syscall_exit(ctx, "brk").await;
     r
@@ -73,11 +73,7 @@ fn brk_fits(ctx: &Ctx, mm: MmId, oldbrk: u64, newbrk: u64) -> bool {
         return false;
     }
     let k = ctx.w.k.borrow();
-    let next = k.mms[mm as usize]
-        .vmas
-        .range(oldbrk..)
-        .next()
-        .map(|(_, v)| v.start);
+    let next = k.mms[mm].vmas.range(oldbrk..).next().map(|(_, v)| v.start);
     let inside = find_vma(&ctx.w, mm, oldbrk).is_some();
     !inside && next.is_none_or(|start| newbrk + page <= start)
 }
@@ -87,7 +83,7 @@ fn brk_fits(ctx: &Ctx, mm: MmId, oldbrk: u64, newbrk: u64) -> bool {
 /// new private anonymous read-write one over `[oldbrk, newbrk)`.
 fn do_brk_flags(ctx: &Ctx, mm: MmId, oldbrk: u64, newbrk: u64) {
     let mut k = ctx.w.k.borrow_mut();
-    let prev = k.mms[mm as usize]
+    let prev = k.mms[mm]
         .vmas
         .range(..oldbrk)
         .next_back()
@@ -96,13 +92,13 @@ fn do_brk_flags(ctx: &Ctx, mm: MmId, oldbrk: u64, newbrk: u64) {
             v.end == oldbrk && v.perms == Perms::RW && !v.file_backed() && v.anon.is_some()
         });
     if let Some(v) = prev {
-        let m = &mut k.mms[mm as usize];
+        let m = &mut k.mms[mm];
         m.vmas.get_mut(&v.start).expect("just found").end = newbrk;
         return;
     }
     *k.anon_ids += 1;
     let id = *k.anon_ids;
-    k.mms[mm as usize].vmas.insert(
+    k.mms[mm].vmas.insert(
         oldbrk,
         Vma {
             start: oldbrk,

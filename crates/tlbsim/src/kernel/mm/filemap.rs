@@ -124,7 +124,7 @@ pub async fn sys_mmap_file(ctx: &Ctx, file: ShmemId, len: u64, perms: Perms, sha
             *k.anon_ids += 1;
             *k.anon_ids
         });
-        let m = &mut k.mms[mm as usize];
+        let m = &mut k.mms[mm];
         let start = if align {
             let padded = super::mmap::unmapped_area_topdown(&m.vmas, m.mmap_base, len + pmd, g);
             start_round_up(padded, pmd)

@@ -286,7 +286,7 @@ mod tests {
     fn cache_references_depend_on_the_owner() {
         let mut a = Folio::new(
             Mapping::Anon {
-                family: 0,
+                family: MmId::new(0),
                 anon: 1,
                 index: 5,
             },

@@ -74,7 +74,7 @@ async fn madvise_pageout(ctx: &Ctx, mm: MmId, addr: u64, end: u64) {
 /// their VMA, in address order (`walk_page_range()` as madvise uses it);
 /// the VMAs cannot change while the caller holds the mmap_lock.
 fn table_ranges(ctx: &Ctx, mm: MmId, addr: u64, end: u64) -> Vec<(Vma, u64, u64)> {
-    let vmas: Vec<Vma> = ctx.w.k.borrow().mms[mm as usize]
+    let vmas: Vec<Vma> = ctx.w.k.borrow().mms[mm]
         .vmas
         .values()
         .filter(|v| v.start < end && v.end > addr)

@@ -32,7 +32,7 @@ pub async fn sys_migrate_pages(ctx: &Ctx, target: TaskId, from: u32, to: u32) ->
     syscall_enter(ctx, "migrate_pages").await;
     let mm = ctx.w.k.borrow().tasks[target].mm;
     let mut moved = 0;
-    if let Some(mm) = mm.filter(|&m| ctx.w.k.borrow().mms[m as usize].live) {
+    if let Some(mm) = mm.filter(|&m| ctx.w.k.borrow().mms[m].live) {
         ctx.mmap_read_lock(mm).await;
         let folios = queue_pages(ctx, mm, from).await;
         moved = migrate_pages(ctx, &folios, to).await;
@@ -48,11 +48,7 @@ pub async fn sys_migrate_pages(ctx: &Ctx, target: TaskId, from: u32, to: u32) ->
 async fn queue_pages(ctx: &Ctx, mm: MmId, from: u32) -> Vec<Pfn> {
     let _f = ctx.func(crate::label!("queue_pages_range"));
     let w = &ctx.w;
-    let vmas: Vec<Vma> = w.k.borrow().mms[mm as usize]
-        .vmas
-        .values()
-        .copied()
-        .collect();
+    let vmas: Vec<Vma> = w.k.borrow().mms[mm].vmas.values().copied().collect();
     let mut out = Vec::new();
     for v in vmas {
         for table_va in pte_tables(w, mm, v.start, v.end) {
@@ -218,7 +214,7 @@ async fn migrate_folio_move(ctx: &Ctx, u: &Unmapped, to: u32) -> bool {
     // unused destination otherwise: the destination's allocation reference
     // became the cache's); for an anonymous folio off the swap cache, the
     // destination's allocation reference (its PTEs hold their own).
-    let (mm, va) = last.unwrap_or((0, 0));
+    let (mm, va) = last.unwrap_or((MmId::new(0), 0));
     w.put_frame(cpu, u.src, mm, va);
     w.put_frame(cpu, if cached { gone } else { u.dst }, mm, va);
     moves
@@ -235,7 +231,7 @@ async fn remove_migration_ptes(ctx: &Ctx, pfn: Pfn, ptes: &[(MmId, u64, Pte)]) {
         // exited meanwhile).
         let mapped = {
             let k = w.k.borrow();
-            let m = &k.mms[mm as usize];
+            let m = &k.mms[mm];
             m.live
                 && m.vmas
                     .range(..=va)

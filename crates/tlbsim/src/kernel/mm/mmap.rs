@@ -39,7 +39,7 @@ pub async fn sys_mmap_private(ctx: &Ctx, len: u64, perms: Perms, data: PageData)
         let mut k = ctx.w.k.borrow_mut();
         *k.anon_ids += 1;
         let anon = Some((*k.anon_ids, data));
-        let m = &mut k.mms[mm as usize];
+        let m = &mut k.mms[mm];
         insert_vma(
             &mut m.vmas,
             m.mmap_base,
@@ -154,7 +154,7 @@ pub(super) fn merge(vmas: &mut std::collections::BTreeMap<u64, Vma>) {
 /// Removes `[addr, end)` from the VMA tree; returns the removed VMAs.
 pub(crate) fn remove_vmas(ctx: &Ctx, mm: MmId, addr: u64, end: u64) -> Vec<Vma> {
     let mut k = ctx.w.k.borrow_mut();
-    let vmas = &mut k.mms[mm as usize].vmas;
+    let vmas = &mut k.mms[mm].vmas;
     split_at(vmas, addr);
     split_at(vmas, end);
     let starts: Vec<u64> = vmas.range(addr..end).map(|(s, _)| *s).collect();
@@ -190,7 +190,7 @@ pub(crate) async fn do_munmap(ctx: &Ctx, mm: MmId, addr: u64, end: u64) {
 /// `vma_lookup(mm, addr)`: the VMA of `mm` containing `addr`, if any.
 pub(crate) fn find_vma(w: &crate::kernel::World, mm: MmId, addr: u64) -> Option<Vma> {
     let k = w.k.borrow();
-    k.mms[mm as usize]
+    k.mms[mm]
         .vmas
         .range(..=addr)
         .next_back()

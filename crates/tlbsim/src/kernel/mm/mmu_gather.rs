@@ -169,7 +169,7 @@ impl MmuGather {
     pub async fn finish(mut self, ctx: &Ctx) {
         let _f = ctx.func(crate::label!("tlb_finish_mmu"));
         let w = &ctx.w;
-        let nested = || w.k.borrow().mms[self.mm as usize].tlb_flush_pending > 1;
+        let nested = || w.k.borrow().mms[self.mm].tlb_flush_pending > 1;
         let nested = ctx.atomic_read(nested).await;
         if w.kcfg.pgtable_free_tlbi.is_deferred() {
             if nested {
@@ -260,13 +260,13 @@ impl MmuGather {
 /// tables may change before it completes; `mm_tlb_flush_nested()` reads it).
 pub async fn inc_tlb_flush_pending(ctx: &Ctx, mm: MmId) {
     let w = &ctx.w;
-    ctx.atomic_inc(|| w.k.borrow_mut().mms[mm as usize].tlb_flush_pending += 1)
+    ctx.atomic_inc(|| w.k.borrow_mut().mms[mm].tlb_flush_pending += 1)
         .await;
 }
 
 /// `dec_tlb_flush_pending(mm)`.
 pub async fn dec_tlb_flush_pending(ctx: &Ctx, mm: MmId) {
     let w = &ctx.w;
-    ctx.atomic_dec(|| w.k.borrow_mut().mms[mm as usize].tlb_flush_pending -= 1)
+    ctx.atomic_dec(|| w.k.borrow_mut().mms[mm].tlb_flush_pending -= 1)
         .await;
 }

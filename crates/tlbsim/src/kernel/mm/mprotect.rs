@@ -26,7 +26,7 @@ pub async fn sys_mprotect(ctx: &Ctx, addr: u64, len: u64, perms: Perms) -> bool 
     ctx.work(w.profile.kernel.mprotect_vma_ns).await;
     let ok = {
         let mut k = w.k.borrow_mut();
-        let vmas = &mut k.mms[mm as usize].vmas;
+        let vmas = &mut k.mms[mm].vmas;
         let mut covered = addr;
         for v in vmas.values() {
             if v.start <= covered && v.end > covered {

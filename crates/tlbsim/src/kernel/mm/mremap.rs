@@ -69,7 +69,7 @@ async fn move_vma(ctx: &Ctx, mm: MmId, v: &Vma, addr: u64, len: u64) -> u64 {
     split_huge_range(ctx, mm, addr, addr + len).await;
     let new_addr = {
         let mut k = w.k.borrow_mut();
-        let m = &mut k.mms[mm as usize];
+        let m = &mut k.mms[mm];
         let start = unmapped_area_topdown(&m.vmas, m.mmap_base, len, ctx.w.granule);
         // copy_vma(): the new VMA maps the same pages (vm_pgoff kept).
         m.vmas.insert(

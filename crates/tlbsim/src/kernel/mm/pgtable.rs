@@ -10,7 +10,7 @@ use crate::observe::Event;
 
 /// The PTE of `mm` at `va`.
 pub fn get_pte(w: &World, mm: MmId, va: u64) -> Option<Pte> {
-    let pgd = w.k.borrow().mms[mm as usize].pgd;
+    let pgd = w.k.borrow().mms[mm].pgd;
     w.hw.borrow().read_pte(pgd, va)
 }
 
@@ -56,7 +56,7 @@ fn set_leaf(
     level: u8,
     new: Option<(Pfn, Perms)>,
 ) -> (Option<Pte>, Option<Pte>, u32) {
-    let pgd = w.k.borrow().mms[mm as usize].pgd;
+    let pgd = w.k.borrow().mms[mm].pgd;
     let newpte = new.map(|(pfn, perms)| Pte {
         pfn,
         perms,
@@ -110,7 +110,7 @@ pub fn set_pte(
 /// The swap or migration entry in the PTE of `mm` at `va`, if it holds
 /// one (`is_swap_pte()`, `pte_to_swp_entry()`).
 pub fn get_swp_entry(w: &World, mm: MmId, va: u64) -> Option<SwpEntry> {
-    let pgd = w.k.borrow().mms[mm as usize].pgd;
+    let pgd = w.k.borrow().mms[mm].pgd;
     let hw = w.hw.borrow();
     let (mut table, g) = (pgd, hw.granule);
     for level in g.start_level()..=LEAF_LEVEL {
@@ -142,7 +142,7 @@ pub fn pte_none(w: &World, mm: MmId, va: u64) -> bool {
 /// write. No observer is told: such an entry translates nothing. Returns
 /// the entry it replaced and the number of table pages allocated.
 pub fn set_swp_entry(w: &World, mm: MmId, va: u64, e: Option<SwpEntry>) -> (Option<SwpEntry>, u32) {
-    let pgd = w.k.borrow().mms[mm as usize].pgd;
+    let pgd = w.k.borrow().mms[mm].pgd;
     let mut allocated = 0;
     let mut hw = w.hw.borrow_mut();
     let alloc = e.is_some();
@@ -234,7 +234,7 @@ fn visit_level(
     level: u8,
     mut f: impl FnMut(&crate::hw::mem::PhysMem, u64, &Desc),
 ) {
-    let pgd = w.k.borrow().mms[mm as usize].pgd;
+    let pgd = w.k.borrow().mms[mm].pgd;
     let hw = w.hw.borrow();
     if start >= end {
         return;
@@ -293,7 +293,7 @@ fn visit(
 
 /// Is the PMD entry of `mm` for `va` empty (no PTE table, no huge page)?
 pub fn pmd_none(w: &World, mm: MmId, va: u64) -> bool {
-    let pgd = w.k.borrow().mms[mm as usize].pgd;
+    let pgd = w.k.borrow().mms[mm].pgd;
     let hw = w.hw.borrow();
     let (mut table, g) = (pgd, hw.granule);
     for level in g.start_level()..HUGE_LEVEL {
@@ -346,7 +346,7 @@ pub fn set_huge(
 pub fn detach_empty_tables(w: &World, mm: MmId, floor: u64, ceiling: u64) -> Vec<(TableId, u64)> {
     let (pgd, vmas): (TableId, Vec<(u64, u64)>) = {
         let k = w.k.borrow();
-        let m = &k.mms[mm as usize];
+        let m = &k.mms[mm];
         (m.pgd, m.vmas.values().map(|v| (v.start, v.end)).collect())
     };
     let covered = |lo: u64, hi: u64| vmas.iter().any(|&(s, e)| s < hi && lo < e);

@@ -37,7 +37,7 @@ pub fn folio_mappers(w: &World, pfn: Pfn) -> Vec<(MmId, u64)> {
     let k = w.k.borrow();
     let mut out = Vec::new();
     for &mm in &k.shmem[id as usize].mms {
-        let m = &k.mms[mm as usize];
+        let m = &k.mms[mm];
         if !m.live {
             continue;
         }

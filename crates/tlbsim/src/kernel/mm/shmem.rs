@@ -73,7 +73,7 @@ pub async fn sys_mmap_shared(ctx: &Ctx, len: u64, perms: Perms, data: PageData) 
             live: true,
             ..Default::default()
         });
-        let m = &mut k.mms[mm as usize];
+        let m = &mut k.mms[mm];
         let g = ctx.w.granule;
         let len = g.page_align(len.max(1));
         let shmem = Some(ShmemMap {
@@ -224,7 +224,7 @@ pub fn release_unmapped(ctx: &Ctx, mm: MmId, removed: &[Vma]) {
             let k = w.k.borrow();
             k.shmem[s.id as usize].live
                 && k.shmem[s.id as usize].mms.iter().any(|&m| {
-                    let m = &k.mms[m as usize];
+                    let m = &k.mms[m];
                     m.live
                         && m.vmas
                             .values()

@@ -69,14 +69,14 @@ pub async fn set_tlb_ubc_flush_pending(ctx: &Ctx, mm: MmId, pteval: Pte, va: u64
     w.k.borrow_mut().tasks[ctx.task].tlb_ubc.flush_required = true;
     // barrier(): the PTE is clear before the count goes up. atomic_read()
     // is a plain load: it happens with the step before it.
-    let mut batch = w.k.borrow().mms[mm as usize].tlb_flush_batched;
+    let mut batch = w.k.borrow().mms[mm].tlb_flush_batched;
     loop {
         if batch & TLB_FLUSH_BATCH_PENDING_MASK > TLB_FLUSH_BATCH_PENDING_LARGE {
             // atomic_try_cmpxchg(&mm->tlb_flush_batched, &batch, 1)
             let seen = ctx
                 .cmpxchg(|| {
                     let mut k = w.k.borrow_mut();
-                    let b = &mut k.mms[mm as usize].tlb_flush_batched;
+                    let b = &mut k.mms[mm].tlb_flush_batched;
                     let seen = *b;
                     if seen == batch {
                         *b = 1;
@@ -89,7 +89,7 @@ pub async fn set_tlb_ubc_flush_pending(ctx: &Ctx, mm: MmId, pteval: Pte, va: u64
                 continue;
             }
         } else {
-            ctx.atomic_inc(|| w.k.borrow_mut().mms[mm as usize].tlb_flush_batched += 1)
+            ctx.atomic_inc(|| w.k.borrow_mut().mms[mm].tlb_flush_batched += 1)
                 .await;
         }
         break;
@@ -135,7 +135,7 @@ pub async fn flush_tlb_batched_pending(ctx: &Ctx, mm: MmId) {
     // atomic_read() is a plain load: it happens with the step before it
     // (the PTE lock's acquisition), so paths that never meet a deferred
     // flush take no extra step.
-    let batch = w.k.borrow().mms[mm as usize].tlb_flush_batched;
+    let batch = w.k.borrow().mms[mm].tlb_flush_batched;
     let pending = batch & TLB_FLUSH_BATCH_PENDING_MASK;
     let flushed = batch >> TLB_FLUSH_BATCH_FLUSHED_SHIFT;
     if pending == flushed {
@@ -145,7 +145,7 @@ pub async fn flush_tlb_batched_pending(ctx: &Ctx, mm: MmId) {
     // atomic_cmpxchg(&mm->tlb_flush_batched, batch, pending | pending << 16)
     ctx.cmpxchg(|| {
         let mut k = w.k.borrow_mut();
-        let b = &mut k.mms[mm as usize].tlb_flush_batched;
+        let b = &mut k.mms[mm].tlb_flush_batched;
         if *b == batch {
             *b = pending | (pending << TLB_FLUSH_BATCH_FLUSHED_SHIFT);
         }

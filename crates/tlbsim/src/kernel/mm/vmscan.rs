@@ -263,7 +263,7 @@ fn isolate_lru_folios(w: &crate::kernel::World, n: usize) -> Vec<Isolated> {
         let found_at = super::rmap::folio_mappers(w, pfn).first().copied();
         out.push(Isolated {
             pfn,
-            found_at: found_at.unwrap_or((0, 0)),
+            found_at: found_at.unwrap_or((MmId::new(0), 0)),
         });
     }
     out

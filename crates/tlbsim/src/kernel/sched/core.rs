@@ -130,7 +130,7 @@ async fn context_switch(ctx: &Ctx, cpu: CpuId, prev: TaskId, next: TaskId) {
             // Kernel thread (or idle): borrow prev's mm lazily.
             w.k.borrow_mut().tasks[next].active_mm = prev_active;
             if let Some(m) = prev_active {
-                w.k.borrow_mut().mms[m as usize].count += 1; // mmgrab()
+                w.k.borrow_mut().mms[m].count += 1; // mmgrab()
                 w.policy.enter_lazy_tlb(ctx, m, next_idle).await;
             }
         }

@@ -122,7 +122,7 @@ pub async fn finish_asid_transition(g: &Inner, ctx: &Ctx, info: FlushInfo) {
 pub async fn consider_global_asid(g: &Inner, ctx: &Ctx, mm: MmId) {
     let tick = ctx.w.profile.kernel.time_slice_ns.max(1);
     let jiffies = ctx.now() / tick;
-    if (ctx.task as u64 & 0x1f) != (jiffies & 0x1f) || g.mm(mm).global_asid.is_some() {
+    if (ctx.task.index() as u64 & 0x1f) != (jiffies & 0x1f) || g.mm(mm).global_asid.is_some() {
         return;
     }
     let active = {

@@ -81,13 +81,13 @@ mod tests {
     fn ordinary_flushes_skip_stale_cpus_unless_trimming() {
         let lazy = TlbGen::with_fns(Options::default(), &LazyCpumask);
         let stock = TlbGen::new(Options::default());
-        let mut info = FlushInfo::range(1, 0x1000, 0x2000, 4096, true);
+        let mut info = FlushInfo::range(MmId::new(1), 0x1000, 0x2000, 4096, true);
         let running = CpuState {
-            loaded_mm: Some(1),
+            loaded_mm: Some(MmId::new(1)),
             ..CpuState::default()
         };
         let stale = CpuState {
-            loaded_mm: Some(2),
+            loaded_mm: Some(MmId::new(2)),
             ..CpuState::default()
         };
         let lazy_cpu = CpuState {

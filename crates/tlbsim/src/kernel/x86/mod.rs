@@ -189,7 +189,7 @@ pub async fn flush_tlb_info_local(ctx: &Ctx, tag: Asid, info: &FlushInfo) {
 pub async fn load_cr3(ctx: &Ctx, mm: Option<MmId>, tag: Asid, flush: bool) {
     let cr3 = mm.map(|m| crate::hw::Ttbr0 {
         mm: m,
-        pgd: ctx.w.k.borrow().mms[m as usize].pgd,
+        pgd: ctx.w.k.borrow().mms[m].pgd,
         asid: tag,
     });
     ctx.step(Op::LoadCr3 {
@@ -293,7 +293,7 @@ mod tests {
     #[test]
     fn the_flush_ceiling_counts_4k_pages_before_linux_4_20_and_strides_since() {
         const THP: u64 = 2 << 20;
-        let one_thp = FlushInfo::range(1, 8 * THP, 9 * THP, THP, true);
+        let one_thp = FlushInfo::range(MmId::new(1), 8 * THP, 9 * THP, THP, true);
         // 4.20+: one 2 MiB entry, well under 33.
         let since = one_thp.clamp(CeilingUnit::Stride);
         assert_eq!((since.start, since.end), (8 * THP, 9 * THP));
@@ -301,9 +301,9 @@ mod tests {
         assert_eq!(one_thp.clamp(CeilingUnit::BasePages).end, TLB_FLUSH_ALL);
         // 33 pages stay a range flush under both counts, 34 do not.
         for unit in [CeilingUnit::BasePages, CeilingUnit::Stride] {
-            let small = FlushInfo::range(1, 0, 33 << PAGE_SHIFT, 1 << PAGE_SHIFT, true);
+            let small = FlushInfo::range(MmId::new(1), 0, 33 << PAGE_SHIFT, 1 << PAGE_SHIFT, true);
             assert_eq!(small.clamp(unit).end, 33 << PAGE_SHIFT);
-            let big = FlushInfo::range(1, 0, 34 << PAGE_SHIFT, 1 << PAGE_SHIFT, true);
+            let big = FlushInfo::range(MmId::new(1), 0, 34 << PAGE_SHIFT, 1 << PAGE_SHIFT, true);
             assert_eq!(big.clamp(unit).end, TLB_FLUSH_ALL);
         }
     }

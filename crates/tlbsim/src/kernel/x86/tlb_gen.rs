@@ -145,12 +145,12 @@ pub const FIRST_GLOBAL_ASID: u32 = NR_DYN_ASIDS as u32 + 2;
 impl Inner {
     /// The per-mm state of `mm`, growing the table as mms appear.
     pub fn mm(&self, mm: MmId) -> MmState {
-        self.mms.borrow().get_or_default(mm as usize)
+        self.mms.borrow().get_or_default(mm)
     }
 
     /// Updates the per-mm state of `mm`.
     pub fn mm_mut(&self, mm: MmId, f: impl FnOnce(&mut MmState)) {
-        f(self.mms.borrow_mut().grow_mut(mm as usize));
+        f(self.mms.borrow_mut().grow_mut(mm));
     }
 
     /// The TLB tag of a loaded ASID: `kern_pcid()` (asid + 1) with PCIDs,

@@ -258,7 +258,7 @@ pub async fn kvm_vcpu_thread(ctx: Ctx, kvm: Rc<Kvm>, vcpu: usize) {
 pub fn kvm_vgic_v4_doorbell(ctx: Ctx, arg: usize) -> KFuture<'static, ()> {
     Box::pin(async move {
         let _f = ctx.func(crate::label!("vgic_v4_doorbell_handler"));
-        sched::wake_up(&ctx, arg).await;
+        sched::wake_up(&ctx, TaskId::from_index(arg)).await;
     })
 }
 
