@@ -1597,16 +1597,4 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.unsupported, Some(Unsupported::DescriptorForm), "{e:?}");
     }
-
-    #[test]
-    fn an_array_location_is_unsupported_not_malformed() {
-        let text = "AArch64 arr\n{\nint x[3]={0,0,0};\n0:X1=x;\n}\n P0 ;\n LDR W2,[X1,#8] ;\nexists(0:X2=0)\n";
-        let e = parse(text).unwrap_err();
-        assert_eq!(e.unsupported, Some(Unsupported::ArrayLocation), "{e:?}");
-        assert_eq!(e.line, 3);
-        assert!(e.message.contains("array location x[3]"), "{}", e.message);
-        let text = "AArch64 arr\n{\n0:X1=x;\n}\n P0 ;\n LDR W2,[X1] ;\nforall x = { 1,3 }\n";
-        let e = parse(text).unwrap_err();
-        assert_eq!(e.unsupported, Some(Unsupported::ArrayLocation), "{e:?}");
-    }
 }

@@ -411,6 +411,45 @@ mod tests {
         assert!(n > 250, "only {n} catalogue tests parsed");
     }
 
+    /// Issue 35, item 3: an array test prints back in herd's form (the
+    /// declaration with every value, elements as `x[i]`, `W` data
+    /// registers, extended and shifted offsets) and parses to the same.
+    #[test]
+    fn an_array_test_prints_in_herd_form_and_parses_back() {
+        let text = "AArch64 arr
+{
+0:X5=x[2]; int x[3]={1,2,3}; int64_t w[2];
+0:X1=x; 0:X2=1; 0:X4=w;
+}
+ P0 ;
+ LDR W3,[X1,#4] ;
+ LDR W3,[X1,X2,LSL #2] ;
+ STR W3,[X1,W2,SXTW #2] ;
+ STR WZR,[X1,W2,SXTW] ;
+ LDR X6,[X4,#8] ;
+ SWP W3,W7,[X1] ;
+forall (x={1,2,3} /\\ 0:X5=x[2] /\\ w[1]=0)
+";
+        let t = parse(text).unwrap();
+        let once = print(&t, "").unwrap();
+        for want in [
+            " int x[3]={1,2,3};\n int64_t w[2]={0,0};\n 0:X5=x[2];\n",
+            "LDR W3,[X1,#4]",
+            "LDR W3,[X1,X2,LSL #2]",
+            "STR W3,[X1,W2,SXTW #2]",
+            "STR WZR,[X1,W2,SXTW]",
+            "LDR X6,[X4,#8]",
+            "SWP W3,W7,[X1]",
+            "forall ((x[0]=1 /\\ x[1]=2 /\\ x[2]=3) /\\ 0:X5=x[2] /\\ w[1]=0)",
+        ] {
+            assert!(once.contains(want), "{want:?} not in\n{once}");
+        }
+        let back = parse(&once).unwrap_or_else(|e| panic!("{e:?}\n{once}"));
+        assert_eq!(print(&back, "").unwrap(), once);
+        assert_eq!(back.arrays, t.arrays);
+        assert_eq!(back.cond, t.cond);
+    }
+
     #[test]
     fn a_comment_that_would_end_the_block_is_refused() {
         let t =
