@@ -29,8 +29,9 @@ fn class_of(text: &str, expected: Kind) -> Class {
 /// tlbsim models what decides it, and otherwise the documented classes
 /// of the scalar catalogue (docs/validation.md): coRR over two elements
 /// needs two loads reordered (SC-unreachable), and S+tlbi-sync's
-/// permission fault needs a translation walked before an earlier load
-/// (its scalar siblings, `S+shoot+*_mmufault_db`, are "stronger" too).
+/// permission fault after the flag needs the old read-only translation,
+/// which tlbsim's completed TLBI removed (its scalar siblings,
+/// `S+shoot+*_mmufault_db`, are "stronger" too).
 #[test]
 fn herd_s_array_tests_run_to_a_verdict() {
     let kinds =
