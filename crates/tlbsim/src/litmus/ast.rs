@@ -482,7 +482,7 @@ impl Array {
     pub fn index_at(&self, offset: u16) -> Option<usize> {
         let b = u16::from(self.elem_bytes);
         let i = usize::from(offset / b);
-        (offset % b == 0 && i < self.len()).then_some(i)
+        (offset.is_multiple_of(b) && i < self.len()).then_some(i)
     }
 }
 

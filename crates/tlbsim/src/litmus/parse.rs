@@ -803,8 +803,9 @@ fn extend_and_shift(
             ))
         }
     };
+    let hash = amount.trim().starts_with('#');
     let amount = amount.trim().trim_start_matches('#').trim();
-    let shift = match (amount.is_empty(), extend) {
+    let shift = match (amount.is_empty() && !hash, extend) {
         (true, Extend::None) => {
             return Err(err(line, format!("{whole}: LSL needs a shift amount")))
         }

@@ -97,10 +97,7 @@ impl Machine<'_> {
             None if off == 0 => return Ok(()),
             None => format!("{name} is not an array: it holds one value, at byte 0"),
             Some(a) => match a.index_at(off) {
-                Some(i) if bytes == a.elem_bytes => {
-                    let _ = i;
-                    return Ok(());
-                }
+                Some(_) if bytes == a.elem_bytes => return Ok(()),
                 Some(i) => format!(
                     "{name}[{i}] is a {}-byte {} (mixed-size access)",
                     a.elem_bytes, a.ty

@@ -447,6 +447,17 @@ exists(0:X2=1/\\ 0:X4=0 /\\ ~fault(P0:L0,x))
             "exists (0:X3=0)"
         )
         .is_ok());
+        let e = malformed(one(
+            "int x[4]; 0:X1=x",
+            &["LDR W3,[X1,W2,SXTW #]"],
+            "exists (0:X3=0)",
+        ));
+        assert!(
+            e.message
+                .contains("bad shift amount \"\" in [X1,W2,SXTW #]"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]
