@@ -59,32 +59,7 @@ pub(super) fn declaration(syms: &mut Syms, stmt: &str, line: usize) -> Result<bo
     }
     let init = match rhs {
         None => vec![Val::Int(0); n],
-        Some(r) => {
-            let body = r
-                .strip_prefix('{')
-                .and_then(|t| t.strip_suffix('}'))
-                .ok_or_else(|| {
-                    err(
-                        line,
-                        format!("{what} is an array: its value is a list in braces, {{v0, v1, ...}}, not {r:?}"),
-                    )
-                })?;
-            let vals = list(body)
-                .into_iter()
-                .map(|v| parse_value(syms, v, line))
-                .collect::<Result<Vec<Val>, ParseError>>()?;
-            if vals.len() != n {
-                return Err(err(
-                    line,
-                    format!(
-                        "array {what} is given {} initial value{} (it has {n} elements)",
-                        vals.len(),
-                        if vals.len() == 1 { "" } else { "s" }
-                    ),
-                ));
-            }
-            vals
-        }
+        Some(r) => values(syms, &what, r, n, line)?,
     };
     syms.arrays.push((
         Array {
@@ -96,6 +71,43 @@ pub(super) fn declaration(syms: &mut Syms, stmt: &str, line: usize) -> Result<bo
         line,
     ));
     Ok(true)
+}
+
+/// The initial values `{v0, v1, ...}` of array `what`, which has `n`
+/// elements: one an element, as herd requires.
+fn values(
+    syms: &mut Syms,
+    what: &str,
+    r: &str,
+    n: usize,
+    line: usize,
+) -> Result<Vec<Val>, ParseError> {
+    let body = r
+        .strip_prefix('{')
+        .and_then(|t| t.strip_suffix('}'))
+        .ok_or_else(|| {
+            err(
+                line,
+                format!(
+                    "{what} is an array: its value is a list in braces, {{v0, v1, ...}}, not {r:?}"
+                ),
+            )
+        })?;
+    let vals = list(body)
+        .into_iter()
+        .map(|v| parse_value(syms, v, line))
+        .collect::<Result<Vec<Val>, ParseError>>()?;
+    if vals.len() != n {
+        return Err(err(
+            line,
+            format!(
+                "array {what} is given {} initial value{} (it has {n} elements)",
+                vals.len(),
+                if vals.len() == 1 { "" } else { "s" }
+            ),
+        ));
+    }
+    Ok(vals)
 }
 
 /// The bytes of an element of type `ty` (herdtools7 `lib/testType.ml`,
