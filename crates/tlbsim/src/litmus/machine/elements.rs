@@ -87,17 +87,18 @@ impl Machine<'_> {
         w: Width,
         via: Option<Sym>,
     ) -> Result<(), RunError> {
-        let name = self.test.sym(v);
-        let (bytes, line) = (w.bytes, w.line);
-        let through = match via {
-            Some(x) => format!(" ({}{off:+} translates to {name}{off:+})", self.test.sym(x)),
-            None => String::new(),
+        let array = self.test.array(v);
+        let fits = match array {
+            None => off == 0,
+            Some(a) => a.index_at(off).is_some() && w.bytes == a.elem_bytes,
         };
-        let why = match self.test.array(v) {
-            None if off == 0 => return Ok(()),
+        if fits {
+            return Ok(());
+        }
+        let name = self.test.sym(v);
+        let why = match array {
             None => format!("{name} is not an array: it holds one value, at byte 0"),
             Some(a) => match a.index_at(off) {
-                Some(_) if bytes == a.elem_bytes => return Ok(()),
                 Some(i) => format!(
                     "{name}[{i}] is a {}-byte {} (mixed-size access)",
                     a.elem_bytes, a.ty
@@ -113,9 +114,18 @@ impl Machine<'_> {
                 ),
             },
         };
+        let through = match via {
+            Some(x) if x != v => {
+                format!(" ({}{off:+} translates to {name}{off:+})", self.test.sym(x))
+            }
+            _ => String::new(),
+        };
         Err(run_err(
             Unsupported::ArrayLocation,
-            format!("line {line}: {bytes}-byte access at {name}{off:+}{through}: {why}"),
+            format!(
+                "line {}: {}-byte access at {name}{off:+}{through}: {why}",
+                w.line, w.bytes
+            ),
         ))
     }
 }
