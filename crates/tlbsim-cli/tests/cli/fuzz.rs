@@ -164,7 +164,9 @@ fn mutate(text: &str, line: usize, how: usize, nasty: &str) -> String {
 }
 
 /// The litmus tests the mutations start from: the repository's own
-/// (`docs/litmus/`, so the fuzz runs anywhere) and, when the collection
+/// (`docs/litmus/` and herd's array tests in
+/// `crates/tlbsim/tests/fixtures/litmus/`, so the fuzz runs anywhere)
+/// and, when the collection
 /// is there (`$TLBSIM_LITMUS_DIR`, else `../shared/litmus` beside the
 /// checkout), every 16th test of each herd AArch64 catalogue in it, in
 /// a fixed order.
@@ -176,6 +178,15 @@ fn litmus_seeds() -> &'static [(String, String)] {
         let mut own: Vec<PathBuf> = std::fs::read_dir(&docs)
             .map(|d| d.flatten().map(|e| e.path()).collect())
             .unwrap_or_default();
+        own.sort();
+        // herd's array tests, kept in the repository (the shared
+        // catalogue has none).
+        let arrays = Path::new(ROOT).join("crates/tlbsim/tests/fixtures/litmus");
+        own.extend(
+            std::fs::read_dir(&arrays)
+                .map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>())
+                .unwrap_or_default(),
+        );
         own.sort();
         files.extend(
             own.into_iter()

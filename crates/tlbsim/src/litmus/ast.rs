@@ -53,8 +53,11 @@ impl PteVal {
 pub enum Val {
     /// An integer.
     Int(i64),
-    /// The virtual address of a variable (`x`).
-    Va(Sym),
+    /// A virtual address in a variable's page: the variable and a byte
+    /// offset from its start (`x` is `Va(x, 0)`; element `i` of an array
+    /// of `n`-byte elements, `x[i]`, is `Va(x, i * n)`), below the page
+    /// size.
+    Va(Sym, u16),
     /// A variable's virtual page number (`x >> 12`, the operand of
     /// `TLBI VAAE1IS, X9`).
     Page(Sym),
@@ -77,13 +80,42 @@ pub enum Operand {
     Imm(i64),
 }
 
-/// An addressing mode: `[Xn]`, `[Xn, Xm]`, `[Xn, Wm, SXTW]`, `[Xn, #i]`.
+/// An addressing mode: `[Xn]`, `[Xn, #i]`, `[Xn, Xm]`,
+/// `[Xn, Xm, LSL #s]`, `[Xn, Wm, SXTW]`, `[Xn, Wm, SXTW #s]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Addr {
     /// Base register.
     pub base: Reg,
-    /// Offset added to the base.
+    /// Offset added to the base (bytes).
     pub offset: Option<Operand>,
+    /// How a register offset is extended before the shift.
+    pub extend: Extend,
+    /// Left shift of a register offset (`LSL #2`, `SXTW #3`): 0, or the
+    /// log2 of the access size in bytes, as the Arm ARM allows.
+    pub shift: u8,
+}
+
+impl Addr {
+    /// `[base]`.
+    pub fn of(base: Reg) -> Self {
+        Addr {
+            base,
+            offset: None,
+            extend: Extend::None,
+            shift: 0,
+        }
+    }
+}
+
+/// The extension of a register offset (`[Xn, Wm, SXTW]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extend {
+    /// An X register offset, used as it is (or `LSL`).
+    None,
+    /// `SXTW`: the W register's value sign-extended.
+    Sxtw,
+    /// `UXTW`: the W register's value zero-extended.
+    Uxtw,
 }
 
 /// A two-operand arithmetic or logical operation.
@@ -174,6 +206,8 @@ pub enum Instr {
         rt: Reg,
         /// Address.
         addr: Addr,
+        /// Access size in bytes: 4 (`W` register) or 8 (`X`).
+        bytes: u8,
     },
     /// `STR`, `STLR`: store.
     Str {
@@ -181,6 +215,8 @@ pub enum Instr {
         rt: Reg,
         /// Address.
         addr: Addr,
+        /// Access size in bytes: 4 (`W` register) or 8 (`X`).
+        bytes: u8,
     },
     /// `SWP`, `LDSET`, `LDCLR`, `STCLR` and their ordering forms.
     Rmw {
@@ -192,6 +228,8 @@ pub enum Instr {
         rt: Reg,
         /// Address.
         addr: Addr,
+        /// Access size in bytes: 4 (`W` registers) or 8 (`X`).
+        bytes: u8,
     },
     /// `CAS`, `CASAL`: compare `rs` with memory, store `rt` if equal;
     /// `rs` receives the old value.
@@ -202,6 +240,8 @@ pub enum Instr {
         rt: Reg,
         /// Address.
         addr: Addr,
+        /// Access size in bytes: 4 (`W` registers) or 8 (`X`).
+        bytes: u8,
     },
     /// `MOV`.
     Mov {
@@ -319,8 +359,10 @@ pub struct Thread {
 pub enum Loc {
     /// Register `reg` of thread `proc`.
     Reg(u8, Reg),
-    /// The data at a variable's physical page (`x`, `[x]`, `phy_x`).
-    Data(Sym),
+    /// Data in a variable's physical page (`x`, `[x]`, `phy_x`: byte 0;
+    /// an array's element `x[i]`: byte `i *` its element size), the
+    /// variable and the byte offset.
+    Data(Sym, u16),
     /// A variable's page-table entry (`pte_x`, `[PTE(x)]`).
     Pte(Sym),
 }
@@ -397,11 +439,61 @@ pub struct Test {
     pub syms: Vec<String>,
     /// The symbols used as variables (addresses), sorted.
     pub vars: Vec<Sym>,
+    /// The variables declared as arrays (`int x[3]={1,2,3}`), in the
+    /// order declared; every other variable holds one value at byte 0.
+    pub arrays: Vec<Array>,
+}
+
+/// An array location: `n` elements of one integer type laid end to end
+/// from byte 0 of the variable's page (herd: `int x[3]`, element `i` at
+/// `x + i * sizeof(int)`; herdtools7 `herd/archExtra_herd.ml`,
+/// `build_state`). The whole array sits in its one page, so one
+/// descriptor, `PTE(x)`, translates every element.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Array {
+    /// The variable.
+    pub var: Sym,
+    /// The element type as written (`int`, `int64_t`, `uint32_t`).
+    pub ty: String,
+    /// Bytes an element: 4 or 8 (herdtools7 `lib/testType.ml`,
+    /// `size_of`: `int` and `long` are 4).
+    pub elem_bytes: u8,
+    /// Initial values, one per element (0 where the test gives none).
+    pub init: Vec<Val>,
+}
+
+impl Array {
+    /// Elements.
+    pub fn len(&self) -> usize {
+        self.init.len()
+    }
+
+    /// Never: an array has at least one element (herd's grammar).
+    pub fn is_empty(&self) -> bool {
+        self.init.is_empty()
+    }
+
+    /// The byte offset of element `i`.
+    pub fn offset_of(&self, i: usize) -> u16 {
+        (i * usize::from(self.elem_bytes)) as u16
+    }
+
+    /// The element at byte `offset`, if one starts there.
+    pub fn index_at(&self, offset: u16) -> Option<usize> {
+        let b = u16::from(self.elem_bytes);
+        let i = usize::from(offset / b);
+        (offset.is_multiple_of(b) && i < self.len()).then_some(i)
+    }
 }
 
 impl Test {
     /// A symbol's name.
     pub fn sym(&self, s: Sym) -> &str {
         &self.syms[s as usize]
+    }
+
+    /// Variable `v`'s declaration, if it is an array.
+    pub fn array(&self, v: Sym) -> Option<&Array> {
+        self.arrays.iter().find(|a| a.var == v)
     }
 }

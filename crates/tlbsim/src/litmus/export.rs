@@ -472,6 +472,7 @@ impl<'p> Builder<'p> {
                     p0.push(Instr::Str {
                         rt: next_desc,
                         addr: at(R_PTE),
+                        bytes: 8,
                     });
                     next_desc += 1;
                 }
@@ -511,11 +512,12 @@ impl<'p> Builder<'p> {
     /// to user space); returns the condition that it was stale.
     fn access(&mut self, code: &mut Vec<Instr>, proc: u8) -> (usize, Cond) {
         if proc == 1 {
-            self.init.push((Loc::Reg(1, R_X), Val::Va(self.x)));
-            self.init.push((Loc::Reg(1, R_FLAG), Val::Va(self.z)));
+            self.init.push((Loc::Reg(1, R_X), Val::Va(self.x, 0)));
+            self.init.push((Loc::Reg(1, R_FLAG), Val::Va(self.z, 0)));
             code.push(Instr::Ldr {
                 rt: R_SEEN,
                 addr: at(R_FLAG),
+                bytes: 8,
             });
             code.push(Instr::Dsb(BarrierKind::Full));
         }
@@ -527,11 +529,13 @@ impl<'p> Builder<'p> {
                 Instr::Str {
                     rt: R_STORE,
                     addr: at(R_X),
+                    bytes: 8,
                 }
             }
             _ => Instr::Ldr {
                 rt: R_LOADED,
                 addr: at(R_X),
+                bytes: 8,
             },
         });
         let stale = match self.plan.access {
@@ -561,7 +565,7 @@ fn code(instrs: Vec<Instr>, labels: &[(Sym, usize)]) -> Code {
 }
 
 fn at(base: Reg) -> Addr {
-    Addr { base, offset: None }
+    Addr::of(base)
 }
 
 impl Plan {
@@ -593,11 +597,11 @@ impl Plan {
         let first = b.desc(Some(self.old));
         b.init.push((Loc::Pte(x), Val::Pte(first)));
         for (k, v) in b.frame_vars.clone().into_iter().enumerate() {
-            b.init.push((Loc::Data(v), Val::Int(k as i64 + 1)));
+            b.init.push((Loc::Data(v, 0), Val::Int(k as i64 + 1)));
         }
         b.init.push((Loc::Reg(0, R_PTE), Val::PteAddr(x)));
-        b.init.push((Loc::Reg(0, R_X), Val::Va(x)));
-        b.init.push((Loc::Reg(0, R_FLAG), Val::Va(z)));
+        b.init.push((Loc::Reg(0, R_X), Val::Va(x, 0)));
+        b.init.push((Loc::Reg(0, R_FLAG), Val::Va(z, 0)));
         let mut p0 = b.writer_code(&steps);
         let mut threads = Vec::new();
         let proc = if self.writer == self.holder {
@@ -610,6 +614,7 @@ impl Plan {
             p0.push(Instr::Str {
                 rt: R_ONE,
                 addr: at(R_FLAG),
+                bytes: 8,
             });
             threads.push(Thread {
                 code: code(std::mem::take(&mut p0), &[]),
@@ -634,6 +639,7 @@ impl Plan {
             cond,
             syms: b.syms,
             vars,
+            arrays: Vec::new(),
         }
     }
 

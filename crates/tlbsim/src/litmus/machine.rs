@@ -19,6 +19,9 @@ use crate::hw::tlb::{Asid, MmId, TlbiScope};
 use crate::hw::{Fault, Hw, Ttbr0};
 use std::collections::{BTreeMap, BTreeSet};
 
+mod elements;
+use elements::{scaled, Width};
+
 /// The ASID every thread runs under.
 const ASID: Asid = 1;
 /// The virtual address of variable 0; variable `s` is `s` pages above.
@@ -225,9 +228,14 @@ impl<'t> Machine<'t> {
             leaf_table: table,
         };
         for &v in &t.vars {
-            st.mem.insert(Loc::Data(v), Val::Int(0));
+            st.mem.insert(Loc::Data(v, 0), Val::Int(0));
             st.mem
                 .insert(Loc::Pte(v), Val::Pte(PteVal::default_for(Some(v))));
+        }
+        for a in &t.arrays {
+            for (i, &val) in a.init.iter().enumerate() {
+                st.mem.insert(Loc::Data(a.var, a.offset_of(i)), val);
+            }
         }
         let mut regs: Vec<[Val; 31]> = vec![[Val::Int(0); 31]; t.threads.len()];
         for &(loc, val) in &t.init {
@@ -244,7 +252,7 @@ impl<'t> Machine<'t> {
                     let val = own_oa(val, v)?;
                     st.mem.insert(loc, val);
                 }
-                Loc::Data(_) => {
+                Loc::Data(..) => {
                     st.mem.insert(loc, val);
                 }
             }
@@ -384,7 +392,8 @@ impl<'t> Machine<'t> {
         };
         let in_handler = th.handler_pc.is_some();
         let mut next = pc + 1;
-        match self.exec(st, t, &ins, &mut next)? {
+        let line = code.lines.get(pc).copied().unwrap_or(0);
+        match self.exec(st, t, &ins, line, &mut next)? {
             Flow::Next => {}
             Flow::Fault(var, kind) => {
                 st.faults.insert(FaultRec {
@@ -439,19 +448,26 @@ impl<'t> Machine<'t> {
         })
     }
 
-    /// Executes `ins` on thread `t`; `next` is the next instruction's
-    /// index, which a taken branch changes.
-    fn exec(&self, st: &mut State, t: u8, ins: &Instr, next: &mut usize) -> Result<Flow, RunError> {
+    /// Executes `ins` (on source line `line`) on thread `t`; `next` is
+    /// the next instruction's index, which a taken branch changes.
+    fn exec(
+        &self,
+        st: &mut State,
+        t: u8,
+        ins: &Instr,
+        line: usize,
+        next: &mut usize,
+    ) -> Result<Flow, RunError> {
         let ti = t as usize;
         match *ins {
             Instr::Ldr { .. } | Instr::Str { .. } | Instr::Rmw { .. } | Instr::Cas { .. } => {
-                return self.exec_memory(st, t, ins)
+                return self.exec_memory(st, t, ins, line)
             }
             Instr::Mov { .. }
             | Instr::Alu { .. }
             | Instr::Cmp { .. }
             | Instr::Csel { .. }
-            | Instr::Cset { .. } => self.exec_data(st, ti, ins)?,
+            | Instr::Cset { .. } => self.exec_data(st, ti, ins, line)?,
             Instr::Cbz { rt, nonzero, label } => {
                 let zero = st.reg(ti, rt) == Val::Int(0);
                 if zero != nonzero {
@@ -489,29 +505,42 @@ impl<'t> Machine<'t> {
         Ok(Flow::Next)
     }
 
-    /// Loads, stores and atomics: translated accesses to variables, or
-    /// physical accesses to descriptors.
-    fn exec_memory(&self, st: &mut State, t: u8, ins: &Instr) -> Result<Flow, RunError> {
+    /// Loads, stores and atomics (on source line `line`): translated
+    /// accesses to variables, or physical accesses to descriptors.
+    fn exec_memory(
+        &self,
+        st: &mut State,
+        t: u8,
+        ins: &Instr,
+        line: usize,
+    ) -> Result<Flow, RunError> {
         let ti = t as usize;
         let fault = |(var, k)| Ok(Flow::Fault(var, k));
         match *ins {
-            Instr::Ldr { rt, addr } => {
-                let a = self.address(st, ti, addr)?;
-                match self.load(st, t, a, false)? {
+            Instr::Ldr { rt, addr, bytes } => {
+                let a = self.address(st, ti, addr, line)?;
+                match self.load(st, t, a, false, Width { bytes, line })? {
                     Ok(v) => st.set(ti, rt, v),
                     Err(f) => return fault(f),
                 }
             }
-            Instr::Str { rt, addr } => {
-                let a = self.address(st, ti, addr)?;
+            Instr::Str { rt, addr, bytes } => {
+                let a = self.address(st, ti, addr, line)?;
                 let v = st.reg(ti, rt);
-                if let Err(f) = self.store(st, t, a, v)? {
+                if let Err(f) = self.store(st, t, a, v, Width { bytes, line })? {
                     return fault(f);
                 }
             }
-            Instr::Rmw { op, rs, rt, addr } => {
-                let a = self.address(st, ti, addr)?;
-                let old = match self.load(st, t, a, true)? {
+            Instr::Rmw {
+                op,
+                rs,
+                rt,
+                addr,
+                bytes,
+            } => {
+                let w = Width { bytes, line };
+                let a = self.address(st, ti, addr, line)?;
+                let old = match self.load(st, t, a, true, w)? {
                     Ok(v) => v,
                     Err(f) => return fault(f),
                 };
@@ -527,18 +556,24 @@ impl<'t> Machine<'t> {
                         ))
                     }
                 };
-                self.store(st, t, a, new)?.expect("translated above");
+                self.store(st, t, a, new, w)?.expect("translated above");
                 st.set(ti, rt, old);
             }
-            Instr::Cas { rs, rt, addr } => {
-                let a = self.address(st, ti, addr)?;
-                let old = match self.load(st, t, a, true)? {
+            Instr::Cas {
+                rs,
+                rt,
+                addr,
+                bytes,
+            } => {
+                let w = Width { bytes, line };
+                let a = self.address(st, ti, addr, line)?;
+                let old = match self.load(st, t, a, true, w)? {
                     Ok(v) => v,
                     Err(f) => return fault(f),
                 };
                 if old == st.reg(ti, rs) {
                     let v = st.reg(ti, rt);
-                    self.store(st, t, a, v)?.expect("translated above");
+                    self.store(st, t, a, v, w)?.expect("translated above");
                 }
                 st.set(ti, rs, old);
             }
@@ -547,8 +582,15 @@ impl<'t> Machine<'t> {
         Ok(Flow::Next)
     }
 
-    /// Register moves, arithmetic, comparisons and conditional selects.
-    fn exec_data(&self, st: &mut State, ti: usize, ins: &Instr) -> Result<(), RunError> {
+    /// Register moves, arithmetic, comparisons and conditional selects
+    /// (on source line `line`).
+    fn exec_data(
+        &self,
+        st: &mut State,
+        ti: usize,
+        ins: &Instr,
+        line: usize,
+    ) -> Result<(), RunError> {
         let operand = |st: &State, o: Operand| match o {
             Operand::Reg(r) => st.reg(ti, r),
             Operand::Imm(i) => Val::Int(i),
@@ -559,7 +601,11 @@ impl<'t> Machine<'t> {
                 st.set(ti, rd, v);
             }
             Instr::Alu { op, rd, rn, op2 } => {
-                let v = alu(op, st.reg(ti, rn), operand(st, op2), rn, op2)?;
+                let (a, b) = (st.reg(ti, rn), operand(st, op2));
+                let v = match self.element_arith(op, a, b, line)? {
+                    Some(v) => v,
+                    None => alu(op, a, b, rn, op2)?,
+                };
                 st.set(ti, rd, v);
             }
             Instr::Cmp { rn, op2 } => {
@@ -637,17 +683,22 @@ impl<'t> Machine<'t> {
     }
 
     /// The address an addressing mode names: a variable's VA or its
-    /// descriptor's address (an offset must be zero: address
-    /// dependencies add `EOR`'s zero).
-    fn address(&self, st: &State, ti: usize, a: Addr) -> Result<Val, RunError> {
+    /// descriptor's address. An offset must be zero (address
+    /// dependencies add `EOR`'s zero) except into an array, where it
+    /// moves the address within the array's page; a register offset is
+    /// extended and shifted as the mode says.
+    fn address(&self, st: &State, ti: usize, a: Addr, line: usize) -> Result<Val, RunError> {
         let base = st.reg(ti, a.base);
         let off = match a.offset {
             None => Val::Int(0),
             Some(Operand::Imm(i)) => Val::Int(i),
-            Some(Operand::Reg(r)) => st.reg(ti, r),
+            Some(Operand::Reg(r)) => scaled(st.reg(ti, r), a),
         };
         match (base, off) {
-            (b @ (Val::Va(_) | Val::PteAddr(_)), Val::Int(0)) => Ok(b),
+            (b @ (Val::Va(..) | Val::PteAddr(_)), Val::Int(0)) => Ok(b),
+            (Val::Va(v, o), Val::Int(k)) if self.test.array(v).is_some() => {
+                self.offset_va(v, o, k, line)
+            }
             _ => Err(run_err(
                 Unsupported::ValueArithmetic,
                 format!("access to address {base:?} + {off:?}"),
@@ -686,28 +737,38 @@ impl<'t> Machine<'t> {
         }
     }
 
-    /// A load (or the read of a read-modify-write, `write`).
-    fn load(&self, st: &mut State, t: u8, a: Val, write: bool) -> Access<Val> {
+    /// A load (or the read of a read-modify-write, `write`) of `w`.
+    fn load(&self, st: &mut State, t: u8, a: Val, write: bool, w: Width) -> Access<Val> {
         match a {
-            Val::Va(v) => Ok(match self.translate(st, t, v, write) {
-                Ok(pa) => Ok(st.mem[&Loc::Data(pa)]),
-                Err(f) => Err(f),
-            }),
+            Val::Va(v, off) => {
+                self.check_element(v, off, w, None)?;
+                Ok(match self.translate(st, t, v, write) {
+                    Ok(pa) => {
+                        self.check_element(pa, off, w, Some(v))?;
+                        Ok(st.mem[&Loc::Data(pa, off)])
+                    }
+                    Err(f) => Err(f),
+                })
+            }
             Val::PteAddr(v) => Ok(Ok(st.mem[&Loc::Pte(v)])),
             _ => unreachable!("address() returns addresses"),
         }
     }
 
-    /// A store.
-    fn store(&self, st: &mut State, t: u8, a: Val, v: Val) -> Access<()> {
+    /// A store of `w`.
+    fn store(&self, st: &mut State, t: u8, a: Val, v: Val, w: Width) -> Access<()> {
         match a {
-            Val::Va(var) => Ok(match self.translate(st, t, var, true) {
-                Ok(pa) => {
-                    st.mem.insert(Loc::Data(pa), v);
-                    Ok(())
-                }
-                Err(f) => Err(f),
-            }),
+            Val::Va(var, off) => {
+                self.check_element(var, off, w, None)?;
+                Ok(match self.translate(st, t, var, true) {
+                    Ok(pa) => {
+                        self.check_element(pa, off, w, Some(var))?;
+                        st.mem.insert(Loc::Data(pa, off), v);
+                        Ok(())
+                    }
+                    Err(f) => Err(f),
+                })
+            }
             Val::PteAddr(var) => {
                 let v = own_oa(v, var)?;
                 st.mem.insert(Loc::Pte(var), v);
@@ -803,7 +864,7 @@ fn alu(op: AluOp, a: Val, b: Val, rn: Reg, op2: Operand) -> Result<Val, RunError
         return Ok(Val::Int(0));
     }
     Ok(match (op, a, b) {
-        (AluOp::Lsr, Val::Va(v), Val::Int(12)) => Val::Page(v),
+        (AluOp::Lsr, Val::Va(v, _), Val::Int(12)) => Val::Page(v),
         (AluOp::Add | AluOp::Orr | AluOp::Eor | AluOp::Sub, x, Val::Int(0)) => x,
         (AluOp::Add | AluOp::Orr | AluOp::Eor, Val::Int(0), x) => x,
         (op, Val::Int(x), Val::Int(y)) => Val::Int(match op {

@@ -8,6 +8,8 @@
 use super::ast::*;
 use std::collections::BTreeMap;
 
+mod arrays;
+
 /// Why a test could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParseError {
@@ -44,8 +46,10 @@ pub enum Unsupported {
     ValueArithmetic,
     /// A `filter` clause or another condition form.
     Condition,
-    /// An array location (`int x[3]={0,0,0}`, `x[1]=2`): tlbsim's
-    /// litmus memory holds one value per variable's page.
+    /// An array form the runner does not model: elements of 1, 2 or 16
+    /// bytes, an array larger than its page, or, when the run reaches
+    /// it, an access to an array out of its bounds, between two
+    /// elements, or of another size than the element (mixed-size).
     ArrayLocation,
 }
 
@@ -61,7 +65,9 @@ impl Unsupported {
             Unsupported::DescriptorForm => "descriptor form (table pointer, attributes, el0)",
             Unsupported::ValueArithmetic => "arithmetic on addresses or descriptors",
             Unsupported::Condition => "condition form not modelled (filter, ...)",
-            Unsupported::ArrayLocation => "array locations (int x[3])",
+            Unsupported::ArrayLocation => {
+                "array form or access (byte elements, out of bounds, mixed-size)"
+            }
         }
     }
 }
@@ -82,12 +88,15 @@ fn unsup(line: usize, why: Unsupported, message: impl Into<String>) -> ParseErro
     }
 }
 
-/// Interns symbols and remembers which are variables.
+/// Interns symbols and remembers which are variables and which of those
+/// are arrays.
 #[derive(Default)]
 struct Syms {
     names: Vec<String>,
     index: BTreeMap<String, Sym>,
     vars: std::collections::BTreeSet<Sym>,
+    /// Array declarations, in order, with their lines.
+    arrays: Vec<(Array, usize)>,
 }
 
 impl Syms {
@@ -192,6 +201,7 @@ pub fn parse(text: &str) -> Result<Test, ParseError> {
         quant,
         cond,
         vars: syms.vars.iter().copied().collect(),
+        arrays: syms.arrays.into_iter().map(|(a, _)| a).collect(),
         syms: syms.names,
     })
 }
@@ -235,47 +245,88 @@ fn name_and_header(
     Ok((name, header))
 }
 
-/// The initial state, from `{` (on line `i`) to the matching `}`;
-/// leaves `i` after it. Each value comes with its 1-based line; a
-/// location set twice is an error.
+/// The initial state, from `{` (on line `i`) to the matching `}` (the
+/// braces of an array's values, `int x[2]={1,2}`, nest); leaves `i`
+/// after it. Array declarations are read first, as herd allows a
+/// register to hold an element's address (`0:X1=x[1]`) before the array
+/// is declared. Each value comes with its 1-based line; a location set
+/// twice is an error.
 fn init_block(
     syms: &mut Syms,
     lines: &[&str],
     i: &mut usize,
 ) -> Result<Vec<(Loc, Val, usize)>, ParseError> {
-    let mut chunks: Vec<(usize, String)> = Vec::new();
-    let open = lines[*i].find('{').expect("name_and_header stops at '{'");
-    let mut rest = lines[*i][open + 1..].to_string();
-    loop {
-        if let Some(close) = rest.find('}') {
-            chunks.push((*i + 1, rest[..close].to_string()));
-            break;
+    let stmts = init_statements(lines, i)?;
+    let mut rest = Vec::new();
+    for (ln, stmt) in stmts {
+        if !arrays::declaration(syms, &stmt, ln)? {
+            rest.push((ln, stmt));
         }
-        chunks.push((*i + 1, rest));
+    }
+    let mut init = Vec::new();
+    let mut first: BTreeMap<Loc, usize> = BTreeMap::new();
+    for (ln, stmt) in &rest {
+        if let Some((loc, val)) = init_stmt(syms, stmt, *ln)? {
+            if let Some(before) = first.insert(loc, *ln) {
+                let what = stmt.split('=').next().unwrap_or(stmt).trim();
+                return Err(err(
+                    *ln,
+                    format!("{what} is initialised twice (first on line {before})"),
+                ));
+            }
+            init.push((loc, val, *ln));
+        }
+    }
+    Ok(init)
+}
+
+/// The statements of the initial state opened by the `{` on line `i`,
+/// each with the 1-based line it starts on; leaves `i` after the
+/// closing `}`. Statements end at `;` or at the end of a line, except
+/// inside the braces of an array's values.
+fn init_statements(lines: &[&str], i: &mut usize) -> Result<Vec<(usize, String)>, ParseError> {
+    let open = lines[*i].find('{').expect("name_and_header stops at '{'");
+    let mut out: Vec<(usize, String)> = Vec::new();
+    let mut cur = String::new();
+    let mut depth = 0usize;
+    let mut rest = &lines[*i][open + 1..];
+    let mut push = |line: usize, cur: &mut String| {
+        let t = cur.trim();
+        if !t.is_empty() {
+            let first = line - t.matches('\n').count();
+            out.push((first, t.replace('\n', " ")));
+        }
+        cur.clear();
+    };
+    loop {
+        for c in rest.chars() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => {
+                    push(*i + 1, &mut cur);
+                    *i += 1;
+                    return Ok(out);
+                }
+                '}' => depth -= 1,
+                ';' if depth == 0 => {
+                    push(*i + 1, &mut cur);
+                    continue;
+                }
+                _ => {}
+            }
+            cur.push(c);
+        }
+        if depth == 0 {
+            push(*i + 1, &mut cur);
+        } else {
+            cur.push('\n');
+        }
         *i += 1;
         if *i == lines.len() {
             return Err(err(*i, "initial state not closed by \"}\""));
         }
-        rest = lines[*i].to_string();
+        rest = lines[*i];
     }
-    *i += 1;
-    let mut init = Vec::new();
-    let mut first: BTreeMap<Loc, usize> = BTreeMap::new();
-    for (ln, chunk) in &chunks {
-        for stmt in chunk.split(';').map(str::trim).filter(|s| !s.is_empty()) {
-            if let Some((loc, val)) = init_stmt(syms, stmt, *ln)? {
-                if let Some(before) = first.insert(loc, *ln) {
-                    let what = stmt.split('=').next().unwrap_or(stmt).trim();
-                    return Err(err(
-                        *ln,
-                        format!("{what} is initialised twice (first on line {before})"),
-                    ));
-                }
-                init.push((loc, val, *ln));
-            }
-        }
-    }
-    Ok(init)
 }
 
 /// The thread header (`P0 | P1 | P1.F ;`) and the code lines up to the
@@ -408,9 +459,6 @@ fn init_stmt(syms: &mut Syms, stmt: &str, line: usize) -> Result<Option<(Loc, Va
     };
     // Drop type words: "int x", "pteval_t 0:X1", "int64_t 0:X2".
     let lhs = lhs.split_whitespace().last().unwrap_or("");
-    if is_array(lhs) {
-        return Err(array_unsupported(line, lhs));
-    }
     let loc = parse_loc(syms, lhs, line)?;
     let Some(rhs) = rhs else {
         return Ok(None);
@@ -431,6 +479,10 @@ fn parse_loc(syms: &mut Syms, s: &str, line: usize) -> Result<Loc, ParseError> {
         let reg = parse_reg(r.trim()).ok_or_else(|| err(line, format!("bad register in {s:?}")))?;
         return Ok(Loc::Reg(proc, reg));
     }
+    if let Some((name, idx)) = arrays::element_ref(s) {
+        let (v, off) = arrays::element(syms, name, idx, line)?;
+        return Ok(Loc::Data(v, off));
+    }
     let inner = s
         .strip_prefix('[')
         .and_then(|t| t.strip_suffix(']'))
@@ -442,8 +494,12 @@ fn parse_loc(syms: &mut Syms, s: &str, line: usize) -> Result<Loc, ParseError> {
     if let Some(v) = inner.strip_prefix("pte_") {
         return pte_of(syms, v, line);
     }
+    let data = |syms: &mut Syms, v: &str| {
+        let v = syms.var(v);
+        arrays::not_whole(syms, v, line).map(|()| Loc::Data(v, 0))
+    };
     if let Some(v) = inner.strip_prefix("phy_") {
-        return Ok(Loc::Data(syms.var(v)));
+        return data(syms, v);
     }
     if inner.starts_with("TTD(") {
         return Err(unsup(
@@ -453,30 +509,12 @@ fn parse_loc(syms: &mut Syms, s: &str, line: usize) -> Result<Loc, ParseError> {
         ));
     }
     if let Some(v) = inner.strip_prefix("PA(").and_then(|t| t.strip_suffix(')')) {
-        return Ok(Loc::Data(syms.var(v.trim())));
+        return data(syms, v.trim());
     }
     if is_ident(inner) {
-        return Ok(Loc::Data(syms.var(inner)));
+        return data(syms, inner);
     }
     Err(err(line, format!("bad location {s:?}")))
-}
-
-/// `x[3]`, `t[0]`: an array declaration or element.
-fn is_array(s: &str) -> bool {
-    s.split_once('[').is_some_and(|(name, rest)| {
-        is_ident(name.trim())
-            && rest
-                .strip_suffix(']')
-                .is_some_and(|n| !n.is_empty() && n.trim().bytes().all(|b| b.is_ascii_digit()))
-    })
-}
-
-fn array_unsupported(line: usize, what: &str) -> ParseError {
-    unsup(
-        line,
-        Unsupported::ArrayLocation,
-        format!("array location {what}: tlbsim's litmus memory holds one value per variable"),
-    )
 }
 
 fn pte_of(syms: &mut Syms, v: &str, line: usize) -> Result<Loc, ParseError> {
@@ -523,8 +561,8 @@ fn parse_int(s: &str) -> Option<i64> {
     Some(if neg { -v } else { v })
 }
 
-/// A value: an integer, an address (`x`, `PTE(x)`, `pte_x`, `PA(x)`,
-/// `phy_x`), a descriptor `(oa:PA(x), valid:0)`, or `label:"P1:L1"`.
+/// A value: an integer, an address (`x`, an array's element `x[1]`,
+/// `PTE(x)`, `pte_x`, `PA(x)`, `phy_x`), a descriptor `(oa:PA(x), valid:0)`, or `label:"P1:L1"`.
 fn parse_value(syms: &mut Syms, s: &str, line: usize) -> Result<Val, ParseError> {
     let s = s.trim();
     if let Some(v) = parse_int(s) {
@@ -563,7 +601,11 @@ fn parse_value(syms: &mut Syms, s: &str, line: usize) -> Result<Val, ParseError>
         return Ok(Val::Pa(syms.var(v)));
     }
     if is_ident(s) {
-        return Ok(Val::Va(syms.var(s)));
+        return Ok(Val::Va(syms.var(s), 0));
+    }
+    if let Some((name, idx)) = arrays::element_ref(s) {
+        let (v, off) = arrays::element(syms, name, idx, line)?;
+        return Ok(Val::Va(v, off));
     }
     Err(err(line, format!("bad value {s:?}")))
 }
@@ -693,8 +735,10 @@ fn parse_operand(s: &str, line: usize) -> Result<Operand, ParseError> {
         .ok_or_else(|| err(line, format!("bad operand {s:?}")))
 }
 
-/// `[Xn]`, `[Xn,Xm]`, `[Xn,Wm,SXTW]`, `[Xn,#imm]`.
-fn parse_addr(s: &str, line: usize) -> Result<Addr, ParseError> {
+/// `[Xn]`, `[Xn,#imm]`, `[Xn,Xm]`, `[Xn,Xm,LSL #s]`, `[Xn,Wm,SXTW]`,
+/// `[Xn,Wm,SXTW #s]`, `[Xn,Wm,UXTW #s]`, for an access of `bytes` bytes
+/// (which a shift must match, as the Arm ARM requires).
+fn parse_addr(s: &str, bytes: u8, line: usize) -> Result<Addr, ParseError> {
     let inner = s
         .trim()
         .strip_prefix('[')
@@ -709,11 +753,20 @@ fn parse_addr(s: &str, line: usize) -> Result<Addr, ParseError> {
     let parts: Vec<&str> = inner.split(',').map(str::trim).collect();
     let base =
         parse_reg(parts[0]).ok_or_else(|| err(line, format!("bad base register in {s:?}")))?;
-    let offset = match parts.len() {
-        1 => None,
-        2 => Some(parse_operand(parts[1], line)?),
-        3 if parts[2].eq_ignore_ascii_case("SXTW") || parts[2].eq_ignore_ascii_case("UXTW") => {
-            Some(parse_operand(parts[1], line)?)
+    let mut a = Addr::of(base);
+    match parts.len() {
+        1 => {}
+        2 => a.offset = Some(parse_operand(parts[1], line)?),
+        3 => {
+            let off = parse_operand(parts[1], line)?;
+            if let Operand::Imm(_) = off {
+                return Err(err(
+                    line,
+                    format!("{s}: an immediate offset takes no {:?}", parts[2]),
+                ));
+            }
+            a.offset = Some(off);
+            (a.extend, a.shift) = extend_and_shift(parts[2], bytes, s, line)?;
         }
         _ => {
             return Err(unsup(
@@ -722,8 +775,63 @@ fn parse_addr(s: &str, line: usize) -> Result<Addr, ParseError> {
                 format!("addressing mode {s:?}"),
             ))
         }
+    }
+    Ok(a)
+}
+
+/// `LSL #2`, `LSL 2`, `SXTW`, `SXTW #3`, `UXTW #2`: a register offset's
+/// extension and shift; the shift is 0 or the log2 of `bytes`.
+fn extend_and_shift(
+    t: &str,
+    bytes: u8,
+    whole: &str,
+    line: usize,
+) -> Result<(Extend, u8), ParseError> {
+    let split = t
+        .find(|c: char| c == '#' || c.is_ascii_whitespace())
+        .unwrap_or(t.len());
+    let (kind, amount) = t.split_at(split);
+    let extend = match kind.to_ascii_uppercase().as_str() {
+        "LSL" => Extend::None,
+        "SXTW" => Extend::Sxtw,
+        "UXTW" => Extend::Uxtw,
+        _ => {
+            return Err(unsup(
+                line,
+                Unsupported::Instruction,
+                format!("addressing mode {whole:?} (offset {kind}; LSL, SXTW and UXTW only)"),
+            ))
+        }
     };
-    Ok(Addr { base, offset })
+    let hash = amount.trim().starts_with('#');
+    let amount = amount.trim().trim_start_matches('#').trim();
+    let shift = match (amount.is_empty() && !hash, extend) {
+        (true, Extend::None) => {
+            return Err(err(line, format!("{whole}: LSL needs a shift amount")))
+        }
+        (true, _) => 0,
+        (false, _) => amount
+            .parse::<u8>()
+            .map_err(|_| err(line, format!("bad shift amount {amount:?} in {whole}")))?,
+    };
+    let scale = bytes.trailing_zeros() as u8;
+    if shift != 0 && shift != scale {
+        return Err(err(
+            line,
+            format!("{whole}: the shift of a {bytes}-byte access is #0 or #{scale}, not #{shift}"),
+        ));
+    }
+    Ok((extend, shift))
+}
+
+/// The bytes a load or store of register `s` moves: 4 for a `W`
+/// register, 8 for an `X` register.
+fn reg_bytes(s: &str) -> u8 {
+    if s.trim().starts_with(['W', 'w']) {
+        4
+    } else {
+        8
+    }
 }
 
 fn barrier(op: &str, line: usize) -> Result<BarrierKind, ParseError> {
@@ -806,8 +914,13 @@ impl Asm<'_> {
             )
         })
     }
-    fn addr(&self, k: usize) -> Result<Addr, ParseError> {
-        parse_addr(&self.ops[k], self.line)
+    /// Operand `k`, an address for an access of `bytes` bytes.
+    fn addr(&self, k: usize, bytes: u8) -> Result<Addr, ParseError> {
+        parse_addr(&self.ops[k], bytes, self.line)
+    }
+    /// The bytes moved by a load or store of operand `k`'s register.
+    fn bytes(&self, k: usize) -> u8 {
+        reg_bytes(&self.ops[k])
     }
     fn operand(&self, k: usize) -> Result<Operand, ParseError> {
         parse_operand(&self.ops[k], self.line)
@@ -851,7 +964,8 @@ fn memory_instr(a: &Asm<'_>) -> Option<Result<Instr, ParseError>> {
             op,
             rs: a.reg(0)?,
             rt: a.reg(1)?,
-            addr: a.addr(2)?,
+            addr: a.addr(2, a.bytes(0))?,
+            bytes: a.bytes(0),
         })
     };
     let st_rmw = |op: RmwOp| -> Result<Instr, ParseError> {
@@ -860,20 +974,31 @@ fn memory_instr(a: &Asm<'_>) -> Option<Result<Instr, ParseError>> {
             op,
             rs: a.reg(0)?,
             rt: ZR,
-            addr: a.addr(1)?,
+            addr: a.addr(1, a.bytes(0))?,
+            bytes: a.bytes(0),
         })
     };
+    let post_indexed = a.ops.len() == 3 && a.ops[1].ends_with(']') && a.ops[2].starts_with('#');
+    if post_indexed && matches!(mn, "LDR" | "STR") {
+        return Some(Err(unsup(
+            a.line,
+            Unsupported::Instruction,
+            format!("post-indexed addressing in {:?}", a.text),
+        )));
+    }
     Some(match mn {
         "LDR" | "LDAR" | "LDAPR" => a.want(2).and_then(|()| {
             Ok(Instr::Ldr {
                 rt: a.reg(0)?,
-                addr: a.addr(1)?,
+                addr: a.addr(1, a.bytes(0))?,
+                bytes: a.bytes(0),
             })
         }),
         "STR" | "STLR" => a.want(2).and_then(|()| {
             Ok(Instr::Str {
                 rt: a.reg(0)?,
-                addr: a.addr(1)?,
+                addr: a.addr(1, a.bytes(0))?,
+                bytes: a.bytes(0),
             })
         }),
         "SWP" | "SWPA" | "SWPL" | "SWPAL" => rmw(RmwOp::Swp),
@@ -885,7 +1010,8 @@ fn memory_instr(a: &Asm<'_>) -> Option<Result<Instr, ParseError>> {
             Ok(Instr::Cas {
                 rs: a.reg(0)?,
                 rt: a.reg(1)?,
-                addr: a.addr(2)?,
+                addr: a.addr(2, a.bytes(0))?,
+                bytes: a.bytes(0),
             })
         }),
         "LDXR" | "LDAXR" | "STXR" | "STLXR" => {
@@ -1191,22 +1317,30 @@ impl CondParser<'_> {
             self.pos += 1;
         }
         let val_text = String::from_utf8_lossy(&self.s[vstart..self.pos]).into_owned();
-        if is_array(loc_text.trim()) || val_text.trim_start().starts_with('{') {
-            return Err(array_unsupported(self.line, loc_text.trim()));
+        if val_text.trim_start().starts_with('{') {
+            let line = self.line;
+            return arrays::whole_eq(syms, &loc_text, &val_text, line, &mut |syms, v| {
+                self.check_val(syms, v)
+            });
         }
         let loc = parse_loc(syms, &loc_text, self.line)?;
         match loc {
             Loc::Reg(p, _) => self.check_thread(p)?,
-            Loc::Data(v) | Loc::Pte(v) => self.check_var(syms, v)?,
+            Loc::Data(v, _) | Loc::Pte(v) => self.check_var(syms, v)?,
         }
         let val = parse_value(syms, &val_text, self.line)?;
-        match val {
-            Val::Va(v) | Val::Page(v) | Val::PteAddr(v) | Val::Pa(v) => self.check_var(syms, v)?,
-            Val::Pte(PteVal { oa: Some(v), .. }) => self.check_var(syms, v)?,
-            Val::Label(p, l) => self.check_label(syms, p, l)?,
-            Val::Int(_) | Val::Pte(_) => {}
-        }
+        self.check_val(syms, val)?;
         Ok(Cond::Eq(loc, val))
+    }
+
+    /// The variables, threads and labels value `val` names exist.
+    fn check_val(&self, syms: &Syms, val: Val) -> Result<(), ParseError> {
+        match val {
+            Val::Va(v, _) | Val::Page(v) | Val::PteAddr(v) | Val::Pa(v) => self.check_var(syms, v),
+            Val::Pte(PteVal { oa: Some(v), .. }) => self.check_var(syms, v),
+            Val::Label(p, l) => self.check_label(syms, p, l),
+            Val::Int(_) | Val::Pte(_) => Ok(()),
+        }
     }
 
     /// Thread `p` exists.
@@ -1463,17 +1597,5 @@ mod tests {
         ))
         .unwrap_err();
         assert_eq!(e.unsupported, Some(Unsupported::DescriptorForm), "{e:?}");
-    }
-
-    #[test]
-    fn an_array_location_is_unsupported_not_malformed() {
-        let text = "AArch64 arr\n{\nint x[3]={0,0,0};\n0:X1=x;\n}\n P0 ;\n LDR W2,[X1,#8] ;\nexists(0:X2=0)\n";
-        let e = parse(text).unwrap_err();
-        assert_eq!(e.unsupported, Some(Unsupported::ArrayLocation), "{e:?}");
-        assert_eq!(e.line, 3);
-        assert!(e.message.contains("array location x[3]"), "{}", e.message);
-        let text = "AArch64 arr\n{\n0:X1=x;\n}\n P0 ;\n LDR W2,[X1] ;\nforall x = { 1,3 }\n";
-        let e = parse(text).unwrap_err();
-        assert_eq!(e.unsupported, Some(Unsupported::ArrayLocation), "{e:?}");
     }
 }

@@ -6,8 +6,8 @@
 //! catalogue).
 
 use super::ast::{
-    Addr, AluOp, BarrierKind, Code, Cond, CondCode, FaultKind, Instr, Loc, Operand, PteVal, Quant,
-    Reg, RmwOp, Test, TlbiKind, Val, ZR,
+    Addr, AluOp, BarrierKind, Code, Cond, CondCode, Extend, FaultKind, Instr, Loc, Operand, PteVal,
+    Quant, Reg, RmwOp, Sym, Test, TlbiKind, Val, ZR,
 };
 use std::fmt::Write;
 
@@ -22,7 +22,10 @@ impl std::fmt::Display for PrintError {
 }
 
 /// `test` in herd's AArch64 format, with `comment` (if not empty) as a
-/// `(* ... *)` block at the end. Registers print as `X` registers.
+/// `(* ... *)` block at the end. Registers print as `X` registers,
+/// except the data registers of 4-byte loads and stores (`W`); arrays
+/// are declared first, with every element's value
+/// (`int x[3]={0,1,2};`).
 pub fn print(test: &Test, comment: &str) -> Result<String, PrintError> {
     if comment.contains("*)") || comment.contains("(*") {
         return Err(PrintError("a comment holding \"(*\" or \"*)\"".into()));
@@ -32,8 +35,20 @@ pub fn print(test: &Test, comment: &str) -> Result<String, PrintError> {
         let _ = writeln!(s, "{k}={v}");
     }
     s.push_str("{\n");
+    for a in &test.arrays {
+        let vals: Result<Vec<String>, PrintError> =
+            a.init.iter().map(|v| val_text(test, *v)).collect();
+        let _ = writeln!(
+            s,
+            " {} {}[{}]={{{}}};",
+            a.ty,
+            test.sym(a.var),
+            a.len(),
+            vals?.join(",")
+        );
+    }
     for (loc, val) in &test.init {
-        let _ = writeln!(s, " {}={};", loc_text(test, *loc), val_text(test, *val)?);
+        let _ = writeln!(s, " {}={};", loc_text(test, *loc)?, val_text(test, *val)?);
     }
     s.push_str("}\n");
     s.push_str(&columns(test));
@@ -124,6 +139,16 @@ fn reg(r: Reg) -> String {
     }
 }
 
+/// Register `r` as the data register of a `bytes`-byte access: `W` for
+/// 4 bytes.
+fn data_reg(r: Reg, bytes: u8) -> String {
+    match (bytes, r == ZR) {
+        (4, true) => "WZR".into(),
+        (4, false) => format!("W{r}"),
+        _ => reg(r),
+    }
+}
+
 fn operand(o: Operand) -> String {
     match o {
         Operand::Reg(r) => reg(r),
@@ -132,10 +157,26 @@ fn operand(o: Operand) -> String {
 }
 
 fn addr(a: Addr) -> String {
-    match a.offset {
-        None => format!("[{}]", reg(a.base)),
-        Some(o) => format!("[{},{}]", reg(a.base), operand(o)),
-    }
+    let index = match (a.offset, a.extend) {
+        (Some(Operand::Reg(r)), Extend::Sxtw | Extend::Uxtw) => {
+            let e = if a.extend == Extend::Sxtw {
+                "SXTW"
+            } else {
+                "UXTW"
+            };
+            let w = data_reg(r, 4);
+            match a.shift {
+                0 => format!("{w},{e}"),
+                s => format!("{w},{e} #{s}"),
+            }
+        }
+        (Some(Operand::Reg(r)), Extend::None) if a.shift > 0 => {
+            format!("{},LSL #{}", reg(r), a.shift)
+        }
+        (Some(o), _) => operand(o),
+        (None, _) => return format!("[{}]", reg(a.base)),
+    };
+    format!("[{},{index}]", reg(a.base))
 }
 
 fn barrier(k: BarrierKind) -> &'static str {
@@ -157,22 +198,32 @@ fn cond_code(c: CondCode) -> &'static str {
 /// One instruction in herd's syntax.
 pub fn instr_text(test: &Test, ins: &Instr) -> String {
     match *ins {
-        Instr::Ldr { rt, addr: a } => format!("LDR {},{}", reg(rt), addr(a)),
-        Instr::Str { rt, addr: a } => format!("STR {},{}", reg(rt), addr(a)),
+        Instr::Ldr { rt, addr: a, bytes } => format!("LDR {},{}", data_reg(rt, bytes), addr(a)),
+        Instr::Str { rt, addr: a, bytes } => format!("STR {},{}", data_reg(rt, bytes), addr(a)),
         Instr::Rmw {
             op,
             rs,
             rt,
             addr: a,
+            bytes,
         } => {
             let name = match op {
                 RmwOp::Swp => "SWP",
                 RmwOp::Set => "LDSET",
                 RmwOp::Clr => "LDCLR",
             };
-            format!("{name} {},{},{}", reg(rs), reg(rt), addr(a))
+            let (rs, rt) = (data_reg(rs, bytes), data_reg(rt, bytes));
+            format!("{name} {rs},{rt},{}", addr(a))
         }
-        Instr::Cas { rs, rt, addr: a } => format!("CAS {},{},{}", reg(rs), reg(rt), addr(a)),
+        Instr::Cas {
+            rs,
+            rt,
+            addr: a,
+            bytes,
+        } => {
+            let (rs, rt) = (data_reg(rs, bytes), data_reg(rt, bytes));
+            format!("CAS {rs},{rt},{}", addr(a))
+        }
         Instr::Mov { rd, src } => format!("MOV {},{}", reg(rd), operand(src)),
         Instr::Alu { op, rd, rn, op2 } => {
             let name = match op {
@@ -228,11 +279,27 @@ pub fn instr_text(test: &Test, ins: &Instr) -> String {
     }
 }
 
-fn loc_text(test: &Test, l: Loc) -> String {
-    match l {
+fn loc_text(test: &Test, l: Loc) -> Result<String, PrintError> {
+    Ok(match l {
         Loc::Reg(p, r) => format!("{p}:{}", reg(r)),
-        Loc::Data(x) => test.sym(x).to_string(),
+        Loc::Data(x, off) => place(test, x, off)?,
         Loc::Pte(x) => format!("[PTE({})]", test.sym(x)),
+    })
+}
+
+/// Byte `off` of variable `x`'s page, as herd names it: `x` (a
+/// variable that is not an array, byte 0) or `x[i]` (an element).
+fn place(test: &Test, x: Sym, off: u16) -> Result<String, PrintError> {
+    let name = test.sym(x);
+    match test.array(x) {
+        None if off == 0 => Ok(name.to_string()),
+        Some(a) => match a.index_at(off) {
+            Some(i) => Ok(format!("{name}[{i}]")),
+            None => Err(PrintError(format!("byte {off} of {name}, not an element"))),
+        },
+        None => Err(PrintError(format!(
+            "byte {off} of {name}, which is not an array"
+        ))),
     }
 }
 
@@ -259,7 +326,8 @@ fn pte_text(test: &Test, p: PteVal) -> String {
 fn val_text(test: &Test, v: Val) -> Result<String, PrintError> {
     Ok(match v {
         Val::Int(i) => i.to_string(),
-        Val::Va(x) => test.sym(x).to_string(),
+        Val::Va(x, 0) => test.sym(x).to_string(),
+        Val::Va(x, off) => place(test, x, off)?,
         Val::Page(x) => {
             return Err(PrintError(format!(
                 "the page number of {} as a value (herd computes it with LSR)",
@@ -281,7 +349,7 @@ fn cond_text(test: &Test, c: &Cond) -> Result<String, PrintError> {
     };
     Ok(match c {
         Cond::True => "true".into(),
-        Cond::Eq(l, v) => format!("{}={}", loc_text(test, *l), val_text(test, *v)?),
+        Cond::Eq(l, v) => format!("{}={}", loc_text(test, *l)?, val_text(test, *v)?),
         Cond::Fault(a) => {
             let mut s = format!("fault(P{}", a.proc);
             if let Some(l) = a.label {
@@ -341,6 +409,45 @@ mod tests {
             n += 1;
         }
         assert!(n > 250, "only {n} catalogue tests parsed");
+    }
+
+    /// Issue 35, item 3: an array test prints back in herd's form (the
+    /// declaration with every value, elements as `x[i]`, `W` data
+    /// registers, extended and shifted offsets) and parses to the same.
+    #[test]
+    fn an_array_test_prints_in_herd_form_and_parses_back() {
+        let text = "AArch64 arr
+{
+0:X5=x[2]; int x[3]={1,2,3}; int64_t w[2];
+0:X1=x; 0:X2=1; 0:X4=w;
+}
+ P0 ;
+ LDR W3,[X1,#4] ;
+ LDR W3,[X1,X2,LSL #2] ;
+ STR W3,[X1,W2,SXTW #2] ;
+ STR WZR,[X1,W2,SXTW] ;
+ LDR X6,[X4,#8] ;
+ SWP W3,W7,[X1] ;
+forall (x={1,2,3} /\\ 0:X5=x[2] /\\ w[1]=0)
+";
+        let t = parse(text).unwrap();
+        let once = print(&t, "").unwrap();
+        for want in [
+            " int x[3]={1,2,3};\n int64_t w[2]={0,0};\n 0:X5=x[2];\n",
+            "LDR W3,[X1,#4]",
+            "LDR W3,[X1,X2,LSL #2]",
+            "STR W3,[X1,W2,SXTW #2]",
+            "STR WZR,[X1,W2,SXTW]",
+            "LDR X6,[X4,#8]",
+            "SWP W3,W7,[X1]",
+            "forall ((x[0]=1 /\\ x[1]=2 /\\ x[2]=3) /\\ 0:X5=x[2] /\\ w[1]=0)",
+        ] {
+            assert!(once.contains(want), "{want:?} not in\n{once}");
+        }
+        let back = parse(&once).unwrap_or_else(|e| panic!("{e:?}\n{once}"));
+        assert_eq!(print(&back, "").unwrap(), once);
+        assert_eq!(back.arrays, t.arrays);
+        assert_eq!(back.cond, t.cond);
     }
 
     #[test]

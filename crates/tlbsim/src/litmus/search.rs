@@ -398,9 +398,10 @@ fn put_val(out: &mut Vec<u8>, v: &Val) {
             // Zigzag: small negative numbers stay short.
             put(out, ((i << 1) ^ (i >> 63)) as u64);
         }
-        Val::Va(s) => {
+        Val::Va(s, off) => {
             out.push(1);
             put(out, u64::from(s));
+            put(out, u64::from(off));
         }
         Val::Page(s) => {
             out.push(2);
@@ -430,9 +431,10 @@ fn put_val(out: &mut Vec<u8>, v: &Val) {
 fn put_loc(out: &mut Vec<u8>, l: &Loc) {
     match *l {
         Loc::Reg(p, r) => out.extend_from_slice(&[0, p, r]),
-        Loc::Data(s) => {
+        Loc::Data(s, off) => {
             out.push(1);
             put(out, u64::from(s));
+            put(out, u64::from(off));
         }
         Loc::Pte(s) => {
             out.push(2);

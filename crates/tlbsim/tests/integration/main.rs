@@ -7,6 +7,7 @@ mod explore;
 mod filemap;
 mod kernel;
 mod kernel_4_18;
+mod litmus_arrays;
 mod litmus_export;
 mod mutants;
 mod replay;
