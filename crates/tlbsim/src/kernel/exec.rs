@@ -59,7 +59,7 @@ pub async fn sys_exec(ctx: &Ctx) {
 /// (PAGE_SHIFT - 12)` (1 GiB whatever the page size), x86-64 `0x3fffff`
 /// (16 GiB).
 fn stack_rnd_mask(ctx: &Ctx) -> u64 {
-    match ctx.w.policy.arch() {
+    match ctx.w.arch() {
         Arch::Arm64 => 0x3ffff >> (ctx.w.granule.page_shift() - 12),
         Arch::X86 => 0x3f_ffff,
     }

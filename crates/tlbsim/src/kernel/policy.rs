@@ -11,9 +11,6 @@ use crate::hw::tlb::{Asid, MmId};
 /// its architecture's primitives (`kernel/arm64/tlbflush.rs`,
 /// `kernel/x86/`). Every method runs on the calling CPU.
 pub trait TlbPolicy {
-    /// The architecture whose kernel this policy is (the profile must match;
-    /// the architecture-specific parts of generic mm code key on it).
-    fn arch(&self) -> crate::config::Arch;
     /// One-time setup once CPUs exist (e.g. registering IPI handlers).
     fn init(&self, w: &World) {
         let _ = w;

@@ -291,6 +291,14 @@ impl World {
         self.ncpus
     }
 
+    /// The architecture this kernel is built for (`CONFIG_ARM64`,
+    /// `CONFIG_X86`): the profile's, which its policy's registry entry
+    /// must match (`check_combination`); generic code's
+    /// architecture-specific parts key on it.
+    pub fn arch(&self) -> crate::config::Arch {
+        self.profile.arch
+    }
+
     /// The physical CPU this kernel's CPU `cpu` is (a vCPU: the one it
     /// runs on, or last ran on).
     pub fn pcpu(&self, cpu: CpuId) -> CpuId {

@@ -102,7 +102,6 @@ pub fn build(exp: &Experiment, opts: &RunOptions) -> Result<Built, SimError> {
         .map_err(|(key, message)| field("kernel", key, message))?;
     let policy = (policy_entry.new)();
     let alloc = (alloc_entry.new)(&kcfg, profile.tlb.asid_bits);
-    debug_assert_eq!(policy.arch(), policy_entry.arch, "{}", policy_entry.name);
     check_kernel(&Setting {
         kcfg: &kcfg,
         profile: &profile,

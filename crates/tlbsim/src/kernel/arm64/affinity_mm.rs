@@ -62,10 +62,6 @@ async fn scoped<F: std::future::Future<Output = ()>>(
 }
 
 impl TlbPolicy for AffinityMm {
-    fn arch(&self) -> Arch {
-        Arch::Arm64
-    }
-
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
         CpumaskTracking.switch_mm(ctx, prev, next)
     }

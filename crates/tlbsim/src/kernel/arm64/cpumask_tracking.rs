@@ -43,10 +43,6 @@ impl CpumaskTracking {
 }
 
 impl TlbPolicy for CpumaskTracking {
-    fn arch(&self) -> crate::config::Arch {
-        crate::config::Arch::Arm64
-    }
-
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
         Box::pin(switch_mm(ctx, prev, next))
     }

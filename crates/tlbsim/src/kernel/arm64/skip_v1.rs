@@ -50,10 +50,6 @@ impl SkipV1 {
 }
 
 impl TlbPolicy for SkipV1 {
-    fn arch(&self) -> crate::config::Arch {
-        crate::config::Arch::Arm64
-    }
-
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
         Box::pin(async move {
             if prev != Some(next) {

@@ -160,10 +160,6 @@ pub async fn flush_if_stale(ctx: &Ctx, mm: MmId) {
 }
 
 impl TlbPolicy for SkipV2 {
-    fn arch(&self) -> crate::config::Arch {
-        crate::config::Arch::Arm64
-    }
-
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
         Box::pin(async move {
             if !self.is_not_lazy(ctx) {

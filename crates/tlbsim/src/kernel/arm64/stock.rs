@@ -26,10 +26,6 @@ pub async fn switch_mm(ctx: &Ctx, prev: Option<MmId>, next: MmId) {
 }
 
 impl TlbPolicy for Stock {
-    fn arch(&self) -> crate::config::Arch {
-        crate::config::Arch::Arm64
-    }
-
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
         Box::pin(switch_mm(ctx, prev, next))
     }

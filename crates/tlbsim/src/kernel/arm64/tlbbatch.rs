@@ -91,10 +91,6 @@ pub async fn arch_tlbbatch_flush(ctx: &Ctx) {
 }
 
 impl TlbPolicy for TlbBatch {
-    fn arch(&self) -> Arch {
-        Arch::Arm64
-    }
-
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
         Stock.switch_mm(ctx, prev, next)
     }

@@ -265,7 +265,7 @@ async fn wp_page_reuse(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, p: Pte) {
 /// (arch/x86/mm/pgtable.c): a CPU still holding the read-only entry takes
 /// a spurious fault, which drops it, and retries.
 async fn access_flags_flush(ctx: &Ctx, mm: MmId, va: u64) {
-    match ctx.w.policy.arch() {
+    match ctx.w.arch() {
         crate::config::Arch::Arm64 => flush_tlb_page(ctx, mm, va).await,
         crate::config::Arch::X86 => {}
     }

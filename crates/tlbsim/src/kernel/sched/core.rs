@@ -138,7 +138,7 @@ async fn context_switch(ctx: &Ctx, cpu: CpuId, prev: TaskId, next: TaskId) {
             w.policy.switch_mm(ctx, prev_active, m).await;
         }
     }
-    if w.policy.arch() == crate::config::Arch::Arm64 && w.kcfg.switch_to_dsb {
+    if w.arch() == crate::config::Arch::Arm64 && w.kcfg.switch_to_dsb {
         // arm64 __switch_to(): "Complete any pending TLB or cache
         // maintenance on this CPU in case the thread migrates to a
         // different CPU."

@@ -112,10 +112,6 @@ impl Inner {
 }
 
 impl TlbPolicy for Legacy {
-    fn arch(&self) -> Arch {
-        Arch::X86
-    }
-
     fn init(&self, w: &World) {
         let n = w.ncpus();
         self.inner.cpus.borrow_mut().fill(n, CpuState::default());

@@ -20,10 +20,6 @@ use crate::kernel::Ctx;
 pub struct SwitchTime;
 
 impl TlbPolicy for SwitchTime {
-    fn arch(&self) -> Arch {
-        Arch::Arm64
-    }
-
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
         CpumaskTracking.switch_mm(ctx, prev, next)
     }

@@ -18,9 +18,6 @@ use crate::kernel::Ctx;
 pub struct RangeNoBroadcast;
 
 impl TlbPolicy for RangeNoBroadcast {
-    fn arch(&self) -> Arch {
-        Arch::Arm64
-    }
     fn switch_mm<'a>(&'a self, ctx: &'a Ctx, prev: Option<MmId>, next: MmId) -> KFuture<'a, ()> {
         Stock.switch_mm(ctx, prev, next)
     }
