@@ -178,21 +178,7 @@ pub struct Plan {
 /// with a litmus form.
 pub fn plan(cap: &Capture) -> Result<Plan, CannotExport> {
     let v = &cap.violation;
-    if v.arch != Arch::Arm64 {
-        return Err(no(
-            "the machine is x86; herd's litmus tests here are AArch64 (VMSA)",
-        ));
-    }
-    match v.invariant {
-        Invariant::NoStaleUse | Invariant::NoStaleHold | Invariant::NoUseAfterFree => {}
-        i => {
-            return Err(no(format!(
-                "\"{i}\" has no litmus form here: tlbsim's litmus tests run one address space \
-                 under one ASID with leaf descriptors only (no ASIDs or VMIDs to alias, no \
-                 table pages to free, no copy-out)"
-            )))
-        }
-    }
+    has_litmus_form(v)?;
     let (Some(&holder), Some(mm), Some(va)) = (v.cpus.first(), v.mm, v.va) else {
         return Err(no("the violation names no CPU, mm or address"));
     };
@@ -239,14 +225,7 @@ pub fn plan(cap: &Capture) -> Result<Plan, CannotExport> {
             "cpu{writer} wrote the PTE {stores} times in the call (at most {MAX_STORES} fit a test's registers)"
         )));
     }
-    let mut frames = vec![old.pfn];
-    for s in &steps {
-        if let Step::Store(Some(p)) = s {
-            if !frames.contains(&p.pfn) {
-                frames.push(p.pfn);
-            }
-        }
-    }
+    let frames = frames_of(old, &steps);
     Ok(Plan {
         invariant: v.invariant,
         writer,
@@ -258,6 +237,39 @@ pub fn plan(cap: &Capture) -> Result<Plan, CannotExport> {
         frames,
         returned,
     })
+}
+
+/// Can violation `v` be a herd test at all: an arm64 machine, and a
+/// stale translation or a use after free (one address space, one ASID,
+/// leaf descriptors)?
+fn has_litmus_form(v: &Violation) -> Result<(), CannotExport> {
+    if v.arch != Arch::Arm64 {
+        return Err(no(
+            "the machine is x86; herd's litmus tests here are AArch64 (VMSA)",
+        ));
+    }
+    match v.invariant {
+        Invariant::NoStaleUse | Invariant::NoStaleHold | Invariant::NoUseAfterFree => Ok(()),
+        i => Err(no(format!(
+            "\"{i}\" has no litmus form here: tlbsim's litmus tests run one address space \
+             under one ASID with leaf descriptors only (no ASIDs or VMIDs to alias, no \
+             table pages to free, no copy-out)"
+        ))),
+    }
+}
+
+/// The frames a test maps: `old`'s first (the stale entry's), then each
+/// new one the writer's stores name, in order.
+fn frames_of(old: Pte, steps: &[Step]) -> Vec<Pfn> {
+    let mut frames = vec![old.pfn];
+    for s in steps {
+        if let Step::Store(Some(p)) = s {
+            if !frames.contains(&p.pfn) {
+                frames.push(p.pfn);
+            }
+        }
+    }
+    frames
 }
 
 /// The access that shows a translation from `old` stale once the PTE

@@ -195,6 +195,29 @@ fn cond_code(c: CondCode) -> &'static str {
     }
 }
 
+/// An atomic's mnemonic.
+fn rmw_name(op: RmwOp) -> &'static str {
+    match op {
+        RmwOp::Swp => "SWP",
+        RmwOp::Set => "LDSET",
+        RmwOp::Clr => "LDCLR",
+    }
+}
+
+/// An arithmetic or logical operation's mnemonic.
+fn alu_name(op: AluOp) -> &'static str {
+    match op {
+        AluOp::Add => "ADD",
+        AluOp::Sub => "SUB",
+        AluOp::Eor => "EOR",
+        AluOp::And => "AND",
+        AluOp::Orr => "ORR",
+        AluOp::Bic => "BIC",
+        AluOp::Lsr => "LSR",
+        AluOp::Lsl => "LSL",
+    }
+}
+
 /// One instruction in herd's syntax.
 pub fn instr_text(test: &Test, ins: &Instr) -> String {
     match *ins {
@@ -207,13 +230,8 @@ pub fn instr_text(test: &Test, ins: &Instr) -> String {
             addr: a,
             bytes,
         } => {
-            let name = match op {
-                RmwOp::Swp => "SWP",
-                RmwOp::Set => "LDSET",
-                RmwOp::Clr => "LDCLR",
-            };
             let (rs, rt) = (data_reg(rs, bytes), data_reg(rt, bytes));
-            format!("{name} {rs},{rt},{}", addr(a))
+            format!("{} {rs},{rt},{}", rmw_name(op), addr(a))
         }
         Instr::Cas {
             rs,
@@ -226,17 +244,7 @@ pub fn instr_text(test: &Test, ins: &Instr) -> String {
         }
         Instr::Mov { rd, src } => format!("MOV {},{}", reg(rd), operand(src)),
         Instr::Alu { op, rd, rn, op2 } => {
-            let name = match op {
-                AluOp::Add => "ADD",
-                AluOp::Sub => "SUB",
-                AluOp::Eor => "EOR",
-                AluOp::And => "AND",
-                AluOp::Orr => "ORR",
-                AluOp::Bic => "BIC",
-                AluOp::Lsr => "LSR",
-                AluOp::Lsl => "LSL",
-            };
-            format!("{name} {},{},{}", reg(rd), reg(rn), operand(op2))
+            format!("{} {},{},{}", alu_name(op), reg(rd), reg(rn), operand(op2))
         }
         Instr::Cmp { rn, op2 } => format!("CMP {},{}", reg(rn), operand(op2)),
         Instr::Csel { rd, rn, rm, cond } => format!(
