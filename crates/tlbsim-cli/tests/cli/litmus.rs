@@ -254,29 +254,9 @@ fn malformed_tests_are_refused_with_file_and_line_and_skipped_in_a_directory() {
 }
 
 /// herdtools7's `catalogue/aarch64-VMSA/tests/coRR-pte9-plus8.litmus`
-/// (CeCILL-B), which the shared copy of the catalogue lacks (also in
-/// crates/tlbsim/tests/fixtures/litmus/).
-const ARRAY: &str = "AArch64 coRR-pte9-plus8
-{
-int x[3]={0,0,0};
-int y[3]={1,1,1};
-
-0:X1=x;
-1:X0=(oa:phy_x,valid:0,db:1);
-1:X3=pte_x;
-1:X1=x;
-1:X4=(oa:phy_y,db:1);
-}
-P0                | P1             ;
-L1:LDR W2,[X1,#8] | STR X0,[X3]    ;
-L0:LDR W4,[X1]    | DSB ISH        ;
-                  | LSR X9,X1,#12  ;
-                  | TLBI VAAE1IS,X9;
-                  | DSB ISH        ;
-                  | STR X4,[X3]    ;
-locations[0:X2;0:X4]
-exists(0:X2=1/\\ 0:X4=0 /\\ ~fault(P0:L0,x))
-";
+/// (CeCILL-B), which the shared copy of the catalogue lacks: the
+/// library's fixture.
+const ARRAY: &str = include_str!("../../../tlbsim/tests/fixtures/litmus/coRR-pte9-plus8.litmus");
 
 /// Four threads of loads and stores to three variables: millions of
 /// states, more than a few MiB.
