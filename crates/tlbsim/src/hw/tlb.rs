@@ -6,8 +6,6 @@
 
 use super::mem::{Granule, Perms, Pfn, TableId};
 use super::params::Arch;
-use crate::engine::state::{ByMm, PartKind, TableIndex};
-use crate::engine::track::part;
 use std::fmt;
 
 /// Address-space identifier as programmed in TTBR0 (arm64: 8 or 16 bits).
@@ -53,6 +51,101 @@ pub struct MmId(u32);
 /// guest) in its upper bits.
 pub const KERNEL_ID_SHIFT: u32 = 24;
 
+/// The accessors, table index and printing shared by the kernel ids
+/// ([`MmId`] here, `observe::TaskId`), each a `#[repr(transparent)]`
+/// wrapper of an integer `$int` that indexes a `$kind` table (`PerMm`,
+/// `PerTask`) whose element `i` is footprint part `$part(i)`: a kernel's
+/// own number, or a machine-wide one ([`KERNEL_ID_SHIFT`]). `from_index`
+/// takes indices below `$limit` (checked in debug builds). Printed
+/// (`Display` and `Debug`) as the bare number.
+macro_rules! kernel_id {
+    ($id:ident, $int:ty, $kind:ty, $part:path, $what:literal, $limit:expr) => {
+        impl $id {
+            #[doc = concat!("The ", $what, " at index `i` of a kernel's table (or a machine-wide id written out whole).")]
+            #[inline(always)]
+            pub fn from_index(i: usize) -> $id {
+                debug_assert!(i < $limit, "{} index {i}", $what);
+                $id(i as $int)
+            }
+
+            #[doc = concat!("The number as an index: in its kernel's ", $what, " table, for a kernel's own id; in per-", $what, " state of the whole machine (the checker's), for a machine-wide id.")]
+            #[inline(always)]
+            pub const fn index(self) -> usize {
+                self.0 as usize
+            }
+
+            #[doc = concat!("The machine-wide id of kernel `kernel`'s own ", $what, " `self` (kernel 0, the host, keeps its numbers).")]
+            #[inline(always)]
+            pub fn in_kernel(self, kernel: u32) -> $id {
+                debug_assert!(
+                    self.0 < 1 << $crate::hw::tlb::KERNEL_ID_SHIFT,
+                    "{} {} is not a kernel's own",
+                    $what,
+                    self.0
+                );
+                $id(((kernel as $int) << $crate::hw::tlb::KERNEL_ID_SHIFT) | self.0)
+            }
+
+            /// The kernel (0: the host; a guest from 1) a machine-wide id
+            /// names.
+            #[inline(always)]
+            pub const fn kernel(self) -> u32 {
+                (self.0 >> $crate::hw::tlb::KERNEL_ID_SHIFT) as u32
+            }
+
+            /// The kernel's own number of a machine-wide id (the inverse of
+            /// `in_kernel`).
+            #[inline(always)]
+            pub const fn local(self) -> $id {
+                $id(self.0 & ((1 << $crate::hw::tlb::KERNEL_ID_SHIFT) - 1))
+            }
+        }
+
+        impl $crate::engine::state::TableIndex for $id {
+            #[inline(always)]
+            fn index(self) -> usize {
+                $id::index(self)
+            }
+            #[inline(always)]
+            fn from_index(i: usize) -> Self {
+                $id::from_index(i)
+            }
+        }
+
+        #[doc = concat!("A kernel's ", $what, " table is indexed by its own [`", stringify!($id), "`]s.")]
+        impl $crate::engine::state::PartKind for $kind {
+            type Id = $id;
+            #[inline(always)]
+            fn part(i: usize) -> u32 {
+                $part(i)
+            }
+        }
+
+        impl std::fmt::Display for $id {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+
+        impl std::fmt::Debug for $id {
+            /// As `Display`: the bare number, as when the id was an integer.
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+    };
+}
+pub(crate) use kernel_id;
+
+kernel_id!(
+    MmId,
+    u32,
+    crate::engine::state::ByMm,
+    crate::engine::track::part::mm,
+    "mm",
+    1 << KERNEL_ID_SHIFT
+);
+
 impl MmId {
     /// The mm numbered `n` (a kernel's own number, or a machine-wide id
     /// written out whole).
@@ -61,84 +154,10 @@ impl MmId {
         MmId(n)
     }
 
-    /// The mm at index `i` of a kernel's mm table.
-    #[inline(always)]
-    pub fn from_index(i: usize) -> MmId {
-        debug_assert!(i < 1 << KERNEL_ID_SHIFT, "mm index {i}");
-        MmId(i as u32)
-    }
-
-    /// The number as an index: in its kernel's mm table, for a kernel's
-    /// own id; in per-mm state of the whole machine (the checker's), for a
-    /// machine-wide id.
-    #[inline(always)]
-    pub const fn index(self) -> usize {
-        self.0 as usize
-    }
-
     /// The number, as the event stream and the reports print it.
     #[inline(always)]
     pub const fn get(self) -> u32 {
         self.0
-    }
-
-    /// The machine-wide id of kernel `kernel`'s own mm `self` (kernel 0,
-    /// the host, keeps its numbers).
-    #[inline(always)]
-    pub fn in_kernel(self, kernel: u32) -> MmId {
-        debug_assert!(
-            self.0 < 1 << KERNEL_ID_SHIFT,
-            "mm {} is not a kernel's own",
-            self.0
-        );
-        MmId((kernel << KERNEL_ID_SHIFT) | self.0)
-    }
-
-    /// The kernel (0: the host; a guest from 1) a machine-wide id names.
-    #[inline(always)]
-    pub const fn kernel(self) -> u32 {
-        self.0 >> KERNEL_ID_SHIFT
-    }
-
-    /// The kernel's own number of a machine-wide id (the inverse of
-    /// [`MmId::in_kernel`]).
-    #[inline(always)]
-    pub const fn local(self) -> MmId {
-        MmId(self.0 & ((1 << KERNEL_ID_SHIFT) - 1))
-    }
-}
-
-impl TableIndex for MmId {
-    #[inline(always)]
-    fn index(self) -> usize {
-        MmId::index(self)
-    }
-    #[inline(always)]
-    fn from_index(i: usize) -> Self {
-        MmId::from_index(i)
-    }
-}
-
-/// A kernel's mm table ([`PerMm`](crate::engine::state::PerMm)) is
-/// indexed by its own [`MmId`]s.
-impl PartKind for ByMm {
-    type Id = MmId;
-    #[inline(always)]
-    fn part(i: usize) -> u32 {
-        part::mm(i)
-    }
-}
-
-impl fmt::Display for MmId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl fmt::Debug for MmId {
-    /// As `Display`: the bare number, as when the id was a `u32`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
     }
 }
 

@@ -1,11 +1,9 @@
 //! The event stream the model emits for observers (the checker). Observers
 //! see events and may read the machine; they never change it.
 
-use crate::engine::state::{ByTask, PartKind, TableIndex};
-use crate::engine::track::part;
 use crate::engine::Ns;
 use crate::hw::mem::{Granule, MaybePte, Pte, TableId};
-use crate::hw::tlb::{Asid, LeafEntry, MmId, TlbiScope, WalkEntry, KERNEL_ID_SHIFT};
+use crate::hw::tlb::{Asid, LeafEntry, MmId, TlbiScope, WalkEntry};
 use crate::hw::Arch;
 use crate::hw::{CpuId, Hw};
 use std::fmt;
@@ -17,88 +15,22 @@ pub use violation::{Clock, Invariant, Violation};
 /// The id of a kernel's task. Inside a kernel it is the kernel's own
 /// number, an index in its task table from 0 (the idle tasks first, one a
 /// CPU); in the event stream it is machine-wide ([`TaskId::in_kernel`]):
-/// kernel `k`'s task `i` is `k <<` [`KERNEL_ID_SHIFT`]` | i`, as an
+/// kernel `k`'s task `i` is `k <<`
+/// [`KERNEL_ID_SHIFT`](crate::hw::tlb::KERNEL_ID_SHIFT)` | i`, as an
 /// [`MmId`] is, so the host's ids (kernel 0) are the same in both.
 /// Printed (`Display` and `Debug`) as the bare number.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 #[repr(transparent)]
 pub struct TaskId(usize);
 
-impl TaskId {
-    /// The task at index `i` of a kernel's task table (or a machine-wide
-    /// id written out whole).
-    #[inline(always)]
-    pub const fn from_index(i: usize) -> TaskId {
-        TaskId(i)
-    }
-
-    /// The number as an index: in its kernel's task table, for a
-    /// kernel's own id; in per-task state of the whole machine, for a
-    /// machine-wide id.
-    #[inline(always)]
-    pub const fn index(self) -> usize {
-        self.0
-    }
-
-    /// The machine-wide id of kernel `kernel`'s own task `self` (kernel 0,
-    /// the host, keeps its numbers).
-    #[inline(always)]
-    pub fn in_kernel(self, kernel: u32) -> TaskId {
-        debug_assert!(
-            self.0 < 1 << KERNEL_ID_SHIFT,
-            "task {} is not a kernel's own",
-            self.0
-        );
-        TaskId(((kernel as usize) << KERNEL_ID_SHIFT) | self.0)
-    }
-
-    /// The kernel (0: the host; a guest from 1) a machine-wide id names.
-    #[inline(always)]
-    pub const fn kernel(self) -> u32 {
-        (self.0 >> KERNEL_ID_SHIFT) as u32
-    }
-
-    /// The kernel's own number of a machine-wide id (the inverse of
-    /// [`TaskId::in_kernel`]).
-    #[inline(always)]
-    pub const fn local(self) -> TaskId {
-        TaskId(self.0 & ((1 << KERNEL_ID_SHIFT) - 1))
-    }
-}
-
-impl TableIndex for TaskId {
-    #[inline(always)]
-    fn index(self) -> usize {
-        self.0
-    }
-    #[inline(always)]
-    fn from_index(i: usize) -> Self {
-        TaskId(i)
-    }
-}
-
-/// A kernel's task table ([`PerTask`](crate::engine::state::PerTask)) is
-/// indexed by its own [`TaskId`]s.
-impl PartKind for ByTask {
-    type Id = TaskId;
-    #[inline(always)]
-    fn part(i: usize) -> u32 {
-        part::task(i)
-    }
-}
-
-impl fmt::Display for TaskId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl fmt::Debug for TaskId {
-    /// As `Display`: the bare number, as when the id was a `usize`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
+crate::hw::tlb::kernel_id!(
+    TaskId,
+    usize,
+    crate::engine::state::ByTask,
+    crate::engine::track::part::task,
+    "task",
+    usize::MAX
+);
 
 /// One observable event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -504,6 +436,7 @@ pub trait Observer {
 mod tests {
     use super::*;
     use crate::hw::mem::Perms;
+    use crate::hw::tlb::KERNEL_ID_SHIFT;
 
     const VA: u64 = 0x7eff_ffff_e000;
 
