@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 use tlbsim::config::limits::{MAX_ACTIONS, MAX_PCT_DEPTH};
 use tlbsim::config::Experiment;
-use tlbsim::explore::{CheckOptions, CheckReport, Outcome, Strategy};
+use tlbsim::explore::{CheckOptions, CheckReport, Outcome, Strategy, DEFAULT_MAX_SPIN};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -35,6 +35,12 @@ pub struct Args {
     /// Actions per schedule before it is cut off (1 to 10,000,000).
     #[arg(long, default_value_t = 200_000, value_parser = max_actions)]
     max_actions: usize,
+    /// DPOR only: cut a schedule in which one CPU took this many actions
+    /// in a row alone, each touching the same state, while the next
+    /// actions of the others slept (a spin loop waiting for a CPU the
+    /// schedule no longer runs; 1 to 10,000,000).
+    #[arg(long, default_value_t = DEFAULT_MAX_SPIN, value_parser = max_actions)]
+    max_spin: usize,
     /// Speculative fills per schedule.
     #[arg(long, default_value_t = 2)]
     speculation: u32,
@@ -203,6 +209,8 @@ fn json_report(
         Strategy::Dpor => serde_json::json!({
             "name": "dpor",
             "pruned": rep.pruned,
+            "max_spin": opts.max_spin,
+            "spun": rep.spun,
             "peak_states": rep.dpor_peak_states,
             "choices_left": rep.dpor_choices_left,
             "time_limited": rep.time_limited,
@@ -239,7 +247,7 @@ fn json_report(
     })
 }
 
-/// `--max-actions`: 1 to [`MAX_ACTIONS`].
+/// `--max-actions` and `--max-spin`: 1 to [`MAX_ACTIONS`].
 fn max_actions(s: &str) -> Result<usize, String> {
     let n: usize = s.parse().map_err(|e| format!("{e}"))?;
     if n == 0 || n > MAX_ACTIONS {
@@ -266,6 +274,7 @@ fn options(args: &Args) -> Result<CheckOptions, ExitCode> {
         schedules: args.schedules,
         seed: args.seed,
         max_actions: args.max_actions,
+        max_spin: args.max_spin,
         speculation: args.speculation,
         cpus: args.cpus,
     })
@@ -385,10 +394,18 @@ fn print_report(
         ));
     }
     if opts.strategy == Strategy::Dpor {
+        let spun = match rep.spun {
+            0 => String::new(),
+            n => format!(", {n} cut where one CPU spun alone {} times", opts.max_spin),
+        };
         out.line(&format!(
-            "dpor: {} of them stopped early by sleep sets; {}",
+            "dpor: {} of them stopped early by sleep sets{spun}; {}",
             rep.pruned,
             match (rep.exhausted, rep.failure.is_some()) {
+                (true, _) if rep.bounded + rep.spun > 0 => format!(
+                    "search complete up to its cuts: every class of equivalent schedules was run, {} of them cut (raise --max-actions or --max-spin to see further)",
+                    rep.bounded + rep.spun
+                ),
                 (true, _) =>
                     "search complete: every class of equivalent schedules was run".to_string(),
                 (false, true) => "stopped at the first failure".to_string(),

@@ -776,6 +776,7 @@ fn explorer_arguments_that_check_nothing_or_exhaust_memory_are_refused() {
         &["check", exp, "--max-actions", "0"],
         "must be 1..=10000000",
     );
+    refused(&["check", exp, "--max-spin", "0"], "must be 1..=10000000");
     refused(
         &["check", exp, "--replay", ""],
         "error: --replay: the schedule is empty",

@@ -453,7 +453,7 @@ proptest! {
         flags in prop::collection::vec(
             (prop::sample::select(vec![
                 "--cpus", "--seed", "--policy", "--profile", "--schedules", "--max-actions",
-                "--depth", "--strategy", "--preemptions", "--speculation", "--allocator",
+                "--max-spin", "--depth", "--strategy", "--preemptions", "--speculation", "--allocator",
                 "--policies", "--profiles", "--param", "--set", "--bogus", "--seeds",
                 "--shard", "--summary", "--json",
             ]),

@@ -33,6 +33,11 @@ pub struct CheckOptions {
     pub seed: u64,
     /// Actions per schedule before it is cut off.
     pub max_actions: usize,
+    /// DPOR: actions in a row one process may take alone, each with the
+    /// same footprint, while another enabled action sleeps, before the
+    /// schedule is cut ([`super::Stop::Spinning`]); ignored by the other
+    /// searches.
+    pub max_spin: usize,
     /// Speculative fills allowed per schedule.
     pub speculation: u32,
     /// CPU-count override.
@@ -89,6 +94,9 @@ pub struct CheckReport {
     pub completed: u64,
     /// Schedules cut off at `max_actions`.
     pub bounded: u64,
+    /// Schedules DPOR cut where one process spun alone `max_spin` times
+    /// ([`super::Stop::Spinning`]).
+    pub spun: u64,
     /// Actions taken over all schedules.
     pub actions: u64,
     /// Of those, IPIs taken (`Interrupt` actions).
@@ -159,6 +167,7 @@ impl CheckReport {
         match r.outcome {
             Outcome::Done => self.completed += 1,
             Outcome::Bounded => self.bounded += 1,
+            Outcome::Spun => self.spun += 1,
             Outcome::Pruned => self.pruned += 1,
             Outcome::Violation(v) => return self.fail(index, &r.schedule, Finding::Violation(v)),
             Outcome::Deadlock(d) => return self.fail(index, &r.schedule, Finding::Deadlock(d)),
@@ -183,6 +192,7 @@ impl CheckReport {
         self.schedules += later.schedules;
         self.completed += later.completed;
         self.bounded += later.bounded;
+        self.spun += later.spun;
         self.pruned += later.pruned;
         self.actions += later.actions;
         self.interrupts += later.interrupts;

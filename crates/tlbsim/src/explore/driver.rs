@@ -3,7 +3,7 @@
 //! arrival, a speculative fill, an IPI taken — and lists the actions
 //! enabled next.
 
-use super::{Action, Chooser, Outcome};
+use super::{Action, Chooser, Outcome, Stop};
 use crate::engine::track::{self, part, Footprint, Loc, Space};
 use crate::hw::tlb::MmId;
 use crate::hw::{AccessTrace, CpuId};
@@ -113,8 +113,10 @@ impl Explorer {
                 return Outcome::Deadlock(self.core.describe());
             }
             let i = chooser.choose(self.schedule.len(), &enabled);
-            if chooser.blocked() {
-                return Outcome::Pruned;
+            match chooser.stop() {
+                Some(Stop::Redundant) => return Outcome::Pruned,
+                Some(Stop::Spinning) => return Outcome::Spun,
+                None => {}
             }
             self.recording = chooser.wants_footprints();
             self.apply(enabled[i]);

@@ -45,7 +45,7 @@ pub mod schedule;
 pub use check::{
     check, check_for, check_replay, CheckOptions, CheckReport, Failure, Finding, Strategy,
 };
-pub use dpor::DporChooser;
+pub use dpor::{DporChooser, DEFAULT_MAX_SPIN};
 pub use driver::Explorer;
 pub use exhaustive::DfsChooser;
 pub use pct::PctChooser;
@@ -66,6 +66,24 @@ pub enum Outcome {
     /// The chooser stopped the schedule: everything it could take next
     /// was already explored in an equivalent order (a DPOR sleep set).
     Pruned,
+    /// The chooser cut the schedule: one process spun alone while every
+    /// other enabled action slept ([`Stop::Spinning`]).
+    Spun,
+}
+
+/// Why a chooser stops a schedule before its end ([`Chooser::stop`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// Every action it could take next sleeps: the rest of the schedule
+    /// was explored in an equivalent order ([`Outcome::Pruned`]).
+    Redundant,
+    /// One process took `max_spin` actions in a row, each with the same
+    /// footprint, as the only action awake while another enabled action
+    /// slept ([`Outcome::Spun`], counted with the cut schedules): a spin
+    /// loop waiting for a process that this schedule no longer runs,
+    /// since every order in which that process runs was explored from an
+    /// earlier state (docs/model.md, "Spinning alone").
+    Spinning,
 }
 
 /// Chooses among the enabled actions.
@@ -74,9 +92,9 @@ pub trait Chooser {
     fn choose(&mut self, depth: usize, enabled: &[Action]) -> usize;
 
     /// After [`Chooser::choose`]: stop this schedule instead of taking
-    /// the choice ([`Outcome::Pruned`]). Only the DPOR search does.
-    fn blocked(&self) -> bool {
-        false
+    /// the choice, and why. Only the DPOR search does.
+    fn stop(&self) -> Option<Stop> {
+        None
     }
 
     /// Does it use footprints? Only then does the explorer record them

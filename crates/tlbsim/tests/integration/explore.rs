@@ -20,6 +20,7 @@ fn opts(strategy: Strategy, schedules: u64) -> CheckOptions {
         schedules,
         seed: 1,
         max_actions: 50_000,
+        max_spin: tlbsim::explore::DEFAULT_MAX_SPIN,
         speculation: 2,
         cpus: None,
     }
@@ -113,6 +114,7 @@ fn pct_finds_the_posted_v2_recheck_race_and_passes_the_design() {
         schedules: 1_000,
         seed: 4, // the registry entry's search (see skip_v2_posted.rs)
         max_actions: 20_000,
+        max_spin: tlbsim::explore::DEFAULT_MAX_SPIN,
         speculation: 2,
         cpus: None,
     };
@@ -477,8 +479,8 @@ impl<C: Chooser> Chooser for Keep<'_, C> {
     fn choose(&mut self, depth: usize, enabled: &[Action]) -> usize {
         self.inner.choose(depth, enabled)
     }
-    fn blocked(&self) -> bool {
-        self.inner.blocked()
+    fn stop(&self) -> Option<tlbsim::explore::Stop> {
+        self.inner.stop()
     }
     fn wants_footprints(&self) -> bool {
         true
@@ -609,7 +611,7 @@ fn dpor_covers_every_class_of_the_unbounded_search() {
         }
     }
     let mut got = std::collections::BTreeSet::new();
-    let mut dpor = DporChooser::new(&tlbsim::engine::rng::Streams::new(1), 1 << 20);
+    let mut dpor = DporChooser::new(&tlbsim::engine::rng::Streams::new(1), 1 << 20, usize::MAX);
     let (mut runs, mut whole_runs) = (0, 0);
     loop {
         let (run, fps, ended, whole) = run_kept(&e, &mut dpor);

@@ -29,6 +29,7 @@ fn a_local_range_flush_exports_as_a_local_tlbi_whose_stale_store_is_reached() {
         schedules: 100_000,
         seed: 1,
         max_actions: 50_000,
+        max_spin: tlbsim::explore::DEFAULT_MAX_SPIN,
         speculation: 2,
         cpus: None,
     };

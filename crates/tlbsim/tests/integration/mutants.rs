@@ -65,6 +65,7 @@ fn search(e: &Experiment, s: &Search) -> Option<Finding> {
                 schedules,
                 seed,
                 max_actions: max_actions as usize,
+                max_spin: tlbsim::explore::DEFAULT_MAX_SPIN,
                 speculation: 2,
                 cpus: None,
             };
@@ -228,6 +229,7 @@ fn dpor(
         schedules,
         seed,
         max_actions: max_actions as usize,
+        max_spin: tlbsim::explore::DEFAULT_MAX_SPIN,
         speculation: 2,
         cpus: None,
     };

@@ -315,6 +315,7 @@ fn a_sleep_no_task_ended_is_slept_on_a_timer() {
         schedules: 200,
         seed: 1,
         max_actions: 200_000,
+        max_spin: tlbsim::explore::DEFAULT_MAX_SPIN,
         speculation: 1,
         cpus: None,
     };

@@ -14,6 +14,7 @@ fn random(schedules: u64, max_actions: usize) -> CheckOptions {
         schedules,
         seed: 1,
         max_actions,
+        max_spin: tlbsim::explore::DEFAULT_MAX_SPIN,
         speculation: 2,
         cpus: None,
     }
