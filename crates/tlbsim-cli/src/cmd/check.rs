@@ -35,10 +35,10 @@ pub struct Args {
     /// Actions per schedule before it is cut off (1 to 10,000,000).
     #[arg(long, default_value_t = 200_000, value_parser = max_actions)]
     max_actions: usize,
-    /// DPOR only: cut a schedule in which one CPU took this many actions
-    /// in a row alone, each touching the same state, while the next
-    /// actions of the others slept (a spin loop waiting for a CPU the
-    /// schedule no longer runs; 1 to 10,000,000).
+    /// DPOR only: cut a schedule after this many actions in a row, each
+    /// touching what its CPU's previous action touched, while another
+    /// CPU's next action slept (spin loops waiting for a CPU the schedule
+    /// no longer runs; 1 to 10,000,000).
     #[arg(long, default_value_t = DEFAULT_MAX_SPIN, value_parser = max_actions)]
     max_spin: usize,
     /// Speculative fills per schedule.
@@ -396,7 +396,7 @@ fn print_report(
     if opts.strategy == Strategy::Dpor {
         let spun = match rep.spun {
             0 => String::new(),
-            n => format!(", {n} cut where one CPU spun alone {} times", opts.max_spin),
+            n => format!(", {n} cut after {} spinning actions", opts.max_spin),
         };
         out.line(&format!(
             "dpor: {} of them stopped early by sleep sets{spun}; {}",

@@ -33,10 +33,10 @@ pub struct CheckOptions {
     pub seed: u64,
     /// Actions per schedule before it is cut off.
     pub max_actions: usize,
-    /// DPOR: actions in a row one process may take alone, each with the
-    /// same footprint, while another enabled action sleeps, before the
-    /// schedule is cut ([`super::Stop::Spinning`]); ignored by the other
-    /// searches.
+    /// DPOR: spinning actions in a row (each taken while another enabled
+    /// action slept, each with its process's previous footprint) after
+    /// which a schedule is cut ([`super::Stop::Spinning`]); ignored by
+    /// the other searches.
     pub max_spin: usize,
     /// Speculative fills allowed per schedule.
     pub speculation: u32,
@@ -94,7 +94,7 @@ pub struct CheckReport {
     pub completed: u64,
     /// Schedules cut off at `max_actions`.
     pub bounded: u64,
-    /// Schedules DPOR cut where one process spun alone `max_spin` times
+    /// Schedules DPOR cut after `max_spin` spinning actions
     /// ([`super::Stop::Spinning`]).
     pub spun: u64,
     /// Actions taken over all schedules.

@@ -55,11 +55,10 @@ use std::rc::Rc;
 /// peak RSS at the cap on `seed002-explore` (docs/validation.md, "DPOR").
 pub const MAX_TREE_NODES: usize = 1 << 23;
 
-/// `check --max-spin` by default: the actions in a row one process may
-/// take alone, each with the same footprint, while another enabled action
-/// sleeps, before DPOR cuts the schedule ([`Stop::Spinning`]). Whole
-/// schedules of the kernel experiments run 300 to 600 actions; a spin
-/// loop of the `threads` workload's readers is one action per turn.
+/// `check --max-spin` by default: the spinning actions in a row after
+/// which DPOR cuts a schedule ([`Stop::Spinning`]). Whole schedules of
+/// the kernel experiments run 300 to 600 actions; a spin loop of the
+/// `threads` workload's readers is one action per turn.
 pub const DEFAULT_MAX_SPIN: usize = 1_000;
 
 /// No node (the root's parent).
@@ -353,17 +352,19 @@ pub struct DporChooser {
     /// The current schedule: (state, choice index) per depth.
     path: Vec<(u32, u32)>,
     /// Why the schedule stops at the new state, if it does: every action
-    /// enabled there sleeps, or one has spun alone `max_spin` times.
+    /// enabled there sleeps, or `max_spin` actions in a row spun.
     stop: Option<Stop>,
-    /// Actions in a row one process may take alone, each with the same
-    /// footprint, while another enabled action sleeps ([`Stop::Spinning`]).
+    /// Spinning actions in a row after which the schedule is cut
+    /// ([`Stop::Spinning`]).
     max_spin: usize,
-    /// The last action was chosen as the only one awake while another
-    /// enabled action slept.
-    alone: bool,
-    /// The run of such actions up to the last: the action, its footprint
-    /// (interned) and how many in a row had both.
-    spin: Option<(Action, u32, usize)>,
+    /// The last action was chosen at a new state where another enabled
+    /// action slept.
+    asleep: bool,
+    /// Each process's last footprint (interned) in this schedule.
+    last_fp: Vec<(Action, u32)>,
+    /// Actions in a row up to the last, each chosen while another enabled
+    /// action slept and each with its process's previous footprint.
+    spin: usize,
     /// Choices at new states (stream `dpor/walk`).
     walk: Rng,
     /// Which backtrack choice is explored next (stream `dpor/pick`).
@@ -378,7 +379,7 @@ pub struct DporChooser {
 impl DporChooser {
     /// A chooser whose random choices come from `streams`, keeping at
     /// most `cap` states before it turns depth-first, and cutting a
-    /// schedule in which one process spins alone `max_spin` times
+    /// schedule after `max_spin` spinning actions in a row
     /// ([`Stop::Spinning`]; `usize::MAX`: never).
     pub fn new(streams: &Streams, cap: usize, max_spin: usize) -> Self {
         let mut tree = Tree::default();
@@ -390,8 +391,9 @@ impl DporChooser {
             path: Vec::new(),
             stop: None,
             max_spin,
-            alone: false,
-            spin: None,
+            asleep: false,
+            last_fp: Vec::new(),
+            spin: 0,
             walk: streams.stream("dpor/walk"),
             draw: streams.stream("dpor/pick"),
             cap,
@@ -609,7 +611,8 @@ impl DporChooser {
         self.path = replay.clone();
         self.replay = replay;
         self.stop = None;
-        (self.alone, self.spin) = (false, None);
+        (self.asleep, self.spin) = (false, 0);
+        self.last_fp.clear();
         self.fps.clear();
         true
     }
@@ -638,12 +641,8 @@ impl Chooser for DporChooser {
             self.stop = Some(Stop::Redundant);
             return 0;
         }
-        self.alone = awake.len() == 1 && enabled.len() > 1;
-        if self.alone
-            && self
-                .spin
-                .is_some_and(|(a, _, n)| a == awake[0] && n >= self.max_spin)
-        {
+        self.asleep = awake.len() < enabled.len();
+        if self.asleep && self.spin >= self.max_spin {
             self.stop = Some(Stop::Spinning);
             return 0;
         }
@@ -671,10 +670,16 @@ impl Chooser for DporChooser {
         self.tree.set_fp(n, j as usize, f);
         self.fps.push(f);
         let a = self.tree.enabled(n)[j as usize];
-        self.spin = match self.spin {
-            _ if !std::mem::take(&mut self.alone) => None,
-            Some((b, g, k)) if (b, g) == (a, f) => Some((a, f, k + 1)),
-            _ => Some((a, f, 1)),
+        let repeated = match self.last_fp.iter_mut().find(|(b, _)| *b == a) {
+            Some((_, g)) => std::mem::replace(g, f) == f,
+            None => {
+                self.last_fp.push((a, f));
+                false
+            }
+        };
+        self.spin = match std::mem::take(&mut self.asleep) && repeated {
+            true => self.spin + 1,
+            false => 0,
         };
     }
 }
@@ -1018,7 +1023,7 @@ mod tests {
     /// its own); `s1` first writes a location of its own, then the flag.
     /// Schedules are cut at 60 actions (the loop has a class for every
     /// number of turns). Returns the actions run, the complete schedules'
-    /// classes, and how many schedules were cut by spinning alone.
+    /// classes, and how many schedules were cut by spinning.
     fn spin_toy(max_spin: usize) -> (usize, std::collections::BTreeSet<Vec<Action>>, usize) {
         use crate::engine::track::{part, Loc, Space};
         let loc = |p| Loc::part(Space::Hw, p);
@@ -1068,10 +1073,10 @@ mod tests {
 
     /// A spin loop waiting for a process whose next action sleeps (its
     /// every order was explored from an earlier state) is cut after
-    /// `max_spin` turns alone, and the search still ends with every
+    /// `max_spin` turns, and the search still ends with every
     /// class of complete schedules it found uncut, in fewer actions.
     #[test]
-    fn a_process_spinning_alone_while_the_rest_sleeps_is_cut() {
+    fn a_spin_loop_waiting_for_a_sleeping_process_is_cut() {
         let (uncut_actions, all, none) = spin_toy(usize::MAX);
         assert_eq!(none, 0);
         let (actions, classes, spun) = spin_toy(5);

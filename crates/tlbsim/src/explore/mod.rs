@@ -66,8 +66,8 @@ pub enum Outcome {
     /// The chooser stopped the schedule: everything it could take next
     /// was already explored in an equivalent order (a DPOR sleep set).
     Pruned,
-    /// The chooser cut the schedule: one process spun alone while every
-    /// other enabled action slept ([`Stop::Spinning`]).
+    /// The chooser cut the schedule: its processes spun while another
+    /// enabled action slept ([`Stop::Spinning`]).
     Spun,
 }
 
@@ -77,12 +77,12 @@ pub enum Stop {
     /// Every action it could take next sleeps: the rest of the schedule
     /// was explored in an equivalent order ([`Outcome::Pruned`]).
     Redundant,
-    /// One process took `max_spin` actions in a row, each with the same
-    /// footprint, as the only action awake while another enabled action
-    /// slept ([`Outcome::Spun`], counted with the cut schedules): a spin
-    /// loop waiting for a process that this schedule no longer runs,
-    /// since every order in which that process runs was explored from an
-    /// earlier state (docs/model.md, "Spinning alone").
+    /// `max_spin` actions in a row were each taken while another enabled
+    /// action slept, and each had the same footprint as its process's
+    /// action before ([`Outcome::Spun`], counted with the cut schedules):
+    /// spin loops (or idle CPUs) waiting for a process that this schedule
+    /// no longer runs, since every order in which that process runs was
+    /// explored from an earlier state (docs/model.md, "Spinning").
     Spinning,
 }
 
