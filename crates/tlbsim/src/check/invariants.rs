@@ -264,6 +264,7 @@ impl Checker {
     /// keeps the tables lazily under a kernel thread or idle is not among
     /// them: it is checked when a task of `mm` runs there again
     /// (`Running`), and its (speculative) walks are checked as they happen.
+    #[inline]
     fn cpus_running(&self, mm: MmId, out: &mut Vec<CpuId>) {
         out.clear();
         if let Some(s) = self.by_mm.get(&mm) {

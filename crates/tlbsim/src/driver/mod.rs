@@ -719,6 +719,7 @@ impl TimingDriver {
     }
 
     /// Time broadcast TLBIs took from `cpu` since its last step.
+    #[inline]
     fn take_stolen(&mut self, cpu: CpuId) -> Ns {
         self.core.stolen.take(cpu)
     }

@@ -404,7 +404,7 @@ impl Cpus {
     }
 
     /// Completes the step of the context running on `cpu` in its mailbox.
-    #[inline]
+    #[inline(always)]
     fn complete_running(&self, cpu: CpuId, r: OpResult) {
         match &self.irq[self.on[cpu]] {
             Some(run) => run.mb.complete(r),

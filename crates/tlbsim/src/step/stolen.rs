@@ -35,6 +35,7 @@ impl Stolen {
 
     /// Moves what `charge_all_busy` left `cpu` since it was last settled
     /// into its own account (nothing while it was idle).
+    #[inline]
     fn settle(&mut self, cpu: CpuId) {
         if !self.idle[cpu] {
             self.own_ns[cpu] += self.sum_ns - self.mark_ns[cpu];
@@ -43,12 +44,14 @@ impl Stolen {
     }
 
     /// `cpu` enters (`true`) or leaves the idle loop.
+    #[inline]
     pub fn set_idle(&mut self, cpu: CpuId, idle: bool) {
         self.settle(cpu);
         self.idle[cpu] = idle;
     }
 
     /// Charges `ns` to every CPU but `except` that is not idle.
+    #[inline]
     pub fn charge_all_busy(&mut self, except: CpuId, ns: Ns) {
         self.settle(except);
         self.sum_ns += ns;
@@ -56,6 +59,7 @@ impl Stolen {
     }
 
     /// Charges `ns` to `cpu` unless it is idle.
+    #[inline]
     pub fn charge(&mut self, cpu: CpuId, ns: Ns) {
         if !self.idle[cpu] {
             self.own_ns[cpu] += ns;
@@ -63,6 +67,7 @@ impl Stolen {
     }
 
     /// Takes the time stolen from `cpu` since it was last taken.
+    #[inline]
     pub fn take(&mut self, cpu: CpuId) -> Ns {
         self.settle(cpu);
         std::mem::take(&mut self.own_ns[cpu])
