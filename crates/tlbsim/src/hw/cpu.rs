@@ -62,10 +62,55 @@ impl CpuId {
     /// The CPUs of a machine of `n` CPUs, in increasing order
     /// (`for_each_possible_cpu`).
     #[inline]
-    pub fn all(n: usize) -> impl DoubleEndedIterator<Item = CpuId> + ExactSizeIterator + Clone {
-        (0..n).map(CpuId::from_index)
+    pub fn all(n: usize) -> CpuIds {
+        debug_assert!(n <= Self::LIMIT, "{n} CPUs");
+        CpuIds {
+            next: 0,
+            end: n as u32,
+        }
     }
 }
+
+/// The CPUs `next..end` in increasing order ([`CpuId::all`]): a range
+/// of its own rather than a `map` over a `Range<usize>`, so that loops
+/// over thousands of CPUs inline as a range's do.
+#[derive(Debug, Clone)]
+pub struct CpuIds {
+    next: u32,
+    end: u32,
+}
+
+impl Iterator for CpuIds {
+    type Item = CpuId;
+
+    #[inline]
+    fn next(&mut self) -> Option<CpuId> {
+        (self.next < self.end).then(|| {
+            self.next += 1;
+            CpuId(self.next - 1)
+        })
+    }
+
+    #[inline]
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = (self.end - self.next) as usize;
+        (n, Some(n))
+    }
+}
+
+impl DoubleEndedIterator for CpuIds {
+    #[inline]
+    fn next_back(&mut self) -> Option<CpuId> {
+        (self.next < self.end).then(|| {
+            self.end -= 1;
+            CpuId(self.end)
+        })
+    }
+}
+
+impl ExactSizeIterator for CpuIds {}
+
+impl std::iter::FusedIterator for CpuIds {}
 
 /// CPU `i`, for tests' literal CPU numbers (`cpuid(1)`; unchecked, and
 /// `const`).
