@@ -126,8 +126,13 @@ impl CpuMask {
     }
 
     /// The set CPUs in increasing order.
-    pub fn iter(&self) -> impl Iterator<Item = CpuId> + '_ {
-        bits(self.words.iter().copied())
+    #[inline]
+    pub fn iter(&self) -> Iter<'_> {
+        Iter {
+            words: &self.words,
+            i: 0,
+            w: self.words.first().copied().unwrap_or(0),
+        }
     }
 }
 
@@ -157,23 +162,36 @@ impl std::fmt::Display for CpuMask {
     }
 }
 
-/// The CPUs of the set bits of `words` (word `i` holds CPUs `64 * i ..`),
-/// in increasing order. Made here rather than by a `map` over bit
-/// positions: the timing driver and the checker iterate masks of 4,096
-/// CPUs, and the extra adapter was left out of line.
-fn bits(words: impl Iterator<Item = u64>) -> impl Iterator<Item = CpuId> {
-    words.enumerate().flat_map(|(i, w)| {
-        let mut w = w;
-        std::iter::from_fn(move || {
-            if w == 0 {
-                return None;
-            }
-            let b = w.trailing_zeros() as usize;
-            w &= w - 1;
-            Some(CpuId::from_index(i * 64 + b))
-        })
-    })
+/// The set CPUs of a [`CpuMask`] in increasing order ([`CpuMask::iter`]):
+/// a scan of its words, one set bit at a time. An iterator of its own
+/// rather than adapters over the words (`flat_map`, `map`), whose
+/// closures the compiler may leave out of line where the checker and
+/// the timing driver walk masks of 4,096 CPUs.
+#[derive(Debug, Clone)]
+pub struct Iter<'a> {
+    words: &'a [u64],
+    /// The word `w` came from (word `i` holds CPUs `64 * i ..`).
+    i: usize,
+    /// The bits of word `i` not yet yielded.
+    w: u64,
 }
+
+impl Iterator for Iter<'_> {
+    type Item = CpuId;
+
+    #[inline]
+    fn next(&mut self) -> Option<CpuId> {
+        while self.w == 0 {
+            self.i += 1;
+            self.w = *self.words.get(self.i)?;
+        }
+        let b = self.w.trailing_zeros() as usize;
+        self.w &= self.w - 1;
+        Some(CpuId::from_index(self.i * 64 + b))
+    }
+}
+
+impl std::iter::FusedIterator for Iter<'_> {}
 
 #[cfg(test)]
 mod tests {
@@ -196,6 +214,12 @@ mod tests {
         let f = CpuMask::full(70);
         assert_eq!(f.count(), 70);
         assert!(f.is_full() && !m.is_full());
+        // Iteration crosses empty words and ends at the last one.
+        let mut m = CpuMask::new(200);
+        m.set(c(199));
+        assert_eq!(m.iter().collect::<Vec<_>>(), vec![c(199)]);
+        assert!(CpuMask::new(0).iter().next().is_none());
+        assert!(CpuMask::full(130).iter().map(CpuId::index).eq(0..130));
     }
 
     #[test]
