@@ -5,6 +5,7 @@
 //! prints the report.
 
 use crate::config::{parse_toml, Experiment};
+use crate::hw::CpuId;
 use crate::sim::{run, RunOptions, RunOutput};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
@@ -293,10 +294,11 @@ fn unixbench_index(o: &RunOutput) -> f64 {
     o.metrics.get("index").copied().unwrap_or(f64::NAN)
 }
 
-fn cpu_ipis(o: &RunOutput, cpu: usize) -> f64 {
+/// The function-call IPIs `cpu` took.
+fn cpu_ipis(o: &RunOutput, cpu: CpuId) -> f64 {
     o.stats
         .per_cpu
-        .get(cpu)
+        .get(cpu.index())
         .map(|c| (c.ipi_call + c.ipi_call_single) as f64)
         .unwrap_or(0.0)
 }
@@ -442,7 +444,7 @@ pub const REPRODUCTIONS: &[Reproduction] = &[
         unit: "count",
         published: 6619.0,
         source: "seed 002 cover letter (/proc/interrupts, Single function call interrupts)",
-        extract: |o| cpu_ipis(o, 0),
+        extract: |o| cpu_ipis(o, CpuId::BOOT),
         patched: Some(Patched::allocator("arm-asid-reserved-3.8", 1.0, Ratio::None)),
         accept: Accept::BeforeAtLeastAfterAtMost(1000.0, 10.0),
         host_s_hint: 59.0,
@@ -455,7 +457,7 @@ pub const REPRODUCTIONS: &[Reproduction] = &[
         unit: "count",
         published: 1123.0,
         source: "seed 002 cover letter (/proc/interrupts, Single function call interrupts)",
-        extract: |o| cpu_ipis(o, 1),
+        extract: |o| cpu_ipis(o, CpuId::from_index(1)),
         patched: Some(Patched::allocator("arm-asid-reserved-3.8", 3.0, Ratio::None)),
         accept: Accept::BeforeAtLeastAfterAtMost(1000.0, 10.0),
         host_s_hint: 59.0,

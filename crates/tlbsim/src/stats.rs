@@ -2,6 +2,7 @@
 //! business.
 
 use crate::engine::Ns;
+use crate::hw::{CpuId, CpuVec};
 use serde::Serialize;
 
 /// Per-CPU event counts.
@@ -279,13 +280,13 @@ impl ReclaimStats {
 pub struct Stats {
     /// Per-CPU counters, except the DVM operations counted by
     /// [`Stats::dvm_received_by_all`]: read them with [`Stats::per_cpu`].
-    pub cpu: Vec<CpuStats>,
+    pub cpu: CpuVec<CpuStats>,
     /// DVM operations that reached every CPU, counted once each instead of
     /// once per target (so that a broadcast costs O(1) here, not O(CPUs)).
     dvm_to_all: u64,
     /// Per CPU: how many of `dvm_to_all` it issued (an issuer does not
     /// receive its own).
-    dvm_to_all_issued: Vec<u64>,
+    dvm_to_all_issued: CpuVec<u64>,
     /// Time a DVM Sync waited at the misc node before service (ns).
     pub dvm_sync_queue_wait_ns: Samples,
     /// Latency of each flush_tlb_* call, entry to return (ns).
@@ -322,8 +323,8 @@ impl Stats {
     /// Zeroed stats for `ncpus` CPUs.
     pub fn new(ncpus: usize) -> Self {
         Self {
-            cpu: vec![CpuStats::default(); ncpus],
-            dvm_to_all_issued: vec![0; ncpus],
+            cpu: CpuVec::filled(ncpus, CpuStats::default()),
+            dvm_to_all_issued: CpuVec::filled(ncpus, 0),
             ..Default::default()
         }
     }
@@ -356,15 +357,15 @@ impl Stats {
 
     /// A DVM operation `issuer` sent reached every CPU: each other CPU
     /// received one (`dvm_ops_received`).
-    pub fn dvm_received_by_all(&mut self, issuer: usize) {
+    pub fn dvm_received_by_all(&mut self, issuer: CpuId) {
         self.dvm_to_all += 1;
         self.dvm_to_all_issued[issuer] += 1;
     }
 
     /// The per-CPU counters, complete.
     pub fn per_cpu(&self) -> Vec<CpuStats> {
-        let mut cpus = self.cpu.clone();
-        for (c, issued) in cpus.iter_mut().zip(&self.dvm_to_all_issued) {
+        let mut cpus = self.cpu.to_vec();
+        for (c, issued) in cpus.iter_mut().zip(self.dvm_to_all_issued.iter()) {
             c.dvm_ops_received += self.dvm_to_all - issued;
         }
         cpus

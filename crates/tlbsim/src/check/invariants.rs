@@ -34,7 +34,7 @@ use crate::hw::cpumask::CpuMask;
 use crate::hw::mem::{Granule, MaybePte, Pfn, Pte, TableId};
 use crate::hw::tlb::{Asid, LeafEntry, MmId, Tag, Tlb, TlbiScope, Vmid, WalkEntry};
 use crate::hw::Arch;
-use crate::hw::{CpuId, Hw};
+use crate::hw::{CpuId, CpuVec, Hw};
 use crate::observe::{Event, Observer, TaskId};
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -132,10 +132,10 @@ pub struct Checker {
     history_len: usize,
     history_next: usize,
     /// PTE changes made by the kernel call in progress on each CPU.
-    pending: Vec<Pending>,
+    pending: CpuVec<Pending>,
     /// The task each CPU runs (from `Running` and `CallEnter`), whose
     /// call `pending` holds.
-    on_cpu: Vec<Option<TaskId>>,
+    on_cpu: CpuVec<Option<TaskId>>,
     /// The calls in progress of tasks switched out in the middle of one (a
     /// call that sleeps, on a lock or in `wait4`): back into `pending`
     /// when the task runs again, on whichever CPU.
@@ -148,20 +148,20 @@ pub struct Checker {
     /// retired by completed calls with the values they committed.
     shadow: Shadow,
     /// What each CPU last loaded into TTBR0 (from AsidLoad events).
-    cpu_loaded: Vec<Option<(MmId, Tag)>>,
+    cpu_loaded: CpuVec<Option<(MmId, Tag)>>,
     /// The mm of the task each CPU runs (`None`: kernel thread or idle).
-    running: Vec<Option<MmId>>,
+    running: CpuVec<Option<MmId>>,
     /// CPUs that loaded each live mm (an index; hardware state is re-read).
     by_mm: FxHashMap<MmId, MmCpus>,
     /// Per CPU, a state in which its TLB held no stale translation of an
     /// mm under an ASID.
-    clean: Vec<Option<Clean>>,
+    clean: CpuVec<Option<Clean>>,
     /// Per CPU, the [`Tlb::tick`] right after its last local `TLBI
     /// ASIDE1` (with the ASID) or `VMALLE1` (`None`): while the tick stays
     /// the same, the TLB and walk cache hold nothing under that ASID.
-    flushed: Vec<Option<(u64, Vmid, Option<Asid>)>>,
+    flushed: CpuVec<Option<(u64, Vmid, Option<Asid>)>>,
     /// Per CPU, its last [`RangeProbe`].
-    probes: Vec<Option<RangeProbe>>,
+    probes: CpuVec<Option<RangeProbe>>,
     /// The mm and 2 MiB region (vpn / 512) of the last `FrameFree` events,
     /// and how many in a row were there.
     free_streak: Option<(MmId, u64, u32)>,
@@ -199,17 +199,17 @@ impl Checker {
             history: Vec::with_capacity(history_len),
             history_len,
             history_next: 0,
-            pending: vec![Pending::default(); ncpus],
-            on_cpu: vec![None; ncpus],
+            pending: CpuVec::filled(ncpus, Pending::default()),
+            on_cpu: CpuVec::filled(ncpus, None),
             parked: FxHashMap::default(),
             freed_mms: FxHashSet::default(),
             shadow: Shadow::default(),
-            cpu_loaded: vec![None; ncpus],
-            running: vec![None; ncpus],
+            cpu_loaded: CpuVec::filled(ncpus, None),
+            running: CpuVec::filled(ncpus, None),
             by_mm: FxHashMap::default(),
-            clean: vec![None; ncpus],
-            flushed: vec![None; ncpus],
-            probes: vec![None; ncpus],
+            clean: CpuVec::filled(ncpus, None),
+            flushed: CpuVec::filled(ncpus, None),
+            probes: CpuVec::filled(ncpus, None),
             free_streak: None,
             scratch_cpus: Vec::new(),
             scratch_writes: Vec::new(),
@@ -264,6 +264,7 @@ impl Checker {
     /// keeps the tables lazily under a kernel thread or idle is not among
     /// them: it is checked when a task of `mm` runs there again
     /// (`Running`), and its (speculative) walks are checked as they happen.
+    #[inline]
     fn cpus_running(&self, mm: MmId, out: &mut Vec<CpuId>) {
         out.clear();
         if let Some(s) = self.by_mm.get(&mm) {
@@ -989,7 +990,7 @@ impl Checker {
         let points_at = |c: CpuId| hw.cpus[c].user.base.is_some_and(|(_, pgd)| pgd == table);
         let at = match self.by_mm.get(&mm) {
             Some(s) => s.loaded.iter().find(|&c| points_at(c)),
-            None => (0..hw.ncpus()).find(|&c| points_at(c)),
+            None => CpuId::all(hw.ncpus()).find(|&c| points_at(c)),
         };
         if let Some(c) = at {
             self.fail(
@@ -1004,7 +1005,7 @@ impl Checker {
         }
         let held = match self.by_mm.get(&mm) {
             Some(s) => first_walk_to(hw, s.ever.iter(), table, instance),
-            None => first_walk_to(hw, 0..hw.ncpus(), table, instance),
+            None => first_walk_to(hw, CpuId::all(hw.ncpus()), table, instance),
         };
         if let Some((c, asid, e)) = held {
             self.fail(
@@ -1266,6 +1267,7 @@ impl Observer for Checker {
 mod tests {
     use super::*;
     use crate::config::builtin_profile;
+    use crate::hw::cpu::cpuid;
     use crate::hw::mem::{Perms, PAGE_SHIFT_4K as PAGE_SHIFT, PAGE_SIZE_4K as PAGE_SIZE};
     use crate::hw::tlb::LeafEntry;
     use crate::hw::Ttbr0;
@@ -1296,14 +1298,14 @@ mod tests {
         p.topology.cpus = 3;
         let mut hw = Hw::new(&p.hw_params(Granule::K4));
         hw.set_ttbr0(
-            1,
+            cpuid(1),
             Some(Ttbr0 {
                 mm: MmId::new(0),
                 pgd: 0,
                 asid: 1,
             }),
         );
-        hw.cpus[1].tlb.insert(LeafEntry {
+        hw.cpus[cpuid(1)].tlb.insert(LeafEntry {
             vmid: 0,
             asid: 1,
             vpn: VA >> PAGE_SHIFT,
@@ -1316,7 +1318,7 @@ mod tests {
         c.event(
             0,
             &Event::AsidLoad {
-                cpu: 1,
+                cpu: cpuid(1),
                 mm: MmId::new(0),
                 asid: 1,
             },
@@ -1325,7 +1327,7 @@ mod tests {
         c.event(
             0,
             &Event::Running {
-                cpu: 1,
+                cpu: cpuid(1),
                 task: TaskId::from_index(1),
                 mm: Some(MmId::new(0)),
             },
@@ -1338,11 +1340,11 @@ mod tests {
             old,
             new,
         };
-        c.event(1, &write(0, None, pte(5, 1)), &hw);
+        c.event(1, &write(cpuid(0), None, pte(5, 1)), &hw);
         c.event(
             2,
             &Event::CallExit {
-                cpu: 0,
+                cpu: cpuid(0),
                 task: TaskId::from_index(0),
                 call: "fault",
             },
@@ -1352,15 +1354,15 @@ mod tests {
         c.event(
             3,
             &Event::CallEnter {
-                cpu: 0,
+                cpu: cpuid(0),
                 task: TaskId::from_index(0),
                 call: "madvise",
             },
             &hw,
         );
-        c.event(4, &write(0, pte(5, 1), None), &hw);
+        c.event(4, &write(cpuid(0), pte(5, 1), None), &hw);
         // cpu2 faults the page in again (frame 6).
-        c.event(5, &write(2, None, pte(6, 2)), &hw);
+        c.event(5, &write(cpuid(2), None, pte(6, 2)), &hw);
         (c, hw)
     }
 
@@ -1380,7 +1382,7 @@ mod tests {
         p.topology.cpus = 2;
         let mut hw = Hw::new(&p.hw_params(Granule::K4));
         hw.set_ttbr0(
-            1,
+            cpuid(1),
             Some(Ttbr0 {
                 mm: MmId::new(0),
                 pgd: 0,
@@ -1388,7 +1390,7 @@ mod tests {
             }),
         );
         let vpn = HVA >> PAGE_SHIFT;
-        hw.cpus[1].tlb.insert(LeafEntry {
+        hw.cpus[cpuid(1)].tlb.insert(LeafEntry {
             vmid: 0,
             asid: 1,
             vpn: vpn + 300,
@@ -1398,17 +1400,17 @@ mod tests {
             mm: MmId::new(0),
         });
         let mut c = Checker::new(2, 8);
-        let (cpu, mm) = (0, MmId::new(0));
+        let (cpu, mm) = (cpuid(0), MmId::new(0));
         c.event(
             0,
             &Event::AsidLoad {
-                cpu: 1,
+                cpu: cpuid(1),
                 mm,
                 asid: 1,
             },
             &hw,
         );
-        runs(&mut c, &hw, 0, 1, 1, Some(mm));
+        runs(&mut c, &hw, 0, cpuid(1), 1, Some(mm));
         let call = "munmap";
         c.event(
             1,
@@ -1463,7 +1465,7 @@ mod tests {
     /// A store through `entry` on cpu1 at `now`.
     fn store(c: &mut Checker, hw: &Hw, now: Ns, entry: LeafEntry, store: bool) {
         let ev = Event::LeafUse {
-            cpu: 1,
+            cpu: cpuid(1),
             running: MmId::new(0),
             entry,
             store,
@@ -1485,7 +1487,7 @@ mod tests {
         };
         let mut c = Checker::new(3, 8);
         let map = Event::PteWrite {
-            cpu: 0,
+            cpu: cpuid(0),
             mm: MmId::new(0),
             va: VA,
             old: None,
@@ -1494,7 +1496,7 @@ mod tests {
         c.event(1, &map, &hw);
         // Freed while no CPU ran the mm (nobody to find holding it).
         let free = Event::FrameFree {
-            cpu: 0,
+            cpu: cpuid(0),
             pfn: 9,
             mm: MmId::new(0),
             va: VA,
@@ -1524,18 +1526,32 @@ mod tests {
         let hw = Hw::new(&builtin_profile("ampere-32").unwrap().hw_params(Granule::K4));
         // A store before the copy-out, and a load after it, are fine.
         store(&mut c, &hw, 1, entry, true);
-        c.event(2, &Event::CopyOut { cpu: 0, pfn: 9 }, &hw);
+        c.event(
+            2,
+            &Event::CopyOut {
+                cpu: cpuid(0),
+                pfn: 9,
+            },
+            &hw,
+        );
         store(&mut c, &hw, 3, entry, false);
         assert!(c.failure().is_none());
         // Once freed (and reused), the frame may be written again.
         let free = Event::FrameFree {
-            cpu: 0,
+            cpu: cpuid(0),
             pfn: 9,
             mm: MmId::new(0),
             va: VA,
         };
         let mut freed = Checker::new(3, 8);
-        freed.event(2, &Event::CopyOut { cpu: 0, pfn: 9 }, &hw);
+        freed.event(
+            2,
+            &Event::CopyOut {
+                cpu: cpuid(0),
+                pfn: 9,
+            },
+            &hw,
+        );
         freed.event(3, &free, &hw);
         store(&mut freed, &hw, 4, entry, true);
         assert!(freed.failure().is_none());
@@ -1544,7 +1560,7 @@ mod tests {
         let f = c.failure().expect("a lost write");
         assert_eq!(f.invariant, Invariant::NoLostWrite, "{f}");
         assert_eq!(f.va, Some(VA + PAGE_SIZE));
-        assert_eq!(f.cpus, vec![1]);
+        assert_eq!(f.cpus, vec![cpuid(1)]);
     }
 
     #[test]
@@ -1593,19 +1609,19 @@ mod tests {
         let (mut c, hw) = setup();
         // Task 0's madvise (it cleared VA on cpu0) sleeps; task 3 runs
         // there and faults.
-        runs(&mut c, &hw, 6, 0, 0, None);
-        runs(&mut c, &hw, 7, 0, 3, Some(MmId::new(0)));
-        let (cpu, task, call) = (0, TaskId::from_index(3), "fault");
+        runs(&mut c, &hw, 6, cpuid(0), 0, None);
+        runs(&mut c, &hw, 7, cpuid(0), 3, Some(MmId::new(0)));
+        let (cpu, task, call) = (cpuid(0), TaskId::from_index(3), "fault");
         c.event(8, &Event::CallEnter { cpu, task, call }, &hw);
         c.event(9, &Event::CallExit { cpu, task, call }, &hw);
         assert_eq!(c.failure(), None, "the fault retired nothing of madvise's");
         // Task 0 resumes and its madvise returns, its flush never done.
-        runs(&mut c, &hw, 10, 0, 3, None);
-        runs(&mut c, &hw, 11, 0, 0, Some(MmId::new(0)));
-        madvise_returns(&mut c, &hw, 12, 0, 0);
+        runs(&mut c, &hw, 10, cpuid(0), 3, None);
+        runs(&mut c, &hw, 11, cpuid(0), 0, Some(MmId::new(0)));
+        madvise_returns(&mut c, &hw, 12, cpuid(0), 0);
         let f = c.failure().expect("cpu1 still holds what madvise cleared");
         assert_eq!(f.invariant, Invariant::NoStaleHold, "{f}");
-        assert_eq!((f.cpus, f.time_ns), (vec![1, 0], 12));
+        assert_eq!((f.cpus, f.time_ns), (vec![cpuid(1), cpuid(0)], 12));
     }
 
     #[test]
@@ -1613,18 +1629,18 @@ mod tests {
         let (mut c, hw) = setup();
         // cpu1 switches to a kernel thread, keeping mm 0's tables lazily.
         let kthread = Event::Running {
-            cpu: 1,
+            cpu: cpuid(1),
             task: TaskId::from_index(2),
             mm: None,
         };
         c.event(6, &kthread, &hw);
-        madvise_returns(&mut c, &hw, 7, 0, 0);
+        madvise_returns(&mut c, &hw, 7, cpuid(0), 0);
         assert!(c.failure().is_none(), "a lazy CPU is not checked at return");
         // A task of mm 0 runs on cpu1 again without a flush.
         c.event(
             8,
             &Event::Running {
-                cpu: 1,
+                cpu: cpuid(1),
                 task: TaskId::from_index(1),
                 mm: Some(MmId::new(0)),
             },
@@ -1634,7 +1650,7 @@ mod tests {
         assert_eq!(f.invariant, Invariant::NoStaleHold, "{f}");
         assert_eq!(
             (f.cpus, f.mm, f.va, f.time_ns),
-            (vec![1], Some(MmId::new(0)), Some(VA), 8)
+            (vec![cpuid(1)], Some(MmId::new(0)), Some(VA), 8)
         );
         assert!(f.detail.contains("resumes"), "{}", f.detail);
     }
@@ -1645,9 +1661,9 @@ mod tests {
         // reclaimer's batch can outlive the mm it unmapped from).
         let (mut c, hw) = setup();
         c.event(6, &Event::MmFree { mm: MmId::new(0) }, &hw);
-        madvise_returns(&mut c, &hw, 7, 0, 0);
+        madvise_returns(&mut c, &hw, 7, cpuid(0), 0);
         assert!(c.failure.is_none());
-        assert!(c.pending[0].writes.is_empty());
+        assert!(c.pending[cpuid(0)].writes.is_empty());
         // Nothing of mm 0 comes back: committing the write would have
         // retired version 1 in a new shadow of the freed mm.
         assert_eq!(c.shadow.max_retired(MmId::new(0)), None);
@@ -1657,7 +1673,7 @@ mod tests {
     fn freeing_as_many_mms_as_cpus_purges_their_writes_and_empty_parked_calls() {
         let (mut c, hw) = setup();
         // Task 0 is switched out in its madvise: its call is parked.
-        runs(&mut c, &hw, 6, 0, 5, None);
+        runs(&mut c, &hw, 6, cpuid(0), 5, None);
         assert!(c.parked.contains_key(&TaskId::from_index(0)));
         for mm in [0, 7].map(MmId::new) {
             c.event(7, &Event::MmFree { mm }, &hw);
@@ -1671,7 +1687,7 @@ mod tests {
             "its only write was to mm 0"
         );
         // cpu2's fault wrote mm 0 too (setup): dropped as well.
-        assert!(c.pending[2].writes.is_empty());
+        assert!(c.pending[cpuid(2)].writes.is_empty());
     }
 
     #[test]
@@ -1680,7 +1696,7 @@ mod tests {
         c.event(
             6,
             &Event::CallExit {
-                cpu: 2,
+                cpu: cpuid(2),
                 task: TaskId::from_index(1),
                 call: "fault",
             },
@@ -1698,28 +1714,32 @@ mod tests {
         c.event(
             6,
             &Event::CallRange {
-                cpu: 2,
+                cpu: cpuid(2),
                 mm: MmId::new(0),
                 start: VA,
                 end: VA + 4096,
             },
             &hw,
         );
-        madvise_returns(&mut c, &hw, 7, 2, 1);
+        madvise_returns(&mut c, &hw, 7, cpuid(2), 1);
         let f = c.failure().expect("stale hold caught");
         assert_eq!(f.invariant, Invariant::NoStaleHold, "{f}");
-        assert_eq!(f.cpus, vec![1, 2], "the holder, then the CPU returning");
+        assert_eq!(
+            f.cpus,
+            vec![cpuid(1), cpuid(2)],
+            "the holder, then the CPU returning"
+        );
     }
 
     #[test]
     fn the_call_that_replaced_the_pte_retires_it() {
         let (mut c, hw) = setup();
-        madvise_returns(&mut c, &hw, 6, 0, 0);
+        madvise_returns(&mut c, &hw, 6, cpuid(0), 0);
         let f = c.failure().expect("stale hold caught");
         assert_eq!(f.invariant, Invariant::NoStaleHold, "{f}");
         assert_eq!(
             (f.cpus, f.mm, f.va, f.time_ns),
-            (vec![1, 0], Some(MmId::new(0)), Some(VA), 6)
+            (vec![cpuid(1), cpuid(0)], Some(MmId::new(0)), Some(VA), 6)
         );
         assert_eq!(f.history.len(), 8, "the last `history_len` events");
         assert_eq!(f.history.last().map(|(t, _)| *t), Some(6));
@@ -1728,7 +1748,7 @@ mod tests {
     #[test]
     fn a_violation_prints_the_report_people_read() {
         let (mut c, hw) = setup();
-        madvise_returns(&mut c, &hw, 6, 0, 0);
+        madvise_returns(&mut c, &hw, 6, cpuid(0), 0);
         let f = c.failure().expect("stale hold caught");
         let text = f.to_string();
         let head = format!(
@@ -1807,7 +1827,7 @@ mod tests {
             mm: guest1_mm,
         };
         let used = |running| Event::LeafUse {
-            cpu: 1,
+            cpu: cpuid(1),
             running,
             entry,
             store: false,

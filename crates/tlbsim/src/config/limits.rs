@@ -9,8 +9,9 @@
 //! cost arithmetic (a cost times at most [`MAX_CPUS`] targets, summed over
 //! a run) cannot overflow 64 bits.
 
-/// CPUs of a machine (`topology.cpus`, `[machine] cpus`, `--cpus`).
-pub const MAX_CPUS: u32 = 4096;
+/// CPUs of a machine (`topology.cpus`, `[machine] cpus`, `--cpus`): as
+/// many as a [`CpuId`](crate::hw::CpuId) can number.
+pub const MAX_CPUS: u32 = crate::hw::CpuId::LIMIT as u32;
 
 /// Entries of one CPU's TLB, walk cache or stage-2 cache.
 pub const MAX_CACHE_ENTRIES: u32 = 1 << 16;

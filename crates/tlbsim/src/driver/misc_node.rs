@@ -10,7 +10,7 @@
 
 use crate::engine::Ns;
 use crate::hw::cpumask::CpuMask;
-use crate::hw::CpuId;
+use crate::hw::{CpuId, CpuVec};
 use std::collections::VecDeque;
 
 /// A DVM Sync that starts service now.
@@ -40,10 +40,10 @@ pub struct MiscNodes {
     /// Per node: serving a Sync.
     busy: Vec<bool>,
     /// Per CPU: its Sync, if one is queued or in service.
-    syncs: Vec<Option<Queued>>,
+    syncs: CpuVec<Option<Queued>>,
     /// Per CPU: the nodes its Sync needs, in increasing order (kept
     /// between Syncs, so that a Sync allocates nothing).
-    nodes: Vec<Vec<usize>>,
+    nodes: CpuVec<Vec<usize>>,
 }
 
 impl MiscNodes {
@@ -57,8 +57,8 @@ impl MiscNodes {
         Self {
             queues: vec![VecDeque::new(); nodes],
             busy: vec![false; nodes],
-            syncs: vec![None; ncpus],
-            nodes: vec![Vec::new(); ncpus],
+            syncs: CpuVec::filled(ncpus, None),
+            nodes: CpuVec::filled(ncpus, Vec::new()),
         }
     }
 
@@ -125,29 +125,30 @@ impl MiscNodes {
 #[cfg(test)]
 mod tests {
     use super::{MiscNodes, Sync};
+    use crate::hw::cpu::cpuid;
 
     /// The CPUs whose Syncs start when `cpu`'s is served.
-    fn done(m: &mut MiscNodes, cpu: usize) -> Vec<usize> {
+    fn done(m: &mut MiscNodes, cpu: u32) -> Vec<u32> {
         let mut started: Vec<Sync> = Vec::new();
-        m.done(cpu, &mut started);
-        started.into_iter().map(|s| s.cpu).collect()
+        m.done(cpuid(cpu), &mut started);
+        started.into_iter().map(|s| s.cpu.get()).collect()
     }
 
     #[test]
     fn one_node_serves_in_arrival_order_and_disjoint_nodes_in_parallel() {
         // One node: the second Sync waits for the first.
         let mut m = MiscNodes::new(1, 4);
-        assert!(m.arrive(0, 0, None, &[0]).is_some());
-        assert!(m.arrive(1, 1, None, &[0]).is_none());
+        assert!(m.arrive(cpuid(0), 0, None, &[0]).is_some());
+        assert!(m.arrive(cpuid(1), 1, None, &[0]).is_none());
         let started = done(&mut m, 0);
         assert_eq!(started, &[1]);
         // Two nodes: Syncs of disjoint nodes run together; one needing
         // both waits for both, and one arriving after it waits behind it.
         let mut m = MiscNodes::new(2, 4);
-        assert!(m.arrive(0, 0, None, &[0]).is_some());
-        assert!(m.arrive(1, 0, None, &[1]).is_some());
-        assert!(m.arrive(2, 1, None, &[0, 1]).is_none());
-        assert!(m.arrive(3, 2, None, &[1]).is_none());
+        assert!(m.arrive(cpuid(0), 0, None, &[0]).is_some());
+        assert!(m.arrive(cpuid(1), 0, None, &[1]).is_some());
+        assert!(m.arrive(cpuid(2), 1, None, &[0, 1]).is_none());
+        assert!(m.arrive(cpuid(3), 2, None, &[1]).is_none());
         assert!(done(&mut m, 0).is_empty(), "cpu2 still needs node 1");
         let started = done(&mut m, 1);
         assert_eq!(started, vec![2]);

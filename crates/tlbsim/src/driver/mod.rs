@@ -14,10 +14,10 @@ use crate::engine::queue::{EventId, EventQueue};
 use crate::engine::Ns;
 use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{MmId, TlbiScope};
-use crate::hw::{AccessInfo, AccessTrace, CpuId, Fault};
+use crate::hw::{AccessInfo, AccessTrace, CpuId, CpuVec, Fault};
 use crate::kernel::{GuestExit, LockId, LockWaiter, Op, OpResult, TaskId, World};
 use crate::step::cpu_time::{self, CpuTime};
-use crate::step::{ops, Applied, Cpus, Cx, PendingIpi, Polled, Wait};
+use crate::step::{host_cx, ops, Applied, Cpus, Cx, PendingIpi, Polled, Wait};
 use std::rc::Rc;
 
 /// How many misc nodes serve DVM Syncs on `w`'s machine: one, or one per
@@ -39,15 +39,16 @@ fn whole_tlb(scope: TlbiScope) -> bool {
 /// A queued event. Eight bytes, so that the queue moves and stores it in
 /// a register (a 40-byte event was copied through memory at every push,
 /// a tenth of the queue's cost); an IPI's payload waits in
-/// [`TimingDriver::ipis`]. CPU numbers and ids are `u32` ([`ix`]).
+/// [`TimingDriver::ipis`]. CPU numbers are `u32` within a [`CpuId`], ids
+/// and contexts `u32` ([`ix`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ev {
     /// The CPU's current step finishes.
-    StepDone(u32),
+    StepDone(CpuId),
     /// A broadcast TLBI reaches its targets.
     DvmApply(u32),
     /// The misc node finished the DVM Sync of a CPU.
-    SyncDone(u32),
+    SyncDone(CpuId),
     /// A reschedule IPI arrives at a context.
     Kick(u32),
     /// A function-call IPI (or a timer's interrupt) arrives: its entry in
@@ -56,19 +57,19 @@ enum Ev {
     /// A handler's acknowledgement reaches the waiting sender context.
     Ack(u32),
     /// The CPU's guest entry is done: the guest context runs.
-    Entered(u32),
+    Entered(CpuId),
     /// A time slice of the vCPU thread running the CPU's guest is over
     /// (floating vCPUs: the scheduler tick that matters).
-    SliceEnd(u32),
+    SliceEnd(CpuId),
     /// The host CPU's timer fires (the periodic tick, `kernel/tick.rs`).
-    Tick(u32),
+    Tick(CpuId),
 }
 
-/// A CPU number or an in-flight id as carried in an [`Ev`]. Both index
-/// vectors the machine allocated (one entry per CPU, one per DVM operation
-/// in flight), so they are far below 2^32.
+/// A context, an IPI's slot or an in-flight id as carried in an [`Ev`].
+/// Each indexes a vector the machine allocated (one entry per context,
+/// IPI on its way or DVM operation in flight), so they are far below 2^32.
 fn ix(i: usize) -> u32 {
-    u32::try_from(i).expect("CPU numbers and in-flight ids fit in 32 bits")
+    u32::try_from(i).expect("contexts and in-flight ids fit in 32 bits")
 }
 
 /// A function-call IPI on its way: the target context, the call, and
@@ -142,7 +143,7 @@ pub struct TimingDriver {
     c: StepCosts,
     q: EventQueue<Ev>,
     /// Per CPU: the result its timed step completes with.
-    result: Vec<Option<OpResult>>,
+    result: CpuVec<Option<OpResult>>,
     /// The misc nodes serving DVM Syncs, when the profile serialises them.
     mns: misc_node::MiscNodes,
     /// Scratch for the nodes one Sync needs and the Syncs one service
@@ -153,20 +154,20 @@ pub struct TimingDriver {
     /// Inject speculative walks (see [`TimingDriver::set_speculative_walks`]).
     speculative: bool,
     /// Per CPU: the mm and VA of its last user access.
-    last_va: Vec<Option<(MmId, u64)>>,
+    last_va: CpuVec<Option<(MmId, u64)>>,
     /// Per CPU: the task's `Work` step under way (its event and end).
-    work_step: Vec<Option<(EventId, Ns)>>,
+    work_step: CpuVec<Option<(EventId, Ns)>>,
     /// Per CPU: work left of a `Work` step an IPI interrupted.
-    interrupted_work: Vec<Option<Ns>>,
+    interrupted_work: CpuVec<Option<Ns>>,
     /// Per CPU: the function the interrupted `Work` step was charged to
     /// (`step::cpu_time`), given back when it resumes (until 2026-11-26
     /// the handler's function kept the rest of the step unless the tick
     /// was on).
-    interrupted_label: Vec<Option<&'static Label>>,
+    interrupted_label: CpuVec<Option<&'static Label>>,
     /// Per CPU: its last `Work` step (under way, or interrupted) is user
     /// work, which an interrupt returning with `need_resched` cuts short
     /// when the tick is on.
-    user_step: Vec<bool>,
+    user_step: CpuVec<bool>,
     /// The periodic tick's first events are queued.
     ticking: bool,
     /// Per host lock: its word's cache line.
@@ -178,12 +179,12 @@ pub struct TimingDriver {
     /// IPIs on their way, indexed by [`Ev::Ipi`]; `None` once arrived.
     ipis: Vec<Option<IpiInFlight>>,
     /// Per CPU: a host interrupt waits for the guest it runs to exit.
-    exit_pending: Vec<bool>,
+    exit_pending: CpuVec<bool>,
     /// Per CPU: its guest entry under way (the event that ends it).
-    entering: Vec<Option<EventId>>,
+    entering: CpuVec<Option<EventId>>,
     /// Per CPU: the end of the slice of the guest it runs, when vCPU
     /// threads share CPUs ([`TimingDriver::slice_vcpus`]).
-    slice_end: Vec<Option<EventId>>,
+    slice_end: CpuVec<Option<EventId>>,
     /// Some VM's vCPU threads float: guests are time-sliced.
     slice_vcpus: bool,
     /// Per guest context (from [`TimingDriver::guest_work_base`]): work
@@ -203,15 +204,15 @@ impl TimingDriver {
         Self {
             speculative: false,
             c: w.profile.step_costs(),
-            last_va: vec![None; n],
-            work_step: vec![None; n],
-            interrupted_work: vec![None; n],
-            interrupted_label: vec![None; n],
-            user_step: vec![false; n],
+            last_va: CpuVec::filled(n, None),
+            work_step: CpuVec::filled(n, None),
+            interrupted_work: CpuVec::filled(n, None),
+            interrupted_label: CpuVec::filled(n, None),
+            user_step: CpuVec::filled(n, false),
             ticking: false,
             core: Cpus::new(w),
             q: EventQueue::default(),
-            result: vec![None; n],
+            result: CpuVec::filled(n, None),
             mns: misc_node::MiscNodes::new(nodes, n),
             sync_scratch: (Vec::new(), Vec::new()),
             trace: Vec::new(),
@@ -221,9 +222,9 @@ impl TimingDriver {
             cpu_time: CpuTime::new(n),
             ipis: Vec::new(),
             free_ipis: Vec::new(),
-            exit_pending: vec![false; n],
-            entering: vec![None; n],
-            slice_end: vec![None; n],
+            exit_pending: CpuVec::filled(n, false),
+            entering: CpuVec::filled(n, None),
+            slice_end: CpuVec::filled(n, None),
             slice_vcpus: false,
             guest_work: Vec::new(),
             guest_work_base: n,
@@ -267,7 +268,7 @@ impl TimingDriver {
 
     /// Runs until `done(world)` holds after an event; returns the time then.
     pub fn run_until(&mut self, done: impl Fn(&World) -> bool) -> Result<Ns, RunError> {
-        for cpu in 0..self.w().ncpus() {
+        for cpu in CpuId::all(self.w().ncpus()) {
             self.charge_to_current(cpu);
             self.run(cpu);
         }
@@ -310,7 +311,6 @@ impl TimingDriver {
     fn event(&mut self, ev: Ev) {
         match ev {
             Ev::StepDone(cpu) => {
-                let cpu = cpu as usize;
                 let r = self.result[cpu].take().unwrap_or(OpResult::Unit);
                 if self.core.may_take_irq(cpu) {
                     // An IPI is taken at the end of the step; the step's
@@ -334,16 +334,14 @@ impl TimingDriver {
                 self.irq_arrived(cx);
             }
             Ev::Tick(cpu) => {
-                let cpu = cpu as usize;
                 let period = self.w().tick_period_ns().expect("ticks only with a period");
-                self.q.push(self.now() + period, Ev::Tick(ix(cpu)));
+                self.q.push(self.now() + period, Ev::Tick(cpu));
                 // The host context of the CPU (guests have no tick).
-                self.core.tick_arrive(cpu);
-                self.irq_arrived(cpu);
+                self.core.tick_arrive(host_cx(cpu));
+                self.irq_arrived(host_cx(cpu));
             }
             Ev::DvmApply(id) => self.dvm_apply(id as usize),
             Ev::SyncDone(cpu) => {
-                let cpu = cpu as usize;
                 self.core.dsb_ish_done(cpu);
                 if self.c.sync_serialized {
                     let mut started = std::mem::take(&mut self.sync_scratch.1);
@@ -356,15 +354,13 @@ impl TimingDriver {
                 self.complete(cpu, OpResult::Unit);
             }
             Ev::Entered(cpu) => {
-                let cpu = cpu as usize;
                 self.entering[cpu] = None;
                 self.start_slice(cpu);
                 self.resume_guest(cpu);
             }
             Ev::SliceEnd(cpu) => {
-                let cpu = cpu as usize;
                 self.slice_end[cpu] = None;
-                if self.core.running(cpu) != cpu && self.core.tick_in_guest(cpu) {
+                if self.core.in_guest(cpu) && self.core.tick_in_guest(cpu) {
                     self.force_exit(cpu);
                 } else {
                     self.start_slice(cpu);
@@ -421,8 +417,8 @@ impl TimingDriver {
         }
         self.ticking = true;
         let first = (self.now() / period + 1) * period;
-        for cpu in 0..self.w().ncpus() {
-            self.q.push(first, Ev::Tick(ix(cpu)));
+        for cpu in CpuId::all(self.w().ncpus()) {
+            self.q.push(first, Ev::Tick(cpu));
         }
     }
 
@@ -464,9 +460,9 @@ impl TimingDriver {
     /// slice (`time_slice_ns`) before the host looks at its queue again.
     /// With the host's timer tick on, the tick does this instead.
     fn start_slice(&mut self, cpu: CpuId) {
-        if self.slice_vcpus && self.core.running(cpu) != cpu && !self.ticking {
+        if self.slice_vcpus && self.core.in_guest(cpu) && !self.ticking {
             let at = self.now() + self.w().profile.kernel.time_slice_ns;
-            self.slice_end[cpu] = Some(self.q.push(at, Ev::SliceEnd(ix(cpu))));
+            self.slice_end[cpu] = Some(self.q.push(at, Ev::SliceEnd(cpu)));
         }
     }
 
@@ -506,7 +502,7 @@ impl TimingDriver {
     fn ring_doorbell(&mut self, cx: Cx) {
         if let Some((cpu, ipi)) = self.core.doorbell(cx) {
             let at = self.now() + self.w().profile.kernel.ipi_latency_ns;
-            let i = self.ipi_slot((cpu, ipi, true));
+            let i = self.ipi_slot((host_cx(cpu), ipi, true));
             self.q.push(at, Ev::Ipi(i));
         }
     }
@@ -553,7 +549,7 @@ impl TimingDriver {
     fn entered_guest(&mut self, cpu: CpuId) {
         let cost = self.w().profile.virt_costs().guest_entry_ns;
         let s = self.take_stolen(cpu);
-        let id = self.q.push(self.now() + cost + s, Ev::Entered(ix(cpu)));
+        let id = self.q.push(self.now() + cost + s, Ev::Entered(cpu));
         self.entering[cpu] = Some(id);
     }
 
@@ -656,9 +652,7 @@ impl TimingDriver {
     /// on? (Without the tick, user work is cut at slice boundaries
     /// instead: `Ctx::user_work`.)
     fn resched_on_return_to_user(&self, cpu: CpuId) -> bool {
-        self.ticking
-            && self.core.running(cpu) == cpu
-            && self.core.w.k.borrow().cpus[cpu].need_resched
+        self.ticking && !self.core.in_guest(cpu) && self.core.w.k.borrow().cpus[cpu].need_resched
     }
 
     /// Starts a queued IPI on `cpu` if it waits interruptibly (idle, on a
@@ -706,7 +700,7 @@ impl TimingDriver {
         self.core.set_wait(cpu, Wait::Step);
         self.result[cpu] = Some(r);
         let t = self.now() + ns;
-        self.q.push(t, Ev::StepDone(ix(cpu)));
+        self.q.push(t, Ev::StepDone(cpu));
         self.work_step[cpu] = None;
     }
 
@@ -716,7 +710,7 @@ impl TimingDriver {
         self.core.set_wait(cpu, Wait::Step);
         self.result[cpu] = Some(OpResult::Unit);
         let t = self.now() + ns;
-        let id = self.q.push(t, Ev::StepDone(ix(cpu)));
+        let id = self.q.push(t, Ev::StepDone(cpu));
         self.work_step[cpu] = if self.core.in_irq(cpu) {
             None
         } else {
@@ -725,6 +719,7 @@ impl TimingDriver {
     }
 
     /// Time broadcast TLBIs took from `cpu` since its last step.
+    #[inline]
     fn take_stolen(&mut self, cpu: CpuId) -> Ns {
         self.core.stolen.take(cpu)
     }
@@ -1024,7 +1019,7 @@ impl TimingDriver {
                 // (x86 TLBSYNC unless the profile says otherwise).
                 self.sync_reaches_targets(cpu, reach.as_ref());
                 let at = self.now() + self.sync_service_ns(reach.as_ref());
-                self.q.push(at, Ev::SyncDone(ix(cpu)));
+                self.q.push(at, Ev::SyncDone(cpu));
             }
         } else {
             self.after(cpu, self.c.barrier_ns, OpResult::Unit);
@@ -1087,7 +1082,7 @@ impl TimingDriver {
             .record(waited);
         self.sync_reaches_targets(s.cpu, s.reach.as_ref());
         let at = self.now() + self.sync_service_ns(s.reach.as_ref());
-        self.q.push(at, Ev::SyncDone(ix(s.cpu)));
+        self.q.push(at, Ev::SyncDone(s.cpu));
     }
 
     /// The DVM Sync of `cpu` is served: every other busy CPU it reaches
@@ -1142,20 +1137,21 @@ impl TimingDriver {
 #[cfg(test)]
 mod tests {
     use super::CacheLine;
+    use crate::hw::{cpu::cpuid, CpuId};
 
     #[test]
     fn lock_words_move_between_caches_one_atomic_at_a_time() {
         let mut l = CacheLine::default();
         // First touch and repeated use by one CPU: an L1 atomic.
         // CPUs 0-1 on one socket, 2-3 on another: 110 ns within, 200 across.
-        let t = |to: usize| move |from: usize| if from / 2 == to / 2 { 110 } else { 200 };
-        assert_eq!(l.rmw(0, 1_000, 10, t(0)), 10);
-        assert_eq!(l.rmw(0, 2_000, 10, t(0)), 10);
+        let t = |to: u32| move |from: CpuId| if from.get() / 2 == to / 2 { 110 } else { 200 };
+        assert_eq!(l.rmw(cpuid(0), 1_000, 10, t(0)), 10);
+        assert_eq!(l.rmw(cpuid(0), 2_000, 10, t(0)), 10);
         // Another CPU pays a transfer.
-        assert_eq!(l.rmw(1, 3_000, 10, t(1)), 110);
+        assert_eq!(l.rmw(cpuid(1), 3_000, 10, t(1)), 110);
         // Two CPUs at the same instant: the second waits for the first.
-        assert_eq!(l.rmw(2, 5_000, 10, t(2)), 200);
-        assert_eq!(l.rmw(3, 5_000, 10, t(3)), 310);
+        assert_eq!(l.rmw(cpuid(2), 5_000, 10, t(2)), 200);
+        assert_eq!(l.rmw(cpuid(3), 5_000, 10, t(3)), 310);
         assert_eq!(l.free_ns, 5_310);
     }
 }

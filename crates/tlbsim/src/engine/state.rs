@@ -62,7 +62,8 @@ impl<T: Copy> TrackedCell<T> {
 }
 
 /// What indexes a [`Table`]: `usize`, or an id that is an index in its
-/// table (`hw::tlb::MmId`, `observe::TaskId`), converted at no cost.
+/// table (`hw::CpuId`, `hw::tlb::MmId`, `observe::TaskId`), converted at
+/// no cost.
 pub trait TableIndex: Copy {
     /// The index.
     fn index(self) -> usize;
@@ -83,8 +84,9 @@ impl TableIndex for usize {
 
 /// What a [`Table`] is indexed by: the kind of part its elements are, and
 /// the type of its indices. The kinds whose ids are declared on floors
-/// above this one are implemented beside those ids ([`ByMm`] beside
-/// `hw::tlb::MmId`, [`ByTask`] beside `observe::TaskId`).
+/// above this one are implemented beside those ids ([`ByCpu`] beside
+/// `hw::CpuId`, [`ByMm`] beside `hw::tlb::MmId`, [`ByTask`] beside
+/// `observe::TaskId`).
 pub trait PartKind {
     /// The type of an element's index.
     type Id: TableIndex;
@@ -105,13 +107,6 @@ pub struct ByTask;
 #[derive(Debug)]
 pub struct ByLock;
 
-impl PartKind for ByCpu {
-    type Id = usize;
-    #[inline(always)]
-    fn part(i: usize) -> u32 {
-        part::cpu(i)
-    }
-}
 impl PartKind for ByLock {
     type Id = usize;
     #[inline(always)]
@@ -410,9 +405,9 @@ mod tests {
     #[test]
     fn containers_are_numbered_afresh_for_each_machine() {
         new_machine();
-        let a: (PerCpu<u8>, Var<u8>) = (PerCpu::new(), Var::new(0));
+        let a: (PerLock<u8>, Var<u8>) = (PerLock::new(), Var::new(0));
         new_machine();
-        let b: (PerCpu<u8>, Var<u8>) = (PerCpu::new(), Var::new(0));
+        let b: (PerLock<u8>, Var<u8>) = (PerLock::new(), Var::new(0));
         assert_eq!(a.0.loc_of(1), b.0.loc_of(1));
         assert_ne!(a.0.loc_of(1).space, a.1.space);
     }

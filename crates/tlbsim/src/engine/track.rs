@@ -46,6 +46,8 @@ pub enum Space {
 
 /// Part numbers: a kind in the top byte, an index below.
 pub mod part {
+    use crate::engine::state::TableIndex;
+
     const KIND_SHIFT: u32 = 24;
     const fn of(kind: u32, i: usize) -> u32 {
         // Indices beyond 2^24 share a part with their residue: a coarser
@@ -62,25 +64,30 @@ pub mod part {
         of(2, i)
     }
     /// A CPU's part of a space (a [`PerCpu`](crate::engine::state::PerCpu)
-    /// table's element; `Check`: its pending writes).
-    pub const fn cpu(i: usize) -> u32 {
-        of(3, i)
+    /// table's element; `Check`: its pending writes). `i`: the CPU
+    /// (`hw::CpuId`) or its index.
+    #[inline(always)]
+    pub fn cpu(i: impl TableIndex) -> u32 {
+        of(3, i.index())
     }
     /// A lock (a [`PerLock`](crate::engine::state::PerLock) table's element).
     pub const fn lock(i: usize) -> u32 {
         of(4, i)
     }
     /// A CPU's TLB and walk cache (`Space::Hw`).
-    pub const fn tlb(i: usize) -> u32 {
-        of(5, i)
+    #[inline(always)]
+    pub fn tlb(cpu: impl TableIndex) -> u32 {
+        of(5, cpu.index())
     }
     /// A CPU's translation registers (`Space::Hw`).
-    pub const fn regs(i: usize) -> u32 {
-        of(6, i)
+    #[inline(always)]
+    pub fn regs(cpu: impl TableIndex) -> u32 {
+        of(6, cpu.index())
     }
     /// The pending bits of broadcast TLBIs at a CPU (`Space::Hw`).
-    pub const fn dvm_pending(i: usize) -> u32 {
-        of(7, i)
+    #[inline(always)]
+    pub fn dvm_pending(cpu: impl TableIndex) -> u32 {
+        of(7, cpu.index())
     }
     /// A context (`Space::Cx`).
     pub const fn cx(i: usize) -> u32 {

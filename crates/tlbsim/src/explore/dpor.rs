@@ -748,6 +748,8 @@ pub(super) fn search_until(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hw::cpu::cpuid;
+    use crate::hw::CpuId;
 
     /// Runs the DPOR search (tree cap `cap`) over a toy system in which
     /// each action of `actions` runs once, in any order; returns the
@@ -790,24 +792,27 @@ mod tests {
     #[test]
     fn independent_actions_run_in_one_order_only() {
         // TLBIs reaching two different CPUs commute.
-        let o = orders(&[Action::Deliver(0), Action::Deliver(1)]);
+        let o = orders(&[Action::Deliver(cpuid(0)), Action::Deliver(cpuid(1))]);
         assert_eq!(o.len(), 1, "{o:?}");
     }
 
     #[test]
     fn dependent_actions_run_in_both_orders() {
         // Kernel steps of two CPUs (footprint unknown).
-        let mut o = orders(&[Action::Step(0), Action::Step(1)]);
+        let mut o = orders(&[Action::Step(cpuid(0)), Action::Step(cpuid(1))]);
         o.sort();
         assert_eq!(
             o,
             vec![
-                vec![Action::Step(0), Action::Step(1)],
-                vec![Action::Step(1), Action::Step(0)],
+                vec![Action::Step(cpuid(0)), Action::Step(cpuid(1))],
+                vec![Action::Step(cpuid(1)), Action::Step(cpuid(0))],
             ]
         );
         // A TLBI reaching CPU 0 and CPU 0's own speculative walk.
-        let o = orders(&[Action::Deliver(0), Action::Speculate(0, 0x1000)]);
+        let o = orders(&[
+            Action::Deliver(cpuid(0)),
+            Action::Speculate(cpuid(0), 0x1000),
+        ]);
         assert_eq!(o.len(), 2, "{o:?}");
     }
 
@@ -816,9 +821,9 @@ mod tests {
         // d0 and d1 commute; p0 conflicts with d0 only: the classes are
         // fixed by the order of d0 and p0 (2 of them).
         let o = orders(&[
-            Action::Deliver(0),
-            Action::Deliver(1),
-            Action::Speculate(0, 0x1000),
+            Action::Deliver(cpuid(0)),
+            Action::Deliver(cpuid(1)),
+            Action::Speculate(cpuid(0), 0x1000),
         ]);
         assert_eq!(o.len(), 2, "{o:?}");
     }
@@ -828,7 +833,7 @@ mod tests {
     /// completeness does not.
     #[test]
     fn every_order_of_dependent_steps_is_run_once_under_any_seed_and_cap() {
-        let steps: Vec<Action> = (0..4).map(Action::Step).collect();
+        let steps: Vec<Action> = CpuId::all(4).map(Action::Step).collect();
         for cap in [1, 3, MAX_TREE_NODES] {
             for seed in 1..4 {
                 let mut o = orders_with(&steps, cap, seed);
@@ -921,26 +926,30 @@ mod tests {
         let (d, p, s) = (Action::Deliver, Action::Speculate, Action::Step);
         let systems: [&[Proc]; 4] = [
             &[
-                (d(0), 2, None),
-                (d(1), 2, None),
-                (p(0, 0x1000), 1, None),
-                (s(2), 1, None),
+                (d(cpuid(0)), 2, None),
+                (d(cpuid(1)), 2, None),
+                (p(cpuid(0), 0x1000), 1, None),
+                (s(cpuid(2)), 1, None),
             ],
             &[
-                (d(0), 1, None),
-                (d(1), 1, None),
-                (d(2), 1, None),
-                (p(0, 0x1000), 1, None),
-                (p(1, 0x1000), 1, None),
+                (d(cpuid(0)), 1, None),
+                (d(cpuid(1)), 1, None),
+                (d(cpuid(2)), 1, None),
+                (p(cpuid(0), 0x1000), 1, None),
+                (p(cpuid(1), 0x1000), 1, None),
             ],
-            &[(d(0), 2, None), (d(1), 1, None), (p(1, 0x2000), 2, None)],
+            &[
+                (d(cpuid(0)), 2, None),
+                (d(cpuid(1)), 1, None),
+                (p(cpuid(1), 0x2000), 2, None),
+            ],
             // d1 only once s2 has run: the analysis must back-track at a
             // state where the racing action was not yet enabled.
             &[
-                (p(1, 0x1000), 1, None),
-                (s(2), 1, None),
-                (d(1), 1, Some(s(2))),
-                (d(0), 2, None),
+                (p(cpuid(1), 0x1000), 1, None),
+                (s(cpuid(2)), 1, None),
+                (d(cpuid(1)), 1, Some(s(cpuid(2)))),
+                (d(cpuid(0)), 2, None),
             ],
         ];
         for procs in systems {
@@ -964,7 +973,7 @@ mod tests {
     /// last two steps first).
     #[test]
     fn the_next_schedule_leaves_the_tree_at_its_shallowest_choice() {
-        let steps: Vec<Action> = (0..4).map(Action::Step).collect();
+        let steps: Vec<Action> = CpuId::all(4).map(Action::Step).collect();
         let mut dpor = DporChooser::new(&Streams::new(1), MAX_TREE_NODES, usize::MAX);
         let depth = |t: &Tree, mut n: u32| {
             let mut d = 0;
@@ -1001,7 +1010,7 @@ mod tests {
     /// schedule's states beyond it.
     #[test]
     fn the_tree_is_freed_as_subtrees_finish_and_stays_near_its_cap() {
-        let steps: Vec<Action> = (0..5).map(Action::Step).collect();
+        let steps: Vec<Action> = CpuId::all(5).map(Action::Step).collect();
         let mut dpor = DporChooser::new(&Streams::new(1), 8, usize::MAX);
         loop {
             let (_, left) = run_each_once(&mut dpor, &steps);
@@ -1028,7 +1037,7 @@ mod tests {
         use crate::engine::track::{part, Loc, Space};
         let loc = |p| Loc::part(Space::Hw, p);
         let (flag, mine, other) = (loc(part::tlb(2)), loc(part::tlb(0)), loc(part::tlb(1)));
-        let (a, b) = (Action::Step(0), Action::Step(1));
+        let (a, b) = (Action::Step(CpuId::new(0)), Action::Step(CpuId::new(1)));
         let spin = Footprint::of(&[flag], &[mine]);
         let (b1, b2) = (Footprint::of(&[], &[other]), Footprint::of(&[], &[flag]));
         let enabled = |b_steps: usize, a_done: bool| {

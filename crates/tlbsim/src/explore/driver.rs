@@ -6,10 +6,10 @@
 use super::{Action, Chooser, Outcome, Stop};
 use crate::engine::track::{self, part, Footprint, Loc, Space};
 use crate::hw::tlb::MmId;
-use crate::hw::{AccessTrace, CpuId};
+use crate::hw::{AccessTrace, CpuId, CpuVec};
 use crate::kernel::{Dsb, GuestExit, LockId, LockWaiter, Op, OpResult, World};
 use crate::observe::{Clock, Violation};
-use crate::step::{ops, Applied, Cpus, Cx, PendingIpi, Polled, Wait};
+use crate::step::{host_cx, ops, Applied, Cpus, Cx, PendingIpi, Polled, Wait};
 use std::collections::BTreeSet;
 use std::rc::Rc;
 
@@ -34,12 +34,12 @@ pub struct Explorer {
     recording: bool,
     /// Per CPU: the actions it took (`Step`, `Interrupt`); the clock that
     /// kernel code sees while it acts ([`Explorer::apply`]).
-    clock: Vec<u64>,
+    clock: CpuVec<u64>,
     /// VMs run: footprints are not recorded for their contexts.
     vms: bool,
     /// Per CPU: a host reschedule IPI reached it while it runs a guest
     /// (`kvm_vcpu_kick`): the guest may exit (`Interrupt`).
-    exit_requested: Vec<bool>,
+    exit_requested: CpuVec<bool>,
 }
 
 impl Explorer {
@@ -56,11 +56,11 @@ impl Explorer {
             schedule: Vec::new(),
             footprints: Vec::new(),
             recording: false,
-            clock: vec![0; n],
+            clock: CpuVec::filled(n, 0),
             vms: false,
-            exit_requested: vec![false; n],
+            exit_requested: CpuVec::filled(n, false),
         };
-        for cpu in 0..n {
+        for cpu in CpuId::all(n) {
             e.run_cpu(cpu);
         }
         e
@@ -154,7 +154,7 @@ impl Explorer {
             Action::Step(c) => self.step(c),
             Action::Deliver(t) => {
                 // Offered beside an access posted at `t`.
-                track::record(|| Loc::part(Space::Cx, part::cx(t)), false);
+                track::record(|| Loc::part(Space::Cx, part::cx(host_cx(t))), false);
                 self.deliver_one(t);
             }
             Action::Speculate(c, va) => {
@@ -164,7 +164,7 @@ impl Explorer {
                 self.speculation_budget -= 1;
                 ops::speculate(&self.core.w, c, va, &mut self.trace);
             }
-            Action::Interrupt(c) if self.core.running(c) != c => self.exit_guest(c),
+            Action::Interrupt(c) if self.core.in_guest(c) => self.exit_guest(c),
             Action::Interrupt(c) => {
                 self.core.start_irq(c);
                 self.run_cpu(c);
@@ -191,8 +191,7 @@ impl Explorer {
     /// Does the guest running on `c` owe the host an exit it can take now
     /// (at a step boundary)?
     fn guest_exit_due(&self, c: CpuId) -> bool {
-        let cx = self.core.running(c);
-        cx != c
+        self.core.in_guest(c)
             && (self.exit_requested[c]
                 || self.core.irq_pending_cx(c)
                 || self.core.host_task_waits(c))
@@ -220,7 +219,7 @@ impl Explorer {
     /// reaches the CPU it last ran on (a host IPI taken by `Interrupt`).
     fn ring_doorbell(&mut self, cx: usize) {
         if let Some((cpu, ipi)) = self.core.doorbell(cx) {
-            self.core.ipi_arrive(cpu, ipi, true);
+            self.core.ipi_arrive(host_cx(cpu), ipi, true);
         }
     }
 
@@ -241,24 +240,24 @@ impl Explorer {
     pub fn enabled(&self) -> Vec<Action> {
         let mut v = Vec::new();
         let n = self.ncpus();
-        for c in 0..n {
+        for c in CpuId::all(n) {
             if matches!(self.core.wait(c), Wait::Posted(_) | Wait::Ready(_)) {
                 v.push(Action::Step(c));
             }
         }
-        for c in 0..n {
+        for c in CpuId::all(n) {
             if self.interruptible(c) {
                 v.push(Action::Interrupt(c));
             }
         }
-        for c in 0..n {
+        for c in CpuId::all(n) {
             if matches!(self.core.wait(c), Wait::Posted(Op::Access { .. })) && self.pending_at(c) {
                 v.push(Action::Deliver(c));
             }
         }
         if self.speculation_budget > 0 {
             let hw = self.core.w.hw.borrow();
-            for c in 0..n {
+            for c in CpuId::all(n) {
                 if let Some(t) = hw.walk_context(c) {
                     for &(_, va) in self.touched.range((t.mm, 0)..=(t.mm, u64::MAX)) {
                         // A walk that can change nothing is no choice.
@@ -309,7 +308,7 @@ impl Explorer {
                 .collect()
         };
         for id in mine {
-            for t in 0..self.core.w.ncpus() {
+            for t in CpuId::all(self.core.w.ncpus()) {
                 let pending = self.core.w.hw.borrow().inflight[id]
                     .as_ref()
                     .is_some_and(|f| f.pending.test(t));

@@ -16,6 +16,7 @@
 
 use super::Action;
 use crate::engine::track::{part, Footprint, Loc, Space};
+use crate::step::host_cx;
 
 /// The footprint of `a` before it runs (see the module doc):
 /// - `Deliver(t)`: the oldest TLBI pending at `t` invalidates `t`'s TLB
@@ -30,7 +31,7 @@ pub fn footprint(a: &Action) -> Footprint {
     let hw = |p| Loc::part(Space::Hw, p);
     match *a {
         Action::Deliver(t) => Footprint::of(
-            &[Loc::part(Space::Cx, part::cx(t))],
+            &[Loc::part(Space::Cx, part::cx(host_cx(t)))],
             &[hw(part::tlb(t)), hw(part::dvm_pending(t))],
         ),
         Action::Speculate(c, _) => Footprint::of(
@@ -48,6 +49,7 @@ pub fn footprint(a: &Action) -> Footprint {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hw::cpu::cpuid;
 
     /// Are `a` and `b` dependent by their footprints before they run? An
     /// action is dependent on itself.
@@ -57,29 +59,35 @@ mod tests {
 
     #[test]
     fn deliveries_to_different_cpus_commute_and_to_one_do_not() {
-        assert!(!dependent(&Action::Deliver(0), &Action::Deliver(1)));
-        assert!(dependent(&Action::Deliver(1), &Action::Deliver(1)));
+        assert!(!dependent(
+            &Action::Deliver(cpuid(0)),
+            &Action::Deliver(cpuid(1))
+        ));
+        assert!(dependent(
+            &Action::Deliver(cpuid(1)),
+            &Action::Deliver(cpuid(1))
+        ));
     }
 
     #[test]
     fn a_walk_conflicts_with_a_delivery_to_its_own_tlb_only() {
-        let p = Action::Speculate(0, 0x1000);
-        assert!(dependent(&p, &Action::Deliver(0)));
-        assert!(!dependent(&p, &Action::Deliver(1)));
+        let p = Action::Speculate(cpuid(0), 0x1000);
+        assert!(dependent(&p, &Action::Deliver(cpuid(0))));
+        assert!(!dependent(&p, &Action::Deliver(cpuid(1))));
         // The budget: one walk may disable the other.
-        assert!(dependent(&p, &Action::Speculate(1, 0x1000)));
+        assert!(dependent(&p, &Action::Speculate(cpuid(1), 0x1000)));
     }
 
     #[test]
     fn kernel_steps_not_yet_run_are_dependent_on_everything() {
         for b in [
-            Action::Step(1),
-            Action::Deliver(1),
-            Action::Interrupt(1),
-            Action::Speculate(1, 0),
+            Action::Step(cpuid(1)),
+            Action::Deliver(cpuid(1)),
+            Action::Interrupt(cpuid(1)),
+            Action::Speculate(cpuid(1), 0),
         ] {
-            assert!(dependent(&Action::Step(0), &b));
-            assert!(dependent(&Action::Interrupt(0), &b));
+            assert!(dependent(&Action::Step(cpuid(0)), &b));
+            assert!(dependent(&Action::Interrupt(cpuid(0)), &b));
         }
     }
 }

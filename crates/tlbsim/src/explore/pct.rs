@@ -4,6 +4,7 @@ use super::check::{run_one, CheckOptions, CheckReport};
 use super::{Action, Chooser};
 use crate::config::Experiment;
 use crate::engine::rng::Streams;
+use crate::hw::CpuVec;
 use crate::sim::{RunOptions, SimError};
 use rand::Rng as _;
 
@@ -14,7 +15,8 @@ use rand::Rng as _;
 #[derive(Debug)]
 pub struct PctChooser {
     rng: crate::engine::rng::Rng,
-    prio: Vec<u64>,
+    /// Per CPU: its priority.
+    prio: CpuVec<u64>,
     change_points: Vec<usize>,
     other_prob: f64,
     low: u64,
@@ -31,7 +33,7 @@ impl PctChooser {
         let change_points = (1..depth).map(|_| rng.gen_range(0..len.max(1))).collect();
         Self {
             rng,
-            prio,
+            prio: CpuVec::from_vec(prio),
             change_points,
             other_prob: 0.05,
             low: depth as u64,

@@ -269,6 +269,7 @@ fn access(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hw::cpu::cpuid;
 
     fn loc(p: u32) -> Loc {
         Loc::part(Space::Var(9), p)
@@ -277,7 +278,11 @@ mod tests {
     #[test]
     fn a_chain_of_conflicts_orders_its_ends_without_a_race_between_them() {
         // s0 writes x; s1 reads x and writes y; s2 reads y: s0 → s1 → s2.
-        let a = [Action::Step(0), Action::Step(1), Action::Step(2)];
+        let a = [
+            Action::Step(cpuid(0)),
+            Action::Step(cpuid(1)),
+            Action::Step(cpuid(2)),
+        ];
         let f = [
             Footprint::of(&[], &[loc(1)]),
             Footprint::of(&[loc(1)], &[loc(2)]),
@@ -288,12 +293,16 @@ mod tests {
         assert!(hb.hb(0, 2));
         assert_eq!(races, vec![(0, 1), (1, 2)]);
         // Reversing s0 and s1: s1 alone is the initial.
-        assert_eq!(hb.initials(&a, 0, 1), vec![Action::Step(1)]);
+        assert_eq!(hb.initials(&a, 0, 1), vec![Action::Step(cpuid(1))]);
     }
 
     #[test]
     fn reads_do_not_race_and_a_whole_write_meets_every_part() {
-        let a = [Action::Step(0), Action::Step(1), Action::Step(2)];
+        let a = [
+            Action::Step(cpuid(0)),
+            Action::Step(cpuid(1)),
+            Action::Step(cpuid(2)),
+        ];
         let f = [
             Footprint::of(&[loc(1)], &[]),
             Footprint::of(&[], &[loc(2)]),
@@ -308,7 +317,7 @@ mod tests {
     #[test]
     fn an_event_that_reads_a_part_and_writes_the_whole_is_not_its_own_predecessor() {
         let k = |p| Loc::part(Space::Var(0), p);
-        let a = [Action::Step(1), Action::Step(0)];
+        let a = [Action::Step(cpuid(1)), Action::Step(cpuid(0))];
         let f = [
             Footprint::of(&[k(part::cpu(1))], &[]),
             Footprint::of(&[k(part::cpu(0))], &[Loc::all(Space::Var(0))]),
@@ -320,7 +329,11 @@ mod tests {
 
     #[test]
     fn an_unknown_footprint_races_with_the_last_events_only() {
-        let a = [Action::Step(0), Action::Step(0), Action::Step(1)];
+        let a = [
+            Action::Step(cpuid(0)),
+            Action::Step(cpuid(0)),
+            Action::Step(cpuid(1)),
+        ];
         let f = [
             Footprint::of(&[], &[loc(1)]),
             Footprint::of(&[], &[loc(2)]),
@@ -337,7 +350,11 @@ mod tests {
         // d0 (i), then p1 independent of it, then s2 after d0: the race
         // d0/s2 is reversed by starting with p1 or s2... s2 happens after
         // d0 only through the race itself, so both are initials.
-        let a = [Action::Deliver(0), Action::Deliver(1), Action::Step(2)];
+        let a = [
+            Action::Deliver(cpuid(0)),
+            Action::Deliver(cpuid(1)),
+            Action::Step(cpuid(2)),
+        ];
         let f = [
             Footprint::of(&[], &[loc(1)]),
             Footprint::of(&[], &[loc(2)]),
@@ -348,7 +365,7 @@ mod tests {
         assert_eq!(races, vec![(0, 2)]);
         assert_eq!(
             hb.initials(&a, 0, 2),
-            vec![Action::Step(2), Action::Deliver(1)]
+            vec![Action::Step(cpuid(2)), Action::Deliver(cpuid(1))]
         );
     }
 }

@@ -67,7 +67,11 @@ pub fn parse_schedule(text: &str) -> Result<Vec<Action>, String> {
         };
         let bad =
             || format!("bad action \"{tok}\" (expected s<cpu>, d<cpu>, i<cpu> or p<cpu>:<va hex>)");
-        let num = |s: &str| s.parse::<usize>().map_err(|_| bad());
+        // A number no machine has is no CPU.
+        let num = |s: &str| match s.parse::<usize>() {
+            Ok(c) if c < CpuId::LIMIT => Ok(CpuId::from_index(c)),
+            _ => Err(bad()),
+        };
         let act = if let Some(c) = a.strip_prefix('s') {
             Action::Step(num(c)?)
         } else if let Some(c) = a.strip_prefix('d') {

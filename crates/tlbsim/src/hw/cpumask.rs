@@ -1,5 +1,6 @@
 //! A fixed-size CPU bitmap (Linux's `struct cpumask`).
 
+use super::CpuId;
 use serde::Serialize;
 
 /// Bitmap of CPUs, sized at creation.
@@ -38,29 +39,32 @@ impl CpuMask {
     }
 
     /// Sets `cpu`.
-    pub fn set(&mut self, cpu: usize) {
+    pub fn set(&mut self, cpu: CpuId) {
+        let cpu = cpu.index();
         self.words[cpu / 64] |= 1 << (cpu % 64);
     }
 
     /// Clears `cpu`.
-    pub fn clear(&mut self, cpu: usize) {
+    pub fn clear(&mut self, cpu: CpuId) {
+        let cpu = cpu.index();
         self.words[cpu / 64] &= !(1 << (cpu % 64));
     }
 
     /// Is `cpu` set?
-    pub fn test(&self, cpu: usize) -> bool {
+    pub fn test(&self, cpu: CpuId) -> bool {
+        let cpu = cpu.index();
         self.words[cpu / 64] & (1 << (cpu % 64)) != 0
     }
 
     /// Sets `cpu`, returning its old value.
-    pub fn test_and_set(&mut self, cpu: usize) -> bool {
+    pub fn test_and_set(&mut self, cpu: CpuId) -> bool {
         let old = self.test(cpu);
         self.set(cpu);
         old
     }
 
     /// Clears `cpu`, returning its old value.
-    pub fn test_and_clear(&mut self, cpu: usize) -> bool {
+    pub fn test_and_clear(&mut self, cpu: CpuId) -> bool {
         let old = self.test(cpu);
         self.clear(cpu);
         old
@@ -97,7 +101,8 @@ impl CpuMask {
     }
 
     /// True if a CPU other than `cpu` is set.
-    pub fn any_other_than(&self, cpu: usize) -> bool {
+    pub fn any_other_than(&self, cpu: CpuId) -> bool {
+        let cpu = cpu.index();
         self.words.iter().enumerate().any(|(i, w)| {
             let w = if i == cpu / 64 {
                 w & !(1 << (cpu % 64))
@@ -121,15 +126,20 @@ impl CpuMask {
     }
 
     /// The set CPUs in increasing order.
-    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        bits(self.words.iter().copied())
+    #[inline]
+    pub fn iter(&self) -> Iter<'_> {
+        Iter {
+            words: &self.words,
+            i: 0,
+            w: self.words.first().copied().unwrap_or(0),
+        }
     }
 }
 
 impl std::fmt::Display for CpuMask {
     /// The set CPUs as a Linux CPU list (`%*pbl`): `0-3,5`, or `none`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut cpus = self.iter().peekable();
+        let mut cpus = self.iter().map(CpuId::index).peekable();
         if cpus.peek().is_none() {
             return f.write_str("none");
         }
@@ -152,21 +162,36 @@ impl std::fmt::Display for CpuMask {
     }
 }
 
-/// The positions of the set bits of `words` (word `i` holds bits
-/// `64 * i ..`), in increasing order.
-fn bits(words: impl Iterator<Item = u64>) -> impl Iterator<Item = usize> {
-    words.enumerate().flat_map(|(i, w)| {
-        let mut w = w;
-        std::iter::from_fn(move || {
-            if w == 0 {
-                return None;
-            }
-            let b = w.trailing_zeros() as usize;
-            w &= w - 1;
-            Some(i * 64 + b)
-        })
-    })
+/// The set CPUs of a [`CpuMask`] in increasing order ([`CpuMask::iter`]):
+/// a scan of its words, one set bit at a time. An iterator of its own
+/// rather than adapters over the words (`flat_map`, `map`), whose
+/// closures the compiler may leave out of line where the checker and
+/// the timing driver walk masks of 4,096 CPUs.
+#[derive(Debug, Clone)]
+pub struct Iter<'a> {
+    words: &'a [u64],
+    /// The word `w` came from (word `i` holds CPUs `64 * i ..`).
+    i: usize,
+    /// The bits of word `i` not yet yielded.
+    w: u64,
 }
+
+impl Iterator for Iter<'_> {
+    type Item = CpuId;
+
+    #[inline]
+    fn next(&mut self) -> Option<CpuId> {
+        while self.w == 0 {
+            self.i += 1;
+            self.w = *self.words.get(self.i)?;
+        }
+        let b = self.w.trailing_zeros() as usize;
+        self.w &= self.w - 1;
+        Some(CpuId::from_index(self.i * 64 + b))
+    }
+}
+
+impl std::iter::FusedIterator for Iter<'_> {}
 
 #[cfg(test)]
 mod tests {
@@ -176,18 +201,25 @@ mod tests {
     fn bit_operations() {
         let mut m = CpuMask::new(70);
         assert!(m.is_empty());
-        m.set(3);
-        m.set(69);
-        assert!(m.test(69) && !m.test(68));
-        assert_eq!(m.iter().collect::<Vec<_>>(), vec![3, 69]);
-        assert!(m.any_other_than(3));
-        m.clear(69);
-        assert!(!m.any_other_than(3));
-        assert!(m.test_and_clear(3));
-        assert!(!m.test_and_set(5));
+        let c = CpuId::from_index;
+        m.set(c(3));
+        m.set(c(69));
+        assert!(m.test(c(69)) && !m.test(c(68)));
+        assert_eq!(m.iter().collect::<Vec<_>>(), vec![c(3), c(69)]);
+        assert!(m.any_other_than(c(3)));
+        m.clear(c(69));
+        assert!(!m.any_other_than(c(3)));
+        assert!(m.test_and_clear(c(3)));
+        assert!(!m.test_and_set(c(5)));
         let f = CpuMask::full(70);
         assert_eq!(f.count(), 70);
         assert!(f.is_full() && !m.is_full());
+        // Iteration crosses empty words and ends at the last one.
+        let mut m = CpuMask::new(200);
+        m.set(c(199));
+        assert_eq!(m.iter().collect::<Vec<_>>(), vec![c(199)]);
+        assert!(CpuMask::new(0).iter().next().is_none());
+        assert!(CpuMask::full(130).iter().map(CpuId::index).eq(0..130));
     }
 
     #[test]
@@ -195,7 +227,7 @@ mod tests {
         let mut m = CpuMask::new(70);
         assert_eq!(m.to_string(), "none");
         for c in [0, 1, 2, 3, 5, 64, 65, 69] {
-            m.set(c);
+            m.set(CpuId::from_index(c));
         }
         assert_eq!(m.to_string(), "0-3,5,64-65,69");
         assert_eq!(CpuMask::full(4).to_string(), "0-3");

@@ -11,12 +11,12 @@
 //! The issuing CPU is always reached (its own TLB applies its TLBIs).
 
 use super::cpumask::CpuMask;
-use super::{CpuHw, CpuId};
+use super::{CpuHw, CpuId, CpuVec};
 
 /// The CPUs a register asked to reach `want` reaches when `cpu` broadcasts:
 /// `want` and `cpu`, widened to what the encoding can say. `None`: every
 /// CPU (more than two dies, or the whole machine anyway).
-pub fn encode(cpus: &[CpuHw], cpu: CpuId, want: &CpuMask) -> Option<CpuMask> {
+pub fn encode(cpus: &CpuVec<CpuHw>, cpu: CpuId, want: &CpuMask) -> Option<CpuMask> {
     let mut asked = want.clone();
     asked.set(cpu);
     let mut dies: Vec<u32> = asked.iter().map(|c| cpus[c].die).collect();
@@ -29,7 +29,7 @@ pub fn encode(cpus: &[CpuHw], cpu: CpuId, want: &CpuMask) -> Option<CpuMask> {
             clusters.sort_unstable();
             clusters.dedup();
             let mut m = CpuMask::new(cpus.len());
-            for (c, hw) in cpus.iter().enumerate() {
+            for (c, hw) in cpus.iter_cpus() {
                 if clusters.binary_search(&hw.cluster).is_ok() {
                     m.set(c);
                 }
@@ -45,7 +45,7 @@ pub fn encode(cpus: &[CpuHw], cpu: CpuId, want: &CpuMask) -> Option<CpuMask> {
 mod tests {
     use crate::config::builtin_profile;
     use crate::hw::cpumask::CpuMask;
-    use crate::hw::Hw;
+    use crate::hw::{CpuId, Hw};
 
     /// kunpeng-920's topology: 2 sockets x 2 dies x 24 cores, clusters of 4.
     fn hw() -> Hw {
@@ -57,7 +57,7 @@ mod tests {
     fn mask(n: usize, cpus: &[usize]) -> CpuMask {
         let mut m = CpuMask::new(n);
         for &c in cpus {
-            m.set(c);
+            m.set(CpuId::from_index(c));
         }
         m
     }
@@ -66,16 +66,16 @@ mod tests {
     fn one_die_is_exact_two_dies_round_to_clusters_more_reach_everyone() {
         let hw = hw();
         let n = hw.ncpus();
-        let reach = |cpu, want: &[usize]| super::encode(&hw.cpus, cpu, &mask(n, want));
+        let reach = |cpu, want: &[usize]| {
+            let r = super::encode(&hw.cpus, CpuId::from_index(cpu), &mask(n, want));
+            r.map(|m| m.iter().map(CpuId::index).collect::<Vec<_>>())
+        };
         // Die 0 is CPUs 0-23: one bit per core, the issuer added.
         let r = reach(1, &[5, 9]).unwrap();
-        assert_eq!(r.iter().collect::<Vec<_>>(), vec![1, 5, 9]);
+        assert_eq!(r, vec![1, 5, 9]);
         // CPUs 1 and 30 are on dies 0 and 1: their clusters, whole.
         let r = reach(1, &[30]).unwrap();
-        assert_eq!(
-            r.iter().collect::<Vec<_>>(),
-            vec![0, 1, 2, 3, 28, 29, 30, 31]
-        );
+        assert_eq!(r, vec![0, 1, 2, 3, 28, 29, 30, 31]);
         // Three dies: no limit.
         assert!(reach(1, &[30, 50]).is_none());
     }

@@ -6,6 +6,7 @@
 //! driver's decision (see `crate::driver`).
 
 pub mod cell;
+pub mod cpu;
 pub mod cpumask;
 pub mod dvm_affinity;
 pub mod mem;
@@ -19,8 +20,7 @@ pub use params::{Arch, HwParams, WalkCacheAfterTtbrWrite};
 use rustc_hash::FxHashMap;
 use tlb::{Asid, LeafEntry, MmId, Tlb, TlbiScope, Vmid, WalkEntry};
 
-/// Index of a CPU.
-pub type CpuId = usize;
+pub use cpu::{CpuId, CpuVec};
 
 /// A user context as `cpu_do_switch_mm()` installs it: an address space's
 /// top-level table in TTBR0 and its ASID (in TTBR1 on arm64 since v4.15,
@@ -223,7 +223,7 @@ pub enum AccessTrace {
 #[derive(Debug, Clone)]
 pub struct Hw {
     /// Per-CPU state.
-    pub cpus: Vec<CpuHw>,
+    pub cpus: CpuVec<CpuHw>,
     /// Page tables and frames.
     pub mem: PhysMem,
     /// Broadcast invalidations in flight, by id (slots reused).
@@ -792,6 +792,7 @@ pub fn compatible(e: &LeafEntry, pte: Option<Pte>) -> bool {
 mod tests {
     use super::*;
     use crate::config::builtin_profile;
+    use crate::hw::cpu::cpuid;
     use mem::{Perms, PAGE_SHIFT_4K as PAGE_SHIFT};
 
     /// Maps `pages` base pages from VA 0 in a new address space; returns
@@ -818,7 +819,7 @@ mod tests {
 
     /// The entries `hw`'s CPU 0 holds, as (VMID, ASID, vpn).
     fn held(hw: &Hw) -> Vec<(Vmid, Asid, u64)> {
-        let mut v: Vec<_> = hw.cpus[0]
+        let mut v: Vec<_> = hw.cpus[cpuid(0)]
             .tlb
             .leaf_entries()
             .map(|e| (e.vmid, e.asid, e.vpn))
@@ -885,7 +886,7 @@ mod tests {
             .entries
             .contains_key(&(((va >> 16) & 8191) as u16)));
         hw.set_ttbr0(
-            0,
+            cpuid(0),
             Some(Ttbr0 {
                 mm: MmId::new(1),
                 pgd,
@@ -893,16 +894,16 @@ mod tests {
             }),
         );
         let mut trace = Vec::new();
-        let (r, first) = hw.access(0, va + 0xfff8, false, &mut trace);
+        let (r, first) = hw.access(cpuid(0), va + 0xfff8, false, &mut trace);
         assert!(r.is_ok());
         assert_eq!(first.levels_walked, 3, "48-bit VA, 64 KiB pages: 3 levels");
         // Any byte of the 64 KiB page hits the one entry.
-        let (_, again) = hw.access(0, va + 0x1000, false, &mut trace);
+        let (_, again) = hw.access(cpuid(0), va + 0x1000, false, &mut trace);
         assert!(again.tlb_hit);
         assert_eq!(held(&hw), vec![(0, 1, va >> 16)]);
         assert_eq!(hw.read_pte(pgd, va + 0x8000).map(|p| p.pfn), Some(77));
         // The next 64 KiB page is not mapped.
-        let (r, _) = hw.access(0, va + 0x1_0000, false, &mut trace);
+        let (r, _) = hw.access(cpuid(0), va + 0x1_0000, false, &mut trace);
         assert!(r.is_err());
     }
 
@@ -925,28 +926,28 @@ mod tests {
             pgd,
             asid: 1,
         };
-        hw.set_ttbr0(0, Some(t));
+        hw.set_ttbr0(cpuid(0), Some(t));
         let mut trace = Vec::new();
-        let (r, info) = hw.access(0, 0, false, &mut trace);
+        let (r, info) = hw.access(cpuid(0), 0, false, &mut trace);
         assert!(r.is_ok() && info.levels_walked == 4);
-        assert_eq!(hw.cpus[0].tlb.walk_entries().count(), 3);
-        hw.set_reserved_ttbr0_base(0);
+        assert_eq!(hw.cpus[cpuid(0)].tlb.walk_entries().count(), 3);
+        hw.set_reserved_ttbr0_base(cpuid(0));
         // User accesses need user tables in TTBR0, whatever the reading.
-        let (r, _) = hw.access(0, 0, false, &mut Vec::new());
+        let (r, _) = hw.access(cpuid(0), 0, false, &mut Vec::new());
         assert_eq!(r, Err(Fault::Translation));
-        let context = hw.walk_context(0).is_some();
-        assert_eq!(hw.may_speculate(0, 1 << PAGE_SHIFT), context);
-        assert!(!hw.may_speculate(0, far), "nothing to walk from");
+        let context = hw.walk_context(cpuid(0)).is_some();
+        assert_eq!(hw.may_speculate(cpuid(0), 1 << PAGE_SHIFT), context);
+        assert!(!hw.may_speculate(cpuid(0), far), "nothing to walk from");
         trace.clear();
-        let leaves = hw.cpus[0].tlb.leaf_entries().count();
-        hw.speculate(0, 1 << PAGE_SHIFT, &mut trace);
+        let leaves = hw.cpus[cpuid(0)].tlb.leaf_entries().count();
+        hw.speculate(cpuid(0), 1 << PAGE_SHIFT, &mut trace);
         let used = matches!(trace[..], [AccessTrace::UsedWalk(w)] if w.level == 2 && w.asid == 1);
-        let filled = hw.cpus[0].tlb.leaf_entries().count() - leaves;
+        let filled = hw.cpus[cpuid(0)].tlb.leaf_entries().count() - leaves;
         assert_eq!(used, filled == 1, "a used walk fills the leaf");
-        let walks = hw.cpus[0].tlb.walk_entries().count();
-        hw.speculate(0, far, &mut trace);
-        let new_walk = hw.cpus[0].tlb.leaf_entries().count() > leaves + filled
-            || hw.cpus[0].tlb.walk_entries().count() > walks;
+        let walks = hw.cpus[cpuid(0)].tlb.walk_entries().count();
+        hw.speculate(cpuid(0), far, &mut trace);
+        let new_walk = hw.cpus[cpuid(0)].tlb.leaf_entries().count() > leaves + filled
+            || hw.cpus[cpuid(0)].tlb.walk_entries().count() > walks;
         (context, used, new_walk, walks)
     }
 
@@ -995,16 +996,16 @@ mod tests {
                 pgd,
                 asid: 1,
             };
-            hw.set_ttbr0(0, Some(t));
-            let _ = hw.access(0, 0, false, &mut Vec::new());
-            hw.set_ttbr0(0, None);
-            assert!(hw.walk_context(0).is_none(), "{reading}");
+            hw.set_ttbr0(cpuid(0), Some(t));
+            let _ = hw.access(cpuid(0), 0, false, &mut Vec::new());
+            hw.set_ttbr0(cpuid(0), None);
+            assert!(hw.walk_context(cpuid(0)).is_none(), "{reading}");
             let mut trace = Vec::new();
-            hw.speculate(0, 1 << PAGE_SHIFT, &mut trace);
+            hw.speculate(cpuid(0), 1 << PAGE_SHIFT, &mut trace);
             assert!(trace.is_empty(), "{reading}");
             // Back on the mm: only flush-on-ttbr-change walks from the root.
-            hw.set_ttbr0(0, Some(t));
-            let (_, info) = hw.access(0, 2 << PAGE_SHIFT, false, &mut trace);
+            hw.set_ttbr0(cpuid(0), Some(t));
+            let (_, info) = hw.access(cpuid(0), 2 << PAGE_SHIFT, false, &mut trace);
             let from_root = reading == WalkCacheAfterTtbrWrite::FlushOnTtbrChange;
             assert_eq!(
                 info.levels_walked,
@@ -1020,10 +1021,10 @@ mod tests {
         let mut hw = Hw::new(&p.hw_params(Granule::K4));
         let pgd = map(&mut hw, 4);
         let mut trace = Vec::new();
-        hw.set_vttbr(0, 1, true);
-        hw.enter_guest(0);
+        hw.set_vttbr(cpuid(0), 1, true);
+        hw.enter_guest(cpuid(0));
         hw.set_ttbr0(
-            0,
+            cpuid(0),
             Some(Ttbr0 {
                 mm: MmId::new(1),
                 pgd,
@@ -1032,20 +1033,20 @@ mod tests {
         );
         // Nothing cached: 4 table reads, each table and the page through
         // 4 stage-2 levels: (4 + 1) x (4 + 1) - 1 = 24 reads.
-        let (_, first) = hw.access(0, 0, false, &mut trace);
+        let (_, first) = hw.access(cpuid(0), 0, false, &mut trace);
         assert_eq!((first.levels_walked, first.s2_levels), (4, 20));
         // The next page: the walk cache gives the last table, whose IPA is
         // cached; only the new page goes through stage 2.
-        let (_, next) = hw.access(0, 1 << PAGE_SHIFT, false, &mut trace);
+        let (_, next) = hw.access(cpuid(0), 1 << PAGE_SHIFT, false, &mut trace);
         assert_eq!((next.levels_walked, next.s2_levels), (1, 4));
         // The host walks without stage 2.
-        hw.exit_guest(0);
-        let (_, host) = hw.access(0, 2 << PAGE_SHIFT, false, &mut trace);
+        hw.exit_guest(cpuid(0));
+        let (_, host) = hw.access(cpuid(0), 2 << PAGE_SHIFT, false, &mut trace);
         assert_eq!(host.s2_levels, 0);
         // VMALLS12E1 drops the VM's stage-2 translations too.
-        hw.enter_guest(0);
-        hw.tlbi_local(0, TlbiScope::VmallS12);
-        let (_, again) = hw.access(0, 0, false, &mut trace);
+        hw.enter_guest(cpuid(0));
+        hw.tlbi_local(cpuid(0), TlbiScope::VmallS12);
+        let (_, again) = hw.access(cpuid(0), 0, false, &mut trace);
         assert_eq!((again.levels_walked, again.s2_levels), (4, 20));
     }
 
@@ -1058,41 +1059,41 @@ mod tests {
         let t = |mm| Some(Ttbr0 { mm, pgd, asid: 7 });
         // The host and guests 1 and 2 load ASID 7 on CPU 0 in turn.
         for vmid in 0..3 {
-            hw.set_vttbr(0, vmid, true);
-            hw.enter_guest(0);
-            hw.set_ttbr0(0, t(MmId::new(u32::from(vmid))));
-            let _ = hw.access(0, 0, false, &mut trace);
-            let _ = hw.access(0, 1 << PAGE_SHIFT, false, &mut trace);
+            hw.set_vttbr(cpuid(0), vmid, true);
+            hw.enter_guest(cpuid(0));
+            hw.set_ttbr0(cpuid(0), t(MmId::new(u32::from(vmid))));
+            let _ = hw.access(cpuid(0), 0, false, &mut trace);
+            let _ = hw.access(cpuid(0), 1 << PAGE_SHIFT, false, &mut trace);
         }
         assert_eq!(held(&hw).len(), 6);
         // Guest 2 hits only its own entry, filled from its own mm.
-        let (r, info) = hw.access(0, 0, false, &mut trace);
+        let (r, info) = hw.access(cpuid(0), 0, false, &mut trace);
         assert!(r.is_ok() && info.tlb_hit);
         assert!(matches!(trace.last(), Some(AccessTrace::UsedLeaf(e)) if e.mm == MmId::new(2)));
         // An EL1 TLBI by ASID in guest 2 leaves the host's and guest 1's.
-        hw.tlbi_local(0, TlbiScope::Asid(7));
+        hw.tlbi_local(cpuid(0), TlbiScope::Asid(7));
         assert_eq!(held(&hw), [(0, 7, 0), (0, 7, 1), (1, 7, 0), (1, 7, 1)]);
         // VMALLE1 from guest 1 (broadcast from CPU 1 running it) takes
         // only guest 1's.
-        hw.set_vttbr(1, 1, true);
-        hw.enter_guest(1);
-        let id = hw.tlbi_broadcast(1, TlbiScope::All, CpuMask::full(hw.ncpus()));
+        hw.set_vttbr(cpuid(1), 1, true);
+        hw.enter_guest(cpuid(1));
+        let id = hw.tlbi_broadcast(cpuid(1), TlbiScope::All, CpuMask::full(hw.ncpus()));
         hw.dvm_apply_all(id);
         assert_eq!(held(&hw), [(0, 7, 0), (0, 7, 1)]);
         // ALLE1 takes every guest's and leaves the host's.
-        hw.set_vttbr(0, 2, true);
-        hw.enter_guest(0);
-        let _ = hw.access(0, 0, false, &mut trace);
-        hw.tlbi_local(0, TlbiScope::AllE1);
+        hw.set_vttbr(cpuid(0), 2, true);
+        hw.enter_guest(cpuid(0));
+        let _ = hw.access(cpuid(0), 0, false, &mut trace);
+        hw.tlbi_local(cpuid(0), TlbiScope::AllE1);
         assert_eq!(held(&hw), [(0, 7, 0), (0, 7, 1)]);
         // HCR_EL2.FB makes a guest's local TLBI a broadcast, not the
         // host's.
-        assert!(hw.forces_broadcast(0));
-        hw.exit_guest(0);
-        assert!(!hw.forces_broadcast(0));
-        hw.set_vttbr(0, 2, false);
-        hw.enter_guest(0);
-        assert!(!hw.forces_broadcast(0));
+        assert!(hw.forces_broadcast(cpuid(0)));
+        hw.exit_guest(cpuid(0));
+        assert!(!hw.forces_broadcast(cpuid(0)));
+        hw.set_vttbr(cpuid(0), 2, false);
+        hw.enter_guest(cpuid(0));
+        assert!(!hw.forces_broadcast(cpuid(0)));
     }
 
     #[test]
@@ -1113,11 +1114,11 @@ mod tests {
         let mut most_held = 0;
         for round in 0..2000 {
             // Mostly CPUs 60..70, across a word boundary of the masks.
-            let cpu = if next(4) == 0 {
+            let cpu = CpuId::from_index(if next(4) == 0 {
                 next(70)
             } else {
                 60 + next(10)
-            } as CpuId;
+            } as usize);
             let mm = next(4) as usize;
             let t = Some(Ttbr0 {
                 mm: MmId::from_index(mm),
@@ -1157,7 +1158,7 @@ mod tests {
                 let id = fast.tlbi_broadcast(cpu, scope, CpuMask::full(70));
                 let f = fast.dvm_apply_all(id);
                 assert_eq!((f.issuer, f.pending.count()), (cpu, 70));
-                for c in 0..70 {
+                for c in CpuId::all(70) {
                     naive.invalidate(c, vmid, scope);
                 }
                 assert_eq!(contents(&fast), contents(&naive), "round {round}");

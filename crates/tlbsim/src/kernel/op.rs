@@ -266,6 +266,7 @@ pub type TaskMailbox = Mailbox<Op, OpResult>;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hw::cpu::cpuid;
     use crate::hw::tlb::MmId;
 
     #[test]
@@ -300,8 +301,8 @@ mod tests {
             "store va 0x7f0000001000"
         );
         let mut targets = CpuMask::new(8);
-        targets.set(1);
-        targets.set(2);
+        targets.set(cpuid(1));
+        targets.set(cpuid(2));
         let call = Op::CallFunction {
             targets,
             handler: 0,

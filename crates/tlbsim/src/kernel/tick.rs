@@ -12,6 +12,7 @@
 //! handler does is here; when it arrives is the timing driver's.
 
 use super::Ctx;
+use crate::hw::CpuId;
 
 /// `tick_handle_periodic()` (kernel/time/tick-common.c, Linux 3.5) for a
 /// timer interrupt that stands for `ticks` periods (more than 1 when
@@ -34,8 +35,8 @@ pub async fn tick_handle_periodic(ctx: Ctx, ticks: usize) {
 /// `tick_periodic(cpu)`: the CPU that keeps time (`tick_do_timer_cpu`,
 /// the boot CPU, 0) advances `jiffies` (`do_timer(1)`); every CPU runs
 /// `update_process_times()`.
-fn tick_periodic(ctx: &Ctx, cpu: usize) {
-    if cpu == 0 {
+fn tick_periodic(ctx: &Ctx, cpu: CpuId) {
+    if cpu == CpuId::BOOT {
         *ctx.w.k.borrow_mut().jiffies += 1;
     }
     update_process_times(ctx, cpu);
@@ -45,14 +46,14 @@ fn tick_periodic(ctx: &Ctx, cpu: usize) {
 /// accounting, expired timers, RCU, `scheduler_tick()`, POSIX CPU timers)
 /// the model has only the scheduler's part; the rest is the handler's
 /// cost.
-fn update_process_times(ctx: &Ctx, cpu: usize) {
+fn update_process_times(ctx: &Ctx, cpu: CpuId) {
     scheduler_tick(ctx, cpu);
 }
 
 /// `scheduler_tick()` → `task_tick_fair()` → `entity_tick()`: with more
 /// than one task on the CPU's CFS queue (`nr_running > 1`: the running one
 /// and at least one queued), `check_preempt_tick()`.
-fn scheduler_tick(ctx: &Ctx, cpu: usize) {
+fn scheduler_tick(ctx: &Ctx, cpu: CpuId) {
     let waiting = {
         let k = ctx.w.k.borrow();
         let pc = &k.cpus[cpu];
@@ -70,7 +71,7 @@ fn scheduler_tick(ctx: &Ctx, cpu: usize) {
 /// user code). The slice is the model's `time_slice_ns` (all tasks have
 /// one weight); the second test (the leftmost task's vruntime behind by
 /// more than a slice, after `sched_min_granularity`) is not modelled.
-fn check_preempt_tick(ctx: &Ctx, cpu: usize) {
+fn check_preempt_tick(ctx: &Ctx, cpu: CpuId) {
     let now = ctx.now();
     let mut k = ctx.w.k.borrow_mut();
     let current = k.cpus[cpu].current;

@@ -13,7 +13,7 @@ use crate::engine::Ns;
 use crate::hw::cell::HwCell;
 use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{Asid, MmId};
-use crate::hw::{CpuId, Hw};
+use crate::hw::{CpuId, CpuVec, Hw};
 use crate::observe::{Event, Observer};
 use crate::stats::Stats;
 use std::cell::{Cell, RefCell};
@@ -99,10 +99,10 @@ pub struct Machine {
 #[derive(Debug)]
 pub struct Guest {
     /// Per vCPU: the physical CPU it runs on, or last ran on.
-    pub pcpu: Vec<TrackedCell<CpuId>>,
+    pub pcpu: CpuVec<TrackedCell<CpuId>>,
     /// Per vCPU: an interrupt is pending for it while it does not run
     /// (the vGIC's pending state): `kvm_vcpu_check_block()` reads it.
-    pub pending: Vec<TrackedCell<bool>>,
+    pub pending: CpuVec<TrackedCell<bool>>,
 }
 
 pub use crate::hw::tlb::KERNEL_ID_SHIFT;
@@ -245,7 +245,7 @@ impl World {
             ipi_handlers: RefCell::new(Vec::new()), // untracked: read-only once set up
             random: Tracked::fresh(crate::engine::rng::Streams::new(0).stream("kernel.random")),
         });
-        for cpu in 0..n {
+        for cpu in CpuId::all(n) {
             let t = w.new_task(
                 format!("swapper/{cpu}"),
                 None,

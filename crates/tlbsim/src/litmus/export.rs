@@ -110,7 +110,7 @@ fn stale_entry(v: &Violation, hw: &crate::hw::Hw) -> Option<LeafEntry> {
     }
     let (mm, va) = (v.mm?, v.va?);
     hw.cpus
-        .get(cpu)?
+        .get(cpu.index())?
         .tlb
         .leaf_entries()
         .filter(|e| e.mm == mm && e.va(v.granule) == va)
@@ -710,6 +710,7 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hw::cpu::cpuid;
     use crate::hw::mem::Perms;
     use crate::litmus::{machine::Options, parse::parse, print::print, search::explore};
 
@@ -733,8 +734,8 @@ mod tests {
     fn plan_with(steps: Vec<Step>, access: Access, new_pfn: Pfn) -> Plan {
         Plan {
             invariant: Invariant::NoStaleHold,
-            writer: 0,
-            holder: 1,
+            writer: cpuid(0),
+            holder: cpuid(1),
             va: 0x7eff_ffff_e000,
             old: pte(1, Perms::RW, 4),
             steps,

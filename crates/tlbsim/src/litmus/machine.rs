@@ -16,7 +16,7 @@ use super::parse::Unsupported;
 use crate::config::builtin_profile;
 use crate::hw::mem::{Desc, Perms, Pte, TableId, LEAF_LEVEL};
 use crate::hw::tlb::{Asid, MmId, TlbiScope};
-use crate::hw::{Fault, Hw, Ttbr0};
+use crate::hw::{CpuId, Fault, Hw, Ttbr0};
 use std::collections::{BTreeMap, BTreeSet};
 
 mod elements;
@@ -262,7 +262,7 @@ impl<'t> Machine<'t> {
         }
         for (cpu, r) in regs.into_iter().enumerate() {
             st.hw.set_ttbr0(
-                cpu,
+                cpu_of(cpu),
                 Some(Ttbr0 {
                     mm: MmId::new(0),
                     pgd,
@@ -321,10 +321,10 @@ impl<'t> Machine<'t> {
             if let Some(f) = f {
                 // A CPU whose thread has finished makes no more accesses:
                 // when the invalidation reaches it changes nothing.
-                for cpu in f.pending.iter().filter(|&c| !st.threads[c].done) {
+                for cpu in f.pending.iter().filter(|&c| !st.threads[c.index()].done) {
                     out.push(Action::Deliver {
                         op: id,
-                        cpu: cpu as u8,
+                        cpu: cpu.index() as u8,
                     });
                 }
             }
@@ -335,7 +335,11 @@ impl<'t> Machine<'t> {
             }
             for &v in &self.test.vars {
                 let vpn = va_of(v) >> st.hw.granule.page_shift();
-                let cached = st.hw.cpus[cpu].tlb.leaf_entries_for(vpn).next().is_some();
+                let cached = st.hw.cpus[cpu_of(cpu)]
+                    .tlb
+                    .leaf_entries_for(vpn)
+                    .next()
+                    .is_some();
                 if cached {
                     out.push(Action::Evict {
                         cpu: cpu as u8,
@@ -353,7 +357,10 @@ impl<'t> Machine<'t> {
     }
 
     fn pgd(&self, st: &State) -> TableId {
-        st.hw.cpus[0].ttbr0().expect("user tables installed").pgd
+        st.hw.cpus[CpuId::BOOT]
+            .ttbr0()
+            .expect("user tables installed")
+            .pgd
     }
 
     /// Applies `a` to `st`.
@@ -361,16 +368,17 @@ impl<'t> Machine<'t> {
         match a {
             Action::Step(t) => self.step(st, t),
             Action::Deliver { op, cpu } => {
-                st.hw.dvm_apply(op, cpu as usize);
+                st.hw.dvm_apply(op, cpu_of(cpu.into()));
                 Ok(())
             }
             Action::Fill { cpu, var } => {
-                st.hw.speculate(cpu as usize, va_of(var), &mut Vec::new());
+                st.hw
+                    .speculate(cpu_of(cpu.into()), va_of(var), &mut Vec::new());
                 Ok(())
             }
             Action::Evict { cpu, var } => {
                 let vpn = va_of(var) >> st.hw.granule.page_shift();
-                st.hw.cpus[cpu as usize].tlb.remove(0, ASID, vpn);
+                st.hw.cpus[cpu_of(cpu.into())].tlb.remove(0, ASID, vpn);
                 Ok(())
             }
         }
@@ -498,7 +506,7 @@ impl<'t> Machine<'t> {
             }
             Instr::Eret => return Ok(Flow::Eret),
             Instr::Dmb(_) | Instr::Isb | Instr::Nop => {}
-            Instr::Dsb(BarrierKind::Full) => self.dsb_ish(st, ti),
+            Instr::Dsb(BarrierKind::Full) => self.dsb_ish(st, cpu_of(ti)),
             Instr::Dsb(_) => {}
             Instr::Tlbi { op, rt } => self.tlbi(st, ti, op, rt)?,
         }
@@ -652,16 +660,16 @@ impl<'t> Machine<'t> {
             }
         };
         if op.shareable {
-            st.hw.tlbi_broadcast_scoped(ti, scope);
+            st.hw.tlbi_broadcast_scoped(cpu_of(ti), scope);
         } else {
-            st.hw.tlbi_local(ti, scope);
+            st.hw.tlbi_local(cpu_of(ti), scope);
         }
         Ok(())
     }
 
     /// `DSB ISH`/`DSB SY`: every broadcast TLBI this CPU issued reaches
     /// its remaining targets before the barrier completes.
-    fn dsb_ish(&self, st: &mut State, cpu: usize) {
+    fn dsb_ish(&self, st: &mut State, cpu: CpuId) {
         let mine: Vec<usize> = (0..st.hw.inflight.len())
             .filter(|&id| matches!(&st.hw.inflight[id], Some(f) if f.issuer == cpu))
             .collect();
@@ -715,7 +723,7 @@ impl<'t> Machine<'t> {
         var: Sym,
         write: bool,
     ) -> Result<Sym, (Sym, FaultKind)> {
-        let cpu = t as usize;
+        let cpu = cpu_of(t.into());
         let va = va_of(var);
         match st.hw.access(cpu, va, write, &mut Vec::new()).0 {
             Ok(()) => {
@@ -884,4 +892,8 @@ fn alu(op: AluOp, a: Val, b: Val, rn: Reg, op2: Operand) -> Result<Val, RunError
             ))
         }
     })
+}
+/// The CPU that runs thread `t` (thread `i` runs on CPU `i`).
+fn cpu_of(t: usize) -> CpuId {
+    CpuId::from_index(t)
 }

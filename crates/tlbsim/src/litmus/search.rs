@@ -535,13 +535,13 @@ fn encode(st: &State, out: &mut Vec<u8>) {
     inflight.sort_unstable();
     put(out, inflight.len() as u64);
     for (issuer, (kind, va, last), pending) in &inflight {
-        put(out, *issuer as u64);
+        put(out, u64::from(issuer.get()));
         out.push(*kind);
         put(out, *va);
         out.push(u8::from(*last));
         put(out, pending.len() as u64);
         for &c in pending {
-            put(out, c as u64);
+            put(out, u64::from(c.get()));
         }
     }
 }

@@ -435,6 +435,7 @@ pub trait Observer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hw::cpu::cpuid;
     use crate::hw::mem::Perms;
     use crate::hw::tlb::KERNEL_ID_SHIFT;
 
@@ -466,7 +467,7 @@ mod tests {
         let cases = [
             (
                 Event::PteWrite {
-                    cpu: 0,
+                    cpu: cpuid(0),
                     mm: MmId::new(0),
                     va: VA,
                     old: pte(8, Perms::R, 23),
@@ -476,7 +477,7 @@ mod tests {
             ),
             (
                 Event::HugePteWrite {
-                    cpu: 1,
+                    cpu: cpuid(1),
                     mm: MmId::new(2),
                     va: 0x4000_0000,
                     old: pte(512, Perms::RW, 3),
@@ -486,7 +487,7 @@ mod tests {
             ),
             (
                 Event::CallEnter {
-                    cpu: 0,
+                    cpu: cpuid(0),
                     task: TaskId::from_index(8),
                     call: "mprotect",
                 },
@@ -494,7 +495,7 @@ mod tests {
             ),
             (
                 Event::Running {
-                    cpu: 1,
+                    cpu: cpuid(1),
                     task: TaskId::from_index(1),
                     mm: None,
                 },
@@ -502,7 +503,7 @@ mod tests {
             ),
             (
                 Event::CallRange {
-                    cpu: 0,
+                    cpu: cpuid(0),
                     mm: MmId::new(0),
                     start: VA,
                     end: VA + 0x2000,
@@ -511,7 +512,7 @@ mod tests {
             ),
             (
                 Event::HugeFrameFree {
-                    cpu: 3,
+                    cpu: cpuid(3),
                     pfn: 1024,
                     mm: MmId::new(1),
                     va: 0x4000_0000,
@@ -520,7 +521,7 @@ mod tests {
             ),
             (
                 Event::TableFree {
-                    cpu: 2,
+                    cpu: cpuid(2),
                     mm: MmId::new(0),
                     table: 9,
                     instance: 1,
@@ -545,7 +546,7 @@ mod tests {
             mm: MmId::new(0),
         };
         let used = Event::LeafUse {
-            cpu: 1,
+            cpu: cpuid(1),
             running: MmId::new(0),
             entry,
             store: true,
@@ -555,7 +556,7 @@ mod tests {
             "LeafUse cpu1 running mm0 store va 0x7effffffe000 -> pfn 10 rw (asid 1, vmid 0, mm 0, v11)"
         );
         let tlbi = Event::Tlbi {
-            cpu: 3,
+            cpu: cpuid(3),
             scope: TlbiScope::Va {
                 asid: 2,
                 va: 0x7f00_0000_1000,
@@ -572,7 +573,7 @@ mod tests {
             "Tlbi cpu3 INVLPGB pcid 2 va 0x7f0000001000"
         );
         let load = Event::AsidLoad {
-            cpu: 1,
+            cpu: cpuid(1),
             mm: MmId::new(4),
             asid: 7,
         };

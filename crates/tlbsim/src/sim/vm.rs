@@ -6,6 +6,7 @@ use super::SimError;
 use crate::config::{KernelConfig, Profile};
 use crate::engine::rng::Streams;
 use crate::hw::mem::Granule;
+use crate::hw::CpuId;
 use crate::kernel::{TaskId, World};
 use crate::step::Guests;
 use crate::workload::Workload;
@@ -36,7 +37,9 @@ pub(super) fn start_vms(
     let vms = (0..vm.count as usize)
         .map(|v| {
             let (policy, asid) = new_kernel();
-            let cpus: Vec<usize> = (v * n..(v + 1) * n).map(|c| c % w.ncpus()).collect();
+            let cpus: Vec<CpuId> = (v * n..(v + 1) * n)
+                .map(|c| CpuId::from_index(c % w.ncpus()))
+                .collect();
             let kvm = kvm::create_vm(
                 w,
                 v as u32 + 1,

@@ -18,7 +18,7 @@
 
 use crate::engine::label::Label;
 use crate::engine::Ns;
-use crate::hw::CpuId;
+use crate::hw::{CpuId, CpuVec};
 use crate::stats::Stats;
 
 /// User-mode work (`Op::Work { user: true }`) and user loads and stores.
@@ -42,7 +42,7 @@ pub struct CpuTime {
     task_comm: Vec<Vec<u32>>,
     /// Per CPU: since when, and to what and whom, it is charged (the
     /// interval runs on while both stay the same).
-    cpus: Vec<(Ns, &'static Label, u32)>,
+    cpus: CpuVec<(Ns, &'static Label, u32)>,
 }
 
 impl CpuTime {
@@ -53,7 +53,7 @@ impl CpuTime {
             sums: vec![Vec::new()],
             comms: vec![String::from("[none]")],
             task_comm: Vec::new(),
-            cpus: vec![(0, &KERNEL, 0); ncpus],
+            cpus: CpuVec::filled(ncpus, (0, &KERNEL, 0)),
         }
     }
 
@@ -142,7 +142,7 @@ impl CpuTime {
 
     /// Charges every CPU up to `now` and moves the sums into `stats`.
     pub fn drain_into(&mut self, stats: &mut Stats, now: Ns) {
-        for cpu in 0..self.cpus.len() {
+        for cpu in CpuId::all(self.cpus.len()) {
             let (since, label, comm) = self.cpus[cpu];
             self.charge(comm, label, now.saturating_sub(since));
             self.cpus[cpu].0 = now;
@@ -174,11 +174,12 @@ mod tests {
             "one row for idle tasks"
         );
         assert_eq!(c.comm(0, 7, || unreachable!("known")), a);
-        c.switch(0, 0, &USER, a);
-        c.switch(0, 100, flush, a);
-        c.switch(1, 120, &IDLE, idle);
-        c.switch(0, 130, flush, a);
-        c.relabel(0, 150, &USER);
+        let [c0, c1] = [0, 1].map(CpuId::from_index);
+        c.switch(c0, 0, &USER, a);
+        c.switch(c0, 100, flush, a);
+        c.switch(c1, 120, &IDLE, idle);
+        c.switch(c0, 130, flush, a);
+        c.relabel(c0, 150, &USER);
         c.drain_into(&mut st, 400);
         let mut got = st.cpu_time.clone();
         got.sort();

@@ -35,8 +35,8 @@ impl Guests {
             let base = cpus.add_guest(Rc::clone(&kvm.guest));
             assert_eq!(base, kvm.cx_base, "contexts are added in creation order");
             let doorbell = self.doorbell.expect("a VM has a doorbell handler");
-            for (i, &t) in kvm.vcpu_threads.borrow().iter().enumerate() {
-                cpus.set_doorbell(base + i, doorbell, t.index());
+            for (vcpu, &t) in kvm.vcpu_threads.borrow().iter_cpus() {
+                cpus.set_doorbell(kvm.vcpu_cx(vcpu), doorbell, t.index());
             }
         }
     }

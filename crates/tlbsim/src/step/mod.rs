@@ -37,7 +37,7 @@ pub mod stolen;
 use crate::engine::exec::poll_once;
 use crate::engine::label::Label;
 use crate::engine::track::{part, record, Loc, Space};
-use crate::hw::CpuId;
+use crate::hw::{CpuId, CpuVec};
 use crate::kernel::{sched, Ctx, LockId, Op, OpResult, TaskFuture, TaskId, TaskMailbox, World};
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -47,8 +47,14 @@ pub use ops::Applied;
 pub use stolen::Stolen;
 
 /// A context: one kernel's CPU (see the module doc). The host's CPU `i`
-/// is context `i`.
+/// is context `i` ([`host_cx`]).
 pub type Cx = usize;
+
+/// The context of the host's CPU `cpu`: its number.
+#[inline(always)]
+pub fn host_cx(cpu: CpuId) -> Cx {
+    cpu.index()
+}
 
 /// Where a context belongs and runs.
 #[derive(Debug, Clone, Copy)]
@@ -198,7 +204,7 @@ pub struct Cpus {
     /// Per context: its kernel, CPU there, and where it runs.
     cxs: Vec<CxInfo>,
     /// Per physical CPU: the context it runs.
-    on: Vec<Cx>,
+    on: CpuVec<Cx>,
     /// Per context: what it waits for (written only by
     /// [`Cpus::set_wait`] and the context-addressed releases).
     wait: Vec<Wait>,
@@ -239,14 +245,14 @@ impl Cpus {
         Self {
             kernels: vec![Rc::clone(&w)],
             w,
-            cxs: (0..n)
+            cxs: CpuId::all(n)
                 .map(|cpu| CxInfo {
                     kernel: 0,
                     cpu,
                     on: Some(cpu),
                 })
                 .collect(),
-            on: (0..n).collect(),
+            on: CpuVec::from_fn(n, host_cx),
             wait: vec![Wait::Free; n],
             stolen: Stolen::new(n),
             irq_queue: vec![VecDeque::new(); n],
@@ -262,7 +268,7 @@ impl Cpus {
     pub fn add_guest(&mut self, g: Rc<World>) -> Cx {
         let base = self.cxs.len();
         let kernel = self.kernels.len();
-        for cpu in 0..g.ncpus() {
+        for cpu in CpuId::all(g.ncpus()) {
             self.cxs.push(CxInfo {
                 kernel,
                 cpu,
@@ -292,6 +298,12 @@ impl Cpus {
         self.on[cpu]
     }
 
+    /// Does `cpu` run a guest's context (not its host one)?
+    #[inline]
+    pub fn in_guest(&self, cpu: CpuId) -> bool {
+        self.on[cpu] != host_cx(cpu)
+    }
+
     /// The physical CPU running context `cx`, if any.
     pub fn resident(&self, cx: Cx) -> Option<CpuId> {
         self.cxs[cx].on
@@ -301,7 +313,7 @@ impl Cpus {
     #[inline]
     pub fn kernel(&self, cpu: CpuId) -> (&Rc<World>, CpuId) {
         let cx = self.on[cpu];
-        if cx == cpu {
+        if cx == host_cx(cpu) {
             // The host's context (the only kind without VMs).
             return (&self.w, cpu);
         }
@@ -313,10 +325,10 @@ impl Cpus {
     pub fn cx_of(&self, cpu: CpuId, local: CpuId) -> Cx {
         let k = self.cxs[self.on[cpu]].kernel;
         if k == 0 {
-            local
+            host_cx(local)
         } else {
             // A guest's contexts are consecutive from its vCPU 0.
-            self.on[cpu] - self.cxs[self.on[cpu]].cpu + local
+            self.on[cpu] - self.cxs[self.on[cpu]].cpu.index() + local.index()
         }
     }
 
@@ -368,7 +380,7 @@ impl Cpus {
 
     /// Are IPIs waiting for `cpu`'s host context while it runs a guest?
     pub fn irq_pending_cx(&self, cpu: CpuId) -> bool {
-        !self.irq_queue[cpu].is_empty()
+        !self.irq_queue[host_cx(cpu)].is_empty()
     }
 
     /// Are IPIs waiting to be taken on `cpu`?
@@ -392,7 +404,7 @@ impl Cpus {
     }
 
     /// Completes the step of the context running on `cpu` in its mailbox.
-    #[inline]
+    #[inline(always)]
     fn complete_running(&self, cpu: CpuId, r: OpResult) {
         match &self.irq[self.on[cpu]] {
             Some(run) => run.mb.complete(r),
@@ -641,7 +653,7 @@ impl Cpus {
     /// entered it): the vCPU is placed there and its pending mark is
     /// cleared (what was pending is in its queue and wait).
     pub fn enter_guest(&mut self, cpu: CpuId, cx: Cx) {
-        debug_assert_eq!(self.on[cpu], cpu, "only the host enters a guest");
+        debug_assert!(!self.in_guest(cpu), "only the host enters a guest");
         let i = self.cxs[cx];
         let g = self.kernels[i.kernel].guest.as_ref().expect("a guest");
         g.pcpu[i.cpu].set(cpu);
@@ -650,7 +662,7 @@ impl Cpus {
         self.on[cpu] = cx;
         self.stolen
             .set_idle(cpu, matches!(self.wait[cx], Wait::Idle));
-        self.saved_ttbr0[cpu] = self.w.hw.borrow().user_regs(cpu);
+        self.saved_ttbr0[host_cx(cpu)] = self.w.hw.borrow().user_regs(cpu);
         self.w.hw.borrow_mut().enter_guest(cpu);
         ops::switch_regime_ttbr0(&self.w, cpu, self.saved_ttbr0[cx]);
         self.tell_running(cpu);
@@ -694,15 +706,15 @@ impl Cpus {
     /// `EnterGuest` completes with `r`.
     pub fn exit_guest(&mut self, cpu: CpuId, r: OpResult) {
         let cx = self.on[cpu];
-        debug_assert_ne!(cx, cpu, "a guest runs");
+        debug_assert!(self.in_guest(cpu), "a guest runs");
         self.cxs[cx].on = None;
-        self.on[cpu] = cpu;
+        self.on[cpu] = host_cx(cpu);
         self.saved_ttbr0[cx] = self.w.hw.borrow().user_regs(cpu);
         self.w.hw.borrow_mut().exit_guest(cpu);
-        ops::switch_regime_ttbr0(&self.w, cpu, self.saved_ttbr0[cpu]);
+        ops::switch_regime_ttbr0(&self.w, cpu, self.saved_ttbr0[host_cx(cpu)]);
         self.tell_running(cpu);
         self.stolen.set_idle(cpu, false);
-        self.wait[cpu] = Wait::Ready(r);
+        self.wait[host_cx(cpu)] = Wait::Ready(r);
     }
 
     /// One line per CPU: its task, its wait ([`Wait::display`]), whether
@@ -711,7 +723,7 @@ impl Cpus {
     pub fn describe(&self) -> String {
         let arch = self.w.profile.arch;
         let mut s = String::new();
-        for c in 0..self.on.len() {
+        for c in CpuId::all(self.on.len()) {
             let (w, local) = self.kernel(c);
             let k = w.k.borrow();
             let pc = &k.cpus[local];

@@ -103,7 +103,7 @@ impl Cpus {
             }
             Op::SetVttbr { vmid, fb } => set_hw_reg(&w, |hw| hw.set_vttbr(cpu, vmid, fb)),
             Op::EnterGuest(cx) => {
-                assert_eq!(self.running(cpu), cpu, "only the host enters a guest");
+                assert!(!self.in_guest(cpu), "only the host enters a guest");
                 self.set_wait(cpu, Wait::InGuest);
                 self.enter_guest(cpu, cx);
                 Applied::EnteredGuest
@@ -171,7 +171,7 @@ impl Cpus {
             return Applied::Done(OpResult::Unit);
         }
         self.set_wait(cpu, Wait::Idle);
-        if self.running(cpu) != cpu {
+        if self.in_guest(cpu) {
             // A guest's WFI traps to KVM.
             self.exit_guest(cpu, OpResult::GuestExit(GuestExit::Wfi));
             return Applied::GuestIdleExit;

@@ -7,7 +7,7 @@
 //! integers as charging each CPU in turn.
 
 use crate::engine::Ns;
-use crate::hw::CpuId;
+use crate::hw::{CpuId, CpuVec};
 
 /// Stolen time per CPU.
 #[derive(Debug, Clone)]
@@ -15,11 +15,11 @@ pub struct Stolen {
     /// Charged so far to every busy CPU ([`Stolen::charge_all_busy`]).
     sum_ns: Ns,
     /// Per CPU: `sum_ns` when it was last settled.
-    mark_ns: Vec<Ns>,
+    mark_ns: CpuVec<Ns>,
     /// Per CPU: settled stolen time not yet taken.
-    own_ns: Vec<Ns>,
+    own_ns: CpuVec<Ns>,
     /// Per CPU: in the idle loop (charges pass it by).
-    idle: Vec<bool>,
+    idle: CpuVec<bool>,
 }
 
 impl Stolen {
@@ -27,14 +27,15 @@ impl Stolen {
     pub fn new(ncpus: usize) -> Self {
         Self {
             sum_ns: 0,
-            mark_ns: vec![0; ncpus],
-            own_ns: vec![0; ncpus],
-            idle: vec![false; ncpus],
+            mark_ns: CpuVec::filled(ncpus, 0),
+            own_ns: CpuVec::filled(ncpus, 0),
+            idle: CpuVec::filled(ncpus, false),
         }
     }
 
     /// Moves what `charge_all_busy` left `cpu` since it was last settled
     /// into its own account (nothing while it was idle).
+    #[inline]
     fn settle(&mut self, cpu: CpuId) {
         if !self.idle[cpu] {
             self.own_ns[cpu] += self.sum_ns - self.mark_ns[cpu];
@@ -43,12 +44,14 @@ impl Stolen {
     }
 
     /// `cpu` enters (`true`) or leaves the idle loop.
+    #[inline]
     pub fn set_idle(&mut self, cpu: CpuId, idle: bool) {
         self.settle(cpu);
         self.idle[cpu] = idle;
     }
 
     /// Charges `ns` to every CPU but `except` that is not idle.
+    #[inline]
     pub fn charge_all_busy(&mut self, except: CpuId, ns: Ns) {
         self.settle(except);
         self.sum_ns += ns;
@@ -56,6 +59,7 @@ impl Stolen {
     }
 
     /// Charges `ns` to `cpu` unless it is idle.
+    #[inline]
     pub fn charge(&mut self, cpu: CpuId, ns: Ns) {
         if !self.idle[cpu] {
             self.own_ns[cpu] += ns;
@@ -63,6 +67,7 @@ impl Stolen {
     }
 
     /// Takes the time stolen from `cpu` since it was last taken.
+    #[inline]
     pub fn take(&mut self, cpu: CpuId) -> Ns {
         self.settle(cpu);
         std::mem::take(&mut self.own_ns[cpu])
@@ -76,14 +81,15 @@ mod tests {
     #[test]
     fn charging_all_busy_cpus_at_once_equals_charging_each() {
         let mut s = Stolen::new(3);
-        s.charge_all_busy(0, 5); // 1 and 2 busy
-        s.set_idle(2, true);
-        s.charge_all_busy(1, 7); // only 0
-        s.charge(2, 100); // idle: absorbed
-        s.set_idle(2, false);
-        s.charge_all_busy(0, 11); // 1 and 2
-        s.charge(0, 1);
-        assert_eq!((s.take(0), s.take(1), s.take(2)), (8, 16, 16));
-        assert_eq!((s.take(0), s.take(1), s.take(2)), (0, 0, 0));
+        let [c0, c1, c2] = [0, 1, 2].map(CpuId::from_index);
+        s.charge_all_busy(c0, 5); // 1 and 2 busy
+        s.set_idle(c2, true);
+        s.charge_all_busy(c1, 7); // only 0
+        s.charge(c2, 100); // idle: absorbed
+        s.set_idle(c2, false);
+        s.charge_all_busy(c0, 11); // 1 and 2
+        s.charge(c0, 1);
+        assert_eq!((s.take(c0), s.take(c1), s.take(c2)), (8, 16, 16));
+        assert_eq!((s.take(c0), s.take(c1), s.take(c2)), (0, 0, 0));
     }
 }

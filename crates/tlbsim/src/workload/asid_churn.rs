@@ -13,6 +13,7 @@
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
+use crate::hw::CpuId;
 // 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
 use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
 use crate::kernel::exec::sys_exec;
@@ -125,7 +126,7 @@ impl Workload for AsidChurn {
             spawn_user(
                 w,
                 "execer",
-                (i as usize + 1) % n,
+                CpuId::from_index((i as usize + 1) % n),
                 Box::new(move |ctx: Ctx| {
                     Box::pin(async move {
                         for _ in 0..execs {
@@ -143,7 +144,7 @@ impl Workload for AsidChurn {
         spawn_user(
             w,
             "A",
-            0,
+            CpuId::BOOT,
             Box::new(move |ctx: Ctx| {
                 Box::pin(async move {
                     let p = sys_mmap(&ctx, PAGE_SIZE, Perms::RW).await;

@@ -18,7 +18,7 @@
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::{Rng, Streams};
-use crate::hw::cpumask::CpuMask;
+use crate::hw::CpuId;
 // 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
 use crate::engine::track::{Tracked, TrackedCell};
 use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
@@ -73,12 +73,6 @@ impl Churn {
 }
 
 type Kworkers = Rc<Tracked<Vec<TaskId>>>;
-
-fn one_cpu(n: usize, c: usize) -> Option<CpuMask> {
-    let mut m = CpuMask::new(n);
-    m.set(c);
-    Some(m)
-}
 
 async fn wake_random(ctx: &Ctx, kw: &Kworkers, rng: &mut Rng) {
     let n = kw.borrow().len();
@@ -165,7 +159,7 @@ impl Workload for Churn {
         spawn_user(
             w,
             "churn",
-            0,
+            CpuId::BOOT,
             Box::new(move |ctx: Ctx| {
                 Box::pin(async move {
                     let q = q_program(Rc::clone(&kw), me.q_iterations, &streams);
@@ -180,7 +174,7 @@ impl Workload for Churn {
 /// One kworker per CPU, each asleep until woken, then 2 µs of work.
 fn spawn_kworkers(w: &Rc<World>) -> Kworkers {
     let kw: Kworkers = super::shared(Vec::new());
-    for c in 0..w.ncpus() {
+    for c in CpuId::all(w.ncpus()) {
         let t = spawn_kthread(
             w,
             "kworker",
@@ -210,8 +204,8 @@ fn q_program(kq: Kworkers, qi: u32, streams: &Streams) -> Program {
                 c.user_access(p, true).await;
                 let scratch = sys_mmap(&c, TABLE_SPAN, Perms::RW).await;
                 c.user_access(scratch, true).await;
-                let to = rq.gen_range(0..n);
-                sys_sched_setaffinity(&c, one_cpu(n, to)).await;
+                let to = CpuId::from_index(rq.gen_range(0..n));
+                sys_sched_setaffinity(&c, Some(super::only_cpu(&c.w, to))).await;
                 sys_mprotect(&c, p, PAGE_SIZE, Perms::R).await;
                 c.user_access(p, false).await;
                 sys_mprotect(&c, p, PAGE_SIZE, Perms::RW).await;
@@ -281,8 +275,8 @@ fn p_thread(
             for _ in 0..ops {
                 match r.gen_range(0..10) {
                     0 => {
-                        let to = r.gen_range(0..n);
-                        sys_sched_setaffinity(&c, one_cpu(n, to)).await;
+                        let to = CpuId::from_index(r.gen_range(0..n));
+                        sys_sched_setaffinity(&c, Some(super::only_cpu(&c.w, to))).await;
                     }
                     1 => wake_random(&c, &kw, &mut r).await,
                     k => {

@@ -26,6 +26,7 @@ use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::cpumask::CpuMask;
+use crate::hw::CpuId;
 // 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
 use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
 use crate::kernel::exec::sys_exec;
@@ -73,7 +74,7 @@ impl MadvMigrate {
 }
 
 fn only(w: &World, cpu: u32) -> CpuMask {
-    super::only_cpu(w, cpu as usize)
+    super::only_cpu(w, CpuId::new(cpu))
 }
 
 /// Driver events per iteration (the madvise and its flush, the fault,
@@ -115,7 +116,7 @@ impl Workload for MadvMigrate {
         spawn_user(
             w,
             "madv-migrate",
-            me.cpus[0] as usize,
+            CpuId::new(me.cpus[0]),
             Box::new(move |ctx: Ctx| {
                 Box::pin(async move {
                     let w = Rc::clone(&ctx.w);
@@ -364,7 +365,7 @@ impl Workload for TlbFlush {
         spawn_user(
             w,
             "will-it-scale",
-            0,
+            CpuId::BOOT,
             Box::new(move |ctx: Ctx| {
                 Box::pin(async move {
                     let region = (me.region(), me.backing());
@@ -567,7 +568,7 @@ impl Workload for PthreadMmap {
         spawn_user(
             w,
             "pthread_mmap",
-            0,
+            CpuId::BOOT,
             Box::new(move |ctx: Ctx| {
                 Box::pin(async move {
                     let bytes = ((me.data_mib << 20) / u64::from(me.threads)) & !(PAGE_SIZE - 1);

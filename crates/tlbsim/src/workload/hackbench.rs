@@ -13,6 +13,7 @@ use super::WorkloadEntry;
 use super::{parse_params, shared, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::engine::track::Tracked;
+use crate::hw::CpuId;
 use crate::kernel::exit::sys_wait;
 use crate::kernel::fork::{spawn_user, sys_fork};
 use crate::kernel::pipe::{new_pipe_paged, pipe_read, pipe_write, PipeRef};
@@ -200,7 +201,7 @@ impl Workload for Hackbench {
         spawn_user(
             w,
             "hackbench",
-            0,
+            CpuId::BOOT,
             Box::new(move |ctx: Ctx| {
                 Box::pin(async move {
                     for _ in 0..me.runs {

@@ -18,6 +18,7 @@ use super::WorkloadEntry;
 use super::{parse_params, Files, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::mem::{Granule, Perms, PAGE_SIZE_4K};
+use crate::hw::CpuId;
 use crate::kernel::exec::sys_exec;
 use crate::kernel::exit::sys_wait;
 use crate::kernel::fork::{spawn_user, sys_fork};
@@ -348,7 +349,7 @@ impl Workload for SortCompute {
         spawn_user(
             w,
             "sort-compute",
-            0,
+            CpuId::BOOT,
             Box::new(move |ctx: Ctx| {
                 Box::pin(async move {
                     let base = shell_setup(&ctx, &me.anatomy).await;
@@ -500,7 +501,7 @@ impl Workload for Tcmalloc {
         spawn_user(
             w,
             "for-each-cpu.sh",
-            0,
+            CpuId::BOOT,
             Box::new(move |ctx: Ctx| {
                 Box::pin(async move {
                     let base = shell_setup(&ctx, &me.anatomy).await;

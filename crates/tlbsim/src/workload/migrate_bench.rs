@@ -19,6 +19,7 @@ use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::cpumask::CpuMask;
+use crate::hw::CpuId;
 // 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
 use crate::engine::track::TrackedCell;
 use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
@@ -103,7 +104,7 @@ impl MigrateBench {
     }
 }
 
-fn pin(c: &Ctx, cpu: usize) -> CpuMask {
+fn pin(c: &Ctx, cpu: CpuId) -> CpuMask {
     super::only_cpu(&c.w, cpu)
 }
 
@@ -134,7 +135,7 @@ async fn process_main(
     done: &Rc<TrackedCell<bool>>,
     streams: Streams,
 ) {
-    sys_sched_setaffinity(c, Some(pin(c, 1))).await;
+    sys_sched_setaffinity(c, Some(pin(c, CpuId::from_index(1)))).await;
     let len = me.pages * PAGE_SIZE;
     let p = if me.shared {
         sys_mmap_shared(c, len, Perms::RW, PageData::Compressible).await
@@ -149,7 +150,7 @@ async fn process_main(
         let rng = streams.stream(&format!("migrate-bench/{i}"));
         let program: Program =
             Box::new(move |t: Ctx| Box::pin(async move { user_loop(&t, &m, p, &d, rng).await }));
-        sys_clone_thread(c, "pmbench", Some(i as usize), program).await;
+        sys_clone_thread(c, "pmbench", Some(CpuId::new(i)), program).await;
     }
     ready.set(true);
     user_loop(c, me, p, done, streams.stream("migrate-bench/1")).await;
@@ -209,7 +210,7 @@ impl Workload for MigrateBench {
         spawn_user(
             w,
             "sh",
-            0,
+            CpuId::BOOT,
             Box::new(move |ctx: Ctx| {
                 Box::pin(async move {
                     let ready = super::shared_cell(false);
@@ -229,7 +230,7 @@ impl Workload for MigrateBench {
                         "migratepages",
                         Box::new(move |c: Ctx| {
                             Box::pin(async move {
-                                sys_sched_setaffinity(&c, Some(pin(&c, 0))).await;
+                                sys_sched_setaffinity(&c, Some(pin(&c, CpuId::BOOT))).await;
                                 while !r.get() {
                                     c.user_work(10_000).await;
                                 }

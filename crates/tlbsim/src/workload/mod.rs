@@ -342,7 +342,7 @@ pub fn parse_params<T: for<'de> serde::Deserialize<'de>>(p: &Params) -> Result<T
 }
 
 /// `taskset -c cpu`: the mask of that one CPU (`sched_setaffinity`).
-pub(crate) fn only_cpu(w: &World, cpu: usize) -> crate::hw::cpumask::CpuMask {
+pub(crate) fn only_cpu(w: &World, cpu: crate::hw::CpuId) -> crate::hw::cpumask::CpuMask {
     let mut m = crate::hw::cpumask::CpuMask::new(w.ncpus());
     m.set(cpu);
     m

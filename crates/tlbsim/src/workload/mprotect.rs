@@ -19,6 +19,7 @@ use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::hw::mem::Perms;
+use crate::hw::CpuId;
 use crate::kernel::exec::sys_exec;
 use crate::kernel::exit::sys_wait;
 use crate::kernel::fork::{spawn_user, sys_clone_thread, sys_fork};
@@ -162,7 +163,7 @@ impl Workload for Mprotect {
         spawn_user(
             w,
             "for-each-cpu.sh",
-            0,
+            CpuId::BOOT,
             Box::new(move |ctx: Ctx| {
                 Box::pin(async move {
                     for _ in 0..n {

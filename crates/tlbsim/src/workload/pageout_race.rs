@@ -50,6 +50,7 @@
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
+use crate::hw::CpuId;
 // 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
 use crate::engine::track::TrackedCell;
 use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
@@ -286,7 +287,7 @@ async fn start_users(
             Rc::clone(base)
         };
         let rng = streams.stream(&format!("pageout-race/user{i}"));
-        let cpu = (i % n) as usize;
+        let cpu = CpuId::new(i % n);
         let program: Program = Box::new(move |c: Ctx| {
             Box::pin(async move {
                 let only = super::only_cpu(&c.w, cpu);
@@ -417,7 +418,7 @@ impl Workload for PageoutRace {
         spawn_user(
             w,
             "pageout-race",
-            0,
+            CpuId::BOOT,
             Box::new(move |ctx: Ctx| {
                 Box::pin(async move {
                     let p = if me.shared {

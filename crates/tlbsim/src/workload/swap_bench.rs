@@ -18,6 +18,7 @@
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
+use crate::hw::CpuId;
 // 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
 use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
 use crate::kernel::fork::spawn_user;
@@ -95,7 +96,7 @@ impl SwapBench {
 
 /// The benchmark's `main()`.
 async fn swap_bench_main(ctx: &Ctx, b: &SwapBench) {
-    let only = super::only_cpu(&ctx.w, b.cpu as usize);
+    let only = super::only_cpu(&ctx.w, CpuId::new(b.cpu));
     sys_sched_setaffinity(ctx, Some(only)).await;
     let len = b.pages() * PAGE_SIZE;
     let p = if b.shared {
@@ -153,7 +154,7 @@ impl Workload for SwapBench {
         spawn_user(
             w,
             "a.out",
-            me.cpu as usize,
+            CpuId::new(me.cpu),
             Box::new(move |ctx: Ctx| {
                 Box::pin(async move {
                     swap_bench_main(&ctx, &me).await;

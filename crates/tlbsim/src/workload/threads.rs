@@ -15,6 +15,7 @@ use crate::engine::rng::{Rng, Streams};
 use crate::engine::track::TrackedCell;
 use crate::hw::cpumask::CpuMask;
 use crate::hw::mem::Perms;
+use crate::hw::CpuId;
 use crate::kernel::exit::sys_wait;
 use crate::kernel::fork::{spawn_user, sys_clone_thread};
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
@@ -145,7 +146,7 @@ impl Workload for Threads {
         spawn_user(
             w,
             "threads",
-            0,
+            CpuId::BOOT,
             Box::new(move |ctx: Ctx| {
                 Box::pin(async move {
                     // The page the threads share: one kernel page.
@@ -161,7 +162,7 @@ impl Workload for Threads {
                     for i in 1..me.threads {
                         let cells = (Rc::clone(&done), Rc::clone(&page));
                         let rng = streams.stream(&format!("threads/reader{i}"));
-                        let home = (i % n) as usize;
+                        let home = CpuId::new(i % n);
                         let reader = reader(&me, i, n, cells, rng);
                         sys_clone_thread(&ctx, "reader", Some(home), reader).await;
                     }
@@ -206,8 +207,8 @@ fn reader(
     mut rng: Rng,
 ) -> Program {
     let (gap, hop) = (me.reader_gap_ns, me.reader_hop);
-    let home = (i % n) as usize;
-    let away = ((i + me.threads) % n) as usize;
+    let home = CpuId::new(i % n);
+    let away = CpuId::new((i + me.threads) % n);
     Box::new(move |c: Ctx| {
         Box::pin(async move {
             let mut write = false;

@@ -51,6 +51,7 @@ use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::engine::Ns;
+use crate::hw::CpuId;
 // 4 KiB pages only (`page_sizes_kib` below): sizes in 4 KiB pages.
 use crate::engine::track::Tracked;
 use crate::hw::mem::{Perms, PAGE_SIZE_4K as PAGE_SIZE};
@@ -214,7 +215,7 @@ fn baseline(test: &str) -> Option<f64> {
 }
 
 /// Pins the calling task to `cpu`.
-async fn pin(ctx: &Ctx, cpu: usize) {
+async fn pin(ctx: &Ctx, cpu: CpuId) {
     sys_sched_setaffinity(ctx, Some(super::only_cpu(&ctx.w, cpu))).await;
 }
 
@@ -419,7 +420,7 @@ async fn run_test(ctx: &Ctx, u: &Unixbench, test: &str, deadline: Ns) -> (f64, N
 /// until every copy is forked); records `score.TEST` and the instance's
 /// index.
 async fn instance(ctx: Ctx, u: Unixbench, base: usize, results: Rc<Results>) {
-    pin(&ctx, base).await;
+    pin(&ctx, CpuId::from_index(base)).await;
     let mut log_sum = 0.0;
     for test in &u.tests {
         // The copies' rates, summed.
@@ -431,7 +432,7 @@ async fn instance(ctx: Ctx, u: Unixbench, base: usize, results: Rc<Results>) {
             let (u2, t2, c2) = (u.clone(), test.clone(), Rc::clone(&count));
             let (go2, d2) = (Rc::clone(go_k), Rc::clone(&deadline));
             // The child starts where its parent runs, with its affinity.
-            pin(&ctx, base + k).await;
+            pin(&ctx, CpuId::from_index(base + k)).await;
             sys_fork(
                 &ctx,
                 "unixbench-copy",
@@ -572,7 +573,7 @@ impl Workload for Unixbench {
         spawn_user(
             w,
             "unixbench-run",
-            0,
+            CpuId::BOOT,
             Box::new(move |ctx: Ctx| {
                 Box::pin(async move {
                     let results = Rc::new(Results::new());

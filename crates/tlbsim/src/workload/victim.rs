@@ -15,7 +15,7 @@ use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::Streams;
 use crate::engine::track::TrackedCell;
-use crate::hw::cpumask::CpuMask;
+use crate::hw::CpuId;
 use crate::kernel::exec::sys_exec;
 use crate::kernel::exit::sys_wait;
 use crate::kernel::fork::{spawn_user, sys_fork};
@@ -67,12 +67,6 @@ impl Victim {
     }
 }
 
-fn pin(ncpus: usize, cpu: usize) -> Option<CpuMask> {
-    let mut m = CpuMask::new(ncpus);
-    m.set(cpu);
-    Some(m)
-}
-
 /// Forks the victim; it records its compute time under `metric`.
 async fn fork_victim(ctx: &Ctx, v: &Victim, metric: &'static str, stop: Rc<TrackedCell<bool>>) {
     let v = v.clone();
@@ -81,8 +75,8 @@ async fn fork_victim(ctx: &Ctx, v: &Victim, metric: &'static str, stop: Rc<Track
         "victim",
         Box::new(move |c: Ctx| {
             Box::pin(async move {
-                let n = c.w.ncpus();
-                sys_sched_setaffinity(&c, pin(n, n - 1)).await;
+                let last = CpuId::from_index(c.w.ncpus() - 1);
+                sys_sched_setaffinity(&c, Some(super::only_cpu(&c.w, last))).await;
                 sys_exec(&c).await;
                 let t0 = c.now();
                 let mut left = v.victim_work_ns;
@@ -188,7 +182,7 @@ impl Workload for Victim {
         spawn_user(
             w,
             "victim-shell",
-            0,
+            CpuId::BOOT,
             Box::new(move |ctx: Ctx| {
                 Box::pin(async move {
                     let n = ctx.w.ncpus();
@@ -210,8 +204,8 @@ impl Workload for Victim {
                             "mprotect-loader",
                             Box::new(move |c: Ctx| {
                                 Box::pin(async move {
-                                    let n = c.w.ncpus();
-                                    sys_sched_setaffinity(&c, pin(n, i)).await;
+                                    let only = super::only_cpu(&c.w, CpuId::from_index(i));
+                                    sys_sched_setaffinity(&c, Some(only)).await;
                                     sys_exec(&c).await;
                                     while !stop.get() {
                                         mprotect_loop(&c, 100, pages, 0).await;

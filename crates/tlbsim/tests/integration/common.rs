@@ -6,10 +6,16 @@ use std::rc::Rc;
 use tlbsim::check::{Checker, Violation};
 use tlbsim::config::{builtin_profile, parse_toml, Experiment, KernelConfig};
 use tlbsim::driver::{RunError, TimingDriver};
+use tlbsim::hw::CpuId;
 use tlbsim::kernel::fork::spawn_user;
 use tlbsim::kernel::policy::{asid_allocator, tlb_policy};
 use tlbsim::kernel::{TaskState, World};
 use tlbsim::sim::{RunOptions, RunOutput, SimError};
+
+/// CPU `i`: a test's literal CPU number.
+pub fn cpuid(i: usize) -> CpuId {
+    CpuId::from_index(i)
+}
 
 /// A world on built-in profile `profile` cut to `cpus` CPUs, running the
 /// kernel `k` (its policy and allocator by name), with the checker:
@@ -31,7 +37,7 @@ pub fn world_with_profile(mut p: tlbsim::config::Profile, cpus: u32, k: KernelCo
 /// Runs `program` as a user process on CPU 0 of `w` until it exits, and
 /// asserts the checker found nothing.
 pub fn run_process(w: &Rc<World>, program: tlbsim::kernel::Program) {
-    let t = spawn_user(w, "test", 0, program);
+    let t = spawn_user(w, "test", CpuId::BOOT, program);
     let mut d = TimingDriver::new(Rc::clone(w), 1_000_000_000);
     d.run_until(|w| w.k.borrow().tasks[t].state == TaskState::Zombie)
         .unwrap_or_else(|e| panic!("{e}"));

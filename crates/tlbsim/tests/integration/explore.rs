@@ -32,11 +32,11 @@ const MUNMAP: &str = "name = \"threads\"\nthreads = 2\niterations = 3\nop = \"mu
 #[test]
 fn schedules_print_and_parse_back() {
     let s = vec![
-        Action::Step(0),
-        Action::Step(0),
-        Action::Step(1),
-        Action::Deliver(1),
-        Action::Speculate(0, 0x7eff_ffff_e000),
+        Action::Step(common::cpuid(0)),
+        Action::Step(common::cpuid(0)),
+        Action::Step(common::cpuid(1)),
+        Action::Deliver(common::cpuid(1)),
+        Action::Speculate(common::cpuid(0), 0x7eff_ffff_e000),
     ];
     let text = format_schedule(&s);
     assert_eq!(text, "s0*2 s1 d1 p0:7effffffe000");
@@ -271,7 +271,11 @@ fn the_explorer_finds_the_x86_lazy_mutant_and_the_report_replays() {
     }
     assert_eq!(
         parse_schedule("s0 i1 s1").unwrap(),
-        vec![Action::Step(0), Action::Interrupt(1), Action::Step(1)]
+        vec![
+            Action::Step(common::cpuid(0)),
+            Action::Interrupt(common::cpuid(1)),
+            Action::Step(common::cpuid(1))
+        ]
     );
 }
 

@@ -36,7 +36,7 @@ fn flushes(w: &World) -> u64 {
 
 /// Flush IPIs CPU 1 received so far.
 fn ipis1(w: &World) -> u64 {
-    let c = &w.stats.borrow().cpu[1];
+    let c = &w.stats.borrow().cpu[common::cpuid(1)];
     c.ipi_call + c.ipi_call_single
 }
 
@@ -50,7 +50,7 @@ async fn busy_thread_on_cpu1(ctx: &Ctx) {
     sys_clone_thread(
         ctx,
         "busy",
-        Some(1),
+        Some(common::cpuid(1)),
         Box::new(move |c: Ctx| {
             Box::pin(async move {
                 assert!(c.user_access(own, true).await);

@@ -99,7 +99,7 @@ fn with_64k_pages_mmap_mprotect_and_munmap_lengths_round_to_64k() {
     assert_eq!(seen.get(), (65536, 2 * 65536, true, true));
 }
 
-use super::common::run_process;
+use super::common::{self, run_process};
 
 /// Maps `pages` private pages and writes each; returns the address.
 async fn written_private_pages(ctx: &Ctx, pages: u64) -> u64 {
@@ -122,7 +122,7 @@ fn a_kernel_thread_borrows_the_previous_mm_lazily() {
     let user = spawn_user(
         &w,
         "user",
-        0,
+        common::cpuid(0),
         Box::new(|ctx: Ctx| {
             Box::pin(async move {
                 let p = sys_mmap(&ctx, PAGE_SIZE, Perms::RW).await;
@@ -139,7 +139,7 @@ fn a_kernel_thread_borrows_the_previous_mm_lazily() {
     let kt = spawn_kthread(
         &w,
         "kworker/0",
-        0,
+        common::cpuid(0),
         Box::new(move |ctx: Ctx| {
             Box::pin(async move {
                 ctx.work(5_000).await;
@@ -171,7 +171,8 @@ fn a_kernel_thread_borrows_the_previous_mm_lazily() {
     let k = w.k.borrow();
     assert_eq!(k.mms[user_mm].users, 0, "exit released the mm");
     assert_eq!(
-        k.tasks[user].cpu, 1,
+        k.tasks[user].cpu,
+        common::cpuid(1),
         "a preempted task is re-queued on the idle CPU"
     );
 }
@@ -477,7 +478,7 @@ fn huge_zero_cow(policy: &str, mode: tlbsim::config::ThpZeroPage) -> ZeroCow {
                 sys_clone_thread(
                     &ctx,
                     "reader",
-                    Some(1),
+                    Some(common::cpuid(1)),
                     Box::new(move |c: Ctx| {
                         Box::pin(async move {
                             assert!(c.user_access(other, true).await);
@@ -494,7 +495,7 @@ fn huge_zero_cow(policy: &str, mode: tlbsim::config::ThpZeroPage) -> ZeroCow {
                 // flush_tlb_range/page/mm calls (each timed once).
                 let flushes = |w: &World| w.stats.borrow().flush_latency_ns.summary().count;
                 let ipis1 = |w: &World| {
-                    let c = &w.stats.borrow().cpu[1];
+                    let c = &w.stats.borrow().cpu[common::cpuid(1)];
                     c.ipi_call + c.ipi_call_single
                 };
                 let (fl0, ipi0) = (flushes(&w), ipis1(&w));
@@ -508,7 +509,7 @@ fn huge_zero_cow(policy: &str, mode: tlbsim::config::ThpZeroPage) -> ZeroCow {
                     });
                 s.second_pte_zero = get_pte(&w, mm, base + PAGE_SIZE)
                     .is_some_and(|p| p.pfn == tlbsim::hw::mem::ZERO_PFN && p.perms == Perms::R);
-                s.cpu1_kept_other = w.hw.borrow().cpus[1]
+                s.cpu1_kept_other = w.hw.borrow().cpus[common::cpuid(1)]
                     .tlb
                     .leaf_entries_for(other / PAGE_SIZE)
                     .any(|e| e.vpn == other / PAGE_SIZE);

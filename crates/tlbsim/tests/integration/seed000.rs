@@ -184,7 +184,7 @@ fn madvise_of_untouched_heap_flushes_only_with_zap_flush_always() {
 #[derive(Default, Debug)]
 struct LaunchCounts {
     calls: std::collections::BTreeMap<&'static str, u64>,
-    in_fault: std::collections::BTreeMap<usize, bool>,
+    in_fault: std::collections::BTreeMap<tlbsim::hw::CpuId, bool>,
     cow_copies: u64,
     cow_reuses: u64,
     events: u64,

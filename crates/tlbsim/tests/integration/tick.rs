@@ -2,6 +2,7 @@
 //! deferral while interrupts are off, its cost, the slice it enforces,
 //! its settings, and determinism.
 
+use super::common;
 use std::cell::Cell;
 use std::rc::Rc;
 use tlbsim::check::Checker;
@@ -32,7 +33,7 @@ fn world(hz: Option<u32>) -> Rc<World> {
 /// Runs `program` as a user process on CPU 0 until it exits; returns the
 /// time it exited.
 fn run_process(w: &Rc<World>, program: tlbsim::kernel::Program) -> u64 {
-    let t = spawn_user(w, "test", 0, program);
+    let t = spawn_user(w, "test", tlbsim::hw::CpuId::BOOT, program);
     let mut d = TimingDriver::new(Rc::clone(w), 10_000_000_000);
     let end = d
         .run_until(|w| w.k.borrow().tasks[t].state == TaskState::Zombie)
@@ -138,13 +139,13 @@ fn the_tick_preempts_a_task_that_used_its_slice() {
                                 d.set(v);
                             }) as tlbsim::kernel::TaskFuture
                         });
-                        sys_clone_thread(&ctx, "spin", Some(1), prog).await;
+                        sys_clone_thread(&ctx, "spin", Some(common::cpuid(1)), prog).await;
                     }
                     while sys_wait(&ctx).await.is_some() {}
                 })
             }),
         );
-        let switches = w.stats.borrow().cpu[1].context_switches;
+        let switches = w.stats.borrow().cpu[common::cpuid(1)].context_switches;
         (done.get(), switches)
     };
     let (on, on_switches) = run(Some(100));

@@ -9,6 +9,7 @@ use super::tlbflush::local_flush_tlb_all;
 use crate::engine::exec::KFuture;
 use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{Asid, MmId};
+use crate::hw::CpuId;
 use crate::kernel::policy::AsidAllocator;
 use crate::kernel::registry::AllocatorEntry;
 use crate::kernel::{Ctx, LockId, World};
@@ -80,7 +81,7 @@ pub fn flush_context(a: &ReservedAsid, st: &mut State) {
     // Pinned ASIDs stay allocated across generations.
     st.map.clone_from(&st.pinned_map);
     st.map[0] = true; // ASID 0 is reserved
-    for cpu in 0..st.active.len() {
+    for cpu in CpuId::all(st.active.len()) {
         let mut asid = std::mem::take(&mut st.active[cpu]); // atomic64_xchg(.., 0)
         if asid == 0 {
             asid = st.reserved[cpu];
@@ -96,7 +97,7 @@ pub fn flush_context(a: &ReservedAsid, st: &mut State) {
 pub fn check_update_reserved_asid(st: &mut State, old: u64, new: u64) -> bool {
     let mut hit = false;
     // for_each_possible_cpu(cpu): per_cpu(reserved_asids, cpu)
-    for cpu in 0..st.reserved.len() {
+    for cpu in CpuId::all(st.reserved.len()) {
         if st.reserved[cpu] == old {
             hit = true;
             st.reserved[cpu] = new;
@@ -378,6 +379,7 @@ pub const ENTRY: AllocatorEntry = AllocatorEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hw::cpu::cpuid;
 
     fn state(a: &ReservedAsid, ncpus: usize) -> State {
         let mut map = vec![false; a.nr_idx()];
@@ -420,12 +422,12 @@ mod tests {
         let mut st = state(&a, 2);
         let ids: Vec<u64> = (0..3).map(|_| a.new_context(&mut st, 0).0).collect();
         assert_eq!(ids.iter().map(|i| i & 3).collect::<Vec<_>>(), vec![1, 2, 3]);
-        st.active[0] = ids[1]; // CPU0 runs the mm with ASID 2
+        st.active[cpuid(0)] = ids[1]; // CPU0 runs the mm with ASID 2
         let (new, rolled) = a.new_context(&mut st, 0);
         assert!(rolled);
         assert_eq!(new >> 2, 2, "second generation");
         assert_ne!(new & 3, 2, "ASID 2 is reserved for the running mm");
-        assert!(st.flush_pending.test(0) && st.flush_pending.test(1));
+        assert!(st.flush_pending.test(cpuid(0)) && st.flush_pending.test(cpuid(1)));
         // The running mm keeps its number in the new generation.
         let (kept, _) = a.new_context(&mut st, ids[1]);
         assert_eq!(kept, (2 << 2) | 2);

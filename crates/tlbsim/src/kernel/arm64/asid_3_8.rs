@@ -37,7 +37,7 @@ use super::asid_ipi::{cpu_set_reserved_ttbr0, local_flush_tlb_all};
 use crate::engine::exec::KFuture;
 use crate::hw::cpumask::CpuMask;
 use crate::hw::tlb::{Asid, MmId};
-use crate::hw::Ttbr0;
+use crate::hw::{CpuId, Ttbr0};
 use crate::kernel::policy::AsidAllocator;
 use crate::observe::Invariant;
 use crate::kernel::registry::{AllocatorEntry, Breaks};
@@ -73,7 +73,7 @@ impl State {
     /// `is_reserved_asid(asid)`: whole ids (generation included) compared,
     /// `for_each_possible_cpu(cpu)`.
     fn is_reserved_asid(&self, asid: u64) -> bool {
-        (0..self.reserved.len()).any(|cpu| self.reserved[cpu] == asid)
+        CpuId::all(self.reserved.len()).any(|cpu| self.reserved[cpu] == asid)
     }
 }
 
@@ -105,9 +105,9 @@ impl Asid38 {
     }
 
     /// `flush_context(cpu)`, lock held, generation already bumped.
-    fn flush_context(&self, st: &mut State, cpu: usize) {
+    fn flush_context(&self, st: &mut State, cpu: CpuId) {
         st.map.iter_mut().for_each(|b| *b = false); // bitmap_clear()
-        for i in 0..st.active.len() {
+        for i in CpuId::all(st.active.len()) {
             let asid = if i == cpu {
                 0
             } else {
@@ -125,7 +125,7 @@ impl Asid38 {
 
     /// `new_context(mm, cpu)`, lock held: the mm's new id, and whether a
     /// rollover happened.
-    fn new_context(&self, st: &mut State, cpu: usize, old: u64) -> (u64, bool) {
+    fn new_context(&self, st: &mut State, cpu: CpuId, old: u64) -> (u64, bool) {
         let mask = self.first_version() - 1;
         if old != 0 && st.is_reserved_asid(old) {
             // Running at the rollover: a false alarm, keep the number.
@@ -271,6 +271,7 @@ pub const ENTRY: AllocatorEntry = AllocatorEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hw::cpu::cpuid;
 
     fn state(a: &Asid38, ncpus: usize) -> State {
         let mut st = State::default();
@@ -286,18 +287,18 @@ mod tests {
     fn asids_start_at_one_and_take_the_first_free_bit() {
         let a = Asid38::new(2); // user ASIDs 1..=3
         let mut st = state(&a, 2);
-        let ids: Vec<u64> = (0..3).map(|_| a.new_context(&mut st, 0, 0).0 & 3).collect();
+        let ids: Vec<u64> = (0..3).map(|_| a.new_context(&mut st, cpuid(0), 0).0 & 3).collect();
         assert_eq!(ids, vec![1, 2, 3]);
         // A stale mm whose old number is free does not get it back: arm64
         // would, 3.8 takes the first free bit after the rollover.
-        st.active[1] = (1 << 2) | 2; // CPU1 runs the mm with ASID 2
-        let (new, rolled) = a.new_context(&mut st, 0, (1 << 2) | 3);
+        st.active[cpuid(1)] = (1 << 2) | 2; // CPU1 runs the mm with ASID 2
+        let (new, rolled) = a.new_context(&mut st, cpuid(0), (1 << 2) | 3);
         assert!(rolled);
         assert_eq!(new, (2 << 2) | 1, "first free index after ASID 2 was reserved");
-        assert!(st.flush_pending.test(0) && !st.flush_pending.test(1));
-        assert_eq!((st.reserved[0], st.reserved[1]), (0, (1 << 2) | 2));
+        assert!(st.flush_pending.test(cpuid(0)) && !st.flush_pending.test(cpuid(1)));
+        assert_eq!((st.reserved[cpuid(0)], st.reserved[cpuid(1)]), (0, (1 << 2) | 2));
         // The mm running on CPU1 keeps its number into the new generation.
-        let (kept, rolled) = a.new_context(&mut st, 1, (1 << 2) | 2);
+        let (kept, rolled) = a.new_context(&mut st, cpuid(1), (1 << 2) | 2);
         assert_eq!((kept, rolled), ((2 << 2) | 2, false));
     }
 
@@ -307,20 +308,20 @@ mod tests {
         // mm through two rollovers by CPU0, and its ASID is handed out.
         let a = Asid38::new(2);
         let mut st = state(&a, 2);
-        let running = a.new_context(&mut st, 1, 0).0; // ASID 1 on CPU1
-        st.active[1] = running;
+        let running = a.new_context(&mut st, cpuid(1), 0).0; // ASID 1 on CPU1
+        st.active[cpuid(1)] = running;
         for _ in 0..2 {
-            a.new_context(&mut st, 0, 0);
+            a.new_context(&mut st, cpuid(0), 0);
         }
-        let (_, rolled) = a.new_context(&mut st, 0, 0);
+        let (_, rolled) = a.new_context(&mut st, cpuid(0), 0);
         assert!(rolled, "first rollover");
-        assert_eq!(st.reserved[1], running);
-        assert_eq!(st.active[1], 0);
+        assert_eq!(st.reserved[cpuid(1)], running);
+        assert_eq!(st.active[cpuid(1)], 0);
         let mut handed = Vec::new();
         for _ in 0..3 {
-            handed.push(a.new_context(&mut st, 0, 0).0 & 3);
+            handed.push(a.new_context(&mut st, cpuid(0), 0).0 & 3);
         }
-        assert_eq!(st.reserved[1], 0, "the second rollover read active 0");
+        assert_eq!(st.reserved[cpuid(1)], 0, "the second rollover read active 0");
         assert!(handed.contains(&(running & 3)), "ASID {running} reused: {handed:?}");
     }
 }

@@ -123,7 +123,7 @@ impl Inner {
         let Some(mm) = *per_cpu(&self.current_mm, cpu) else {
             return;
         };
-        let asid = self.last() + cpu as u64 + 1;
+        let asid = self.last() + u64::from(cpu.get()) + 1;
         self.flush_context(ctx).await;
         self.set_mm_context(ctx, mm, asid).await;
         self.cpu_switch_mm(ctx, mm).await;
@@ -147,7 +147,7 @@ impl Inner {
             // All ASIDs of this generation used: a new one, and every CPU
             // resets its context through an IPI.
             w.stats.borrow_mut().asid_rollovers += 1;
-            asid = self.last() + cpu as u64 + 1;
+            asid = self.last() + u64::from(cpu.get()) + 1;
             self.flush_context(ctx).await;
             let mut targets = CpuMask::full(w.ncpus());
             targets.clear(cpu);

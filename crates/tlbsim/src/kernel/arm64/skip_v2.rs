@@ -28,6 +28,7 @@ use super::tlbflush::local_flush_tlb_asid;
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::cpumask::CpuMask;
+use crate::hw::CpuId;
 use crate::hw::tlb::MmId;
 use crate::kernel::policy::TlbPolicy;
 use crate::kernel::registry::{Allocators, PolicyEntry};
@@ -131,7 +132,7 @@ impl SkipV2 {
 /// flush is local; if any clear bit remains, `cpumask_setall()` (this CPU's
 /// bit included). Returns `local_is_clear`: the flush is local and only this
 /// CPU's bit was clear, left so.
-pub fn mark_stale(m: &mut CpuMask, cpu: usize, is_local: bool) -> bool {
+pub fn mark_stale(m: &mut CpuMask, cpu: CpuId, is_local: bool) -> bool {
     let own_clear = !m.test(cpu);
     // No clear bit but perhaps this CPU's (a popcount, word by word).
     let others_all_set = m.count() - usize::from(!own_clear) == m.ncpus() - 1;
@@ -215,11 +216,12 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hw::cpu::cpuid;
 
-    fn mask(bits: &[usize]) -> CpuMask {
+    fn mask(bits: &[u32]) -> CpuMask {
         let mut m = CpuMask::new(4);
         for &b in bits {
-            m.set(b);
+            m.set(cpuid(b));
         }
         m
     }
@@ -229,22 +231,22 @@ mod tests {
         // CPU 0 does not run the mm; CPUs 1-3 are already stale. Linux's
         // cpumask_next_zero() finds CPU 0's clear bit and setall()s.
         let mut m = mask(&[1, 2, 3]);
-        assert!(!mark_stale(&mut m, 0, false));
-        assert!(m.test(0), "the flusher's own bit is set");
+        assert!(!mark_stale(&mut m, cpuid(0), false));
+        assert!(m.test(cpuid(0)), "the flusher's own bit is set");
     }
 
     #[test]
     fn a_local_flusher_keeps_its_own_bit_clear_when_only_it_is_clear() {
         let mut m = mask(&[1, 2, 3]);
-        assert!(mark_stale(&mut m, 0, true));
-        assert!(!m.test(0));
+        assert!(mark_stale(&mut m, cpuid(0), true));
+        assert!(!m.test(cpuid(0)));
         // Another clear bit: everything is set, the caller clears its own.
         let mut m = mask(&[2, 3]);
-        assert!(!mark_stale(&mut m, 0, true));
-        assert!((0..4).all(|c| m.test(c)));
+        assert!(!mark_stale(&mut m, cpuid(0), true));
+        assert!(CpuId::all(4).all(|c| m.test(c)));
         // All set already: nothing changes.
         let mut m = mask(&[0, 1, 2, 3]);
-        assert!(!mark_stale(&mut m, 0, false));
-        assert!((0..4).all(|c| m.test(c)));
+        assert!(!mark_stale(&mut m, cpuid(0), false));
+        assert!(CpuId::all(4).all(|c| m.test(c)));
     }
 }

@@ -51,7 +51,7 @@ pub struct ShmemInode {
 /// CPUs are split among nodes in order.
 pub fn cpu_node(w: &World, cpu: crate::hw::CpuId) -> u32 {
     w.profile.numa.as_ref().map_or(0, |n| {
-        (cpu as u64 * u64::from(n.nodes) / w.ncpus() as u64) as u32
+        (u64::from(cpu.get()) * u64::from(n.nodes) / w.ncpus() as u64) as u32
     })
 }
 

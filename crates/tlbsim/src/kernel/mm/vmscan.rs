@@ -203,7 +203,7 @@ pub async fn direct_reclaim(ctx: &Ctx) {
 
 /// Starts `kswapd0` on the last CPU (with `[kernel] memory_limit_pages`).
 pub fn start_kswapd(w: &std::rc::Rc<crate::kernel::World>) {
-    let cpu = w.ncpus() - 1;
+    let cpu = crate::hw::CpuId::from_index(w.ncpus() - 1);
     let t = crate::kernel::fork::spawn_kthread(
         w,
         "kswapd0",

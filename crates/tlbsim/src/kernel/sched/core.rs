@@ -216,11 +216,11 @@ fn select_task_rq(w: &World, t: TaskId, fork: bool) -> CpuId {
     if !fork && allowed(task.cpu) && idle(task.cpu) {
         return task.cpu;
     }
-    if let Some(c) = (0..n).find(|&c| allowed(c) && idle(c)) {
+    if let Some(c) = CpuId::all(n).find(|&c| allowed(c) && idle(c)) {
         return c;
     }
     let load = |c: CpuId| k.cpus[c].rq.len() + usize::from(k.cpus[c].current != k.cpus[c].idle);
-    (0..n)
+    CpuId::all(n)
         .filter(|&c| allowed(c))
         .min_by_key(|&c| (load(c), c != task.cpu, c))
         .unwrap_or(task.cpu)

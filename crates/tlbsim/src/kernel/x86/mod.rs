@@ -30,6 +30,7 @@ use crate::hw::cpumask::CpuMask;
 use crate::engine::state::{PerCpu, State};
 use crate::hw::mem::PAGE_SHIFT_4K as PAGE_SHIFT;
 use crate::hw::tlb::{Asid, MmId, TlbiScope};
+use crate::hw::CpuId;
 use crate::kernel::percpu::{per_cpu, per_cpu_mut};
 use crate::kernel::{Ctx, Op, World};
 use std::cell::Cell;
@@ -240,6 +241,7 @@ impl FlushIpi {
         let h = w.register_ipi_handler(Rc::new(move |ctx: Ctx, sender: usize| {
             let p = Rc::clone(&p);
             Box::pin(async move {
+                let sender = CpuId::from_index(sender);
                 let f = per_cpu(&this(&p).infos, sender).expect("sender published its flush");
                 func(&p, &ctx, f).await;
             })
@@ -257,7 +259,7 @@ impl FlushIpi {
         ctx.step(Op::CallFunction {
             targets,
             handler: self.handler.get(),
-            arg: cpu,
+            arg: cpu.index(),
         })
         .await;
         *per_cpu_mut(&self.infos, cpu) = None;

@@ -36,6 +36,7 @@ mod task;
 use super::{parse_params, Files, Params, Workload, WorkloadEntry};
 use crate::engine::rng::Streams;
 use crate::engine::track::{Tracked, TrackedCell};
+use crate::hw::CpuId;
 use crate::kernel::fork::spawn_user;
 use crate::kernel::{Ctx, Program, TaskId, World};
 use crate::trace::{EventKind, TaskKind, Trace};
@@ -303,7 +304,7 @@ impl Workload for Replay {
         });
         let root = &trace.tasks[0];
         let space = super::shared(Space::default());
-        spawn_user(w, &root.comm, 0, program(shared, root.tid, space))
+        spawn_user(w, &root.comm, CpuId::BOOT, program(shared, root.tid, space))
     }
 }
 
@@ -314,12 +315,12 @@ fn program(shared: Rc<Shared>, tid: u32, space: Rc<Tracked<Space>>) -> Program {
 
 impl Shared {
     /// The CPU of task `tid`'s first `run` event.
-    fn first_run(&self, tid: u32) -> Option<usize> {
+    fn first_run(&self, tid: u32) -> Option<CpuId> {
         self.by_tid
             .get(&tid)?
             .iter()
             .find_map(|&j| match self.trace.events[j].kind {
-                EventKind::Run { cpu } => Some(cpu as usize),
+                EventKind::Run { cpu } => Some(CpuId::new(cpu)),
                 _ => None,
             })
     }

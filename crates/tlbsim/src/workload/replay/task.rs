@@ -7,6 +7,7 @@ use super::mm::{fault, memory_op, Space};
 use super::sched::{handed_off, runnable_wait, sleep_until_woken, wait_for_handoff, wake};
 use super::{program, Placement, Shared, UntracedSleeps};
 use crate::engine::track::Tracked;
+use crate::hw::CpuId;
 use crate::kernel::exec::sys_exec;
 use crate::kernel::exit::sys_wait;
 use crate::kernel::fork::{sys_clone_thread, sys_fork_pinned, sys_vfork_replayed};
@@ -89,9 +90,9 @@ pub(super) async fn run_task(ctx: &Ctx, sh: &Rc<Shared>, tid: u32, mut space: Rc
 }
 
 /// The CPU of the first `run` among the task's events `later`.
-fn next_run(sh: &Shared, later: &[usize]) -> Option<usize> {
+fn next_run(sh: &Shared, later: &[usize]) -> Option<CpuId> {
     later.iter().find_map(|&j| match sh.trace.events[j].kind {
-        EventKind::Run { cpu } => Some(cpu as usize),
+        EventKind::Run { cpu } => Some(CpuId::new(cpu)),
         _ => None,
     })
 }
@@ -132,7 +133,7 @@ impl Cursor {
                     runnable_wait(ctx, sh, model_t + (e.t_ns - host_t)).await;
                 }
                 if recorded {
-                    set_cpus_allowed_replayed(ctx, cpu as usize, true).await;
+                    set_cpus_allowed_replayed(ctx, CpuId::new(cpu), true).await;
                 }
             }
             EventKind::Preempt => {

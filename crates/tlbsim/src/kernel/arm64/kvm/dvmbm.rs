@@ -13,6 +13,7 @@
 use super::{kvm_flush_remote_tlbs, kvm_make_all_cpus_request, Kvm, KvmPolicy, KvmPolicyEntry};
 use crate::engine::exec::KFuture;
 use crate::hw::cpumask::CpuMask;
+use crate::hw::{CpuId, CpuVec};
 use crate::kernel::registry::Feature;
 use crate::kernel::{Ctx, LockId, World};
 use crate::engine::track::Tracked;
@@ -22,9 +23,9 @@ use std::cell::Cell;
 #[derive(Debug, Clone)]
 struct VmState {
     /// `vcpu->arch.sched_cpus`, by vCPU.
-    sched_cpus: Vec<CpuMask>,
+    sched_cpus: CpuVec<CpuMask>,
     /// `vcpu->arch.pre_sched_cpus`, by vCPU (empty: never put).
-    pre_sched_cpus: Vec<CpuMask>,
+    pre_sched_cpus: CpuVec<CpuMask>,
     /// `kvm->arch.sched_cpus`: the VM's mask (empty: none yet).
     vm_cpus: CpuMask,
     /// `kvm->arch.sched_lock`.
@@ -69,15 +70,15 @@ impl KvmPolicy for Dvmbm {
         self.ncpus.set(n);
         *self.vms.borrow_mut() = (0..=vms)
             .map(|_| VmState {
-                sched_cpus: vec![CpuMask::new(n); vcpus],
-                pre_sched_cpus: vec![CpuMask::new(n); vcpus],
+                sched_cpus: CpuVec::filled(vcpus, CpuMask::new(n)),
+                pre_sched_cpus: CpuVec::filled(vcpus, CpuMask::new(n)),
                 vm_cpus: CpuMask::new(n),
                 lock: host.new_lock("sched_lock"),
             })
             .collect();
     }
 
-    fn vcpu_load<'a>(&'a self, ctx: &'a Ctx, kvm: &'a Kvm, vcpu: usize) -> KFuture<'a, ()> {
+    fn vcpu_load<'a>(&'a self, ctx: &'a Ctx, kvm: &'a Kvm, vcpu: CpuId) -> KFuture<'a, ()> {
         Box::pin(async move {
             let _f = ctx.func(crate::label!("kvm_tlbi_dvmbm_vcpu_load"));
             let vm = kvm.guest.id as usize;
@@ -120,7 +121,7 @@ impl KvmPolicy for Dvmbm {
         })
     }
 
-    fn vcpu_put<'a>(&'a self, ctx: &'a Ctx, kvm: &'a Kvm, vcpu: usize) -> KFuture<'a, ()> {
+    fn vcpu_put<'a>(&'a self, ctx: &'a Ctx, kvm: &'a Kvm, vcpu: CpuId) -> KFuture<'a, ()> {
         Box::pin(async move {
             let vm = kvm.guest.id as usize;
             {
@@ -133,7 +134,7 @@ impl KvmPolicy for Dvmbm {
         })
     }
 
-    fn check_requests<'a>(&'a self, ctx: &'a Ctx, kvm: &'a Kvm, vcpu: usize) -> KFuture<'a, ()> {
+    fn check_requests<'a>(&'a self, ctx: &'a Ctx, kvm: &'a Kvm, vcpu: CpuId) -> KFuture<'a, ()> {
         Box::pin(async move {
             if kvm.requests[vcpu].replace(false) {
                 // KVM_REQ_RELOAD_TLBI_DVMBM

@@ -21,7 +21,7 @@ crate::kernel::registry::entries! {
 
 use crate::engine::exec::KFuture;
 use crate::engine::track::{Tracked, TrackedCell};
-use crate::hw::CpuId;
+use crate::hw::{CpuId, CpuVec};
 use crate::kernel::{sched, Ctx, GuestExit, TaskId, World};
 use std::rc::Rc;
 use vmid::{KvmVmid, VmidAllocator};
@@ -43,25 +43,25 @@ pub trait KvmPolicy: std::fmt::Debug {
     /// Must `kvm_arch_vcpu_load()` flush the VM's entries on this CPU
     /// although no other vCPU of the VM ran here last? Asked at every
     /// load.
-    fn flush_on_load(&self, kvm: &Kvm, vcpu: usize, cpu: CpuId) -> bool {
+    fn flush_on_load(&self, kvm: &Kvm, vcpu: CpuId, cpu: CpuId) -> bool {
         let _ = (kvm, vcpu, cpu);
         false
     }
 
     /// The end of `kvm_arch_vcpu_load()` on this CPU.
-    fn vcpu_load<'a>(&'a self, ctx: &'a Ctx, kvm: &'a Kvm, vcpu: usize) -> KFuture<'a, ()> {
+    fn vcpu_load<'a>(&'a self, ctx: &'a Ctx, kvm: &'a Kvm, vcpu: CpuId) -> KFuture<'a, ()> {
         let _ = (ctx, kvm, vcpu);
         Box::pin(async {})
     }
 
     /// In `kvm_arch_vcpu_put()`.
-    fn vcpu_put<'a>(&'a self, ctx: &'a Ctx, kvm: &'a Kvm, vcpu: usize) -> KFuture<'a, ()> {
+    fn vcpu_put<'a>(&'a self, ctx: &'a Ctx, kvm: &'a Kvm, vcpu: CpuId) -> KFuture<'a, ()> {
         let _ = (ctx, kvm, vcpu);
         Box::pin(async {})
     }
 
     /// `check_vcpu_requests()` before each guest entry.
-    fn check_requests<'a>(&'a self, ctx: &'a Ctx, kvm: &'a Kvm, vcpu: usize) -> KFuture<'a, ()> {
+    fn check_requests<'a>(&'a self, ctx: &'a Ctx, kvm: &'a Kvm, vcpu: CpuId) -> KFuture<'a, ()> {
         let _ = (ctx, kvm, vcpu);
         Box::pin(async {})
     }
@@ -106,8 +106,8 @@ pub struct Kvm {
     /// `mmu->vmid`.
     pub vmid: KvmVmid,
     /// `mmu->last_vcpu_ran`: per physical CPU, the vCPU of this VM that
-    /// ran there last (-1: none).
-    pub last_vcpu_ran: Vec<TrackedCell<i32>>,
+    /// ran there last (`None`: none, Linux's -1).
+    pub last_vcpu_ran: CpuVec<TrackedCell<Option<CpuId>>>,
     /// The step-layer context of vCPU 0 ([`crate::step::Cx`]); vCPU `i`'s
     /// is this plus `i`.
     pub cx_base: usize,
@@ -115,13 +115,21 @@ pub struct Kvm {
     pub policy: Rc<dyn KvmPolicy>,
     /// Per vCPU: a `KVM_REQ_*` request waits for it (the policy's; one
     /// kind is modelled).
-    pub requests: Vec<TrackedCell<bool>>,
+    pub requests: CpuVec<TrackedCell<bool>>,
     /// The host's VMID allocator.
     pub vmids: Rc<VmidAllocator>,
     /// The vCPU threads, by vCPU (host tasks).
-    pub vcpu_threads: Tracked<Vec<TaskId>>,
+    pub vcpu_threads: Tracked<CpuVec<TaskId>>,
     /// The guest's workload has finished: vCPU threads leave their loop.
     pub done: TrackedCell<bool>,
+}
+
+impl Kvm {
+    /// The step-layer context of vCPU `vcpu` ([`Kvm::cx_base`] plus its
+    /// number).
+    pub fn vcpu_cx(&self, vcpu: CpuId) -> usize {
+        self.cx_base + vcpu.index()
+    }
 }
 
 impl std::fmt::Debug for Kvm {
@@ -139,7 +147,7 @@ impl std::fmt::Debug for Kvm {
 /// vCPU's system registers (`kvm_vcpu_load_vhe`: `VTTBR_EL2` and, with
 /// the traps, `HCR_EL2`). The rest of the load (timer, vGIC, FP state)
 /// is `vcpu_put_load_ns` of work.
-pub async fn kvm_arch_vcpu_load(ctx: &Ctx, kvm: &Kvm, vcpu: usize) {
+pub async fn kvm_arch_vcpu_load(ctx: &Ctx, kvm: &Kvm, vcpu: CpuId) {
     let _f = ctx.func(crate::label!("kvm_arch_vcpu_load"));
     let cpu = ctx.cpu();
     kvm.vmids.update(ctx, &kvm.vmid).await;
@@ -149,9 +157,9 @@ pub async fn kvm_arch_vcpu_load(ctx: &Ctx, kvm: &Kvm, vcpu: usize) {
     let last = &kvm.last_vcpu_ran[cpu];
     // Asked first: the policy may keep a record of each load.
     let policy_flush = kvm.policy.flush_on_load(kvm, vcpu, cpu);
-    if last.get() != vcpu as i32 || policy_flush {
+    if last.get() != Some(vcpu) || policy_flush {
         kvm_flush_cpu_context(ctx).await;
-        last.set(vcpu as i32);
+        last.set(Some(vcpu));
     }
     ctx.work(ctx.w.profile.virt_costs().vcpu_put_load_ns).await;
     kvm.policy.vcpu_load(ctx, kvm, vcpu).await;
@@ -174,14 +182,14 @@ pub async fn kvm_flush_remote_tlbs(ctx: &Ctx) {
 /// request is set for every vCPU, and every other vCPU that runs in its
 /// guest is kicked out (`kvm_vcpu_kick`: a reschedule IPI to its CPU);
 /// nobody waits for them to see it.
-pub async fn kvm_make_all_cpus_request(ctx: &Ctx, kvm: &Kvm, me: usize) {
+pub async fn kvm_make_all_cpus_request(ctx: &Ctx, kvm: &Kvm, me: CpuId) {
     let _f = ctx.func(crate::label!("kvm_make_all_cpus_request"));
     for r in &kvm.requests {
         r.set(true);
     }
     let g = kvm.guest.guest.as_ref().expect("a guest");
     let threads = kvm.vcpu_threads.borrow().clone();
-    for (i, &t) in threads.iter().enumerate() {
+    for (i, &t) in threads.iter_cpus() {
         let in_guest = ctx.w.k.borrow().tasks[t].on_cpu;
         if i != me && in_guest {
             // vcpu->mode == IN_GUEST_MODE: kick its CPU.
@@ -206,7 +214,7 @@ pub async fn kvm_flush_cpu_context(ctx: &Ctx) {
 
 /// `kvm_arch_vcpu_put(vcpu)`: the VMID stops being active on this CPU
 /// (`kvm_arm_vmid_clear_active`).
-pub async fn kvm_arch_vcpu_put(ctx: &Ctx, kvm: &Kvm, vcpu: usize) {
+pub async fn kvm_arch_vcpu_put(ctx: &Ctx, kvm: &Kvm, vcpu: CpuId) {
     let _f = ctx.func(crate::label!("kvm_arch_vcpu_put"));
     kvm.policy.vcpu_put(ctx, kvm, vcpu).await;
     kvm.vmids.clear_active(ctx).await;
@@ -215,7 +223,7 @@ pub async fn kvm_arch_vcpu_put(ctx: &Ctx, kvm: &Kvm, vcpu: usize) {
 /// `kvm_vcpu_block(vcpu)`: sleeps until an interrupt is pending for
 /// `vcpu` (`kvm_vcpu_check_block()`), checked after the task is marked
 /// sleeping so that a doorbell in between is not lost.
-pub async fn kvm_vcpu_block(ctx: &Ctx, kvm: &Kvm, vcpu: usize) {
+pub async fn kvm_vcpu_block(ctx: &Ctx, kvm: &Kvm, vcpu: CpuId) {
     let _f = ctx.func(crate::label!("kvm_vcpu_block"));
     let g = kvm.guest.guest.as_ref().expect("a guest");
     while !g.pending[vcpu].get() && !kvm.done.get() {
@@ -225,14 +233,14 @@ pub async fn kvm_vcpu_block(ctx: &Ctx, kvm: &Kvm, vcpu: usize) {
 
 /// The vCPU thread of `vcpu`: QEMU's `KVM_RUN` loop
 /// (`kvm_arch_vcpu_ioctl_run`). Runs until the guest's workload is done.
-pub async fn kvm_vcpu_thread(ctx: Ctx, kvm: Rc<Kvm>, vcpu: usize) {
+pub async fn kvm_vcpu_thread(ctx: Ctx, kvm: Rc<Kvm>, vcpu: CpuId) {
     while !kvm.done.get() {
         kvm_arch_vcpu_load(&ctx, &kvm, vcpu).await;
         loop {
             let exit = {
                 let _f = ctx.func(crate::label!("kvm_arch_vcpu_ioctl_run"));
                 kvm.policy.check_requests(&ctx, &kvm, vcpu).await;
-                ctx.enter_guest(kvm.cx_base + vcpu).await
+                ctx.enter_guest(kvm.vcpu_cx(vcpu)).await
             };
             match exit {
                 GuestExit::Wfi => break,
@@ -294,15 +302,17 @@ pub fn create_vm(
     let kvm = Rc::new(Kvm {
         guest,
         vmid: KvmVmid::default(),
-        last_vcpu_ran: (0..host.ncpus()).map(|_| TrackedCell::fresh(-1)).collect(),
+        last_vcpu_ran: (0..host.ncpus())
+            .map(|_| TrackedCell::fresh(None))
+            .collect(),
         cx_base,
         policy: Rc::clone(kvm_policy),
         requests: pcpus.iter().map(|_| TrackedCell::fresh(false)).collect(),
         vmids: Rc::clone(vmids),
-        vcpu_threads: Tracked::fresh(Vec::new()),
+        vcpu_threads: Tracked::fresh(CpuVec::default()),
         done: TrackedCell::fresh(false),
     });
-    for (i, &cpu) in pcpus.iter().enumerate() {
+    for (i, &cpu) in CpuId::all(pcpus.len()).zip(pcpus) {
         let k = Rc::clone(&kvm);
         let t = crate::kernel::fork::spawn_kthread(
             host,

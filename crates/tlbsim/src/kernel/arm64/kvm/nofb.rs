@@ -8,14 +8,14 @@
 //! semantics for I-cache invalidation" (not modelled: no I-cache).
 
 use super::{Kvm, KvmPolicy, KvmPolicyEntry};
-use crate::hw::CpuId;
+use crate::hw::{CpuId, CpuVec};
 use crate::kernel::World;
 use crate::engine::track::Tracked;
 
 /// The policy: per VM and vCPU, the CPU it last loaded on (`vcpu->cpu`).
 #[derive(Debug)]
 pub struct NoFb {
-    last_cpu: Tracked<Vec<Vec<Option<CpuId>>>>,
+    last_cpu: Tracked<Vec<CpuVec<Option<CpuId>>>>,
 }
 
 impl Default for NoFb {
@@ -32,10 +32,10 @@ impl KvmPolicy for NoFb {
     }
 
     fn init(&self, _host: &World, vms: usize, vcpus: usize) {
-        *self.last_cpu.borrow_mut() = vec![vec![None; vcpus]; vms + 1];
+        *self.last_cpu.borrow_mut() = vec![CpuVec::filled(vcpus, None); vms + 1];
     }
 
-    fn flush_on_load(&self, kvm: &Kvm, vcpu: usize, cpu: CpuId) -> bool {
+    fn flush_on_load(&self, kvm: &Kvm, vcpu: CpuId, cpu: CpuId) -> bool {
         let mut l = self.last_cpu.borrow_mut();
         let last = &mut l[kvm.guest.id as usize][vcpu];
         last.replace(cpu).is_some_and(|c| c != cpu)

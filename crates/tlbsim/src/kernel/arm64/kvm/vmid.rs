@@ -10,6 +10,7 @@
 
 use crate::engine::track::{Tracked, TrackedCell};
 use crate::hw::tlb::{TlbiScope, Vmid};
+use crate::hw::{CpuId, CpuVec};
 use crate::kernel::{Ctx, LockId, World};
 
 /// `struct kvm_vmid`: one VM's VMID with its generation (`atomic64_t id`;
@@ -41,9 +42,9 @@ pub struct State {
     /// `active_vmids[cpu]` (atomic): the id this CPU's loaded vCPU runs
     /// under, 0 when a rollover took it, `VMID_ACTIVE_INVALID` when no
     /// vCPU is loaded.
-    pub active: Vec<u64>,
+    pub active: CpuVec<u64>,
     /// `reserved_vmids[cpu]`.
-    pub reserved: Vec<u64>,
+    pub reserved: CpuVec<u64>,
 }
 
 /// The allocator. See the module doc.
@@ -206,8 +207,8 @@ impl State {
             generation: 1 << bits,
             map: vec![false; 1 << bits],
             cur_idx: 1,
-            active: vec![0; ncpus],
-            reserved: vec![0; ncpus],
+            active: CpuVec::filled(ncpus, 0),
+            reserved: CpuVec::filled(ncpus, 0),
         }
     }
 }
@@ -219,7 +220,7 @@ impl State {
 /// that follows is the caller's ([`kvm_flush_vm_context`]).
 fn flush_context(st: &mut State, mask: u64) {
     st.map.iter_mut().for_each(|b| *b = false);
-    for cpu in 0..st.active.len() {
+    for cpu in CpuId::all(st.active.len()) {
         let mut vmid = std::mem::take(&mut st.active[cpu]); // atomic64_xchg_relaxed(.., 0)
         if vmid == 0 {
             vmid = st.reserved[cpu]; // preserve reserved VMID
@@ -271,13 +272,13 @@ mod tests {
         assert_eq!(ids.iter().map(|i| i & 3).collect::<Vec<_>>(), [1, 2, 3]);
         assert!(ids.iter().all(|i| i >> 2 == 1), "first generation");
         // CPU 1 runs the VM with VMID 2; CPU 0 has no vCPU loaded.
-        st.active = vec![a.first_version(), ids[1]];
+        st.active = CpuVec::from_vec(vec![a.first_version(), ids[1]]);
         let (new, rolled) = a.new_vmid(&mut st, 0);
         assert!(rolled, "no VMID left: rollover");
         assert_eq!(new >> 2, 2, "second generation");
         assert_ne!(new & 3, 2, "VMID 2 stays reserved for CPU 1's VM");
         assert_ne!(new & 3, 0, "VMID 0 is the host's");
-        assert_eq!(st.reserved, [a.first_version(), ids[1]]);
+        assert_eq!(*st.reserved, [a.first_version(), ids[1]]);
         // CPU 1's VM keeps its number in the new generation, without a
         // rollover.
         assert_eq!(a.new_vmid(&mut st, ids[1]), ((2 << 2) | 2, false));

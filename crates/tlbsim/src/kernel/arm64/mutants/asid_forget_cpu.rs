@@ -3,6 +3,7 @@
 
 use crate::observe::Invariant;
 use crate::config::Arch;
+use crate::hw::CpuId;
 use crate::kernel::arm64::asid::{flush_context, ContextFns, ReservedAsid, State};
 use crate::kernel::registry::{AllocatorEntry, Breaks};
 
@@ -14,7 +15,7 @@ impl ContextFns for ForgetCpu {
     /// Linux's, then clears the last CPU's pending flush.
     fn flush_context(&self, a: &ReservedAsid, st: &mut State) {
         flush_context(a, st);
-        let last = st.active.len() - 1;
+        let last = CpuId::from_index(st.active.len() - 1);
         st.flush_pending.clear(last);
     }
 }

@@ -4,6 +4,7 @@
 
 use crate::observe::Invariant;
 use crate::config::Arch;
+use crate::hw::CpuId;
 use crate::kernel::arm64::asid::{ContextFns, ReservedAsid, State};
 use crate::kernel::registry::{AllocatorEntry, Breaks};
 
@@ -16,7 +17,7 @@ impl ContextFns for NoReserve {
     fn flush_context(&self, _a: &ReservedAsid, st: &mut State) {
         st.map.clone_from(&st.pinned_map);
         st.map[0] = true; // ASID 0 is reserved
-        for cpu in 0..st.active.len() {
+        for cpu in CpuId::all(st.active.len()) {
             st.active[cpu] = 0; // atomic64_xchg(.., 0), value dropped
             st.reserved[cpu] = 0;
         }
