@@ -677,9 +677,10 @@ impl Chooser for DporChooser {
                 false
             }
         };
-        self.spin = match std::mem::take(&mut self.asleep) && repeated {
-            true => self.spin + 1,
-            false => 0,
+        self.spin = if std::mem::take(&mut self.asleep) && repeated {
+            self.spin + 1
+        } else {
+            0
         };
     }
 }
