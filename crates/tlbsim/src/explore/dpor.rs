@@ -28,8 +28,8 @@
 //! explored tree is kept (the states with a backtrack choice left and
 //! their ancestors; finished subtrees are freed), and the next schedule
 //! leaves it at a backtrack choice drawn at random (stream `dpor/pick`),
-//! then chooses at random at every new state (stream `dpor/walk`, the
-//! random search's choice among the actions not asleep). Any order of
+//! then chooses among the actions not asleep at every new state by
+//! partial-order-aware sampling ([`super::pos`], stream `dpor/walk`). Any order of
 //! backtrack choices and any choice at a new state keep the search
 //! complete; a random one spreads the schedules over the whole run,
 //! where depth-first order spends them near the end of the first
@@ -40,6 +40,7 @@
 
 use super::check::{CheckOptions, CheckReport, OneRun};
 use super::footprint::footprint;
+use super::pos::Priorities;
 use super::races::Hb;
 use super::random::{pick, SPEC_PROB};
 use super::{Action, Chooser, Explorer, Stop};
@@ -343,7 +344,8 @@ impl Tree {
 }
 
 /// The DPOR chooser: follows the prefix of the schedule being
-/// re-entered, then chooses at random among the actions not asleep.
+/// re-entered, then chooses among the actions not asleep by
+/// partial-order-aware sampling ([`super::pos`]).
 #[derive(Debug)]
 pub struct DporChooser {
     tree: Tree,
@@ -365,6 +367,8 @@ pub struct DporChooser {
     /// Actions in a row up to the last, each chosen while another enabled
     /// action slept and each with its process's previous footprint.
     spin: usize,
+    /// The walk's priorities at new states ([`super::pos`]).
+    prio: Priorities,
     /// Choices at new states (stream `dpor/walk`).
     walk: Rng,
     /// Which backtrack choice is explored next (stream `dpor/pick`).
@@ -394,6 +398,7 @@ impl DporChooser {
             asleep: false,
             last_fp: Vec::new(),
             spin: 0,
+            prio: Priorities::default(),
             walk: streams.stream("dpor/walk"),
             draw: streams.stream("dpor/pick"),
             cap,
@@ -613,6 +618,7 @@ impl DporChooser {
         self.stop = None;
         (self.asleep, self.spin) = (false, 0);
         self.last_fp.clear();
+        self.prio.clear();
         self.fps.clear();
         true
     }
@@ -646,7 +652,7 @@ impl Chooser for DporChooser {
             self.stop = Some(Stop::Spinning);
             return 0;
         }
-        let a = awake[pick(&mut self.walk, SPEC_PROB, &awake)];
+        let a = self.prio.choose(&mut self.walk, &awake);
         let taken = enabled.iter().position(|x| *x == a).expect("chosen");
         let (parent, via) = self.path.last().copied().unwrap_or((NONE, 0));
         let list = self.tree.intern(enabled);
@@ -677,6 +683,15 @@ impl Chooser for DporChooser {
                 false
             }
         };
+        if self.fps.len() >= self.replay.len() {
+            let (fps, last) = (&self.tree.fps, &self.last_fp);
+            let next_of = |b| {
+                last.iter()
+                    .find(|(c, _)| *c == b)
+                    .map(|&(_, g)| &fps[g as usize])
+            };
+            self.prio.ran(&mut self.walk, a, &fps[f as usize], next_of);
+        }
         self.spin = if std::mem::take(&mut self.asleep) && repeated {
             self.spin + 1
         } else {
@@ -1003,7 +1018,9 @@ mod tests {
             leaves.push(here);
         }
         assert_eq!(leaves.len(), 23);
-        assert_eq!(&leaves[..3], &[0, 0, 0]);
+        // Depth-first order would leave the first schedule at depth 2 (its
+        // last two steps reordered).
+        assert_eq!(leaves[0], 0);
     }
 
     /// The tree frees finished subtrees: once the search is complete,

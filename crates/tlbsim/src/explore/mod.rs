@@ -29,7 +29,7 @@
 //! Rooms: [`driver`] (the explorer driver: what a choice does), [`schedule`]
 //! (actions, their printed form, replay), one file per search strategy
 //! ([`random`], [`pct`], [`exhaustive`], [`dpor`] with its dependence
-//! relation in [`footprint`]), and [`mod@check`] (the searches behind
+//! relation in [`footprint`] and its walk at new states in `pos`), and [`mod@check`] (the searches behind
 //! `tlbsim check`, their report).
 
 pub mod check;
@@ -38,6 +38,7 @@ pub mod driver;
 pub mod exhaustive;
 pub mod footprint;
 pub mod pct;
+mod pos;
 pub mod races;
 pub mod random;
 pub mod schedule;
