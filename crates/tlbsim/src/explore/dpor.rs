@@ -29,9 +29,9 @@
 //! their ancestors; finished subtrees are freed), and the next schedule
 //! leaves it at a backtrack choice drawn at random (stream `dpor/pick`),
 //! then chooses among the actions not asleep at every new state by
-//! partial-order-aware sampling ([`super::pos`], stream `dpor/walk`). Any order of
-//! backtrack choices and any choice at a new state keep the search
-//! complete; a random one spreads the schedules over the whole run,
+//! partial-order-aware sampling (`explore/pos.rs`, stream `dpor/walk`).
+//! Any order of backtrack choices and any choice at a new state keep the
+//! search complete; a random one spreads the schedules over the whole run,
 //! where depth-first order spends them near the end of the first
 //! schedule. When the tree holds [`MAX_TREE_NODES`] states the search
 //! takes the deepest backtrack choice of the last schedule instead
@@ -345,7 +345,7 @@ impl Tree {
 
 /// The DPOR chooser: follows the prefix of the schedule being
 /// re-entered, then chooses among the actions not asleep by
-/// partial-order-aware sampling ([`super::pos`]).
+/// partial-order-aware sampling (`explore/pos.rs`).
 #[derive(Debug)]
 pub struct DporChooser {
     tree: Tree,

@@ -30,8 +30,9 @@ impl Chooser for RandomChooser {
 
 /// A random choice among `cands` (non-empty): a speculative fill with
 /// probability `spec_prob` when one is offered (uniformly among them),
-/// else uniformly among the other actions. The random search's choice,
-/// also the DPOR search's at a new state.
+/// else uniformly among the other actions. The random search's choice;
+/// the DPOR search draws its backtrack choices with it and its fills at
+/// new states ([`super::pos`]).
 pub(super) fn pick(rng: &mut crate::engine::rng::Rng, spec_prob: f64, cands: &[Action]) -> usize {
     let plain: Vec<usize> = (0..cands.len())
         .filter(|&i| !matches!(cands[i], Action::Speculate(..)))

@@ -245,11 +245,11 @@ fn dpor(
 /// (each the invariant its entry declares, or another the schedule breaks
 /// first). Prints, per mutant, the seed, in how many schedules and how
 /// long. `TLBSIM_DPOR_SCHEDULES` sets the budget (default 50,000) and
-/// `TLBSIM_DPOR_SEED` the first seed, for measurements. About 2.5
-/// minutes of CPU, most of it arm64-skip-broadcast-v2-posted (seed 1
-/// misses it in 50,000 schedules, seed 2 finds it in about 36,000).
+/// `TLBSIM_DPOR_SEED` the first seed, for measurements. About 20 s of
+/// CPU, most of it arm64-skip-broadcast-v2-posted (seed 1 finds it in
+/// 3,017 schedules; docs/validation.md, "DPOR", gives seeds 1-8).
 #[test]
-#[ignore = "long: DPOR on every mutant (~2.5 min CPU); .ci/run runs it"]
+#[ignore = "long: DPOR on every mutant (~20 s CPU); .ci/run runs it"]
 fn dpor_finds_every_mutant_on_its_experiment() {
     let env = |k: &str, d: u64| {
         std::env::var(k)
