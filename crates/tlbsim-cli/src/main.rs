@@ -34,7 +34,7 @@ struct Cli {
 const BY_TASK: &str = "\
 Commands by task:
   cost          run, sweep, merge, plot, rerun, reproduce
-  correctness   check, litmus
+  correctness   check, litmus, bugs
   machines      profiles, policies, calibrate, validate-host, bench
   programs      record, replay
 
@@ -61,6 +61,9 @@ enum Cmd {
     /// its kinds.txt) on tlbsim's hardware model and compare each verdict
     /// with the architecture's.
     Litmus(cmd::litmus::Args),
+    /// Find Linux's own TLB bugs again: each catalogued bug's search on
+    /// the buggy kernel and on its fix.
+    Bugs(cmd::bugs::Args),
     /// List the built-in machine profiles, or print one as TOML.
     Profiles(cmd::profiles::Args),
     /// List the registered policies and workloads.
@@ -104,6 +107,7 @@ fn main() -> ExitCode {
         Cmd::Merge(a) => cmd::merge::run(a),
         Cmd::Check(a) => cmd::check::run(a),
         Cmd::Litmus(a) => cmd::litmus::run(a),
+        Cmd::Bugs(a) => cmd::bugs::run(a),
         Cmd::Profiles(a) => cmd::profiles::run(a),
         Cmd::Policies(a) => cmd::policies::run(a),
         Cmd::Reproduce(a) => cmd::reproduce::run(a),

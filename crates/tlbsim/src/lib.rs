@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
+pub mod bugs;
 pub mod check;
 pub mod config;
 pub mod driver;

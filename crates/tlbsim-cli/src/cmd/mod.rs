@@ -1,6 +1,7 @@
 //! One module per command: its `Args` (the clap definition) and its `run`.
 
 pub mod bench;
+pub mod bugs;
 pub mod calibrate;
 pub mod check;
 pub mod export_litmus;

@@ -5,6 +5,7 @@
 //! area; the long ones are `#[ignore]`d and `.ci/run` runs them by module.
 
 mod bounds;
+mod bugs;
 mod calibrate;
 mod cli;
 mod common;

@@ -151,10 +151,45 @@ pub enum Search {
 /// An experiment a [`Search`] runs.
 #[derive(Debug, Clone, Copy)]
 pub enum Source {
-    /// A file, relative to the repository root (`experiments/x.toml`).
-    File(&'static str),
+    /// A file of the repository (`experiments/x.toml`, relative to its
+    /// root) and its text, embedded when the library is built
+    /// ([`experiment_file!`](crate::experiment_file)), so a search runs
+    /// wherever the binary does.
+    File(&'static str, &'static str),
     /// The TOML text itself.
     Inline(&'static str),
+}
+
+impl Search {
+    /// The experiment the search runs.
+    pub fn experiment(&self) -> Source {
+        match *self {
+            Search::Explore { experiment, .. } | Search::Runs { experiment, .. } => experiment,
+        }
+    }
+}
+
+impl Source {
+    /// The name errors give (the file's path, or `inline.toml`) and the
+    /// TOML text.
+    pub fn text(&self) -> (&'static str, &'static str) {
+        match *self {
+            Source::File(path, text) => (path, text),
+            Source::Inline(text) => ("inline.toml", text),
+        }
+    }
+}
+
+/// `Source::File` for a file of the repository, its text embedded at
+/// build time: `experiment_file!("experiments/seed001-explore.toml")`.
+#[macro_export]
+macro_rules! experiment_file {
+    ($path:literal) => {
+        $crate::kernel::registry::Source::File(
+            $path,
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../", $path)),
+        )
+    };
 }
 
 /// An explorer strategy (`tlbsim check --strategy`).

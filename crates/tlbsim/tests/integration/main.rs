@@ -2,6 +2,7 @@
 //! explorer, the seeds' policies, x86, and the table-driven mutant test.
 //! Every test builds its experiment through [`common`].
 
+mod bugs;
 mod common;
 mod explore;
 mod filemap;

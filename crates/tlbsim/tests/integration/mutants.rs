@@ -7,13 +7,13 @@
 
 use super::common;
 use std::collections::BTreeMap;
+use tlbsim::bugs::search::run_search;
 use tlbsim::config::{parse_toml, Experiment};
-use tlbsim::driver::RunError;
 use tlbsim::explore::{check, CheckOptions, Finding, Strategy};
 use tlbsim::kernel::registry::{
     self, asid_allocators, find_allocator, find_policy, tlb_policies, Breaks, Search, Source,
 };
-use tlbsim::sim::{run, RunOptions, SimError};
+use tlbsim::sim::RunOptions;
 
 /// Which `[kernel]` key an entry is chosen by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,16 +23,12 @@ enum Kind {
 }
 
 fn source(s: &Search) -> Source {
-    match *s {
-        Search::Explore { experiment, .. } | Search::Runs { experiment, .. } => experiment,
-    }
+    s.experiment()
 }
 
 fn load(src: Source) -> Experiment {
-    match src {
-        Source::File(path) => common::file(path),
-        Source::Inline(text) => parse_toml("inline.toml", text).expect("valid inline experiment"),
-    }
+    let (name, text) = src.text();
+    parse_toml(name, text).expect("valid experiment")
 }
 
 fn with(e: &Experiment, kind: Kind, name: &str) -> Experiment {
@@ -47,43 +43,8 @@ fn with(e: &Experiment, kind: Kind, name: &str) -> Experiment {
 /// Runs `s` on `e`: the first violation (or deadlock), or `None` if it
 /// passes.
 fn search(e: &Experiment, s: &Search) -> Option<Finding> {
-    match *s {
-        Search::Explore {
-            strategy,
-            schedules,
-            seed,
-            max_actions,
-            ..
-        } => {
-            let strategy = match strategy {
-                registry::Strategy::Random => Strategy::Random,
-                registry::Strategy::Pct(d) => Strategy::Pct(d),
-                registry::Strategy::Exhaustive(b) => Strategy::Exhaustive(b),
-            };
-            let o = CheckOptions {
-                strategy,
-                schedules,
-                seed,
-                max_actions: max_actions as usize,
-                max_spin: tlbsim::explore::DEFAULT_MAX_SPIN,
-                speculation: 2,
-                cpus: None,
-            };
-            let r = check(e, &o).unwrap_or_else(|err| panic!("check: {err}"));
-            r.failure.map(|f| f.report)
-        }
-        Search::Runs { seeds, .. } => seeds.iter().find_map(|&seed| {
-            let o = RunOptions {
-                seed: Some(seed),
-                cpus: None,
-            };
-            match run(e, &o) {
-                Ok(_) => None,
-                Err(SimError::Run(RunError::Violation(v))) => Some(Finding::Violation(v)),
-                Err(other) => panic!("seed {seed}: {other}"),
-            }
-        }),
-    }
+    let r = run_search(e, s).unwrap_or_else(|err| panic!("search: {err}"));
+    r.failure.map(|(_, f)| f)
 }
 
 /// Every entry that declares what it breaks.

@@ -16,7 +16,7 @@ use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;
 use crate::kernel::policy::TlbPolicy;
-use crate::kernel::registry::{Allocators, Breaks, PolicyEntry, Search, Source, Strategy};
+use crate::kernel::registry::{Allocators, Breaks, PolicyEntry, Search, Strategy};
 use crate::kernel::tlbflush::FlushScope;
 use crate::kernel::Ctx;
 
@@ -86,7 +86,7 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
     breaks: Some(Breaks {
         invariant: Invariant::NoStaleWalk,
         search: Search::Explore {
-            experiment: Source::File("experiments/seed000-safety.toml"),
+            experiment: crate::experiment_file!("experiments/seed000-safety.toml"),
             strategy: Strategy::Random,
             schedules: 100,
             seed: 1,

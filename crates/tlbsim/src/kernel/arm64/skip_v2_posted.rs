@@ -7,7 +7,7 @@
 use super::skip_v2::SkipV2;
 use crate::observe::Invariant;
 use crate::config::Arch;
-use crate::kernel::registry::{Allocators, Breaks, PolicyEntry, Search, Source, Strategy};
+use crate::kernel::registry::{Allocators, Breaks, PolicyEntry, Search, Strategy};
 
 /// The posted re-check: `likely(atomic_read(..)) <= 1`.
 pub fn posted_recheck(nr_active_mm: i64) -> bool {
@@ -25,7 +25,7 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
     breaks: Some(Breaks {
         invariant: Invariant::NoStaleHold,
         search: Search::Explore {
-            experiment: Source::File("experiments/seed000-switch-race.toml"),
+            experiment: crate::experiment_file!("experiments/seed000-switch-race.toml"),
             // A rare race: PCT runs of 1,000 schedules at depths 3-5 and
             // seeds 1-6 find it in 3 of 18 (since arm64's __switch_to DSB
             // was modelled; seed 3 found it before); seed 4 does.

@@ -14,7 +14,7 @@ use crate::observe::Invariant;
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;
-use crate::kernel::registry::{Allocators, Breaks, PolicyEntry, Source};
+use crate::kernel::registry::{Allocators, Breaks, PolicyEntry};
 use crate::kernel::Ctx;
 
 /// v6.6 `arch_flush_tlb_batched_pending()`: `dsb(ish)`.
@@ -34,7 +34,7 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
     allocators: Allocators::OfArch,
     breaks: Some(Breaks {
         invariant: Invariant::NoStaleHold,
-        search: batch_search(Source::File("experiments/seed001-explore.toml")),
+        search: batch_search(crate::experiment_file!("experiments/seed001-explore.toml")),
     }),
     new: || Box::new(TlbBatch::with_pending(arch_flush_tlb_batched_pending)),
 };

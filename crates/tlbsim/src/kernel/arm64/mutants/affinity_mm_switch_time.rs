@@ -12,7 +12,7 @@ use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;
 use crate::kernel::arm64::cpumask_tracking::CpumaskTracking;
 use crate::kernel::policy::TlbPolicy;
-use crate::kernel::registry::{Allocators, Breaks, Feature, PolicyEntry, Search, Source, Strategy};
+use crate::kernel::registry::{Allocators, Breaks, Feature, PolicyEntry, Search, Strategy};
 use crate::kernel::Ctx;
 
 /// The mutant.
@@ -65,7 +65,7 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
     breaks: Some(Breaks {
         invariant: Invariant::NoStaleHold,
         search: Search::Explore {
-            experiment: Source::File("experiments/seed003-affinity-race.toml"),
+            experiment: crate::experiment_file!("experiments/seed003-affinity-race.toml"),
             strategy: Strategy::Random,
             schedules: 3_000,
             seed: 1,

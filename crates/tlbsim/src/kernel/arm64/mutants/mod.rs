@@ -2,7 +2,7 @@
 //! it breaks. Each entry names the invariant the checker finds it breaking
 //! and the search that finds it (tests/integration/mutants.rs runs them all).
 
-use crate::kernel::registry::{Search, Source, Strategy};
+use crate::kernel::registry::{Search, Strategy};
 
 crate::kernel::registry::entries! {
     /// Mutant arm64 TLB-flush policies.
@@ -27,7 +27,7 @@ crate::kernel::registry::entries! {
 /// `experiments/seed002-explore.toml` (2 CPUs, 2-bit ASIDs, about 10
 /// rollovers a run).
 pub const ALLOCATOR_SEARCH: Search = Search::Explore {
-    experiment: Source::File("experiments/seed002-explore.toml"),
+    experiment: crate::experiment_file!("experiments/seed002-explore.toml"),
     strategy: Strategy::Random,
     schedules: 2_000,
     seed: 1,

@@ -9,7 +9,7 @@ use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;
 use crate::kernel::arm64::tlbbatch::{batch_search, TlbBatch};
-use crate::kernel::registry::{Allocators, Breaks, PolicyEntry, Source};
+use crate::kernel::registry::{Allocators, Breaks, PolicyEntry};
 use crate::kernel::Ctx;
 
 /// The mutant's `arch_flush_tlb_batched_pending()`.
@@ -26,7 +26,7 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
     allocators: Allocators::OfArch,
     breaks: Some(Breaks {
         invariant: Invariant::NoStaleHold,
-        search: batch_search(Source::File("experiments/seed001-explore.toml")),
+        search: batch_search(crate::experiment_file!("experiments/seed001-explore.toml")),
     }),
     new: || Box::new(TlbBatch::with_pending(no_flush)),
 };

@@ -7,7 +7,7 @@ use crate::observe::Invariant;
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;
-use crate::kernel::registry::{Allocators, Breaks, Feature, PolicyEntry, Search, Source, Strategy};
+use crate::kernel::registry::{Allocators, Breaks, Feature, PolicyEntry, Search, Strategy};
 use crate::kernel::x86::tlb_gen::{Inner, Options, TlbGen, TlbGenFns};
 use crate::kernel::Ctx;
 
@@ -41,7 +41,7 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
     breaks: Some(Breaks {
         invariant: Invariant::NoStaleHold,
         search: Search::Explore {
-            experiment: Source::File("experiments/seed004-explore-switch.toml"),
+            experiment: crate::experiment_file!("experiments/seed004-explore-switch.toml"),
             strategy: Strategy::Random,
             schedules: 2_000,
             seed: 1,
