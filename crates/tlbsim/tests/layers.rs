@@ -37,8 +37,9 @@ const FLOORS: &[&[&str]] = &[
     &["sim"],
     // The explorer and its searches.
     &["explore"],
-    // What runs experiments as a whole: the litmus referee, reproduce.
-    &["litmus", "reproduce"],
+    // What runs experiments as a whole: the litmus referee, reproduce,
+    // the catalogue of Linux's TLB bugs.
+    &["litmus", "reproduce", "bugs"],
 ];
 
 /// The floor of top-level module `m`.

@@ -126,6 +126,7 @@ golden! {
     seed000_tcmalloc => "seed000-tcmalloc",
     seed000_victim => "seed000-victim",
     seed001_explore => "seed001-explore",
+    seed001_explore_x86 => "seed001-explore-x86",
     seed001_kswapd => "seed001-kswapd",
     seed001_migrate => "seed001-migrate",
     seed001_mremap => "seed001-mremap",

@@ -88,8 +88,26 @@ pub const ARM_ASID_SUSPENDED_ANIMATION: Bug = Bug {
     },
 };
 
+/// Linux 4.12 batched reclaim's flushes but an mprotect that found a PTE
+/// reclaim had cleared did not wait for its deferred flush.
+pub const MPROTECT_VS_RECLAIM: Bug = Bug {
+    id: "mprotect-vs-reclaim",
+    fix: "3ea277194daa",
+    subject: "mm, mprotect: flush TLB if potentially racing with a parallel reclaim leaving stale TLB entries",
+    introduced: Some("72b252aed506"),
+    versions: "v4.3 to v4.12",
+    arch: Arch::X86,
+    what: "reclaim clears a PTE and defers its flush; an mprotect on another CPU finds the PTE \
+           already clear, changes nothing and returns while that CPU still holds the translation",
+    kernels: Kernels::Policy {
+        buggy: "x86-lazy-legacy",
+        fixed: "x86-lazy-4.13",
+    },
+};
+
 /// Every entry, in the order `tlbsim bugs` prints them.
 pub const BUGS: &[Bug] = &[
+    MPROTECT_VS_RECLAIM,
     CVE_2018_18281,
     X86_LAZY_FREED_TABLES,
     ARM_ASID_SUSPENDED_ANIMATION,

@@ -16,6 +16,7 @@ crate::kernel::registry::entries! {
     /// The x86 TLB policies (historical kernels included).
     pub POLICIES: crate::kernel::registry::PolicyEntry = [
         legacy,
+        lazy_4_13,
         tlb_gen,
         pcid,
         invlpgb,
