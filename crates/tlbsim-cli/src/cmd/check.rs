@@ -38,7 +38,8 @@ pub struct Args {
     /// DPOR only: cut a schedule after this many actions in a row, each
     /// touching what its CPU's previous action touched, while another
     /// CPU's next action slept (spin loops waiting for a CPU the schedule
-    /// no longer runs; 1 to 10,000,000).
+    /// no longer runs); and at new states a CPU whose last this many
+    /// actions did so yields to the others (1 to 10,000,000).
     #[arg(long, default_value_t = DEFAULT_MAX_SPIN, value_parser = max_actions)]
     max_spin: usize,
     /// Speculative fills per schedule.

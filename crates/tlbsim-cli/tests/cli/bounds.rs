@@ -398,6 +398,7 @@ fn estimates_are_within_a_factor_of_two_of_the_published_runs() {
             "seed000-switch-race",
             "seed000-tcmalloc",
             "seed000-victim",
+            "seed001-explore-x86",
             "seed001-explore",
             "seed001-kswapd",
             "seed001-migrate",

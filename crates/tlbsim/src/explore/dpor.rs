@@ -398,7 +398,7 @@ impl DporChooser {
             asleep: false,
             last_fp: Vec::new(),
             spin: 0,
-            prio: Priorities::default(),
+            prio: Priorities::new(max_spin),
             walk: streams.stream("dpor/walk"),
             draw: streams.stream("dpor/pick"),
             cap,
@@ -690,7 +690,8 @@ impl Chooser for DporChooser {
                     .find(|(c, _)| *c == b)
                     .map(|&(_, g)| &fps[g as usize])
             };
-            self.prio.ran(&mut self.walk, a, &fps[f as usize], next_of);
+            self.prio
+                .ran(&mut self.walk, (a, repeated), &fps[f as usize], next_of);
         }
         self.spin = if std::mem::take(&mut self.asleep) && repeated {
             self.spin + 1

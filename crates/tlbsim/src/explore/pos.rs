@@ -31,15 +31,31 @@ use crate::engine::track::Footprint;
 use rand::Rng as _;
 
 /// The priorities of the processes offered so far in one schedule.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Priorities {
+    /// Per process: its priority and how many of its actions in a row
+    /// repeated the footprint before.
     of: Vec<(Action, u64)>,
+    repeats: Vec<(Action, usize)>,
+    /// Repeats in a row after which a process yields.
+    yield_after: usize,
 }
 
 impl Priorities {
+    /// Priorities under which a process yields after repeating its
+    /// footprint `yield_after` times in a row (`check --max-spin`).
+    pub(super) fn new(yield_after: usize) -> Self {
+        Priorities {
+            of: Vec::new(),
+            repeats: Vec::new(),
+            yield_after,
+        }
+    }
+
     /// Forgets every priority (a new schedule).
     pub(super) fn clear(&mut self) {
         self.of.clear();
+        self.repeats.clear();
     }
 
     /// `a`'s priority, drawn from `rng` when `a` is first offered.
@@ -47,7 +63,7 @@ impl Priorities {
         if let Some(&(_, p)) = self.of.iter().find(|(b, _)| *b == a) {
             return p;
         }
-        let p = rng.gen::<u64>();
+        let p = rng.gen::<u64>().max(1);
         self.of.push((a, p));
         p
     }
@@ -74,22 +90,44 @@ impl Priorities {
     /// `ran` has run with footprint `fp`: it and every process whose next
     /// action races with it (`next_of(b)`: the footprint estimated for
     /// `b`'s next action) draw new priorities, in the order they were
-    /// first offered.
+    /// first offered. If `ran` has now repeated its previous footprint
+    /// `yield_after` times in a row (`repeated`: this action did; a spin,
+    /// such as a loop reading a flag) it yields instead: its priority drops
+    /// below every drawn one until it does something else, as a fair
+    /// scheduler lets a spinning thread yield (Musuvathi and Qadeer, "Fair
+    /// stateless model checking", PLDI 2008). Without it a spinner that
+    /// redraws after each turn keeps running for as long as the process it
+    /// waits for has a low priority: a million turns at one in a thousand.
     pub(super) fn ran<'f>(
         &mut self,
         rng: &mut Rng,
-        ran: Action,
+        (ran, repeated): (Action, bool),
         fp: &Footprint,
         next_of: impl Fn(Action) -> Option<&'f Footprint>,
     ) {
+        let spins = match self.repeats.iter_mut().find(|(b, _)| *b == ran) {
+            Some((_, n)) => {
+                *n = if repeated { *n + 1 } else { 0 };
+                *n
+            }
+            None => {
+                self.repeats.push((ran, usize::from(repeated)));
+                usize::from(repeated)
+            }
+        };
         for (b, p) in &mut self.of {
+            if *b == ran && spins >= self.yield_after {
+                *p = 0;
+                continue;
+            }
             let races = *b == ran
                 || match next_of(*b) {
                     Some(f) => f.conflicts(fp),
                     None => super::footprint::footprint(b).conflicts(fp),
                 };
             if races {
-                *p = rng.gen::<u64>();
+                // Drawn priorities are at least 1: 0 is a yield.
+                *p = rng.gen::<u64>().max(1);
             }
         }
     }
@@ -121,13 +159,15 @@ mod tests {
             Action::Step(cpuid(1)),
             Action::Step(cpuid(2)),
         );
-        let mut pr = Priorities::default();
+        let mut pr = Priorities::new(1);
         pr.choose(&mut rng, &[a, b, c]);
         let before = |pr: &Priorities| [prio(pr, a), prio(pr, b), prio(pr, c)];
         let (f1, f2) = (fp(1), fp(2));
         let was = before(&pr);
         // b's next action writes what a wrote; c's does not.
-        pr.ran(&mut rng, a, &f1, |x| Some(if x == b { &f1 } else { &f2 }));
+        pr.ran(&mut rng, (a, false), &f1, |x| {
+            Some(if x == b { &f1 } else { &f2 })
+        });
         let now = before(&pr);
         assert_ne!(was[0], now[0]);
         assert_ne!(was[1], now[1]);
@@ -140,7 +180,7 @@ mod tests {
     fn the_lead_changes_only_by_a_redraw() {
         let mut rng = Streams::new(11).stream("t");
         let offered = [Action::Step(cpuid(0)), Action::Step(cpuid(1))];
-        let mut pr = Priorities::default();
+        let mut pr = Priorities::new(1);
         let (own, other) = (fp(1), fp(2));
         for _ in 0..200 {
             let a = pr.choose(&mut rng, &offered);
@@ -148,9 +188,23 @@ mod tests {
             assert_eq!(a, if p > q { offered[0] } else { offered[1] });
             let idle = offered[usize::from(a == offered[0])];
             let kept = prio(&pr, idle);
-            pr.ran(&mut rng, a, &own, |x| (x != a).then_some(&other));
+            pr.ran(&mut rng, (a, false), &own, |x| (x != a).then_some(&other));
             assert_eq!(prio(&pr, idle), kept);
         }
+    }
+
+    /// A process that repeats its footprint `yield_after` times in a row
+    /// yields to every other.
+    #[test]
+    fn a_spinning_process_yields() {
+        let mut rng = Streams::new(5).stream("t");
+        let offered = [Action::Step(cpuid(0)), Action::Step(cpuid(1))];
+        let mut pr = Priorities::new(1);
+        let a = pr.choose(&mut rng, &offered);
+        let other = fp(2);
+        pr.ran(&mut rng, (a, true), &fp(1), |x| (x != a).then_some(&other));
+        assert_ne!(pr.choose(&mut rng, &offered), a);
+        assert_eq!(prio(&pr, a), 0);
     }
 
     /// Every offered process leads at some seed, and a fill is chosen
@@ -165,7 +219,7 @@ mod tests {
         let mut seen = std::collections::BTreeMap::new();
         for seed in 0..2000 {
             let mut rng = Streams::new(seed).stream("t");
-            let a = Priorities::default().choose(&mut rng, &offered);
+            let a = Priorities::new(1).choose(&mut rng, &offered);
             *seen.entry(a).or_insert(0) += 1;
         }
         assert!(
