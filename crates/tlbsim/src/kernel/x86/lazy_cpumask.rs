@@ -16,9 +16,21 @@
 //! - 83b0177a6c48 ("x86/mm: Fix SMP ordering in switch_mm_irqs_off()",
 //!   6.18, and 6.17 stable): an `smp_mb()` where the bit was already set,
 //!   so that the `tlb_gen` read is ordered after the `loaded_mm` store.
-//!   The model's data memory is sequentially consistent, so the kernels
-//!   of 6.13-6.17 without that barrier behave as this one here: they are
-//!   not a separate policy.
+//!   The model's data memory is sequentially consistent, so the barrier
+//!   changes nothing here (CVE-2025-40174 needs a weak memory model).
+//!
+//! **Which kernels this is.** Its `switch_mm_irqs_off()` writes
+//! `loaded_mm` in the step that reads `tlb_gen`, before `load_cr3()`, so
+//! the window of CVE-2025-37964 (fixed by fea4e317f9e7, "x86/mm: Eliminate
+//! window where TLB flushes may be inadvertently skipped") never opens:
+//! there `should_flush_tlb()` skipped a CPU between its CR3 write and its
+//! `loaded_mm` store. It is therefore the *fixed* kernel: 6.15 and later,
+//! 6.14.7+, 6.12.29+, 6.6.91+, 6.1.139+, 5.15.183+ (with the lazy mask
+//! backported to the stable kernels). The kernels that shipped the bug
+//! (6.14 to 6.14.6; 6.13.4 and later 6.13; 6.12.16-6.12.28, 6.6.79-6.6.90,
+//! 6.1.129-6.1.138, 5.15.179-5.15.182, per the CVE record) are not
+//! modelled yet (issue 37: a historical policy whose switch stores
+//! `loaded_mm` after `load_cr3()` as theirs did).
 //!
 //! The hooks are [`TlbGenFns::lazy_mm_cpumask`] and
 //! [`TlbGenFns::set_cpumask_then_read_gen`]; the rest is `x86-tlb-gen`.
@@ -63,7 +75,7 @@ impl TlbGenFns for LazyCpumask {
 /// The registry entry of `x86-lazy-cpumask`.
 pub const ENTRY: PolicyEntry = PolicyEntry {
     name: "x86-lazy-cpumask",
-    description: "x86-tlb-gen with Linux 6.13+'s lazy mm_cpumask: CPUs leave an mm's mask at its next flush IPI, trimmed once a second",
+    description: "x86-tlb-gen with Linux 6.13+'s lazy mm_cpumask (as fixed for CVE-2025-37964: 6.15+, 6.14.7+): CPUs leave an mm's mask at its next flush IPI, trimmed once a second",
     arch: Arch::X86,
     requires: &[],
     allocators: Allocators::PicksOwnTags,
