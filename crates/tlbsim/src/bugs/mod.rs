@@ -90,23 +90,26 @@ impl Bug {
     /// the fixed kernel.
     pub fn experiment(&self, search: &Search, fixed: bool) -> Result<Experiment, String> {
         let (name, text) = search.experiment().text();
-        let set = |v: &str| crate::config::patch::apply_sets(text, &[v.to_string()]);
-        let mut e: Experiment = match self.kernels {
-            Kernels::Setting {
-                buggy, fixed: f, ..
-            } => return set(if fixed { f } else { buggy }).map_err(|m| format!("{name}: {m}")),
-            _ => crate::config::parse_toml(name, text).map_err(|m| m.to_string())?,
+        let side = |buggy: &'static str, f: &'static str| if fixed { f } else { buggy };
+        let parse = || -> Result<Experiment, String> {
+            crate::config::parse_toml(name, text).map_err(|m| m.to_string())
         };
         match self.kernels {
+            Kernels::Setting {
+                buggy, fixed: f, ..
+            } => crate::config::patch::apply_sets(text, &[side(buggy, f).to_string()])
+                .map_err(|m| format!("{name}: {m}")),
             Kernels::Policy { buggy, fixed: f } => {
-                e.kernel.tlb_policy = (if fixed { f } else { buggy }).into()
+                let mut e = parse()?;
+                e.kernel.tlb_policy = side(buggy, f).into();
+                Ok(e)
             }
             Kernels::Allocator { buggy, fixed: f } => {
-                e.kernel.asid_allocator = (if fixed { f } else { buggy }).into()
+                let mut e = parse()?;
+                e.kernel.asid_allocator = side(buggy, f).into();
+                Ok(e)
             }
-            Kernels::Setting { .. } => unreachable!("returned above"),
         }
-        Ok(e)
     }
 
     /// What selects the buggy and the fixed kernel, for printing

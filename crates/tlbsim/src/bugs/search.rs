@@ -30,41 +30,34 @@ impl Searched {
     }
 }
 
-/// The explorer's options for a registry search (2 speculative walks per
-/// step, the default, and the default spin cut).
-pub fn check_options(s: &Search) -> Option<CheckOptions> {
-    let Search::Explore {
-        strategy,
-        schedules,
-        seed,
-        max_actions,
-        ..
-    } = *s
-    else {
-        return None;
-    };
-    let strategy = match strategy {
-        registry::Strategy::Random => Strategy::Random,
-        registry::Strategy::Pct(d) => Strategy::Pct(d),
-        registry::Strategy::Exhaustive(b) => Strategy::Exhaustive(b),
-    };
-    Some(CheckOptions {
-        strategy,
-        schedules,
-        seed,
-        max_actions: usize::try_from(max_actions).unwrap_or(usize::MAX),
-        max_spin: crate::explore::DEFAULT_MAX_SPIN,
-        speculation: 2,
-        cpus: None,
-    })
-}
-
 /// Runs `s` on `e` (which must be `s`'s experiment, possibly with another
-/// kernel): the first violation or deadlock, or a pass.
+/// kernel): the first violation or deadlock, or a pass. The explorer runs
+/// with 2 speculative walks per step (the default) and the default spin
+/// cut.
 pub fn run_search(e: &Experiment, s: &Search) -> Result<Searched, SimError> {
     let t0 = std::time::Instant::now();
-    let mut out = match (*s, check_options(s)) {
-        (_, Some(o)) => {
+    let mut out = match *s {
+        Search::Explore {
+            strategy,
+            schedules,
+            seed,
+            max_actions,
+            ..
+        } => {
+            let strategy = match strategy {
+                registry::Strategy::Random => Strategy::Random,
+                registry::Strategy::Pct(d) => Strategy::Pct(d),
+                registry::Strategy::Exhaustive(b) => Strategy::Exhaustive(b),
+            };
+            let o = CheckOptions {
+                strategy,
+                schedules,
+                seed,
+                max_actions: usize::try_from(max_actions).unwrap_or(usize::MAX),
+                max_spin: crate::explore::DEFAULT_MAX_SPIN,
+                speculation: 2,
+                cpus: None,
+            };
             let r = check(e, &o)?;
             Searched {
                 failure: r.failure.map(|f| (f.index, f.report)),
@@ -73,32 +66,34 @@ pub fn run_search(e: &Experiment, s: &Search) -> Result<Searched, SimError> {
                 host_s: 0.0,
             }
         }
-        (Search::Runs { seeds, .. }, None) => {
-            let mut out = Searched {
-                failure: None,
-                runs: 0,
-                complete: false,
-                host_s: 0.0,
-            };
-            for (i, &seed) in seeds.iter().enumerate() {
-                let o = RunOptions {
-                    seed: Some(seed),
-                    cpus: None,
-                };
-                out.runs += 1;
-                match run(e, &o) {
-                    Ok(_) => {}
-                    Err(SimError::Run(RunError::Violation(v))) => {
-                        out.failure = Some((i as u64, Finding::Violation(v)));
-                        break;
-                    }
-                    Err(other) => return Err(other),
-                }
-            }
-            out
-        }
-        (Search::Explore { .. }, None) => unreachable!("an explorer search has options"),
+        Search::Runs { seeds, .. } => timing_runs(e, seeds)?,
     };
     out.host_s = t0.elapsed().as_secs_f64();
+    Ok(out)
+}
+
+/// `tlbsim run` at each of `seeds` until one breaks an invariant.
+fn timing_runs(e: &Experiment, seeds: &[u64]) -> Result<Searched, SimError> {
+    let mut out = Searched {
+        failure: None,
+        runs: 0,
+        complete: false,
+        host_s: 0.0,
+    };
+    for (i, &seed) in seeds.iter().enumerate() {
+        let o = RunOptions {
+            seed: Some(seed),
+            cpus: None,
+        };
+        out.runs += 1;
+        match run(e, &o) {
+            Ok(_) => {}
+            Err(SimError::Run(RunError::Violation(v))) => {
+                out.failure = Some((i as u64, Finding::Violation(v)));
+                break;
+            }
+            Err(other) => return Err(other),
+        }
+    }
     Ok(out)
 }
