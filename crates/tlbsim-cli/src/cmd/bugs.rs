@@ -145,6 +145,7 @@ fn strategy_name(s: Strategy) -> String {
         Strategy::Random => "random".into(),
         Strategy::Pct(d) => format!("pct-{d}"),
         Strategy::Exhaustive(b) => format!("exhaustive (bound {b})"),
+        Strategy::Dpor => "dpor".into(),
     }
 }
 

@@ -105,6 +105,126 @@ pub const MPROTECT_VS_RECLAIM: Bug = Bug {
     },
 };
 
+/// x86's lazy `mm_cpumask` skipped a CPU between its CR3 write and its
+/// `loaded_mm` store.
+pub const CVE_2025_37964: Bug = Bug {
+    id: "CVE-2025-37964",
+    fix: "fea4e317f9e7",
+    subject: "x86/mm: Eliminate window where TLB flushes may be inadvertently skipped",
+    introduced: Some("6db2526c1d69"),
+    versions: "v6.14 to v6.14.6, v6.13.4+, v6.12.16-v6.12.28, v6.6.79-v6.6.90, v6.1.129-v6.1.138, v5.15.179-v5.15.182",
+    arch: Arch::X86,
+    what: "should_flush_tlb() skips a CPU whose loaded_mm is LOADED_MM_SWITCHING: a CPU that read \
+           the old tlb_gen and kept its PCID's entries gets no flush for an mprotect in between",
+    kernels: Kernels::Policy {
+        buggy: "x86-lazy-cpumask-6.14",
+        fixed: "x86-lazy-cpumask",
+    },
+};
+
+/// Before 4.13 a `MADV_DONTNEED` that found the PTEs another thread's
+/// gather had cleared returned before that gather's flush.
+pub const MADV_DONTNEED_NESTED: Bug = Bug {
+    id: "madv-dontneed-nested",
+    fix: "99baac21e458",
+    subject: "mm: fix MADV_[FREE|DONTNEED] TLB flush miss problem",
+    introduced: None,
+    versions: "every kernel before v4.13 whose MADV_DONTNEED runs under mmap_sem for reading",
+    arch: Arch::X86,
+    what: "two threads MADV_DONTNEED one page: the second finds the PTE clear, gathers nothing, \
+           flushes nothing and returns while the first's flush has not reached every CPU",
+    kernels: Kernels::Setting {
+        buggy: "kernel.gather_ignores_nested=true",
+        fixed: "kernel.gather_ignores_nested=false",
+        breaks: Breaks {
+            invariant: Invariant::NoStaleHold,
+            search: Search::Explore {
+                experiment: crate::experiment_file!("experiments/bugs/madv-dontneed-nested.toml"),
+                strategy: Strategy::Dpor,
+                schedules: 5_000,
+                seed: 1,
+                max_actions: 200_000,
+            },
+        },
+    },
+};
+
+/// arm64's ASID fast path `xchg`ed its ASID over the 0 a concurrent
+/// rollover had written (found by the allocator's TLA+ model).
+pub const ARM64_ASID_XCHG: Bug = Bug {
+    id: "arm64-asid-xchg-over-0",
+    fix: "a8ffaaa060b8",
+    subject: "arm64: asid: Do not replace active_asids if already 0",
+    introduced: Some("5aec715d7d31"),
+    versions: "v4.5 to v4.14",
+    arch: Arch::Arm64,
+    what: "a CPU that checked the generation before a rollover xchg()s its old-generation ASID \
+           over the rollover's 0; a second rollover reserves it, and two mms share one ASID",
+    kernels: Kernels::Allocator {
+        buggy: "arm64-asid-reserved-4.14",
+        fixed: "arm64-asid-reserved",
+    },
+};
+
+/// arm64 3.18 freed a single-user mm's page tables before invalidating
+/// the walk caches that pointed at them.
+pub const ARM64_TABLE_FREE_SINGLE_USER: Bug = Bug {
+    id: "arm64-table-free-single-user",
+    fix: "285994a62c80",
+    subject: "arm64: Invalidate the TLB corresponding to intermediate page table levels",
+    introduced: Some("5e5f6dc10546"),
+    versions: "v3.18 to v3.19",
+    arch: Arch::Arm64,
+    what: "with fewer than two mm users tlb_remove_table() frees a page-table page at once, \
+           before tlb_finish_mmu() invalidates: the CPU's walk cache still points at it",
+    kernels: Kernels::Setting {
+        buggy: "kernel.pgtable_free_tlbi=\"gather-all-levels\"",
+        fixed: "kernel.pgtable_free_tlbi=\"sync-per-table\"",
+        breaks: Breaks {
+            invariant: Invariant::NoStaleWalk,
+            search: Search::Explore {
+                experiment: crate::experiment_file!(
+                    "experiments/bugs/arm64-table-free-single-user.toml"
+                ),
+                strategy: Strategy::Random,
+                schedules: 2_000,
+                seed: 1,
+                max_actions: 200_000,
+            },
+        },
+    },
+};
+
+/// Before 4.19 `tlb_remove_table()` freed a single-user mm's page table
+/// before the gather's flush; on x86 4.14-4.18 with `CONFIG_PARAVIRT`
+/// nothing had invalidated the paging-structure caches by then.
+pub const X86_TABLE_FREE_SINGLE_USER: Bug = Bug {
+    id: "x86-table-free-single-user",
+    fix: "a6f572084fbe",
+    subject: "mm/tlb: Remove tlb_remove_table() non-concurrent condition",
+    introduced: Some("267239116987"),
+    versions: "x86 v4.14 to v4.18 built with CONFIG_PARAVIRT (RCU table freeing, 48a8b97cfd80)",
+    arch: Arch::X86,
+    what: "with fewer than two mm users tlb_remove_table() frees a page-table page at once, \
+           before tlb_finish_mmu()'s flush: the CPU's paging-structure cache still points at it",
+    kernels: Kernels::Setting {
+        buggy: "kernel.table_free_single_user_at_once=true",
+        fixed: "kernel.table_free_single_user_at_once=false",
+        breaks: Breaks {
+            invariant: Invariant::NoStaleWalk,
+            search: Search::Explore {
+                experiment: crate::experiment_file!(
+                    "experiments/bugs/x86-table-free-single-user.toml"
+                ),
+                strategy: Strategy::Random,
+                schedules: 2_000,
+                seed: 1,
+                max_actions: 200_000,
+            },
+        },
+    },
+};
+
 /// Every entry, in the order `tlbsim bugs` prints them.
 pub const BUGS: &[Bug] = &[
     MPROTECT_VS_RECLAIM,
@@ -112,4 +232,9 @@ pub const BUGS: &[Bug] = &[
     X86_LAZY_FREED_TABLES,
     ARM_ASID_SUSPENDED_ANIMATION,
     ARM64_BATCHED_PENDING,
+    CVE_2025_37964,
+    MADV_DONTNEED_NESTED,
+    ARM64_ASID_XCHG,
+    ARM64_TABLE_FREE_SINGLE_USER,
+    X86_TABLE_FREE_SINGLE_USER,
 ];

@@ -183,6 +183,7 @@ pub fn select(only: Option<&str>) -> Vec<&'static Bug> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::registry::Source;
 
     fn hex12(s: &str) -> bool {
         s.len() == 12
@@ -223,6 +224,35 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Every experiment file under `experiments/bugs/` is some entry's
+    /// search, embedded from the path it names.
+    #[test]
+    fn every_bug_experiment_file_is_searched() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../experiments/bugs");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .expect("experiments/bugs")
+            .map(|e| {
+                format!(
+                    "experiments/bugs/{}",
+                    e.unwrap().file_name().to_string_lossy()
+                )
+            })
+            .collect();
+        files.sort();
+        let mut used: Vec<String> = catalogue::BUGS
+            .iter()
+            .filter_map(|b| match b.breaks().ok()?.search.experiment() {
+                Source::File(path, _) if path.starts_with("experiments/bugs/") => {
+                    Some(path.to_string())
+                }
+                _ => None,
+            })
+            .collect();
+        used.sort();
+        used.dedup();
+        assert_eq!(files, used, "a file in experiments/bugs/ no entry searches");
     }
 
     /// `--only` matches an id, a fix commit's prefix or the buggy kernel.

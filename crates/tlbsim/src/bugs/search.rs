@@ -48,6 +48,7 @@ pub fn run_search(e: &Experiment, s: &Search) -> Result<Searched, SimError> {
                 registry::Strategy::Random => Strategy::Random,
                 registry::Strategy::Pct(d) => Strategy::Pct(d),
                 registry::Strategy::Exhaustive(b) => Strategy::Exhaustive(b),
+                registry::Strategy::Dpor => Strategy::Dpor,
             };
             let o = CheckOptions {
                 strategy,

@@ -143,6 +143,29 @@ pub struct KernelConfig {
     /// 50c150f26261 for 4.19). Off: the flush covers only cleared PTEs.
     #[serde(default)]
     pub zap_flush_always: bool,
+    /// `tlb_gather_mmu()` does not count the gather in
+    /// `mm->tlb_flush_pending` and `tlb_finish_mmu()` never checks
+    /// `mm_tlb_flush_nested()`: Linux before 4.13 (99baac21e458, "mm: fix
+    /// MADV_[FREE|DONTNEED] TLB flush miss problem"). A `MADV_DONTNEED`
+    /// that finds the PTEs another's gather already cleared flushes nothing
+    /// and returns while that gather's flush is still to come. `false`
+    /// (4.13+): a nested gather flushes the whole mm. Left out of the JSON
+    /// when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gather_ignores_nested: bool,
+    /// `tlb_remove_table()` frees a page-table page at once, before the
+    /// gather's flush, when the mm has fewer than two users (`if
+    /// (atomic_read(&tlb->mm->mm_users) < 2) { __tlb_remove_table(table);
+    /// return; }`: no other thread to race with), as every kernel with
+    /// `HAVE_RCU_TABLE_FREE` did before a6f572084fbe ("mm/tlb: Remove
+    /// tlb_remove_table() non-concurrent condition", 4.19): arm64 from
+    /// 3.18 (safe from 4.0 on, whose `__flush_tlb_pgtable()` invalidated
+    /// each table first: `pgtable_free_tlbi = "sync-per-table"`) and x86
+    /// 4.14-4.18 built with `CONFIG_PARAVIRT` (48a8b97cfd80). The CPU's own
+    /// walk caches, and lazy CPUs', may still point at the table. Left out
+    /// of the JSON when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub table_free_single_user_at_once: bool,
     /// Transparent huge pages (`/sys/kernel/mm/transparent_hugepage/enabled`):
     /// `"always"` backs anonymous memory with 2 MiB pages where a write
     /// fault finds a whole aligned 2 MiB of the VMA without a PTE table;
@@ -210,12 +233,14 @@ pub struct KernelConfig {
     /// (`free_pgtables()`). `"deferred"` (default, Linux 4.20+, Will
     /// Deacon's "arm64: tlb: Avoid synchronous TLBIs when freeing page
     /// tables"): the gather notes `freed_tables` and its one `tlb_flush()`
-    /// at the end invalidates all levels. `"sync-per-table"` (Linux 3.x-4.19,
+    /// at the end invalidates all levels. `"sync-per-table"` (Linux 4.0-4.19,
     /// RHEL 8's 4.18): `__pte_free_tlb()`/`__pmd_free_tlb()` each issue
     /// `__flush_tlb_pgtable()` (`TLBI VAE1IS` at the table's address, then
     /// `DSB ISH`) as they free the table, and `tlb_flush()` is last-level
-    /// only and does nothing for a full-mm teardown. arm64 only. Left out of
-    /// the JSON when `"deferred"`.
+    /// only and does nothing for a full-mm teardown.
+    /// `"gather-all-levels"` (3.18-3.19): nothing per table, all levels at
+    /// the end ([`PgtableFreeTlbi::GatherAllLevels`]). arm64 only. Left out
+    /// of the JSON when `"deferred"`.
     #[serde(default, skip_serializing_if = "PgtableFreeTlbi::is_deferred")]
     pub pgtable_free_tlbi: PgtableFreeTlbi,
     /// arm64 `flush_tlb_fix_spurious_fault()` is the generic
@@ -327,9 +352,17 @@ pub enum PgtableFreeTlbi {
     /// Linux 4.20+: once, in the gather's `tlb_flush()` (non-last-level).
     #[default]
     Deferred,
-    /// Linux 3.x-4.19: a synchronous `TLBI VAE1IS; DSB ISH` per freed
-    /// table page (`__flush_tlb_pgtable()`).
+    /// Linux 4.0-4.19: a synchronous `TLBI VAE1IS; DSB ISH` per freed
+    /// table page (`__flush_tlb_pgtable()`, 285994a62c80).
     SyncPerTable,
+    /// Linux 3.18-3.19 (5e5f6dc10546 "arm64: mm: enable HAVE_RCU_TABLE_FREE
+    /// logic" until 285994a62c80 "arm64: Invalidate the TLB corresponding
+    /// to intermediate page table levels"): no TLBI per table; the gather's
+    /// `tlb_flush()` invalidates all levels of its range (3.18's
+    /// `flush_tlb_range()` is `TLBI VAE1IS`) and the whole ASID for a
+    /// full-mm teardown. Safe unless a table is freed before that flush
+    /// (`[kernel] table_free_single_user_at_once`, which 3.18 had).
+    GatherAllLevels,
 }
 
 impl PgtableFreeTlbi {
@@ -455,6 +488,8 @@ impl Default for KernelConfig {
             kpti: false,
             mmap_lock_readers_sleep: false,
             zap_flush_always: false,
+            gather_ignores_nested: false,
+            table_free_single_user_at_once: false,
             thp: Thp::Never,
             thp_huge_zero_page: ThpZeroPage::Off,
             switch_to_dsb: true,

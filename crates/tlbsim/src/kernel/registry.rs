@@ -201,6 +201,8 @@ pub enum Strategy {
     Pct(u32),
     /// Delay-bounded exhaustive search with this bound.
     Exhaustive(u32),
+    /// DPOR (no preemption bound; its walk at new states is POS).
+    Dpor,
 }
 
 /// What a mutant or a historical bug breaks, and where the checker sees it.

@@ -58,6 +58,15 @@ pub trait ContextFns: std::fmt::Debug {
         check_update_reserved_asid(st, old, new)
     }
 
+    /// Does the fast path try to publish only when the `active_asids` slot
+    /// it read was non-zero? Since a8ffaaa060b8 ("arm64: asid: Do not
+    /// replace active_asids if already 0", 4.15) a slot a rollover zeroed
+    /// sends the switch to the slow path untouched; before, the fast path
+    /// read no slot and its `xchg` found the 0 only after replacing it.
+    fn fast_path_checks_active(&self) -> bool {
+        true
+    }
+
     /// `atomic64_cmpxchg_relaxed(&active_asids[cpu], old, new)`, true when
     /// it swapped: publishes the ASID unless a rollover changed the slot.
     fn cmpxchg_active_asid(&self, slot: &mut u64, old: u64, new: u64) -> bool {
@@ -306,7 +315,7 @@ impl AsidAllocator for ReservedAsid {
                 })
                 .await;
             let mut fast = false;
-            if old != 0 && same_gen(id, gen) {
+            if (old != 0 || !self.fns.fast_path_checks_active()) && same_gen(id, gen) {
                 // atomic64_cmpxchg_relaxed(this_cpu_ptr(&active_asids), old, asid)
                 fast = ctx
                     .cmpxchg(|| {

@@ -12,6 +12,7 @@ use super::pgtable::{
     set_swp_entry, swp_entries,
 };
 use super::tlbbatch::flush_tlb_batched_pending;
+use crate::config::PgtableFreeTlbi;
 use crate::hw::mem::{Granule, Pfn, SwpEntry, TableId};
 use crate::hw::tlb::MmId;
 use crate::kernel::tlbflush::{flush_tlb_mm, flush_tlb_range};
@@ -40,9 +41,12 @@ pub struct MmuGather {
 }
 
 impl MmuGather {
-    /// `tlb_gather_mmu()`: counts this gather in `mm->tlb_flush_pending`.
+    /// `tlb_gather_mmu()`: counts this gather in `mm->tlb_flush_pending`
+    /// (since 4.13; not with `[kernel] gather_ignores_nested`).
     pub async fn begin(ctx: &Ctx, mm: MmId, fullmm: bool) -> Self {
-        inc_tlb_flush_pending(ctx, mm).await;
+        if !ctx.w.kcfg.gather_ignores_nested {
+            inc_tlb_flush_pending(ctx, mm).await;
+        }
         Self {
             g: ctx.w.granule,
             mm,
@@ -129,25 +133,52 @@ impl MmuGather {
 
     /// `free_pgtables()` over `[floor, ceiling)`: detaches empty tables; they
     /// are freed after the flush. With `[kernel] pgtable_free_tlbi =
-    /// "sync-per-table"` (arm64 before 4.20) each table's walk-cache entries
-    /// are invalidated at once instead (`__flush_tlb_pgtable()`).
+    /// "sync-per-table"` (arm64 4.0-4.19) each table's walk-cache entries
+    /// are invalidated at once instead (`__flush_tlb_pgtable()`); with
+    /// `table_free_single_user_at_once` a single-user mm's table is freed
+    /// at once (`tlb_remove_table()` before 4.19).
     pub async fn free_pgtables(&mut self, ctx: &Ctx, floor: u64, ceiling: u64) {
         let _f = ctx.func(crate::label!("free_pgtables"));
         let detached = detach_empty_tables(&ctx.w, self.mm, floor, ceiling);
         ctx.work(ctx.w.profile.kernel.pte_update_ns * detached.len() as u64)
             .await;
-        let sync = !ctx.w.kcfg.pgtable_free_tlbi.is_deferred();
+        let kcfg = &ctx.w.kcfg;
         for (t, va) in detached {
-            self.tables.push(t);
             // pte_free_tlb(): __tlb_adjust_range(tlb, address, PAGE_SIZE)
             // in every version (4.18's last-level tlb_flush() covers it).
             self.add_range(va, va + self.g.page_size());
-            if sync {
+            if kcfg.pgtable_free_tlbi == PgtableFreeTlbi::SyncPerTable {
                 self.__flush_tlb_pgtable(ctx, va).await;
             } else {
                 self.freed_tables = true;
             }
+            // tlb_remove_table(): "if (atomic_read(&tlb->mm->mm_users) < 2)
+            // { __tlb_remove_table(table); return; }" (before 4.19).
+            if kcfg.table_free_single_user_at_once && ctx.w.k.borrow().mms[self.mm].users < 2 {
+                self.free_table(ctx, t);
+            } else {
+                self.tables.push(t);
+            }
         }
+    }
+
+    /// Frees page-table page `t` (after an RCU grace period if the policy
+    /// frees tables by RCU).
+    fn free_table(&self, ctx: &Ctx, t: TableId) {
+        let w = &ctx.w;
+        if w.policy.rcu_table_free() {
+            w.rcu_free_table(self.mm, t);
+            return;
+        }
+        let instance = w.hw.page_tables().table(t).instance;
+        w.hw.page_tables_mut().free_table(t);
+        w.stats.borrow_mut().tables_freed += 1;
+        w.emit(Event::TableFree {
+            cpu: ctx.cpu(),
+            mm: self.mm,
+            table: t,
+            instance,
+        });
     }
 
     /// `__pte_free_tlb()` → `__flush_tlb_pgtable(tlb->mm, addr)` of arm64
@@ -169,9 +200,10 @@ impl MmuGather {
     pub async fn finish(mut self, ctx: &Ctx) {
         let _f = ctx.func(crate::label!("tlb_finish_mmu"));
         let w = &ctx.w;
+        let counted = !w.kcfg.gather_ignores_nested;
         let nested = || w.k.borrow().mms[self.mm].tlb_flush_pending > 1;
-        let nested = ctx.atomic_read(nested).await;
-        if w.kcfg.pgtable_free_tlbi.is_deferred() {
+        let nested = counted && ctx.atomic_read(nested).await;
+        if w.kcfg.pgtable_free_tlbi != PgtableFreeTlbi::SyncPerTable {
             if nested {
                 // mm_tlb_flush_nested(): another gather may have cleared
                 // PTEs we found none; like tlb_finish_mmu(), flush the
@@ -187,20 +219,8 @@ impl MmuGather {
         }
         let cpu = ctx.cpu();
         // tlb_flush_mmu_free(): page-table pages, then pages.
-        for t in self.tables.drain(..) {
-            if w.policy.rcu_table_free() {
-                w.rcu_free_table(self.mm, t);
-                continue;
-            }
-            let instance = w.hw.page_tables().table(t).instance;
-            w.hw.page_tables_mut().free_table(t);
-            w.stats.borrow_mut().tables_freed += 1;
-            w.emit(Event::TableFree {
-                cpu,
-                mm: self.mm,
-                table: t,
-                instance,
-            });
+        for t in std::mem::take(&mut self.tables) {
+            self.free_table(ctx, t);
         }
         for (f, va) in std::mem::take(&mut self.frames) {
             w.put_frame(cpu, f, self.mm, va);
@@ -209,7 +229,9 @@ impl MmuGather {
         for (f, va) in std::mem::take(&mut self.huge) {
             w.put_huge(cpu, f, self.mm, va);
         }
-        dec_tlb_flush_pending(ctx, self.mm).await;
+        if counted {
+            dec_tlb_flush_pending(ctx, self.mm).await;
+        }
     }
 
     /// arm64 `tlb_flush()` (Linux 4.20+; x86's `flush_tlb_mm_range()`
@@ -220,8 +242,9 @@ impl MmuGather {
         if self.end <= self.start {
             return;
         }
+        let all_levels = ctx.w.kcfg.pgtable_free_tlbi == PgtableFreeTlbi::GatherAllLevels;
         if self.fullmm {
-            if self.freed_tables {
+            if self.freed_tables || all_levels {
                 flush_tlb_mm(ctx, self.mm).await;
             }
             return;
@@ -233,7 +256,7 @@ impl MmuGather {
         } else {
             self.g.page_size()
         };
-        let last_level = !self.freed_tables;
+        let last_level = !self.freed_tables && !all_levels;
         flush_tlb_range(ctx, self.mm, self.start, self.end, stride, last_level).await;
     }
 

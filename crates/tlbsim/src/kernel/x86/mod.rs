@@ -22,6 +22,7 @@ crate::kernel::registry::entries! {
         invlpgb,
         tlb_gen_before_b956575,
         lazy_cpumask,
+        lazy_cpumask_6_14,
     ];
 }
 

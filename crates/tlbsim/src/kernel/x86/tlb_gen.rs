@@ -185,6 +185,36 @@ impl Inner {
         (a as Asid, true)
     }
 
+    /// `switch_mm_irqs_off()` when `prev == next` (`n`, loaded under
+    /// `prev_asid`): a CPU leaving lazy mode, or moving to the mm's global
+    /// ASID, rejoins the mask and checks its TLB's freshness. The (asid,
+    /// need_flush, tlb_gen) to load, or `None` when the TLB is fresh.
+    async fn revalidate(
+        &self,
+        ctx: &Ctx,
+        n: MmId,
+        prev_asid: Asid,
+        was_lazy: bool,
+    ) -> Option<(Asid, bool, u64)> {
+        let cpu = ctx.cpu();
+        let needs_global = self.mm(n).global_asid.is_some_and(|g| g != prev_asid);
+        if !was_lazy && !needs_global {
+            return None;
+        }
+        if !ctx.cpumask_test_cpu(cpu, n) {
+            ctx.cpumask_set_cpu(cpu, n).await;
+        }
+        ctx.smp_mb().await;
+        let gen = self.mm(n).tlb_gen; // atomic64_read(), same step
+        if needs_global {
+            let (a, f) = self.choose_new_asid(ctx, n, gen);
+            return Some((a, f, gen));
+        }
+        let fresh = prev_asid as u32 >= FIRST_GLOBAL_ASID
+            || this_cpu(ctx, &self.cpus).ctxs[prev_asid as usize].tlb_gen == gen;
+        (!fresh).then_some((prev_asid, true, gen))
+    }
+
     /// `switch_mm_irqs_off(prev, next)`; `next == None` switches to init_mm.
     pub async fn switch_mm_irqs_off(&self, ctx: &Ctx, next: Option<MmId>) {
         let _f = ctx.func(crate::label!("switch_mm_irqs_off"));
@@ -199,25 +229,9 @@ impl Inner {
             let Some(n) = next else {
                 return;
             };
-            let needs_global = self.mm(n).global_asid.is_some_and(|g| g != prev_asid);
-            if !was_lazy && !needs_global {
-                return;
-            }
-            if !ctx.cpumask_test_cpu(cpu, n) {
-                ctx.cpumask_set_cpu(cpu, n).await;
-            }
-            ctx.smp_mb().await;
-            let gen = self.mm(n).tlb_gen; // atomic64_read(), same step
-            if needs_global {
-                let (a, f) = self.choose_new_asid(ctx, n, gen);
-                (a, f, gen)
-            } else {
-                let fresh = prev_asid as u32 >= FIRST_GLOBAL_ASID
-                    || this_cpu(ctx, &self.cpus).ctxs[prev_asid as usize].tlb_gen == gen;
-                if fresh {
-                    return;
-                }
-                (prev_asid, true, gen)
+            match self.revalidate(ctx, n, prev_asid, was_lazy).await {
+                Some(x) => x,
+                None => return,
             }
         } else {
             match real_prev {
@@ -237,6 +251,10 @@ impl Inner {
                     return;
                 }
                 Some(n) => {
+                    if self.fns.switching_skips_flush() {
+                        // this_cpu_write(cpu_tlbstate.loaded_mm, LOADED_MM_SWITCHING)
+                        this_cpu_mut(ctx, &self.cpus).loaded_mm = None;
+                    }
                     if self.fns.lazy_mm_cpumask() && self.mm(n).next_trim_ns.is_none() {
                         // init_new_context(): jiffies + HZ.
                         let at = ctx.now().saturating_add(TRIM_CPUMASK_PERIOD_NS);
@@ -249,6 +267,7 @@ impl Inner {
             }
         };
         let n = next.expect("a user mm");
+        let after_cr3 = real_prev != next && self.fns.switching_skips_flush();
         {
             let mut s = this_cpu_mut(ctx, &self.cpus);
             if (asid as usize) < NR_DYN_ASIDS {
@@ -257,10 +276,16 @@ impl Inner {
                     tlb_gen: gen,
                 };
             }
-            s.loaded_mm = Some(n);
+            if !after_cr3 {
+                s.loaded_mm = Some(n);
+            }
             s.loaded_asid = asid;
         }
         load_cr3(ctx, Some(n), self.tag(asid), need_flush).await;
+        if after_cr3 {
+            // barrier(); this_cpu_write(cpu_tlbstate.loaded_mm, next)
+            this_cpu_mut(ctx, &self.cpus).loaded_mm = Some(n);
+        }
     }
 
     /// `flush_tlb_func()`: runs in the IPI handler and for local flushes.

@@ -48,6 +48,24 @@ pub trait TlbGenFns: std::fmt::Debug {
         false
     }
 
+    /// Does `should_flush_tlb()` skip a CPU that is switching to the mm?
+    /// Every kernel since 4.15 marks the switch by storing
+    /// `LOADED_MM_SWITCHING` in `loaded_mm` before `cpumask_set_cpu()` and
+    /// stores `next` only after `load_new_mm_cr3()`. Since fea4e317f9e7
+    /// ("x86/mm: Eliminate window where TLB flushes may be inadvertently
+    /// skipped", 6.15) `should_flush_tlb()` flushes a switching CPU; the
+    /// flush IPI then waits for the switch to finish (IRQs are off), so the
+    /// model, by default, stores `next` in the step that reads `tlb_gen`,
+    /// with the same verdicts and fewer steps. Kernels with the lazy mask
+    /// before that fix (CVE-2025-37964) answered "no flush" for the marker:
+    /// a CPU that read the old `tlb_gen` and chose not to flush its PCID
+    /// got no IPI for the newer generation. `true` models them: `loaded_mm`
+    /// reads as no user mm (the marker) from the start of the switch until
+    /// after the CR3 write.
+    fn switching_skips_flush(&self) -> bool {
+        false
+    }
+
     /// `finish_asid_transition()` (INVLPGB).
     fn finish_asid_transition<'a>(
         &'a self,
