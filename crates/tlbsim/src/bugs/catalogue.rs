@@ -225,6 +225,25 @@ pub const X86_TABLE_FREE_SINGLE_USER: Bug = Bug {
     },
 };
 
+/// arm64's `ASID(mm)` kept bits 15:8 of `context.id`, generation bits when
+/// the kernel used fewer ASID bits than a CPU's hardware.
+pub const ARM64_ASID_UNMASKED: Bug = Bug {
+    id: "arm64-asid-bits-15-8",
+    fix: "c0900d15d31c",
+    subject: "arm64: Ensure bits ASID[15:8] are masked out when the kernel uses 8-bit ASIDs",
+    introduced: None,
+    versions: "arm64 before v6.13 (and the stable kernels until their backports), on CPUs \
+               with 16-bit ASIDs under a kernel using fewer",
+    arch: Arch::Arm64,
+    what: "ASID(mm) = context.id & 0xffff carries the generation into the TLB tag: after a \
+           rollover a thread switches in under another tag than its sibling on another CPU, \
+           and the mm's flushes miss the sibling's entries",
+    kernels: Kernels::Allocator {
+        buggy: "arm64-asid-reserved-6.12",
+        fixed: "arm64-asid-reserved",
+    },
+};
+
 /// Every entry, in the order `tlbsim bugs` prints them.
 pub const BUGS: &[Bug] = &[
     MPROTECT_VS_RECLAIM,
@@ -237,4 +256,5 @@ pub const BUGS: &[Bug] = &[
     ARM64_ASID_XCHG,
     ARM64_TABLE_FREE_SINGLE_USER,
     X86_TABLE_FREE_SINGLE_USER,
+    ARM64_ASID_UNMASKED,
 ];

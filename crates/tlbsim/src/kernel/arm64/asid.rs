@@ -58,6 +58,16 @@ pub trait ContextFns: std::fmt::Debug {
         check_update_reserved_asid(st, old, new)
     }
 
+    /// `ASID(mm)`: the hardware ASID of context id `id` under `bits`-bit
+    /// ASIDs. Since c0900d15d31c ("arm64: Ensure bits ASID[15:8] are
+    /// masked out when the kernel uses 8-bit ASIDs", 6.13) the id's low
+    /// `bits` bits (`ctxid2asid()`); before, `id & 0xffff`, which on a CPU
+    /// whose hardware uses 16 bits (`TCR_EL1.AS`) while the kernel uses
+    /// fewer carries generation bits into the tag.
+    fn asid(&self, id: u64, bits: u8) -> u64 {
+        id & ((1 << bits) - 1)
+    }
+
     /// Does the fast path try to publish only when the `active_asids` slot
     /// it read was non-zero? Since a8ffaaa060b8 ("arm64: asid: Do not
     /// replace active_asids if already 0", 4.15) a slot a rollover zeroed
@@ -296,7 +306,7 @@ impl AsidAllocator for ReservedAsid {
     }
 
     fn asid_of(&self, w: &World, mm: MmId) -> Asid {
-        (w.k.borrow().mms[mm].context_id & (self.first_version() - 1)) as Asid
+        self.fns.asid(w.k.borrow().mms[mm].context_id, self.bits) as Asid
     }
 
     fn check_and_switch_context<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {
