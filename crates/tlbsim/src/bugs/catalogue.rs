@@ -244,6 +244,34 @@ pub const ARM64_ASID_UNMASKED: Bug = Bug {
     },
 };
 
+/// KVM/arm64 6.7-6.13 programmed `VTTBR_EL2` before the VMID was
+/// allocated, and a second vCPU of a new VM ran under VMID 0.
+pub const KVM_VTTBR_BEFORE_VMID: Bug = Bug {
+    id: "kvm-vttbr-before-vmid",
+    fix: "fa808ed4e199",
+    subject: "KVM: arm64: Ensure a VMID is allocated before programming VTTBR_EL2",
+    introduced: Some("934bf871f011"),
+    versions: "v6.7 to v6.13 (stable: fixed in v6.13.6)",
+    arch: Arch::Arm64,
+    what: "two vCPUs of a new VM load at once: both program VTTBR_EL2 with the unallocated \
+           VMID 0, only the one whose kvm_arm_vmid_update() allocated reloads it, and the \
+           guest's TLBIs on one vCPU miss the other's entries",
+    kernels: Kernels::Setting {
+        buggy: "vm.kvm_policy=\"kvm-stock-6.13\"",
+        fixed: "vm.kvm_policy=\"kvm-stock\"",
+        breaks: Breaks {
+            invariant: Invariant::NoStaleHold,
+            search: Search::Explore {
+                experiment: crate::experiment_file!("experiments/bugs/kvm-vttbr-before-vmid.toml"),
+                strategy: Strategy::Random,
+                schedules: 3_000,
+                seed: 1,
+                max_actions: 200_000,
+            },
+        },
+    },
+};
+
 /// Every entry, in the order `tlbsim bugs` prints them.
 pub const BUGS: &[Bug] = &[
     MPROTECT_VS_RECLAIM,
@@ -257,4 +285,5 @@ pub const BUGS: &[Bug] = &[
     ARM64_TABLE_FREE_SINGLE_USER,
     X86_TABLE_FREE_SINGLE_USER,
     ARM64_ASID_UNMASKED,
+    KVM_VTTBR_BEFORE_VMID,
 ];

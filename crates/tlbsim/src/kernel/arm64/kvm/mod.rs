@@ -16,7 +16,7 @@ pub mod vmid;
 crate::kernel::registry::entries! {
     /// The KVM policies: what the host does about guests' broadcast
     /// TLBIs (`[vm] kvm_policy`).
-    pub POLICIES: KvmPolicyEntry = [stock, dvmbm, nofb, nofb_no_move_flush];
+    pub POLICIES: KvmPolicyEntry = [stock, stock_6_13, dvmbm, nofb, nofb_no_move_flush];
 }
 
 use crate::engine::exec::KFuture;
@@ -45,6 +45,16 @@ pub trait KvmPolicy: std::fmt::Debug {
     /// load.
     fn flush_on_load(&self, kvm: &Kvm, vcpu: CpuId, cpu: CpuId) -> bool {
         let _ = (kvm, vcpu, cpu);
+        false
+    }
+
+    /// Does `kvm_arch_vcpu_load()` program `VTTBR_EL2` before the VM's
+    /// VMID is made current? From 934bf871f011 ("KVM: arm64: Load the
+    /// stage-2 MMU context in kvm_vcpu_load_vhe()", 6.7) the load wrote
+    /// `VTTBR_EL2` with the VMID as it stood, and `kvm_arm_vmid_update()`
+    /// in the run loop reloaded it only when that call had allocated a new
+    /// VMID; fa808ed4e199 (6.14) updates the VMID first.
+    fn vttbr_before_vmid_update(&self) -> bool {
         false
     }
 
@@ -150,10 +160,22 @@ impl std::fmt::Debug for Kvm {
 pub async fn kvm_arch_vcpu_load(ctx: &Ctx, kvm: &Kvm, vcpu: CpuId) {
     let _f = ctx.func(crate::label!("kvm_arch_vcpu_load"));
     let cpu = ctx.cpu();
-    kvm.vmids.update(ctx, &kvm.vmid).await;
+    let early = kvm.policy.vttbr_before_vmid_update();
+    if !early {
+        kvm.vmids.update(ctx, &kvm.vmid).await;
+    }
     let vmid = kvm.vmids.hw_vmid(&kvm.vmid);
     ctx.write_vttbr(vmid, kvm.policy.fb()).await;
     ctx.isb().await;
+    // 6.7-6.13, kvm_arch_vcpu_ioctl_run(): "if (kvm_arm_vmid_update(&vcpu->
+    // arch.hw_mmu->vmid) && has_vhe()) __load_stage2(...)" before the
+    // guest is entered (here once per load: the model's VMIDs never roll
+    // over).
+    if early && kvm.vmids.update(ctx, &kvm.vmid).await {
+        let vmid = kvm.vmids.hw_vmid(&kvm.vmid);
+        ctx.write_vttbr(vmid, kvm.policy.fb()).await;
+        ctx.isb().await;
+    }
     let last = &kvm.last_vcpu_ran[cpu];
     // Asked first: the policy may keep a record of each load.
     let policy_flush = kvm.policy.flush_on_load(kvm, vcpu, cpu);
