@@ -156,7 +156,7 @@ pub const ARM64_ASID_XCHG: Bug = Bug {
     fix: "a8ffaaa060b8",
     subject: "arm64: asid: Do not replace active_asids if already 0",
     introduced: Some("5aec715d7d31"),
-    versions: "v4.5 to v4.14",
+    versions: "from 5aec715d7d31 (2015, v4.4 or v4.5) to v4.14",
     arch: Arch::Arm64,
     what: "a CPU that checked the generation before a rollover xchg()s its old-generation ASID \
            over the rollover's 0; a second rollover reserves it, and two mms share one ASID",

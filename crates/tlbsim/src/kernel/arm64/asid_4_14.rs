@@ -1,6 +1,6 @@
 //! `arm64-asid-reserved-4.14`: arm64's ASID allocator from its rewrite
 //! (5aec715d7d31, "arm64: mm: rewrite ASID allocator and MM
-//! context-switching code", 4.5) until a8ffaaa060b8 ("arm64: asid: Do not
+//! context-switching code", 2015) until a8ffaaa060b8 ("arm64: asid: Do not
 //! replace active_asids if already 0", 4.15), a bug the TLA+ model of the
 //! allocator found (Catalin Marinas, 2019: "This specific bug was found by
 //! the TLA+ model checker").
@@ -42,7 +42,7 @@ impl ContextFns for Xchg {
 /// The registry entry.
 pub const ENTRY: AllocatorEntry = AllocatorEntry {
     name: "arm64-asid-reserved-4.14",
-    description: "arm64's ASID allocator before a8ffaaa060b8 (4.5-4.14): the fast path's xchg overwrites a rollover's 0",
+    description: "arm64's ASID allocator before a8ffaaa060b8 (to 4.14): the fast path's xchg overwrites a rollover's 0",
     arch: Some(Arch::Arm64),
     breaks: Some(Breaks {
         invariant: Invariant::AsidIsolation,
