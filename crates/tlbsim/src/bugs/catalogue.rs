@@ -272,6 +272,24 @@ pub const KVM_VTTBR_BEFORE_VMID: Bug = Bug {
     },
 };
 
+/// x86's `flush_tlb_func()` skipped reclaim's batched flush, whose
+/// generation is 0 (tip and linux-next only).
+pub const X86_BATCH_GEN_ZERO: Bug = Bug {
+    id: "x86-batch-gen-zero",
+    fix: "8f1d56f64f8d",
+    subject: "x86/mm/tlb: Ignore f->new_tlb_gen when zero",
+    introduced: Some("aa44284960d5"),
+    versions: "tip x86/mm and linux-next, June-July 2022 (both commits reached Linux in v6.0: \
+               no release had the bug)",
+    arch: Arch::X86,
+    what: "flush_tlb_func() returns early when f->new_tlb_gen <= local_tlb_gen, and reclaim's \
+           arch_tlbbatch_flush() passes generation 0: no CPU performs the batched flush",
+    kernels: Kernels::Policy {
+        buggy: "x86-pcid-aa44284",
+        fixed: "x86-pcid-6.0",
+    },
+};
+
 /// Every entry, in the order `tlbsim bugs` prints them.
 pub const BUGS: &[Bug] = &[
     MPROTECT_VS_RECLAIM,
@@ -286,4 +304,5 @@ pub const BUGS: &[Bug] = &[
     X86_TABLE_FREE_SINGLE_USER,
     ARM64_ASID_UNMASKED,
     KVM_VTTBR_BEFORE_VMID,
+    X86_BATCH_GEN_ZERO,
 ];

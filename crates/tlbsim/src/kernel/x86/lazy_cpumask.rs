@@ -34,7 +34,8 @@
 //! the fix on (6.14.7+, 6.12.29+, 6.6.91+, 6.1.139+, 5.15.183+).
 //!
 //! The hooks are [`TlbGenFns::lazy_mm_cpumask`] and
-//! [`TlbGenFns::set_cpumask_then_read_gen`]; the rest is `x86-pcid`.
+//! [`TlbGenFns::set_cpumask_then_read_gen`], and 6.0's early return
+//! [`TlbGenFns::flush_is_known`]; the rest is `x86-pcid`.
 
 use super::tlb_gen::{Inner, Options, TlbGen, TlbGenFns};
 use crate::config::Arch;
@@ -43,12 +44,6 @@ use crate::hw::tlb::MmId;
 use crate::kernel::registry::{Allocators, Feature, PolicyEntry};
 use crate::kernel::Ctx;
 
-/// The options of both lazy-mask kernels: PCIDs, no INVLPGB.
-pub const PCID: Options = Options {
-    pcid: true,
-    invlpgb: false,
-};
-
 /// Linux 6.15+ (as of 6.18).
 #[derive(Debug, Clone, Copy)]
 pub struct LazyCpumask;
@@ -56,6 +51,10 @@ pub struct LazyCpumask;
 impl TlbGenFns for LazyCpumask {
     fn lazy_mm_cpumask(&self) -> bool {
         true
+    }
+
+    fn flush_is_known(&self, new_tlb_gen: u64, local_gen: u64) -> bool {
+        super::tlb_gen::flush_is_known_6_0(new_tlb_gen, local_gen)
     }
 
     /// `if (next != &init_mm && !cpumask_test_cpu(cpu, mm_cpumask(next)))
@@ -87,7 +86,7 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
     requires: &[Feature::Pcid],
     allocators: Allocators::PicksOwnTags,
     breaks: None,
-    new: || Box::new(TlbGen::with_fns(PCID, &LazyCpumask)),
+    new: || Box::new(TlbGen::with_fns(Options::PCID, &LazyCpumask)),
 };
 
 #[cfg(test)]
@@ -98,7 +97,7 @@ mod tests {
 
     #[test]
     fn ordinary_flushes_skip_stale_cpus_unless_trimming() {
-        let lazy = TlbGen::with_fns(PCID, &LazyCpumask);
+        let lazy = TlbGen::with_fns(Options::PCID, &LazyCpumask);
         let stock = TlbGen::new(Options::default());
         let mut info = FlushInfo::range(MmId::new(1), 0x1000, 0x2000, 4096, true);
         let running = CpuState {

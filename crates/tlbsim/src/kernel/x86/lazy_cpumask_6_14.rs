@@ -15,8 +15,8 @@
 //! makes `should_flush_tlb()` flush a CPU whose `loaded_mm` is
 //! `LOADED_MM_SWITCHING`; `x86-lazy-cpumask` is the fixed kernel.
 
-use super::lazy_cpumask::{LazyCpumask, PCID};
-use super::tlb_gen::{Inner, TlbGen, TlbGenFns};
+use super::lazy_cpumask::LazyCpumask;
+use super::tlb_gen::{Inner, Options, TlbGen, TlbGenFns};
 use crate::config::Arch;
 use crate::engine::exec::KFuture;
 use crate::hw::tlb::MmId;
@@ -31,6 +31,10 @@ pub struct LazyCpumask614;
 impl TlbGenFns for LazyCpumask614 {
     fn lazy_mm_cpumask(&self) -> bool {
         true
+    }
+
+    fn flush_is_known(&self, new_tlb_gen: u64, local_gen: u64) -> bool {
+        super::tlb_gen::flush_is_known_6_0(new_tlb_gen, local_gen)
     }
 
     fn set_cpumask_then_read_gen<'a>(
@@ -64,5 +68,5 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
             max_actions: 200_000,
         },
     }),
-    new: || Box::new(TlbGen::with_fns(PCID, &LazyCpumask614)),
+    new: || Box::new(TlbGen::with_fns(Options::PCID, &LazyCpumask614)),
 };

@@ -23,6 +23,8 @@ crate::kernel::registry::entries! {
         tlb_gen_before_b956575,
         lazy_cpumask,
         lazy_cpumask_6_14,
+        pcid_6_0,
+        pcid_aa44284,
     ];
 }
 

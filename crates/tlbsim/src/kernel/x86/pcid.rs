@@ -11,10 +11,7 @@ use crate::kernel::registry::{Allocators, Feature, PolicyEntry};
 
 /// The `x86-pcid` policy.
 pub fn new() -> TlbGen {
-    TlbGen::new(Options {
-        pcid: true,
-        ..Options::default()
-    })
+    TlbGen::new(Options::PCID)
 }
 
 /// The registry entry of `x86-pcid`.

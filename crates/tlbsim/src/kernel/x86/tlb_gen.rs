@@ -32,7 +32,7 @@ use crate::kernel::percpu::{per_cpu, this_cpu, this_cpu_mut};
 use std::rc::Rc;
 
 mod fns;
-pub use fns::{set_cpumask_then_read_gen, Linux, TlbGenFns};
+pub use fns::{flush_is_known_6_0, set_cpumask_then_read_gen, Linux, TlbGenFns, TLB_GENERATION_INVALID};
 
 /// Options distinguishing the policies built on this file.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -42,6 +42,14 @@ pub struct Options {
     pub pcid: bool,
     /// Give multi-CPU mms a global ASID and flush them with INVLPGB.
     pub invlpgb: bool,
+}
+
+impl Options {
+    /// PCIDs, no INVLPGB (`x86-pcid` and the policies built on it).
+    pub const PCID: Options = Options {
+        pcid: true,
+        invlpgb: false,
+    };
 }
 
 /// One entry of `cpu_tlbstate.ctxs[]`.
@@ -326,8 +334,11 @@ impl Inner {
             return; // INVLPGB keeps a global ASID fresh
         }
         let slot = st.loaded_asid as usize;
-        let mm_gen = ctx.atomic_read(|| self.mm(loaded).tlb_gen).await;
         let local_gen = this_cpu(ctx, &self.cpus).ctxs[slot].tlb_gen;
+        if self.fns.flush_is_known(f.new_tlb_gen, local_gen) {
+            return;
+        }
+        let mm_gen = ctx.atomic_read(|| self.mm(loaded).tlb_gen).await;
         if local_gen == mm_gen {
             super::count(ctx, FlushScope::Skip);
             return;

@@ -66,6 +66,18 @@ pub trait TlbGenFns: std::fmt::Debug {
         false
     }
 
+    /// Does `flush_tlb_func()` return before reading the mm's `tlb_gen`,
+    /// the flush being one this CPU's `local_gen` already covers? Since
+    /// aa44284960d5 ("x86/mm/tlb: Avoid reading mm_tlb_gen when possible",
+    /// 6.0) when `new_tlb_gen <= local_gen`, except for a flush without a
+    /// generation (`TLB_GENERATION_INVALID`, 0: reclaim's batch), which
+    /// 8f1d56f64f8d excepted before 6.0 ([`flush_is_known_6_0`]). Before
+    /// 6.0 never.
+    fn flush_is_known(&self, new_tlb_gen: u64, local_gen: u64) -> bool {
+        let _ = (new_tlb_gen, local_gen);
+        false
+    }
+
     /// `finish_asid_transition()` (INVLPGB).
     fn finish_asid_transition<'a>(
         &'a self,
@@ -76,6 +88,17 @@ pub trait TlbGenFns: std::fmt::Debug {
         Box::pin(crate::kernel::x86::invlpgb::finish_asid_transition(g, ctx, info))
     }
 }
+
+/// `flush_tlb_func()`'s early return of Linux 6.0+
+/// ([`TlbGenFns::flush_is_known`]): `f->new_tlb_gen !=
+/// TLB_GENERATION_INVALID && f->new_tlb_gen <= local_tlb_gen`.
+pub fn flush_is_known_6_0(new_tlb_gen: u64, local_gen: u64) -> bool {
+    new_tlb_gen != TLB_GENERATION_INVALID && new_tlb_gen <= local_gen
+}
+
+/// `TLB_GENERATION_INVALID`: the generation of a flush that has none
+/// (`arch_tlbbatch_flush()`'s).
+pub const TLB_GENERATION_INVALID: u64 = 0;
 
 /// Today's arch/x86/mm/tlb.c.
 #[derive(Debug, Clone, Copy, Default)]
