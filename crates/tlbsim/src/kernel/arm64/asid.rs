@@ -59,7 +59,7 @@ pub trait ContextFns: std::fmt::Debug {
     }
 
     /// `ASID(mm)`: the hardware ASID of context id `id` under `bits`-bit
-    /// ASIDs. Since c0900d15d31c ("arm64: Ensure bits ASID[15:8] are
+    /// ASIDs. Since c0900d15d31c ("arm64: Ensure bits ASID\[15:8\] are
     /// masked out when the kernel uses 8-bit ASIDs", 6.13) the id's low
     /// `bits` bits (`ctxid2asid()`); before, `id & 0xffff`, which on a CPU
     /// whose hardware uses 16 bits (`TCR_EL1.AS`) while the kernel uses

@@ -1,5 +1,5 @@
 //! `arm64-asid-reserved-6.12`: arm64's ASID allocator before c0900d15d31c
-//! ("arm64: Ensure bits ASID[15:8] are masked out when the kernel uses
+//! ("arm64: Ensure bits ASID\[15:8\] are masked out when the kernel uses
 //! 8-bit ASIDs", 6.13; backported to the stable kernels): `ASID(mm)` was
 //! `atomic64_read(&mm->context.id) & 0xffff`.
 //!
