@@ -84,7 +84,7 @@ pub const ARM_ASID_SUSPENDED_ANIMATION: Bug = Bug {
            running mm's ASID is given to another mm",
     kernels: Kernels::Allocator {
         buggy: "arm-asid-reserved-3.8",
-        fixed: "arm64-asid-reserved",
+        fixed: "arm-asid-reserved-ae120d9",
     },
 };
 
@@ -290,6 +290,25 @@ pub const X86_BATCH_GEN_ZERO: Bug = Bug {
     },
 };
 
+/// ARM's allocator after ae120d9edfe9 let two CPUs run one mm under two
+/// ASIDs after two rollovers.
+pub const ARM_ASID_RESERVED_SYNC: Bug = Bug {
+    id: "arm-asid-reserved-out-of-sync",
+    fix: "40ee068ec09b",
+    subject: "ARM: 8465/1: mm: keep reserved ASIDs in sync with mm after multiple rollovers",
+    introduced: Some("ae120d9edfe9"),
+    versions: "ARM from ae120d9edfe9 (v3.10/v3.11, stable 3.9) to v4.3; arm64 (the same allocator \
+               since 5aec715d7d31) until 0ebea8088095",
+    arch: Arch::Arm64,
+    what: "a CPU keeps its generation-g reservation of mm p through two rollovers while p is \
+           moved to g + 1 elsewhere; after the second, a switch to p misses the stale copy and \
+           allocates a new number, so TLBIs by p's ASID miss the first CPU",
+    kernels: Kernels::Allocator {
+        buggy: "arm-asid-reserved-ae120d9",
+        fixed: "arm-asid-reserved-40ee068",
+    },
+};
+
 /// Every entry, in the order `tlbsim bugs` prints them.
 pub const BUGS: &[Bug] = &[
     MPROTECT_VS_RECLAIM,
@@ -305,4 +324,5 @@ pub const BUGS: &[Bug] = &[
     ARM64_ASID_UNMASKED,
     KVM_VTTBR_BEFORE_VMID,
     X86_BATCH_GEN_ZERO,
+    ARM_ASID_RESERVED_SYNC,
 ];

@@ -77,10 +77,28 @@ impl State {
     }
 }
 
+/// The fixes a later kernel applied to 3.8's allocator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fixes {
+    /// Linux 3.8 as released.
+    None,
+    /// ae120d9edfe9 ("ARM: 7767/1: let the ASID allocator handle suspended
+    /// animation", 3.11): `flush_context()` keeps the reserved ASID of a
+    /// CPU whose active one reads 0.
+    KeepReserved,
+    /// Also 40ee068ec09b ("ARM: 8465/1: mm: keep reserved ASIDs in sync
+    /// with mm after multiple rollovers", 4.4): `new_context()` moves
+    /// every reserved copy of the mm's old id to its new generation
+    /// (`check_update_reserved_asid()`).
+    SyncReserved,
+}
+
 /// The allocator. See the module doc.
 #[derive(Debug)]
 pub struct Asid38 {
     bits: u8,
+    /// Which of the allocator's later fixes are applied.
+    fixes: Fixes,
     st: state::State<State>,
     lock: Cell<LockId>, // untracked: set once at init: not state an action changes
 }
@@ -88,8 +106,14 @@ pub struct Asid38 {
 impl Asid38 {
     /// An allocator for `bits`-bit ASIDs.
     pub fn new(bits: u8) -> Self {
+        Self::with_fixes(bits, Fixes::None)
+    }
+
+    /// 3.8's allocator with `fixes`.
+    pub fn with_fixes(bits: u8, fixes: Fixes) -> Self {
         Self {
             bits,
+            fixes,
             st: state::State::new(State::default()),
             lock: Cell::new(0), // untracked: set once at init: not state an action changes
         }
@@ -111,7 +135,13 @@ impl Asid38 {
             let asid = if i == cpu {
                 0
             } else {
-                let asid = std::mem::take(&mut st.active[i]); // atomic64_xchg(.., 0)
+                let mut asid = std::mem::take(&mut st.active[i]); // atomic64_xchg(.., 0)
+                if self.fixes != Fixes::None && asid == 0 {
+                    // ae120d9edfe9: "If this CPU has already been through a
+                    // rollover, but hasn't run another task in the
+                    // meantime, we must preserve its reserved ASID".
+                    asid = st.reserved[i];
+                }
                 if let Some(idx) = self.asid_to_idx(asid) {
                     st.map[idx] = true; // __set_bit(ASID_TO_IDX(asid), asid_map)
                 }
@@ -127,9 +157,23 @@ impl Asid38 {
     /// rollover happened.
     fn new_context(&self, st: &mut State, cpu: CpuId, old: u64) -> (u64, bool) {
         let mask = self.first_version() - 1;
-        if old != 0 && st.is_reserved_asid(old) {
+        let new = *st.generation | (old & mask);
+        if old != 0 && self.fixes == Fixes::SyncReserved {
+            // 40ee068ec09b: check_update_reserved_asid(asid, newasid)
+            // moves every reserved copy of the old id to the new one.
+            let mut hit = false;
+            for c in CpuId::all(st.reserved.len()) {
+                if st.reserved[c] == old {
+                    st.reserved[c] = new;
+                    hit = true;
+                }
+            }
+            if hit {
+                return (new, false);
+            }
+        } else if old != 0 && st.is_reserved_asid(old) {
             // Running at the rollover: a false alarm, keep the number.
-            return (*st.generation | (old & mask), false);
+            return (new, false);
         }
         let mut rolled = false;
         let idx = match st.find_first_zero_bit() {

@@ -19,5 +19,5 @@ crate::kernel::registry::entries! {
         affinity_mm,
     ];
     /// The arm64 (and 32-bit ARM) ASID allocators.
-    pub ALLOCATORS: crate::kernel::registry::AllocatorEntry = [asid, asid_ipi, asid_3_8, asid_4_14, asid_6_12];
+    pub ALLOCATORS: crate::kernel::registry::AllocatorEntry = [asid, asid_ipi, asid_3_8, asid_ae120d9, asid_40ee068, asid_4_14, asid_6_12];
 }
