@@ -84,7 +84,7 @@ pub const ARM_ASID_SUSPENDED_ANIMATION: Bug = Bug {
            running mm's ASID is given to another mm",
     kernels: Kernels::Allocator {
         buggy: "arm-asid-reserved-3.8",
-        fixed: "arm-asid-reserved-ae120d9",
+        fixed: "arm64-asid-reserved",
     },
 };
 
