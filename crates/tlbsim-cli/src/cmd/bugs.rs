@@ -131,9 +131,11 @@ fn search_text(s: &Search) -> String {
             schedules,
             seed,
             max_actions,
+            speculation,
             ..
         } => format!(
-            "{} {schedules} schedules from seed {seed}, at most {max_actions} actions ({name})",
+            "{} {schedules} schedules from seed {seed}, at most {max_actions} actions, \
+             {speculation} speculative fills ({name})",
             strategy_name(strategy)
         ),
         Search::Runs { seeds, .. } => format!("timing runs, seeds {seeds:?} ({name})"),

@@ -33,6 +33,7 @@ pub const CVE_2018_18281: Bug = Bug {
                 schedules: 5_000,
                 seed: 1,
                 max_actions: 200_000,
+                speculation: 2,
             },
         },
     },
@@ -144,6 +145,7 @@ pub const MADV_DONTNEED_NESTED: Bug = Bug {
                 schedules: 5_000,
                 seed: 1,
                 max_actions: 200_000,
+                speculation: 2,
             },
         },
     },
@@ -190,6 +192,7 @@ pub const ARM64_TABLE_FREE_SINGLE_USER: Bug = Bug {
                 schedules: 2_000,
                 seed: 1,
                 max_actions: 200_000,
+                speculation: 2,
             },
         },
     },
@@ -220,6 +223,7 @@ pub const X86_TABLE_FREE_SINGLE_USER: Bug = Bug {
                 schedules: 2_000,
                 seed: 1,
                 max_actions: 200_000,
+                speculation: 2,
             },
         },
     },
@@ -267,6 +271,7 @@ pub const KVM_VTTBR_BEFORE_VMID: Bug = Bug {
                 schedules: 3_000,
                 seed: 1,
                 max_actions: 200_000,
+                speculation: 2,
             },
         },
     },
@@ -309,6 +314,39 @@ pub const ARM_ASID_RESERVED_SYNC: Bug = Bug {
     },
 };
 
+/// 4.13-5.16's bool `mm->tlb_flush_batched`: reclaim's `true`, stored
+/// between another CPU's `flush_tlb_batched_pending()` flush and its store
+/// of `false`, was lost.
+pub const TLB_FLUSH_BATCHED_BOOL: Bug = Bug {
+    id: "tlb-flush-batched-bool",
+    fix: "5ee2fa2f0636",
+    subject: "mm/rmap: fix potential batched TLB flush race",
+    introduced: Some("3ea277194daa"),
+    versions: "v4.13 to v5.16 (x86, the only architecture batching reclaim's flushes then)",
+    arch: Arch::X86,
+    what: "kswapd defers a second page's flush and stores tlb_flush_batched = true while an \
+           mprotect, under another PTE table's lock, is between its flush_tlb_mm() and its \
+           store of false: the mprotect then finds nothing pending at the second table and \
+           returns while a translation of that page, cached after its flush, is live",
+    kernels: Kernels::Setting {
+        buggy: "kernel.tlb_flush_batched_bool=true",
+        fixed: "kernel.tlb_flush_batched_bool=false",
+        breaks: Breaks {
+            invariant: Invariant::NoStaleHold,
+            search: Search::Explore {
+                experiment: crate::experiment_file!("experiments/bugs/tlb-flush-batched-bool.toml"),
+                strategy: Strategy::Dpor,
+                schedules: 5_000,
+                seed: 1,
+                max_actions: 200_000,
+                // The CPU must refill the page after the flush and before
+                // kswapd clears it: 2 fills per schedule seldom land there.
+                speculation: 20,
+            },
+        },
+    },
+};
+
 /// Every entry, in the order `tlbsim bugs` prints them.
 pub const BUGS: &[Bug] = &[
     MPROTECT_VS_RECLAIM,
@@ -325,4 +363,5 @@ pub const BUGS: &[Bug] = &[
     KVM_VTTBR_BEFORE_VMID,
     X86_BATCH_GEN_ZERO,
     ARM_ASID_RESERVED_SYNC,
+    TLB_FLUSH_BATCHED_BOOL,
 ];

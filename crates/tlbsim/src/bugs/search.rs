@@ -32,8 +32,7 @@ impl Searched {
 
 /// Runs `s` on `e` (which must be `s`'s experiment, possibly with another
 /// kernel): the first violation or deadlock, or a pass. The explorer runs
-/// with 2 speculative walks per step (the default) and the default spin
-/// cut.
+/// with the default spin cut.
 pub fn run_search(e: &Experiment, s: &Search) -> Result<Searched, SimError> {
     let t0 = std::time::Instant::now();
     let mut out = match *s {
@@ -42,6 +41,7 @@ pub fn run_search(e: &Experiment, s: &Search) -> Result<Searched, SimError> {
             schedules,
             seed,
             max_actions,
+            speculation,
             ..
         } => {
             let strategy = match strategy {
@@ -56,7 +56,7 @@ pub fn run_search(e: &Experiment, s: &Search) -> Result<Searched, SimError> {
                 seed,
                 max_actions: usize::try_from(max_actions).unwrap_or(usize::MAX),
                 max_spin: crate::explore::DEFAULT_MAX_SPIN,
-                speculation: 2,
+                speculation,
                 cpus: None,
             };
             let r = check(e, &o)?;

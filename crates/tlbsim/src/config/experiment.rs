@@ -166,6 +166,14 @@ pub struct KernelConfig {
     /// of the JSON when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub table_free_single_user_at_once: bool,
+    /// `mm->tlb_flush_batched` is the `bool` of Linux 4.13-5.16
+    /// (3ea277194daa until 5ee2fa2f0636, "mm/rmap: fix potential batched
+    /// TLB flush race"): `flush_tlb_batched_pending()` stores `false` after
+    /// its flush and can erase a `true` that reclaim stored meanwhile
+    /// (`kernel/mm/tlbbatch_bool.rs`). `false` (5.17+): the pending/flushed
+    /// generation pair. Left out of the JSON when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tlb_flush_batched_bool: bool,
     /// Transparent huge pages (`/sys/kernel/mm/transparent_hugepage/enabled`):
     /// `"always"` backs anonymous memory with 2 MiB pages where a write
     /// fault finds a whole aligned 2 MiB of the VMA without a PTE table;
@@ -207,8 +215,10 @@ pub struct KernelConfig {
     pub mremap_flush_unlocked: bool,
     /// Resident folios (shmem and private anonymous pages) above which
     /// `kswapd` (a kernel thread on the last CPU) reclaims, down to 15/16
-    /// of the limit (a stand-in for the low and high watermarks). `None`: no kswapd, only `MADV_PAGEOUT`
-    /// reclaims. Left out of the JSON when `None`.
+    /// of the limit (a stand-in for the low and high watermarks); 0: every
+    /// folio as soon as it is added (a machine with no free memory, where
+    /// kswapd never sleeps while a page is resident). `None`: no kswapd,
+    /// only `MADV_PAGEOUT` reclaims. Left out of the JSON when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_limit_pages: Option<u64>,
     /// Resident folios above which an allocation reclaims itself before
@@ -490,6 +500,7 @@ impl Default for KernelConfig {
             zap_flush_always: false,
             gather_ignores_nested: false,
             table_free_single_user_at_once: false,
+            tlb_flush_batched_bool: false,
             thp: Thp::Never,
             thp_huge_zero_page: ThpZeroPage::Off,
             switch_to_dsb: true,

@@ -125,8 +125,9 @@ pub enum Allocators {
 #[derive(Debug, Clone, Copy)]
 pub enum Search {
     /// `tlbsim check`: the explorer with `strategy`, at most `schedules`
-    /// schedules from root seed `seed`, `max_actions` per schedule (and 2
-    /// speculative walks per step, the default).
+    /// schedules from root seed `seed`, `max_actions` per schedule and
+    /// `speculation` speculative fills per schedule (`--speculation`; 2 is
+    /// the default).
     Explore {
         /// The experiment.
         experiment: Source,
@@ -138,6 +139,8 @@ pub enum Search {
         seed: u64,
         /// Step cap per schedule.
         max_actions: u64,
+        /// Speculative fills per schedule.
+        speculation: u32,
     },
     /// `tlbsim run` at each of `seeds`; every run must find the violation.
     Runs {

@@ -200,7 +200,6 @@ fn read_ahead(s: &Setting) -> Result<(), String> {
 /// costs (`[swap]`), which kswapd needs.
 fn memory_limit(s: &Setting) -> Result<(), String> {
     match s.kcfg.memory_limit_pages {
-        Some(0) => Err("must be >= 1 (pages)".into()),
         Some(_) if s.profile.swap.is_none() => Err(format!(
             "profile \"{}\" has no [swap] section (reclaim and zram costs), which kswapd needs",
             s.profile.name

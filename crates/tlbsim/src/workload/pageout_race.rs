@@ -11,6 +11,10 @@
 //!   % pages`), so it faults only when reclaim took that page.
 //! - `op = "mprotect"`: they also `mprotect` the range read-only and back
 //!   each round.
+//! - `op = "read-mprotect"`: they only read each page and `mprotect` the
+//!   range read-only and back each round (a page they fault back in has a
+//!   clean PTE, so reclaim defers its flush to the end of its list instead
+//!   of flushing before the page's write-out).
 //! - `op = "mprotect-page"`: they `mprotect` one page each (user `i` page
 //!   `(i - 1) % pages`) read-only and back, so that a reclaim that cleared
 //!   that page leaves the call nothing to change (and nothing of its own
@@ -195,11 +199,12 @@ impl PageoutRace {
         if t.users == 0 {
             return Err("`users` must be >= 1".into());
         }
-        const OPS: [&str; 6] = [
+        const OPS: [&str; 7] = [
             "touch",
             "read",
             "read-page",
             "mprotect",
+            "read-mprotect",
             "mprotect-page",
             "dontneed-page",
         ];
@@ -253,7 +258,7 @@ async fn user_loop(
             }
             c.user_access(p + k * step, false).await;
         }
-        if me.op == "mprotect" {
+        if me.op == "mprotect" || me.op == "read-mprotect" {
             sys_mprotect(c, p, len, Perms::R).await;
             c.user_access(p, false).await;
             sys_mprotect(c, p, len, Perms::RW).await;

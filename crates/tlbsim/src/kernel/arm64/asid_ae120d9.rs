@@ -34,6 +34,7 @@ pub const ENTRY: AllocatorEntry = AllocatorEntry {
             schedules: 5_000,
             seed: 1,
             max_actions: 50_000,
+            speculation: 2,
         },
     }),
     new: |_, bits| Box::new(Asid38::with_fixes(bits, Fixes::KeepReserved)),

@@ -91,6 +91,7 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
             schedules: 100,
             seed: 1,
             max_actions: 200_000,
+            speculation: 2,
         },
     }),
     new: || Box::new(SkipV1),

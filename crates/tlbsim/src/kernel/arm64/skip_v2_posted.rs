@@ -33,6 +33,7 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
             schedules: 1_000,
             seed: 4,
             max_actions: 20_000,
+            speculation: 2,
         },
     }),
     new: || Box::new(SkipV2::with_recheck(posted_recheck)),

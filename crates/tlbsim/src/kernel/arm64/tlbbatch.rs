@@ -82,6 +82,7 @@ pub const fn batch_search(experiment: Source) -> Search {
         schedules: 2_000,
         seed: 1,
         max_actions: 200_000,
+        speculation: 2,
     }
 }
 

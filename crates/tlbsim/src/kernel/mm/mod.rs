@@ -46,6 +46,7 @@ pub mod rmap;
 pub mod shmem;
 pub mod swap;
 pub mod tlbbatch;
+pub mod tlbbatch_bool;
 pub mod vmscan;
 
 pub use madvise::sys_madvise_dontneed;

@@ -11,7 +11,9 @@
 //! translation is still live: every such path calls
 //! [`flush_tlb_batched_pending`] under its PTE lock, which flushes the mm
 //! if a deferred flush may be outstanding. `mm->tlb_flush_batched` tells:
-//! the pending/flushed generation pair of Linux 5.17 (5ee2fa2f0636).
+//! the pending/flushed generation pair of Linux 5.17 (5ee2fa2f0636), or
+//! with `[kernel] tlb_flush_batched_bool` the bool of 4.13-5.16
+//! ([`super::tlbbatch_bool`]).
 //!
 //! The architecture's part is in [`crate::kernel::policy::TlbPolicy`]
 //! (`arch_tlbbatch_*`), whose defaults flush every page at once.
@@ -67,6 +69,13 @@ pub async fn set_tlb_ubc_flush_pending(ctx: &Ctx, mm: MmId, pteval: Pte, va: u64
     w.stats.borrow_mut().reclaim.flush_deferred += 1;
     w.policy.arch_tlbbatch_add_pending(ctx, mm, va).await;
     w.k.borrow_mut().tasks[ctx.task].tlb_ubc.flush_required = true;
+    if w.kcfg.tlb_flush_batched_bool {
+        super::tlbbatch_bool::set_tlb_flush_batched(ctx, mm).await;
+        if writable {
+            w.k.borrow_mut().tasks[ctx.task].tlb_ubc.writable = true;
+        }
+        return;
+    }
     // barrier(): the PTE is clear before the count goes up. atomic_read()
     // is a plain load: it happens with the step before it.
     let mut batch = w.k.borrow().mms[mm].tlb_flush_batched;
@@ -132,6 +141,9 @@ pub async fn try_to_unmap_flush_dirty(ctx: &Ctx) {
 pub async fn flush_tlb_batched_pending(ctx: &Ctx, mm: MmId) {
     let _f = ctx.func(crate::label!("flush_tlb_batched_pending"));
     let w = &ctx.w;
+    if w.kcfg.tlb_flush_batched_bool {
+        return super::tlbbatch_bool::flush_tlb_batched_pending(ctx, mm).await;
+    }
     // atomic_read() is a plain load: it happens with the step before it
     // (the PTE lock's acquisition), so paths that never meet a deferred
     // flush take no extra step.

@@ -66,6 +66,7 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
             schedules: 2_000,
             seed: 1,
             max_actions: 200_000,
+            speculation: 2,
         },
     }),
     new: || Box::new(TlbGen::with_fns(Options::PCID, &LazyCpumask614)),

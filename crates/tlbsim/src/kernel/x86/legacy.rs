@@ -289,4 +289,5 @@ pub const MPROTECT_VS_RECLAIM: Search = Search::Explore {
     schedules: 3_000,
     seed: 1,
     max_actions: 20_000,
+    speculation: 2,
 };

@@ -49,6 +49,7 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
             schedules: 1_000,
             seed: 1,
             max_actions: 50_000,
+            speculation: 2,
         },
     }),
     new: || Box::new(TlbGen::with_fns(Options::default(), &BeforeB956575)),

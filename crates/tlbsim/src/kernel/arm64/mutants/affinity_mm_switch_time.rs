@@ -70,6 +70,7 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
             schedules: 3_000,
             seed: 1,
             max_actions: 200_000,
+            speculation: 2,
         },
     }),
     new: || Box::new(SwitchTime),

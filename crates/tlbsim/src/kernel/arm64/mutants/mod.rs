@@ -32,4 +32,5 @@ pub const ALLOCATOR_SEARCH: Search = Search::Explore {
     schedules: 2_000,
     seed: 1,
     max_actions: 50_000,
+    speculation: 2,
 };

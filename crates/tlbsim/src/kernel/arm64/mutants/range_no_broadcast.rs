@@ -58,6 +58,7 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
             schedules: 100_000,
             seed: 1,
             max_actions: 50_000,
+            speculation: 2,
         },
     }),
     new: || Box::new(RangeNoBroadcast),

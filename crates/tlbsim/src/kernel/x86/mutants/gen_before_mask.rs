@@ -46,6 +46,7 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
             schedules: 2_000,
             seed: 1,
             max_actions: 50_000,
+            speculation: 2,
         },
     }),
     new: || {
