@@ -347,6 +347,36 @@ pub const TLB_FLUSH_BATCHED_BOOL: Bug = Bug {
     },
 };
 
+/// Before 4.19 `tlb_remove_table()`'s fallback, when no batch page could
+/// be allocated, freed the table after an IPI but before any TLB
+/// invalidation.
+pub const X86_TABLE_FREE_ONE: Bug = Bug {
+    id: "x86-table-free-one",
+    fix: "d86564a2f085",
+    subject: "mm/tlb, x86/mm: Support invalidating TLB caches for RCU_TABLE_FREE",
+    introduced: Some("9e52fc2b50de"),
+    versions: "x86 v4.14 to v4.18 built with CONFIG_PARAVIRT, when GFP_NOWAIT allocations fail",
+    arch: Arch::X86,
+    what: "tlb_remove_table() cannot allocate its batch page: tlb_remove_table_one() IPIs the \
+           other CPUs (which invalidates nothing) and frees the table while the \
+           paging-structure caches still point at it",
+    kernels: Kernels::Setting {
+        buggy: "kernel.table_free_one_without_invalidate=true",
+        fixed: "kernel.table_free_one_without_invalidate=false",
+        breaks: Breaks {
+            invariant: Invariant::NoStaleWalk,
+            search: Search::Explore {
+                experiment: crate::experiment_file!("experiments/bugs/x86-table-free-one.toml"),
+                strategy: Strategy::Random,
+                schedules: 2_000,
+                seed: 1,
+                max_actions: 200_000,
+                speculation: 2,
+            },
+        },
+    },
+};
+
 /// Every entry, in the order `tlbsim bugs` prints them.
 pub const BUGS: &[Bug] = &[
     MPROTECT_VS_RECLAIM,
@@ -364,4 +394,5 @@ pub const BUGS: &[Bug] = &[
     X86_BATCH_GEN_ZERO,
     ARM_ASID_RESERVED_SYNC,
     TLB_FLUSH_BATCHED_BOOL,
+    X86_TABLE_FREE_ONE,
 ];

@@ -174,6 +174,23 @@ pub struct KernelConfig {
     /// generation pair. Left out of the JSON when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tlb_flush_batched_bool: bool,
+    /// The machine is out of memory for `GFP_NOWAIT` allocations: every
+    /// `tlb_remove_table()` fails to allocate its batch page and frees the
+    /// table through `tlb_remove_table_one()` (an IPI to every other CPU,
+    /// then the free), inside the gather, before its final flush. A
+    /// condition of the run, not a kernel version. Left out of the JSON
+    /// when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub table_batch_alloc_fails: bool,
+    /// `tlb_remove_table_one()` frees the table without invalidating the
+    /// TLB first, as every kernel did before d86564a2f085 ("mm/tlb, x86/mm:
+    /// Support invalidating TLB caches for RCU_TABLE_FREE", 4.19), which
+    /// calls `tlb_table_invalidate()` (a `tlb_flush_mmu_tlbonly()`) first:
+    /// x86 4.14-4.18 built with `CONFIG_PARAVIRT` (9e52fc2b50de) freed a
+    /// table the paging-structure caches still pointed at. Matters only
+    /// with `table_batch_alloc_fails`. Left out of the JSON when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub table_free_one_without_invalidate: bool,
     /// Transparent huge pages (`/sys/kernel/mm/transparent_hugepage/enabled`):
     /// `"always"` backs anonymous memory with 2 MiB pages where a write
     /// fault finds a whole aligned 2 MiB of the VMA without a PTE table;
@@ -501,6 +518,8 @@ impl Default for KernelConfig {
             gather_ignores_nested: false,
             table_free_single_user_at_once: false,
             tlb_flush_batched_bool: false,
+            table_batch_alloc_fails: false,
+            table_free_one_without_invalidate: false,
             thp: Thp::Never,
             thp_huge_zero_page: ThpZeroPage::Off,
             switch_to_dsb: true,

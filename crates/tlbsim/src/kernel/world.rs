@@ -66,6 +66,15 @@ pub type Program = Box<dyn FnOnce(Ctx) -> TaskFuture>;
 /// argument is the `arg` of the `Op::CallFunction` that sent it.
 pub type IpiHandler = Rc<dyn Fn(Ctx, usize) -> TaskFuture>;
 
+/// The handler every world registers first: an empty function, for
+/// `smp_call_function()`s that only wait for every CPU to take the
+/// interrupt (`tlb_remove_table_smp_sync()`).
+pub const IPI_HANDLER_NOOP: usize = 0;
+
+fn ipi_noop(_ctx: Ctx, _arg: usize) -> TaskFuture {
+    Box::pin(async {})
+}
+
 /// What every kernel on the machine shares: hardware, statistics, the
 /// observer and the clock.
 pub struct Machine {
@@ -242,7 +251,8 @@ impl World {
             asid,
             futures: State::new(PerTask::new()),
             programs: State::new(PerTask::new()),
-            ipi_handlers: RefCell::new(Vec::new()), // untracked: read-only once set up
+            // untracked: read-only once set up
+            ipi_handlers: RefCell::new(vec![Rc::new(ipi_noop) as IpiHandler]),
             random: Tracked::fresh(crate::engine::rng::Streams::new(0).stream("kernel.random")),
         });
         for cpu in CpuId::all(n) {

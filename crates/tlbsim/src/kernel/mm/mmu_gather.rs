@@ -142,24 +142,64 @@ impl MmuGather {
         let detached = detach_empty_tables(&ctx.w, self.mm, floor, ceiling);
         ctx.work(ctx.w.profile.kernel.pte_update_ns * detached.len() as u64)
             .await;
-        let kcfg = &ctx.w.kcfg;
         for (t, va) in detached {
             // pte_free_tlb(): __tlb_adjust_range(tlb, address, PAGE_SIZE)
             // in every version (4.18's last-level tlb_flush() covers it).
             self.add_range(va, va + self.g.page_size());
-            if kcfg.pgtable_free_tlbi == PgtableFreeTlbi::SyncPerTable {
+            if ctx.w.kcfg.pgtable_free_tlbi == PgtableFreeTlbi::SyncPerTable {
                 self.__flush_tlb_pgtable(ctx, va).await;
             } else {
                 self.freed_tables = true;
             }
-            // tlb_remove_table(): "if (atomic_read(&tlb->mm->mm_users) < 2)
-            // { __tlb_remove_table(table); return; }" (before 4.19).
-            if kcfg.table_free_single_user_at_once && ctx.w.k.borrow().mms[self.mm].users < 2 {
-                self.free_table(ctx, t);
-            } else {
-                self.tables.push(t);
-            }
+            self.tlb_remove_table(ctx, t).await;
         }
+    }
+
+    /// `tlb_remove_table(tlb, table)`: queues page-table page `t` on the
+    /// gather, to be freed after its flush. Before 4.19 a single-user mm's
+    /// table was freed at once (`[kernel] table_free_single_user_at_once`).
+    /// When the batch page cannot be allocated (`[kernel]
+    /// table_batch_alloc_fails`), `tlb_remove_table_one()` frees the table
+    /// at once after an IPI to every other CPU; since 4.19
+    /// (d86564a2f085) `tlb_table_invalidate()` flushes the gathered range
+    /// first, before it only the IPI came first
+    /// (`table_free_one_without_invalidate`).
+    async fn tlb_remove_table(&mut self, ctx: &Ctx, t: TableId) {
+        let kcfg = &ctx.w.kcfg;
+        // "if (atomic_read(&tlb->mm->mm_users) < 2) { __tlb_remove_table(table);
+        // return; }" (before 4.19).
+        if kcfg.table_free_single_user_at_once && ctx.w.k.borrow().mms[self.mm].users < 2 {
+            self.free_table(ctx, t);
+            return;
+        }
+        // *batch = __get_free_page(GFP_NOWAIT | __GFP_NOWARN) failed:
+        if kcfg.table_batch_alloc_fails {
+            if !kcfg.table_free_one_without_invalidate {
+                self.tlb_flush_mmu_tlbonly(ctx).await;
+            }
+            // tlb_remove_table_one(): tlb_remove_table_sync_one(), then
+            // __tlb_remove_table().
+            tlb_remove_table_sync_one(ctx).await;
+            self.free_table(ctx, t);
+            return;
+        }
+        self.tables.push(t);
+    }
+
+    /// `tlb_flush_mmu_tlbonly()` (as `tlb_table_invalidate()` calls it):
+    /// flushes what the gather holds so far and resets its range
+    /// (`__tlb_reset_range()`); pages and tables stay queued.
+    async fn tlb_flush_mmu_tlbonly(&mut self, ctx: &Ctx) {
+        if ctx.w.kcfg.pgtable_free_tlbi == PgtableFreeTlbi::SyncPerTable {
+            self.tlb_flush_4_18(ctx, false).await;
+        } else {
+            self.tlb_flush(ctx).await;
+        }
+        self.start = u64::MAX;
+        self.end = 0;
+        self.freed_tables = false;
+        self.cleared_ptes = false;
+        self.cleared_pmds = false;
     }
 
     /// Frees page-table page `t` (after an RCU grace period if the policy
@@ -277,6 +317,23 @@ impl MmuGather {
             flush_tlb_range(ctx, self.mm, self.start, self.end, page, true).await;
         }
     }
+}
+
+/// `tlb_remove_table_sync_one()` (`smp_call_function(
+/// tlb_remove_table_smp_sync, NULL, 1)`): interrupts every other CPU and
+/// waits until each has run the empty handler, so that no lockless
+/// software walk (IRQs off) still uses a table about to be freed. It
+/// invalidates no TLB.
+async fn tlb_remove_table_sync_one(ctx: &Ctx) {
+    let _f = ctx.func(crate::label!("tlb_remove_table_sync_one"));
+    let mut targets = crate::hw::cpumask::CpuMask::full(ctx.w.ncpus());
+    targets.clear(ctx.cpu());
+    ctx.step(crate::kernel::op::Op::CallFunction {
+        targets,
+        handler: crate::kernel::world::IPI_HANDLER_NOOP,
+        arg: 0,
+    })
+    .await;
 }
 
 /// `inc_tlb_flush_pending(mm)`: a flush of `mm` is under way (its page
