@@ -377,6 +377,38 @@ pub const X86_TABLE_FREE_ONE: Bug = Bug {
     },
 };
 
+/// 4.20-5.1: a nested gather's `tlb_finish_mmu()` forgot the page tables
+/// its munmap had freed.
+pub const GATHER_NESTED_RESET_RANGE: Bug = Bug {
+    id: "gather-nested-reset-range",
+    fix: "7a30df49f63a",
+    subject: "mm: mmu_gather: remove __tlb_reset_range() for force flush",
+    introduced: Some("dd2283f2605e"),
+    versions: "v4.20 to v5.1 (stable 4.20+ until the backports)",
+    arch: Arch::Arm64,
+    what: "munmap zaps and frees page tables under the mmap_lock held for reading while \
+           another thread's MADV_DONTNEED gathers: the nested tlb_finish_mmu() resets the \
+           gather (__tlb_reset_range()) and flushes the call's range at the last level only, \
+           so walk caches keep pointing at the freed tables",
+    kernels: Kernels::Setting {
+        buggy: "kernel.gather_nested_reset_range=true",
+        fixed: "kernel.gather_nested_reset_range=false",
+        breaks: Breaks {
+            invariant: Invariant::NoStaleWalk,
+            search: Search::Explore {
+                experiment: crate::experiment_file!(
+                    "experiments/bugs/gather-nested-reset-range.toml"
+                ),
+                strategy: Strategy::Random,
+                schedules: 3_000,
+                seed: 1,
+                max_actions: 200_000,
+                speculation: 2,
+            },
+        },
+    },
+};
+
 /// Every entry, in the order `tlbsim bugs` prints them.
 pub const BUGS: &[Bug] = &[
     MPROTECT_VS_RECLAIM,
@@ -395,4 +427,5 @@ pub const BUGS: &[Bug] = &[
     ARM_ASID_RESERVED_SYNC,
     TLB_FLUSH_BATCHED_BOOL,
     X86_TABLE_FREE_ONE,
+    GATHER_NESTED_RESET_RANGE,
 ];

@@ -166,6 +166,26 @@ pub struct KernelConfig {
     /// of the JSON when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub table_free_single_user_at_once: bool,
+    /// `munmap()` removes the VMAs under the mmap_lock held for writing,
+    /// then downgrades it to a read hold for the unmap and the page-table
+    /// freeing (`downgrade_write()`, Linux 4.20+, dd2283f2605e "mm: mmap:
+    /// zap pages with read mmap_sem in munmap"), so a `MADV_DONTNEED` of
+    /// another thread can run at the same time. `false` (the model's
+    /// default, and Linux before 4.20): the whole call holds it for
+    /// writing. Left out of the JSON when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub munmap_downgrade: bool,
+    /// A nested gather's `tlb_finish_mmu()` (`mm_tlb_flush_nested()`)
+    /// resets the gather (`__tlb_reset_range()`: `freed_tables` and the
+    /// `cleared_*` bits dropped) and flushes only the call's range, last
+    /// level only on arm64: Linux 4.20-5.1, until 7a30df49f63a ("mm:
+    /// mmu_gather: remove __tlb_reset_range() for force flush"), which
+    /// flushes the whole mm with `freed_tables` set. With
+    /// `munmap_downgrade`, a munmap that freed page tables while another
+    /// thread's `MADV_DONTNEED` gathered leaves the walk caches pointing at
+    /// them. Left out of the JSON when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gather_nested_reset_range: bool,
     /// `mm->tlb_flush_batched` is the `bool` of Linux 4.13-5.16
     /// (3ea277194daa until 5ee2fa2f0636, "mm/rmap: fix potential batched
     /// TLB flush race"): `flush_tlb_batched_pending()` stores `false` after
@@ -517,6 +537,8 @@ impl Default for KernelConfig {
             zap_flush_always: false,
             gather_ignores_nested: false,
             table_free_single_user_at_once: false,
+            munmap_downgrade: false,
+            gather_nested_reset_range: false,
             tlb_flush_batched_bool: false,
             table_batch_alloc_fails: false,
             table_free_one_without_invalidate: false,

@@ -69,6 +69,21 @@ impl Lock {
             assert!(self.holder.is_some(), "unlock of {} not held", self.name);
             self.holder = None;
         }
+        self.grant_waiters()
+    }
+
+    /// `downgrade_write()`: the exclusive holder keeps the lock shared; the
+    /// readers queued at the front (up to the first writer) get it too, and
+    /// are returned.
+    pub fn downgrade(&mut self) -> Vec<LockWaiter> {
+        assert!(self.holder.is_some(), "downgrade of {} not held", self.name);
+        self.holder = None;
+        self.readers += 1;
+        self.grant_waiters()
+    }
+
+    /// Hands the lock to the waiters at the front now entitled to it.
+    fn grant_waiters(&mut self) -> Vec<LockWaiter> {
         let mut granted = Vec::new();
         while let Some(&w) = self.waiters.front() {
             if self.holder.is_some() || (!w.shared && self.readers > 0) {
@@ -126,6 +141,16 @@ impl World {
             self.stats.borrow_mut().lock(lock.name).hold_ns.record(held);
         }
         lock.release(shared)
+    }
+
+    /// [`Lock::downgrade`] of lock `l` at `now`, recording the exclusive
+    /// hold that ends; returns the readers it lets in.
+    pub fn lock_downgrade(&self, l: LockId, now: Ns) -> Vec<LockWaiter> {
+        let mut k = self.k.borrow_mut();
+        let lock = &mut k.locks[l];
+        let held = now.saturating_sub(lock.held_since_ns);
+        self.stats.borrow_mut().lock(lock.name).hold_ns.record(held);
+        lock.downgrade()
     }
 
     /// Waiter `g` of lock `l`, granted by a release, has the lock at `at`
@@ -200,6 +225,24 @@ impl Ctx {
             self.up(l, false).await;
         } else {
             self.step(Op::Unlock(l)).await;
+        }
+    }
+
+    /// `mmap_write_downgrade(mm)` (`downgrade_write()`): the write hold
+    /// becomes a read hold, and readers waiting behind it come in; release
+    /// it with [`Ctx::mmap_read_unlock`].
+    pub async fn mmap_write_downgrade(&self, mm: MmId) {
+        let _f = self.func(crate::label!("downgrade_write"));
+        let l = self.w.k.borrow().mms[mm].mmap_lock;
+        if self.w.kcfg.mmap_lock_readers_sleep {
+            self.step(Op::LockWord(l)).await;
+            let now = self.now();
+            for g in self.w.lock_downgrade(l, now) {
+                self.w.lock_granted(l, &g, now);
+                sched::wake_up(self, g.task).await;
+            }
+        } else {
+            self.step(Op::Downgrade(l)).await;
         }
     }
 
@@ -310,5 +353,32 @@ impl Ctx {
         let _f = self.func(crate::label!("_raw_spin_unlock"));
         let l = self.pte_lock_id(mm, va);
         self.step(Op::Unlock(l)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_downgrade_lets_the_readers_queued_first_in_and_keeps_writers_out() {
+        let mut l = Lock {
+            name: "mmap_lock",
+            ..Default::default()
+        };
+        let t = TaskId::from_index;
+        assert!(l.acquire(t(0), false, 0), "the writer");
+        assert!(!l.acquire(t(1), true, 1), "a reader waits");
+        assert!(!l.acquire(t(2), false, 2), "a writer waits");
+        assert!(!l.acquire(t(3), true, 3), "a reader behind the writer");
+        let granted: Vec<_> = l.downgrade().iter().map(|w| w.task).collect();
+        assert_eq!(granted, [t(1)], "only the reader before the writer");
+        assert_eq!((l.holder, l.readers), (None, 2));
+        assert!(
+            l.release(true).is_empty(),
+            "the other reader still holds it"
+        );
+        let granted: Vec<_> = l.release(true).iter().map(|w| w.task).collect();
+        assert_eq!(granted, [t(2)], "then the writer");
     }
 }

@@ -99,6 +99,9 @@ pub enum Op {
     Unlock(LockId),
     /// Releases a shared hold.
     UnlockShared(LockId),
+    /// Turns the posting task's exclusive hold into a shared one
+    /// (`downgrade_write()`), letting the readers queued first in.
+    Downgrade(LockId),
     /// Context switch from the posting task to `next` on this CPU.
     SwitchTo(TaskId),
     /// The idle task waits for a reschedule.
@@ -162,6 +165,7 @@ impl std::fmt::Display for OpDisplay<'_> {
             Op::LockShared(l) => write!(f, "lock {l} shared"),
             Op::Unlock(l) => write!(f, "unlock {l}"),
             Op::UnlockShared(l) => write!(f, "unlock {l} shared"),
+            Op::Downgrade(l) => write!(f, "downgrade lock {l} to shared"),
             Op::SwitchTo(t) => write!(f, "switch to task{t}"),
             Op::Idle => f.write_str("idle"),
             Op::ReschedIpi(c) => write!(f, "resched IPI to cpu{c}"),

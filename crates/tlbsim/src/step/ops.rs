@@ -129,6 +129,7 @@ impl Cpus {
             Op::Unlock(l) | Op::UnlockShared(l) => {
                 Applied::Unlocked(l, w.lock_release(l, matches!(op, Op::UnlockShared(_)), now))
             }
+            Op::Downgrade(l) => Applied::Unlocked(l, w.lock_downgrade(l, now)),
             Op::SwitchTo(_) => {
                 switched(&w, task);
                 Applied::Switched

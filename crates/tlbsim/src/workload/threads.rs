@@ -8,6 +8,12 @@
 //!   frees the page-table page); the others read the published page.
 //! - `op = "madvise"`: thread 0 loops write, `madvise(MADV_DONTNEED)` on
 //!   one page (the frame is freed, the next touch faults in a new one).
+//! - `reader_dontneed = true`: each reader also drops a page of its own
+//!   with `madvise(MADV_DONTNEED)` after each access (under the mmap_lock
+//!   for reading, so its gathers can nest with thread 0's): the pages lie
+//!   in a 4 MiB mapping made before the readers start, PMD-aligned when
+//!   the address space is empty above it, so that thread 0's mappings do
+//!   not share its page tables.
 
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
@@ -48,6 +54,9 @@ pub struct Threads {
     /// the switch-in races with thread 0's flushes.
     #[serde(default)]
     pub reader_hop: bool,
+    /// Readers also `MADV_DONTNEED` a page of their own after each access.
+    #[serde(default)]
+    pub reader_dontneed: bool,
 }
 
 fn two() -> u32 {
@@ -78,6 +87,25 @@ impl Threads {
         }
         Ok(t)
     }
+}
+
+/// The readers' own mapping with `reader_dontneed`, in bytes: what is
+/// left of it from its first PMD boundary on.
+const READER_PAGES_BYTES: u64 = 2 << 20;
+
+/// Maps the readers' pages (`reader_dontneed`): `READER_PAGES_BYTES` from
+/// a PMD boundary, the part of a larger mapping below the boundary
+/// unmapped again, so that no PTE table of theirs also covers mappings
+/// made later below them (thread 0's, which munmap then frees whole).
+async fn readers_mapping(ctx: &Ctx) -> u64 {
+    let pmd = ctx.w.granule.pmd_size();
+    let len = READER_PAGES_BYTES.max(pmd) + pmd;
+    let p = sys_mmap(ctx, len, Perms::RW).await;
+    let aligned = p.next_multiple_of(pmd);
+    if aligned > p {
+        sys_munmap(ctx, p, aligned - p).await;
+    }
+    aligned
 }
 
 /// Driver events per thread per iteration of thread 0 when the readers
@@ -154,6 +182,11 @@ impl Workload for Threads {
                     let PAGE_SIZE = ctx.w.granule.page_size();
                     let done = super::shared_cell(false);
                     let page = super::shared_cell(0u64);
+                    let own = if me.reader_dontneed {
+                        readers_mapping(&ctx).await
+                    } else {
+                        0
+                    };
                     if me.op != "munmap" {
                         let p = sys_mmap(&ctx, PAGE_SIZE, Perms::RW).await;
                         ctx.user_access(p, true).await;
@@ -163,7 +196,9 @@ impl Workload for Threads {
                         let cells = (Rc::clone(&done), Rc::clone(&page));
                         let rng = streams.stream(&format!("threads/reader{i}"));
                         let home = CpuId::new(i % n);
-                        let reader = reader(&me, i, n, cells, rng);
+                        let slot = u64::from(i) % (READER_PAGES_BYTES / PAGE_SIZE);
+                        let mine = (own != 0).then(|| own + slot * PAGE_SIZE);
+                        let reader = reader(&me, (i, mine), n, cells, rng);
                         sys_clone_thread(&ctx, "reader", Some(home), reader).await;
                     }
                     for _ in 0..me.iterations {
@@ -201,7 +236,7 @@ impl Workload for Threads {
 /// home CPU and another with `reader_hop`, a jittered gap apart.
 fn reader(
     me: &Threads,
-    i: u32,
+    (i, mine): (u32, Option<u64>),
     n: u32,
     (done, page): (Rc<TrackedCell<bool>>, Rc<TrackedCell<u64>>),
     mut rng: Rng,
@@ -221,6 +256,10 @@ fn reader(
                     c.user_access(p, write).await;
                 }
                 write = !write;
+                if let Some(m) = mine {
+                    c.user_access(m, true).await;
+                    sys_madvise_dontneed(&c, m, c.w.granule.page_size()).await;
+                }
                 if hop {
                     at_home = !at_home;
                     let mut m = CpuMask::new(ncpu);

@@ -170,8 +170,17 @@ pub async fn sys_munmap(ctx: &Ctx, addr: u64, len: u64) {
     call_range(ctx, mm, addr, end);
     ctx.mmap_write_lock(mm).await;
     ctx.work(ctx.w.profile.kernel.munmap_ns).await;
-    do_munmap(ctx, mm, addr, end).await;
-    ctx.mmap_write_unlock(mm).await;
+    if ctx.w.kcfg.munmap_downgrade {
+        // __do_munmap(..., downgrade = true): the VMAs are detached under
+        // the write hold, the unmap runs under a read hold.
+        let removed = remove_vmas(ctx, mm, addr, end);
+        ctx.mmap_write_downgrade(mm).await;
+        unmap_region(ctx, mm, addr, end, &removed).await;
+        ctx.mmap_read_unlock(mm).await;
+    } else {
+        do_munmap(ctx, mm, addr, end).await;
+        ctx.mmap_write_unlock(mm).await;
+    }
     syscall_exit(ctx, "munmap").await;
 }
 
@@ -180,11 +189,18 @@ pub async fn sys_munmap(ctx: &Ctx, addr: u64, len: u64) {
 /// tables and flushes (`unmap_region()` through an mmu_gather).
 pub(crate) async fn do_munmap(ctx: &Ctx, mm: MmId, addr: u64, end: u64) {
     let removed = remove_vmas(ctx, mm, addr, end);
+    unmap_region(ctx, mm, addr, end, &removed).await;
+}
+
+/// `unmap_region()` of the detached VMAs `removed`, `[addr, end)`: zaps
+/// their PTEs, frees empty page tables, flushes, then drops their shmem
+/// references.
+async fn unmap_region(ctx: &Ctx, mm: MmId, addr: u64, end: u64, removed: &[Vma]) {
     let mut g = MmuGather::begin(ctx, mm, false).await;
     g.zap(ctx, addr, end).await;
     g.free_pgtables(ctx, addr, end).await;
     g.finish(ctx).await;
-    super::shmem::release_unmapped(ctx, mm, &removed);
+    super::shmem::release_unmapped(ctx, mm, removed);
 }
 
 /// `vma_lookup(mm, addr)`: the VMA of `mm` containing `addr`, if any.

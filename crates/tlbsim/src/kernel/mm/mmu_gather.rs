@@ -38,6 +38,9 @@ pub struct MmuGather {
     /// Huge pages to release after the flush: first frame and VA.
     huge: Vec<(Pfn, u64)>,
     tables: Vec<TableId>,
+    /// The range the caller passes to `tlb_finish_mmu(tlb, start, end)`
+    /// in 4.20-5.1: the union of the ranges zapped.
+    call: Option<(u64, u64)>,
 }
 
 impl MmuGather {
@@ -59,6 +62,7 @@ impl MmuGather {
             frames: Vec::new(),
             huge: Vec::new(),
             tables: Vec::new(),
+            call: None,
         }
     }
 
@@ -78,6 +82,10 @@ impl MmuGather {
     /// Each PTE table's entries are cleared under its own lock.
     pub async fn zap(&mut self, ctx: &Ctx, start: u64, end: u64) {
         let _f = ctx.func(crate::label!("unmap_page_range"));
+        self.call = Some(
+            self.call
+                .map_or((start, end), |(a, b)| (a.min(start), b.max(end))),
+        );
         let per = ctx.w.profile.kernel.pte_update_ns;
         let (page_size, pmd_size) = (self.g.page_size(), self.g.pmd_size());
         // zap_pmd_range(): a huge page the range covers whole is cleared at
@@ -195,6 +203,11 @@ impl MmuGather {
         } else {
             self.tlb_flush(ctx).await;
         }
+        self.reset_range();
+    }
+
+    /// `__tlb_reset_range()`: an empty range, nothing cleared or freed.
+    fn reset_range(&mut self) {
         self.start = u64::MAX;
         self.end = 0;
         self.freed_tables = false;
@@ -244,7 +257,15 @@ impl MmuGather {
         let nested = || w.k.borrow().mms[self.mm].tlb_flush_pending > 1;
         let nested = counted && ctx.atomic_read(nested).await;
         if w.kcfg.pgtable_free_tlbi != PgtableFreeTlbi::SyncPerTable {
-            if nested {
+            if nested && w.kcfg.gather_nested_reset_range {
+                // 4.20-5.1: "__tlb_reset_range(tlb); __tlb_adjust_range(tlb,
+                // start, end - start);": the call's range, and what it
+                // freed forgotten (7a30df49f63a).
+                self.reset_range();
+                if let Some((a, b)) = self.call {
+                    self.add_range(a, b);
+                }
+            } else if nested {
                 // mm_tlb_flush_nested(): another gather may have cleared
                 // PTEs we found none; like tlb_finish_mmu(), flush the
                 // whole mm.
