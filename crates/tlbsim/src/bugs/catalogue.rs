@@ -409,6 +409,35 @@ pub const GATHER_NESTED_RESET_RANGE: Bug = Bug {
     },
 };
 
+/// 5.5-5.11: clearing the soft-dirty state write-protected every PTE and
+/// flushed nothing.
+pub const CLEAR_REFS_GATHER: Bug = Bug {
+    id: "clear-refs-soft-dirty-no-flush",
+    fix: "912efa17e512",
+    subject: "mm: proc: Invalidate TLB after clearing soft-dirty page state",
+    introduced: Some("0758cd830494"),
+    versions: "v5.5 to v5.11 (and 4.19 stable, which took 0758cd830494)",
+    arch: Arch::X86,
+    what: "clear_refs_write() write-protects the PTEs inside a full-mm mmu_gather; since \
+           nothing was added to it, tlb_finish_mmu() flushes nothing, and a CPU keeps \
+           writing through its writable translation (writes the soft-dirty tracker misses)",
+    kernels: Kernels::Setting {
+        buggy: "kernel.clear_refs_gather=true",
+        fixed: "kernel.clear_refs_gather=false",
+        breaks: Breaks {
+            invariant: Invariant::NoStaleHold,
+            search: Search::Explore {
+                experiment: crate::experiment_file!("experiments/bugs/clear-refs-gather.toml"),
+                strategy: Strategy::Random,
+                schedules: 2_000,
+                seed: 1,
+                max_actions: 200_000,
+                speculation: 2,
+            },
+        },
+    },
+};
+
 /// Every entry, in the order `tlbsim bugs` prints them.
 pub const BUGS: &[Bug] = &[
     MPROTECT_VS_RECLAIM,
@@ -428,4 +457,5 @@ pub const BUGS: &[Bug] = &[
     TLB_FLUSH_BATCHED_BOOL,
     X86_TABLE_FREE_ONE,
     GATHER_NESTED_RESET_RANGE,
+    CLEAR_REFS_GATHER,
 ];

@@ -175,6 +175,13 @@ pub struct KernelConfig {
     /// writing. Left out of the JSON when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub munmap_downgrade: bool,
+    /// `/proc/PID/clear_refs`' soft-dirty clearing write-protects the PTEs
+    /// inside a full-mm `mmu_gather` whose `tlb_finish_mmu()` flushes
+    /// nothing, no entry having been removed (0758cd830494, 5.5, until
+    /// 912efa17e512, 5.12, which flushes the mm as mprotect does;
+    /// `kernel/task_mmu.rs`). Left out of the JSON when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub clear_refs_gather: bool,
     /// A nested gather's `tlb_finish_mmu()` (`mm_tlb_flush_nested()`)
     /// resets the gather (`__tlb_reset_range()`: `freed_tables` and the
     /// `cleared_*` bits dropped) and flushes only the call's range, last
@@ -538,6 +545,7 @@ impl Default for KernelConfig {
             gather_ignores_nested: false,
             table_free_single_user_at_once: false,
             munmap_downgrade: false,
+            clear_refs_gather: false,
             gather_nested_reset_range: false,
             tlb_flush_batched_bool: false,
             table_batch_alloc_fails: false,

@@ -186,6 +186,10 @@ impl Perms {
     pub fn subset_of(self, other: Perms) -> bool {
         self.0 & !other.0 == 0
     }
+    /// The same without write permission (`pte_wrprotect()`).
+    pub fn wrprotect(self) -> Perms {
+        Perms(self.0 & !2)
+    }
 }
 
 impl std::fmt::Display for Perms {

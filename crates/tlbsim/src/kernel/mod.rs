@@ -27,6 +27,7 @@ pub mod rcu;
 pub mod registry;
 pub mod sched;
 pub mod sys;
+pub mod task_mmu;
 pub mod tick;
 pub mod tlbflush;
 pub mod unix_socket;

@@ -8,6 +8,10 @@
 //!   frees the page-table page); the others read the published page.
 //! - `op = "madvise"`: thread 0 loops write, `madvise(MADV_DONTNEED)` on
 //!   one page (the frame is freed, the next touch faults in a new one).
+//! - `op = "clear-refs"`: thread 0 loops write, clearing the soft-dirty
+//!   state of the mm (`/proc/self/clear_refs`, which write-protects every
+//!   PTE); the others read and write the page (a write after the clearing
+//!   faults and makes it writable again).
 //! - `reader_dontneed = true`: each reader also drops a page of its own
 //!   with `madvise(MADV_DONTNEED)` after each access (under the mmap_lock
 //!   for reading, so its gathers can nest with thread 0's): the pages lie
@@ -26,6 +30,7 @@ use crate::kernel::exit::sys_wait;
 use crate::kernel::fork::{spawn_user, sys_clone_thread};
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
 use crate::kernel::sched::sys_sched_setaffinity;
+use crate::kernel::task_mmu::sys_clear_refs_soft_dirty;
 use crate::kernel::{Ctx, Program, TaskId, World};
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};
@@ -41,7 +46,7 @@ pub struct Threads {
     /// Iterations of thread 0.
     #[serde(default = "hundred")]
     pub iterations: u64,
-    /// `"mprotect"` or `"munmap"`.
+    /// `"mprotect"`, `"munmap"`, `"madvise"` or `"clear-refs"`.
     #[serde(default = "default_op")]
     pub op: String,
     /// Mean user work between a reader's accesses (ns); each gap is drawn
@@ -79,9 +84,9 @@ impl Threads {
         if t.threads == 0 {
             return Err("`threads` must be >= 1".into());
         }
-        if !["mprotect", "munmap", "madvise"].contains(&t.op.as_str()) {
+        if !["mprotect", "munmap", "madvise", "clear-refs"].contains(&t.op.as_str()) {
             return Err(format!(
-                "`op` must be mprotect, munmap or madvise, not \"{}\"",
+                "`op` must be mprotect, munmap, madvise or clear-refs, not \"{}\"",
                 t.op
             ));
         }
@@ -209,6 +214,11 @@ impl Workload for Threads {
                             sys_mprotect(&ctx, p, PAGE_SIZE, Perms::RW).await;
                             ctx.user_access(p, true).await;
                             ctx.user_work(me.reader_gap_ns).await;
+                        } else if me.op == "clear-refs" {
+                            let p = page.get();
+                            ctx.user_access(p, true).await;
+                            ctx.user_work(me.reader_gap_ns * 3).await;
+                            sys_clear_refs_soft_dirty(&ctx).await;
                         } else if me.op == "madvise" {
                             let p = page.get();
                             ctx.user_access(p, true).await;
