@@ -438,6 +438,36 @@ pub const CLEAR_REFS_GATHER: Bug = Bug {
     },
 };
 
+/// CVE-2025-22045: x86's `flush_tlb_range()` told lazy CPUs nothing when
+/// `pmdp_collapse_flush()` retracted a page table.
+pub const CVE_2025_22045: Bug = Bug {
+    id: "CVE-2025-22045",
+    fix: "3ef938c35035",
+    subject: "x86/mm: Fix flush_tlb_range() when used for zapping normal PMDs",
+    introduced: Some("016c4d92cd16"),
+    versions: "x86 v4.20 to v6.14 (stable until the April 2025 backports), where khugepaged or \
+               MADV_COLLAPSE retracts the page table of a file THP",
+    arch: Arch::X86,
+    what: "collapse_pte_mapped_thp() → pmdp_collapse_flush() → flush_tlb_range() passes \
+           freed_tables = false: a CPU in lazy TLB mode is not interrupted and keeps the \
+           retracted, freed PTE table in its paging-structure cache",
+    kernels: Kernels::Setting {
+        buggy: "kernel.flush_tlb_range_leaf_only=true",
+        fixed: "kernel.flush_tlb_range_leaf_only=false",
+        breaks: Breaks {
+            invariant: Invariant::NoStaleWalk,
+            search: Search::Explore {
+                experiment: crate::experiment_file!("experiments/bugs/collapse-lazy.toml"),
+                strategy: Strategy::Random,
+                schedules: 2_000,
+                seed: 1,
+                max_actions: 200_000,
+                speculation: 2,
+            },
+        },
+    },
+};
+
 /// Every entry, in the order `tlbsim bugs` prints them.
 pub const BUGS: &[Bug] = &[
     MPROTECT_VS_RECLAIM,
@@ -458,4 +488,5 @@ pub const BUGS: &[Bug] = &[
     X86_TABLE_FREE_ONE,
     GATHER_NESTED_RESET_RANGE,
     CLEAR_REFS_GATHER,
+    CVE_2025_22045,
 ];

@@ -182,6 +182,15 @@ pub struct KernelConfig {
     /// `kernel/task_mmu.rs`). Left out of the JSON when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub clear_refs_gather: bool,
+    /// x86's `flush_tlb_range()` macro passes `freed_tables = false`, so a
+    /// flush that retracts a page table (`pmdp_collapse_flush()` in
+    /// `MADV_COLLAPSE` and khugepaged) skips lazy CPUs: Linux 4.20
+    /// (016c4d92cd16) to 6.14, until 3ef938c35035 (CVE-2025-22045;
+    /// `kernel/mm/khugepaged.rs`). Ignored on arm64, whose
+    /// `flush_tlb_range()` invalidates every level. Left out of the JSON
+    /// when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub flush_tlb_range_leaf_only: bool,
     /// A nested gather's `tlb_finish_mmu()` (`mm_tlb_flush_nested()`)
     /// resets the gather (`__tlb_reset_range()`: `freed_tables` and the
     /// `cleared_*` bits dropped) and flushes only the call's range, last
@@ -546,6 +555,7 @@ impl Default for KernelConfig {
             table_free_single_user_at_once: false,
             munmap_downgrade: false,
             clear_refs_gather: false,
+            flush_tlb_range_leaf_only: false,
             gather_nested_reset_range: false,
             tlb_flush_batched_bool: false,
             table_batch_alloc_fails: false,

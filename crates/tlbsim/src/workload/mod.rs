@@ -2,6 +2,7 @@
 
 pub mod asid_churn;
 pub mod churn;
+pub mod collapse;
 pub mod flushbench;
 pub mod hackbench;
 pub mod libtool_wrapper;
@@ -245,6 +246,7 @@ pub const WORKLOADS: &[&WorkloadEntry] = &[
     &lifecycle::TCMALLOC_ENTRY,
     &victim::ENTRY,
     &threads::ENTRY,
+    &collapse::ENTRY,
     &swap_bench::ENTRY,
     &pageout_race::ENTRY,
     &migrate_bench::ENTRY,

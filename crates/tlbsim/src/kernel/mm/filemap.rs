@@ -253,7 +253,7 @@ fn cached(w: &World, id: ShmemId, index: u64) -> Option<Pfn> {
 
 /// The PMD-sized folio holding page `index` of file `id`, if it is one:
 /// its first index and first frame.
-fn large_folio(w: &World, id: ShmemId, index: u64) -> Option<(u64, Pfn)> {
+pub(crate) fn large_folio(w: &World, id: ShmemId, index: u64) -> Option<(u64, Pfn)> {
     let span = w.granule.hpage_pmd_nr() * index_step(w);
     let base = index - index % span;
     let k = w.k.borrow();
@@ -353,7 +353,7 @@ async fn read_around(ctx: &Ctx, id: ShmemId, index: u64) {
 /// May a PMD map the PMD-sized folio at `base` in `v`
 /// (`thp_vma_suitable_order()` in `do_set_pmd()`): the aligned `PMD_SIZE`
 /// lies inside the VMA and the file offset is aligned as the address is.
-fn pmd_suitable(w: &World, v: &Vma, base: u64) -> bool {
+pub(crate) fn pmd_suitable(w: &World, v: &Vma, base: u64) -> bool {
     let pmd = w.granule.pmd_size();
     let s = v.shmem.expect("a file VMA");
     base >= v.start
@@ -395,7 +395,7 @@ async fn do_set_pmd(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) -> bool 
 }
 
 /// `perms` without write permission: a clean or copy-on-write PTE.
-fn read_only(perms: Perms) -> Perms {
+pub(crate) fn read_only(perms: Perms) -> Perms {
     Perms(perms.0 & !(Perms::RW.0 & !Perms::R.0))
 }
 

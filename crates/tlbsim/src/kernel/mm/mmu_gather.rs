@@ -215,23 +215,9 @@ impl MmuGather {
         self.cleared_pmds = false;
     }
 
-    /// Frees page-table page `t` (after an RCU grace period if the policy
-    /// frees tables by RCU).
+    /// Frees page-table page `t` ([`free_pgtable_page`]).
     fn free_table(&self, ctx: &Ctx, t: TableId) {
-        let w = &ctx.w;
-        if w.policy.rcu_table_free() {
-            w.rcu_free_table(self.mm, t);
-            return;
-        }
-        let instance = w.hw.page_tables().table(t).instance;
-        w.hw.page_tables_mut().free_table(t);
-        w.stats.borrow_mut().tables_freed += 1;
-        w.emit(Event::TableFree {
-            cpu: ctx.cpu(),
-            mm: self.mm,
-            table: t,
-            instance,
-        });
+        free_pgtable_page(ctx, self.mm, t);
     }
 
     /// `__pte_free_tlb()` → `__flush_tlb_pgtable(tlb->mm, addr)` of arm64
@@ -338,6 +324,25 @@ impl MmuGather {
             flush_tlb_range(ctx, self.mm, self.start, self.end, page, true).await;
         }
     }
+}
+
+/// Frees page-table page `t` of `mm`, already detached and flushed
+/// (after an RCU grace period if the policy frees tables by RCU).
+pub(crate) fn free_pgtable_page(ctx: &Ctx, mm: MmId, t: TableId) {
+    let w = &ctx.w;
+    if w.policy.rcu_table_free() {
+        w.rcu_free_table(mm, t);
+        return;
+    }
+    let instance = w.hw.page_tables().table(t).instance;
+    w.hw.page_tables_mut().free_table(t);
+    w.stats.borrow_mut().tables_freed += 1;
+    w.emit(Event::TableFree {
+        cpu: ctx.cpu(),
+        mm,
+        table: t,
+        instance,
+    });
 }
 
 /// `tlb_remove_table_sync_one()` (`smp_call_function(

@@ -33,6 +33,7 @@ pub mod brk;
 pub mod filemap;
 pub mod folio;
 pub mod huge_memory;
+pub mod khugepaged;
 pub mod madvise;
 pub mod memory;
 pub mod migrate;

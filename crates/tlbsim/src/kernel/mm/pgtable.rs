@@ -308,6 +308,31 @@ pub fn pmd_none(w: &World, mm: MmId, va: u64) -> bool {
         .contains_key(&g.level_index(va, HUGE_LEVEL))
 }
 
+/// `pmdp_huge_get_and_clear()` of a PMD pointing to a PTE table: detaches
+/// the table that maps `va` (`PMD_SIZE` aligned) from `mm`'s tree and
+/// returns it (to be freed by the caller after its flush), or `None` if
+/// there is none.
+pub fn pmd_clear_pgtable(w: &World, mm: MmId, va: u64) -> Option<TableId> {
+    let pgd = w.k.borrow().mms[mm].pgd;
+    let mut hw = w.hw.borrow_mut();
+    let g = hw.granule;
+    let mut table = pgd;
+    for level in g.start_level()..HUGE_LEVEL {
+        match hw.mem.table(table).entries.get(&g.level_index(va, level)) {
+            Some(Desc::Table(next)) => table = *next,
+            _ => return None,
+        }
+    }
+    let idx = g.level_index(va, HUGE_LEVEL);
+    match hw.mem.table(table).entries.get(&idx) {
+        Some(&Desc::Table(t)) => {
+            hw.mem.table_mut(table).entries.remove(&idx);
+            Some(t)
+        }
+        _ => None,
+    }
+}
+
 /// Writes (or clears, with `None`) the PMD-sized leaf of `mm` at `va`
 /// (`PMD_SIZE` aligned, no PTE table there), mapping the `HPAGE_PMD_NR`
 /// frames from the given one; allocates upper tables as needed. Observers see one
