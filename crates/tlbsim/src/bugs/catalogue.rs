@@ -468,6 +468,36 @@ pub const CVE_2025_22045: Bug = Bug {
     },
 };
 
+/// khugepaged freed a retracted page table while a GUP-fast walk on
+/// another CPU, interrupts off, could still read it.
+pub const KHUGEPAGED_GUP_FAST: Bug = Bug {
+    id: "khugepaged-gup-fast",
+    fix: "2ba99c5e0881",
+    subject: "mm/khugepaged: fix GUP-fast interaction by sending IPI",
+    introduced: Some("ba76149f47d8"),
+    versions: "v2.6.38 to v6.0 (stable until the backports) on architectures whose TLB flushes \
+               send no IPI (arm64); MADV_COLLAPSE's path since 6.1-rc",
+    arch: Arch::Arm64,
+    what: "collapse_pte_mapped_thp() retracts a PTE table, flushes with broadcast TLBIs and \
+           frees it; a GUP-fast walk on another CPU that read the PMD before then reads a PTE \
+           in the freed table (no IPI held the free back)",
+    kernels: Kernels::Setting {
+        buggy: "kernel.khugepaged_no_table_sync=true",
+        fixed: "kernel.khugepaged_no_table_sync=false",
+        breaks: Breaks {
+            invariant: Invariant::NoStaleWalk,
+            search: Search::Explore {
+                experiment: crate::experiment_file!("experiments/bugs/collapse-gup-fast.toml"),
+                strategy: Strategy::Dpor,
+                schedules: 3_000,
+                seed: 1,
+                max_actions: 200_000,
+                speculation: 2,
+            },
+        },
+    },
+};
+
 /// Every entry, in the order `tlbsim bugs` prints them.
 pub const BUGS: &[Bug] = &[
     MPROTECT_VS_RECLAIM,
@@ -489,4 +519,5 @@ pub const BUGS: &[Bug] = &[
     GATHER_NESTED_RESET_RANGE,
     CLEAR_REFS_GATHER,
     CVE_2025_22045,
+    KHUGEPAGED_GUP_FAST,
 ];

@@ -884,6 +884,36 @@ impl Checker {
         }
     }
 
+    /// `SoftwareWalk`: the PTE table a lockless walk reached must still be
+    /// the live table page it read the PMD of (no stale walk: GUP-fast
+    /// relies on the IPI or the RCU grace period that every table free
+    /// waits for while it runs with interrupts off).
+    fn software_walk(
+        &mut self,
+        now: Ns,
+        hw: &Hw,
+        cpu: CpuId,
+        mm: MmId,
+        va: u64,
+        table: (TableId, u64),
+    ) {
+        let t = hw.mem.table(table.0);
+        if !t.live || t.instance != table.1 {
+            self.fail(
+                now,
+                Invariant::NoStaleWalk,
+                &[cpu],
+                Some(mm),
+                Some(va),
+                format!(
+                    "cpu{cpu}'s lockless walk of mm {mm} (GUP-fast) read the PTE of va {va:#x} in table page {} after it was freed{}",
+                    table.0,
+                    if t.live { " and reused" } else { "" }
+                ),
+            );
+        }
+    }
+
     /// `AsidLoad`: `cpu` loads `asid` for `mm`; its TLB must hold under that
     /// ASID no entry of another mm (ASID isolation), no retired translation
     /// of `mm` (no stale hold) and no walk entry of another mm or to a
@@ -1158,7 +1188,9 @@ impl Observer for Checker {
                 record(|| check(part::mm(running.index())), false);
                 record(|| check(part::FRAMES), false);
             }
-            Event::WalkUse { .. } => record(|| Loc::part(Space::Hw, part::PAGE_TABLES), false),
+            Event::WalkUse { .. } | Event::SoftwareWalk { .. } => {
+                record(|| Loc::part(Space::Hw, part::PAGE_TABLES), false)
+            }
             Event::PteWrite { cpu, mm, .. } | Event::HugePteWrite { cpu, mm, .. } => {
                 // The mm's shadow, and the writes pending on the CPU's call.
                 record(|| check(part::mm(mm.index())), true);
@@ -1233,6 +1265,13 @@ impl Observer for Checker {
                 running,
                 entry,
             } => self.walk_use(now, hw, cpu, running, &entry),
+            Event::SoftwareWalk {
+                cpu,
+                mm,
+                va,
+                table,
+                instance,
+            } => self.software_walk(now, hw, cpu, mm, va, (table, instance)),
             Event::AsidLoad { cpu, mm, asid } => self.asid_load(now, hw, cpu, mm, asid),
             Event::TableFree {
                 cpu,

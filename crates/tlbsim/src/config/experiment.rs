@@ -191,6 +191,15 @@ pub struct KernelConfig {
     /// when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub flush_tlb_range_leaf_only: bool,
+    /// khugepaged's collapse frees the page table it retracted right after
+    /// its TLB flush, without `tlb_remove_table_sync_one()`: every kernel
+    /// from ba76149f47d8 ("thp: khugepaged", 2.6.38) until 2ba99c5e0881
+    /// ("mm/khugepaged: fix GUP-fast interaction by sending IPI", 6.1).
+    /// Where the flush sends no IPI (arm64), a GUP-fast walk with
+    /// interrupts off may read the freed table. Left out of the JSON when
+    /// false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub khugepaged_no_table_sync: bool,
     /// A nested gather's `tlb_finish_mmu()` (`mm_tlb_flush_nested()`)
     /// resets the gather (`__tlb_reset_range()`: `freed_tables` and the
     /// `cleared_*` bits dropped) and flushes only the call's range, last
@@ -556,6 +565,7 @@ impl Default for KernelConfig {
             munmap_downgrade: false,
             clear_refs_gather: false,
             flush_tlb_range_leaf_only: false,
+            khugepaged_no_table_sync: false,
             gather_nested_reset_range: false,
             tlb_flush_batched_bool: false,
             table_batch_alloc_fails: false,

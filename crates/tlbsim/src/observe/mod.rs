@@ -151,6 +151,21 @@ pub enum Event {
         /// Its instance before the free.
         instance: u64,
     },
+    /// A lockless software walk (GUP-fast, interrupts off) read a PTE of
+    /// `mm` at `va` in page-table page `table`, reached through a PMD it
+    /// read earlier, when `table` was at `instance`.
+    SoftwareWalk {
+        /// CPU.
+        cpu: CpuId,
+        /// Address space walked.
+        mm: MmId,
+        /// Address looked up.
+        va: u64,
+        /// The PTE table the PMD pointed to.
+        table: TableId,
+        /// Its instance when the PMD was read.
+        instance: u64,
+    },
     /// An access used a cached leaf translation.
     LeafUse {
         /// CPU.
@@ -233,6 +248,7 @@ impl Event {
             | E::FrameFree { cpu: c, mm: m, .. }
             | E::HugeFrameFree { cpu: c, mm: m, .. }
             | E::TableFree { cpu: c, mm: m, .. }
+            | E::SoftwareWalk { cpu: c, mm: m, .. }
             | E::AsidLoad { cpu: c, mm: m, .. }
             | E::LeafUse {
                 cpu: c, running: m, ..
@@ -357,6 +373,16 @@ impl EventDisplay<'_> {
                     "TableFree cpu{cpu} mm{mm} table {table} instance {instance}"
                 )
             }
+            E::SoftwareWalk {
+                cpu,
+                mm,
+                va,
+                table,
+                instance,
+            } => write!(
+                f,
+                "SoftwareWalk cpu{cpu} mm{mm} va {va:#x} -> table {table} instance {instance}"
+            ),
             E::MmFree { mm } => write!(f, "MmFree mm{mm}"),
             _ => unreachable!("a hardware event, which `fmt` routes to `fmt_hw`"),
         }

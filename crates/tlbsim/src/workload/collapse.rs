@@ -9,6 +9,9 @@
 //! retracted and freed, the PMD mapping restored). Threads on the other CPUs read the range and
 //! sleep (`schedule_hrtimeout()`), so their CPUs go idle with the mm still
 //! loaded (lazily, on x86) and their walk caches pointing at the table.
+//! With `reader_gup_fast = true` a reader also looks its page up with
+//! GUP-fast (`get_user_pages_fast()`, a lockless walk with interrupts off)
+//! before it sleeps.
 
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
@@ -20,6 +23,7 @@ use crate::kernel::exit::sys_wait;
 use crate::kernel::fork::{spawn_user, sys_clone_thread};
 use crate::kernel::hrtimer::schedule_hrtimeout;
 use crate::kernel::mm::filemap::{filemap_read, sys_create_file, sys_mmap_file};
+use crate::kernel::mm::gup::get_user_pages_fast;
 use crate::kernel::mm::khugepaged::sys_madvise_collapse;
 use crate::kernel::mm::sys_mprotect;
 use crate::kernel::{Ctx, Program, TaskId, World};
@@ -41,6 +45,9 @@ pub struct Collapse {
     /// 0.5x..1.5x of it from the seeded stream `collapse/readerN`.
     #[serde(default = "sleep_ns")]
     pub sleep_ns: u64,
+    /// Readers also walk to their page with GUP-fast.
+    #[serde(default)]
+    pub reader_gup_fast: bool,
 }
 
 fn two() -> u32 {
@@ -129,12 +136,15 @@ impl Workload for Collapse {
 
 /// A reader: until `done`, reads the mapping's last page and sleeps.
 fn reader(me: &Collapse, p: u64, done: Rc<TrackedCell<bool>>, mut rng: Rng) -> Program {
-    let sleep = me.sleep_ns;
+    let (sleep, gup) = (me.sleep_ns, me.reader_gup_fast);
     Box::new(move |c: Ctx| {
         Box::pin(async move {
             let last = p + c.w.granule.pmd_size() - c.w.granule.page_size();
             while !done.get() {
                 c.user_access(last, false).await;
+                if gup {
+                    get_user_pages_fast(&c, last).await;
+                }
                 schedule_hrtimeout(&c, sleep / 2 + rng.gen_range(0..=sleep)).await;
             }
         })

@@ -15,10 +15,16 @@
 //! 6.15, CVE-2025-22045), so lazy CPUs were not interrupted and kept the
 //! freed table in their paging-structure caches (`[kernel]
 //! flush_tlb_range_leaf_only`).
+//!
+//! Where that flush interrupts no CPU (arm64's broadcast TLBIs), a GUP-fast
+//! walk (`kernel/mm/gup.rs`) may still be reading the table: since
+//! 2ba99c5e0881 ("mm/khugepaged: fix GUP-fast interaction by sending IPI",
+//! 6.1) `tlb_remove_table_sync_one()` waits for it before the table is
+//! freed (`[kernel] khugepaged_no_table_sync` is the kernel before).
 
 use super::filemap::{large_folio, pmd_suitable, read_only};
 use super::mmap::{find_vma, page_align};
-use super::mmu_gather::free_pgtable_page;
+use super::mmu_gather::{free_pgtable_page, tlb_remove_table_sync_one};
 use super::pgtable::{huge_leaves, pmd_clear_pgtable, present_ptes, set_huge, set_pte};
 use crate::hw::tlb::MmId;
 use crate::kernel::entry::{call_range, syscall_enter, syscall_exit};
@@ -89,6 +95,14 @@ async fn collapse_pte_mapped_thp(ctx: &Ctx, mm: MmId, base: u64) -> bool {
     };
     let last_level = w.arch() == crate::config::Arch::X86 && w.kcfg.flush_tlb_range_leaf_only;
     flush_tlb_range(ctx, mm, base, base + pmd, page, last_level).await;
+    // 2ba99c5e0881: wait out GUP-fast walks where the flush sends no IPI
+    // (MMU_GATHER_RCU_TABLE_FREE: arm64, and x86 when it frees tables by
+    // RCU); before it, khugepaged freed the table at once
+    // (`[kernel] khugepaged_no_table_sync`).
+    let rcu_style = w.arch() == crate::config::Arch::Arm64 || w.policy.rcu_table_free();
+    if rcu_style && !w.kcfg.khugepaged_no_table_sync {
+        tlb_remove_table_sync_one(ctx).await;
+    }
     free_pgtable_page(ctx, mm, table);
     // Step 5: install the PMD (clean: read-only until written).
     for i in 0..w.granule.hpage_pmd_nr() {

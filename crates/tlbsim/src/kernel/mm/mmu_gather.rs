@@ -350,7 +350,7 @@ pub(crate) fn free_pgtable_page(ctx: &Ctx, mm: MmId, t: TableId) {
 /// waits until each has run the empty handler, so that no lockless
 /// software walk (IRQs off) still uses a table about to be freed. It
 /// invalidates no TLB.
-async fn tlb_remove_table_sync_one(ctx: &Ctx) {
+pub(crate) async fn tlb_remove_table_sync_one(ctx: &Ctx) {
     let _f = ctx.func(crate::label!("tlb_remove_table_sync_one"));
     let mut targets = crate::hw::cpumask::CpuMask::full(ctx.w.ncpus());
     targets.clear(ctx.cpu());

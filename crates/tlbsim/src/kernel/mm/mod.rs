@@ -32,6 +32,7 @@ pub mod anon;
 pub mod brk;
 pub mod filemap;
 pub mod folio;
+pub mod gup;
 pub mod huge_memory;
 pub mod khugepaged;
 pub mod madvise;

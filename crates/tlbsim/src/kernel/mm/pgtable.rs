@@ -308,6 +308,22 @@ pub fn pmd_none(w: &World, mm: MmId, va: u64) -> bool {
         .contains_key(&g.level_index(va, HUGE_LEVEL))
 }
 
+/// The PTE table the PMD of `mm` for `va` points to, with its instance
+/// (`pmd_pgtable()` of a PMD read without a lock), if it is one.
+pub fn pmd_pgtable(w: &World, mm: MmId, va: u64) -> Option<(TableId, u64)> {
+    let pgd = w.k.borrow().mms[mm].pgd;
+    let hw = w.hw.borrow();
+    let g = hw.granule;
+    let mut table = pgd;
+    for level in g.start_level()..=HUGE_LEVEL {
+        match hw.mem.table(table).entries.get(&g.level_index(va, level)) {
+            Some(Desc::Table(next)) => table = *next,
+            _ => return None,
+        }
+    }
+    Some((table, hw.mem.table(table).instance))
+}
+
 /// `pmdp_huge_get_and_clear()` of a PMD pointing to a PTE table: detaches
 /// the table that maps `va` (`PMD_SIZE` aligned) from `mm`'s tree and
 /// returns it (to be freed by the caller after its flush), or `None` if
