@@ -498,6 +498,38 @@ pub const KHUGEPAGED_GUP_FAST: Bug = Bug {
     },
 };
 
+/// 3.8-4.5: `zap_huge_pmd()` dropped the huge zero page's reference
+/// before the TLB flush, and its shrinker could free it under a live
+/// translation.
+pub const HUGE_ZERO_PUT_BEFORE_FLUSH: Bug = Bug {
+    id: "huge-zero-put-before-flush",
+    fix: "aa88b68c3b1d",
+    subject: "thp: keep huge zero page pinned until tlb flush",
+    introduced: Some("97ae17497e99"),
+    versions: "v3.8 to v4.5",
+    arch: Arch::Arm64,
+    what: "MADV_DONTNEED (or munmap) of the huge zero page drops its reference before the \
+           gather's flush; the shrinker, finding no other reference, frees the page while \
+           another CPU's TLB still maps it",
+    kernels: Kernels::Setting {
+        buggy: "kernel.huge_zero_put_before_flush=true",
+        fixed: "kernel.huge_zero_put_before_flush=false",
+        breaks: Breaks {
+            invariant: Invariant::NoUseAfterFree,
+            search: Search::Explore {
+                experiment: crate::experiment_file!(
+                    "experiments/bugs/huge-zero-put-before-flush.toml"
+                ),
+                strategy: Strategy::Random,
+                schedules: 3_000,
+                seed: 1,
+                max_actions: 200_000,
+                speculation: 2,
+            },
+        },
+    },
+};
+
 /// Every entry, in the order `tlbsim bugs` prints them.
 pub const BUGS: &[Bug] = &[
     MPROTECT_VS_RECLAIM,
@@ -520,4 +552,5 @@ pub const BUGS: &[Bug] = &[
     CLEAR_REFS_GATHER,
     CVE_2025_22045,
     KHUGEPAGED_GUP_FAST,
+    HUGE_ZERO_PUT_BEFORE_FLUSH,
 ];

@@ -200,6 +200,20 @@ pub struct KernelConfig {
     /// false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub khugepaged_no_table_sync: bool,
+    /// The huge zero page counts its mappings (`huge_zero_refcount`, one
+    /// per mapping as in Linux 3.8-4.8) and reclaim's shrinker frees it
+    /// when none is left (`shrink_huge_zero_page_scan()`); a later read
+    /// fault allocates it again. Off (the model's default): it is kept for
+    /// the whole run. Left out of the JSON when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub huge_zero_shrinker: bool,
+    /// `zap_huge_pmd()` drops the huge zero page's reference at once,
+    /// before the gather's TLB flush: Linux 3.8 to 4.5, until aa88b68c3b1d
+    /// ("thp: keep huge zero page pinned until tlb flush", 4.6). With
+    /// `huge_zero_shrinker`, the shrinker can free the page while a CPU
+    /// still maps it. Left out of the JSON when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub huge_zero_put_before_flush: bool,
     /// A nested gather's `tlb_finish_mmu()` (`mm_tlb_flush_nested()`)
     /// resets the gather (`__tlb_reset_range()`: `freed_tables` and the
     /// `cleared_*` bits dropped) and flushes only the call's range, last
@@ -566,6 +580,8 @@ impl Default for KernelConfig {
             clear_refs_gather: false,
             flush_tlb_range_leaf_only: false,
             khugepaged_no_table_sync: false,
+            huge_zero_shrinker: false,
+            huge_zero_put_before_flush: false,
             gather_nested_reset_range: false,
             tlb_flush_batched_bool: false,
             table_batch_alloc_fails: false,

@@ -286,6 +286,9 @@ pub struct PhysMem {
     frame_refs: Vec<u32>,
     /// First frame of the huge zero page, once allocated.
     huge_zero_pfn: Option<Pfn>,
+    /// `huge_zero_refcount`: 1 for the page while it exists, plus one per
+    /// mapping of it; 0 when there is none.
+    huge_zero_refcount: u64,
     /// Live table pages.
     pub live_tables: usize,
     /// Live data frames.
@@ -393,21 +396,46 @@ impl PhysMem {
         base
     }
 
-    /// `get_huge_zero_page()`: the huge zero page (`hpage_pmd_nr()` zeroed frames),
-    /// allocated on first use and kept for the rest of the run. Linux
-    /// counts its users (`huge_zero_refcount`, one per mm that mapped it)
-    /// and a shrinker frees it when none is left; the model keeps it, so
-    /// its frames are never freed and never reused while mapped. Mappings
-    /// of it take no frame reference (`release_pages()` skips it).
+    /// `get_huge_zero_page()`: the huge zero page (`hpage_pmd_nr()` zeroed
+    /// frames), allocated on first use, with a reference for the caller's
+    /// mapping (`huge_zero_refcount`: 2 after the allocation, one being the
+    /// page's own, which its shrinker drops). Without `[kernel]
+    /// huge_zero_shrinker` nothing frees it: its frames are never reused
+    /// while mapped. Mappings of it take no frame reference
+    /// (`release_pages()` skips it).
     pub fn get_huge_zero_page(&mut self) -> Pfn {
         match self.huge_zero_pfn {
-            Some(p) => p,
+            Some(p) => {
+                self.huge_zero_refcount += 1;
+                p
+            }
             None => {
                 let p = self.alloc_huge();
                 self.huge_zero_pfn = Some(p);
+                self.huge_zero_refcount = 2;
                 p
             }
         }
+    }
+
+    /// `put_huge_zero_page()`: a mapping of the huge zero page is gone.
+    pub fn put_huge_zero_page(&mut self) {
+        debug_assert!(
+            self.huge_zero_refcount > 1,
+            "put of an unmapped huge zero page"
+        );
+        self.huge_zero_refcount = self.huge_zero_refcount.saturating_sub(1);
+    }
+
+    /// `shrink_huge_zero_page_scan()`'s `atomic_cmpxchg(&huge_zero_refcount,
+    /// 1, 0)`: takes the huge zero page if nothing maps it, returning its
+    /// first frame for the caller to free.
+    pub fn shrink_huge_zero_page(&mut self) -> Option<Pfn> {
+        if self.huge_zero_refcount != 1 {
+            return None;
+        }
+        self.huge_zero_refcount = 0;
+        self.huge_zero_pfn.take()
     }
 
     /// `is_huge_zero_page()`: is `pfn` the first frame of the huge zero

@@ -54,6 +54,10 @@ pub struct KState {
     /// `jiffies`: timer ticks since boot, advanced by the tick of CPU 0
     /// (`tick_do_timer_cpu`; `kernel/tick.rs`). Stays 0 without a tick.
     pub jiffies: Var<u64>,
+    /// Where the huge zero page was last unmapped (`[kernel]
+    /// huge_zero_shrinker`): the mm and address its shrinker's free is
+    /// reported under.
+    pub huge_zero_last_unmap: Var<Option<(MmId, u64)>>,
 }
 }
 

@@ -8,6 +8,11 @@
 //!   frees the page-table page); the others read the published page.
 //! - `op = "madvise"`: thread 0 loops write, `madvise(MADV_DONTNEED)` on
 //!   one page (the frame is freed, the next touch faults in a new one).
+//! - `op = "thp-zero"`: thread 0 loops write a page of its own (an
+//!   allocation, which wakes kswapd under `[kernel] memory_limit_pages`),
+//!   read a PMD-aligned 2 MiB of anonymous memory (with `[kernel] thp =
+//!   "always"` and the huge zero page on, it maps the huge zero page),
+//!   then `madvise(MADV_DONTNEED)` it; the others only read it.
 //! - `op = "clear-refs"`: thread 0 loops write, clearing the soft-dirty
 //!   state of the mm (`/proc/self/clear_refs`, which write-protects every
 //!   PTE); the others read and write the page (a write after the clearing
@@ -84,9 +89,9 @@ impl Threads {
         if t.threads == 0 {
             return Err("`threads` must be >= 1".into());
         }
-        if !["mprotect", "munmap", "madvise", "clear-refs"].contains(&t.op.as_str()) {
+        if !["mprotect", "munmap", "madvise", "clear-refs", "thp-zero"].contains(&t.op.as_str()) {
             return Err(format!(
-                "`op` must be mprotect, munmap, madvise or clear-refs, not \"{}\"",
+                "`op` must be mprotect, munmap, madvise, clear-refs or thp-zero, not \"{}\"",
                 t.op
             ));
         }
@@ -192,7 +197,13 @@ impl Workload for Threads {
                     } else {
                         0
                     };
-                    if me.op != "munmap" {
+                    let pmd = ctx.w.granule.pmd_size();
+                    let mut scratch = 0;
+                    if me.op == "thp-zero" {
+                        scratch = sys_mmap(&ctx, PAGE_SIZE, Perms::RW).await;
+                        let region = sys_mmap(&ctx, 2 * pmd, Perms::RW).await;
+                        page.set(region.next_multiple_of(pmd));
+                    } else if me.op != "munmap" {
                         let p = sys_mmap(&ctx, PAGE_SIZE, Perms::RW).await;
                         ctx.user_access(p, true).await;
                         page.set(p);
@@ -214,6 +225,12 @@ impl Workload for Threads {
                             sys_mprotect(&ctx, p, PAGE_SIZE, Perms::RW).await;
                             ctx.user_access(p, true).await;
                             ctx.user_work(me.reader_gap_ns).await;
+                        } else if me.op == "thp-zero" {
+                            let p = page.get();
+                            ctx.user_access(scratch, true).await;
+                            ctx.user_access(p, false).await;
+                            ctx.user_work(me.reader_gap_ns * 3).await;
+                            sys_madvise_dontneed(&ctx, p, pmd).await;
                         } else if me.op == "clear-refs" {
                             let p = page.get();
                             ctx.user_access(p, true).await;
@@ -252,6 +269,9 @@ fn reader(
     mut rng: Rng,
 ) -> Program {
     let (gap, hop) = (me.reader_gap_ns, me.reader_hop);
+    // thp-zero's readers only read: a write would replace the huge zero
+    // page by a copy of their own.
+    let writes = me.op != "thp-zero";
     let home = CpuId::new(i % n);
     let away = CpuId::new((i + me.threads) % n);
     Box::new(move |c: Ctx| {
@@ -265,7 +285,7 @@ fn reader(
                     // Denied writes (page read-only) are ignored.
                     c.user_access(p, write).await;
                 }
-                write = !write;
+                write = !write && writes;
                 if let Some(m) = mine {
                     c.user_access(m, true).await;
                     sys_madvise_dontneed(&c, m, c.w.granule.page_size()).await;

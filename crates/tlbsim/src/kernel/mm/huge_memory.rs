@@ -50,6 +50,11 @@ pub async fn split_huge_pmd(ctx: &Ctx, mm: MmId, base: u64) {
                 + w.profile.kernel.page_alloc_ns * u64::from(tables),
         )
         .await;
+        if zero {
+            // __split_huge_zero_page_pmd(): the PTEs map the 4 KiB zero
+            // page; the huge one loses this mapping's reference.
+            put_huge_zero_page(w, mm, base);
+        }
     }
     ctx.ptl_unlock(mm, base).await;
 }
@@ -105,8 +110,44 @@ async fn set_huge_zero_page(ctx: &Ctx, mm: MmId, base: u64) {
         let (_, tables) = set_huge(w, ctx.cpu(), mm, base, Some((zero, Perms::R)));
         ctx.work(w.profile.kernel.page_alloc_ns * u64::from(tables))
             .await;
+    } else {
+        put_huge_zero_page(w, mm, base);
     }
     ctx.ptl_unlock(mm, base).await;
+}
+
+/// `put_huge_zero_page()` for the mapping of `mm` at `base` that is gone
+/// (its TLB entries flushed, since aa88b68c3b1d; see [`shrink_huge_zero_page`]).
+pub(crate) fn put_huge_zero_page(w: &crate::kernel::World, mm: MmId, base: u64) {
+    w.hw.borrow_mut().mem.put_huge_zero_page();
+    *w.k.borrow_mut().huge_zero_last_unmap = Some((mm, base));
+}
+
+/// The huge zero page's shrinker (`shrink_huge_zero_page_scan()`, run by
+/// reclaim's `shrink_slab()`) with `[kernel] huge_zero_shrinker`: frees
+/// the page when no mapping holds a reference (`huge_zero_refcount` back
+/// to 1). The free is reported under the mm and address it was last
+/// unmapped at. Linux 3.8-4.8 count a reference per mapping; 4.9+
+/// (6fcb52a56ff6) one per mm until it exits, which the model does not
+/// have.
+pub(crate) async fn shrink_huge_zero_page(ctx: &Ctx) {
+    let w = &ctx.w;
+    if !w.kcfg.huge_zero_shrinker {
+        return;
+    }
+    let _f = ctx.func(crate::label!("shrink_huge_zero_page_scan"));
+    // atomic_cmpxchg(&huge_zero_refcount, 1, 0)
+    let taken = ctx
+        .cmpxchg(|| w.hw.borrow_mut().mem.shrink_huge_zero_page())
+        .await;
+    let Some(pfn) = taken else {
+        return;
+    };
+    let (mm, va) =
+        w.k.borrow()
+            .huge_zero_last_unmap
+            .unwrap_or((MmId::new(0), 0));
+    w.put_huge(ctx.cpu(), pfn, mm, va);
 }
 
 /// `do_huge_pmd_wp_page()`'s `alloc:` path for the huge zero page (Linux
@@ -132,6 +173,7 @@ pub(super) async fn do_huge_pmd_wp_zero_alloc(ctx: &Ctx, mm: MmId, v: &Vma, base
         set_huge(w, ctx.cpu(), mm, base, None);
         flush_tlb_range(ctx, mm, base, base + pmd_size, pmd_size, true).await;
         set_huge(w, ctx.cpu(), mm, base, Some((pfn, v.perms)));
+        put_huge_zero_page(w, mm, base);
     } else {
         w.put_huge(ctx.cpu(), pfn, mm, base);
     }

@@ -6,6 +6,7 @@
 //! `dec_tlb_flush_pending()`), which counts the flushes under way.
 
 use super::anon::{free_swap_and_cache, free_swap_cache};
+use super::huge_memory::put_huge_zero_page;
 use super::huge_memory::split_huge_pmd;
 use super::pgtable::{
     clip_table, detach_empty_tables, huge_leaves, present_ptes, pte_tables, set_huge, set_pte,
@@ -38,6 +39,10 @@ pub struct MmuGather {
     /// Huge pages to release after the flush: first frame and VA.
     huge: Vec<(Pfn, u64)>,
     tables: Vec<TableId>,
+    /// Addresses where the huge zero page was unmapped, its reference to
+    /// drop after the flush (`tlb_remove_page()` of it, since
+    /// aa88b68c3b1d).
+    huge_zero: Vec<u64>,
     /// The range the caller passes to `tlb_finish_mmu(tlb, start, end)`
     /// in 4.20-5.1: the union of the ranges zapped.
     call: Option<(u64, u64)>,
@@ -62,6 +67,7 @@ impl MmuGather {
             frames: Vec::new(),
             huge: Vec::new(),
             tables: Vec::new(),
+            huge_zero: Vec::new(),
             call: None,
         }
     }
@@ -100,9 +106,15 @@ impl MmuGather {
                     let (old, _) = set_huge(&ctx.w, ctx.cpu(), self.mm, base, None);
                     let old = old.expect("huge leaf present under its lock");
                     // The huge zero page is not freed (zap_huge_pmd()'s
-                    // is_huge_zero_pmd() branch) but flushed all the same.
+                    // is_huge_zero_pmd() branch) but flushed all the same,
+                    // and its reference dropped after the flush
+                    // (aa88b68c3b1d; before it, at once).
                     if !ctx.w.hw.borrow().mem.is_huge_zero_pfn(old.pfn) {
                         self.huge.push((old.pfn, base));
+                    } else if ctx.w.kcfg.huge_zero_put_before_flush {
+                        put_huge_zero_page(&ctx.w, self.mm, base);
+                    } else {
+                        self.huge_zero.push(base);
                     }
                     self.cleared_pmds = true;
                     self.add_range(base, base + pmd_size);
@@ -275,6 +287,9 @@ impl MmuGather {
         }
         for (f, va) in std::mem::take(&mut self.huge) {
             w.put_huge(cpu, f, self.mm, va);
+        }
+        for va in std::mem::take(&mut self.huge_zero) {
+            put_huge_zero_page(w, self.mm, va);
         }
         if counted {
             dec_tlb_flush_pending(ctx, self.mm).await;

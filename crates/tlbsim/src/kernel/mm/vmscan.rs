@@ -241,6 +241,8 @@ async fn kswapd(ctx: &Ctx) {
         });
         let _f = ctx.func(crate::label!("balance_pgdat"));
         shrink_folio_list(ctx, &batch).await;
+        // shrink_slab(): the huge zero page's shrinker.
+        super::huge_memory::shrink_huge_zero_page(ctx).await;
         ctx.emit(crate::observe::Event::CallExit {
             cpu: ctx.cpu(),
             task,
