@@ -530,6 +530,25 @@ pub const HUGE_ZERO_PUT_BEFORE_FLUSH: Bug = Bug {
     },
 };
 
+/// x86's `switch_mm()` left the previous mm's `mm_cpumask` before
+/// loading the next mm's CR3.
+pub const X86_SWITCH_MM_CLEAR_PREV_FIRST: Bug = Bug {
+    id: "x86-switch-mm-clear-prev-first",
+    fix: "831d52bc1539",
+    subject:
+        "x86, mm: avoid possible bogus tlb entries by clearing prev mm_cpumask after switching mm",
+    introduced: None,
+    versions: "x86 from 2.4.0 until 831d52bc1539 (late 2011; the release is not verified here)",
+    arch: Arch::X86,
+    what: "a CPU switching from mm A to mm B clears itself from A's mm_cpumask while CR3 \
+           still points at A's tables: a munmap of A on another CPU sends it no flush IPI and \
+           frees a page table its paging-structure cache still reaches",
+    kernels: Kernels::Policy {
+        buggy: "x86-lazy-before-831d52b",
+        fixed: "x86-lazy-4.13",
+    },
+};
+
 /// Every entry, in the order `tlbsim bugs` prints them.
 pub const BUGS: &[Bug] = &[
     MPROTECT_VS_RECLAIM,
@@ -553,4 +572,5 @@ pub const BUGS: &[Bug] = &[
     CVE_2025_22045,
     KHUGEPAGED_GUP_FAST,
     HUGE_ZERO_PUT_BEFORE_FLUSH,
+    X86_SWITCH_MM_CLEAR_PREV_FIRST,
 ];

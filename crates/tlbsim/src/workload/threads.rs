@@ -17,6 +17,12 @@
 //!   state of the mm (`/proc/self/clear_refs`, which write-protects every
 //!   PTE); the others read and write the page (a write after the clearing
 //!   faults and makes it writable again).
+//! - `hogs = true`: before the readers start, a process is forked for
+//!   each reader CPU and pinned there, sleeping a microsecond at a time
+//!   until thread 0 is done, and each reader yields after each access: the
+//!   readers' CPUs switch between the threaded mm and another one instead
+//!   of idling (no lazy TLB mode, so every switch is a `switch_mm()` from
+//!   one user mm to the other).
 //! - `reader_dontneed = true`: each reader also drops a page of its own
 //!   with `madvise(MADV_DONTNEED)` after each access (under the mmap_lock
 //!   for reading, so its gathers can nest with thread 0's): the pages lie
@@ -32,9 +38,10 @@ use crate::hw::cpumask::CpuMask;
 use crate::hw::mem::Perms;
 use crate::hw::CpuId;
 use crate::kernel::exit::sys_wait;
-use crate::kernel::fork::{spawn_user, sys_clone_thread};
+use crate::kernel::fork::{spawn_user, sys_clone_thread, sys_fork};
+use crate::kernel::hrtimer::schedule_hrtimeout;
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
-use crate::kernel::sched::sys_sched_setaffinity;
+use crate::kernel::sched::{sys_sched_setaffinity, sys_sched_yield};
 use crate::kernel::task_mmu::sys_clear_refs_soft_dirty;
 use crate::kernel::{Ctx, Program, TaskId, World};
 use rand::Rng as _;
@@ -67,6 +74,9 @@ pub struct Threads {
     /// Readers also `MADV_DONTNEED` a page of their own after each access.
     #[serde(default)]
     pub reader_dontneed: bool,
+    /// A yielding process on each reader's CPU, and readers that yield.
+    #[serde(default)]
+    pub hogs: bool,
 }
 
 fn two() -> u32 {
@@ -208,6 +218,9 @@ impl Workload for Threads {
                         ctx.user_access(p, true).await;
                         page.set(p);
                     }
+                    if me.hogs {
+                        start_hogs(&ctx, &me, &done).await;
+                    }
                     for i in 1..me.threads {
                         let cells = (Rc::clone(&done), Rc::clone(&page));
                         let rng = streams.stream(&format!("threads/reader{i}"));
@@ -258,6 +271,35 @@ impl Workload for Threads {
     }
 }
 
+/// How long a hog sleeps between its turns (ns): long enough that a
+/// reader's loop runs between them in the timing driver.
+const HOG_SLEEP_NS: u64 = 1000;
+
+/// Forks `hogs`' processes: one on each reader's home CPU, sleeping
+/// [`HOG_SLEEP_NS`] at a time until `done` (so a reader's `sched_yield()`
+/// switches to it when it is awake, and its CPU never idles while the
+/// reader is runnable).
+async fn start_hogs(ctx: &Ctx, me: &Threads, done: &Rc<TrackedCell<bool>>) {
+    let n = ctx.w.ncpus() as u32;
+    let mut homes: Vec<u32> = (1..me.threads).map(|i| i % n).collect();
+    homes.sort_unstable();
+    homes.dedup();
+    for home in homes {
+        let d = Rc::clone(done);
+        let cpu = CpuId::new(home);
+        let program: Program = Box::new(move |c: Ctx| {
+            Box::pin(async move {
+                let only = super::only_cpu(&c.w, cpu);
+                sys_sched_setaffinity(&c, Some(only)).await;
+                while !d.get() {
+                    schedule_hrtimeout(&c, HOG_SLEEP_NS).await;
+                }
+            })
+        });
+        sys_fork(ctx, "hog", program).await;
+    }
+}
+
 /// Reader `i` of `n` CPUs' worth: until `done`, it reads and writes the
 /// shared `page` by turns (denied writes ignored), hopping between its
 /// home CPU and another with `reader_hop`, a jittered gap apart.
@@ -268,7 +310,7 @@ fn reader(
     (done, page): (Rc<TrackedCell<bool>>, Rc<TrackedCell<u64>>),
     mut rng: Rng,
 ) -> Program {
-    let (gap, hop) = (me.reader_gap_ns, me.reader_hop);
+    let (gap, hop, hogs) = (me.reader_gap_ns, me.reader_hop, me.hogs);
     // thp-zero's readers only read: a write would replace the huge zero
     // page by a copy of their own.
     let writes = me.op != "thp-zero";
@@ -286,6 +328,9 @@ fn reader(
                     c.user_access(p, write).await;
                 }
                 write = !write && writes;
+                if hogs {
+                    sys_sched_yield(&c).await;
+                }
                 if let Some(m) = mine {
                     c.user_access(m, true).await;
                     sys_madvise_dontneed(&c, m, c.w.granule.page_size()).await;

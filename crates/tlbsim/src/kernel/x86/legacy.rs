@@ -66,6 +66,10 @@ pub fn flush_tlb_batched_pending_4_13(ctx: &Ctx, mm: MmId) -> KFuture<'_, ()> {
 pub struct Legacy {
     inner: Rc<Inner>,
     batched_pending: BatchedPendingFn,
+    /// `switch_mm()` clears this CPU from the previous mm's `mm_cpumask`
+    /// before it loads the next mm's CR3, as before 831d52bc1539
+    /// (`x86-lazy-before-831d52b`).
+    clear_prev_first: bool,
 }
 
 impl Default for Legacy {
@@ -74,11 +78,21 @@ impl Default for Legacy {
         Legacy {
             inner: Rc::default(),
             batched_pending: no_batched_pending,
+            clear_prev_first: false,
         }
     }
 }
 
 impl Legacy {
+    /// 4.13's lazy TLB code with `switch_mm()` in the order before
+    /// 831d52bc1539 (`x86-lazy-before-831d52b`).
+    pub fn clearing_prev_first() -> Self {
+        Legacy {
+            clear_prev_first: true,
+            ..Legacy::with_batched_pending(flush_tlb_batched_pending_4_13)
+        }
+    }
+
     /// The same lazy TLB code with `flush_tlb_batched_pending()` doing
     /// `f`.
     pub fn with_batched_pending(f: BatchedPendingFn) -> Self {
@@ -250,9 +264,16 @@ impl Legacy {
             c.active_mm = Some(next);
         }
         if real_prev != Some(next) {
+            if self.clear_prev_first {
+                if let Some(p) = real_prev {
+                    // Before 831d52bc1539: stop flush IPIs for the
+                    // previous mm while its tables are still loaded.
+                    ctx.cpumask_clear_cpu(cpu, p).await;
+                }
+            }
             ctx.cpumask_set_cpu(cpu, next).await;
             load_cr3(ctx, Some(next), 0, true).await;
-            if let Some(p) = real_prev {
+            if let Some(p) = real_prev.filter(|_| !self.clear_prev_first) {
                 // Stop flush ipis for the previous mm.
                 ctx.cpumask_clear_cpu(cpu, p).await;
             }

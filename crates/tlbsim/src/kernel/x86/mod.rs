@@ -17,6 +17,7 @@ crate::kernel::registry::entries! {
     pub POLICIES: crate::kernel::registry::PolicyEntry = [
         legacy,
         lazy_4_13,
+        lazy_before_831d52b,
         tlb_gen,
         pcid,
         invlpgb,
