@@ -549,6 +549,37 @@ pub const X86_SWITCH_MM_CLEAR_PREV_FIRST: Bug = Bug {
     },
 };
 
+/// CVE-2026-74674: page-table reclaim aimed its walk-cache flush one past
+/// the freed table.
+pub const CVE_2026_74674: Bug = Bug {
+    id: "CVE-2026-74674",
+    fix: "478a1c3abebf",
+    subject: "mm: fix incorrect flush address in direct page table reclaim",
+    introduced: Some("4c640eb4181c"),
+    versions: "v7.0 to v7.1.8 (CONFIG_PT_RECLAIM: x86)",
+    arch: Arch::X86,
+    what: "MADV_DONTNEED over a whole PMD frees its empty PTE table with pte_free_tlb(tlb, \
+           table, addr), addr one past the table's range: with nothing else cleared in the \
+           call, the by-address flush misses the table a paging-structure cache still reaches",
+    kernels: Kernels::Setting {
+        buggy: "kernel.pt_reclaim_flush_past_end=true",
+        fixed: "kernel.pt_reclaim_flush_past_end=false",
+        breaks: Breaks {
+            invariant: Invariant::NoStaleWalk,
+            search: Search::Explore {
+                experiment: crate::experiment_file!(
+                    "experiments/bugs/pt-reclaim-flush-past-end.toml"
+                ),
+                strategy: Strategy::Random,
+                schedules: 3_000,
+                seed: 1,
+                max_actions: 200_000,
+                speculation: 2,
+            },
+        },
+    },
+};
+
 /// Every entry, in the order `tlbsim bugs` prints them.
 pub const BUGS: &[Bug] = &[
     MPROTECT_VS_RECLAIM,
@@ -573,4 +604,5 @@ pub const BUGS: &[Bug] = &[
     KHUGEPAGED_GUP_FAST,
     HUGE_ZERO_PUT_BEFORE_FLUSH,
     X86_SWITCH_MM_CLEAR_PREV_FIRST,
+    CVE_2026_74674,
 ];

@@ -214,6 +214,19 @@ pub struct KernelConfig {
     /// still maps it. Left out of the JSON when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub huge_zero_put_before_flush: bool,
+    /// `CONFIG_PT_RECLAIM` (Linux 6.14+ on x86): `MADV_DONTNEED` over a PTE
+    /// table's whole range frees the table if it is left empty
+    /// (`MmuGather::reclaim_empty_pte_tables`). Off: tables are freed only
+    /// by munmap (the model's default). Left out of the JSON when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pt_reclaim: bool,
+    /// With `pt_reclaim`, the reclaimed table's `pte_free_tlb()` is given
+    /// the address one past the table's range: Linux 7.0 to 7.1.8
+    /// (4c640eb4181c until 478a1c3abebf, "mm: fix incorrect flush address
+    /// in direct page table reclaim", CVE-2026-74674). Left out of the JSON
+    /// when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pt_reclaim_flush_past_end: bool,
     /// A nested gather's `tlb_finish_mmu()` (`mm_tlb_flush_nested()`)
     /// resets the gather (`__tlb_reset_range()`: `freed_tables` and the
     /// `cleared_*` bits dropped) and flushes only the call's range, last
@@ -582,6 +595,8 @@ impl Default for KernelConfig {
             khugepaged_no_table_sync: false,
             huge_zero_shrinker: false,
             huge_zero_put_before_flush: false,
+            pt_reclaim: false,
+            pt_reclaim_flush_past_end: false,
             gather_nested_reset_range: false,
             tlb_flush_batched_bool: false,
             table_batch_alloc_fails: false,

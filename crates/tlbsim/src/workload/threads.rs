@@ -13,6 +13,11 @@
 //!   read a PMD-aligned 2 MiB of anonymous memory (with `[kernel] thp =
 //!   "always"` and the huge zero page on, it maps the huge zero page),
 //!   then `madvise(MADV_DONTNEED)` it; the others only read it.
+//! - `op = "madvise-pmd"`: thread 0 loops write a page of a PMD-aligned
+//!   2 MiB, `madvise(MADV_DONTNEED)` of that page (its PTE table is left
+//!   empty), then of the whole 2 MiB (with `[kernel] pt_reclaim`, the
+//!   empty table is freed); the others read the page while it is
+//!   published (between the write and the first madvise).
 //! - `op = "clear-refs"`: thread 0 loops write, clearing the soft-dirty
 //!   state of the mm (`/proc/self/clear_refs`, which write-protects every
 //!   PTE); the others read and write the page (a write after the clearing
@@ -99,9 +104,18 @@ impl Threads {
         if t.threads == 0 {
             return Err("`threads` must be >= 1".into());
         }
-        if !["mprotect", "munmap", "madvise", "clear-refs", "thp-zero"].contains(&t.op.as_str()) {
+        if ![
+            "mprotect",
+            "munmap",
+            "madvise",
+            "madvise-pmd",
+            "clear-refs",
+            "thp-zero",
+        ]
+        .contains(&t.op.as_str())
+        {
             return Err(format!(
-                "`op` must be mprotect, munmap, madvise, clear-refs or thp-zero, not \"{}\"",
+                "`op` must be mprotect, munmap, madvise, madvise-pmd, clear-refs or thp-zero, not \"{}\"",
                 t.op
             ));
         }
@@ -209,6 +223,12 @@ impl Workload for Threads {
                     };
                     let pmd = ctx.w.granule.pmd_size();
                     let mut scratch = 0;
+                    let mut region = 0;
+                    if me.op == "madvise-pmd" {
+                        region = sys_mmap(&ctx, 2 * pmd, Perms::RW)
+                            .await
+                            .next_multiple_of(pmd);
+                    }
                     if me.op == "thp-zero" {
                         scratch = sys_mmap(&ctx, PAGE_SIZE, Perms::RW).await;
                         let region = sys_mmap(&ctx, 2 * pmd, Perms::RW).await;
@@ -238,6 +258,13 @@ impl Workload for Threads {
                             sys_mprotect(&ctx, p, PAGE_SIZE, Perms::RW).await;
                             ctx.user_access(p, true).await;
                             ctx.user_work(me.reader_gap_ns).await;
+                        } else if me.op == "madvise-pmd" {
+                            ctx.user_access(region, true).await;
+                            page.set(region);
+                            ctx.user_work(me.reader_gap_ns * 3).await;
+                            page.set(0);
+                            sys_madvise_dontneed(&ctx, region, PAGE_SIZE).await;
+                            sys_madvise_dontneed(&ctx, region, pmd).await;
                         } else if me.op == "thp-zero" {
                             let p = page.get();
                             ctx.user_access(scratch, true).await;

@@ -279,6 +279,9 @@ pub async fn sys_madvise_dontneed(ctx: &Ctx, addr: u64, len: u64) {
     ctx.work(ctx.w.profile.kernel.madvise_ns).await;
     let mut g = MmuGather::begin(ctx, mm, false).await;
     g.zap(ctx, addr, end).await;
+    if ctx.w.kcfg.pt_reclaim {
+        g.reclaim_empty_pte_tables(ctx, addr, end).await;
+    }
     if ctx.w.kcfg.zap_flush_always {
         // Linux 4.14-4.18: flush_tlb_range() per VMA inside zap_page_range().
         let page_size = ctx.w.granule.page_size();

@@ -9,8 +9,8 @@ use super::anon::{free_swap_and_cache, free_swap_cache};
 use super::huge_memory::put_huge_zero_page;
 use super::huge_memory::split_huge_pmd;
 use super::pgtable::{
-    clip_table, detach_empty_tables, huge_leaves, present_ptes, pte_tables, set_huge, set_pte,
-    set_swp_entry, swp_entries,
+    clip_table, detach_empty_tables, huge_leaves, pmd_clear_pgtable, present_ptes, pte_tables,
+    set_huge, set_pte, set_swp_entry, swp_entries,
 };
 use super::tlbbatch::flush_tlb_batched_pending;
 use crate::config::PgtableFreeTlbi;
@@ -171,6 +171,42 @@ impl MmuGather {
             } else {
                 self.freed_tables = true;
             }
+            self.tlb_remove_table(ctx, t).await;
+        }
+    }
+
+    /// `CONFIG_PT_RECLAIM` (x86, Linux 6.14+; `[kernel] pt_reclaim`): a
+    /// `MADV_DONTNEED` whose range covers a PTE table's whole `PMD_SIZE`
+    /// frees the table if the zap left it empty (`zap_pte_table_if_empty()`
+    /// in `zap_pte_range()`): under the table's lock the PMD is cleared,
+    /// then `pte_free_tlb(tlb, table, addr)` widens the gather's range by
+    /// a page at `addr` (the address the walk-cache invalidation is aimed
+    /// at) and queues the table. From 7.0 to 7.1.8 `addr` is one past the
+    /// table's range (`[kernel] pt_reclaim_flush_past_end`; fixed by
+    /// 478a1c3abebf, CVE-2026-74674): when the zap cleared nothing else,
+    /// the flush misses the freed table.
+    pub async fn reclaim_empty_pte_tables(&mut self, ctx: &Ctx, start: u64, end: u64) {
+        let pmd = self.g.pmd_size();
+        for table_va in pte_tables(&ctx.w, self.mm, start, end) {
+            if table_va < start || table_va + pmd > end {
+                continue;
+            }
+            ctx.ptl_lock(self.mm, table_va).await;
+            let w = &ctx.w;
+            let empty = present_ptes(w, self.mm, table_va, table_va + pmd).is_empty()
+                && swp_entries(w, self.mm, table_va, table_va + pmd).is_empty();
+            let table = empty
+                .then(|| pmd_clear_pgtable(w, self.mm, table_va))
+                .flatten();
+            ctx.ptl_unlock(self.mm, table_va).await;
+            let Some(t) = table else { continue };
+            let at = if w.kcfg.pt_reclaim_flush_past_end {
+                table_va + pmd
+            } else {
+                table_va
+            };
+            self.add_range(at, at + self.g.page_size());
+            self.freed_tables = true;
             self.tlb_remove_table(ctx, t).await;
         }
     }
