@@ -123,6 +123,93 @@ impl Threads {
     }
 }
 
+/// What thread 0 maps before its rounds, by op.
+#[derive(Debug, Clone, Copy, Default)]
+struct Mappings {
+    /// `thp-zero`: a page of thread 0's own (its writes allocate).
+    scratch: u64,
+    /// `madvise-pmd`: the PMD-aligned 2 MiB.
+    region: u64,
+}
+
+impl Mappings {
+    /// Maps what `me.op` needs; publishes the shared page in `page` for
+    /// the ops whose page lives across rounds.
+    async fn new(ctx: &Ctx, me: &Threads, page: &TrackedCell<u64>) -> Self {
+        let (page_size, pmd) = (ctx.w.granule.page_size(), ctx.w.granule.pmd_size());
+        let mut m = Mappings::default();
+        match me.op.as_str() {
+            "munmap" => {}
+            "madvise-pmd" => {
+                m.region = sys_mmap(ctx, 2 * pmd, Perms::RW)
+                    .await
+                    .next_multiple_of(pmd);
+            }
+            "thp-zero" => {
+                m.scratch = sys_mmap(ctx, page_size, Perms::RW).await;
+                let region = sys_mmap(ctx, 2 * pmd, Perms::RW).await;
+                page.set(region.next_multiple_of(pmd));
+            }
+            _ => {
+                let p = sys_mmap(ctx, page_size, Perms::RW).await;
+                ctx.user_access(p, true).await;
+                page.set(p);
+            }
+        }
+        m
+    }
+}
+
+/// One round of thread 0 (its op; the module doc says what each does).
+async fn thread0_round(ctx: &Ctx, me: &Threads, page: &TrackedCell<u64>, m: Mappings) {
+    let (page_size, pmd) = (ctx.w.granule.page_size(), ctx.w.granule.pmd_size());
+    match me.op.as_str() {
+        "mprotect" => {
+            let p = page.get();
+            sys_mprotect(ctx, p, page_size, Perms::R).await;
+            ctx.user_access(p, false).await;
+            sys_mprotect(ctx, p, page_size, Perms::RW).await;
+            ctx.user_access(p, true).await;
+            ctx.user_work(me.reader_gap_ns).await;
+        }
+        "madvise-pmd" => {
+            ctx.user_access(m.region, true).await;
+            page.set(m.region);
+            ctx.user_work(me.reader_gap_ns * 3).await;
+            page.set(0);
+            sys_madvise_dontneed(ctx, m.region, page_size).await;
+            sys_madvise_dontneed(ctx, m.region, pmd).await;
+        }
+        "thp-zero" => {
+            let p = page.get();
+            ctx.user_access(m.scratch, true).await;
+            ctx.user_access(p, false).await;
+            ctx.user_work(me.reader_gap_ns * 3).await;
+            sys_madvise_dontneed(ctx, p, pmd).await;
+        }
+        "clear-refs" => {
+            let p = page.get();
+            ctx.user_access(p, true).await;
+            ctx.user_work(me.reader_gap_ns * 3).await;
+            sys_clear_refs_soft_dirty(ctx).await;
+        }
+        "madvise" => {
+            let p = page.get();
+            ctx.user_access(p, true).await;
+            ctx.user_work(me.reader_gap_ns * 3).await;
+            sys_madvise_dontneed(ctx, p, page_size).await;
+        }
+        _ => {
+            let p = sys_mmap(ctx, page_size, Perms::RW).await;
+            ctx.user_access(p, true).await;
+            page.set(p);
+            ctx.user_work(me.reader_gap_ns * 3).await;
+            page.set(0);
+            sys_munmap(ctx, p, page_size).await;
+        }
+    }
+}
+
 /// The readers' own mapping with `reader_dontneed`, in bytes: what is
 /// left of it from its first PMD boundary on.
 const READER_PAGES_BYTES: u64 = 2 << 20;
@@ -221,23 +308,7 @@ impl Workload for Threads {
                     } else {
                         0
                     };
-                    let pmd = ctx.w.granule.pmd_size();
-                    let mut scratch = 0;
-                    let mut region = 0;
-                    if me.op == "madvise-pmd" {
-                        region = sys_mmap(&ctx, 2 * pmd, Perms::RW)
-                            .await
-                            .next_multiple_of(pmd);
-                    }
-                    if me.op == "thp-zero" {
-                        scratch = sys_mmap(&ctx, PAGE_SIZE, Perms::RW).await;
-                        let region = sys_mmap(&ctx, 2 * pmd, Perms::RW).await;
-                        page.set(region.next_multiple_of(pmd));
-                    } else if me.op != "munmap" {
-                        let p = sys_mmap(&ctx, PAGE_SIZE, Perms::RW).await;
-                        ctx.user_access(p, true).await;
-                        page.set(p);
-                    }
+                    let maps = Mappings::new(&ctx, &me, &page).await;
                     if me.hogs {
                         start_hogs(&ctx, &me, &done).await;
                     }
@@ -251,44 +322,7 @@ impl Workload for Threads {
                         sys_clone_thread(&ctx, "reader", Some(home), reader).await;
                     }
                     for _ in 0..me.iterations {
-                        if me.op == "mprotect" {
-                            let p = page.get();
-                            sys_mprotect(&ctx, p, PAGE_SIZE, Perms::R).await;
-                            ctx.user_access(p, false).await;
-                            sys_mprotect(&ctx, p, PAGE_SIZE, Perms::RW).await;
-                            ctx.user_access(p, true).await;
-                            ctx.user_work(me.reader_gap_ns).await;
-                        } else if me.op == "madvise-pmd" {
-                            ctx.user_access(region, true).await;
-                            page.set(region);
-                            ctx.user_work(me.reader_gap_ns * 3).await;
-                            page.set(0);
-                            sys_madvise_dontneed(&ctx, region, PAGE_SIZE).await;
-                            sys_madvise_dontneed(&ctx, region, pmd).await;
-                        } else if me.op == "thp-zero" {
-                            let p = page.get();
-                            ctx.user_access(scratch, true).await;
-                            ctx.user_access(p, false).await;
-                            ctx.user_work(me.reader_gap_ns * 3).await;
-                            sys_madvise_dontneed(&ctx, p, pmd).await;
-                        } else if me.op == "clear-refs" {
-                            let p = page.get();
-                            ctx.user_access(p, true).await;
-                            ctx.user_work(me.reader_gap_ns * 3).await;
-                            sys_clear_refs_soft_dirty(&ctx).await;
-                        } else if me.op == "madvise" {
-                            let p = page.get();
-                            ctx.user_access(p, true).await;
-                            ctx.user_work(me.reader_gap_ns * 3).await;
-                            sys_madvise_dontneed(&ctx, p, PAGE_SIZE).await;
-                        } else {
-                            let p = sys_mmap(&ctx, PAGE_SIZE, Perms::RW).await;
-                            ctx.user_access(p, true).await;
-                            page.set(p);
-                            ctx.user_work(me.reader_gap_ns * 3).await;
-                            page.set(0);
-                            sys_munmap(&ctx, p, PAGE_SIZE).await;
-                        }
+                        thread0_round(&ctx, &me, &page, maps).await;
                     }
                     done.set(true);
                     while sys_wait(&ctx).await.is_some() {}
