@@ -77,10 +77,12 @@ pub struct Threads {
     #[serde(default)]
     pub reader_hop: bool,
     /// Readers also `MADV_DONTNEED` a page of their own after each access.
-    #[serde(default)]
+    /// Left out of the resolved parameters when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reader_dontneed: bool,
-    /// A yielding process on each reader's CPU, and readers that yield.
-    #[serde(default)]
+    /// A sleeping process on each reader's CPU, and readers that yield.
+    /// Left out of the resolved parameters when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub hogs: bool,
 }
 
