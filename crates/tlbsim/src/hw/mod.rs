@@ -497,7 +497,10 @@ impl Hw {
 
     /// A speculative table walk of `va` by `cpu` in its current context
     /// ([`Hw::walk_context`]): the hardware may do this at any time (it
-    /// fills the TLB and walk cache; no permission check, no fault). With
+    /// fills the TLB and walk cache; no permission check, no fault), but a
+    /// leaf that grants no access is not a valid translation to the
+    /// hardware and is not cached (a `PROT_NONE` PTE: x86 clears
+    /// `_PAGE_PRESENT`, arm64 `PTE_VALID`; only its walk is). With
     /// TTBR0 on the reserved table, only a walk that starts from a cached
     /// walk of the current ASID gets anywhere. Used walk-cache entries go
     /// to `trace`, as for an access.
@@ -513,7 +516,9 @@ impl Hw {
         let root = self.cpus[cpu].user.base.map(|(_, pgd)| pgd);
         let info = &mut AccessInfo::default();
         if let Some((pte, huge)) = self.walk(cpu, cx, root, va, trace, info) {
-            self.fill_leaf(cpu, cx, vpn, pte, huge);
+            if pte.perms != mem::Perms::NONE {
+                self.fill_leaf(cpu, cx, vpn, pte, huge);
+            }
         }
     }
 
@@ -857,6 +862,44 @@ mod tests {
             .table_mut(t)
             .entries
             .insert(g.level_index(va, LEAF_LEVEL), Desc::Page(pte));
+    }
+
+    #[test]
+    fn a_speculative_walk_caches_no_prot_none_leaf() {
+        let p = builtin_profile("ampere-32").unwrap();
+        let mut hw = Hw::new(&p.hw_params(Granule::K4));
+        let pgd = map(&mut hw, 2);
+        // Page 1 becomes PROT_NONE.
+        let g = hw.granule;
+        let mut t = pgd;
+        for level in g.start_level()..LEAF_LEVEL {
+            let Some(&Desc::Table(next)) = hw.mem.table(t).entries.get(&g.level_index(0, level))
+            else {
+                panic!("a table at level {level}")
+            };
+            t = next;
+        }
+        hw.mem.table_mut(t).entries.insert(
+            1,
+            Desc::Page(Pte {
+                pfn: 1001,
+                perms: Perms::NONE,
+                version: 2,
+            }),
+        );
+        hw.set_ttbr0(
+            cpuid(0),
+            Some(Ttbr0 {
+                mm: MmId::new(1),
+                pgd,
+                asid: 1,
+            }),
+        );
+        let mut trace = Vec::new();
+        hw.speculate(cpuid(0), 1 << PAGE_SHIFT, &mut trace);
+        assert!(held(&hw).is_empty(), "no entry for the PROT_NONE page");
+        hw.speculate(cpuid(0), 0, &mut trace);
+        assert_eq!(held(&hw), [(0, 1, 0)], "the accessible page is cached");
     }
 
     #[test]

@@ -308,6 +308,17 @@ pub fn pmd_none(w: &World, mm: MmId, va: u64) -> bool {
         .contains_key(&g.level_index(va, HUGE_LEVEL))
 }
 
+/// `pte_accessible(mm, pte)`: may a TLB hold a translation of the
+/// present PTE `pte` of `mm`? One that grants no access (`PROT_NONE`,
+/// which neither x86 nor arm64 makes valid to the hardware) only while a
+/// flush of `mm` is pending (`mm_tlb_flush_pending()`: the change that
+/// made it so may not have flushed yet); any other always (arm64's
+/// `pte_valid()` since 07509e10dcc7; before it, only a young PTE, and the
+/// model has no access flag).
+pub fn pte_accessible(w: &World, mm: MmId, pte: Pte) -> bool {
+    pte.perms != Perms::NONE || w.k.borrow().mms[mm].tlb_flush_pending > 0
+}
+
 /// The PTE table the PMD of `mm` for `va` points to, with its instance
 /// (`pmd_pgtable()` of a PMD read without a lock), if it is one.
 pub fn pmd_pgtable(w: &World, mm: MmId, va: u64) -> Option<(TableId, u64)> {

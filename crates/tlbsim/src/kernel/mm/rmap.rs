@@ -10,7 +10,7 @@
 
 use super::anon::anon_mappers;
 use super::folio::Mapping;
-use super::pgtable::{get_pte, set_pte, set_swap_pte, set_swp_entry};
+use super::pgtable::{get_pte, pte_accessible, set_pte, set_swap_pte, set_swp_entry};
 use super::tlbbatch::{set_tlb_ubc_flush_pending, should_defer_flush};
 use crate::hw::mem::{Pfn, Pte, SwpEntry};
 use crate::hw::tlb::MmId;
@@ -203,14 +203,16 @@ fn lazyfree_keep(w: &World, cpu: crate::hw::CpuId, (mm, va): (MmId, u64), p: Pte
     true
 }
 
-/// `ptep_clear_flush()` (mm/pgtable-generic.c): clears the PTE and, as it
-/// was present, flushes its translation from every CPU before returning
+/// `ptep_clear_flush()` (mm/pgtable-generic.c): clears the PTE and, if a
+/// TLB may hold it (`pte_accessible()`, [`super::pgtable::pte_accessible`]),
+/// flushes its translation from every CPU before returning
 /// (arm64 `flush_tlb_page()`: `DSB ISHST; TLBI VALE1IS; DSB ISH`, inlined
 /// here as in the kernel). Returns the old PTE.
 pub async fn ptep_clear_flush(ctx: &Ctx, mm: MmId, va: u64) -> Option<Pte> {
     let _f = ctx.func(crate::label!("ptep_clear_flush"));
     let (old, _) = set_pte(&ctx.w, ctx.cpu(), mm, va, None);
-    if old.is_some() {
+    // if (pte_accessible(mm, pte)) flush_tlb_page(vma, address);
+    if old.is_some_and(|p| pte_accessible(&ctx.w, mm, p)) {
         flush_tlb_page(ctx, mm, va).await;
     }
     old

@@ -61,10 +61,16 @@ pub fn should_defer_flush(ctx: &Ctx, mm: MmId, batch: bool) -> bool {
 
 /// `set_tlb_ubc_flush_pending(mm, pteval, uaddr)`: after clearing the PTE
 /// `pteval` of `mm` at `va` (under its lock), starts its invalidation in
-/// the task's batch and counts a pending flush in `mm->tlb_flush_batched`.
+/// the task's batch and counts a pending flush in `mm->tlb_flush_batched`,
+/// unless no TLB may hold it (`pte_accessible()`, Linux 6.4+).
 pub async fn set_tlb_ubc_flush_pending(ctx: &Ctx, mm: MmId, pteval: Pte, va: u64) {
     let _f = ctx.func(crate::label!("set_tlb_ubc_flush_pending"));
     let w = &ctx.w;
+    // 4d4b6d66db63 (6.4): "if (!pte_accessible(mm, pteval)) return;" (no
+    // TLB may hold it; earlier kernels deferred a flush all the same).
+    if !super::pgtable::pte_accessible(w, mm, pteval) {
+        return;
+    }
     let writable = w.policy.pte_dirty(pteval);
     w.stats.borrow_mut().reclaim.flush_deferred += 1;
     w.policy.arch_tlbbatch_add_pending(ctx, mm, va).await;
