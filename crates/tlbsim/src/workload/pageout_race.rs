@@ -19,6 +19,9 @@
 //!   `(i - 1) % pages`) read-only and back, so that a reclaim that cleared
 //!   that page leaves the call nothing to change (and nothing of its own
 //!   to flush).
+//! - `op = "none-page"`: each makes its page `PROT_NONE` once, then only
+//!   waits (reclaim then unmaps a PTE no TLB may hold: `pte_accessible()`
+//!   is false, and no flush is deferred for it).
 //! - `op = "dontneed-page"`: each drops its page with
 //!   `madvise(MADV_DONTNEED)` (under the mmap_lock for reading, so threads
 //!   zap concurrently) instead of mprotecting it.
@@ -199,7 +202,7 @@ impl PageoutRace {
         if t.users == 0 {
             return Err("`users` must be >= 1".into());
         }
-        const OPS: [&str; 7] = [
+        const OPS: [&str; 8] = [
             "touch",
             "read",
             "read-page",
@@ -207,6 +210,7 @@ impl PageoutRace {
             "read-mprotect",
             "mprotect-page",
             "dontneed-page",
+            "none-page",
         ];
         if !OPS.contains(&t.op.as_str()) {
             return Err(format!(
@@ -242,6 +246,14 @@ async fn user_loop(
     mut rng: impl Rng,
 ) {
     let (len, step) = (me.len(), me.step());
+    if me.op == "none-page" {
+        let mine = base.get() + (u64::from(i) - 1) % me.pages * step;
+        sys_mprotect(c, mine, PAGE_SIZE, Perms::NONE).await;
+        while !done.get() {
+            c.user_work(me.gap_ns).await;
+        }
+        return;
+    }
     while !done.get() {
         let p = base.get();
         let mine = p + (u64::from(i) - 1) % me.pages * step;

@@ -707,3 +707,28 @@ fn a_lazily_freeable_page_someone_still_holds_is_not_dropped() {
     let f = first_failure(&e, 10_000, 50_000);
     assert!(f.is_none(), "{:?}", f.map(|f| f.report));
 }
+
+#[test]
+fn reclaim_defers_no_flush_for_a_prot_none_pte() {
+    // Two threads each make their page PROT_NONE while the main thread
+    // pages the mapping out: a cleared PROT_NONE PTE is not
+    // pte_accessible(), so set_tlb_ubc_flush_pending() defers no flush
+    // for it (6.4+). Before the change every unmap deferred one.
+    let mut e = file("experiments/seed001-explore.toml");
+    e.kernel.tlb_policy = "arm64-tlbbatch".into();
+    for (k, v) in [
+        ("op", toml::Value::String("none-page".into())),
+        ("fork", toml::Value::Boolean(false)),
+        ("iterations", toml::Value::Integer(4)),
+    ] {
+        e.workload.params.insert(k.into(), v);
+    }
+    let o = run_ok(&e);
+    let r = &o.stats.reclaim;
+    assert!(r.pgsteal >= 2, "{r:?}");
+    assert!(
+        r.flush_deferred < r.pgsteal,
+        "a PROT_NONE page deferred a flush: {r:?}"
+    );
+    assert_eq!(o.checker.verdict, "pass");
+}
