@@ -841,6 +841,11 @@ mod tests {
     /// Maps `va` to frame `pfn` (read-write) under `pgd`, allocating the
     /// missing tables.
     fn map_page(hw: &mut Hw, pgd: TableId, va: u64, pfn: u64) {
+        map_page_perms(hw, pgd, va, pfn, Perms::RW);
+    }
+
+    /// [`map_page`] with `perms`.
+    fn map_page_perms(hw: &mut Hw, pgd: TableId, va: u64, pfn: u64, perms: Perms) {
         let (mut t, g) = (pgd, hw.granule);
         for level in g.start_level()..LEAF_LEVEL {
             let idx = g.level_index(va, level);
@@ -855,7 +860,7 @@ mod tests {
         }
         let pte = Pte {
             pfn,
-            perms: Perms::RW,
+            perms,
             version: 1,
         };
         hw.mem
@@ -868,25 +873,8 @@ mod tests {
     fn a_speculative_walk_caches_no_prot_none_leaf() {
         let p = builtin_profile("ampere-32").unwrap();
         let mut hw = Hw::new(&p.hw_params(Granule::K4));
-        let pgd = map(&mut hw, 2);
-        // Page 1 becomes PROT_NONE.
-        let g = hw.granule;
-        let mut t = pgd;
-        for level in g.start_level()..LEAF_LEVEL {
-            let Some(&Desc::Table(next)) = hw.mem.table(t).entries.get(&g.level_index(0, level))
-            else {
-                panic!("a table at level {level}")
-            };
-            t = next;
-        }
-        hw.mem.table_mut(t).entries.insert(
-            1,
-            Desc::Page(Pte {
-                pfn: 1001,
-                perms: Perms::NONE,
-                version: 2,
-            }),
-        );
+        let pgd = map(&mut hw, 1);
+        map_page_perms(&mut hw, pgd, 1 << PAGE_SHIFT, 1001, Perms::NONE);
         hw.set_ttbr0(
             cpuid(0),
             Some(Ttbr0 {
