@@ -580,6 +580,37 @@ pub const CVE_2026_74674: Bug = Bug {
     },
 };
 
+/// 4.14-6.0: device migration flushed the PTEs it had replaced by
+/// migration entries after dropping the PTE table's lock.
+pub const MIGRATE_VMA_FLUSH_UNLOCKED: Bug = Bug {
+    id: "migrate-vma-flush-unlocked",
+    fix: "60bae7370896",
+    subject: "mm/migrate_device.c: flush TLB while holding PTL",
+    introduced: Some("8c3328f1f36a"),
+    versions: "v4.14 (HMM) to v6.0-rc; stable 5.15.72 took the fix",
+    arch: Arch::X86,
+    what: "migrate_vma_collect_pmd() replaces a PTE by a migration entry and flushes after \
+           pte_unmap_unlock(): a MADV_DONTNEED on another CPU finds no present PTE, flushes \
+           nothing and returns while the migrating CPU still holds the translation",
+    kernels: Kernels::Setting {
+        buggy: "kernel.migrate_vma_flush_unlocked=true",
+        fixed: "kernel.migrate_vma_flush_unlocked=false",
+        breaks: Breaks {
+            invariant: Invariant::NoStaleHold,
+            search: Search::Explore {
+                experiment: crate::experiment_file!(
+                    "experiments/bugs/migrate-vma-flush-unlocked.toml"
+                ),
+                strategy: Strategy::Random,
+                schedules: 3_000,
+                seed: 1,
+                max_actions: 200_000,
+                speculation: 2,
+            },
+        },
+    },
+};
+
 /// Every entry, in the order `tlbsim bugs` prints them.
 pub const BUGS: &[Bug] = &[
     MPROTECT_VS_RECLAIM,
@@ -605,4 +636,5 @@ pub const BUGS: &[Bug] = &[
     HUGE_ZERO_PUT_BEFORE_FLUSH,
     X86_SWITCH_MM_CLEAR_PREV_FIRST,
     CVE_2026_74674,
+    MIGRATE_VMA_FLUSH_UNLOCKED,
 ];

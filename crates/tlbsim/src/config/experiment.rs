@@ -302,6 +302,13 @@ pub struct KernelConfig {
     /// false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mremap_flush_unlocked: bool,
+    /// `migrate_vma_collect_pmd()` as in Linux 4.14-6.0 (8c3328f1f36a
+    /// until 60bae7370896): the range whose PTEs it replaced by migration
+    /// entries is flushed after the PTE table's lock is dropped. `false`
+    /// (6.0+): before (`kernel/mm/migrate_device.rs`). Left out of the
+    /// JSON when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub migrate_vma_flush_unlocked: bool,
     /// Resident folios (shmem and private anonymous pages) above which
     /// `kswapd` (a kernel thread on the last CPU) reclaims, down to 15/16
     /// of the limit (a stand-in for the low and high watermarks); 0: every
@@ -606,6 +613,7 @@ impl Default for KernelConfig {
             switch_to_dsb: true,
             migrate_batch_flush: false,
             mremap_flush_unlocked: false,
+            migrate_vma_flush_unlocked: false,
             memory_limit_pages: None,
             memory_min_pages: None,
             hz: None,

@@ -22,6 +22,10 @@
 //!   state of the mm (`/proc/self/clear_refs`, which write-protects every
 //!   PTE); the others read and write the page (a write after the clearing
 //!   faults and makes it writable again).
+//! - `op = "migrate-device"`: thread 0 loops write, then moves the page
+//!   into device memory (the test_hmm driver's `HMM_DMIRROR_MIGRATE`
+//!   ioctl: `migrate_vma_setup()` and the rest); the others read or write
+//!   it and drop it with `madvise(MADV_DONTNEED)` after each access.
 //! - `hogs = true`: before the readers start, a process is forked for
 //!   each reader CPU and pinned there, sleeping a microsecond at a time
 //!   until thread 0 is done, and each reader yields after each access: the
@@ -45,6 +49,7 @@ use crate::hw::CpuId;
 use crate::kernel::exit::sys_wait;
 use crate::kernel::fork::{spawn_user, sys_clone_thread, sys_fork};
 use crate::kernel::hrtimer::schedule_hrtimeout;
+use crate::kernel::mm::migrate_device::sys_dmirror_migrate;
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
 use crate::kernel::sched::{sys_sched_setaffinity, sys_sched_yield};
 use crate::kernel::task_mmu::sys_clear_refs_soft_dirty;
@@ -63,7 +68,8 @@ pub struct Threads {
     /// Iterations of thread 0.
     #[serde(default = "hundred")]
     pub iterations: u64,
-    /// `"mprotect"`, `"munmap"`, `"madvise"` or `"clear-refs"`.
+    /// `"mprotect"`, `"munmap"`, `"madvise"`, `"madvise-pmd"`,
+    /// `"clear-refs"`, `"thp-zero"` or `"migrate-device"` (module doc).
     #[serde(default = "default_op")]
     pub op: String,
     /// Mean user work between a reader's accesses (ns); each gap is drawn
@@ -113,11 +119,12 @@ impl Threads {
             "madvise-pmd",
             "clear-refs",
             "thp-zero",
+            "migrate-device",
         ]
         .contains(&t.op.as_str())
         {
             return Err(format!(
-                "`op` must be mprotect, munmap, madvise, madvise-pmd, clear-refs or thp-zero, not \"{}\"",
+                "`op` must be mprotect, munmap, madvise, madvise-pmd, clear-refs, thp-zero or migrate-device, not \"{}\"",
                 t.op
             ));
         }
@@ -200,6 +207,12 @@ async fn thread0_round(ctx: &Ctx, me: &Threads, page: &TrackedCell<u64>, m: Mapp
             ctx.user_access(p, true).await;
             ctx.user_work(me.reader_gap_ns * 3).await;
             sys_madvise_dontneed(ctx, p, page_size).await;
+        }
+        "migrate-device" => {
+            let p = page.get();
+            ctx.user_access(p, true).await;
+            ctx.user_work(me.reader_gap_ns * 3).await;
+            sys_dmirror_migrate(ctx, p, page_size).await;
         }
         _ => {
             let p = sys_mmap(ctx, page_size, Perms::RW).await;
@@ -377,6 +390,8 @@ fn reader(
     // thp-zero's readers only read: a write would replace the huge zero
     // page by a copy of their own.
     let writes = me.op != "thp-zero";
+    // migrate-device's readers drop the page after each access.
+    let drops = me.op == "migrate-device";
     let home = CpuId::new(i % n);
     let away = CpuId::new((i + me.threads) % n);
     Box::new(move |c: Ctx| {
@@ -389,6 +404,9 @@ fn reader(
                 if p != 0 {
                     // Denied writes (page read-only) are ignored.
                     c.user_access(p, write).await;
+                    if drops {
+                        sys_madvise_dontneed(&c, p, c.w.granule.page_size()).await;
+                    }
                 }
                 write = !write && writes;
                 if hogs {

@@ -684,3 +684,64 @@ fn vfork_shares_the_mm_and_the_parent_waits_for_the_exec() {
     assert!(v.shared && v.execed_first, "{v:?}");
     assert_eq!(v.flushes, 0, "a vfork copies and flushes nothing");
 }
+
+#[test]
+fn device_migration_moves_a_written_page_and_frees_the_old_frame() {
+    // The test_hmm ioctl (migrate_vma_setup(), migrate_vma_pages(),
+    // migrate_vma_finalize()) on a written page maps a new frame at the
+    // same address with the same permissions and frees the old one; a
+    // page mapped by a fork's child too is moved in both; the zero page
+    // is not taken.
+    use tlbsim::kernel::fork::sys_fork;
+    use tlbsim::kernel::mm::migrate_device::sys_dmirror_migrate;
+    use tlbsim::kernel::mm::pgtable::get_pte;
+    let k = KernelConfig {
+        tlb_policy: "x86-pcid-6.0".into(),
+        asid_allocator: "none".into(),
+        ..KernelConfig::default()
+    };
+    let w = super::common::world_with("skylake-4c8t", 2, k);
+    let v = super::common::run_process_for(&w, move |ctx: Ctx| async move {
+        let w = Rc::clone(&ctx.w);
+        let mm = ctx.mm().unwrap();
+        let p = sys_mmap(&ctx, 2 * PAGE_SIZE, Perms::RW).await;
+        ctx.user_access(p, true).await;
+        ctx.user_access(p + PAGE_SIZE, false).await;
+        let old = get_pte(&w, mm, p).unwrap();
+        let moved = sys_dmirror_migrate(&ctx, p, 2 * PAGE_SIZE).await;
+        let new = get_pte(&w, mm, p).unwrap();
+        let freed = w.hw.borrow().mem.frame_refs(old.pfn) == 0;
+        let same_perms = new.perms == old.perms && new.pfn != old.pfn;
+        // A fork shares the page: both mappings move.
+        let (child_pfn, parent_pfn): (Rc<Cell<u64>>, u64);
+        child_pfn = Rc::default();
+        let seen = Rc::clone(&child_pfn);
+        sys_fork(
+            &ctx,
+            "child",
+            Box::new(move |c| {
+                Box::pin(async move {
+                    c.user_work(200_000).await;
+                    let m = c.mm().unwrap();
+                    seen.set(get_pte(&c.w, m, p).map_or(0, |q| q.pfn));
+                })
+            }),
+        )
+        .await;
+        let again = sys_dmirror_migrate(&ctx, p, PAGE_SIZE).await;
+        parent_pfn = get_pte(&w, mm, p).map_or(0, |q| q.pfn);
+        while tlbsim::kernel::exit::sys_wait(&ctx).await.is_some() {}
+        (
+            moved,
+            freed,
+            same_perms,
+            again,
+            parent_pfn != new.pfn && parent_pfn == child_pfn.get(),
+        )
+    });
+    assert_eq!(v.0, 1, "the written page moves, the zero page does not");
+    assert!(v.1, "the old frame is freed");
+    assert!(v.2, "a new frame with the old permissions");
+    assert_eq!(v.3, 1, "the page shared with a child moves");
+    assert!(v.4, "parent and child map the same new frame");
+}

@@ -252,7 +252,12 @@ async fn remove_migration_ptes(ctx: &Ctx, pfn: Pfn, ptes: &[(MmId, u64, Pte)]) {
 /// its page (`mappers`: where its PTEs are now, also after an mremap or
 /// in a fork made meanwhile), a migration entry for `src` becomes a PTE
 /// mapping `pfn` with the entry's permissions.
-async fn remove_migration_entries(ctx: &Ctx, pfn: Pfn, src: Pfn, mappers: &[(MmId, u64)]) {
+pub(super) async fn remove_migration_entries(
+    ctx: &Ctx,
+    pfn: Pfn,
+    src: Pfn,
+    mappers: &[(MmId, u64)],
+) {
     let w = &ctx.w;
     for &(mm, va) in mappers {
         ctx.ptl_lock(mm, va).await;

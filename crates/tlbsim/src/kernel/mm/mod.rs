@@ -22,6 +22,7 @@
 //! | `vmscan.rs` | mm/vmscan.c | page reclaim, kswapd |
 //! | `swap.rs` | mm/swapfile.c, drivers/block/zram | swap slots on a zram device |
 //! | `migrate.rs` | mm/migrate.c, mm/mempolicy.c | page migration between NUMA nodes |
+//! | `migrate_device.rs` | mm/migrate_device.c, lib/test_hmm.c | migration into a device's memory (`migrate_vma_*()`) |
 //!
 //! What Linux keeps elsewhere is elsewhere here too: `dup_mmap()`,
 //! `mmput()` and `mmdrop()` in `kernel/fork.rs` (kernel/fork.c),
@@ -38,6 +39,7 @@ pub mod khugepaged;
 pub mod madvise;
 pub mod memory;
 pub mod migrate;
+pub mod migrate_device;
 pub(super) mod mm_types;
 pub mod mmap;
 pub mod mmu_gather;
