@@ -611,6 +611,31 @@ pub const MIGRATE_VMA_FLUSH_UNLOCKED: Bug = Bug {
     },
 };
 
+/// CVE-2026-64229: with `nopcid`, x86 kept INVLPGB and issued it with a
+/// PCID while `CR4.PCIDE` was clear (#GP).
+pub const CVE_2026_64229: Bug = Bug {
+    id: "CVE-2026-64229",
+    fix: "44126343d58c",
+    subject: "x86/mm: Disable broadcast TLB flush when PCID is disabled",
+    introduced: Some("4afeb0ed1753"),
+    versions: "x86 v6.15 to v7.1-rc4 booted with nopcid on CPUs with INVLPGB (AMD)",
+    arch: Arch::X86,
+    what: "nopcid leaves CR4.PCIDE clear but INVLPGB on: an mm active on more than three CPUs \
+           gets a global ASID, and broadcast_tlb_flush() issues INVLPGB with a non-zero PCID, \
+           which raises #GP (an oops in the flush)",
+    kernels: Kernels::Setting {
+        buggy: "kernel.nopcid_keeps_invlpgb=true",
+        fixed: "kernel.nopcid_keeps_invlpgb=false",
+        breaks: Breaks {
+            invariant: Invariant::ValidTlbi,
+            search: Search::Runs {
+                experiment: crate::experiment_file!("experiments/bugs/invlpgb-nopcid.toml"),
+                seeds: &[1, 2, 3],
+            },
+        },
+    },
+};
+
 /// Every entry, in the order `tlbsim bugs` prints them.
 pub const BUGS: &[Bug] = &[
     MPROTECT_VS_RECLAIM,
@@ -637,4 +662,5 @@ pub const BUGS: &[Bug] = &[
     X86_SWITCH_MM_CLEAR_PREV_FIRST,
     CVE_2026_74674,
     MIGRATE_VMA_FLUSH_UNLOCKED,
+    CVE_2026_64229,
 ];

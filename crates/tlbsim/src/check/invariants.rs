@@ -1285,6 +1285,21 @@ impl Observer for Checker {
                 scope,
                 broadcast: false,
             } => self.local_tlbi(hw, cpu, scope),
+            Event::TlbiFault {
+                cpu,
+                scope,
+                broadcast,
+            } => {
+                let insn = scope.insn(broadcast, self.arch);
+                self.fail(
+                    now,
+                    Invariant::ValidTlbi,
+                    &[cpu],
+                    None,
+                    None,
+                    format!("cpu{cpu} refused {insn:#} and raised a fault (x86: #GP): the kernel oopses"),
+                );
+            }
             Event::Tlbi { .. } | Event::DsbDone { .. } => {}
         }
     }
@@ -1848,6 +1863,20 @@ mod tests {
             text.contains("\n     1  AsidLoad cpu1 mm0 asid 1\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_refused_tlbi_breaks_valid_tlb_maintenance() {
+        let (mut c, hw) = setup();
+        let fault = Event::TlbiFault {
+            cpu: cpuid(2),
+            scope: TlbiScope::Asid(8),
+            broadcast: true,
+        };
+        c.event(10, &fault, &hw);
+        let f = c.failure().expect("a fault is a violation");
+        assert_eq!(f.invariant, Invariant::ValidTlbi);
+        assert!(f.to_string().contains("cpu2 refused"), "{f}");
     }
 
     #[test]

@@ -309,6 +309,19 @@ pub struct KernelConfig {
     /// JSON when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub migrate_vma_flush_unlocked: bool,
+    /// The `nopcid` boot parameter (x86): the kernel clears
+    /// `X86_FEATURE_PCID` and leaves `CR4.PCIDE` clear, so every mm runs
+    /// under PCID 0 and every CR3 write flushes; since 44126343d58c (7.1)
+    /// it turns INVLPGB off with it. Left out of the JSON when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nopcid: bool,
+    /// With `nopcid`, INVLPGB stays on, as in Linux 6.15 (4afeb0ed1753)
+    /// until 44126343d58c (CVE-2026-64229): an mm active on more than 3
+    /// CPUs gets a global ASID, and its flushes are INVLPGBs naming a
+    /// non-zero PCID, which raise #GP while `CR4.PCIDE` is clear. Left out
+    /// of the JSON when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nopcid_keeps_invlpgb: bool,
     /// Resident folios (shmem and private anonymous pages) above which
     /// `kswapd` (a kernel thread on the last CPU) reclaims, down to 15/16
     /// of the limit (a stand-in for the low and high watermarks); 0: every
@@ -614,6 +627,8 @@ impl Default for KernelConfig {
             migrate_batch_flush: false,
             mremap_flush_unlocked: false,
             migrate_vma_flush_unlocked: false,
+            nopcid: false,
+            nopcid_keeps_invlpgb: false,
             memory_limit_pages: None,
             memory_min_pages: None,
             hz: None,

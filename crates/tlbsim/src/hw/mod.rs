@@ -133,6 +133,11 @@ pub struct CpuHw {
     /// `HCR_EL2.FB`: the guest's local (non-shareable) EL1 TLBIs are
     /// broadcast to the inner-shareable domain ([`Hw::forces_broadcast`]).
     pub hcr_fb: bool,
+    /// x86 `CR4.PCIDE`: process-context identifiers enabled, set by the
+    /// kernel at boot when it uses them (`setup_pcid()`); while clear, an
+    /// `INVLPGB` naming a non-zero PCID raises #GP
+    /// ([`Hw::rejects_tlbi`]). Unused on arm64.
+    pub cr4_pcide: bool,
     /// The (VMID, ASID) tags this CPU is a holder of ([`Hw::holders`]),
     /// in no order.
     held_asids: Vec<HolderKey>,
@@ -274,6 +279,7 @@ impl Hw {
                 vmid: 0,
                 vttbr_vmid: 0,
                 hcr_fb: false,
+                cr4_pcide: false,
                 s2: stage2::S2Cache::new(p.stage2_cache_entries),
                 inflight: 0,
                 dvm_since_dsb: false,
@@ -703,6 +709,24 @@ impl Hw {
         c.hcr_fb && c.vmid != 0
     }
 
+    /// Does `cpu` refuse a TLBI of `scope` (broadcast if `broadcast`) and
+    /// fault instead? On x86, an `INVLPGB` with the PCID flag and a
+    /// non-zero PCID while `CR4.PCIDE` is clear raises #GP (AMD APM vol.
+    /// 3, INVLPGB; the fault quoted in 44126343d58c's commit message).
+    /// The model's broadcasts by ASID (`Asid`, `Range`, `Va`) are the
+    /// INVLPGBs that name a PCID.
+    pub fn rejects_tlbi(&self, cpu: CpuId, scope: TlbiScope, broadcast: bool) -> bool {
+        if self.arch != crate::config::Arch::X86 || !broadcast || self.cpus[cpu].cr4_pcide {
+            return false;
+        }
+        match scope {
+            TlbiScope::Asid(a)
+            | TlbiScope::Range { asid: a, .. }
+            | TlbiScope::Va { asid: a, .. } => a != 0,
+            _ => false,
+        }
+    }
+
     /// Are `cpu`'s non-shareable barriers upgraded to inner-shareable?
     /// While it runs a guest: KVM sets `HCR_EL2.BSU` to inner shareable
     /// for every guest (`HCR_GUEST_FLAGS`), so that a guest's `DSB NSH`
@@ -867,6 +891,31 @@ mod tests {
             .table_mut(t)
             .entries
             .insert(g.level_index(va, LEAF_LEVEL), Desc::Page(pte));
+    }
+
+    #[test]
+    fn invlpgb_naming_a_pcid_faults_only_while_cr4_pcide_is_clear() {
+        let p = builtin_profile("epyc-2s").unwrap();
+        let mut hw = Hw::new(&p.hw_params(Granule::K4));
+        let c = cpuid(0);
+        let range = |asid| TlbiScope::Range {
+            asid,
+            va: 0x7f00_0000_0000,
+            pages: 1,
+            last_level: true,
+        };
+        assert!(hw.rejects_tlbi(c, TlbiScope::Asid(8), true));
+        assert!(hw.rejects_tlbi(c, range(8), true));
+        // PCID 0, no PCID operand, or a local flush: no fault.
+        assert!(!hw.rejects_tlbi(c, range(0), true));
+        assert!(!hw.rejects_tlbi(c, TlbiScope::All, true));
+        assert!(!hw.rejects_tlbi(c, TlbiScope::Asid(8), false));
+        hw.cpus[c].cr4_pcide = true;
+        assert!(!hw.rejects_tlbi(c, TlbiScope::Asid(8), true));
+        // arm64 has no such fault.
+        let a = builtin_profile("ampere-32").unwrap();
+        let arm = Hw::new(&a.hw_params(Granule::K4));
+        assert!(!arm.rejects_tlbi(c, TlbiScope::Asid(8), true));
     }
 
     #[test]

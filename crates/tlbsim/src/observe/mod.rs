@@ -204,6 +204,18 @@ pub enum Event {
         /// Inner-shareable (broadcast).
         broadcast: bool,
     },
+    /// The CPU refused a TLB maintenance instruction and raised a fault
+    /// instead: nothing was invalidated, and the kernel oopses (x86: an
+    /// `INVLPGB` naming a non-zero PCID while `CR4.PCIDE` is clear raises
+    /// #GP; [`crate::hw::Hw::rejects_tlbi`]).
+    TlbiFault {
+        /// CPU.
+        cpu: CpuId,
+        /// Scope of the refused instruction.
+        scope: TlbiScope,
+        /// Inner-shareable (broadcast).
+        broadcast: bool,
+    },
     /// A DSB ISH completed on `cpu`.
     DsbDone {
         /// CPU.
@@ -256,9 +268,10 @@ impl Event {
             | E::WalkUse {
                 cpu: c, running: m, ..
             } => (*c, *m) = (cpu(*c), mm(*m)),
-            E::CopyOut { cpu: c, .. } | E::Tlbi { cpu: c, .. } | E::DsbDone { cpu: c } => {
-                *c = cpu(*c)
-            }
+            E::CopyOut { cpu: c, .. }
+            | E::Tlbi { cpu: c, .. }
+            | E::TlbiFault { cpu: c, .. }
+            | E::DsbDone { cpu: c } => *c = cpu(*c),
             E::MmFree { mm: m } => *m = mm(*m),
         }
         self
@@ -301,6 +314,7 @@ impl fmt::Display for EventDisplay<'_> {
             | Event::WalkUse { .. }
             | Event::AsidLoad { .. }
             | Event::Tlbi { .. }
+            | Event::TlbiFault { .. }
             | Event::DsbDone { .. } => self.fmt_hw(f),
             _ => self.fmt_kernel(f),
         }
@@ -424,6 +438,14 @@ impl EventDisplay<'_> {
                 broadcast,
             } => {
                 write!(f, "Tlbi cpu{cpu} {:#}", scope.insn(broadcast, self.arch))
+            }
+            E::TlbiFault {
+                cpu,
+                scope,
+                broadcast,
+            } => {
+                let insn = scope.insn(broadcast, self.arch);
+                write!(f, "TlbiFault cpu{cpu} {insn:#}")
             }
             E::DsbDone { cpu } => write!(f, "DsbDone cpu{cpu}"),
             _ => unreachable!("a kernel event, which `fmt` routes to `fmt_kernel`"),

@@ -31,11 +31,15 @@ pub enum Invariant {
     /// another virtual machine or of the host: a security failure, as
     /// ASID isolation is between processes.
     VmidIsolation,
+    /// A CPU refused a TLB maintenance instruction the kernel issued and
+    /// raised a fault (x86 #GP): the kernel oopses, and nothing was
+    /// invalidated.
+    ValidTlbi,
 }
 
 impl Invariant {
     /// Every invariant, in a fixed order.
-    pub const ALL: [Invariant; 7] = [
+    pub const ALL: [Invariant; 8] = [
         Invariant::NoStaleUse,
         Invariant::NoStaleHold,
         Invariant::NoUseAfterFree,
@@ -43,6 +47,7 @@ impl Invariant {
         Invariant::AsidIsolation,
         Invariant::NoLostWrite,
         Invariant::VmidIsolation,
+        Invariant::ValidTlbi,
     ];
 
     /// The name reports print (`invariant: <name>`).
@@ -55,6 +60,7 @@ impl Invariant {
             Invariant::AsidIsolation => "ASID isolation",
             Invariant::NoLostWrite => "no lost write",
             Invariant::VmidIsolation => "VMID isolation",
+            Invariant::ValidTlbi => "valid TLB maintenance",
         }
     }
 }

@@ -70,7 +70,37 @@ const KERNEL_RULES: &[Rule] = &[
         key: "asid_bits",
         check: enough_asids,
     },
+    Rule {
+        key: "nopcid",
+        check: nopcid,
+    },
+    Rule {
+        key: "nopcid_keeps_invlpgb",
+        check: nopcid_keeps_invlpgb,
+    },
 ];
+
+/// `nopcid` is an x86 boot parameter.
+fn nopcid(s: &Setting) -> Result<(), String> {
+    if s.kcfg.nopcid && s.profile.arch != Arch::X86 {
+        return Err(format!(
+            "nopcid is an x86 boot parameter; profile \"{}\" is {}",
+            s.profile.name, s.profile.arch
+        ));
+    }
+    Ok(())
+}
+
+/// `nopcid_keeps_invlpgb` is what `nopcid` did to INVLPGB before
+/// 44126343d58c: it needs `nopcid`.
+fn nopcid_keeps_invlpgb(s: &Setting) -> Result<(), String> {
+    if s.kcfg.nopcid_keeps_invlpgb && !s.kcfg.nopcid {
+        return Err(
+            "nopcid_keeps_invlpgb is what the nopcid boot parameter did to INVLPGB before 44126343d58c; set nopcid = true too".into(),
+        );
+    }
+    Ok(())
+}
 
 /// The `[kernel]` settings that depend on the profile and the allocator
 /// ([`KERNEL_RULES`]): the first broken rule, as an error of its key.

@@ -340,3 +340,28 @@ fn the_huge_zero_page_needs_thp_and_a_known_mode() {
         .to_string();
     assert!(err.contains("thp_huge_zero_page"), "{err}");
 }
+
+#[test]
+fn nopcid_turns_invlpgb_off_since_the_fix_and_faulted_before() {
+    // Booted with nopcid: since 44126343d58c the flushes stay IPIs, every
+    // CR3 write flushes PCID 0 and the checker passes; before it
+    // (nopcid_keeps_invlpgb) the mm's global ASID makes the flush an
+    // INVLPGB naming a PCID while CR4.PCIDE is clear, which faults.
+    let wl = "name = \"tlb-flush\"\nvariant = 2\nmode = \"threads\"\ntasks = 0\niterations = 200\nwarmup_ns = 33000000";
+    let kernel = "asid_allocator = \"none\"\nnopcid = true\n";
+    let e = |extra: &str| {
+        let k = format!("{kernel}{extra}");
+        common::experiment("epyc-2s", "x86-invlpgb", 5, &k, wl, "")
+    };
+    let fixed = run_seed(&e(""), 1).unwrap();
+    assert_eq!(fixed.checker.verdict, "pass");
+    assert_eq!(fixed.stats.total.tlbi_broadcast, 0, "no INVLPGB");
+    assert!(ipis(&fixed) > 0, "flushes by IPI");
+    match run_seed(&e("nopcid_keeps_invlpgb = true\n"), 1) {
+        Err(SimError::Run(RunError::Violation(r))) => {
+            assert_eq!(r.invariant, Invariant::ValidTlbi, "{r}");
+            assert!(r.to_string().contains("INVLPGB pcid"), "{r}");
+        }
+        other => panic!("expected the #GP, got {other:?}"),
+    }
+}

@@ -95,8 +95,12 @@ pub struct MmState {
 /// recording its own accesses.
 #[derive(Debug)]
 pub struct Inner {
-    /// Options.
+    /// Options: what this kernel version has.
     pub opts: Options,
+    /// What it uses once booted: [`Inner::opts`] less what the command
+    /// line turned off (`nopcid` clears PCIDs, and since 44126343d58c
+    /// INVLPGB with them; set by `init`).
+    pub booted: std::cell::Cell<Options>,
     /// The functions this kernel has of its own.
     pub fns: &'static dyn TlbGenFns,
     /// `DEFINE_PER_CPU(struct tlb_state, cpu_tlbstate)`.
@@ -134,6 +138,7 @@ impl TlbGen {
         Self {
             inner: Rc::new(Inner {
                 opts,
+                booted: std::cell::Cell::new(opts),
                 fns,
                 cpus: State::new(PerCpu::new()),
                 mms: State::new(PerMm::new()),
@@ -161,26 +166,27 @@ impl Inner {
         f(self.mms.borrow_mut().grow_mut(mm));
     }
 
-    /// The TLB tag of a loaded ASID: `kern_pcid()` (asid + 1) with PCIDs,
-    /// the global ASID itself, or 0 without PCIDs.
+    /// The TLB tag of a loaded ASID: 0 without PCIDs (`build_cr3()` puts
+    /// none in CR3), else the global ASID itself or `kern_pcid()` (asid +
+    /// 1).
     pub fn tag(&self, asid: Asid) -> Asid {
-        if asid as u32 >= FIRST_GLOBAL_ASID {
-            asid
-        } else if self.opts.pcid {
-            asid + 1
-        } else {
+        if !self.booted.get().pcid {
             0
+        } else if asid as u32 >= FIRST_GLOBAL_ASID {
+            asid
+        } else {
+            asid + 1
         }
     }
 
     /// `choose_new_asid(next, next_tlb_gen)`: (asid, need_flush).
     fn choose_new_asid(&self, ctx: &Ctx, next: MmId, gen: u64) -> (Asid, bool) {
+        if !self.booted.get().pcid {
+            return (0, true);
+        }
         if let Some(g) = self.mm(next).global_asid {
             // Kept fresh everywhere by INVLPGB broadcasts.
             return (g, false);
-        }
-        if !self.opts.pcid {
-            return (0, true);
         }
         let mut c = this_cpu_mut(ctx, &self.cpus);
         for (a, x) in c.ctxs.iter().enumerate() {
@@ -255,7 +261,7 @@ impl Inner {
                     // init_mm has no user mappings; without PCIDs the CR3
                     // write flushes everything.
                     this_cpu_mut(ctx, &self.cpus).loaded_mm = None;
-                    load_cr3(ctx, None, 0, !self.opts.pcid).await;
+                    load_cr3(ctx, None, 0, !self.booted.get().pcid).await;
                     return;
                 }
                 Some(n) => {
@@ -320,7 +326,7 @@ impl Inner {
             self.switch_mm_irqs_off(ctx, None).await;
             return;
         }
-        if self.opts.invlpgb
+        if self.booted.get().invlpgb
             && self
                 .mm(loaded)
                 .global_asid
@@ -448,12 +454,12 @@ impl Inner {
             others.clear(ctx.cpu());
             info.trim_cpumask = !others.is_empty() && self.should_trim_cpumask(ctx, mm);
         }
-        if self.opts.invlpgb && self.mm(mm).global_asid.is_some() {
+        if self.booted.get().invlpgb && self.mm(mm).global_asid.is_some() {
             super::invlpgb::broadcast_tlb_flush(self, ctx, info).await;
             return;
         }
         self.native_flush_tlb_multi(ctx, info).await;
-        if self.opts.invlpgb {
+        if self.booted.get().invlpgb {
             super::invlpgb::consider_global_asid(self, ctx, mm).await;
         }
     }
@@ -462,6 +468,21 @@ impl Inner {
 impl TlbPolicy for TlbGen {
     fn init(&self, w: &World) {
         let n = w.ncpus();
+        // x86_nopcid_setup(): `nopcid` clears X86_FEATURE_PCID; since
+        // 44126343d58c (7.1) X86_FEATURE_INVLPGB goes with it.
+        let mut on = self.inner.opts;
+        if w.kcfg.nopcid {
+            on.pcid = false;
+            on.invlpgb &= w.kcfg.nopcid_keeps_invlpgb;
+        }
+        self.inner.booted.set(on);
+        // setup_pcid(): cr4_set_bits(X86_CR4_PCIDE) on each CPU.
+        {
+            let mut hw = w.hw.borrow_mut();
+            for c in crate::hw::CpuId::all(n) {
+                hw.cpus[w.pcpu(c)].cr4_pcide = on.pcid;
+            }
+        }
         self.inner.cpus.borrow_mut().fill(n, CpuState::default());
         **self.inner.next_global.borrow_mut() = FIRST_GLOBAL_ASID;
         super::FlushIpi::register(
@@ -549,7 +570,7 @@ impl TlbPolicy for TlbGen {
                 let unmapped = std::mem::take(&mut arch.unmapped_pages);
                 (arch.cpumask.take(), unmapped)
             };
-            if self.inner.opts.invlpgb && unmapped {
+            if self.inner.booted.get().invlpgb && unmapped {
                 super::invlpgb::invlpgb_flush_all_nonglobals(ctx).await;
                 return;
             }
