@@ -716,7 +716,7 @@ impl Hw {
     /// The model's broadcasts by ASID (`Asid`, `Range`, `Va`) are the
     /// INVLPGBs that name a PCID.
     pub fn rejects_tlbi(&self, cpu: CpuId, scope: TlbiScope, broadcast: bool) -> bool {
-        if self.arch != crate::config::Arch::X86 || !broadcast || self.cpus[cpu].cr4_pcide {
+        if self.arch != Arch::X86 || !broadcast || self.cpus[cpu].cr4_pcide {
             return false;
         }
         match scope {
