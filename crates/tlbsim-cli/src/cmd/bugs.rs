@@ -1,8 +1,10 @@
 //! `tlbsim bugs`: runs the catalogue of Linux's own TLB bugs
 //! ([`tlbsim::bugs`]): each bug's search on the buggy kernel, which must
 //! break the declared invariant, then on the fixed kernel, which must
-//! pass it. Prints a table and, if asked, a JSON array.
+//! pass it. Prints a table and, if asked, a JSON array and a page
+//! ([`super::bugs_page`]).
 
+use super::{bugs_page, report_page};
 use crate::files::{check_outputs_or_report, write_or_report, Console};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -25,6 +27,11 @@ pub struct Args {
     /// running anything.
     #[arg(long)]
     list: bool,
+    /// Also write a page people can read, DIR/index.md: the table, whose
+    /// block between two markers is deterministic (schedules, no host
+    /// times; README.md embeds it), then each search's host seconds.
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
 }
 
 /// Runs the selected bugs; exit status 1 when any is not found or its
@@ -49,7 +56,15 @@ pub fn run(args: Args) -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    if let Err(code) = check_outputs_or_report(&[], &[("--json", args.json.as_deref())]) {
+    if let Err(code) = report_page::prepare_or_report(args.report.as_deref()) {
+        return code;
+    }
+    let page = args.report.as_ref().map(|d| d.join(report_page::INDEX));
+    let outputs = [
+        ("--json", args.json.as_deref()),
+        ("--report", page.as_deref()),
+    ];
+    if let Err(code) = check_outputs_or_report(&[], &outputs) {
         return code;
     }
     let console = Console::new(&[args.json.as_deref()]);
@@ -78,6 +93,12 @@ pub fn run(args: Args) -> ExitCode {
         "\n{ok} of {} bugs found with their declared invariant and passed by their fixed kernel",
         runs.len()
     ));
+    if let Some(dir) = &args.report {
+        if let Err(e) = bugs_page::write(dir, &runs) {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     let written = match args.json {
         Some(j) => {
             let rows: Vec<Value> = runs.iter().map(|(b, r)| json_row(b, r)).collect();

@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod bugs;
+pub mod bugs_page;
 pub mod calibrate;
 pub mod check;
 pub mod export_litmus;

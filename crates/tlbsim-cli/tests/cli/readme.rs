@@ -1,13 +1,15 @@
 //! README.md says only what a test checks (issue 35, item 10):
 //!
 //! - it is short (under 200 lines), and its prose holds no figure: a
-//!   number in it would go stale unseen. Figures live in two generated
+//!   number in it would go stale unseen. Figures live in generated
 //!   blocks: the acceptance criteria between the markers `reproduce
+//!   --report` writes, the bug corpus's table between the markers `bugs
 //!   --report` writes, and screens of output, each a ```text block after
 //!   a `<!-- screen: ARGS -->` line naming the command that prints it;
 //! - (ignored by default; `.ci/run` runs them) each screen is what its
-//!   command prints today, and the criteria are what `reproduce --report`
-//!   writes. `TLBSIM_BLESS=1` rewrites the blocks from the commands.
+//!   command prints today, and the criteria and the bug table are what
+//!   `reproduce --report` and `bugs --report` write. `TLBSIM_BLESS=1`
+//!   rewrites the blocks from the commands.
 
 use crate::common;
 
@@ -20,6 +22,9 @@ const MAX_LINES: usize = 200;
 /// The markers of the criteria block (as `reproduce --report` writes them).
 const CRITERIA_BEGIN: &str = "<!-- criteria: written by `tlbsim reproduce --report DIR` -->";
 const CRITERIA_END: &str = "<!-- end of criteria -->";
+/// The markers of the bug table (as `bugs --report` writes them).
+const BUGS_BEGIN: &str = "<!-- bugs: written by `tlbsim bugs --report DIR` -->";
+const BUGS_END: &str = "<!-- end of bugs -->";
 /// The line before a screen of output.
 const SCREEN: &str = "<!-- screen: ";
 
@@ -64,9 +69,9 @@ fn parts(text: &str) -> Parts {
             }
             continue;
         }
-        if line == CRITERIA_BEGIN {
+        if line == CRITERIA_BEGIN || line == BUGS_BEGIN {
             in_criteria = true;
-        } else if line == CRITERIA_END {
+        } else if line == CRITERIA_END || line == BUGS_END {
             in_criteria = false;
         } else if in_criteria {
         } else if let Some(fence) = line.strip_prefix("```") {
@@ -164,6 +169,7 @@ fn readme_is_short_and_every_figure_in_it_is_checked() {
         }
     }
     assert!(text.contains(CRITERIA_BEGIN) && text.contains(CRITERIA_END));
+    assert!(text.contains(BUGS_BEGIN) && text.contains(BUGS_END));
 }
 
 #[test]
@@ -249,11 +255,35 @@ fn readme_screens_are_what_their_commands_print() {
 
 /// The criteria block of `text`, markers included.
 fn criteria_block(text: &str) -> &str {
-    let start = text
-        .find(CRITERIA_BEGIN)
-        .expect("the criteria's start marker");
-    let end = text[start..].find(CRITERIA_END).expect("its end marker") + start;
-    &text[start..end + CRITERIA_END.len()]
+    marked_block(text, CRITERIA_BEGIN, CRITERIA_END)
+}
+
+/// The block of `text` from the line `begin` to the line `end`, both
+/// included.
+fn marked_block<'a>(text: &'a str, begin: &str, end: &str) -> &'a str {
+    let start = text.find(begin).expect("the block's start marker");
+    let stop = text[start..].find(end).expect("its end marker") + start;
+    &text[start..stop + end.len()]
+}
+
+#[test]
+#[ignore = "runs the whole bug corpus (~45 s on 2 cores); .ci/run runs it"]
+fn readme_bug_table_is_what_bugs_writes() {
+    let dir = scratch_dir("readme", "bugs");
+    let o = tlbsim(&["bugs", "--report", s(&dir)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = std::fs::read_to_string(dir.join("index.md")).unwrap();
+    let want = marked_block(&page, BUGS_BEGIN, BUGS_END);
+    let text = readme();
+    let have = marked_block(&text, BUGS_BEGIN, BUGS_END);
+    if std::env::var_os("TLBSIM_BLESS").is_some() {
+        bless(have, want);
+        return;
+    }
+    assert_eq!(
+        have, want,
+        "README.md's bug table is not what `tlbsim bugs --report` writes (TLBSIM_BLESS=1 rewrites it)"
+    );
 }
 
 #[test]

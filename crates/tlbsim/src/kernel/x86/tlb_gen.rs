@@ -100,6 +100,7 @@ pub struct Inner {
     /// What it uses once booted: [`Inner::opts`] less what the command
     /// line turned off (`nopcid` clears PCIDs, and since 44126343d58c
     /// INVLPGB with them; set by `init`).
+    // untracked: written once by `init()` at boot, before any step; read-only after.
     pub booted: std::cell::Cell<Options>,
     /// The functions this kernel has of its own.
     pub fns: &'static dyn TlbGenFns,
@@ -138,6 +139,7 @@ impl TlbGen {
         Self {
             inner: Rc::new(Inner {
                 opts,
+                // untracked: see the field.
                 booted: std::cell::Cell::new(opts),
                 fns,
                 cpus: State::new(PerCpu::new()),
