@@ -8,7 +8,9 @@
 
 use super::reproduce::met_word;
 use crate::chart::{bar_chart_svg, BarRow};
-use crate::files::{check_output, is_stdout, path_word, shell_word, write_atomic};
+use crate::files::{
+    check_output, check_outputs_or_report, is_stdout, path_word, shell_word, write_atomic,
+};
 use std::fmt::Write;
 use std::path::Path;
 use std::process::ExitCode;
@@ -49,6 +51,15 @@ pub fn prepare_or_report(dir: Option<&Path>) -> Result<(), ExitCode> {
         }
         _ => Ok(()),
     }
+}
+
+/// Before any work: the report directory `report` made ready
+/// ([`prepare`]), then `--json`'s file and the page checked
+/// ([`check_outputs_or_report`]); the error is printed, exit code 2.
+pub fn check_outputs(report: Option<&Path>, json: Option<&Path>) -> Result<(), ExitCode> {
+    prepare_or_report(report)?;
+    let page = report.map(|d| d.join(INDEX));
+    check_outputs_or_report(&[], &[("--json", json), ("--report", page.as_deref())])
 }
 
 /// Writes the figures, then the page (so that a page always has its

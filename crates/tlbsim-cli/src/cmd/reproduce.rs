@@ -2,7 +2,7 @@
 //! ([`tlbsim::reproduce::Plan`]) as a table and, if asked, a JSON array.
 
 use super::report_page;
-use crate::files::{check_outputs_or_report, write_or_report, Console};
+use crate::files::{write_or_report, Console};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,15 +38,7 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Err(code) = report_page::prepare_or_report(args.report.as_deref()) {
-        return code;
-    }
-    let page = args.report.as_ref().map(|d| d.join(report_page::INDEX));
-    let outputs = [
-        ("--json", args.json.as_deref()),
-        ("--report", page.as_deref()),
-    ];
-    if let Err(code) = check_outputs_or_report(&[], &outputs) {
+    if let Err(code) = report_page::check_outputs(args.report.as_deref(), args.json.as_deref()) {
         return code;
     }
     let console = Console::new(&[args.json.as_deref()]);
