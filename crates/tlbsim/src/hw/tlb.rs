@@ -316,12 +316,15 @@ pub enum TlbiScope {
         last_level: bool,
     },
     /// `TLBI RVAE1`/`RVALE1` (FEAT_TLBIRANGE): `pages` pages from `va`.
+    /// On arm64 it is made from the instruction's operand
+    /// ([`TlbiScope::from_range_operand`]), so `pages` is what its SCALE
+    /// and NUM fields encode; on x86 it is an `INVLPGB` of `pages` pages.
     Range {
         /// ASID.
         asid: Asid,
         /// First virtual address.
         va: u64,
-        /// Number of 4 KiB pages.
+        /// Number of pages of the kernel's granule.
         pages: u64,
         /// Leaf only.
         last_level: bool,
@@ -340,6 +343,26 @@ pub enum TlbiScope {
 }
 
 impl TlbiScope {
+    /// What an arm64 range TLBI (`RVAE1`, `RVALE1`) invalidates, read from
+    /// its 64-bit operand as the architecture lays it out (Arm ARM, TLBI
+    /// RVAE1: BaseADDR in bits 36:0 counted in granule pages, TTL 38:37,
+    /// NUM 43:39, SCALE 45:44, TG 47:46, ASID 63:48): `(NUM + 1) << (5 *
+    /// SCALE + 1)` pages from BaseADDR. Whatever the kernel computed, only
+    /// what the fields hold counts (a SCALE or NUM out of range has
+    /// spilled into its neighbours). TG is not checked: the model's
+    /// kernels always encode their own granule. `page_shift` is the
+    /// granule's.
+    pub fn from_range_operand(op: u64, page_shift: u32, last_level: bool) -> TlbiScope {
+        let field = |lo: u32, bits: u32| (op >> lo) & ((1u64 << bits) - 1);
+        let (num, scale) = (field(39, 5), field(44, 2));
+        TlbiScope::Range {
+            asid: field(48, 16) as Asid,
+            va: field(0, 37) << page_shift,
+            pages: (num + 1) << (5 * scale + 1),
+            last_level,
+        }
+    }
+
     /// Does this scope remove whole VMIDs rather than one ASID's entries?
     pub fn is_vmid_wide(self) -> bool {
         matches!(

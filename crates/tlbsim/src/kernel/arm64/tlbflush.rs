@@ -89,17 +89,12 @@ pub async fn __flush_tlb_range_op(
             pages = pages.saturating_sub(stride >> page_shift);
             continue;
         }
-        // __TLBI_RANGE_NUM(pages, scale)
-        let num = ((pages >> (5 * scale + 1)) & 0x1f) as i64 - 1;
+        let num = __tlbi_range_num(pages, scale);
         if num >= 0 {
-            let n = ((num as u64) + 1) << (5 * scale + 1);
+            let n = __tlbi_range_pages(num, scale);
             for a in twins(asid, kpti) {
-                let range = TlbiScope::Range {
-                    asid: a,
-                    va: start,
-                    pages: n,
-                    last_level,
-                };
+                let op = __tlbi_vaddr_range(start >> page_shift, a, scale, num, w.granule);
+                let range = TlbiScope::from_range_operand(op, page_shift, last_level);
                 ctx.tlbi(range, broadcast).await;
             }
             start += n << page_shift;
@@ -107,6 +102,33 @@ pub async fn __flush_tlb_range_op(
         }
         scale += 1;
     }
+}
+
+/// `__TLBI_RANGE_NUM(pages, scale)` (5.10-6.8): the NUM operand for
+/// `pages` at `scale`, -1 when that scale covers none of them.
+pub fn __tlbi_range_num(pages: u64, scale: u32) -> i64 {
+    ((pages >> (5 * scale + 1)) & 0x1f) as i64 - 1
+}
+
+/// `__TLBI_RANGE_PAGES(num, scale)`: the pages a range TLBI of `num` and
+/// `scale` covers, `(num + 1) << (5 * scale + 1)`.
+pub fn __tlbi_range_pages(num: i64, scale: u32) -> u64 {
+    ((num + 1) as u64) << (5 * scale + 1)
+}
+
+/// `__TLBI_VADDR_RANGE(baddr, asid, scale, num, ttl)`: the 64-bit operand
+/// of a range TLBI, the fields shifted into place without masks as Linux
+/// does (BaseADDR masked to 37 bits; TTL 0: any level; TG the granule's,
+/// `get_trans_granule()`). What the hardware does with it is
+/// [`TlbiScope::from_range_operand`].
+pub fn __tlbi_vaddr_range(baddr: u64, asid: Asid, scale: u32, num: i64, g: Granule) -> u64 {
+    // TG for range operations: 0b01 4 KiB, 0b11 64 KiB.
+    let tg: u64 = if g.page_shift() == 16 { 3 } else { 1 };
+    (baddr & ((1 << 37) - 1))
+        | (num as u64) << 39
+        | u64::from(scale) << 44
+        | tg << 46
+        | u64::from(asid) << 48
 }
 
 /// `__flush_tlb_page_nosync(mm, uaddr)` (v6.6; in v6.15+
@@ -242,3 +264,46 @@ macro_rules! flush_after_tlb_flush_check {
     };
 }
 pub(crate) use flush_after_tlb_flush_check;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decoded(start_page: u64, asid: Asid, scale: u32, num: i64, g: Granule) -> TlbiScope {
+        let op = __tlbi_vaddr_range(start_page, asid, scale, num, g);
+        TlbiScope::from_range_operand(op, g.page_shift(), true)
+    }
+
+    #[test]
+    fn a_range_operand_carries_what_scale_and_num_encode() {
+        for g in [Granule::K4, Granule::K64] {
+            for scale in 0..4 {
+                for num in 0..32 {
+                    let want = TlbiScope::Range {
+                        asid: 0x1234,
+                        va: 0x7f_1234 << g.page_shift(),
+                        pages: __tlbi_range_pages(num, scale),
+                        last_level: true,
+                    };
+                    assert_eq!(decoded(0x7f_1234, 0x1234, scale, num, g), want);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn operands_out_of_range_spill_into_the_next_field() {
+        // NUM 32 does not fit its 5 bits: it becomes NUM 0 and SCALE + 1,
+        // 64 pages where the kernel counted 66.
+        let TlbiScope::Range { pages, .. } = decoded(0, 1, 0, 32, Granule::K4) else {
+            panic!("a range");
+        };
+        assert_eq!((pages, __tlbi_range_pages(32, 0)), (64, 66));
+        // __TLBI_RANGE_NUM cannot give NUM 31 at SCALE 3 for exactly
+        // MAX_TLBI_RANGE_PAGES (CVE-2024-35980, fixed in 6.9 by
+        // e3ba51ab24fd); a stage-1 flush of that many pages falls back to
+        // flushing the ASID (__flush_tlb_range_limit_excess, `>=`).
+        assert_eq!(__tlbi_range_num(MAX_TLBI_RANGE_PAGES, 3), -1);
+        assert_eq!(__tlbi_range_pages(31, 3), MAX_TLBI_RANGE_PAGES);
+    }
+}
