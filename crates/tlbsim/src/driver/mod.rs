@@ -895,7 +895,8 @@ impl TimingDriver {
             Op::SetTtbr0(_)
             | Op::SetReservedTtbr0
             | Op::SetDvmAffinity(_)
-            | Op::SetVttbr { .. } => self.c.ttbr_write_ns,
+            | Op::SetVttbr { .. }
+            | Op::SetHcrTge(_) => self.c.ttbr_write_ns,
             Op::LoadCr3 { flush, .. } => {
                 self.c.ttbr_write_ns + flush.map_or(0, |_| self.c.inval_local_all_ns)
             }

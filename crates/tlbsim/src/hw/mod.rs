@@ -92,10 +92,12 @@ impl CpuHw {
 
     /// The VMID a TLBI of `scope` by this CPU applies to: an EL2
     /// operation by VMID (`VMALLS12E1`) to `VTTBR_EL2`'s, an EL1 one to
-    /// the VMID the CPU runs under.
+    /// the VMID the CPU runs under, or, issued by the host (VMID 0) with
+    /// `HCR_EL2.TGE` clear, to `VTTBR_EL2`'s (the guest's EL1&0 regime).
     pub fn tlbi_vmid(&self, scope: TlbiScope) -> Vmid {
         match scope {
             TlbiScope::VmallS12 => self.vttbr_vmid,
+            _ if self.vmid == 0 && !self.hcr_tge => self.vttbr_vmid,
             _ => self.vmid,
         }
     }
@@ -133,6 +135,12 @@ pub struct CpuHw {
     /// `HCR_EL2.FB`: the guest's local (non-shareable) EL1 TLBIs are
     /// broadcast to the inner-shareable domain ([`Hw::forces_broadcast`]).
     pub hcr_fb: bool,
+    /// `HCR_EL2.TGE` (VHE): set while the host runs, so that EL1 TLB
+    /// maintenance at EL2 applies to the host's EL2&0 regime (VMID 0 in
+    /// the model); KVM clears it around maintenance of a guest's regime
+    /// (`enter_vmid_context()`), which then applies to `VTTBR_EL2`'s VMID
+    /// ([`CpuHw::tlbi_vmid`]).
+    pub hcr_tge: bool,
     /// x86 `CR4.PCIDE`: process-context identifiers enabled, set by the
     /// kernel at boot when it uses them (`setup_pcid()`); while clear, an
     /// `INVLPGB` naming a non-zero PCID raises #GP
@@ -279,6 +287,7 @@ impl Hw {
                 vmid: 0,
                 vttbr_vmid: 0,
                 hcr_fb: false,
+                hcr_tge: true,
                 cr4_pcide: false,
                 s2: stage2::S2Cache::new(p.stage2_cache_entries),
                 inflight: 0,
@@ -744,6 +753,11 @@ impl Hw {
         c.hcr_fb = fb;
     }
 
+    /// `cpu` writes `HCR_EL2.TGE` ([`CpuHw::hcr_tge`]).
+    pub fn set_hcr_tge(&mut self, cpu: CpuId, tge: bool) {
+        self.cpus[cpu].hcr_tge = tge;
+    }
+
     /// `cpu` enters the guest: its fills and EL1 TLBIs are tagged with
     /// `VTTBR_EL2.VMID` (and FB applies) until it exits.
     pub fn enter_guest(&mut self, cpu: CpuId) {
@@ -1174,6 +1188,36 @@ mod tests {
         hw.set_vttbr(cpuid(0), 2, false);
         hw.enter_guest(cpuid(0));
         assert!(!hw.forces_broadcast(cpuid(0)));
+    }
+
+    #[test]
+    fn the_hosts_vmalle1_with_tge_clear_takes_the_guest_of_vttbr_not_the_host() {
+        let p = builtin_profile("ampere-32").unwrap();
+        let mut hw = Hw::new(&p.hw_params(Granule::K4));
+        let pgd = map(&mut hw, 4);
+        let mut trace = Vec::new();
+        let t = |mm| Some(Ttbr0 { mm, pgd, asid: 7 });
+        // Guest 3, then the host, fill an entry on CPU 0.
+        hw.set_vttbr(cpuid(0), 3, true);
+        hw.enter_guest(cpuid(0));
+        hw.set_ttbr0(cpuid(0), t(MmId::new(3)));
+        let _ = hw.access(cpuid(0), 0, false, &mut trace);
+        hw.exit_guest(cpuid(0));
+        hw.set_ttbr0(cpuid(0), t(MmId::new(0)));
+        let _ = hw.access(cpuid(0), 0, false, &mut trace);
+        assert_eq!(held(&hw), [(0, 7, 0), (3, 7, 0)]);
+        // KVM's __kvm_flush_cpu_context(): TGE cleared, VMALLE1.
+        hw.set_hcr_tge(cpuid(0), false);
+        hw.tlbi_local(cpuid(0), TlbiScope::All);
+        assert_eq!(
+            held(&hw),
+            [(0, 7, 0)],
+            "the guest's entry goes, the host's stays"
+        );
+        // With TGE set, the host's own VMALLE1 takes the host's.
+        hw.set_hcr_tge(cpuid(0), true);
+        hw.tlbi_local(cpuid(0), TlbiScope::All);
+        assert!(held(&hw).is_empty());
     }
 
     #[test]

@@ -284,6 +284,11 @@ impl Ctx {
         self.step(Op::SetVttbr { vmid, fb }).await;
     }
 
+    /// `write_sysreg(hcr, HCR_EL2)` changing only `TGE` to `tge`.
+    pub async fn write_hcr_tge(&self, tge: bool) {
+        self.step(Op::SetHcrTge(tge)).await;
+    }
+
     /// Enters guest context `cx` (a vCPU) and runs it until it exits;
     /// returns why it did.
     pub async fn enter_guest(&self, cx: usize) -> crate::kernel::op::GuestExit {

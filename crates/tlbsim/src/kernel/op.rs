@@ -59,6 +59,10 @@ pub enum Op {
         /// `HCR_EL2.FB`.
         fb: bool,
     },
+    /// Writes this CPU's `HCR_EL2.TGE` (VHE): cleared, the host's EL1 TLB
+    /// maintenance applies to the guest regime of `VTTBR_EL2`
+    /// (`enter_vmid_context()`); set again after (`exit_vmid_context()`).
+    SetHcrTge(bool),
     /// KVM's guest entry (`__kvm_vcpu_run`, `ERET` to EL1) by a vCPU
     /// thread: the CPU runs this guest context (a vCPU,
     /// [`crate::step::Cx`]) until the guest exits; the step then completes
@@ -156,6 +160,7 @@ impl std::fmt::Display for OpDisplay<'_> {
             Op::SetVttbr { vmid, fb } => {
                 write!(f, "VTTBR <- vmid {vmid}{}", if *fb { " FB" } else { "" })
             }
+            Op::SetHcrTge(tge) => write!(f, "HCR_EL2.TGE <- {}", u8::from(*tge)),
             Op::EnterGuest(cx) => write!(f, "enter guest context {cx}"),
             Op::LoadCr3 { cr3, flush } => load_cr3(f, *cr3, *flush),
             Op::HrtimerStart { ns, .. } => write!(f, "hrtimer_start +{ns} ns"),

@@ -102,6 +102,7 @@ impl Cpus {
                 set_hw_reg(&w, |hw| hw.set_dvm_affinity(cpu, want.as_ref()))
             }
             Op::SetVttbr { vmid, fb } => set_hw_reg(&w, |hw| hw.set_vttbr(cpu, vmid, fb)),
+            Op::SetHcrTge(tge) => set_hw_reg(&w, |hw| hw.set_hcr_tge(cpu, tge)),
             Op::EnterGuest(cx) => {
                 assert!(!self.in_guest(cpu), "only the host enters a guest");
                 self.set_wait(cpu, Wait::InGuest);

@@ -222,16 +222,37 @@ pub async fn kvm_make_all_cpus_request(ctx: &Ctx, kvm: &Kvm, me: CpuId) {
 }
 
 /// `__kvm_flush_cpu_context(mmu)` (arch/arm64/kvm/hyp/vhe/tlb.c): this
-/// CPU's entries of the VM whose VMID `VTTBR_EL2` holds (`dsb(nshst);
-/// __tlbi(vmalle1); ic iallu; dsb(nsh); isb()` in the VM's context; the
-/// model's entries combine both stages, so `VMALLE1` under the guest's
-/// VMID removes what `VMALLS12E1` does, which is what is issued).
+/// CPU's stage-1 entries of the VM whose VMID `VTTBR_EL2` holds:
+/// `dsb(nshst)`, `enter_vmid_context()`, `__tlbi(vmalle1)`, `ic iallu`,
+/// `dsb(nsh)`, `isb()`, `exit_vmid_context()`. The model's entries
+/// combine both stages, and a stage-1 invalidation removes them; it has
+/// no instruction cache, so `ic iallu` does nothing here.
 pub async fn kvm_flush_cpu_context(ctx: &Ctx) {
     let _f = ctx.func(crate::label!("__kvm_flush_cpu_context"));
     ctx.dsb_nshst().await;
-    ctx.tlbi(crate::hw::tlb::TlbiScope::VmallS12, false).await;
+    enter_vmid_context(ctx).await;
+    ctx.tlbi(crate::hw::tlb::TlbiScope::All, false).await;
     ctx.dsb_nsh().await;
     ctx.isb().await;
+    exit_vmid_context(ctx).await;
+}
+
+/// `enter_vmid_context()` (VHE), with `VTTBR_EL2` already the VM's (the
+/// vCPU load wrote it): interrupts off, `HCR_EL2.TGE` cleared and an
+/// `isb()`, so that EL1 TLB maintenance applies to the guest's regime.
+async fn enter_vmid_context(ctx: &Ctx) {
+    ctx.irq_save();
+    ctx.write_hcr_tge(false).await;
+    ctx.isb().await;
+}
+
+/// `exit_vmid_context()` (VHE): `HCR_EL2.TGE` set again and an `isb()`
+/// (the host's `VTTBR_EL2` is not restored: the vCPU load goes on to run
+/// the VM).
+async fn exit_vmid_context(ctx: &Ctx) {
+    ctx.write_hcr_tge(true).await;
+    ctx.isb().await;
+    ctx.irq_restore();
 }
 
 /// `kvm_arch_vcpu_put(vcpu)`: the VMID stops being active on this CPU
