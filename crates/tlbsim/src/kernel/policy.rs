@@ -88,6 +88,14 @@ pub trait TlbPolicy {
     fn rcu_table_free(&self) -> bool {
         false
     }
+    /// Does this kernel's `shrink_folio_list()` flush and free each time
+    /// its batch of [`PAGEVEC_SIZE`](crate::kernel::mm::vmscan::PAGEVEC_SIZE)
+    /// folios fills (Linux 6.9+, bc2ff4cbc329 "mm: free folios in a batch
+    /// in shrink_folio_list()")? Default: no, once for the whole list, as
+    /// every kernel before.
+    fn reclaim_frees_in_batches(&self) -> bool {
+        false
+    }
     /// `pte_dirty(pte)` of a PTE reclaim or migration just cleared: was
     /// the page written through it? It decides `folio_mark_dirty()` in
     /// `try_to_unmap_one()` and whether the task's batch must be flushed

@@ -732,3 +732,29 @@ fn reclaim_defers_no_flush_for_a_prot_none_pte() {
     );
     assert_eq!(o.checker.verdict, "pass");
 }
+
+#[test]
+fn mainline_reclaim_flushes_and_frees_each_full_batch_of_31_and_6_6_once_per_list() {
+    // The page-out program's later rounds reclaim clean pages (swapped
+    // in by reads): no write-back flush, only the list's deferred one.
+    // 6.9+ (bc2ff4cbc329, arm64-tlbbatch) flushes and frees each time 31
+    // folios are ready; 6.6 once per list (a PTE table's worth).
+    let run = |policy: &str| {
+        let mut e = file("experiments/seed001-pageout.toml");
+        e.kernel.tlb_policy = policy.into();
+        e.workload
+            .params
+            .insert("iterations".into(), toml::Value::Integer(3));
+        run_ok(&e).stats.reclaim
+    };
+    let (mainline, v6_6) = (run("arm64-tlbbatch"), run("arm64-tlbbatch-6.6"));
+    assert_eq!(mainline.pgsteal, v6_6.pgsteal);
+    let per_round = mainline.pgsteal / 3;
+    assert!(per_round > 31, "{mainline:?}");
+    // Two clean rounds, each with per_round / 31 full batches.
+    assert_eq!(
+        mainline.batch_flushes - v6_6.batch_flushes,
+        2 * (per_round / 31),
+        "mainline {mainline:?}, 6.6 {v6_6:?}"
+    );
+}

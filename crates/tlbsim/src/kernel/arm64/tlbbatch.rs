@@ -33,6 +33,8 @@ pub struct TlbBatch {
     pending: PendingHook,
     flush: FlushHook,
     dirty: DirtyHook,
+    /// Reclaim frees in batches of 31 (6.9+; mainline), or once per list.
+    batch_free: bool,
 }
 
 impl Default for TlbBatch {
@@ -42,6 +44,7 @@ impl Default for TlbBatch {
             pending: |ctx, mm| Box::pin(crate::kernel::tlbflush::flush_tlb_mm(ctx, mm)),
             flush: |ctx| Box::pin(arch_tlbbatch_flush(ctx)),
             dirty: crate::kernel::policy::pte_dirty,
+            batch_free: true,
         }
     }
 }
@@ -52,6 +55,14 @@ impl TlbBatch {
         Self {
             pending,
             ..Self::default()
+        }
+    }
+
+    /// The same, with reclaim freeing once per list (before 6.9).
+    pub fn freeing_per_list(self) -> Self {
+        Self {
+            batch_free: false,
+            ..self
         }
     }
 
@@ -125,6 +136,10 @@ impl TlbPolicy for TlbBatch {
 
     fn arch_tlbbatch_flush<'a>(&'a self, ctx: &'a Ctx) -> KFuture<'a, ()> {
         (self.flush)(ctx)
+    }
+
+    fn reclaim_frees_in_batches(&self) -> bool {
+        self.batch_free
     }
 
     fn arch_flush_tlb_batched_pending<'a>(&'a self, ctx: &'a Ctx, mm: MmId) -> KFuture<'a, ()> {

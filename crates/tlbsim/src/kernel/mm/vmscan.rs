@@ -37,18 +37,32 @@ enum Outcome {
     Keep,
 }
 
+/// `PAGEVEC_SIZE`: the folios of a `folio_batch`.
+pub const PAGEVEC_SIZE: usize = 31;
+
 /// `shrink_folio_list()`: per folio, its lock, `try_to_unmap()`,
 /// `pageout()` of a dirty one to zram (synchronous, so it is clean and
-/// off the swap cache at once), then the free; the frames are freed
-/// together at the end, after the list's deferred flush
-/// (`try_to_unmap_flush()`; nothing to do when every unmap flushed at
-/// once). Returns the folios freed.
+/// off the swap cache at once), then the free. The frames are freed after
+/// the task's deferred flush (`try_to_unmap_flush()`; nothing to do when
+/// every unmap flushed at once): each time a batch of [`PAGEVEC_SIZE`]
+/// fills (6.9+, bc2ff4cbc329: `folio_batch_add()` returning 0, where the
+/// policy says so, [`TlbPolicy::reclaim_frees_in_batches`]) and at the
+/// end (before 6.9, only there). Returns the folios freed.
+///
+/// [`TlbPolicy::reclaim_frees_in_batches`]: crate::kernel::policy::TlbPolicy::reclaim_frees_in_batches
 pub async fn shrink_folio_list(ctx: &Ctx, folios: &[Isolated]) -> u64 {
     let _f = ctx.func(crate::label!("shrink_folio_list"));
+    let batched = ctx.w.policy.reclaim_frees_in_batches();
     let mut free = Vec::new();
+    let mut n = 0;
     for f in folios {
         match shrink_folio(ctx, *f).await {
-            Outcome::Free(pfn, at) => free.push((pfn, at)),
+            Outcome::Free(pfn, at) => {
+                free.push((pfn, at));
+                if batched && free.len() == PAGEVEC_SIZE {
+                    n += free_unref_folios(ctx, &mut free).await;
+                }
+            }
             Outcome::Keep => {
                 // putback_lru_page(): back on the list, youngest, and the
                 // isolation's reference dropped.
@@ -59,17 +73,23 @@ pub async fn shrink_folio_list(ctx: &Ctx, folios: &[Isolated]) -> u64 {
             }
         }
     }
-    // No page is freed while a translation of it may be live.
+    n += free_unref_folios(ctx, &mut free).await;
+    ctx.w.stats.borrow_mut().reclaim.pgsteal += n;
+    n
+}
+
+/// The deferred flush (`try_to_unmap_flush()`: no page is freed while a
+/// translation of it may be live), then `free_unref_folios()` of `free`,
+/// which it empties. Returns how many it freed.
+async fn free_unref_folios(ctx: &Ctx, free: &mut Vec<(Pfn, (MmId, u64))>) -> u64 {
     try_to_unmap_flush(ctx).await;
-    // free_unref_folios()
-    let n = free.len() as u64;
     let cpu = ctx.cpu();
-    for (pfn, (mm, va)) in free {
+    let n = free.len() as u64;
+    for (pfn, (mm, va)) in free.drain(..) {
         // The isolation's reference, then the page cache's.
         ctx.w.put_frame(cpu, pfn, mm, va);
         ctx.w.put_frame(cpu, pfn, mm, va);
     }
-    ctx.w.stats.borrow_mut().reclaim.pgsteal += n;
     n
 }
 

@@ -536,6 +536,12 @@ impl TlbPolicy for TlbGen {
         self.inner.opts.invlpgb
     }
 
+    /// The kernels of 6.9+ (bc2ff4cbc329): those with 6.13's lazy
+    /// `mm_cpumask` and 6.15's INVLPGB.
+    fn reclaim_frees_in_batches(&self) -> bool {
+        self.inner.fns.lazy_mm_cpumask() || self.inner.opts.invlpgb
+    }
+
     /// x86 `arch_tlbbatch_should_defer()`: another CPU is in
     /// `mm_cpumask(mm)` (a flush only this CPU needs is done at once).
     fn arch_tlbbatch_should_defer(&self, ctx: &Ctx, mm: MmId) -> bool {
