@@ -745,3 +745,68 @@ fn device_migration_moves_a_written_page_and_frees_the_old_frame() {
     assert_eq!(v.3, 1, "the page shared with a child moves");
     assert!(v.4, "parent and child map the same new frame");
 }
+
+#[test]
+fn migrate_pages_6_3_moves_what_it_can_lock_before_waiting_for_a_busy_folio() {
+    // Two private pages; a kernel thread holds the second's folio lock
+    // for a while. 6.3+'s MIGRATE_SYNC first runs an asynchronous batch
+    // that only try-locks: the first page moves at once and the second
+    // waits for the synchronous fallback. (The model used to wait for
+    // the second's lock while the first was unmapped and locked.)
+    use tlbsim::kernel::mm::folio::{folio_lock, folio_unlock};
+    use tlbsim::kernel::mm::migrate::migrate_pages;
+    use tlbsim::kernel::mm::pgtable::get_pte;
+    let k = KernelConfig {
+        migrate_batch_flush: true,
+        ..KernelConfig::default()
+    };
+    let w = super::common::world_with("ampere-2s", 2, k);
+    // (mm, first page's address, second page's frame), once mapped; then
+    // what the locker saw of the first page while it held the second.
+    let shared: Rc<Cell<(Option<MmId>, u64, u64)>> = Rc::default();
+    let seen: Rc<Cell<u64>> = Rc::default();
+    let (sh, saw) = (Rc::clone(&shared), Rc::clone(&seen));
+    spawn_kthread(
+        &w,
+        "locker",
+        tlbsim::hw::CpuId::new(1),
+        Box::new(move |c: Ctx| {
+            Box::pin(async move {
+                while sh.get().0.is_none() {
+                    c.work(1_000).await;
+                }
+                let (mm, p, b) = sh.get();
+                folio_lock(&c, b).await;
+                c.work(200_000).await;
+                saw.set(get_pte(&c.w, mm.unwrap(), p).map_or(0, |q| q.pfn));
+                folio_unlock(&c, b).await;
+            })
+        }),
+    );
+    let v = super::common::run_process_for(&w, move |ctx: Ctx| async move {
+        let w = Rc::clone(&ctx.w);
+        let mm = ctx.mm().unwrap();
+        let p = sys_mmap(&ctx, 2 * PAGE_SIZE, Perms::RW).await;
+        ctx.user_access(p, true).await;
+        ctx.user_access(p + PAGE_SIZE, true).await;
+        let pfn = |va| get_pte(&w, mm, va).map_or(0, |q| q.pfn);
+        let (a, b) = (pfn(p), pfn(p + PAGE_SIZE));
+        shared.set((Some(mm), p, b));
+        ctx.user_work(20_000).await;
+        // queue_pages(): isolated, with the isolation's reference.
+        for f in [a, b] {
+            assert!(w.k.borrow_mut().folios.isolate(f));
+            w.hw.borrow_mut().mem.get_frame(f);
+        }
+        let moved = migrate_pages(&ctx, &[a, b], 1).await;
+        (moved, a, pfn(p), pfn(p + PAGE_SIZE) != b)
+    });
+    let (moved, a, first_after, second_moved) = v;
+    let first_while_busy = seen.get();
+    assert_eq!(moved, 2);
+    assert!(second_moved);
+    assert!(
+        first_while_busy != 0 && first_while_busy != a && first_while_busy == first_after,
+        "the first page is mapped at its new frame while the second is busy: {first_while_busy} {v:?}"
+    );
+}

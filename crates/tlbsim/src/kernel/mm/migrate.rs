@@ -2,18 +2,24 @@
 //! `migrate_pages(2)`, as the `migratepages` tool drives it, moves every
 //! page of a process that lies on one node to another.
 //!
-//! `migrate_pages_batch()` unmaps each folio of a batch
-//! (`try_to_migrate()`), then, since Linux 6.3 (7e12beb8ca2a, `[kernel]
-//! migrate_batch_flush`), flushes the TLBs once for the whole batch
-//! (`try_to_unmap_flush()`) before any page is copied: a translation still
-//! live during the copy could write to the old page after it was copied
-//! (a lost write). Before 6.3 each unmap flushes at once.
+//! Before Linux 6.3 `migrate_pages()` moves one folio at a time
+//! (`unmap_and_move()`: its lock, `try_to_migrate()` with an immediate
+//! flush, the copy). Since 6.3 (7e12beb8ca2a, `[kernel]
+//! migrate_batch_flush`) `migrate_pages(2)`'s `MIGRATE_SYNC` mode runs
+//! `migrate_pages_sync()`: each batch first in `MIGRATE_ASYNC` mode
+//! (`migrate_pages_batch()`: every folio try-locked, a busy one left for
+//! later, the batch unmapped with `TTU_BATCH_FLUSH` and flushed once,
+//! `try_to_unmap_flush()`, before any page is copied: a translation still
+//! live during the copy could write to the old page after it was copied,
+//! a lost write), then each folio left over alone, synchronously (its lock
+//! waited for, its unmap flushed at once). No folio lock is waited for
+//! while another is held.
 //!
 //! Shmem and private anonymous folios move (an anonymous one leaves
 //! migration entries in its PTEs while it moves, and takes its swap-cache
 //! entry with it).
 
-use super::folio::{folio_lock, folio_lock_new, folio_unlock, Folio, Mapping};
+use super::folio::{folio_lock, folio_lock_new, folio_trylock, folio_unlock, Folio, Mapping};
 use super::pgtable::{get_pte, get_swp_entry, present_ptes, pte_tables, set_pte, set_swp_entry};
 use super::rmap::try_to_migrate;
 use super::shmem::{cpu_node, ShmemEntry};
@@ -92,53 +98,85 @@ struct Unmapped {
     ptes: Vec<(MmId, u64, Pte)>,
 }
 
-/// `migrate_pages()`, by batches of [`NR_MAX_BATCHED_MIGRATION`]
-/// (`migrate_pages_batch()`): unmaps every folio
-/// (`migrate_folio_unmap()`: destination allocated and locked, source
-/// locked, `try_to_migrate()`), flushes once if batched, then moves each
-/// (`migrate_folio_move()`: copy, page-cache slot, `remove_migration_ptes()`,
-/// free the source). A folio someone else still references after its
-/// unmap (a fault waiting for its lock) is put back where it was (Linux's
-/// `folio_migrate_mapping()` fails with -EAGAIN and retries; the model
-/// does not retry). Returns the folios moved.
+/// `migrate_pages()` in `MIGRATE_SYNC` mode (module doc): before 6.3 one
+/// folio at a time ([`unmap_and_move`]); from 6.3 (`[kernel]
+/// migrate_batch_flush`) by batches of [`NR_MAX_BATCHED_MIGRATION`], each
+/// first in `MIGRATE_ASYNC` mode ([`migrate_pages_batch`]), then its busy
+/// folios one at a time (`migrate_pages_sync()`'s fallback). A folio
+/// someone else still references after its unmap (a fault waiting for
+/// its lock) is put back where it was (Linux's `folio_migrate_mapping()`
+/// fails with -EAGAIN and retries; the model does not retry). Returns the
+/// folios moved.
 pub async fn migrate_pages(ctx: &Ctx, folios: &[Pfn], to: u32) -> u64 {
     let mut moved = 0;
-    for batch in folios.chunks(NR_MAX_BATCHED_MIGRATION) {
-        moved += migrate_pages_batch(ctx, batch, to).await;
+    if !ctx.w.kcfg.migrate_batch_flush {
+        for &src in folios {
+            moved += unmap_and_move(ctx, src, to).await;
+        }
+    } else {
+        for batch in folios.chunks(NR_MAX_BATCHED_MIGRATION) {
+            let (m, busy) = migrate_pages_batch(ctx, batch, to).await;
+            moved += m;
+            for src in busy {
+                moved += unmap_and_move(ctx, src, to).await;
+            }
+        }
     }
+    ctx.w.stats.borrow_mut().reclaim.pgmigrate_success += moved;
     moved
 }
 
 /// `NR_MAX_BATCHED_MIGRATION`: folios per batch (`HPAGE_PMD_NR`).
 pub const NR_MAX_BATCHED_MIGRATION: usize = 512;
 
-/// One batch of [`migrate_pages`].
-async fn migrate_pages_batch(ctx: &Ctx, folios: &[Pfn], to: u32) -> u64 {
+/// `migrate_pages_batch()` in `MIGRATE_ASYNC` mode (6.3+): each folio's
+/// lock tried (a busy one is left, returned for the synchronous
+/// fallback; the model tries before allocating the destination, Linux
+/// after, and frees it), the locked ones unmapped
+/// (`migrate_folio_unmap()`: destination allocated and locked,
+/// `try_to_migrate()` with `TTU_BATCH_FLUSH`), one flush, then each moved
+/// ([`migrate_folio_move`]). Returns the folios moved and the busy ones.
+async fn migrate_pages_batch(ctx: &Ctx, folios: &[Pfn], to: u32) -> (u64, Vec<Pfn>) {
     let _f = ctx.func(crate::label!("migrate_pages_batch"));
     let w = &ctx.w;
-    let batch = w.kcfg.migrate_batch_flush;
     // A migrating workload refuses a profile without [numa] (its check()).
     let per_folio = numa(w).migrate_folio_ns;
-    let mut unmapped = Vec::new();
+    let (mut unmapped, mut busy) = (Vec::new(), Vec::new());
     for &src in folios {
         ctx.work(per_folio).await;
+        if !folio_trylock(ctx, src).await {
+            busy.push(src);
+            continue;
+        }
         let dst = w.hw.borrow_mut().mem.alloc_frame();
         folio_lock_new(ctx, dst);
-        folio_lock(ctx, src).await;
-        let ptes = try_to_migrate(ctx, src, batch).await;
+        let ptes = try_to_migrate(ctx, src, true).await;
         unmapped.push(Unmapped { src, dst, ptes });
     }
-    if batch {
-        try_to_unmap_flush(ctx).await;
-    }
+    try_to_unmap_flush(ctx).await;
     let mut moved = 0;
     for u in unmapped {
         if migrate_folio_move(ctx, &u, to).await {
             moved += 1;
         }
     }
-    w.stats.borrow_mut().reclaim.pgmigrate_success += moved;
-    moved
+    (moved, busy)
+}
+
+/// One folio alone, synchronously: before 6.3 every folio
+/// (`unmap_and_move()`), since then a folio the asynchronous batch found
+/// busy. Its lock is waited for (holding no other), its unmap flushed at
+/// once, then it is moved. Returns 1 if it moved.
+async fn unmap_and_move(ctx: &Ctx, src: Pfn, to: u32) -> u64 {
+    let _f = ctx.func(crate::label!("unmap_and_move"));
+    let w = &ctx.w;
+    ctx.work(numa(w).migrate_folio_ns).await;
+    let dst = w.hw.borrow_mut().mem.alloc_frame();
+    folio_lock_new(ctx, dst);
+    folio_lock(ctx, src).await;
+    let ptes = try_to_migrate(ctx, src, false).await;
+    let u = Unmapped { src, dst, ptes };
+    u64::from(migrate_folio_move(ctx, &u, to).await)
 }
 
 /// `migrate_folio_move()`: copies `u.src` to `u.dst`, puts `u.dst` in the
