@@ -99,9 +99,9 @@ struct Unmapped {
 }
 
 /// `migrate_pages()` in `MIGRATE_SYNC` mode (module doc): before 6.3 one
-/// folio at a time ([`unmap_and_move`]); from 6.3 (`[kernel]
+/// folio at a time (`unmap_and_move()`); from 6.3 (`[kernel]
 /// migrate_batch_flush`) by batches of [`NR_MAX_BATCHED_MIGRATION`], each
-/// first in `MIGRATE_ASYNC` mode ([`migrate_pages_batch`]), then its busy
+/// first in `MIGRATE_ASYNC` mode (`migrate_pages_batch()`), then its busy
 /// folios one at a time (`migrate_pages_sync()`'s fallback). A folio
 /// someone else still references after its unmap (a fault waiting for
 /// its lock) is put back where it was (Linux's `folio_migrate_mapping()`
