@@ -164,15 +164,18 @@ const SETUP_EVENTS_PER_PAGE: u64 = 10;
 /// Driver events per page per round trip besides the threads using the
 /// mapping (two moves, each an unmap, a flush, a copy and a remap): with
 /// [`EVENTS_PER_THREAD_PAGE`], fitted on seed001-migrate (32,768 pages,
-/// 3 threads: 1.80 M events a round trip, 54.9 a page; 1 thread: 38.6;
-/// 6 threads: 78.9), 30.5 for the moves.
+/// 8 touches a round, 3 round trips) before 6.3, where the folios move
+/// one at a time: 107, 260 and 491 events a page a round trip with 1, 3
+/// and 6 threads, 30 besides the threads (2026-11-29).
 const EVENTS_PER_PAGE: u64 = 30;
 /// Driver events per page per round trip per thread using the mapping
 /// (its accesses while the pages move, and the faults on pages in
-/// flight): 8 with seed001-migrate's 8 touches a round, 19 with the
-/// default 64 (the accesses a round are cheap beside its gap); the
-/// constant lies between, within 1.6x of either.
-const EVENTS_PER_THREAD_PAGE: u64 = 12;
+/// flight): 77 before 6.3, where the threads keep running while pages
+/// move one at a time; 6 with 6.3's batches (`migrate_batch_flush`),
+/// where they sleep on pages in flight. The workload cannot see the
+/// kernel: 60 keeps the default kernel's run within 1.3x and
+/// over-estimates a batched run about 4x.
+const EVENTS_PER_THREAD_PAGE: u64 = 60;
 
 impl Workload for MigrateBench {
     fn estimate(&self, _cpus: u32) -> super::Estimate {
