@@ -19,6 +19,7 @@ pub mod exit;
 pub mod file;
 pub mod fork;
 pub mod hrtimer;
+pub mod kthread;
 pub mod mm;
 pub mod percpu;
 pub mod pipe;

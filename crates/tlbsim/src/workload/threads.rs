@@ -32,6 +32,11 @@
 //!   readers' CPUs switch between the threaded mm and another one instead
 //!   of idling (no lazy TLB mode, so every switch is a `switch_mm()` from
 //!   one user mm to the other).
+//! - `kthread_readers = true`: the readers are kernel threads that adopt
+//!   the address space with `kthread_use_mm()` (as io_uring's SQPOLL
+//!   thread does; thread 0 takes an `mm_users` reference for each before
+//!   it starts, which the thread drops with `mmput()` after
+//!   `kthread_unuse_mm()`), then access the page as the user readers do.
 //! - `reader_dontneed = true`: each reader also drops a page of its own
 //!   with `madvise(MADV_DONTNEED)` after each access (under the mmap_lock
 //!   for reading, so its gathers can nest with thread 0's): the pages lie
@@ -47,8 +52,9 @@ use crate::hw::cpumask::CpuMask;
 use crate::hw::mem::Perms;
 use crate::hw::CpuId;
 use crate::kernel::exit::sys_wait;
-use crate::kernel::fork::{spawn_user, sys_clone_thread, sys_fork};
+use crate::kernel::fork::{mmput, spawn_user, sys_clone_thread, sys_fork};
 use crate::kernel::hrtimer::schedule_hrtimeout;
+use crate::kernel::kthread::{kthread_run_on_cpu, kthread_unuse_mm, kthread_use_mm};
 use crate::kernel::mm::migrate_device::sys_dmirror_migrate;
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap, sys_mprotect, sys_munmap};
 use crate::kernel::sched::{sys_sched_setaffinity, sys_sched_yield};
@@ -90,6 +96,10 @@ pub struct Threads {
     /// Left out of the resolved parameters when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub hogs: bool,
+    /// Readers are kernel threads using the mm (`kthread_use_mm()`).
+    /// Left out of the resolved parameters when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kthread_readers: bool,
 }
 
 fn two() -> u32 {
@@ -334,7 +344,11 @@ impl Workload for Threads {
                         let slot = u64::from(i) % (READER_PAGES_BYTES / PAGE_SIZE);
                         let mine = (own != 0).then(|| own + slot * PAGE_SIZE);
                         let reader = reader(&me, (i, mine), n, cells, rng);
-                        sys_clone_thread(&ctx, "reader", Some(home), reader).await;
+                        if me.kthread_readers {
+                            spawn_kthread_reader(&ctx, home, reader).await;
+                        } else {
+                            sys_clone_thread(&ctx, "reader", Some(home), reader).await;
+                        }
                     }
                     for _ in 0..me.iterations {
                         thread0_round(&ctx, &me, &page, maps).await;
@@ -345,6 +359,25 @@ impl Workload for Threads {
             }),
         )
     }
+}
+
+/// `kthread_readers`: a kernel thread on `home` that runs `reader` between
+/// `kthread_use_mm()` and `kthread_unuse_mm()` of the caller's mm; the
+/// caller takes the `mm_users` reference it holds (`mmget()`), which it
+/// drops at the end (`mmput()`).
+async fn spawn_kthread_reader(ctx: &Ctx, home: CpuId, reader: Program) {
+    let w = &ctx.w;
+    let mm = ctx.mm().expect("a user task");
+    ctx.atomic_inc(|| w.k.borrow_mut().mms[mm].users += 1).await; // mmget()
+    let program: Program = Box::new(move |c: Ctx| {
+        Box::pin(async move {
+            kthread_use_mm(&c, mm).await;
+            reader(c.clone()).await;
+            kthread_unuse_mm(&c, mm).await;
+            mmput(&c, mm).await;
+        })
+    });
+    kthread_run_on_cpu(ctx, "io_uring-sq", home, program).await;
 }
 
 /// How long a hog sleeps between its turns (ns): long enough that a

@@ -810,3 +810,35 @@ fn migrate_pages_6_3_moves_what_it_can_lock_before_waiting_for_a_busy_folio() {
         "the first page is mapped at its new frame while the second is busy: {first_while_busy} {v:?}"
     );
 }
+
+#[test]
+fn a_kernel_thread_using_the_mm_is_held_to_the_invariants() {
+    // threads' readers as kernel threads under kthread_use_mm(): stock
+    // arm64 passes, and a flush that stays local misses the thread's CPU.
+    use tlbsim::explore::{check, CheckOptions, Strategy};
+    let search = |policy: &str| {
+        let mut e = super::common::file("experiments/seed000-switch-race.toml");
+        e.kernel.tlb_policy = policy.into();
+        for (k, v) in [("kthread_readers", true), ("reader_hop", false)] {
+            e.workload.params.insert(k.into(), toml::Value::Boolean(v));
+        }
+        let o = CheckOptions {
+            strategy: Strategy::Random,
+            schedules: 300,
+            seed: 1,
+            max_actions: 50_000,
+            max_spin: tlbsim::explore::DEFAULT_MAX_SPIN,
+            speculation: 2,
+            cpus: None,
+        };
+        check(&e, &o).expect("check runs").failure
+    };
+    assert!(search("arm64-stock").is_none());
+    let f = search("mutant-range-no-broadcast").expect("caught");
+    assert_eq!(
+        f.report.invariant(),
+        Some(tlbsim::check::Invariant::NoStaleHold),
+        "{}",
+        f.report
+    );
+}
