@@ -107,11 +107,7 @@ pub fn run(args: Args) -> ExitCode {
 
 /// The schedules (or runs) of `b`'s search, 0 if its entry is broken.
 fn schedules(b: &Bug) -> u64 {
-    match b.breaks().map(|x| x.search) {
-        Ok(Search::Explore { schedules, .. }) => schedules,
-        Ok(Search::Runs { seeds, .. }) => seeds.len() as u64,
-        Err(_) => 0,
-    }
+    bugs_page::kind(b).1
 }
 
 /// `--list`: one bug's catalogue entry.

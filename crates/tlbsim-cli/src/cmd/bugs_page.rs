@@ -89,8 +89,9 @@ pub fn block(runs: &[(&Bug, BugRun)]) -> String {
 }
 
 /// What `b`'s search counts (a schedule of the explorer with its
-/// strategy, or a timing run) and how many it allows.
-fn kind(b: &Bug) -> (&'static str, u64) {
+/// strategy, or a timing run) and how many it allows (0 if its entry is
+/// broken).
+pub fn kind(b: &Bug) -> (&'static str, u64) {
     match b.breaks().map(|x| x.search) {
         Ok(Search::Explore {
             strategy,

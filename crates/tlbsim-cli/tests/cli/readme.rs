@@ -253,11 +253,6 @@ fn readme_screens_are_what_their_commands_print() {
     }
 }
 
-/// The criteria block of `text`, markers included.
-fn criteria_block(text: &str) -> &str {
-    marked_block(text, CRITERIA_BEGIN, CRITERIA_END)
-}
-
 /// The block of `text` from the line `begin` to the line `end`, both
 /// included.
 fn marked_block<'a>(text: &'a str, begin: &str, end: &str) -> &'a str {
@@ -266,42 +261,37 @@ fn marked_block<'a>(text: &'a str, begin: &str, end: &str) -> &'a str {
     &text[start..stop + end.len()]
 }
 
-#[test]
-#[ignore = "runs the whole bug corpus (~45 s on 2 cores); .ci/run runs it"]
-fn readme_bug_table_is_what_bugs_writes() {
-    let dir = scratch_dir("readme", "bugs");
-    let o = tlbsim(&["bugs", "--report", s(&dir)]);
+/// Runs `tlbsim ARGS --report DIR` and checks that README.md's block
+/// between `begin` and `end` is the page's (`TLBSIM_BLESS=1` rewrites it).
+fn readme_block_is_what_report_writes(args: &[&str], (begin, end): (&str, &str)) {
+    let dir = scratch_dir("readme", args[0]);
+    let mut all = args.to_vec();
+    all.extend(["--report", s(&dir)]);
+    let o = tlbsim(&all);
     assert!(o.status.success(), "{}", stderr(&o));
     let page = std::fs::read_to_string(dir.join("index.md")).unwrap();
-    let want = marked_block(&page, BUGS_BEGIN, BUGS_END);
+    let want = marked_block(&page, begin, end);
     let text = readme();
-    let have = marked_block(&text, BUGS_BEGIN, BUGS_END);
+    let have = marked_block(&text, begin, end);
     if std::env::var_os("TLBSIM_BLESS").is_some() {
         bless(have, want);
         return;
     }
     assert_eq!(
         have, want,
-        "README.md's bug table is not what `tlbsim bugs --report` writes (TLBSIM_BLESS=1 rewrites it)"
+        "README.md's block from {begin} is not what `tlbsim {} --report` writes (TLBSIM_BLESS=1 rewrites it)",
+        args.join(" ")
     );
+}
+
+#[test]
+#[ignore = "runs the whole bug corpus (~45 s on 2 cores); .ci/run runs it"]
+fn readme_bug_table_is_what_bugs_writes() {
+    readme_block_is_what_report_writes(&["bugs"], (BUGS_BEGIN, BUGS_END));
 }
 
 #[test]
 #[ignore = "runs every reproduction (~2.5 min on 2 cores); .ci/run runs it"]
 fn readme_criteria_are_what_reproduce_writes() {
-    let dir = scratch_dir("readme", "criteria");
-    let o = tlbsim(&["reproduce", "--report", s(&dir)]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let page = std::fs::read_to_string(dir.join("index.md")).unwrap();
-    let want = criteria_block(&page);
-    let text = readme();
-    let have = criteria_block(&text);
-    if std::env::var_os("TLBSIM_BLESS").is_some() {
-        bless(have, want);
-        return;
-    }
-    assert_eq!(
-        have, want,
-        "README.md's criteria are not what `tlbsim reproduce --report` writes (TLBSIM_BLESS=1 rewrites them)"
-    );
+    readme_block_is_what_report_writes(&["reproduce"], (CRITERIA_BEGIN, CRITERIA_END));
 }

@@ -206,23 +206,18 @@ async fn thread0_round(ctx: &Ctx, me: &Threads, page: &TrackedCell<u64>, m: Mapp
             ctx.user_work(me.reader_gap_ns * 3).await;
             sys_madvise_dontneed(ctx, p, pmd).await;
         }
-        "clear-refs" => {
+        // Write the page, give the readers time, then the op's call.
+        op @ ("clear-refs" | "madvise" | "migrate-device") => {
             let p = page.get();
             ctx.user_access(p, true).await;
             ctx.user_work(me.reader_gap_ns * 3).await;
-            sys_clear_refs_soft_dirty(ctx).await;
-        }
-        "madvise" => {
-            let p = page.get();
-            ctx.user_access(p, true).await;
-            ctx.user_work(me.reader_gap_ns * 3).await;
-            sys_madvise_dontneed(ctx, p, page_size).await;
-        }
-        "migrate-device" => {
-            let p = page.get();
-            ctx.user_access(p, true).await;
-            ctx.user_work(me.reader_gap_ns * 3).await;
-            sys_dmirror_migrate(ctx, p, page_size).await;
+            match op {
+                "clear-refs" => sys_clear_refs_soft_dirty(ctx).await,
+                "madvise" => sys_madvise_dontneed(ctx, p, page_size).await,
+                _ => {
+                    sys_dmirror_migrate(ctx, p, page_size).await;
+                }
+            }
         }
         _ => {
             let p = sys_mmap(ctx, page_size, Perms::RW).await;
