@@ -724,6 +724,7 @@ impl Hw {
     /// 3, INVLPGB; the fault quoted in 44126343d58c's commit message).
     /// The model's broadcasts by ASID (`Asid`, `Range`, `Va`) are the
     /// INVLPGBs that name a PCID.
+    #[inline]
     pub fn rejects_tlbi(&self, cpu: CpuId, scope: TlbiScope, broadcast: bool) -> bool {
         if self.arch != Arch::X86 || !broadcast || self.cpus[cpu].cr4_pcide {
             return false;

@@ -352,22 +352,19 @@ pub fn speculate(w: &World, cpu: CpuId, va: u64, trace: &mut Vec<AccessTrace>) {
 /// broadcast one is put in flight to every CPU (its affinity register
 /// permitting) and its id returned (the driver delivers it).
 fn tlbi(w: &World, cpu: CpuId, scope: TlbiScope, broadcast: bool) -> Option<usize> {
-    if w.hw
-        .untracked()
-        .borrow()
-        .rejects_tlbi(cpu, scope, broadcast)
-    {
-        // The instruction faults (#GP) and invalidates nothing.
-        hw_record(&[part::regs(cpu)], &[]);
-        w.m.emit(Event::TlbiFault {
-            cpu,
-            scope,
-            broadcast,
-        });
-        return None;
-    }
     let (broadcast, id) = {
         let mut hw = w.hw.untracked().borrow_mut();
+        if hw.rejects_tlbi(cpu, scope, broadcast) {
+            // The instruction faults (#GP) and invalidates nothing.
+            drop(hw);
+            hw_record(&[part::regs(cpu)], &[]);
+            w.m.emit(Event::TlbiFault {
+                cpu,
+                scope,
+                broadcast,
+            });
+            return None;
+        }
         if broadcast || hw.forces_broadcast(cpu) {
             // The issuer's registers (in-flight count, DVM reach) and the
             // pending bit at every target.
