@@ -188,6 +188,10 @@ pub struct Checker {
     /// The machine's granule (from the hardware each event comes with):
     /// the size of the pages `vpn`s count and of huge leaves.
     g: Granule,
+    /// Page-table pages other address spaces' trees link too (`TableShare`:
+    /// a shared hugetlb PMD table), with those address spaces, until the
+    /// page is freed.
+    shared_tables: FxHashMap<TableId, Vec<MmId>>,
     /// Events observed.
     pub events_seen: u64,
 }
@@ -221,6 +225,7 @@ impl Checker {
             failure: None,
             arch: Arch::Arm64,
             g: Granule::K4,
+            shared_tables: FxHashMap::default(),
             events_seen: 0,
         }
     }
@@ -1033,9 +1038,22 @@ impl Checker {
             );
             return;
         }
-        let held = match self.by_mm.get(&mm) {
-            Some(s) => first_walk_to(hw, s.ever.iter(), table, instance),
-            None => first_walk_to(hw, CpuId::all(hw.ncpus()), table, instance),
+        // A shared page is searched on the CPUs of every mm that linked it.
+        let linked = self.shared_tables.remove(&table).unwrap_or_default();
+        let held = if !linked.is_empty() {
+            let mut cpus = CpuMask::new(hw.ncpus());
+            for m in linked.iter().chain([&mm]) {
+                match self.by_mm.get(m) {
+                    Some(s) => s.ever.iter().for_each(|c| cpus.set(c)),
+                    None => CpuId::all(hw.ncpus()).for_each(|c| cpus.set(c)),
+                }
+            }
+            first_walk_to(hw, cpus.iter(), table, instance)
+        } else {
+            match self.by_mm.get(&mm) {
+                Some(s) => first_walk_to(hw, s.ever.iter(), table, instance),
+                None => first_walk_to(hw, CpuId::all(hw.ncpus()), table, instance),
+            }
         };
         if let Some((c, asid, e)) = held {
             self.fail(
@@ -1280,6 +1298,16 @@ impl Observer for Checker {
                 instance,
             } => self.table_free(now, hw, cpu, mm, table, instance),
             Event::MmFree { mm } => self.mm_free(mm),
+            Event::TableShare {
+                mm, from, table, ..
+            } => {
+                let mms = self.shared_tables.entry(table).or_default();
+                for m in [from, mm] {
+                    if !mms.contains(&m) {
+                        mms.push(m);
+                    }
+                }
+            }
             Event::Tlbi {
                 cpu,
                 scope,

@@ -426,6 +426,51 @@ pub struct KernelConfig {
     /// the JSON when `"small"`.
     #[serde(default, skip_serializing_if = "FileLargeFolios::is_small")]
     pub file_large_folios: FileLargeFolios,
+    /// What `__unmap_hugepage_range()` flushes after it unshares a
+    /// hugetlb PMD table (`kernel/mm/hugetlb.rs`). Left out of the JSON
+    /// when `"unshared-tables"`.
+    #[serde(default, skip_serializing_if = "HugetlbUnshareFlush::is_default")]
+    pub hugetlb_unshare_flush: HugetlbUnshareFlush,
+    /// arm64's `tlb_flush()` decides on leaf-only invalidation
+    /// (`VALE1IS`, `TLBF_NOWALKCACHE`) from `tlb->freed_tables` alone, so
+    /// a gather that only unshared hugetlb PMD tables leaves the walk
+    /// caches' entries to them: Linux 6.19 (8ce720d5bd91) to 7.0.11, and
+    /// the stable kernels that took 8ce720d5bd91, until c2ff4764e03e
+    /// (CVE-2026-63875). arm64 only, with `hugetlb_unshare_flush =
+    /// "unshared-tables"`. Left out of the JSON when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub arm64_tlb_flush_ignores_unshared: bool,
+}
+
+/// What an unmap flushes after `huge_pmd_unshare()` detached a shared
+/// hugetlb PMD table from its address space (`[kernel]
+/// hugetlb_unshare_flush`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HugetlbUnshareFlush {
+    /// Nothing: the caller's flush covers only the huge pages it cleared
+    /// itself, so the unshared `PUD_SIZE` keeps its translations (Linux
+    /// before a4a118f2eead, 5.16; CVE-2021-4002).
+    None,
+    /// `tlb_flush_pmd_range(tlb, address & PUD_MASK, PUD_SIZE)` and
+    /// `force_flush`: the range is flushed before `i_mmap_rwsem` is
+    /// released (a4a118f2eead, 5.16, to 6.18).
+    ForceFlush,
+    /// `tlb_unshare_pmd_ptdesc()`: the range as above, and the gather's
+    /// `unshared_tables` (and `fully_unshared_tables` when no sharer is
+    /// left) set; `huge_pmd_unshare_flush()` flushes before
+    /// `i_mmap_rwsem` is released, then, if fully unshared,
+    /// `tlb_remove_table_sync_one()` (8ce720d5bd91, 6.19; stable 6.18.13,
+    /// 6.12.74, 6.6.127, 6.1.167, 5.15.203, 5.10.253).
+    #[default]
+    UnsharedTables,
+}
+
+impl HugetlbUnshareFlush {
+    /// Is this the default (`"unshared-tables"`)?
+    pub fn is_default(&self) -> bool {
+        *self == HugetlbUnshareFlush::UnsharedTables
+    }
 }
 
 /// The folio size of regular files' page cache (`[kernel]
@@ -639,6 +684,8 @@ impl Default for KernelConfig {
             fault_around_bytes: default_fault_around_bytes(),
             read_ahead_kb: default_read_ahead_kb(),
             file_large_folios: FileLargeFolios::Small,
+            hugetlb_unshare_flush: HugetlbUnshareFlush::UnsharedTables,
+            arm64_tlb_flush_ignores_unshared: false,
         }
     }
 }

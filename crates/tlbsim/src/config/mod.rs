@@ -16,6 +16,7 @@ pub mod profile;
 
 pub use experiment::{
     Arm64FlushRangeLimit, CheckerConfig, Experiment, ExperimentMeta, FileLargeFolios, Files,
+    HugetlbUnshareFlush,
     KernelConfig, MachineOverrides, PgtableFreeTlbi, Placement, Thp, ThpZeroPage, VmConfig,
     WorkloadConfig, FILE_PARAMS,
 };

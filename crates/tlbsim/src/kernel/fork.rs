@@ -225,7 +225,13 @@ pub async fn dup_mmap(ctx: &Ctx, old: MmId) -> MmId {
             .next_back()
             .is_some_and(|(_, v)| v.end > va && v.shared())
     };
-    split_huge_range(ctx, old, 0, TASK_SIZE).await;
+    // Huge pages are split (a hugetlb VMA's are not: its page tables are
+    // not copied, see kernel/mm/hugetlb.rs).
+    for v in vmas.values() {
+        if !super::mm::hugetlb::is_vm_hugetlb_page(w, v) {
+            split_huge_range(ctx, old, v.start, v.end).await;
+        }
+    }
     // copy_pte_range() takes each source table's lock in turn; one lock
     // over the copy is modelled (the child is not yet visible).
     ctx.ptl_lock(old, 0).await;
@@ -289,7 +295,8 @@ pub async fn mmput(ctx: &Ctx, mm: MmId) {
         return;
     }
     let mut g = MmuGather::begin(ctx, mm, true).await;
-    g.zap(ctx, 0, TASK_SIZE).await;
+    let vmas: Vec<Vma> = w.k.borrow().mms[mm].vmas.values().copied().collect();
+    g.unmap_vmas(ctx, &vmas, 0, TASK_SIZE).await;
     let removed: Vec<Vma> = std::mem::take(&mut w.k.borrow_mut().mms[mm].vmas)
         .into_values()
         .filter(Vma::shared)

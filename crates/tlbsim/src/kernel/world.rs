@@ -58,6 +58,9 @@ pub struct KState {
     /// huge_zero_shrinker`): the mm and address its shrinker's free is
     /// reported under.
     pub huge_zero_last_unmap: Var<Option<(MmId, u64)>>,
+    /// hugetlb PMD tables shared between address spaces, and the PMD
+    /// tables' locks (`kernel/mm/hugetlb.rs`).
+    pub pmd_shares: Var<super::mm::hugetlb::PmdShares>,
 }
 }
 

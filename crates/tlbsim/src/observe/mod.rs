@@ -151,6 +151,20 @@ pub enum Event {
         /// Its instance before the free.
         instance: u64,
     },
+    /// `mm`'s tree now also links page-table page `table`, which another
+    /// address space's tree links too (a hugetlb PMD table shared by
+    /// `huge_pmd_share()`): its free concerns the walk caches of every
+    /// address space that linked it.
+    TableShare {
+        /// CPU linking it.
+        cpu: CpuId,
+        /// Address space that now links it.
+        mm: MmId,
+        /// An address space whose tree linked it already.
+        from: MmId,
+        /// Table page.
+        table: TableId,
+    },
     /// A lockless software walk (GUP-fast, interrupts off) read a PTE of
     /// `mm` at `va` in page-table page `table`, reached through a PMD it
     /// read earlier, when `table` was at `instance`.
@@ -273,6 +287,12 @@ impl Event {
             | E::TlbiFault { cpu: c, .. }
             | E::DsbDone { cpu: c } => *c = cpu(*c),
             E::MmFree { mm: m } => *m = mm(*m),
+            E::TableShare {
+                cpu: c,
+                mm: m,
+                from: f,
+                ..
+            } => (*c, *m, *f) = (cpu(*c), mm(*m), mm(*f)),
         }
         self
     }
@@ -387,6 +407,12 @@ impl EventDisplay<'_> {
                     "TableFree cpu{cpu} mm{mm} table {table} instance {instance}"
                 )
             }
+            E::TableShare {
+                cpu,
+                mm,
+                from,
+                table,
+            } => write!(f, "TableShare cpu{cpu} mm{mm} table {table} (of mm{from})"),
             E::SoftwareWalk {
                 cpu,
                 mm,

@@ -78,7 +78,30 @@ const KERNEL_RULES: &[Rule] = &[
         key: "nopcid_keeps_invlpgb",
         check: nopcid_keeps_invlpgb,
     },
+    Rule {
+        key: "arm64_tlb_flush_ignores_unshared",
+        check: arm64_tlb_flush_ignores_unshared,
+    },
 ];
+
+/// `arm64_tlb_flush_ignores_unshared` is arm64's `tlb_flush()` between
+/// 8ce720d5bd91 and c2ff4764e03e: arm64, with the mmu_gather's
+/// `unshared_tables` it ignores.
+fn arm64_tlb_flush_ignores_unshared(s: &Setting) -> Result<(), String> {
+    if !s.kcfg.arm64_tlb_flush_ignores_unshared {
+        return Ok(());
+    }
+    if s.profile.arch != Arch::Arm64 {
+        return Err(format!(
+            "arm64_tlb_flush_ignores_unshared is arm64's tlb_flush(); profile \"{}\" is {}",
+            s.profile.name, s.profile.arch
+        ));
+    }
+    if s.kcfg.hugetlb_unshare_flush != crate::config::HugetlbUnshareFlush::UnsharedTables {
+        return Err("arm64_tlb_flush_ignores_unshared ignores the mmu_gather's unshared_tables, which only hugetlb_unshare_flush = \"unshared-tables\" (8ce720d5bd91) has".into());
+    }
+    Ok(())
+}
 
 /// `nopcid` is an x86 boot parameter.
 fn nopcid(s: &Setting) -> Result<(), String> {

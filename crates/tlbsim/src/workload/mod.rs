@@ -5,6 +5,7 @@ pub mod churn;
 pub mod collapse;
 pub mod flushbench;
 pub mod hackbench;
+pub mod hugetlb_share;
 pub mod libtool_wrapper;
 pub mod lifecycle;
 pub mod migrate_bench;
@@ -247,6 +248,7 @@ pub const WORKLOADS: &[&WorkloadEntry] = &[
     &victim::ENTRY,
     &threads::ENTRY,
     &collapse::ENTRY,
+    &hugetlb_share::ENTRY,
     &swap_bench::ENTRY,
     &pageout_race::ENTRY,
     &migrate_bench::ENTRY,

@@ -197,7 +197,7 @@ pub(crate) async fn do_munmap(ctx: &Ctx, mm: MmId, addr: u64, end: u64) {
 /// references.
 async fn unmap_region(ctx: &Ctx, mm: MmId, addr: u64, end: u64, removed: &[Vma]) {
     let mut g = MmuGather::begin(ctx, mm, false).await;
-    g.zap(ctx, addr, end).await;
+    g.unmap_vmas(ctx, removed, addr, end).await;
     g.free_pgtables(ctx, addr, end).await;
     g.finish(ctx).await;
     super::shmem::release_unmapped(ctx, mm, removed);

@@ -13,11 +13,12 @@ use super::pgtable::{
     set_huge, set_pte, set_swp_entry, swp_entries,
 };
 use super::tlbbatch::flush_tlb_batched_pending;
-use crate::config::PgtableFreeTlbi;
+use super::hugetlb::{is_vm_hugetlb_page, unmap_hugepage_range_final};
+use crate::config::{HugetlbUnshareFlush, PgtableFreeTlbi};
 use crate::hw::mem::{Granule, Pfn, SwpEntry, TableId};
 use crate::hw::tlb::MmId;
 use crate::kernel::tlbflush::{flush_tlb_mm, flush_tlb_range};
-use crate::kernel::Ctx;
+use crate::kernel::{Ctx, Vma};
 use crate::observe::Event;
 
 /// `struct mmu_gather`.
@@ -46,6 +47,14 @@ pub struct MmuGather {
     /// The range the caller passes to `tlb_finish_mmu(tlb, start, end)`
     /// in 4.20-5.1: the union of the ranges zapped.
     call: Option<(u64, u64)>,
+    /// A hugetlb unshare asked for a flush before the unmap of its VMA
+    /// returns (`force_flush` of `__unmap_hugepage_range()`).
+    force_flush: bool,
+    /// hugetlb PMD tables were unshared (`tlb->unshared_tables`, 6.19+).
+    unshared_tables: bool,
+    /// An unshared table has no sharer left but one
+    /// (`tlb->fully_unshared_tables`, 6.19+).
+    fully_unshared_tables: bool,
 }
 
 impl MmuGather {
@@ -69,6 +78,89 @@ impl MmuGather {
             tables: Vec::new(),
             huge_zero: Vec::new(),
             call: None,
+            force_flush: false,
+            unshared_tables: false,
+            fully_unshared_tables: false,
+        }
+    }
+
+    /// The address space the gather unmaps from.
+    pub fn mm(&self) -> MmId {
+        self.mm
+    }
+
+    /// `unmap_vmas()` of `vmas` (detached or about to be) over `[start,
+    /// end)`: a hugetlb VMA's part goes through
+    /// `__unmap_hugepage_range_final()` (kernel/mm/hugetlb.rs), the rest
+    /// through [`Self::zap`], in address order.
+    pub async fn unmap_vmas(&mut self, ctx: &Ctx, vmas: &[Vma], start: u64, end: u64) {
+        let hugetlb: Vec<Vma> = vmas
+            .iter()
+            .filter(|v| v.start < end && start < v.end && is_vm_hugetlb_page(&ctx.w, v))
+            .copied()
+            .collect();
+        let mut at = start;
+        for v in &hugetlb {
+            let (lo, hi) = (v.start.max(start), v.end.min(end));
+            if at < lo {
+                self.zap(ctx, at, lo).await;
+            }
+            unmap_hugepage_range_final(self, ctx, v, lo, hi).await;
+            at = hi;
+        }
+        if at < end {
+            self.zap(ctx, at, end).await;
+        }
+    }
+
+    /// `tlb_remove_huge_tlb_entry()` of a PMD-sized hugetlb page at `va`
+    /// (`tlb_flush_pmd_range(tlb, va, PMD_SIZE)`).
+    pub fn remove_huge_tlb_entry(&mut self, va: u64) {
+        self.add_range(va, va + self.g.pmd_size());
+        self.cleared_pmds = true;
+    }
+
+    /// `tlb_remove_page_size()` of the hugetlb page from `pfn` mapped at
+    /// `va`: its mapping's references are dropped after the flush.
+    pub fn remove_page_size(&mut self, pfn: Pfn, va: u64) {
+        self.huge.push((pfn, va));
+    }
+
+    /// `__unmap_hugepage_range()` unshared the PMD table of `[start,
+    /// end)` (one `PUD_SIZE`), leaving it to `sharers_left` other
+    /// address spaces: what the kernel's version records for its flush
+    /// (`[kernel] hugetlb_unshare_flush`). Before a4a118f2eead nothing;
+    /// then `tlb_flush_pmd_range(tlb, start, PUD_SIZE)` and `force_flush`;
+    /// since 8ce720d5bd91 `tlb_unshare_pmd_ptdesc()`: the same range,
+    /// `unshared_tables`, and `fully_unshared_tables` if the last other
+    /// sharer now has the table to itself. [`Self::hugetlb_unmap_end`]
+    /// flushes before `i_mmap_rwsem` is released.
+    pub fn hugetlb_unshared(&mut self, ctx: &Ctx, (start, end): (u64, u64), sharers_left: usize) {
+        match ctx.w.kcfg.hugetlb_unshare_flush {
+            HugetlbUnshareFlush::None => return,
+            HugetlbUnshareFlush::ForceFlush => self.force_flush = true,
+            HugetlbUnshareFlush::UnsharedTables => {
+                self.unshared_tables = true;
+                self.fully_unshared_tables |= sharers_left < 2;
+            }
+        }
+        self.add_range(start, end);
+        self.cleared_pmds = true;
+    }
+
+    /// The end of `__unmap_hugepage_range()`: `tlb_end_vma()` (nothing
+    /// for the flush in the modelled versions: the gather's range is
+    /// flushed at [`Self::finish`]) and, if an unshare forced it
+    /// (a4a118f2eead), the flush of what was gathered
+    /// (`tlb_flush_mmu_tlbonly()`); since 8ce720d5bd91
+    /// `huge_pmd_unshare_flush()`: that flush if tables were unshared,
+    /// then `tlb_remove_table_sync_one()` if one was fully unshared.
+    pub async fn hugetlb_unmap_end(&mut self, ctx: &Ctx) {
+        if std::mem::take(&mut self.force_flush) || self.unshared_tables {
+            self.tlb_flush_mmu_tlbonly(ctx).await;
+        }
+        if std::mem::take(&mut self.fully_unshared_tables) {
+            tlb_remove_table_sync_one(ctx).await;
         }
     }
 
@@ -259,6 +351,7 @@ impl MmuGather {
         self.start = u64::MAX;
         self.end = 0;
         self.freed_tables = false;
+        self.unshared_tables = false;
         self.cleared_ptes = false;
         self.cleared_pmds = false;
     }
@@ -341,8 +434,14 @@ impl MmuGather {
             return;
         }
         let all_levels = ctx.w.kcfg.pgtable_free_tlbi == PgtableFreeTlbi::GatherAllLevels;
+        // arm64 (c2ff4764e03e): unshared tables are invalidated as freed
+        // ones are; x86 passes `tlb->freed_tables` alone.
+        let unshared = self.unshared_tables
+            && ctx.w.arch() == crate::config::Arch::Arm64
+            && !ctx.w.kcfg.arm64_tlb_flush_ignores_unshared;
+        let freed_tables = self.freed_tables || unshared;
         if self.fullmm {
-            if self.freed_tables || all_levels {
+            if freed_tables || all_levels {
                 flush_tlb_mm(ctx, self.mm).await;
             }
             return;
@@ -354,7 +453,7 @@ impl MmuGather {
         } else {
             self.g.page_size()
         };
-        let last_level = !self.freed_tables && !all_levels;
+        let last_level = !freed_tables && !all_levels;
         flush_tlb_range(ctx, self.mm, self.start, self.end, stride, last_level).await;
     }
 

@@ -11,6 +11,7 @@
 //! | `brk.rs` | mm/mmap.c (`brk()`) | the heap |
 //! | `memory.rs` | mm/memory.c | page faults, copy-on-write |
 //! | `huge_memory.rs` | mm/huge_memory.c | transparent huge pages, the huge zero page, `__split_huge_pmd()` |
+//! | `hugetlb.rs` | mm/hugetlb.c, fs/hugetlbfs | hugetlbfs files, their faults and unmaps, PMD table sharing |
 //! | `mmu_gather.rs` | mm/mmu_gather.c, include/asm-generic/tlb.h | the mmu_gather: zap, free page tables, flush, free |
 //! | `pgtable.rs` | include/linux/pgtable.h | the kernel's software page-table walks and writes |
 //! | `anon.rs` | mm/rmap.c (`anon_vma`), mm/swap_state.c | private anonymous folios, the swap cache, swap-in |
@@ -35,6 +36,7 @@ pub mod filemap;
 pub mod folio;
 pub mod gup;
 pub mod huge_memory;
+pub mod hugetlb;
 pub mod khugepaged;
 pub mod madvise;
 pub mod memory;

@@ -390,6 +390,104 @@ pub fn set_huge(
     (old, allocated)
 }
 
+/// The PMD table of `mm` that maps `va` (the page `huge_pte_offset()`
+/// returns a pointer into), if the PUD points to one.
+pub fn pmd_table(w: &World, mm: MmId, va: u64) -> Option<TableId> {
+    let pgd = w.k.borrow().mms[mm].pgd;
+    let mem = w.hw.page_tables();
+    let g = mem.granule();
+    let mut table = pgd;
+    for level in g.start_level()..HUGE_LEVEL {
+        match mem.table(table).entries.get(&g.level_index(va, level)) {
+            Some(Desc::Table(next)) => table = *next,
+            _ => return None,
+        }
+    }
+    Some(table)
+}
+
+/// `huge_pmd_alloc()`: the PMD table of `mm` that maps `va`, allocating
+/// it and the tables above it if missing; returns it and the number of
+/// table pages allocated.
+pub fn pmd_alloc(w: &World, mm: MmId, va: u64) -> (TableId, u32) {
+    let pgd = w.k.borrow().mms[mm].pgd;
+    let mut allocated = 0;
+    let mut mem = w.hw.page_tables_mut();
+    let t = table_at(&mut mem, pgd, va, HUGE_LEVEL, true, &mut allocated)
+        .expect("allocating walk");
+    (t, allocated)
+}
+
+/// `pud_populate(mm, pud, pmd)`: points the empty PUD of `mm` for `va` at
+/// PMD table `t` (another address space's: `huge_pmd_share()`),
+/// allocating the tables above it if missing. Returns the number of
+/// table pages allocated.
+pub fn pud_populate(w: &World, mm: MmId, va: u64, t: TableId) -> u32 {
+    let pgd = w.k.borrow().mms[mm].pgd;
+    let mut allocated = 0;
+    let mut mem = w.hw.page_tables_mut();
+    let pud = table_at(&mut mem, pgd, va, HUGE_LEVEL - 1, true, &mut allocated)
+        .expect("allocating walk");
+    let idx = mem.granule().level_index(va, HUGE_LEVEL - 1);
+    let old = mem.table_mut(pud).entries.insert(idx, Desc::Table(t));
+    assert!(old.is_none(), "pud_populate() over a present PUD at {va:#x}");
+    allocated
+}
+
+/// `pud_clear()` of the PUD of `mm` for `va`: detaches the PMD table it
+/// points at from `mm`'s tree and returns it (`None` if there is none).
+pub fn pud_clear(w: &World, mm: MmId, va: u64) -> Option<TableId> {
+    let pgd = w.k.borrow().mms[mm].pgd;
+    let mut allocated = 0;
+    let mut mem = w.hw.page_tables_mut();
+    let pud = table_at(&mut mem, pgd, va, HUGE_LEVEL - 1, false, &mut allocated)?;
+    let idx = mem.granule().level_index(va, HUGE_LEVEL - 1);
+    match mem.table(pud).entries.get(&idx).copied() {
+        Some(Desc::Table(t)) => {
+            mem.table_mut(pud).entries.remove(&idx);
+            Some(t)
+        }
+        _ => None,
+    }
+}
+
+/// The PMD-sized leaves of PMD table `t`, by their offset from the start
+/// of the `PUD_SIZE` the table maps.
+pub fn pmd_table_leaves(w: &World, t: TableId) -> Vec<(u64, Pte)> {
+    let mem = w.hw.page_tables();
+    let sh = mem.granule().pmd_shift();
+    mem.table(t)
+        .entries
+        .iter()
+        .filter_map(|(&i, d)| match *d {
+            Desc::Page(p) => Some((u64::from(i) << sh, p)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Gives each PMD-sized leaf of PMD table `t` a fresh version (the same
+/// frame and permissions; nothing the hardware sees changes): the table
+/// becomes visible to one more address space, for which its leaves are
+/// new values (a version names one value of one address space's view,
+/// and may have been retired there before). Returns each leaf's offset
+/// in the `PUD_SIZE` the table maps, with its old and new value.
+pub fn renew_pmd_table_leaves(w: &World, t: TableId) -> Vec<(u64, Pte, Pte)> {
+    let leaves = pmd_table_leaves(w, t);
+    let mut out = Vec::with_capacity(leaves.len());
+    for (off, old) in leaves {
+        let new = Pte {
+            version: w.next_pte_version(),
+            ..old
+        };
+        let mut mem = w.hw.page_tables_mut();
+        let idx = mem.granule().level_index(off, HUGE_LEVEL);
+        mem.table_mut(t).entries.insert(idx, Desc::Page(new));
+        out.push((off, old, new));
+    }
+    out
+}
+
 /// `free_pgtables()`: detaches the table pages that overlap `[floor,
 /// ceiling)`, hold no entry, and translate no address any VMA of `mm`
 /// covers (Linux's floor/ceiling are the neighbouring VMAs).

@@ -45,6 +45,10 @@ pub struct ShmemInode {
     /// object: its pages are never swapped, and stay cached when no VMA
     /// maps the file any more.
     pub regular: Option<super::filemap::RegularFile>,
+    /// A hugetlbfs file (kernel/mm/hugetlb.rs), not a shmem object: its
+    /// pages are huge pages of its own, never swapped, kept when no VMA
+    /// maps the file any more.
+    pub hugetlbfs: Option<super::hugetlb::HugetlbfsInode>,
 }
 
 /// The NUMA node of `cpu` (node 0 without a `[numa]` profile section):
@@ -233,7 +237,8 @@ pub fn release_unmapped(ctx: &Ctx, mm: MmId, removed: &[Vma]) {
         };
         let keep = {
             let k = w.k.borrow();
-            !k.shmem[s.id as usize].live || k.shmem[s.id as usize].regular.is_some()
+            let inode = &k.shmem[s.id as usize];
+            !inode.live || inode.regular.is_some() || inode.hugetlbfs.is_some()
         };
         if mapped || keep {
             continue;
