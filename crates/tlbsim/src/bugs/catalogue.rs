@@ -636,6 +636,72 @@ pub const CVE_2026_64229: Bug = Bug {
     },
 };
 
+/// CVE-2021-4002 (3.6-5.15): an unmap that unshared a hugetlb PMD table
+/// flushed nothing for it.
+pub const CVE_2021_4002: Bug = Bug {
+    id: "CVE-2021-4002",
+    fix: "a4a118f2eead",
+    subject: "hugetlbfs: flush TLBs correctly after huge_pmd_unshare",
+    introduced: Some("24669e58477e"),
+    versions: "v3.6 to v5.15 (fixed in v5.16-rc; stable 5.10, 5.4, 4.14 and 4.9 took the fix in \
+               2021-11)",
+    arch: Arch::Arm64,
+    what: "__unmap_hugepage_range() unshares a PMD table another process shares \
+           (huge_pmd_unshare() clears this mm's PUD) and adds nothing to the mmu_gather: munmap \
+           returns with the unshared 1 GiB's translations still cached",
+    kernels: Kernels::Setting {
+        buggy: "kernel.hugetlb_unshare_flush=\"none\"",
+        fixed: "kernel.hugetlb_unshare_flush=\"force-flush\"",
+        breaks: Breaks {
+            invariant: Invariant::NoStaleHold,
+            search: Search::Explore {
+                experiment: crate::experiment_file!(
+                    "experiments/bugs/hugetlb-unshare-no-flush.toml"
+                ),
+                strategy: Strategy::Random,
+                schedules: 3_000,
+                seed: 1,
+                max_actions: 200_000,
+                speculation: 2,
+            },
+        },
+    },
+};
+
+/// CVE-2026-63875 (6.19-7.0.11 and the stable kernels that took
+/// 8ce720d5bd91): arm64 invalidated only leaf entries after a hugetlb PMD
+/// table was unshared.
+pub const CVE_2026_63875: Bug = Bug {
+    id: "CVE-2026-63875",
+    fix: "c2ff4764e03e",
+    subject: "arm64: tlb: Flush walk cache when unsharing PMD tables",
+    introduced: Some("8ce720d5bd91"),
+    versions: "arm64 v6.19 to v7.0.11; stable 6.18.13-6.18.34, 6.12.74-6.12.92, \
+               6.6.127-6.6.142, 6.1.167-6.1.175, 5.15.203-5.15.209, 5.10.253-5.10.258",
+    arch: Arch::Arm64,
+    what: "tlb_flush() picks leaf-only TLBIs from tlb->freed_tables alone, ignoring \
+           tlb->unshared_tables: after munmap unshares a hugetlb PMD table the walk caches keep \
+           the PUD's entry to it (with FEAT_TLBIRANGE), and the CPU walks the other process's \
+           table",
+    kernels: Kernels::Setting {
+        buggy: "kernel.arm64_tlb_flush_ignores_unshared=true",
+        fixed: "kernel.arm64_tlb_flush_ignores_unshared=false",
+        breaks: Breaks {
+            invariant: Invariant::NoStaleHold,
+            search: Search::Explore {
+                experiment: crate::experiment_file!(
+                    "experiments/bugs/hugetlb-unshare-leaf-only.toml"
+                ),
+                strategy: Strategy::Random,
+                schedules: 3_000,
+                seed: 1,
+                max_actions: 200_000,
+                speculation: 2,
+            },
+        },
+    },
+};
+
 /// Every entry, in the order `tlbsim bugs` prints them.
 pub const BUGS: &[Bug] = &[
     MPROTECT_VS_RECLAIM,
@@ -663,4 +729,6 @@ pub const BUGS: &[Bug] = &[
     CVE_2026_74674,
     MIGRATE_VMA_FLUSH_UNLOCKED,
     CVE_2026_64229,
+    CVE_2021_4002,
+    CVE_2026_63875,
 ];

@@ -228,7 +228,7 @@ pub async fn dup_mmap(ctx: &Ctx, old: MmId) -> MmId {
     // Huge pages are split (a hugetlb VMA's are not: its page tables are
     // not copied, see kernel/mm/hugetlb.rs).
     for v in vmas.values() {
-        if !super::mm::hugetlb::is_vm_hugetlb_page(w, v) {
+        if !super::mm::hugetlb::is_vm_hugetlb_page(v) {
             split_huge_range(ctx, old, v.start, v.end).await;
         }
     }

@@ -842,3 +842,73 @@ fn a_kernel_thread_using_the_mm_is_held_to_the_invariants() {
         f.report
     );
 }
+
+#[test]
+fn hugetlb_pmd_tables_are_shared_unshared_and_freed_by_the_last_sharer() {
+    // Two processes map the same 1 GiB hugetlbfs file at their own
+    // PUD-aligned addresses: the second fault shares the first's PMD
+    // table (huge_pmd_share()); the child's munmap unshares it, leaving
+    // the parent's mapping whole; the parent's munmap, the last, clears
+    // the PMD and frees the table; the page stays in the file.
+    use tlbsim::kernel::fork::sys_fork;
+    use tlbsim::kernel::mm::hugetlb::{sys_create_hugetlbfs_file, sys_mmap_hugetlb, PUD_SIZE};
+    use tlbsim::kernel::mm::pgtable::{get_pte, pmd_table};
+    let k = KernelConfig {
+        tlb_policy: "arm64-stock".into(),
+        asid_allocator: "arm64-asid-reserved".into(),
+        ..KernelConfig::default()
+    };
+    let w = super::common::world_with("ampere-32", 2, k);
+    let v = super::common::run_process_for(&w, move |ctx: Ctx| async move {
+        let w = Rc::clone(&ctx.w);
+        let mm = ctx.mm().unwrap();
+        let (a, b) = (64 * PUD_SIZE, 66 * PUD_SIZE);
+        let file = sys_create_hugetlbfs_file(&ctx, PUD_SIZE).await;
+        let child_saw: Rc<Cell<(bool, bool)>> = Rc::default();
+        let seen = Rc::clone(&child_saw);
+        sys_fork(
+            &ctx,
+            "child",
+            Box::new(move |c| {
+                Box::pin(async move {
+                    // After the parent has mapped and faulted.
+                    c.user_work(200_000).await;
+                    let m = c.mm().unwrap();
+                    assert_eq!(
+                        sys_mmap_hugetlb(&c, file, b, PUD_SIZE, Perms::RW).await,
+                        Some(b)
+                    );
+                    c.user_access(b + (2 << 20), false).await;
+                    let shared = pmd_table(&c.w, m, b).is_some()
+                        && pmd_table(&c.w, m, b) == pmd_table(&c.w, mm, a);
+                    let sees_parents_page = get_pte(&c.w, m, b).is_some();
+                    seen.set((shared, sees_parents_page));
+                    tlbsim::kernel::mm::sys_munmap(&c, b, PUD_SIZE).await;
+                })
+            }),
+        )
+        .await;
+        assert_eq!(
+            sys_mmap_hugetlb(&ctx, file, a, PUD_SIZE, Perms::RW).await,
+            Some(a)
+        );
+        ctx.user_access(a, true).await;
+        ctx.user_access(a + (2 << 20), false).await;
+        let table = pmd_table(&w, mm, a).unwrap();
+        while tlbsim::kernel::exit::sys_wait(&ctx).await.is_some() {}
+        let kept = get_pte(&w, mm, a).is_some() && pmd_table(&w, mm, a) == Some(table);
+        let pfn = get_pte(&w, mm, a).unwrap().pfn;
+        tlbsim::kernel::mm::sys_munmap(&ctx, a, PUD_SIZE).await;
+        let freed = !w.hw.page_tables().table(table).live;
+        let cached = w.hw.borrow().mem.frame_refs(pfn) == 1;
+        (child_saw.get(), kept, freed, cached)
+    });
+    assert_eq!(
+        v.0,
+        (true, true),
+        "the child shares the parent's PMD table and sees its page"
+    );
+    assert!(v.1, "the child's munmap leaves the parent's table and page");
+    assert!(v.2, "the last sharer's munmap frees the table");
+    assert!(v.3, "the file keeps its page");
+}

@@ -141,6 +141,7 @@ pub async fn sys_mmap_file(ctx: &Ctx, file: ShmemId, len: u64, perms: Perms, sha
                     id: file,
                     pgoff: 0,
                     shared,
+                    hugetlb: false,
                 }),
                 anon: anon.map(|id| AnonMap {
                     id,

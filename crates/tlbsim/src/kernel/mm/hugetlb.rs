@@ -65,10 +65,10 @@ pub struct PmdShares {
     pub ptl: BTreeMap<TableId, LockId>,
 }
 
-/// Does `v` map a hugetlbfs file (`is_vm_hugetlb_page()`)?
-pub fn is_vm_hugetlb_page(w: &World, v: &Vma) -> bool {
-    v.shmem
-        .is_some_and(|s| w.k.borrow().shmem[s.id as usize].hugetlbfs.is_some())
+/// Does `v` map a hugetlbfs file (`is_vm_hugetlb_page()`: `VM_HUGETLB`
+/// in the VMA's own flags)?
+pub fn is_vm_hugetlb_page(v: &Vma) -> bool {
+    v.shmem.is_some_and(|s| s.hugetlb)
 }
 
 /// Creates a file of `size` bytes (rounded up to the huge page size) on a
@@ -118,7 +118,10 @@ pub async fn sys_mmap_hugetlb(
     let hpage = ctx.w.granule.pmd_size();
     let mapped = {
         let mut k = ctx.w.k.borrow_mut();
-        let size = k.shmem[file as usize].hugetlbfs.as_ref().map_or(0, |h| h.size);
+        let size = k.shmem[file as usize]
+            .hugetlbfs
+            .as_ref()
+            .map_or(0, |h| h.size);
         let end = addr.checked_add(len).filter(|&e| e <= super::TASK_SIZE);
         let free = |vmas: &BTreeMap<u64, Vma>, end: u64| {
             !vmas.values().any(|v| v.start < end && addr < v.end)
@@ -136,6 +139,7 @@ pub async fn sys_mmap_hugetlb(
                     id: file,
                     pgoff: 0,
                     shared: true,
+                    hugetlb: true,
                 });
                 let v = Vma {
                     start: addr,
@@ -312,7 +316,9 @@ fn find_shareable(
                 k.mms[m]
                     .vmas
                     .values()
-                    .filter(move |s| s.shmem.is_some_and(|x| x.id == id) && (m, s.start) != (mm, v.start))
+                    .filter(move |s| {
+                        s.shmem.is_some_and(|x| x.id == id) && (m, s.start) != (mm, v.start)
+                    })
                     .map(move |s| (m, *s))
             })
             .collect()
@@ -490,5 +496,8 @@ fn i_mmap_rwsem(w: &World, id: ShmemId) -> LockId {
 /// `f` of the hugetlbfs inode of file `id`.
 fn hugetlbfs<T>(w: &World, id: ShmemId, f: impl FnOnce(&HugetlbfsInode) -> T) -> T {
     let k = w.k.borrow();
-    f(k.shmem[id as usize].hugetlbfs.as_ref().expect("a hugetlbfs file"))
+    f(k.shmem[id as usize]
+        .hugetlbfs
+        .as_ref()
+        .expect("a hugetlbfs file"))
 }

@@ -55,7 +55,7 @@ pub(crate) async fn handle_mm_fault(ctx: &Ctx, mm: MmId, va: u64, write: bool) -
     let _f = ctx.func(crate::label!("handle_mm_fault"));
     match find_vma(&ctx.w, mm, va) {
         Some(v) if v.perms.read() && (!write || v.perms.write()) => {
-            if super::hugetlb::is_vm_hugetlb_page(&ctx.w, &v) {
+            if super::hugetlb::is_vm_hugetlb_page(&v) {
                 super::hugetlb::hugetlb_fault(ctx, mm, &v, va).await;
             } else {
                 handle_pte_fault(ctx, mm, &v, va, write).await;

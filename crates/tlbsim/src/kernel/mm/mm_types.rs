@@ -152,6 +152,9 @@ pub struct ShmemMap {
     /// page into a private anonymous one (the VMA then has an
     /// [`AnonMap`] too).
     pub shared: bool,
+    /// A hugetlbfs file (`VM_HUGETLB`, `is_vm_hugetlb_page()`):
+    /// kernel/mm/hugetlb.rs.
+    pub hugetlb: bool,
 }
 
 /// An address space (`struct mm_struct`).

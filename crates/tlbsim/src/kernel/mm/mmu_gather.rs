@@ -8,12 +8,12 @@
 use super::anon::{free_swap_and_cache, free_swap_cache};
 use super::huge_memory::put_huge_zero_page;
 use super::huge_memory::split_huge_pmd;
+use super::hugetlb::{is_vm_hugetlb_page, unmap_hugepage_range_final};
 use super::pgtable::{
     clip_table, detach_empty_tables, huge_leaves, pmd_clear_pgtable, present_ptes, pte_tables,
     set_huge, set_pte, set_swp_entry, swp_entries,
 };
 use super::tlbbatch::flush_tlb_batched_pending;
-use super::hugetlb::{is_vm_hugetlb_page, unmap_hugepage_range_final};
 use crate::config::{HugetlbUnshareFlush, PgtableFreeTlbi};
 use crate::hw::mem::{Granule, Pfn, SwpEntry, TableId};
 use crate::hw::tlb::MmId;
@@ -96,7 +96,7 @@ impl MmuGather {
     pub async fn unmap_vmas(&mut self, ctx: &Ctx, vmas: &[Vma], start: u64, end: u64) {
         let hugetlb: Vec<Vma> = vmas
             .iter()
-            .filter(|v| v.start < end && start < v.end && is_vm_hugetlb_page(&ctx.w, v))
+            .filter(|v| v.start < end && start < v.end && is_vm_hugetlb_page(v))
             .copied()
             .collect();
         let mut at = start;

@@ -413,8 +413,7 @@ pub fn pmd_alloc(w: &World, mm: MmId, va: u64) -> (TableId, u32) {
     let pgd = w.k.borrow().mms[mm].pgd;
     let mut allocated = 0;
     let mut mem = w.hw.page_tables_mut();
-    let t = table_at(&mut mem, pgd, va, HUGE_LEVEL, true, &mut allocated)
-        .expect("allocating walk");
+    let t = table_at(&mut mem, pgd, va, HUGE_LEVEL, true, &mut allocated).expect("allocating walk");
     (t, allocated)
 }
 
@@ -426,11 +425,14 @@ pub fn pud_populate(w: &World, mm: MmId, va: u64, t: TableId) -> u32 {
     let pgd = w.k.borrow().mms[mm].pgd;
     let mut allocated = 0;
     let mut mem = w.hw.page_tables_mut();
-    let pud = table_at(&mut mem, pgd, va, HUGE_LEVEL - 1, true, &mut allocated)
-        .expect("allocating walk");
+    let pud =
+        table_at(&mut mem, pgd, va, HUGE_LEVEL - 1, true, &mut allocated).expect("allocating walk");
     let idx = mem.granule().level_index(va, HUGE_LEVEL - 1);
     let old = mem.table_mut(pud).entries.insert(idx, Desc::Table(t));
-    assert!(old.is_none(), "pud_populate() over a present PUD at {va:#x}");
+    assert!(
+        old.is_none(),
+        "pud_populate() over a present PUD at {va:#x}"
+    );
     allocated
 }
 

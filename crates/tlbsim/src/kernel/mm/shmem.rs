@@ -84,6 +84,7 @@ pub async fn sys_mmap_shared(ctx: &Ctx, len: u64, perms: Perms, data: PageData) 
             id,
             pgoff: 0,
             shared: true,
+            hugetlb: false,
         });
         super::mmap::insert_vma(&mut m.vmas, m.mmap_base, len, perms, shmem, None, g)
     };
