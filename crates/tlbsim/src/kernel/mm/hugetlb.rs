@@ -44,7 +44,7 @@ pub struct HugetlbfsInode {
     pub size: u64,
     /// `mapping->i_mmap_rwsem`.
     pub i_mmap_rwsem: LockId,
-    /// Its huge pages by the page index (in [`super::mm_types::PGOFF_UNIT`])
+    /// Its huge pages by the page index (in 4 KiB units, `PGOFF_UNIT`)
     /// of their first page, with their first frame: the page cache, which
     /// holds one reference on each frame.
     pub pages: BTreeMap<u64, Pfn>,
