@@ -68,9 +68,13 @@ fn map_addr(i: u32) -> u64 {
     (64 << 30) + u64::from(i) * 2 * PUD_SIZE
 }
 
-/// Driver events per process round (mmap, faults, munmap and its flush):
-/// an estimate from the calls each round makes.
-const EVENTS_PER_PROCESS_ROUND: u64 = 40;
+/// Driver events per process round: 2,069 on
+/// `experiments/bugs/hugetlb-unshare-no-flush.toml` with `threads = 1`
+/// (12,442 events at 3 iterations, 136,582 at 33, 2 processes). Most are
+/// the last sharer's unmap taking and dropping the table's lock at each of
+/// the 512 PMDs of the `PUD_SIZE`, as Linux's `__unmap_hugepage_range()`
+/// does.
+const EVENTS_PER_PROCESS_ROUND: u64 = 2_070;
 
 impl HugetlbShare {
     /// From config parameters.

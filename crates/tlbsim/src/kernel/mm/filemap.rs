@@ -56,20 +56,16 @@ pub struct RegularFile {
 /// `ftruncate`: a sparse file). One system call's cost. Returns its id.
 pub async fn sys_create_file(ctx: &Ctx, size: u64) -> ShmemId {
     syscall_enter(ctx, "ftruncate").await;
-    let id = {
-        let mut k = ctx.w.k.borrow_mut();
-        let id = ShmemId::try_from(k.shmem.len()).expect("fewer than 2^32 page-cache objects");
-        k.shmem.push(ShmemInode {
-            live: true,
-            data: PageData::Compressible,
-            regular: Some(RegularFile {
-                size,
-                large: BTreeMap::new(),
-            }),
-            ..Default::default()
-        });
-        id
+    let inode = ShmemInode {
+        live: true,
+        data: PageData::Compressible,
+        regular: Some(RegularFile {
+            size,
+            large: BTreeMap::new(),
+        }),
+        ..Default::default()
     };
+    let id = super::shmem::add_inode(&mut ctx.w.k.borrow_mut(), inode);
     syscall_exit(ctx, "ftruncate").await;
     id
 }

@@ -78,21 +78,17 @@ pub async fn sys_create_hugetlbfs_file(ctx: &Ctx, size: u64) -> ShmemId {
     syscall_enter(ctx, "ftruncate").await;
     let hpage = ctx.w.granule.pmd_size();
     let rwsem = ctx.w.new_lock("i_mmap_rwsem");
-    let id = {
-        let mut k = ctx.w.k.borrow_mut();
-        let id = ShmemId::try_from(k.shmem.len()).expect("fewer than 2^32 page-cache objects");
-        k.shmem.push(ShmemInode {
-            live: true,
-            data: PageData::Compressible,
-            hugetlbfs: Some(HugetlbfsInode {
-                size: size.div_ceil(hpage) * hpage,
-                i_mmap_rwsem: rwsem,
-                pages: BTreeMap::new(),
-            }),
-            ..Default::default()
-        });
-        id
+    let inode = ShmemInode {
+        live: true,
+        data: PageData::Compressible,
+        hugetlbfs: Some(HugetlbfsInode {
+            size: size.div_ceil(hpage) * hpage,
+            i_mmap_rwsem: rwsem,
+            pages: BTreeMap::new(),
+        }),
+        ..Default::default()
     };
+    let id = super::shmem::add_inode(&mut ctx.w.k.borrow_mut(), inode);
     syscall_exit(ctx, "ftruncate").await;
     id
 }
@@ -203,10 +199,13 @@ async fn hugetlb_no_page(
         None => {
             // alloc_huge_page(), clear_huge_page(), huge_add_to_page_cache().
             ctx.work(w.profile.kernel.thp_fault_ns.unwrap_or(0)).await;
+            // In the same step as the lookup's miss: no other fault can
+            // have added the page meanwhile.
             let pfn = w.hw.borrow_mut().mem.alloc_huge();
             let mut k = w.k.borrow_mut();
             let h = k.shmem[id as usize].hugetlbfs.as_mut().expect("hugetlbfs");
-            *h.pages.entry(index).or_insert(pfn)
+            h.pages.insert(index, pfn);
+            pfn
         }
     };
     let ptl = huge_pte_lockptr(w, table);

@@ -59,6 +59,14 @@ pub fn cpu_node(w: &World, cpu: crate::hw::CpuId) -> u32 {
     })
 }
 
+/// Adds page-cache object `inode` (a shmem object, a regular file or a
+/// hugetlbfs file) to `k`; returns its id.
+pub(crate) fn add_inode(k: &mut crate::kernel::KState, inode: ShmemInode) -> ShmemId {
+    let id = ShmemId::try_from(k.shmem.len()).expect("fewer than 2^32 page-cache objects");
+    k.shmem.push(inode);
+    id
+}
+
 /// `mmap(NULL, len, prot, MAP_SHARED | MAP_ANONYMOUS)`: a new shmem object
 /// of `len` bytes whose pages, once written, hold `data`; returns the
 /// address.
@@ -70,13 +78,15 @@ pub async fn sys_mmap_shared(ctx: &Ctx, len: u64, perms: Perms, data: PageData) 
     ctx.work(ctx.w.profile.kernel.mmap_ns).await;
     let addr = {
         let mut k = ctx.w.k.borrow_mut();
-        let id = ShmemId::try_from(k.shmem.len()).expect("fewer than 2^32 shmem objects");
-        k.shmem.push(ShmemInode {
-            data,
-            mms: BTreeSet::from([mm]),
-            live: true,
-            ..Default::default()
-        });
+        let id = add_inode(
+            &mut k,
+            ShmemInode {
+                data,
+                mms: BTreeSet::from([mm]),
+                live: true,
+                ..Default::default()
+            },
+        );
         let m = &mut k.mms[mm];
         let g = ctx.w.granule;
         let len = g.page_align(len.max(1));
