@@ -702,6 +702,66 @@ pub const CVE_2026_63875: Bug = Bug {
     },
 };
 
+/// 3.8-3.12: x86's `pte_accessible()` ignored a NUMA scan's pending
+/// flush, so migration skipped the flush of a `PROT_NONE` PTE.
+pub const NUMA_PROTNONE_NO_FLUSH: Bug = Bug {
+    id: "numa-protnone-migrate-no-flush",
+    fix: "20841405940e",
+    subject: "mm: fix TLB flush race between migration, and change_protection_range",
+    introduced: Some("4daae3b4b9e4"),
+    versions: "x86 v3.8 to v3.12 (NUMA balancing; fixed in the v3.13 cycle, stable 3.10.y)",
+    arch: Arch::X86,
+    what: "a NUMA scan makes a PTE PROT_NONE and has not flushed yet; migration's \
+           ptep_clear_flush() finds the PTE inaccessible (pte_accessible() ignored the pending \
+           flush), skips the flush, copies and frees the page while another CPU still writes \
+           through its old translation",
+    kernels: Kernels::Setting {
+        buggy: "kernel.pte_accessible_ignores_pending=true",
+        fixed: "kernel.pte_accessible_ignores_pending=false",
+        breaks: Breaks {
+            invariant: Invariant::NoUseAfterFree,
+            search: Search::Explore {
+                experiment: crate::experiment_file!("experiments/bugs/numa-scan-protnone.toml"),
+                strategy: Strategy::Random,
+                schedules: 3_000,
+                seed: 1,
+                max_actions: 200_000,
+                speculation: 2,
+            },
+        },
+    },
+};
+
+/// 3.13-4.12: `mm->tlb_flush_pending` was a bool, cleared by the first of
+/// two overlapping NUMA scans to finish.
+pub const TLB_FLUSH_PENDING_BOOL: Bug = Bug {
+    id: "tlb-flush-pending-bool",
+    fix: "16af97dc5a89",
+    subject: "mm: migrate: prevent racy access to tlb_flush_pending",
+    introduced: Some("20841405940e"),
+    versions: "v3.13 to v4.12 (fixed in v4.13, Cc stable)",
+    arch: Arch::X86,
+    what: "two threads' NUMA scans overlap under mmap_lock for reading; the first to finish \
+           clears the bool mm->tlb_flush_pending while the other still owes its flush, so \
+           migration skips the flush of a PROT_NONE PTE and copies the page while another CPU \
+           still writes through its old translation",
+    kernels: Kernels::Setting {
+        buggy: "kernel.tlb_flush_pending_bool=true",
+        fixed: "kernel.tlb_flush_pending_bool=false",
+        breaks: Breaks {
+            invariant: Invariant::NoLostWrite,
+            search: Search::Explore {
+                experiment: crate::experiment_file!("experiments/bugs/numa-scan-bool.toml"),
+                strategy: Strategy::Random,
+                schedules: 3_000,
+                seed: 1,
+                max_actions: 200_000,
+                speculation: 2,
+            },
+        },
+    },
+};
+
 /// Every entry, in the order `tlbsim bugs` prints them.
 pub const BUGS: &[Bug] = &[
     MPROTECT_VS_RECLAIM,
@@ -731,4 +791,6 @@ pub const BUGS: &[Bug] = &[
     CVE_2026_64229,
     CVE_2021_4002,
     CVE_2026_63875,
+    NUMA_PROTNONE_NO_FLUSH,
+    TLB_FLUSH_PENDING_BOOL,
 ];

@@ -1,9 +1,11 @@
 //! Invariants held by observing events (never by reaching into policies):
 //!
 //! - **no stale use / hold**: once the kernel call that changed a PTE has
-//!   returned, no CPU uses a translation of the value it replaced (or older),
-//!   nor holds one while it has the address space loaded (a loaded ASID can
-//!   be used by speculative walks at any time). Calls with a range contract
+//!   returned, no CPU uses a translation of the value it replaced (or older,
+//!   except a version another call still in progress replaced: that call
+//!   retires it when it returns), nor holds one while it has the address
+//!   space loaded (a loaded ASID can be used by speculative walks at any
+//!   time). Calls with a range contract
 //!   (munmap, madvise, mprotect: `CallRange`) also retire every translation
 //!   of their range older than the call, whoever changed the PTE (this is
 //!   what `mm_tlb_flush_nested` protects). A stale entry that grants nothing
@@ -400,6 +402,44 @@ impl Checker {
         self.freed_mms.clear();
     }
 
+    /// A returning call retires the versions it replaced and older ones,
+    /// except a version another call still in progress replaced (on
+    /// another CPU, or parked): that call retires it when it returns,
+    /// after the flush it owes (a NUMA-hinting fault may make a PTE
+    /// accessible again while the scan that made it `PROT_NONE` has not
+    /// flushed yet, under the same `mmap_lock` for reading). So each of
+    /// `recs` (the returning call's writes, one per page) retires at most
+    /// up to the version below the oldest one other calls in progress
+    /// replaced on its page. Range contracts are not touched.
+    fn defer_to_calls_in_progress(&self, cpu: CpuId, recs: &mut [PteWriteRec]) {
+        let others = || {
+            CpuId::all(self.pending.len())
+                .filter(move |&c| c != cpu)
+                .map(|c| &self.pending[c])
+                .chain(self.parked.values())
+        };
+        if others().all(|p| p.writes.is_empty()) {
+            return;
+        }
+        let mut oldest: FxHashMap<(MmId, u64), u64> = FxHashMap::default();
+        for w in others().flat_map(|p| p.writes.iter()) {
+            let (mm, vpn, Some(old), _) = w.rec else {
+                continue;
+            };
+            for i in 0..w.pages() {
+                let e = oldest.entry((mm, vpn + i)).or_insert(old);
+                *e = (*e).min(old);
+            }
+        }
+        for r in recs.iter_mut() {
+            if let (Some(v), Some(&u)) = (r.2, oldest.get(&(r.0, r.1))) {
+                if u <= v {
+                    r.2 = u.checked_sub(1);
+                }
+            }
+        }
+    }
+
     /// After `why` (a call and the CPU it returned on) retired versions of
     /// (mm, vpn): `cpu`, if it has `mm` loaded, must hold none of them.
     fn check_loaded_cpu(
@@ -675,6 +715,7 @@ impl Checker {
             if !recs.is_sorted_by_key(|w| (w.0, w.1)) {
                 recs.sort_by_key(|w| (w.0, w.1));
             }
+            self.defer_to_calls_in_progress(cpu, &mut recs);
             self.shadow.commit_writes(&recs, &mut keys);
             recs.clear();
             self.scratch_writes = recs;

@@ -440,6 +440,20 @@ pub struct KernelConfig {
     /// "unshared-tables"`. Left out of the JSON when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub arm64_tlb_flush_ignores_unshared: bool,
+    /// x86's `pte_accessible()` of Linux 3.8-3.12: a `PROT_NONE` PTE is
+    /// never accessible, even while a flush of its mm is pending, so
+    /// migration's `ptep_clear_flush()` skips the flush a NUMA scan still
+    /// owes (fixed by 20841405940e, 3.13). x86 only. Left out of the JSON
+    /// when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pte_accessible_ignores_pending: bool,
+    /// `mm->tlb_flush_pending` is a bool (Linux 3.13-4.12): raising it sets
+    /// it, dropping it clears it, so the first of two overlapping NUMA
+    /// scans to finish clears it while the other still owes its flush
+    /// (fixed by 16af97dc5a89, 4.13, a counter). Left out of the JSON when
+    /// false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tlb_flush_pending_bool: bool,
 }
 
 /// What an unmap flushes after `huge_pmd_unshare()` detached a shared
@@ -686,6 +700,8 @@ impl Default for KernelConfig {
             file_large_folios: FileLargeFolios::Small,
             hugetlb_unshare_flush: HugetlbUnshareFlush::UnsharedTables,
             arm64_tlb_flush_ignores_unshared: false,
+            pte_accessible_ignores_pending: false,
+            tlb_flush_pending_bool: false,
         }
     }
 }

@@ -82,7 +82,24 @@ const KERNEL_RULES: &[Rule] = &[
         key: "arm64_tlb_flush_ignores_unshared",
         check: arm64_tlb_flush_ignores_unshared,
     },
+    Rule {
+        key: "pte_accessible_ignores_pending",
+        check: pte_accessible_ignores_pending,
+    },
 ];
+
+/// `pte_accessible_ignores_pending` is x86's `pte_accessible()` before
+/// 20841405940e (arm64's of that time read the young bit, which the model
+/// has not).
+fn pte_accessible_ignores_pending(s: &Setting) -> Result<(), String> {
+    if s.kcfg.pte_accessible_ignores_pending && s.profile.arch != Arch::X86 {
+        return Err(format!(
+            "pte_accessible_ignores_pending is x86's pte_accessible() of Linux 3.8-3.12; profile \"{}\" is {}",
+            s.profile.name, s.profile.arch
+        ));
+    }
+    Ok(())
+}
 
 /// `arm64_tlb_flush_ignores_unshared` is arm64's `tlb_flush()` between
 /// 8ce720d5bd91 and c2ff4764e03e: arm64, with the mmu_gather's

@@ -10,6 +10,7 @@ pub mod libtool_wrapper;
 pub mod lifecycle;
 pub mod migrate_bench;
 pub mod mprotect;
+pub mod numa_scan;
 pub mod pageout_race;
 pub mod replay;
 pub mod swap_bench;
@@ -252,6 +253,7 @@ pub const WORKLOADS: &[&WorkloadEntry] = &[
     &swap_bench::ENTRY,
     &pageout_race::ENTRY,
     &migrate_bench::ENTRY,
+    &numa_scan::ENTRY,
     &unixbench::ENTRY,
     &replay::ENTRY,
 ];

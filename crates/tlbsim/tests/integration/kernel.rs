@@ -912,3 +912,48 @@ fn hugetlb_pmd_tables_are_shared_unshared_and_freed_by_the_last_sharer() {
     assert!(v.2, "the last sharer's munmap frees the table");
     assert!(v.3, "the file keeps its page");
 }
+
+#[test]
+fn a_numa_scan_makes_ptes_prot_none_and_a_hinting_fault_restores_them() {
+    // task_numa_work() makes the present PTEs of the mm PROT_NONE (the zero
+    // page's excepted) and flushes; an access takes a hinting fault
+    // (do_numa_page()) that makes the PTE accessible again, same frame; a
+    // write then makes it writable; the mm's flush-pending count is back
+    // to 0.
+    use tlbsim::kernel::mm::numa_balancing::task_numa_work;
+    use tlbsim::kernel::mm::pgtable::get_pte;
+    let k = KernelConfig {
+        tlb_policy: "x86-pcid".into(),
+        asid_allocator: "none".into(),
+        ..KernelConfig::default()
+    };
+    let w = super::common::world_with("epyc-2s", 2, k);
+    let v = super::common::run_process_for(&w, move |ctx: Ctx| async move {
+        let w = Rc::clone(&ctx.w);
+        let mm = ctx.mm().unwrap();
+        let p = sys_mmap(&ctx, 2 * PAGE_SIZE, Perms::RW).await;
+        ctx.user_access(p, true).await;
+        ctx.user_access(p + PAGE_SIZE, false).await; // the zero page
+        let before = get_pte(&w, mm, p).unwrap();
+        let scanned = task_numa_work(&ctx).await;
+        let none = get_pte(&w, mm, p).unwrap().perms == Perms::NONE;
+        let zero_kept = get_pte(&w, mm, p + PAGE_SIZE).unwrap().perms == Perms::R;
+        let read = ctx.user_access(p, false).await;
+        let after_read = get_pte(&w, mm, p).unwrap();
+        let wrote = ctx.user_access(p, true).await;
+        let after_write = get_pte(&w, mm, p).unwrap();
+        let pending = w.k.borrow().mms[mm].tlb_flush_pending;
+        (
+            scanned,
+            none && zero_kept,
+            read && after_read.pfn == before.pfn && after_read.perms == Perms::R,
+            wrote && after_write.perms == Perms::RW,
+            pending,
+        )
+    });
+    assert_eq!(v.0, 1, "one PTE made PROT_NONE (not the zero page's)");
+    assert!(v.1, "the scanned PTE is PROT_NONE, the zero page's is not");
+    assert!(v.2, "a read's hinting fault maps the same frame again");
+    assert!(v.3, "a write then makes it writable");
+    assert_eq!(v.4, 0, "no flush left pending");
+}

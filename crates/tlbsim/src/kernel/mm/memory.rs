@@ -107,6 +107,10 @@ async fn handle_pte_fault(ctx: &Ctx, mm: MmId, v: &Vma, va: u64, write: bool) {
                 super::filemap::do_fault(ctx, mm, v, va, write).await;
             }
         }
+        // pte_protnone() in an accessible VMA: a NUMA-hinting fault.
+        Some(p) if p.perms == crate::hw::mem::Perms::NONE => {
+            super::numa_balancing::do_numa_page(ctx, mm, v, va).await;
+        }
         Some(p) if write && !p.perms.write() => do_wp_page(ctx, mm, v, va, p).await,
         Some(_) if write => flush_tlb_fix_spurious_fault(ctx, mm, va).await,
         Some(_) => {}

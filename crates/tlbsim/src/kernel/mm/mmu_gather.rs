@@ -514,15 +514,28 @@ pub(crate) async fn tlb_remove_table_sync_one(ctx: &Ctx) {
 
 /// `inc_tlb_flush_pending(mm)`: a flush of `mm` is under way (its page
 /// tables may change before it completes; `mm_tlb_flush_nested()` reads it).
+/// With `[kernel] tlb_flush_pending_bool`, 3.13-4.12's
+/// `set_tlb_flush_pending()`: a store of true.
 pub async fn inc_tlb_flush_pending(ctx: &Ctx, mm: MmId) {
     let w = &ctx.w;
+    if w.kcfg.tlb_flush_pending_bool {
+        return ctx
+            .atomic_set(|| w.k.borrow_mut().mms[mm].tlb_flush_pending = 1)
+            .await;
+    }
     ctx.atomic_inc(|| w.k.borrow_mut().mms[mm].tlb_flush_pending += 1)
         .await;
 }
 
-/// `dec_tlb_flush_pending(mm)`.
+/// `dec_tlb_flush_pending(mm)`. With `[kernel] tlb_flush_pending_bool`,
+/// `clear_tlb_flush_pending()`: a store of false.
 pub async fn dec_tlb_flush_pending(ctx: &Ctx, mm: MmId) {
     let w = &ctx.w;
+    if w.kcfg.tlb_flush_pending_bool {
+        return ctx
+            .atomic_set(|| w.k.borrow_mut().mms[mm].tlb_flush_pending = 0)
+            .await;
+    }
     ctx.atomic_dec(|| w.k.borrow_mut().mms[mm].tlb_flush_pending -= 1)
         .await;
 }

@@ -23,6 +23,7 @@
 //! | `vmscan.rs` | mm/vmscan.c | page reclaim, kswapd |
 //! | `swap.rs` | mm/swapfile.c, drivers/block/zram | swap slots on a zram device |
 //! | `migrate.rs` | mm/migrate.c, mm/mempolicy.c | page migration between NUMA nodes |
+//! | `numa_balancing.rs` | kernel/sched/fair.c, mm/mempolicy.c, mm/memory.c | NUMA-hinting scans (`task_numa_work()`, `change_prot_numa()`) and faults (`do_numa_page()`) |
 //! | `migrate_device.rs` | mm/migrate_device.c, lib/test_hmm.c | migration into a device's memory (`migrate_vma_*()`) |
 //!
 //! What Linux keeps elsewhere is elsewhere here too: `dup_mmap()`,
@@ -47,6 +48,7 @@ pub mod mmap;
 pub mod mmu_gather;
 pub mod mprotect;
 pub mod mremap;
+pub mod numa_balancing;
 pub mod pgtable;
 pub mod rmap;
 pub mod shmem;

@@ -314,9 +314,12 @@ pub fn pmd_none(w: &World, mm: MmId, va: u64) -> bool {
 /// flush of `mm` is pending (`mm_tlb_flush_pending()`: the change that
 /// made it so may not have flushed yet); any other always (arm64's
 /// `pte_valid()` since 07509e10dcc7; before it, only a young PTE, and the
-/// model has no access flag).
+/// model has no access flag). x86 3.8-3.12 (`[kernel]
+/// pte_accessible_ignores_pending`): a `PROT_NONE` PTE never (fixed by
+/// 20841405940e).
 pub fn pte_accessible(w: &World, mm: MmId, pte: Pte) -> bool {
-    pte.perms != Perms::NONE || w.k.borrow().mms[mm].tlb_flush_pending > 0
+    pte.perms != Perms::NONE
+        || (!w.kcfg.pte_accessible_ignores_pending && w.k.borrow().mms[mm].tlb_flush_pending > 0)
 }
 
 /// The PTE table the PMD of `mm` for `va` points to, with its instance
