@@ -108,6 +108,26 @@ fn pin(c: &Ctx, cpu: CpuId) -> CpuMask {
     super::only_cpu(&c.w, cpu)
 }
 
+/// The `migratepages` tool in a shell loop: once `ready`, moves
+/// `target`'s pages from node 0 to node 1 and back, `iterations` times,
+/// then sets `done`.
+pub(super) async fn migratepages_loop(
+    c: &Ctx,
+    target: TaskId,
+    iterations: u64,
+    ready: &TrackedCell<bool>,
+    done: &TrackedCell<bool>,
+) {
+    while !ready.get() {
+        c.user_work(10_000).await;
+    }
+    for _ in 0..iterations {
+        sys_migrate_pages(c, target, 0, 1).await;
+        sys_migrate_pages(c, target, 1, 0).await;
+    }
+    done.set(true);
+}
+
 /// A thread of the process: rounds of random accesses until `done`.
 async fn user_loop(
     c: &Ctx,
@@ -234,14 +254,7 @@ impl Workload for MigrateBench {
                         Box::new(move |c: Ctx| {
                             Box::pin(async move {
                                 sys_sched_setaffinity(&c, Some(pin(&c, CpuId::BOOT))).await;
-                                while !r.get() {
-                                    c.user_work(10_000).await;
-                                }
-                                for _ in 0..n {
-                                    sys_migrate_pages(&c, target, 0, 1).await;
-                                    sys_migrate_pages(&c, target, 1, 0).await;
-                                }
-                                d.set(true);
+                                migratepages_loop(&c, target, n, &r, &d).await;
                             })
                         }),
                     )

@@ -12,6 +12,7 @@
 //! CPUs: `migratepages` on CPU 0, the scanners from CPU 1, then the
 //! writers, each pinned (wrapping around the machine).
 
+use super::migrate_bench::migratepages_loop;
 use super::WorkloadEntry;
 use super::{parse_params, Params, Workload};
 use crate::engine::rng::{Rng, Streams};
@@ -21,7 +22,6 @@ use crate::hw::CpuId;
 use crate::kernel::exit::sys_wait;
 use crate::kernel::fork::{spawn_user, sys_clone_thread, sys_fork_pinned};
 use crate::kernel::hrtimer::schedule_hrtimeout;
-use crate::kernel::mm::migrate::sys_migrate_pages;
 use crate::kernel::mm::numa_balancing::task_numa_work;
 use crate::kernel::mm::shmem::sys_mmap_shared;
 use crate::kernel::mm::swap::PageData;
@@ -145,14 +145,7 @@ impl Workload for NumaScan {
                     let (d, iterations) = (Rc::clone(&done), me.iterations);
                     let migrator = Box::new(move |c: Ctx| {
                         Box::pin(async move {
-                            while !ready.get() {
-                                c.user_work(1_000).await;
-                            }
-                            for _ in 0..iterations {
-                                sys_migrate_pages(&c, target, 0, 1).await;
-                                sys_migrate_pages(&c, target, 1, 0).await;
-                            }
-                            d.set(true);
+                            migratepages_loop(&c, target, iterations, &ready, &d).await;
                         }) as crate::kernel::TaskFuture
                     });
                     sys_fork_pinned(&ctx, "migratepages", Some(CpuId::BOOT), migrator).await;
