@@ -190,6 +190,12 @@ pub struct Checker {
     /// The machine's granule (from the hardware each event comes with):
     /// the size of the pages `vpn`s count and of huge leaves.
     g: Granule,
+    /// Per mm, the pending writes (of every call in progress, on a CPU or
+    /// parked) that replaced a version: while a returning call's mm has
+    /// none, there is no other call's version to leave alone
+    /// ([`Checker::defer_to_calls_in_progress`]). A freed mm's count is
+    /// dropped with it (its writes are forgotten).
+    replacing: FxHashMap<MmId, u32>,
     /// Page-table pages other address spaces' trees link too (`TableShare`:
     /// a shared hugetlb PMD table), with those address spaces, until the
     /// page is freed.
@@ -228,6 +234,7 @@ impl Checker {
             arch: Arch::Arm64,
             g: Granule::K4,
             shared_tables: FxHashMap::default(),
+            replacing: FxHashMap::default(),
             events_seen: 0,
         }
     }
@@ -384,6 +391,7 @@ impl Checker {
     fn mm_free(&mut self, mm: MmId) {
         self.shadow.drop_mm(mm);
         self.by_mm.remove(&mm);
+        self.replacing.remove(&mm);
         self.freed_mms.insert(mm);
         if self.freed_mms.len() >= self.pending.len() {
             self.purge_freed();
@@ -412,20 +420,30 @@ impl Checker {
     /// up to the version below the oldest one other calls in progress
     /// replaced on its page. Range contracts are not touched.
     fn defer_to_calls_in_progress(&self, cpu: CpuId, recs: &mut [PteWriteRec]) {
-        let others = || {
-            CpuId::all(self.pending.len())
-                .filter(move |&c| c != cpu)
-                .map(|c| &self.pending[c])
-                .chain(self.parked.values())
-        };
-        if others().all(|p| p.writes.is_empty()) {
+        // The returning call's writes are uncounted already: a count left
+        // for one of its mms is another call's.
+        let busy = |mm: MmId| self.replacing.get(&mm).is_some_and(|&n| n > 0);
+        let mut mms: Vec<MmId> = Vec::new();
+        for r in recs.iter().filter(|r| r.2.is_some() && busy(r.0)) {
+            if !mms.contains(&r.0) {
+                mms.push(r.0);
+            }
+        }
+        if mms.is_empty() {
             return;
         }
+        let others = CpuId::all(self.pending.len())
+            .filter(|&c| c != cpu)
+            .map(|c| &self.pending[c])
+            .chain(self.parked.values());
         let mut oldest: FxHashMap<(MmId, u64), u64> = FxHashMap::default();
-        for w in others().flat_map(|p| p.writes.iter()) {
+        for w in others.flat_map(|p| p.writes.iter()) {
             let (mm, vpn, Some(old), _) = w.rec else {
                 continue;
             };
+            if !mms.contains(&mm) {
+                continue;
+            }
             for i in 0..w.pages() {
                 let e = oldest.entry((mm, vpn + i)).or_insert(old);
                 *e = (*e).min(old);
@@ -496,6 +514,9 @@ impl Checker {
             self.version_bound = self.version_bound.max(p.version + 1);
         }
         let pages = if huge { self.g.hpage_pmd_nr() } else { 1 };
+        if old.is_some() {
+            *self.replacing.entry(mm).or_default() += 1;
+        }
         self.pending[cpu].writes.push(PendingWrite {
             rec: (mm, vpn, old.map(|p| p.version), new),
             pages,
@@ -700,6 +721,11 @@ impl Checker {
             self.pending[cpu].forget(&self.freed_mms);
         }
         let mut writes = std::mem::take(&mut self.pending[cpu].writes);
+        for w in writes.iter().filter(|w| w.rec.2.is_some()) {
+            if let Some(n) = self.replacing.get_mut(&w.rec.0) {
+                *n -= 1;
+            }
+        }
         let range = self.pending[cpu].range.take();
         let mut keys = std::mem::take(&mut self.scratch_keys);
         if let Some(r) = range {
