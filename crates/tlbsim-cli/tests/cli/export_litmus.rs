@@ -39,7 +39,7 @@ fn the_documented_exports_are_what_check_writes() {
                 "--policy",
                 "arm64-tlbbatch-6.6",
                 "--schedules",
-                "2000",
+                "10000",
             ],
         ),
     ];

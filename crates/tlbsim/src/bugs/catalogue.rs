@@ -743,17 +743,47 @@ pub const TLB_FLUSH_PENDING_BOOL: Bug = Bug {
     arch: Arch::X86,
     what: "two threads' NUMA scans overlap under mmap_lock for reading; the first to finish \
            clears the bool mm->tlb_flush_pending while the other still owes its flush, so \
-           migration skips the flush of a PROT_NONE PTE and copies the page while another CPU \
-           still writes through its old translation",
+           migration skips the flush of a PROT_NONE PTE, copies the page and frees it while \
+           another CPU still holds (and may write through) its old translation",
     kernels: Kernels::Setting {
         buggy: "kernel.tlb_flush_pending_bool=true",
         fixed: "kernel.tlb_flush_pending_bool=false",
         breaks: Breaks {
-            invariant: Invariant::NoLostWrite,
+            invariant: Invariant::NoUseAfterFree,
             search: Search::Explore {
                 experiment: crate::experiment_file!("experiments/bugs/numa-scan-bool.toml"),
                 strategy: Strategy::Random,
                 schedules: 3_000,
+                seed: 1,
+                max_actions: 200_000,
+                speculation: 2,
+            },
+        },
+    },
+};
+
+/// CVE-2022-41222: mremap moved a whole PTE table without the rmap locks,
+/// under a reclaimer holding the table's own lock through the old VMA.
+pub const CVE_2022_41222: Bug = Bug {
+    id: "CVE-2022-41222",
+    fix: "97113eb39fa7",
+    subject: "mm/mremap: hold the rmap lock in write mode when moving page table entries.",
+    introduced: Some("2c91bd4a4e2e"),
+    versions: "v5.10 (arm64's HAVE_MOVE_PMD, 45544eee9606; x86 from v5.0) to v5.13.2 (fixed in v5.14 and v5.13.3)",
+    arch: Arch::Arm64,
+    what: "mremap moves a PTE table whole under the PMD locks only (need_rmap_locks is false for \
+           a new VMA) while reclaim, which reached the page through the old VMA and holds the \
+           table's lock, clears the PTE that now maps the new address, flushes the old one \
+           and frees the page: a CPU keeps the new translation",
+    kernels: Kernels::Setting {
+        buggy: "kernel.mremap_move_pmd=\"need-rmap-locks\"",
+        fixed: "kernel.mremap_move_pmd=\"rmap-locks\"",
+        breaks: Breaks {
+            invariant: Invariant::NoStaleHold,
+            search: Search::Explore {
+                experiment: crate::experiment_file!("experiments/bugs/mremap-move-pmd.toml"),
+                strategy: Strategy::Dpor,
+                schedules: 5_000,
                 seed: 1,
                 max_actions: 200_000,
                 speculation: 2,
@@ -793,4 +823,5 @@ pub const BUGS: &[Bug] = &[
     CVE_2026_63875,
     NUMA_PROTNONE_NO_FLUSH,
     TLB_FLUSH_PENDING_BOOL,
+    CVE_2022_41222,
 ];

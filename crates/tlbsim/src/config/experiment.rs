@@ -454,6 +454,11 @@ pub struct KernelConfig {
     /// false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tlb_flush_pending_bool: bool,
+    /// Whether and how `mremap` moves a whole PTE table when it moves a
+    /// `PMD_SIZE`-aligned `PMD_SIZE` (`move_normal_pmd()`,
+    /// `kernel/mm/mremap.rs`). Left out of the JSON when `"rmap-locks"`.
+    #[serde(default, skip_serializing_if = "MremapMovePmd::is_default")]
+    pub mremap_move_pmd: MremapMovePmd,
 }
 
 /// What an unmap flushes after `huge_pmd_unshare()` detached a shared
@@ -484,6 +489,33 @@ impl HugetlbUnshareFlush {
     /// Is this the default (`"unshared-tables"`)?
     pub fn is_default(&self) -> bool {
         *self == HugetlbUnshareFlush::UnsharedTables
+    }
+}
+
+/// How `move_page_tables()` moves an aligned `PMD_SIZE` (`[kernel]
+/// mremap_move_pmd`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MremapMovePmd {
+    /// PTE by PTE (`move_ptes()`), as every range: Linux before
+    /// `CONFIG_HAVE_MOVE_PMD` (x86 before 5.0, arm64 before 5.11).
+    Off,
+    /// `move_normal_pmd()` moves the PMD entry, taking the rmap locks
+    /// only when `copy_vma()` said they are needed (`need_rmap_locks`,
+    /// false for a new VMA, which rmap walks visit after the old one):
+    /// Linux 5.0 (2c91bd4a4e2e) to 5.13, until 97113eb39fa7
+    /// (CVE-2022-41222).
+    NeedRmapLocks,
+    /// `move_normal_pmd()` under the rmap locks in write mode always
+    /// (97113eb39fa7, 5.14; stable 5.13.3, 5.10.51).
+    #[default]
+    RmapLocks,
+}
+
+impl MremapMovePmd {
+    /// Is this the default (`"rmap-locks"`)?
+    pub fn is_default(&self) -> bool {
+        *self == MremapMovePmd::RmapLocks
     }
 }
 
@@ -702,6 +734,7 @@ impl Default for KernelConfig {
             arm64_tlb_flush_ignores_unshared: false,
             pte_accessible_ignores_pending: false,
             tlb_flush_pending_bool: false,
+            mremap_move_pmd: MremapMovePmd::RmapLocks,
         }
     }
 }

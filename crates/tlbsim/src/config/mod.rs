@@ -16,8 +16,8 @@ pub mod profile;
 
 pub use experiment::{
     Arm64FlushRangeLimit, CheckerConfig, Experiment, ExperimentMeta, FileLargeFolios, Files,
-    HugetlbUnshareFlush, KernelConfig, MachineOverrides, PgtableFreeTlbi, Placement, Thp,
-    ThpZeroPage, VmConfig, WorkloadConfig, FILE_PARAMS,
+    HugetlbUnshareFlush, KernelConfig, MachineOverrides, MremapMovePmd, PgtableFreeTlbi, Placement,
+    Thp, ThpZeroPage, VmConfig, WorkloadConfig, FILE_PARAMS,
 };
 pub use location::{find_key_line, from_table, parse_toml, ConfigError};
 pub use patch::apply_sets;

@@ -101,6 +101,7 @@ fn bprm_mm_init(ctx: &Ctx, mm: MmId, start: u64, end: u64) {
             start,
             end,
             perms: Perms::RW,
+            rmap_order: 0,
             shmem: None,
             anon: Some(AnonMap {
                 id,
@@ -119,7 +120,7 @@ async fn shift_arg_pages(ctx: &Ctx, mm: MmId, (start, end): (u64, u64), shift: u
     let _f = ctx.func(crate::label!("shift_arg_pages"));
     let (new_start, new_end) = (start - shift, end - shift);
     set_range(ctx, mm, start, new_start, end);
-    move_page_tables(ctx, mm, start, new_start, end - start).await;
+    move_page_tables(ctx, mm, (start, new_start, end - start), false).await;
     set_range(ctx, mm, new_start, new_start, new_end);
     let mut tlb = MmuGather::begin(ctx, mm, false).await;
     tlb.free_pgtables(ctx, start, end).await;

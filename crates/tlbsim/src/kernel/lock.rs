@@ -328,8 +328,10 @@ impl Ctx {
         free && self.w.lock_acquire(l, self.task, false, self.now())
     }
 
-    /// The split lock of the PTE table mapping `va` in `mm`.
-    fn pte_lock_id(&self, mm: MmId, va: u64) -> LockId {
+    /// The split lock of the PTE table mapping `va` in `mm`
+    /// (`pte_lockptr()`). It lives in the table's page, so when `mremap`
+    /// moves the table it moves too (`kernel/mm/mremap.rs`).
+    pub fn pte_lockptr(&self, mm: MmId, va: u64) -> LockId {
         // The span one PTE table maps (`PMD_SHIFT`): the granule of the
         // split page-table locks.
         let key = va >> self.w.granule.pmd_shift();
@@ -344,14 +346,14 @@ impl Ctx {
     /// Takes the lock of the PTE table mapping `va` (`pte_offset_map_lock`).
     pub async fn ptl_lock(&self, mm: MmId, va: u64) {
         let _f = self.func(crate::label!("_raw_spin_lock"));
-        let l = self.pte_lock_id(mm, va);
+        let l = self.pte_lockptr(mm, va);
         self.step(Op::Lock(l)).await;
     }
 
     /// Releases the lock of the PTE table mapping `va`.
     pub async fn ptl_unlock(&self, mm: MmId, va: u64) {
         let _f = self.func(crate::label!("_raw_spin_unlock"));
-        let l = self.pte_lock_id(mm, va);
+        let l = self.pte_lockptr(mm, va);
         self.step(Op::Unlock(l)).await;
     }
 }

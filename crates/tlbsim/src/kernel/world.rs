@@ -61,6 +61,9 @@ pub struct KState {
     /// hugetlb PMD tables shared between address spaces, and the PMD
     /// tables' locks (`kernel/mm/hugetlb.rs`).
     pub pmd_shares: Var<super::mm::hugetlb::PmdShares>,
+    /// The reverse map's locks (`anon_vma->root->rwsem` per fork tree, a
+    /// file's `i_mmap_rwsem`), created on first use (`kernel/mm/rmap.rs`).
+    pub rmap_locks: Var<BTreeMap<super::mm::rmap::RmapRoot, super::LockId>>,
 }
 }
 

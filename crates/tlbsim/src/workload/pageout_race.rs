@@ -49,6 +49,12 @@
 //!   faults and is dropped), forked children keep their own mapping. With
 //!   kswapd reclaiming (`madvise = false`, `[kernel] memory_limit_pages`),
 //!   this is the race of CVE-2018-18281 (`kernel/mm/mremap.rs`).
+//! - `mremap_fixed_pmd = true` (with `mremap`, a mapping of one `PMD_SIZE`
+//!   at 4 KiB pages: `pages x stride_pages = 512`): the main thread moves
+//!   it with `MREMAP_FIXED` to `PMD_SIZE`-aligned addresses, 1 GiB and 1
+//!   GiB + 4 MiB in turn, so each move after the first moves its PTE
+//!   table whole (`move_normal_pmd()`); with kswapd reclaiming, the race of
+//!   CVE-2022-41222.
 //! - `shared = false`: the mapping is private anonymous memory: reclaim
 //!   leaves swap entries in the PTEs, migration leaves migration entries,
 //!   and forked children share its pages copy-on-write (and its swap
@@ -65,7 +71,7 @@ use crate::kernel::exit::sys_wait;
 use crate::kernel::fork::{spawn_user, sys_clone_thread, sys_fork};
 use crate::kernel::mm::madvise::{sys_madvise_cold, sys_madvise_free, sys_madvise_pageout};
 use crate::kernel::mm::migrate::sys_migrate_pages;
-use crate::kernel::mm::mremap::sys_mremap;
+use crate::kernel::mm::mremap::{sys_mremap, sys_mremap_fixed};
 use crate::kernel::mm::shmem::sys_mmap_shared;
 use crate::kernel::mm::swap::PageData;
 use crate::kernel::mm::{sys_madvise_dontneed, sys_mmap_private, sys_mprotect, sys_munmap};
@@ -122,6 +128,10 @@ pub struct PageoutRace {
     /// Left out of the JSON when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mremap: bool,
+    /// The moves are to fixed `PMD_SIZE`-aligned addresses (module doc).
+    /// Left out of the JSON when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mremap_fixed_pmd: bool,
     /// Mean user work between two page-outs and between a user's rounds
     /// (ns); each gap is drawn from 0.5x..1.5x of it from the seeded
     /// stream `pageout-race/userN`.
@@ -168,6 +178,14 @@ fn default_op() -> String {
 fn gap() -> u64 {
     2000
 }
+
+/// The PTEs of one PTE table at 4 KiB pages.
+const PTRS_PER_PTE: u64 = 512;
+
+/// The first of the two places `mremap_fixed_pmd` moves the mapping to
+/// (the other is two `PMD_SIZE` above): 1 GiB, below every mapping the
+/// kernel places (they grow down from `mmap_base`).
+const FIXED_PMD_BASE: u64 = 1 << 30;
 
 /// Larger mappings are refused: this is a stress for the checker, whose
 /// explorer wants a handful of pages.
@@ -223,6 +241,11 @@ impl PageoutRace {
             return Err(format!(
                 "`advice` must be pageout, cold or free, not \"{}\"",
                 t.advice
+            ));
+        }
+        if t.mremap_fixed_pmd && !(t.mremap && t.pages * t.stride_pages == PTRS_PER_PTE) {
+            return Err(format!(
+                "`mremap_fixed_pmd` needs `mremap = true` and `pages` x `stride_pages` = {PTRS_PER_PTE} (one PMD_SIZE at 4 KiB pages)"
             ));
         }
         if t.advice == "free" && t.shared {
@@ -338,7 +361,13 @@ async fn main_round(ctx: &Ctx, me: &PageoutRace, base: &TrackedCell<u64>, it: u6
     if me.mremap {
         // Refused (the range split by a user's mprotect): it stays where
         // it is.
-        if let Some(to) = sys_mremap(ctx, base.get(), len).await {
+        let moved = if me.mremap_fixed_pmd {
+            let to = FIXED_PMD_BASE + (it % 2) * 2 * ctx.w.granule.pmd_size();
+            sys_mremap_fixed(ctx, base.get(), len, to).await
+        } else {
+            sys_mremap(ctx, base.get(), len).await
+        };
+        if let Some(to) = moved {
             base.set(to);
         }
         // It reads what it moved (faulting in what reclaim took).

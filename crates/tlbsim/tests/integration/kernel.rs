@@ -957,3 +957,53 @@ fn a_numa_scan_makes_ptes_prot_none_and_a_hinting_fault_restores_them() {
     assert!(v.3, "a write then makes it writable");
     assert_eq!(v.4, 0, "no flush left pending");
 }
+
+#[test]
+fn mremap_moves_an_aligned_pte_table_whole_and_its_lock_with_it() {
+    // mremap(MREMAP_FIXED) of one PMD_SIZE between PMD_SIZE-aligned
+    // addresses moves the PTE table itself (move_normal_pmd()): the same
+    // table maps the new address, the old one has none, the frames stay,
+    // the table's lock is the one the new address now names, and both
+    // VMAs' rmap order puts the new one after the old. With
+    // `mremap_move_pmd = "off"` it moves PTE by PTE into a new table.
+    use tlbsim::config::MremapMovePmd;
+    use tlbsim::kernel::mm::mremap::sys_mremap_fixed;
+    use tlbsim::kernel::mm::pgtable::{get_pte, pmd_pgtable};
+    let run = |how: MremapMovePmd| {
+        let k = KernelConfig {
+            tlb_policy: "arm64-stock".into(),
+            asid_allocator: "arm64-asid-reserved".into(),
+            mremap_move_pmd: how,
+            ..KernelConfig::default()
+        };
+        let w = super::common::world_with("ampere-32", 2, k);
+        super::common::run_process_for(&w, move |ctx: Ctx| async move {
+            let w = Rc::clone(&ctx.w);
+            let mm = ctx.mm().unwrap();
+            let pmd = w.granule.pmd_size();
+            let (a, b) = (1u64 << 30, (1u64 << 30) + 2 * pmd);
+            let p = sys_mmap(&ctx, pmd, Perms::RW).await;
+            let p = sys_mremap_fixed(&ctx, p, pmd, a).await.expect("moved to a");
+            ctx.user_access(a, true).await;
+            ctx.user_access(a + 300 * PAGE_SIZE, true).await;
+            let frames = [a, a + 300 * PAGE_SIZE].map(|va| get_pte(&w, mm, va).unwrap().pfn);
+            let table = pmd_pgtable(&w, mm, a).unwrap().0;
+            let lock = ctx.pte_lockptr(mm, a);
+            let to = sys_mremap_fixed(&ctx, p, pmd, b).await;
+            let now = [b, b + 300 * PAGE_SIZE].map(|va| get_pte(&w, mm, va).map(|p| p.pfn));
+            let same_table = pmd_pgtable(&w, mm, b).map(|t| t.0) == Some(table);
+            let old_gone = pmd_pgtable(&w, mm, a).is_none() && get_pte(&w, mm, a).is_none();
+            let same_lock = ctx.pte_lockptr(mm, b) == lock;
+            (to, frames.map(Some) == now, same_table, old_gone, same_lock)
+        })
+    };
+    let (to, frames, same_table, old_gone, same_lock) = run(MremapMovePmd::RmapLocks);
+    assert_eq!(to, Some((1 << 30) + 4 * (1 << 20)));
+    assert!(frames, "the pages stay mapped at their new addresses");
+    assert!(same_table, "the PTE table itself moved");
+    assert!(old_gone, "nothing maps the old range");
+    assert!(same_lock, "the table's lock moved with it");
+    let (_, frames, same_table, old_gone, same_lock) = run(MremapMovePmd::Off);
+    assert!(frames && old_gone);
+    assert!(!same_table && !same_lock, "PTE by PTE into a new table");
+}

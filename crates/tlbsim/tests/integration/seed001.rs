@@ -153,8 +153,10 @@ fn the_v6_6_batched_pending_dsb_leaves_a_stale_translation_after_mprotect() {
     // deferred: the child's flush_tlb_batched_pending() ran only a DSB on
     // its own CPU, which does not complete the parent's TLBI
     // (4b634918384c). The same search passes the mainline batch.
-    assert!(explore("arm64-tlbbatch", "mprotect", true, 2_000).is_none());
-    let f = explore("arm64-tlbbatch-6.6", "mprotect", true, 2_000).expect("the 6.6 race is found");
+    // (Random schedules from seed 1: found at schedule 4,061 since rmap
+    // walks take their reverse map's lock.)
+    assert!(explore("arm64-tlbbatch", "mprotect", true, 10_000).is_none());
+    let f = explore("arm64-tlbbatch-6.6", "mprotect", true, 10_000).expect("the 6.6 race is found");
     assert_breaks(&f, Invariant::NoStaleHold);
     let text = f.report.to_string();
     assert!(text.contains("after mprotect"), "{text}");
@@ -600,12 +602,22 @@ fn kswapd_swaps_private_pages_shared_after_fork_through_the_swap_cache() {
     // The v6.6 race, and the mutants of the batch, on anonymous pages.
     let f = first_failure(&private_kswapd("arm64-tlbbatch-6.6"), 2_000, 50_000);
     assert_breaks(&f.expect("v6.6 fails"), Invariant::NoStaleHold);
+    // Without the batch's sync, a frame is freed while another CPU maps
+    // it, and a later call returns with the translation still cached:
+    // which the schedule shows first depends on it.
     let f = first_failure(
         &private_kswapd("mutant-tlbbatch-no-batch-sync"),
         200,
         50_000,
     );
-    assert_breaks(&f.expect("caught"), Invariant::NoStaleHold);
+    let found = f.expect("caught").report.invariant();
+    assert!(
+        matches!(
+            found,
+            Some(Invariant::NoStaleHold | Invariant::NoUseAfterFree)
+        ),
+        "{found:?}"
+    );
 }
 
 #[test]

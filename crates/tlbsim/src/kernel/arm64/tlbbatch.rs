@@ -84,13 +84,13 @@ impl TlbBatch {
 }
 
 /// The search that shows a broken version of the batch (historical or
-/// mutant): 2,000 random schedules of `experiment` from seed 1, at most
+/// mutant): 10,000 random schedules of `experiment` from seed 1, at most
 /// 200,000 steps each (seed 001's explore experiments finish well within).
 pub const fn batch_search(experiment: Source) -> Search {
     Search::Explore {
         experiment,
         strategy: Strategy::Random,
-        schedules: 2_000,
+        schedules: 10_000,
         seed: 1,
         max_actions: 200_000,
         speculation: 2,

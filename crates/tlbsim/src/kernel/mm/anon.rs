@@ -23,7 +23,8 @@ use crate::kernel::{Ctx, Vma, World};
 /// The (mm, address) pairs whose PTE may map anonymous page `index` of
 /// anon id `anon` in the fork tree of `family` (`rmap_walk_anon()`): every
 /// VMA of a live address space of the tree that carries the anon id and
-/// covers the page, in (mm, address) order.
+/// covers the page, by mm, and within one mm in rmap order
+/// ([`super::mm_types::rmap_ordered`]).
 pub fn anon_mappers(w: &World, family: MmId, anon: super::AnonId, index: u64) -> Vec<(MmId, u64)> {
     let k = w.k.borrow();
     let mut out = Vec::new();
@@ -32,8 +33,7 @@ pub fn anon_mappers(w: &World, family: MmId, anon: super::AnonId, index: u64) ->
             continue;
         }
         out.extend(
-            m.vmas
-                .values()
+            super::mm_types::rmap_ordered(m.vmas.values())
                 .filter_map(|v| v.anon_address_of(anon, index))
                 .map(|va| (m.id, va)),
         );

@@ -104,6 +104,7 @@ fn do_brk_flags(ctx: &Ctx, mm: MmId, oldbrk: u64, newbrk: u64) {
             start: oldbrk,
             end: newbrk,
             perms: Perms::RW,
+            rmap_order: 0,
             shmem: None,
             anon: Some(super::AnonMap {
                 id,

@@ -133,6 +133,7 @@ pub async fn sys_mmap_file(ctx: &Ctx, file: ShmemId, len: u64, perms: Perms, sha
                 start,
                 end: start + len,
                 perms,
+                rmap_order: 0,
                 shmem: Some(ShmemMap {
                     id: file,
                     pgoff: 0,

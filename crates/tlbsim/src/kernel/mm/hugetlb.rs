@@ -141,6 +141,7 @@ pub async fn sys_mmap_hugetlb(
                     start: addr,
                     end,
                     perms,
+                    rmap_order: 0,
                     shmem,
                     anon: None,
                 };
@@ -208,7 +209,7 @@ async fn hugetlb_no_page(
             pfn
         }
     };
-    let ptl = huge_pte_lockptr(w, table);
+    let ptl = pmd_lockptr(w, table);
     ctx.spin_lock(ptl).await;
     if get_pte(w, mm, haddr).is_none() {
         for i in 0..w.granule.hpage_pmd_nr() {
@@ -258,7 +259,7 @@ async fn huge_pmd_share(ctx: &Ctx, mm: MmId, v: &Vma, addr: u64) -> Option<Table
     let w = &ctx.w;
     let (id, idx) = v.shmem_index(addr)?;
     let (spte, sbase) = find_shareable(w, mm, v, id, idx)?;
-    let ptl = huge_pte_lockptr(w, spte);
+    let ptl = pmd_lockptr(w, spte);
     ctx.spin_lock(ptl).await;
     let base = addr & !(PUD_SIZE - 1);
     let shared = pmd_table(w, mm, addr).is_none();
@@ -414,7 +415,7 @@ async fn __unmap_hugepage_range(tlb: &mut MmuGather, ctx: &Ctx, start: u64, end:
             addr += hpage;
             continue;
         };
-        let ptl = huge_pte_lockptr(w, t);
+        let ptl = pmd_lockptr(w, t);
         ctx.spin_lock(ptl).await;
         if let Some(left) = huge_pmd_unshare(ctx, mm, addr) {
             ctx.spin_unlock(ptl).await;
@@ -477,8 +478,8 @@ fn emit_view(w: &World, ctx: &Ctx, mm: MmId, va: u64, old: Option<Pte>, new: Opt
     });
 }
 
-/// `huge_pte_lockptr()` of a PMD-sized page: the lock of PMD table `t`.
-fn huge_pte_lockptr(w: &World, t: TableId) -> LockId {
+/// `pmd_lockptr()` of a PMD-sized page: the lock of PMD table `t`.
+pub(super) fn pmd_lockptr(w: &World, t: TableId) -> LockId {
     if let Some(&l) = w.k.borrow().pmd_shares.ptl.get(&t) {
         return l;
     }

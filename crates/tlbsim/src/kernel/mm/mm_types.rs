@@ -25,6 +25,21 @@ pub struct Vma {
     /// copy-on-write pages): its `anon_vma` and the linear page index of
     /// `start` (see [`AnonMap`]). `None` for shared mappings.
     pub anon: Option<AnonMap>,
+    /// Where reverse-map walks visit it among the VMAs of its mm that map
+    /// the same pages (the `i_mmap` and `anon_vma` interval trees order
+    /// equal page offsets by insertion): 0 for a VMA made by `mmap`,
+    /// `brk` or `exec`; `copy_vma()` links the VMA `mremap` moves to
+    /// after the old one (its order + 1), which `move_page_tables()`
+    /// relies on when it skips the rmap locks (`kernel/mm/mremap.rs`).
+    pub rmap_order: u32,
+}
+
+/// `vmas` (in address order) in the order reverse-map walks visit them
+/// ([`Vma::rmap_order`], then address).
+pub fn rmap_ordered<'a>(vmas: impl Iterator<Item = &'a Vma>) -> impl Iterator<Item = &'a Vma> {
+    let mut v: Vec<&Vma> = vmas.collect();
+    v.sort_by_key(|v| v.rmap_order); // stable: address order within one
+    v.into_iter()
 }
 
 /// The bytes one unit of a page index (`vm_pgoff`, a folio's index)

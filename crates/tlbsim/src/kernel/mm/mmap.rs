@@ -75,6 +75,7 @@ pub(crate) fn insert_vma(
             start,
             end: start + len,
             perms,
+            rmap_order: 0,
             shmem,
             anon: anon.map(|(id, data)| AnonMap {
                 id,

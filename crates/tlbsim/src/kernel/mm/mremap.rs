@@ -15,40 +15,89 @@
 //! page at its new address, unmap it, flush that address and free the page
 //! while the old translation still lived on another CPU.
 //!
-//! Modelled: `MREMAP_MAYMOVE` to an address the kernel picks, same length.
-//! Growing or shrinking in place and `MREMAP_FIXED` are not; a huge page in
-//! the range is split first (Linux moves an aligned one whole,
-//! `move_huge_pmd()`).
+//! A `PMD_SIZE`-aligned `PMD_SIZE` whose PMD points to a PTE table, moved
+//! to a `PMD_SIZE`-aligned place, is moved whole: `move_normal_pmd()`
+//! moves the PMD entry under the old and new PMD tables' locks and flushes
+//! the old range before dropping them, but takes no PTE lock (the table's
+//! own lock moves with it). A reverse-map walker that found the table
+//! through the old VMA, and holds its lock, would then clear a PTE that
+//! now maps the new address and flush the old one. Rmap walks visit the
+//! new VMA after the old one, so `copy_vma()` says the rmap locks are not
+//! needed for a new VMA; Linux 5.0-5.13 (x86; arm64 from 5.10) believed it
+//! for whole-table moves too (`[kernel] mremap_move_pmd =
+//! "need-rmap-locks"`): reclaim cleared the PTE at its new address, flushed
+//! only the old one and freed the page while another CPU held the new
+//! translation (CVE-2022-41222). 97113eb39fa7 takes the rmap locks for
+//! writing around every whole-table move (`"rmap-locks"`, the default).
+//! Facts: docs/research/issue37-mremap-pmd.md.
+//!
+//! Modelled: `MREMAP_MAYMOVE` to an address the kernel picks or, with
+//! `MREMAP_FIXED`, the caller's; same length. Growing or shrinking in
+//! place is not; a huge page in the range is split first (Linux moves an
+//! aligned one whole, `move_huge_pmd()`), and PUD-sized moves
+//! (`move_normal_pud()`) are not modelled.
 
 use super::huge_memory::split_huge_range;
+use super::hugetlb::pmd_lockptr;
+use super::mmap::do_munmap;
 use super::mmap::{find_vma, page_align, remove_vmas, unmapped_area_topdown};
 use super::mmu_gather::MmuGather;
-use super::pgtable::{present_ptes, pte_tables, set_pte, set_swp_entry, swp_entries};
+use super::pgtable::{
+    move_pmd_pgtable, pmd_alloc, pmd_table, present_ptes, pte_tables, set_pte, set_swp_entry,
+    swp_entries,
+};
+use super::rmap::{rmap_lock, vma_rmap_roots};
 use super::tlbbatch::flush_tlb_batched_pending;
+use crate::config::MremapMovePmd;
 use crate::hw::tlb::MmId;
 use crate::kernel::entry::{call_range, syscall_enter, syscall_exit};
 use crate::kernel::tlbflush::flush_tlb_range;
-use crate::kernel::{Ctx, Vma};
+use crate::kernel::{Ctx, LockId, Vma};
 
 /// `mremap(addr, len, len, MREMAP_MAYMOVE)`: moves the mapping of `[addr,
 /// addr + len)`, which must lie in one VMA, to a free range the kernel
 /// picks; returns its address, or `None` (`EFAULT`/`EINVAL`) if the range
 /// is not page aligned, empty or not inside one VMA.
 pub async fn sys_mremap(ctx: &Ctx, addr: u64, len: u64) -> Option<u64> {
+    mremap(ctx, addr, len, None).await
+}
+
+/// `mremap(addr, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, new_addr)`: as
+/// [`sys_mremap`], to `new_addr`, whatever is mapped there unmapped first
+/// (`mremap_to()`: `do_munmap()`). `None` (`EINVAL`) also if `new_addr`
+/// is not page aligned, or the two ranges overlap or leave the address
+/// space.
+pub async fn sys_mremap_fixed(ctx: &Ctx, addr: u64, len: u64, new_addr: u64) -> Option<u64> {
+    mremap(ctx, addr, len, Some(new_addr)).await
+}
+
+/// The highest address a user mapping may reach (47 bits).
+const TASK_SIZE: u64 = 1 << 47;
+
+async fn mremap(ctx: &Ctx, addr: u64, len: u64, fixed: Option<u64>) -> Option<u64> {
     let _f = ctx.func(crate::label!("__do_sys_mremap"));
     syscall_enter(ctx, "mremap").await;
     let mm = ctx.mm().expect("user task");
     let len = page_align(ctx, len);
     let end = addr.checked_add(len);
+    let page = ctx.w.granule.page_size();
+    let target_ok = fixed.is_none_or(|n| {
+        n.is_multiple_of(page)
+            && n.checked_add(len).is_some_and(|e| e <= TASK_SIZE)
+            && end.is_some_and(|end| n + len <= addr || n >= end)
+    });
     ctx.mmap_write_lock(mm).await;
     // vma_to_resize(): the range must lie inside one VMA.
     let vma = end
-        .filter(|_| addr.is_multiple_of(ctx.w.granule.page_size()) && len > 0)
+        .filter(|_| addr.is_multiple_of(page) && len > 0 && target_ok)
         .and_then(|end| find_vma(&ctx.w, mm, addr).filter(|v| v.end >= end));
     let moved = match (vma, end) {
         (Some(v), Some(end)) => {
             call_range(ctx, mm, addr, end);
-            Some(move_vma(ctx, mm, &v, addr, len).await)
+            if let Some(n) = fixed {
+                do_munmap(ctx, mm, n, n + len).await;
+            }
+            Some(move_vma(ctx, mm, &v, (addr, len), fixed).await)
         }
         _ => None,
     };
@@ -57,32 +106,28 @@ pub async fn sys_mremap(ctx: &Ctx, addr: u64, len: u64) -> Option<u64> {
     moved
 }
 
-/// `move_vma()`: a new VMA for the range (`copy_vma()`, with the shmem
-/// page offset of `addr`), the PTEs moved into it ([`move_page_tables`]),
-/// then the old range unmapped (`do_vmi_munmap()`: its PTEs are gone
-/// already; emptied page tables are freed after a flush). Returns the new
-/// address.
-async fn move_vma(ctx: &Ctx, mm: MmId, v: &Vma, addr: u64, len: u64) -> u64 {
+/// `move_vma()`: a new VMA for the range at `fixed` or a free place
+/// ([`copy_vma`]), the PTEs moved into it ([`move_page_tables`]), then the
+/// old range unmapped (`do_vmi_munmap()`: its PTEs are gone already;
+/// emptied page tables are freed after a flush). Returns the new address.
+async fn move_vma(
+    ctx: &Ctx,
+    mm: MmId,
+    v: &Vma,
+    (addr, len): (u64, u64),
+    fixed: Option<u64>,
+) -> u64 {
     let _f = ctx.func(crate::label!("move_vma"));
     let w = &ctx.w;
     ctx.work(w.profile.kernel.mmap_ns).await;
     split_huge_range(ctx, mm, addr, addr + len).await;
-    let new_addr = {
-        let mut k = w.k.borrow_mut();
-        let m = &mut k.mms[mm];
-        let start = unmapped_area_topdown(&m.vmas, m.mmap_base, len, ctx.w.granule);
-        // copy_vma(): the new VMA maps the same pages (vm_pgoff kept).
-        m.vmas.insert(
-            start,
-            Vma {
-                start,
-                end: start + len,
-                ..v.tail_from(addr)
-            },
-        );
-        start
-    };
-    move_page_tables(ctx, mm, addr, new_addr, len).await;
+    let new_addr = fixed.unwrap_or_else(|| {
+        let k = w.k.borrow();
+        let m = &k.mms[mm];
+        unmapped_area_topdown(&m.vmas, m.mmap_base, len, w.granule)
+    });
+    let need_rmap_locks = copy_vma(ctx, mm, v, addr, (new_addr, len)).await;
+    move_page_tables(ctx, mm, (addr, new_addr, len), need_rmap_locks).await;
     ctx.work(w.profile.kernel.munmap_ns).await;
     remove_vmas(ctx, mm, addr, addr + len);
     let mut g = MmuGather::begin(ctx, mm, false).await;
@@ -92,11 +137,60 @@ async fn move_vma(ctx: &Ctx, mm: MmId, v: &Vma, addr: u64, len: u64) -> u64 {
     new_addr
 }
 
+/// `copy_vma()`: links a VMA for `[new, new + len)` mapping what `v` maps
+/// from `addr` (`vm_pgoff` kept) into its reverse maps, under their locks
+/// for writing (`anon_vma_clone()`, `vma_link()`: the model holds both at
+/// once), after `v` in their order ([`Vma::rmap_order`]). Returns
+/// `need_rmap_locks`: false, as for every new (unmerged) VMA, which rmap
+/// walks visit after the old one (the model never merges it).
+async fn copy_vma(ctx: &Ctx, mm: MmId, v: &Vma, addr: u64, (new, len): (u64, u64)) -> bool {
+    let w = &ctx.w;
+    let locks = take_rmap_locks(ctx, mm, v).await;
+    w.k.borrow_mut().mms[mm].vmas.insert(
+        new,
+        Vma {
+            start: new,
+            end: new + len,
+            rmap_order: v.rmap_order + 1,
+            ..v.tail_from(addr)
+        },
+    );
+    drop_rmap_locks(ctx, &locks).await;
+    false
+}
+
+/// `take_rmap_locks()`: `v`'s file's `i_mmap_rwsem`, then its
+/// `anon_vma`'s, for writing. Returns them, for [`drop_rmap_locks`].
+async fn take_rmap_locks(ctx: &Ctx, mm: MmId, v: &Vma) -> Vec<LockId> {
+    let locks: Vec<LockId> = vma_rmap_roots(&ctx.w, mm, v)
+        .into_iter()
+        .map(|r| rmap_lock(&ctx.w, r))
+        .collect();
+    for &l in &locks {
+        ctx.down(l, false).await;
+    }
+    locks
+}
+
+/// `drop_rmap_locks()`: releases what [`take_rmap_locks`] took.
+async fn drop_rmap_locks(ctx: &Ctx, locks: &[LockId]) {
+    for &l in locks.iter().rev() {
+        ctx.up(l, false).await;
+    }
+}
+
 /// `move_page_tables()`: moves the PTEs of `[old, old + len)` to `new`,
-/// one stretch at a time that lies in one PTE table at both ends
-/// ([`move_ptes`]). With `[kernel] mremap_flush_unlocked`, the old range is
-/// flushed at the end if a clean present PTE was moved (Linux 4.9-4.18).
-pub(crate) async fn move_page_tables(ctx: &Ctx, mm: MmId, old: u64, new: u64, len: u64) {
+/// one stretch at a time that lies in one PTE table at both ends: a whole
+/// aligned table by its PMD entry where `[kernel] mremap_move_pmd` allows
+/// ([`move_normal_pmd`]), else PTE by PTE ([`move_ptes`]). With `[kernel]
+/// mremap_flush_unlocked`, the old range is flushed at the end if a clean
+/// present PTE was moved (Linux 4.9-4.18).
+pub(crate) async fn move_page_tables(
+    ctx: &Ctx,
+    mm: MmId,
+    (old, new, len): (u64, u64, u64),
+    need_rmap_locks: bool,
+) {
     let _f = ctx.func(crate::label!("move_page_tables"));
     let span = ctx.w.granule.pmd_size();
     let old_end = old + len;
@@ -106,7 +200,10 @@ pub(crate) async fn move_page_tables(ctx: &Ctx, mm: MmId, old: u64, new: u64, le
         let next_o = (o | (span - 1)) + 1;
         let next_n = (n | (span - 1)) + 1;
         let extent = (next_o - o).min(next_n - n).min(old_end - o);
-        if !pte_tables(&ctx.w, mm, o, o + extent).is_empty() {
+        let whole = extent == span && ctx.w.kcfg.mremap_move_pmd != MremapMovePmd::Off;
+        if whole && move_pgt_entry(ctx, mm, (o, n), need_rmap_locks).await {
+            // moved whole
+        } else if !pte_tables(&ctx.w, mm, o, o + extent).is_empty() {
             need_flush |= move_ptes(ctx, mm, (o, o + extent), n).await;
         }
         o += extent;
@@ -116,6 +213,75 @@ pub(crate) async fn move_page_tables(ctx: &Ctx, mm: MmId, old: u64, new: u64, le
         let page_size = ctx.w.granule.page_size();
         flush_tlb_range(ctx, mm, old, old_end, page_size, true).await;
     }
+}
+
+/// `move_pgt_entry(NORMAL_PMD, ...)`: [`move_normal_pmd`] under the rmap
+/// locks of the VMA at `old` for writing if `need_rmap_locks` (Linux
+/// 5.0-5.13, `[kernel] mremap_move_pmd = "need-rmap-locks"`) or always
+/// (97113eb39fa7). Returns whether the table moved.
+async fn move_pgt_entry(
+    ctx: &Ctx,
+    mm: MmId,
+    (old, new): (u64, u64),
+    need_rmap_locks: bool,
+) -> bool {
+    let take = need_rmap_locks || ctx.w.kcfg.mremap_move_pmd == MremapMovePmd::RmapLocks;
+    let vma = find_vma(&ctx.w, mm, old).expect("the old VMA stays until the move is done");
+    let locks = if take {
+        take_rmap_locks(ctx, mm, &vma).await
+    } else {
+        Vec::new()
+    };
+    let moved = move_normal_pmd(ctx, mm, old, new).await;
+    drop_rmap_locks(ctx, &locks).await;
+    moved
+}
+
+/// `move_normal_pmd()`: with `alloc_new_pmd()` done first, under the old
+/// PMD table's lock and the new one's (`pmd_lock()`, `spin_lock_nested()`
+/// if they differ), moves the PMD entry of `old` to `new`
+/// (`move_pmd_pgtable()`) and flushes the old range
+/// (`flush_tlb_range(vma, old_addr, old_addr + PMD_SIZE)`: not leaf-only,
+/// the walk caches hold the old PMD) before dropping them. The PTE
+/// table's own lock goes with it. Returns false, moving nothing, if the
+/// old PMD does not point to a PTE table or the new one is not empty
+/// (the caller then moves PTE by PTE).
+async fn move_normal_pmd(ctx: &Ctx, mm: MmId, old: u64, new: u64) -> bool {
+    let _f = ctx.func(crate::label!("move_normal_pmd"));
+    let w = &ctx.w;
+    let (new_pmd, allocated) = pmd_alloc(w, mm, new);
+    let Some(old_pmd) = pmd_table(w, mm, old) else {
+        return false;
+    };
+    let (old_ptl, new_ptl) = (pmd_lockptr(w, old_pmd), pmd_lockptr(w, new_pmd));
+    ctx.spin_lock(old_ptl).await;
+    if new_ptl != old_ptl {
+        ctx.spin_lock(new_ptl).await;
+    }
+    let moved = move_pmd_pgtable(w, ctx.cpu(), mm, old, new);
+    if moved.is_some() {
+        // The table's lock (`ptdesc->ptl`) moves with it.
+        let shift = w.granule.pmd_shift();
+        let mut k = w.k.borrow_mut();
+        let locks = &mut k.mms[mm].pte_locks;
+        match locks.remove(&(old >> shift)) {
+            Some(l) => locks.insert(new >> shift, l),
+            None => locks.remove(&(new >> shift)),
+        };
+    }
+    let k = &w.profile.kernel;
+    let tables = allocated + moved.map_or(0, |(_, a)| a);
+    ctx.work(k.pte_update_ns * 2 + k.page_alloc_ns * u64::from(tables))
+        .await;
+    if moved.is_some() {
+        let page_size = w.granule.page_size();
+        flush_tlb_range(ctx, mm, old, old + w.granule.pmd_size(), page_size, false).await;
+    }
+    if new_ptl != old_ptl {
+        ctx.spin_unlock(new_ptl).await;
+    }
+    ctx.spin_unlock(old_ptl).await;
+    moved.is_some()
 }
 
 /// `move_ptes()`: under the old table's lock and the new one's (one lock

@@ -338,6 +338,84 @@ pub fn pmd_pgtable(w: &World, mm: MmId, va: u64) -> Option<(TableId, u64)> {
     Some((table, hw.mem.table(table).instance))
 }
 
+/// `move_normal_pmd()`'s page-table work (`pmd_clear(old_pmd)`,
+/// `pmd_populate(mm, new_pmd, pmd_pgtable(pmd))`): the PTE table that maps
+/// `old` in `mm` is detached there and installed to map `new` (both
+/// `PMD_SIZE` aligned), allocating the tables above `new` as needed. Its
+/// present PTEs now translate `new`'s addresses: observers see each as a
+/// `PteWrite` clearing it at its old address and one setting it at its
+/// new one, with a new version (the checker retires versions by number:
+/// the old one is retired at the old address). Returns the table and the number of
+/// table pages allocated, or `None` (nothing done) if `old`'s PMD does not
+/// point to a PTE table or `new`'s is not empty.
+pub fn move_pmd_pgtable(
+    w: &World,
+    cpu: CpuId,
+    mm: MmId,
+    old: u64,
+    new: u64,
+) -> Option<(TableId, u32)> {
+    if pmd_pgtable(w, mm, old).is_none() || !pmd_none(w, mm, new) {
+        return None;
+    }
+    let t = pmd_clear_pgtable(w, mm, old)?;
+    let pgd = w.k.borrow().mms[mm].pgd;
+    let mut allocated = 0;
+    let leaves = {
+        let mut mem = w.hw.page_tables_mut();
+        let pmd = table_at(&mut mem, pgd, new, HUGE_LEVEL, true, &mut allocated)
+            .expect("allocating walk");
+        let idx = mem.granule().level_index(new, HUGE_LEVEL);
+        mem.table_mut(pmd).entries.insert(idx, Desc::Table(t));
+        let sh = mem.granule().page_shift();
+        let mut leaves = Vec::new();
+        for (&i, d) in mem.table_mut(t).entries.iter_mut() {
+            if let Desc::Page(p) = d {
+                let was = *p;
+                p.version = w.next_pte_version();
+                leaves.push((u64::from(i) << sh, was, *p));
+            }
+        }
+        leaves
+    };
+    for (off, was, p) in leaves {
+        let (old, new) = (old + off, new + off);
+        w.emit(Event::PteWrite {
+            cpu,
+            mm,
+            va: old,
+            old: Some(was),
+            new: None,
+        });
+        w.emit(Event::PteWrite {
+            cpu,
+            mm,
+            va: new,
+            old: None,
+            new: Some(p),
+        });
+    }
+    Some((t, allocated))
+}
+
+/// Where PTE table `t` of `mm` maps the page `va` had in it when it
+/// mapped `va` (`t` may have moved since: `move_normal_pmd()`): `va`
+/// itself while `t` still maps it, else the same page of the
+/// `PMD_SIZE` `t` maps now; `None` if `mm` no longer has `t`.
+pub fn pte_in_table(w: &World, mm: MmId, t: TableId, va: u64) -> Option<u64> {
+    if pmd_pgtable(w, mm, va).is_some_and(|(u, _)| u == t) {
+        return Some(va);
+    }
+    let mask = w.granule.pmd_size() - 1;
+    let mut at = None;
+    visit_level(w, mm, 0, 1 << 48, HUGE_LEVEL, |_, lo, d| {
+        if *d == Desc::Table(t) {
+            at = Some(lo | (va & mask));
+        }
+    });
+    at
+}
+
 /// `pmdp_huge_get_and_clear()` of a PMD pointing to a PTE table: detaches
 /// the table that maps `va` (`PMD_SIZE` aligned) from `mm`'s tree and
 /// returns it (to be freed by the caller after its flush), or `None` if

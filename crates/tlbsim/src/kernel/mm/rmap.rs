@@ -10,15 +10,86 @@
 
 use super::anon::anon_mappers;
 use super::folio::Mapping;
-use super::pgtable::{get_pte, pte_accessible, set_pte, set_swap_pte, set_swp_entry};
+use super::pgtable::{
+    get_pte, pmd_pgtable, pte_accessible, pte_in_table, set_pte, set_swap_pte, set_swp_entry,
+};
 use super::tlbbatch::{set_tlb_ubc_flush_pending, should_defer_flush};
 use crate::hw::mem::{Pfn, Pte, SwpEntry};
 use crate::hw::tlb::MmId;
 use crate::kernel::tlbflush::flush_tlb_page;
-use crate::kernel::{Ctx, World};
+use crate::kernel::{Ctx, LockId, ShmemId, Vma, World};
 
-/// The (mm, address) pairs whose PTE may map folio `pfn`, in (mm,
-/// address) order: for a shmem folio every VMA of a live address space
+/// What the reverse map of a folio hangs from, and what an rmap walk
+/// locks: an anonymous folio's root `anon_vma` (one per fork tree in the
+/// model: `anon_vma->root`, named by the tree's first mm) or a file's
+/// `address_space` (its `i_mmap` tree).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RmapRoot {
+    /// The root `anon_vma` of the fork tree of this mm.
+    Anon(MmId),
+    /// The `address_space` of this file or shmem object.
+    File(ShmemId),
+}
+
+/// The rwsem of `root`: `anon_vma->root->rwsem` or `mapping->i_mmap_rwsem`
+/// (a hugetlbfs file's own, `kernel/mm/hugetlb.rs`). Created on first use.
+pub fn rmap_lock(w: &World, root: RmapRoot) -> LockId {
+    if let RmapRoot::File(id) = root {
+        if let Some(h) = &w.k.borrow().shmem[id as usize].hugetlbfs {
+            return h.i_mmap_rwsem;
+        }
+    }
+    if let Some(&l) = w.k.borrow().rmap_locks.get(&root) {
+        return l;
+    }
+    let l = w.new_lock(match root {
+        RmapRoot::Anon(_) => "anon_vma",
+        RmapRoot::File(_) => "i_mmap_rwsem",
+    });
+    w.k.borrow_mut().rmap_locks.insert(root, l);
+    l
+}
+
+/// The reverse maps VMA `v` of `mm` is linked into: its file's and its
+/// `anon_vma`'s (a private file mapping has both), in the order
+/// `take_rmap_locks()` locks them (the file's `i_mmap_rwsem` first).
+pub fn vma_rmap_roots(w: &World, mm: MmId, v: &Vma) -> Vec<RmapRoot> {
+    let family = w.k.borrow().mms[mm].family;
+    let file = v.shmem.map(|s| RmapRoot::File(s.id));
+    let anon = v.anon.map(|_| RmapRoot::Anon(family));
+    file.into_iter().chain(anon).collect()
+}
+
+/// The reverse map folio `pfn` is found through, if it is a mapped folio.
+fn folio_rmap_root(w: &World, pfn: Pfn) -> Option<RmapRoot> {
+    match w.k.borrow().folios.get(&pfn)?.mapping {
+        Mapping::Shmem { id, .. } => Some(RmapRoot::File(id)),
+        Mapping::Anon { family, .. } => Some(RmapRoot::Anon(family)),
+    }
+}
+
+/// `rmap_walk()` of folio `pfn`: takes its reverse map's lock for
+/// reading (`anon_vma_lock_read()`, `i_mmap_lock_read()`), which keeps
+/// the VMAs it visits linked and in their order, and returns it with the
+/// (mm, address) pairs to visit ([`folio_mappers`]). Release with
+/// [`rmap_walk_done`].
+async fn rmap_walk_begin(ctx: &Ctx, pfn: Pfn) -> (Option<LockId>, Vec<(MmId, u64)>) {
+    let l = folio_rmap_root(&ctx.w, pfn).map(|r| rmap_lock(&ctx.w, r));
+    if let Some(l) = l {
+        ctx.down(l, true).await;
+    }
+    (l, folio_mappers(&ctx.w, pfn))
+}
+
+/// Ends an rmap walk begun by [`rmap_walk_begin`].
+async fn rmap_walk_done(ctx: &Ctx, l: Option<LockId>) {
+    if let Some(l) = l {
+        ctx.up(l, true).await;
+    }
+}
+
+/// The (mm, address) pairs whose PTE may map folio `pfn`, by mm, and
+/// within one mm in rmap order (`Vma::rmap_order`, then address): for a shmem folio every VMA of a live address space
 /// mapping the folio's page of its object (`rmap_walk_file()`;
 /// `vma_address()`), for an anonymous one every VMA of its fork tree that
 /// covers its page ([`anon_mappers`]).
@@ -42,8 +113,7 @@ pub fn folio_mappers(w: &World, pfn: Pfn) -> Vec<(MmId, u64)> {
             continue;
         }
         out.extend(
-            m.vmas
-                .values()
+            super::mm_types::rmap_ordered(m.vmas.values())
                 .filter_map(|v| v.address_of(id, index))
                 .map(|va| (mm, va)),
         );
@@ -58,13 +128,15 @@ pub fn folio_mappers(w: &World, pfn: Pfn) -> Vec<(MmId, u64)> {
 pub async fn try_to_unmap(ctx: &Ctx, pfn: Pfn, batch: bool) -> Option<(MmId, u64)> {
     let _f = ctx.func(crate::label!("try_to_unmap"));
     let mut last = None;
-    for (mm, va) in folio_mappers(&ctx.w, pfn) {
+    let (lock, mappers) = rmap_walk_begin(ctx, pfn).await;
+    for (mm, va) in mappers {
         match try_to_unmap_one(ctx, (mm, va), pfn, batch, Ttu::Reclaim).await {
             Unmap::Cleared(_) => last = Some((mm, va)),
             Unmap::NotMapped => {}
             Unmap::Kept => break, // a lazily freeable folio in use: kept
         }
     }
+    rmap_walk_done(ctx, lock).await;
     last
 }
 
@@ -77,11 +149,13 @@ pub async fn try_to_unmap(ctx: &Ctx, pfn: Pfn, batch: bool) -> Option<(MmId, u64
 pub async fn try_to_migrate(ctx: &Ctx, pfn: Pfn, batch: bool) -> Vec<(MmId, u64, Pte)> {
     let _f = ctx.func(crate::label!("try_to_migrate"));
     let mut out = Vec::new();
-    for (mm, va) in folio_mappers(&ctx.w, pfn) {
+    let (lock, mappers) = rmap_walk_begin(ctx, pfn).await;
+    for (mm, va) in mappers {
         if let Unmap::Cleared(p) = try_to_unmap_one(ctx, (mm, va), pfn, batch, Ttu::Migrate).await {
             out.push((mm, va, p));
         }
     }
+    rmap_walk_done(ctx, lock).await;
     out
 }
 
@@ -109,14 +183,22 @@ async fn try_to_unmap_one(
 ) -> Unmap {
     let _f = ctx.func(crate::label!("try_to_unmap_one"));
     let w = &ctx.w;
-    ctx.ptl_lock(mm, va).await;
-    let unmapped = match get_pte(w, mm, va) {
-        Some(p) if p.pfn == pfn => {
+    // page_vma_mapped_walk(): the PMD is read without a lock, then the
+    // lock of the PTE table it points to is taken, and the PTE read
+    // through that table. If mremap moved the table meanwhile
+    // (`move_normal_pmd()`, which takes no PTE lock), the PTE is the one
+    // of the table's new place (`at`), while the flush is of `va`.
+    let table = pmd_pgtable(w, mm, va).map(|(t, _)| t);
+    let ptl = ctx.pte_lockptr(mm, va);
+    ctx.spin_lock(ptl).await;
+    let at = table.and_then(|t| pte_in_table(w, mm, t, va));
+    let unmapped = match at.and_then(|at| get_pte(w, mm, at).map(|p| (at, p))) {
+        Some((at, p)) if p.pfn == pfn => {
             if should_defer_flush(ctx, mm, batch) {
-                set_pte(w, ctx.cpu(), mm, va, None);
+                set_pte(w, ctx.cpu(), mm, at, None);
                 set_tlb_ubc_flush_pending(ctx, mm, p, va).await;
             } else {
-                ptep_clear_flush(ctx, mm, va).await;
+                clear_flush(ctx, mm, at, va).await;
             }
             if w.policy.pte_dirty(p) {
                 // folio_mark_dirty()
@@ -130,22 +212,22 @@ async fn try_to_unmap_one(
                     .folios
                     .get(&pfn)
                     .map_or((false, None), |f| (f.anon(), f.swap));
-            if why == Ttu::Reclaim && lazyfree_keep(w, ctx.cpu(), (mm, va), p) {
+            if why == Ttu::Reclaim && lazyfree_keep(w, ctx.cpu(), (mm, at), p) {
                 Unmap::Kept
             } else {
                 if why == Ttu::Migrate && anon {
-                    set_swp_entry(w, mm, va, Some(SwpEntry::Migration(p)));
+                    set_swp_entry(w, mm, at, Some(SwpEntry::Migration(p)));
                 } else if let Some(slot) = swap {
                     w.k.borrow_mut().swap.dup(slot);
-                    set_swap_pte(w, mm, va, Some(slot));
+                    set_swap_pte(w, mm, at, Some(slot));
                 }
-                w.put_frame(ctx.cpu(), pfn, mm, va);
+                w.put_frame(ctx.cpu(), pfn, mm, at);
                 Unmap::Cleared(p)
             }
         }
         _ => Unmap::NotMapped,
     };
-    ctx.ptl_unlock(mm, va).await;
+    ctx.spin_unlock(ptl).await;
     unmapped
 }
 
@@ -209,11 +291,17 @@ fn lazyfree_keep(w: &World, cpu: crate::hw::CpuId, (mm, va): (MmId, u64), p: Pte
 /// (arm64 `flush_tlb_page()`: `DSB ISHST; TLBI VALE1IS; DSB ISH`, inlined
 /// here as in the kernel). Returns the old PTE.
 pub async fn ptep_clear_flush(ctx: &Ctx, mm: MmId, va: u64) -> Option<Pte> {
+    clear_flush(ctx, mm, va, va).await
+}
+
+/// [`ptep_clear_flush`] of the PTE now at `at` (in a PTE table found at
+/// `address`, which mremap may have moved since), flushing `address`.
+async fn clear_flush(ctx: &Ctx, mm: MmId, at: u64, address: u64) -> Option<Pte> {
     let _f = ctx.func(crate::label!("ptep_clear_flush"));
-    let (old, _) = set_pte(&ctx.w, ctx.cpu(), mm, va, None);
+    let (old, _) = set_pte(&ctx.w, ctx.cpu(), mm, at, None);
     // if (pte_accessible(mm, pte)) flush_tlb_page(vma, address);
     if old.is_some_and(|p| pte_accessible(&ctx.w, mm, p)) {
-        flush_tlb_page(ctx, mm, va).await;
+        flush_tlb_page(ctx, mm, address).await;
     }
     old
 }
