@@ -24,7 +24,7 @@ use crate::kernel::{Ctx, Vma, World};
 /// anon id `anon` in the fork tree of `family` (`rmap_walk_anon()`): every
 /// VMA of a live address space of the tree that carries the anon id and
 /// covers the page, by mm, and within one mm in rmap order
-/// ([`super::mm_types::rmap_ordered`]).
+/// (`rmap_ordered()`: `Vma::rmap_order`, then address).
 pub fn anon_mappers(w: &World, family: MmId, anon: super::AnonId, index: u64) -> Vec<(MmId, u64)> {
     let k = w.k.borrow();
     let mut out = Vec::new();
