@@ -459,6 +459,13 @@ pub struct KernelConfig {
     /// `kernel/mm/mremap.rs`). Left out of the JSON when `"rmap-locks"`.
     #[serde(default, skip_serializing_if = "MremapMovePmd::is_default")]
     pub mremap_move_pmd: MremapMovePmd,
+    /// With `mremap_move_pmd` not `"off"`, an aligned `PUD_SIZE` whose PUD
+    /// points to a PMD table moves by its PUD entry (`move_normal_pud()`,
+    /// `CONFIG_HAVE_MOVE_PUD`: x86 and arm64 since 5.11), under the same
+    /// rmap-lock rule. `false`: Linux 5.0-5.10 (PMD moves only). Left
+    /// out of the JSON when true.
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub mremap_move_pud: bool,
 }
 
 /// What an unmap flushes after `huge_pmd_unshare()` detached a shared
@@ -735,6 +742,7 @@ impl Default for KernelConfig {
             pte_accessible_ignores_pending: false,
             tlb_flush_pending_bool: false,
             mremap_move_pmd: MremapMovePmd::RmapLocks,
+            mremap_move_pud: true,
         }
     }
 }
@@ -816,6 +824,9 @@ pub struct CheckerConfig {
 
 fn yes() -> bool {
     true
+}
+fn is_yes(b: &bool) -> bool {
+    *b
 }
 fn default_history() -> usize {
     24

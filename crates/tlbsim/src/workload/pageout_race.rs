@@ -49,12 +49,14 @@
 //!   faults and is dropped), forked children keep their own mapping. With
 //!   kswapd reclaiming (`madvise = false`, `[kernel] memory_limit_pages`),
 //!   this is the race of CVE-2018-18281 (`kernel/mm/mremap.rs`).
-//! - `mremap_fixed_pmd = true` (with `mremap`, a mapping of one `PMD_SIZE`
+//! - `mremap_fixed = "pmd"` (with `mremap`, a mapping of one `PMD_SIZE`
 //!   at 4 KiB pages: `pages x stride_pages = 512`): the main thread moves
 //!   it with `MREMAP_FIXED` to `PMD_SIZE`-aligned addresses, 1 GiB and 1
 //!   GiB + 4 MiB in turn, so each move after the first moves its PTE
 //!   table whole (`move_normal_pmd()`); with kswapd reclaiming, the race of
-//!   CVE-2022-41222.
+//!   CVE-2022-41222. `"pud"`: a mapping of one `PUD_SIZE` (`pages x
+//!   stride_pages = 262144`) moved between 64 GiB and 66 GiB, its PMD
+//!   table moving whole (`move_normal_pud()`).
 //! - `shared = false`: the mapping is private anonymous memory: reclaim
 //!   leaves swap entries in the PTEs, migration leaves migration entries,
 //!   and forked children share its pages copy-on-write (and its swap
@@ -128,10 +130,10 @@ pub struct PageoutRace {
     /// Left out of the JSON when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mremap: bool,
-    /// The moves are to fixed `PMD_SIZE`-aligned addresses (module doc).
-    /// Left out of the JSON when false.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub mremap_fixed_pmd: bool,
+    /// The moves are to fixed `PMD_SIZE`- (`"pmd"`) or `PUD_SIZE`-aligned
+    /// (`"pud"`) addresses (module doc). Left out of the JSON when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mremap_fixed: Option<String>,
     /// Mean user work between two page-outs and between a user's rounds
     /// (ns); each gap is drawn from 0.5x..1.5x of it from the seeded
     /// stream `pageout-race/userN`.
@@ -182,10 +184,13 @@ fn gap() -> u64 {
 /// The PTEs of one PTE table at 4 KiB pages.
 const PTRS_PER_PTE: u64 = 512;
 
-/// The first of the two places `mremap_fixed_pmd` moves the mapping to
-/// (the other is two `PMD_SIZE` above): 1 GiB, below every mapping the
+/// The first of the two places `mremap_fixed = "pmd"` moves the mapping
+/// to (the other is two `PMD_SIZE` above): 1 GiB, below every mapping the
 /// kernel places (they grow down from `mmap_base`).
 const FIXED_PMD_BASE: u64 = 1 << 30;
+
+/// The same for `"pud"` (the other place is 2 GiB above): 64 GiB.
+const FIXED_PUD_BASE: u64 = 64 << 30;
 
 /// Larger mappings are refused: this is a stress for the checker, whose
 /// explorer wants a handful of pages.
@@ -243,10 +248,22 @@ impl PageoutRace {
                 t.advice
             ));
         }
-        if t.mremap_fixed_pmd && !(t.mremap && t.pages * t.stride_pages == PTRS_PER_PTE) {
-            return Err(format!(
-                "`mremap_fixed_pmd` needs `mremap = true` and `pages` x `stride_pages` = {PTRS_PER_PTE} (one PMD_SIZE at 4 KiB pages)"
-            ));
+        if let Some(f) = &t.mremap_fixed {
+            let want = match f.as_str() {
+                "pmd" => PTRS_PER_PTE,
+                "pud" => PTRS_PER_PTE * PTRS_PER_PTE,
+                _ => {
+                    return Err(format!(
+                        "`mremap_fixed` must be \"pmd\" or \"pud\", not \"{f}\""
+                    ))
+                }
+            };
+            if !(t.mremap && t.pages * t.stride_pages == want) {
+                return Err(format!(
+                    "`mremap_fixed = \"{f}\"` needs `mremap = true` and `pages` x `stride_pages` = {want} (one {} at 4 KiB pages)",
+                    f.to_uppercase() + "_SIZE"
+                ));
+            }
         }
         if t.advice == "free" && t.shared {
             return Err(
@@ -361,9 +378,13 @@ async fn main_round(ctx: &Ctx, me: &PageoutRace, base: &TrackedCell<u64>, it: u6
     if me.mremap {
         // Refused (the range split by a user's mprotect): it stays where
         // it is.
-        let moved = if me.mremap_fixed_pmd {
-            let to = FIXED_PMD_BASE + (it % 2) * 2 * ctx.w.granule.pmd_size();
-            sys_mremap_fixed(ctx, base.get(), len, to).await
+        let moved = if let Some(f) = &me.mremap_fixed {
+            let (at, step) = if f == "pmd" {
+                (FIXED_PMD_BASE, 2 * ctx.w.granule.pmd_size())
+            } else {
+                (FIXED_PUD_BASE, 2 * len)
+            };
+            sys_mremap_fixed(ctx, base.get(), len, at + (it % 2) * step).await
         } else {
             sys_mremap(ctx, base.get(), len).await
         };

@@ -1007,3 +1007,85 @@ fn mremap_moves_an_aligned_pte_table_whole_and_its_lock_with_it() {
     assert!(frames && old_gone);
     assert!(!same_table && !same_lock, "PTE by PTE into a new table");
 }
+
+#[test]
+fn a_pud_sized_mremap_moves_the_pmd_table_and_needs_the_rmap_locks_too() {
+    // CVE-2022-41222's experiment (experiments/bugs/mremap-move-pmd.toml)
+    // with one PUD_SIZE moved between 64 GiB and 66 GiB: the PMD table
+    // moves whole with its PTE tables (move_normal_pud()). Without the
+    // rmap locks reclaim frees a page another CPU still maps (random
+    // search from seed 1: schedule 6,105); with them the same search
+    // passes.
+    use tlbsim::explore::{check, CheckOptions, Strategy};
+    let search = |how: &str| {
+        let mut e = super::common::file("experiments/bugs/mremap-move-pmd.toml");
+        e.kernel.mremap_move_pmd = toml::Value::String(how.into()).try_into().unwrap();
+        let p = &mut e.workload.params;
+        p.insert("stride_pages".into(), toml::Value::Integer(131_072));
+        p.insert("mremap_fixed".into(), toml::Value::String("pud".into()));
+        let o = CheckOptions {
+            strategy: Strategy::Random,
+            schedules: 10_000,
+            seed: 1,
+            max_actions: 200_000,
+            max_spin: tlbsim::explore::DEFAULT_MAX_SPIN,
+            speculation: 2,
+            cpus: None,
+        };
+        check(&e, &o).expect("check runs").failure
+    };
+    let f = search("need-rmap-locks").expect("the PUD race is found");
+    assert_eq!(
+        f.report.invariant(),
+        Some(tlbsim::check::Invariant::NoUseAfterFree),
+        "{}",
+        f.report
+    );
+    let text = f.report.to_string();
+    assert!(
+        text.contains("va 0x10"),
+        "a page of the 64 GiB mapping: {text}"
+    );
+    assert!(search("rmap-locks").is_none());
+}
+
+#[test]
+fn mremap_moves_an_aligned_pmd_table_whole_with_its_pte_tables() {
+    // One PUD_SIZE between PUD_SIZE-aligned addresses: the PMD table
+    // itself moves (move_normal_pud()), with the PTE tables under it and
+    // their locks; with `mremap_move_pud = false` (before 5.11) each PTE
+    // table moves by its PMD entry instead, into a new PMD table.
+    use tlbsim::kernel::mm::mremap::sys_mremap_fixed;
+    use tlbsim::kernel::mm::pgtable::{get_pte, pmd_pgtable, pmd_table};
+    let run = |pud: bool| {
+        let k = KernelConfig {
+            tlb_policy: "arm64-stock".into(),
+            asid_allocator: "arm64-asid-reserved".into(),
+            mremap_move_pud: pud,
+            ..KernelConfig::default()
+        };
+        let w = super::common::world_with("ampere-32", 2, k);
+        super::common::run_process_for(&w, move |ctx: Ctx| async move {
+            let w = Rc::clone(&ctx.w);
+            let mm = ctx.mm().unwrap();
+            let (len, far) = (1u64 << 30, 300u64 << 20);
+            let (a, b) = (64u64 << 30, 66u64 << 30);
+            let p = sys_mmap(&ctx, len, Perms::RW).await;
+            let p = sys_mremap_fixed(&ctx, p, len, a).await.expect("moved to a");
+            ctx.user_access(a, true).await;
+            ctx.user_access(a + far, true).await;
+            let pmd = pmd_table(&w, mm, a).unwrap();
+            let pte = pmd_pgtable(&w, mm, a + far).unwrap().0;
+            let lock = ctx.pte_lockptr(mm, a + far);
+            sys_mremap_fixed(&ctx, p, len, b).await.expect("moved to b");
+            let mapped = get_pte(&w, mm, b).is_some() && get_pte(&w, mm, b + far).is_some();
+            let same_pmd = pmd_table(&w, mm, b) == Some(pmd);
+            let same_pte = pmd_pgtable(&w, mm, b + far).map(|t| t.0) == Some(pte);
+            let same_lock = ctx.pte_lockptr(mm, b + far) == lock;
+            let old_gone = pmd_table(&w, mm, a).is_none() || get_pte(&w, mm, a).is_none();
+            (mapped && old_gone, same_pmd, same_pte, same_lock)
+        })
+    };
+    assert_eq!(run(true), (true, true, true, true));
+    assert_eq!(run(false), (true, false, true, true), "PMD entries moved");
+}

@@ -34,17 +34,20 @@
 //! Modelled: `MREMAP_MAYMOVE` to an address the kernel picks or, with
 //! `MREMAP_FIXED`, the caller's; same length. Growing or shrinking in
 //! place is not; a huge page in the range is split first (Linux moves an
-//! aligned one whole, `move_huge_pmd()`), and PUD-sized moves
-//! (`move_normal_pud()`) are not modelled.
+//! aligned one whole, `move_huge_pmd()`). A `PUD_SIZE`-aligned `PUD_SIZE`
+//! moves its PMD table whole the same way (`move_normal_pud()`, Linux
+//! 5.11+, under `mm->page_table_lock`; `[kernel] mremap_move_pud`), under
+//! the same rmap-lock rule. A hugetlb VMA is refused (`EINVAL`), as
+//! before 5.16.
 
 use super::huge_memory::split_huge_range;
-use super::hugetlb::pmd_lockptr;
+use super::hugetlb::{is_vm_hugetlb_page, pmd_lockptr};
 use super::mmap::do_munmap;
 use super::mmap::{find_vma, page_align, remove_vmas, unmapped_area_topdown};
 use super::mmu_gather::MmuGather;
 use super::pgtable::{
-    move_pmd_pgtable, pmd_alloc, pmd_table, present_ptes, pte_tables, set_pte, set_swp_entry,
-    swp_entries,
+    move_pmd_pgtable, move_pud_pmd_table, pmd_alloc, pmd_table, present_ptes, pte_tables, set_pte,
+    set_swp_entry, swp_entries,
 };
 use super::rmap::{rmap_lock, vma_rmap_roots};
 use super::tlbbatch::flush_tlb_batched_pending;
@@ -87,10 +90,12 @@ async fn mremap(ctx: &Ctx, addr: u64, len: u64, fixed: Option<u64>) -> Option<u6
             && end.is_some_and(|end| n + len <= addr || n >= end)
     });
     ctx.mmap_write_lock(mm).await;
-    // vma_to_resize(): the range must lie inside one VMA.
+    // vma_to_resize(): the range must lie inside one VMA, not a hugetlb
+    // one (Linux before 5.16 refuses those; the model does too).
     let vma = end
         .filter(|_| addr.is_multiple_of(page) && len > 0 && target_ok)
-        .and_then(|end| find_vma(&ctx.w, mm, addr).filter(|v| v.end >= end));
+        .and_then(|end| find_vma(&ctx.w, mm, addr).filter(|v| v.end >= end))
+        .filter(|v| !is_vm_hugetlb_page(v));
     let moved = match (vma, end) {
         (Some(v), Some(end)) => {
             call_range(ctx, mm, addr, end);
@@ -192,18 +197,26 @@ pub(crate) async fn move_page_tables(
     need_rmap_locks: bool,
 ) {
     let _f = ctx.func(crate::label!("move_page_tables"));
-    let span = ctx.w.granule.pmd_size();
+    let w = &ctx.w;
+    let (pmd, pud) = (w.granule.pmd_size(), pud_size(w));
+    let moves = w.kcfg.mremap_move_pmd != MremapMovePmd::Off;
     let old_end = old + len;
     let mut need_flush = false;
     let (mut o, mut n) = (old, new);
     while o < old_end {
-        let next_o = (o | (span - 1)) + 1;
-        let next_n = (n | (span - 1)) + 1;
-        let extent = (next_o - o).min(next_n - n).min(old_end - o);
-        let whole = extent == span && ctx.w.kcfg.mremap_move_pmd != MremapMovePmd::Off;
-        if whole && move_pgt_entry(ctx, mm, (o, n), need_rmap_locks).await {
+        // get_extent(NORMAL_PUD, ...): a whole PUD moves by its entry if
+        // it can, else by its PMD stretches (get_extent(NORMAL_PMD, ...)).
+        let pud_whole = moves && w.kcfg.mremap_move_pud && extent(pud, o, n, old_end) == pud;
+        if pud_whole && move_pgt_entry(ctx, mm, (o, n, pud), need_rmap_locks).await {
+            o += pud;
+            n += pud;
+            continue;
+        }
+        let extent = extent(pmd, o, n, old_end);
+        let whole = moves && extent == pmd;
+        if whole && move_pgt_entry(ctx, mm, (o, n, pmd), need_rmap_locks).await {
             // moved whole
-        } else if !pte_tables(&ctx.w, mm, o, o + extent).is_empty() {
+        } else if !pte_tables(w, mm, o, o + extent).is_empty() {
             need_flush |= move_ptes(ctx, mm, (o, o + extent), n).await;
         }
         o += extent;
@@ -215,14 +228,29 @@ pub(crate) async fn move_page_tables(
     }
 }
 
-/// `move_pgt_entry(NORMAL_PMD, ...)`: [`move_normal_pmd`] under the rmap
-/// locks of the VMA at `old` for writing if `need_rmap_locks` (Linux
+/// The bytes one stretch from `o` (moving to `n`, ending by `end`) may
+/// span without crossing a `size` boundary at either end
+/// (`get_extent()`).
+fn extent(size: u64, o: u64, n: u64, end: u64) -> u64 {
+    let next_o = (o | (size - 1)) + 1;
+    let next_n = (n | (size - 1)) + 1;
+    (next_o - o).min(next_n - n).min(end - o)
+}
+
+/// `PUD_SIZE` of the granule (what one PMD table maps).
+fn pud_size(w: &crate::kernel::World) -> u64 {
+    1 << w.granule.level_shift(crate::hw::mem::HUGE_LEVEL - 1)
+}
+
+/// `move_pgt_entry(NORMAL_PMD or NORMAL_PUD, ...)`: [`move_normal_pmd`]
+/// or [`move_normal_pud`] (`size` is `PMD_SIZE` or `PUD_SIZE`) under the
+/// rmap locks of the VMA at `old` for writing if `need_rmap_locks` (Linux
 /// 5.0-5.13, `[kernel] mremap_move_pmd = "need-rmap-locks"`) or always
 /// (97113eb39fa7). Returns whether the table moved.
 async fn move_pgt_entry(
     ctx: &Ctx,
     mm: MmId,
-    (old, new): (u64, u64),
+    (old, new, size): (u64, u64, u64),
     need_rmap_locks: bool,
 ) -> bool {
     let take = need_rmap_locks || ctx.w.kcfg.mremap_move_pmd == MremapMovePmd::RmapLocks;
@@ -232,9 +260,62 @@ async fn move_pgt_entry(
     } else {
         Vec::new()
     };
-    let moved = move_normal_pmd(ctx, mm, old, new).await;
+    let moved = if size == ctx.w.granule.pmd_size() {
+        move_normal_pmd(ctx, mm, old, new).await
+    } else {
+        move_normal_pud(ctx, mm, old, new).await
+    };
     drop_rmap_locks(ctx, &locks).await;
     moved
+}
+
+/// The PTE tables' locks (`ptdesc->ptl`) of `[old, old + len)` go with
+/// their tables to `new`.
+fn move_pte_locks(w: &crate::kernel::World, mm: MmId, (old, new, len): (u64, u64, u64)) {
+    let shift = w.granule.pmd_shift();
+    let mut k = w.k.borrow_mut();
+    let locks = &mut k.mms[mm].pte_locks;
+    let (lo, hi, to) = (old >> shift, (old + len) >> shift, new >> shift);
+    let moved: Vec<(u64, LockId)> = locks.range(lo..hi).map(|(&key, &l)| (key, l)).collect();
+    let stale: Vec<u64> = locks
+        .range(to..to + (hi - lo))
+        .map(|(&key, _)| key)
+        .collect();
+    for key in stale {
+        locks.remove(&key);
+    }
+    for (key, l) in moved {
+        locks.remove(&key);
+        locks.insert(to + (key - lo), l);
+    }
+}
+
+/// `move_normal_pud()`: under `pud_lock()` (the mm's `page_table_lock`,
+/// for both PUDs), moves the PUD entry of `old` to `new`
+/// (`move_pud_pmd_table()`: the PMD table and every PTE table under it)
+/// and flushes the old `PUD_SIZE` before dropping it. The PTE tables'
+/// locks go with them. Returns false, moving nothing, if the old PUD does
+/// not point to a PMD table or the new one is not empty.
+async fn move_normal_pud(ctx: &Ctx, mm: MmId, old: u64, new: u64) -> bool {
+    let _f = ctx.func(crate::label!("move_normal_pud"));
+    let w = &ctx.w;
+    let ptl = w.k.borrow().mms[mm].ptl;
+    ctx.spin_lock(ptl).await;
+    let moved = move_pud_pmd_table(w, ctx.cpu(), mm, old, new);
+    let size = pud_size(w);
+    if moved.is_some() {
+        move_pte_locks(w, mm, (old, new, size));
+    }
+    let k = &w.profile.kernel;
+    let tables = moved.map_or(0, |(_, a)| a);
+    ctx.work(k.pte_update_ns * 2 + k.page_alloc_ns * u64::from(tables))
+        .await;
+    if moved.is_some() {
+        let page_size = w.granule.page_size();
+        flush_tlb_range(ctx, mm, old, old + size, page_size, false).await;
+    }
+    ctx.spin_unlock(ptl).await;
+    moved.is_some()
 }
 
 /// `move_normal_pmd()`: with `alloc_new_pmd()` done first, under the old
@@ -260,14 +341,7 @@ async fn move_normal_pmd(ctx: &Ctx, mm: MmId, old: u64, new: u64) -> bool {
     }
     let moved = move_pmd_pgtable(w, ctx.cpu(), mm, old, new);
     if moved.is_some() {
-        // The table's lock (`ptdesc->ptl`) moves with it.
-        let shift = w.granule.pmd_shift();
-        let mut k = w.k.borrow_mut();
-        let locks = &mut k.mms[mm].pte_locks;
-        match locks.remove(&(old >> shift)) {
-            Some(l) => locks.insert(new >> shift, l),
-            None => locks.remove(&(new >> shift)),
-        };
+        move_pte_locks(w, mm, (old, new, w.granule.pmd_size()));
     }
     let k = &w.profile.kernel;
     let tables = allocated + moved.map_or(0, |(_, a)| a);

@@ -342,12 +342,10 @@ pub fn pmd_pgtable(w: &World, mm: MmId, va: u64) -> Option<(TableId, u64)> {
 /// `pmd_populate(mm, new_pmd, pmd_pgtable(pmd))`): the PTE table that maps
 /// `old` in `mm` is detached there and installed to map `new` (both
 /// `PMD_SIZE` aligned), allocating the tables above `new` as needed. Its
-/// present PTEs now translate `new`'s addresses: observers see each as a
-/// `PteWrite` clearing it at its old address and one setting it at its
-/// new one, with a new version (the checker retires versions by number:
-/// the old one is retired at the old address). Returns the table and the number of
-/// table pages allocated, or `None` (nothing done) if `old`'s PMD does not
-/// point to a PTE table or `new`'s is not empty.
+/// present PTEs now translate `new`'s addresses ([`renew_moved`]).
+/// Returns the table and the number of table pages allocated, or `None`
+/// (nothing done) if `old`'s PMD does not point to a PTE table or `new`'s
+/// is not empty.
 pub fn move_pmd_pgtable(
     w: &World,
     cpu: CpuId,
@@ -361,41 +359,104 @@ pub fn move_pmd_pgtable(
     let t = pmd_clear_pgtable(w, mm, old)?;
     let pgd = w.k.borrow().mms[mm].pgd;
     let mut allocated = 0;
-    let leaves = {
+    {
         let mut mem = w.hw.page_tables_mut();
         let pmd = table_at(&mut mem, pgd, new, HUGE_LEVEL, true, &mut allocated)
             .expect("allocating walk");
         let idx = mem.granule().level_index(new, HUGE_LEVEL);
         mem.table_mut(pmd).entries.insert(idx, Desc::Table(t));
-        let sh = mem.granule().page_shift();
-        let mut leaves = Vec::new();
+    }
+    renew_moved(w, cpu, mm, (t, LEAF_LEVEL), (old, new));
+    Some((t, allocated))
+}
+
+/// `move_normal_pud()`'s page-table work (`pud_clear(old_pud)`,
+/// `set_pud_at(mm, new_addr, new_pud, pud)`): the PMD table that maps
+/// `old` in `mm` is detached there and installed to map `new` (both
+/// `PUD_SIZE` aligned), with the PTE tables under it. Everything it maps
+/// now translates `new`'s addresses ([`renew_moved`]). Returns the table
+/// and the number of table pages allocated, or `None` (nothing done) if
+/// `old`'s PUD does not point to a PMD table, `new`'s is not empty, or the
+/// granule has no PUD level of its own under the top one.
+pub fn move_pud_pmd_table(
+    w: &World,
+    cpu: CpuId,
+    mm: MmId,
+    old: u64,
+    new: u64,
+) -> Option<(TableId, u32)> {
+    if HUGE_LEVEL - 1 <= w.granule.start_level() || pmd_table(w, mm, new).is_some() {
+        return None;
+    }
+    let t = pud_clear(w, mm, old)?;
+    let allocated = pud_populate(w, mm, new, t);
+    renew_moved(w, cpu, mm, (t, HUGE_LEVEL), (old, new));
+    Some((t, allocated))
+}
+
+/// After a table move: every present leaf under table `t` (whose entries
+/// are at `level`), which mapped its address under `old`, now maps the
+/// same address under `new`. Observers see each as a write clearing it at
+/// its old address and one setting it at its new one (`PteWrite`, or
+/// `HugePteWrite` for a PMD-sized leaf), with a new version (the checker
+/// retires versions by number: the old one is retired at the old
+/// address).
+fn renew_moved(w: &World, cpu: CpuId, mm: MmId, (t, level): (TableId, u8), (old, new): (u64, u64)) {
+    let mut leaves = Vec::new();
+    let mut below = Vec::new();
+    {
+        let mut mem = w.hw.page_tables_mut();
+        let sh = mem.granule().level_shift(level);
         for (&i, d) in mem.table_mut(t).entries.iter_mut() {
-            if let Desc::Page(p) = d {
-                let was = *p;
-                p.version = w.next_pte_version();
-                leaves.push((u64::from(i) << sh, was, *p));
+            let off = u64::from(i) << sh;
+            match d {
+                Desc::Page(p) => {
+                    let was = *p;
+                    p.version = w.next_pte_version();
+                    leaves.push((off, was, *p));
+                }
+                Desc::Table(c) if level < LEAF_LEVEL => below.push((off, *c)),
+                _ => {}
             }
         }
-        leaves
-    };
-    for (off, was, p) in leaves {
-        let (old, new) = (old + off, new + off);
-        w.emit(Event::PteWrite {
-            cpu,
-            mm,
-            va: old,
-            old: Some(was),
-            new: None,
-        });
-        w.emit(Event::PteWrite {
-            cpu,
-            mm,
-            va: new,
-            old: None,
-            new: Some(p),
-        });
     }
-    Some((t, allocated))
+    for (off, was, p) in leaves {
+        let (o, n) = (old + off, new + off);
+        if level == LEAF_LEVEL {
+            w.emit(Event::PteWrite {
+                cpu,
+                mm,
+                va: o,
+                old: Some(was),
+                new: None,
+            });
+            w.emit(Event::PteWrite {
+                cpu,
+                mm,
+                va: n,
+                old: None,
+                new: Some(p),
+            });
+        } else {
+            w.emit(Event::HugePteWrite {
+                cpu,
+                mm,
+                va: o,
+                old: Some(was),
+                new: None,
+            });
+            w.emit(Event::HugePteWrite {
+                cpu,
+                mm,
+                va: n,
+                old: None,
+                new: Some(p),
+            });
+        }
+    }
+    for (off, c) in below {
+        renew_moved(w, cpu, mm, (c, level + 1), (old + off, new + off));
+    }
 }
 
 /// Where PTE table `t` of `mm` maps the page `va` had in it when it
