@@ -342,7 +342,7 @@ pub fn pmd_pgtable(w: &World, mm: MmId, va: u64) -> Option<(TableId, u64)> {
 /// `pmd_populate(mm, new_pmd, pmd_pgtable(pmd))`): the PTE table that maps
 /// `old` in `mm` is detached there and installed to map `new` (both
 /// `PMD_SIZE` aligned), allocating the tables above `new` as needed. Its
-/// present PTEs now translate `new`'s addresses ([`renew_moved`]).
+/// present PTEs now translate `new`'s addresses (`renew_moved()`).
 /// Returns the table and the number of table pages allocated, or `None`
 /// (nothing done) if `old`'s PMD does not point to a PTE table or `new`'s
 /// is not empty.
@@ -374,7 +374,7 @@ pub fn move_pmd_pgtable(
 /// `set_pud_at(mm, new_addr, new_pud, pud)`): the PMD table that maps
 /// `old` in `mm` is detached there and installed to map `new` (both
 /// `PUD_SIZE` aligned), with the PTE tables under it. Everything it maps
-/// now translates `new`'s addresses ([`renew_moved`]). Returns the table
+/// now translates `new`'s addresses (`renew_moved()`). Returns the table
 /// and the number of table pages allocated, or `None` (nothing done) if
 /// `old`'s PUD does not point to a PMD table, `new`'s is not empty, or the
 /// granule has no PUD level of its own under the top one.
