@@ -769,7 +769,7 @@ pub const CVE_2022_41222: Bug = Bug {
     fix: "97113eb39fa7",
     subject: "mm/mremap: hold the rmap lock in write mode when moving page table entries.",
     introduced: Some("2c91bd4a4e2e"),
-    versions: "v5.10 (arm64's HAVE_MOVE_PMD, 45544eee9606; x86 from v5.0) to v5.13.2 (fixed in v5.14 and v5.13.3)",
+    versions: "v5.10 (arm64's HAVE_MOVE_PMD, 45544eee9606; x86 from v5.0) to v5.13.2 (fixed in v5.14 and v5.13.3; the 5.4 and 5.10 stable branches in 2022)",
     arch: Arch::Arm64,
     what: "mremap moves a PTE table whole under the PMD locks only (need_rmap_locks is false for \
            a new VMA) while reclaim, which reached the page through the old VMA and holds the \
@@ -779,7 +779,7 @@ pub const CVE_2022_41222: Bug = Bug {
         buggy: "kernel.mremap_move_pmd=\"need-rmap-locks\"",
         fixed: "kernel.mremap_move_pmd=\"rmap-locks\"",
         breaks: Breaks {
-            invariant: Invariant::NoStaleHold,
+            invariant: Invariant::NoUseAfterFree,
             search: Search::Explore {
                 experiment: crate::experiment_file!("experiments/bugs/mremap-move-pmd.toml"),
                 strategy: Strategy::Dpor,

@@ -505,16 +505,18 @@ impl HugetlbUnshareFlush {
 #[serde(rename_all = "kebab-case")]
 pub enum MremapMovePmd {
     /// PTE by PTE (`move_ptes()`), as every range: Linux before
-    /// `CONFIG_HAVE_MOVE_PMD` (x86 before 5.0, arm64 before 5.11).
+    /// `CONFIG_HAVE_MOVE_PMD` (x86 before 5.0, arm64 before 5.10).
     Off,
     /// `move_normal_pmd()` moves the PMD entry, taking the rmap locks
     /// only when `copy_vma()` said they are needed (`need_rmap_locks`,
     /// false for a new VMA, which rmap walks visit after the old one):
-    /// Linux 5.0 (2c91bd4a4e2e) to 5.13, until 97113eb39fa7
-    /// (CVE-2022-41222).
+    /// the generic code of 2c91bd4a4e2e as x86 selected it in 5.0
+    /// (9f132f7e1455) and arm64 in 5.10 (45544eee9606), to 5.13.2, until
+    /// 97113eb39fa7 (CVE-2022-41222; the 5.4 and 5.10 stable branches took
+    /// it only in 2022).
     NeedRmapLocks,
     /// `move_normal_pmd()` under the rmap locks in write mode always
-    /// (97113eb39fa7, 5.14; stable 5.13.3, 5.10.51).
+    /// (97113eb39fa7, 5.14; stable 5.13.3).
     #[default]
     RmapLocks,
 }

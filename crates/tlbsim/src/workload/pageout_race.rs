@@ -56,7 +56,8 @@
 //!   table whole (`move_normal_pmd()`); with kswapd reclaiming, the race of
 //!   CVE-2022-41222. `"pud"`: a mapping of one `PUD_SIZE` (`pages x
 //!   stride_pages = 262144`) moved between 64 GiB and 66 GiB, its PMD
-//!   table moving whole (`move_normal_pud()`).
+//!   table moving whole (`move_normal_pud()`). Both counts are of 4 KiB
+//!   pages: with a larger granule the moves are not of whole tables.
 //! - `shared = false`: the mapping is private anonymous memory: reclaim
 //!   leaves swap entries in the PTEs, migration leaves migration entries,
 //!   and forked children share its pages copy-on-write (and its swap

@@ -264,7 +264,10 @@ async fn migrate_folio_move(ctx: &Ctx, u: &Unmapped, to: u32) -> bool {
 async fn remove_migration_ptes(ctx: &Ctx, pfn: Pfn, ptes: &[(MmId, u64, Pte)]) {
     let w = &ctx.w;
     for &(mm, va, old) in ptes {
-        ctx.ptl_lock(mm, va).await;
+        // The lock taken is the one unlocked, even if mremap moved the
+        // table meanwhile (its lock goes with it).
+        let ptl = ctx.pte_lockptr(mm, va);
+        ctx.spin_lock(ptl).await;
         // The VMA may be gone (an address space that mapped the object
         // exited meanwhile).
         let mapped = {
@@ -281,7 +284,7 @@ async fn remove_migration_ptes(ctx: &Ctx, pfn: Pfn, ptes: &[(MmId, u64, Pte)]) {
             set_pte(w, ctx.cpu(), mm, va, Some((pfn, old.perms)));
             ctx.work(w.profile.kernel.pte_update_ns).await;
         }
-        ctx.ptl_unlock(mm, va).await;
+        ctx.spin_unlock(ptl).await;
     }
 }
 
@@ -298,7 +301,8 @@ pub(super) async fn remove_migration_entries(
 ) {
     let w = &ctx.w;
     for &(mm, va) in mappers {
-        ctx.ptl_lock(mm, va).await;
+        let ptl = ctx.pte_lockptr(mm, va);
+        ctx.spin_lock(ptl).await;
         if let Some(SwpEntry::Migration(old)) = get_swp_entry(w, mm, va) {
             if old.pfn == src {
                 set_swp_entry(w, mm, va, None);
@@ -307,7 +311,7 @@ pub(super) async fn remove_migration_entries(
                 ctx.work(w.profile.kernel.pte_update_ns).await;
             }
         }
-        ctx.ptl_unlock(mm, va).await;
+        ctx.spin_unlock(ptl).await;
     }
 }
 

@@ -90,6 +90,11 @@ async fn mremap(ctx: &Ctx, addr: u64, len: u64, fixed: Option<u64>) -> Option<u6
             && end.is_some_and(|end| n + len <= addr || n >= end)
     });
     ctx.mmap_write_lock(mm).await;
+    // mremap_to(): the destination is unmapped before the source is
+    // looked at (a failing source leaves it unmapped, as in Linux).
+    if let Some(n) = fixed.filter(|_| target_ok && len > 0) {
+        do_munmap(ctx, mm, n, n + len).await;
+    }
     // vma_to_resize(): the range must lie inside one VMA, not a hugetlb
     // one (Linux before 5.16 refuses those; the model does too).
     let vma = end
@@ -99,9 +104,6 @@ async fn mremap(ctx: &Ctx, addr: u64, len: u64, fixed: Option<u64>) -> Option<u6
     let moved = match (vma, end) {
         (Some(v), Some(end)) => {
             call_range(ctx, mm, addr, end);
-            if let Some(n) = fixed {
-                do_munmap(ctx, mm, n, n + len).await;
-            }
             Some(move_vma(ctx, mm, &v, (addr, len), fixed).await)
         }
         _ => None,
@@ -206,18 +208,34 @@ pub(crate) async fn move_page_tables(
     while o < old_end {
         // get_extent(NORMAL_PUD, ...): a whole PUD moves by its entry if
         // it can, else by its PMD stretches (get_extent(NORMAL_PMD, ...)).
-        let pud_whole = moves && w.kcfg.mremap_move_pud && extent(pud, o, n, old_end) == pud;
+        let pud_extent = extent(pud, o, n, old_end);
+        if pud_extent == pud && pmd_table(w, mm, o).is_none() {
+            // get_old_pud() found none: nothing here to move.
+            o += pud;
+            n += pud;
+            continue;
+        }
+        let pud_whole = moves && w.kcfg.mremap_move_pud && pud_extent == pud;
         if pud_whole && move_pgt_entry(ctx, mm, (o, n, pud), need_rmap_locks).await {
             o += pud;
             n += pud;
             continue;
         }
         let extent = extent(pmd, o, n, old_end);
-        let whole = moves && extent == pmd;
+        let tables = pte_tables(w, mm, o, o + extent);
+        // get_old_pmd(): an empty PMD has nothing to move.
+        let whole = moves && extent == pmd && !tables.is_empty();
         if whole && move_pgt_entry(ctx, mm, (o, n, pmd), need_rmap_locks).await {
             // moved whole
-        } else if !pte_tables(w, mm, o, o + extent).is_empty() {
+        } else if !tables.is_empty() {
+            let locks = if need_rmap_locks {
+                let vma = find_vma(w, mm, o).expect("the old VMA stays until the move is done");
+                take_rmap_locks(ctx, mm, &vma).await
+            } else {
+                Vec::new()
+            };
             need_flush |= move_ptes(ctx, mm, (o, o + extent), n).await;
+            drop_rmap_locks(ctx, &locks).await;
         }
         o += extent;
         n += extent;
@@ -326,14 +344,17 @@ async fn move_normal_pud(ctx: &Ctx, mm: MmId, old: u64, new: u64) -> bool {
 /// the walk caches hold the old PMD) before dropping them. The PTE
 /// table's own lock goes with it. Returns false, moving nothing, if the
 /// old PMD does not point to a PTE table or the new one is not empty
-/// (the caller then moves PTE by PTE).
+/// (the caller then moves PTE by PTE). The old PMD is checked again under
+/// the lock: that is 6fa1066fc5d0 (6.12, 6.6.58; CVE-2024-50066); before
+/// it Linux populated the new PMD with whatever it read there, which the
+/// model does not express (docs/validation.md).
 async fn move_normal_pmd(ctx: &Ctx, mm: MmId, old: u64, new: u64) -> bool {
     let _f = ctx.func(crate::label!("move_normal_pmd"));
     let w = &ctx.w;
-    let (new_pmd, allocated) = pmd_alloc(w, mm, new);
     let Some(old_pmd) = pmd_table(w, mm, old) else {
         return false;
     };
+    let (new_pmd, allocated) = pmd_alloc(w, mm, new);
     let (old_ptl, new_ptl) = (pmd_lockptr(w, old_pmd), pmd_lockptr(w, new_pmd));
     ctx.spin_lock(old_ptl).await;
     if new_ptl != old_ptl {

@@ -459,11 +459,20 @@ fn renew_moved(w: &World, cpu: CpuId, mm: MmId, (t, level): (TableId, u8), (old,
     }
 }
 
-/// Where PTE table `t` of `mm` maps the page `va` had in it when it
-/// mapped `va` (`t` may have moved since: `move_normal_pmd()`): `va`
-/// itself while `t` still maps it, else the same page of the
-/// `PMD_SIZE` `t` maps now; `None` if `mm` no longer has `t`.
-pub fn pte_in_table(w: &World, mm: MmId, t: TableId, va: u64) -> Option<u64> {
+/// Where PTE table `t` (in its life `instance`, as [`pmd_pgtable`] gave
+/// it) of `mm` maps the page `va` had in it when it mapped `va` (`t` may
+/// have moved since: `move_normal_pmd()`): `va` itself while `t` still
+/// maps it, else the same page of the `PMD_SIZE` `t` maps now; `None` if
+/// `mm` no longer has `t` or the table was freed and reused since.
+pub fn pte_in_table(w: &World, mm: MmId, (t, instance): (TableId, u64), va: u64) -> Option<u64> {
+    let same = {
+        let mem = w.hw.page_tables();
+        let tab = mem.table(t);
+        tab.live && tab.instance == instance
+    };
+    if !same {
+        return None;
+    }
     if pmd_pgtable(w, mm, va).is_some_and(|(u, _)| u == t) {
         return Some(va);
     }

@@ -131,7 +131,7 @@ pub async fn try_to_unmap(ctx: &Ctx, pfn: Pfn, batch: bool) -> Option<(MmId, u64
     let (lock, mappers) = rmap_walk_begin(ctx, pfn).await;
     for (mm, va) in mappers {
         match try_to_unmap_one(ctx, (mm, va), pfn, batch, Ttu::Reclaim).await {
-            Unmap::Cleared(_) => last = Some((mm, va)),
+            Unmap::Cleared(at, _) => last = Some((mm, at)),
             Unmap::NotMapped => {}
             Unmap::Kept => break, // a lazily freeable folio in use: kept
         }
@@ -151,8 +151,10 @@ pub async fn try_to_migrate(ctx: &Ctx, pfn: Pfn, batch: bool) -> Vec<(MmId, u64,
     let mut out = Vec::new();
     let (lock, mappers) = rmap_walk_begin(ctx, pfn).await;
     for (mm, va) in mappers {
-        if let Unmap::Cleared(p) = try_to_unmap_one(ctx, (mm, va), pfn, batch, Ttu::Migrate).await {
-            out.push((mm, va, p));
+        if let Unmap::Cleared(at, p) =
+            try_to_unmap_one(ctx, (mm, va), pfn, batch, Ttu::Migrate).await
+        {
+            out.push((mm, at, p));
         }
     }
     rmap_walk_done(ctx, lock).await;
@@ -188,7 +190,7 @@ async fn try_to_unmap_one(
     // through that table. If mremap moved the table meanwhile
     // (`move_normal_pmd()`, which takes no PTE lock), the PTE is the one
     // of the table's new place (`at`), while the flush is of `va`.
-    let table = pmd_pgtable(w, mm, va).map(|(t, _)| t);
+    let table = pmd_pgtable(w, mm, va);
     let ptl = ctx.pte_lockptr(mm, va);
     ctx.spin_lock(ptl).await;
     let at = table.and_then(|t| pte_in_table(w, mm, t, va));
@@ -222,7 +224,7 @@ async fn try_to_unmap_one(
                     set_swap_pte(w, mm, at, Some(slot));
                 }
                 w.put_frame(ctx.cpu(), pfn, mm, at);
-                Unmap::Cleared(p)
+                Unmap::Cleared(at, p)
             }
         }
         _ => Unmap::NotMapped,
@@ -243,8 +245,9 @@ enum Ttu {
 /// What [`try_to_unmap_one`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Unmap {
-    /// Cleared this PTE (its old value).
-    Cleared(Pte),
+    /// Cleared the PTE now at this address (its table may have moved
+    /// since the walk found it), with its old value.
+    Cleared(u64, Pte),
     /// Put the PTE back: the folio stays (the walk stops).
     Kept,
     /// The PTE did not map the folio.
