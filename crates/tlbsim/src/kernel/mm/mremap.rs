@@ -242,7 +242,7 @@ pub(crate) async fn move_page_tables(
     }
     if need_flush {
         let page_size = ctx.w.granule.page_size();
-        flush_tlb_range(ctx, mm, old, old_end, page_size, true).await;
+        flush_tlb_range(ctx, mm, old, old_end, page_size, false).await;
     }
 }
 
@@ -425,7 +425,9 @@ async fn move_ptes(ctx: &Ctx, mm: MmId, old: (u64, u64), new: u64) -> bool {
     }
     let flush_now = if unlocked { dirty } else { force_flush };
     if flush_now {
-        flush_tlb_range(ctx, mm, lo, hi, w.granule.page_size(), true).await;
+        // flush_tlb_range(vma, ...): never leaf-only on arm64 ("we may be
+        // invalidating table entries as part of ... moving page tables").
+        flush_tlb_range(ctx, mm, lo, hi, w.granule.page_size(), false).await;
     }
     if !same_table && !unlocked {
         ctx.ptl_unlock(mm, new).await;
