@@ -276,13 +276,7 @@ impl Workload for MigrateBench {
                 profile.topology.cpus
             ));
         }
-        match &profile.numa {
-            Some(n) if n.nodes >= 2 => Ok(()),
-            _ => Err(format!(
-                "profile \"{}\" has no [numa] section with 2 or more nodes, which migrate-bench needs",
-                profile.name
-            )),
-        }
+        super::needs_two_nodes(profile, "migrate-bench")
     }
 }
 

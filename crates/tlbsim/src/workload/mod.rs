@@ -347,6 +347,21 @@ pub fn parse_params<T: for<'de> serde::Deserialize<'de>>(p: &Params) -> Result<T
     })
 }
 
+/// `Workload::check` of a workload that migrates between NUMA nodes: the
+/// profile must have a `[numa]` section with 2 or more nodes.
+pub(crate) fn needs_two_nodes(
+    profile: &crate::config::Profile,
+    workload: &str,
+) -> Result<(), String> {
+    match &profile.numa {
+        Some(n) if n.nodes >= 2 => Ok(()),
+        _ => Err(format!(
+            "profile \"{}\" has no [numa] section with 2 or more nodes, which {workload} needs",
+            profile.name
+        )),
+    }
+}
+
 /// `taskset -c cpu`: the mask of that one CPU (`sched_setaffinity`).
 pub(crate) fn only_cpu(w: &World, cpu: crate::hw::CpuId) -> crate::hw::cpumask::CpuMask {
     let mut m = crate::hw::cpumask::CpuMask::new(w.ncpus());

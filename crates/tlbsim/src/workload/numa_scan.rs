@@ -97,13 +97,7 @@ impl NumaScan {
 
 impl Workload for NumaScan {
     fn check(&self, profile: &crate::config::Profile) -> Result<(), String> {
-        match &profile.numa {
-            Some(n) if n.nodes >= 2 => Ok(()),
-            _ => Err(format!(
-                "profile \"{}\" has no [numa] section with 2 or more nodes, which numa-scan needs",
-                profile.name
-            )),
-        }
+        super::needs_two_nodes(profile, "numa-scan")
     }
 
     fn estimate(&self, _cpus: u32) -> super::Estimate {

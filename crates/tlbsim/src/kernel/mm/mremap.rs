@@ -74,9 +74,6 @@ pub async fn sys_mremap_fixed(ctx: &Ctx, addr: u64, len: u64, new_addr: u64) -> 
     mremap(ctx, addr, len, Some(new_addr)).await
 }
 
-/// The highest address a user mapping may reach (47 bits).
-const TASK_SIZE: u64 = 1 << 47;
-
 async fn mremap(ctx: &Ctx, addr: u64, len: u64, fixed: Option<u64>) -> Option<u64> {
     let _f = ctx.func(crate::label!("__do_sys_mremap"));
     syscall_enter(ctx, "mremap").await;
@@ -86,7 +83,7 @@ async fn mremap(ctx: &Ctx, addr: u64, len: u64, fixed: Option<u64>) -> Option<u6
     let page = ctx.w.granule.page_size();
     let target_ok = fixed.is_none_or(|n| {
         n.is_multiple_of(page)
-            && n.checked_add(len).is_some_and(|e| e <= TASK_SIZE)
+            && n.checked_add(len).is_some_and(|e| e <= super::TASK_SIZE)
             && end.is_some_and(|end| n + len <= addr || n >= end)
     });
     ctx.mmap_write_lock(mm).await;
@@ -179,6 +176,15 @@ async fn take_rmap_locks(ctx: &Ctx, mm: MmId, v: &Vma) -> Vec<LockId> {
     locks
 }
 
+/// [`take_rmap_locks`] of the VMA at `addr` if `take`, else nothing.
+async fn take_rmap_locks_if(ctx: &Ctx, mm: MmId, addr: u64, take: bool) -> Vec<LockId> {
+    if !take {
+        return Vec::new();
+    }
+    let vma = find_vma(&ctx.w, mm, addr).expect("the old VMA stays until the move is done");
+    take_rmap_locks(ctx, mm, &vma).await
+}
+
 /// `drop_rmap_locks()`: releases what [`take_rmap_locks`] took.
 async fn drop_rmap_locks(ctx: &Ctx, locks: &[LockId]) {
     for &l in locks.iter().rev() {
@@ -228,12 +234,7 @@ pub(crate) async fn move_page_tables(
         if whole && move_pgt_entry(ctx, mm, (o, n, pmd), need_rmap_locks).await {
             // moved whole
         } else if !tables.is_empty() {
-            let locks = if need_rmap_locks {
-                let vma = find_vma(w, mm, o).expect("the old VMA stays until the move is done");
-                take_rmap_locks(ctx, mm, &vma).await
-            } else {
-                Vec::new()
-            };
+            let locks = take_rmap_locks_if(ctx, mm, o, need_rmap_locks).await;
             need_flush |= move_ptes(ctx, mm, (o, o + extent), n).await;
             drop_rmap_locks(ctx, &locks).await;
         }
@@ -272,12 +273,7 @@ async fn move_pgt_entry(
     need_rmap_locks: bool,
 ) -> bool {
     let take = need_rmap_locks || ctx.w.kcfg.mremap_move_pmd == MremapMovePmd::RmapLocks;
-    let vma = find_vma(&ctx.w, mm, old).expect("the old VMA stays until the move is done");
-    let locks = if take {
-        take_rmap_locks(ctx, mm, &vma).await
-    } else {
-        Vec::new()
-    };
+    let locks = take_rmap_locks_if(ctx, mm, old, take).await;
     let moved = if size == ctx.w.granule.pmd_size() {
         move_normal_pmd(ctx, mm, old, new).await
     } else {
